@@ -1,1 +1,53 @@
-//! placeholder
+//! corewire's runtime: one pinned shard per core, each running its own loop over an io_uring
+//! ring, with `!Send` tasks, timers, pollers (the RDMA completion-queue poller plugs in here),
+//! cross-shard messages, sharded TCP accept and per-connection fairness budgets.
+//!
+//! ```no_run
+//! use corewire_runtime::{Runtime, spawn_local, sleep};
+//! use std::time::Duration;
+//!
+//! let rt = Runtime::builder().shards(2).build().unwrap();
+//! let answer = rt.block_on(1, || async {
+//!     let task = spawn_local(async { 6 * 7 });
+//!     sleep(Duration::from_millis(1)).await;
+//!     task.await.unwrap()
+//! });
+//! assert_eq!(answer.unwrap(), 42);
+//! ```
+
+pub mod accept;
+pub mod coop;
+pub mod driver;
+mod executor;
+pub mod mesh;
+pub mod net;
+pub mod poller;
+mod runtime;
+pub mod shard;
+pub mod timer;
+
+use std::future::Future;
+
+pub use coop::{Budget, RoundBudget};
+pub use driver::op::{Op, OpData};
+pub use driver::Features;
+pub use executor::{yield_now, JoinError, JoinHandle};
+pub use mesh::{send_to, submit_to, MeshError, RemoteHandle};
+pub use poller::{register_poller, unregister_poller, PollOutcome, Poller, PollerId};
+pub use runtime::{Runtime, RuntimeBuilder};
+pub use shard::{shard_count, shard_id, ShardId, ShardStats, ShardStatsSnapshot};
+pub use timer::{interval, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
+
+/// Spawn a `!Send` task on the current shard. Panics off a shard thread.
+pub fn spawn_local<F, T>(future: F) -> JoinHandle<T>
+where
+    F: Future<Output = T> + 'static,
+    T: 'static,
+{
+    shard::context::with_executor(|e| e.spawn(future))
+}
+
+/// Look at the current shard's counters (e.g. to count protocol errors). Panics off a shard.
+pub fn with_local_stats<R>(f: impl FnOnce(&ShardStats) -> R) -> R {
+    f(&shard::context::current().remote.stats)
+}

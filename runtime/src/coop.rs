@@ -1,0 +1,127 @@
+//! Per-connection fairness budgets: a connection handles at most `max_messages` messages and
+//! `max_bytes` bytes per round, then yields so the rest of its shard (other connections,
+//! pollers, the ring) runs before it continues. Like tokio's coop budget, but counted in the
+//! units a network server cares about.
+
+use crate::executor::yield_now;
+use crate::shard::context;
+
+/// Limits for one round of one connection. `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub max_messages: Option<u32>,
+    pub max_bytes: Option<usize>,
+}
+
+impl Budget {
+    pub const UNLIMITED: Budget = Budget {
+        max_messages: None,
+        max_bytes: None,
+    };
+
+    pub fn messages(n: u32) -> Budget {
+        Budget {
+            max_messages: Some(n.max(1)),
+            max_bytes: None,
+        }
+    }
+
+    pub fn with_bytes(mut self, n: usize) -> Budget {
+        self.max_bytes = Some(n.max(1));
+        self
+    }
+
+    pub fn is_unlimited(&self) -> bool {
+        self.max_messages.is_none() && self.max_bytes.is_none()
+    }
+}
+
+impl Default for Budget {
+    /// 32 messages or 256 KiB per round: SPDK's NVMe/TCP figure; see BENCHMARKS.md for the
+    /// fairness/throughput trade-off measured here.
+    fn default() -> Budget {
+        Budget::messages(32).with_bytes(256 * 1024)
+    }
+}
+
+/// What a connection has used of its budget in the current round.
+#[derive(Debug)]
+pub struct RoundBudget {
+    budget: Budget,
+    messages: u32,
+    bytes: usize,
+}
+
+impl RoundBudget {
+    pub fn new(budget: Budget) -> RoundBudget {
+        RoundBudget {
+            budget,
+            messages: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Count one message of `bytes`; true when the round's budget is used up.
+    pub fn charge(&mut self, bytes: usize) -> bool {
+        self.messages = self.messages.saturating_add(1);
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.exhausted()
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.budget.max_messages.is_some_and(|m| self.messages >= m)
+            || self.budget.max_bytes.is_some_and(|b| self.bytes >= b)
+    }
+
+    /// Start a new round without yielding (the connection had to wait for I/O anyway).
+    pub fn reset(&mut self) {
+        self.messages = 0;
+        self.bytes = 0;
+    }
+
+    /// If the budget is used up: count it, yield to the rest of the shard, start a new round.
+    pub async fn yield_if_exhausted(&mut self) {
+        if self.exhausted() {
+            if let Some(ctx) = context::try_current() {
+                ctx.remote.stats.budget_exhausted.incr();
+            }
+            yield_now().await;
+            self.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlimited_never_exhausts() {
+        let mut r = RoundBudget::new(Budget::UNLIMITED);
+        for _ in 0..100_000 {
+            assert!(!r.charge(1 << 20));
+        }
+    }
+
+    #[test]
+    fn message_limit() {
+        let mut r = RoundBudget::new(Budget::messages(4));
+        assert!(!r.charge(1));
+        assert!(!r.charge(1));
+        assert!(!r.charge(1));
+        assert!(r.charge(1));
+        r.reset();
+        assert!(!r.exhausted());
+    }
+
+    #[test]
+    fn byte_limit_hits_first() {
+        let mut r = RoundBudget::new(Budget::messages(100).with_bytes(1000));
+        assert!(!r.charge(600));
+        assert!(r.charge(600));
+    }
+}

@@ -1,0 +1,83 @@
+//! Kernel feature probing. The host runs 6.x, the RDMA test VM runs Debian's 6.1: set-up flags
+//! are tried from the most to the least capable, and each opcode the runtime may use is probed.
+
+use std::io;
+
+use io_uring::{opcode, register::Probe, IoUring};
+
+/// What the kernel under this shard's ring supports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    /// IORING_SETUP_SINGLE_ISSUER (6.0): only the shard thread submits.
+    pub single_issuer: bool,
+    /// IORING_SETUP_DEFER_TASKRUN (6.1): completions are posted only when the shard asks.
+    pub defer_taskrun: bool,
+    /// IORING_SETUP_COOP_TASKRUN (5.19): no IPI to interrupt the shard for task work.
+    pub coop_taskrun: bool,
+    /// Multishot accept (5.19).
+    pub accept_multishot: bool,
+    /// IORING_OP_MSG_RING (5.18).
+    pub msg_ring: bool,
+    /// IORING_OP_SEND/RECV (5.6).
+    pub send_recv: bool,
+    /// IORING_ENTER_EXT_ARG (5.11): park with a timeout without a timeout SQE.
+    pub ext_arg: bool,
+}
+
+pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
+    type Setup = fn(&mut io_uring::Builder);
+    let attempts: [(Setup, bool, bool, bool); 3] = [
+        (
+            |b| {
+                b.setup_single_issuer()
+                    .setup_defer_taskrun()
+                    .setup_taskrun_flag();
+            },
+            true,
+            true,
+            false,
+        ),
+        (
+            |b| {
+                b.setup_coop_taskrun().setup_taskrun_flag();
+            },
+            false,
+            false,
+            true,
+        ),
+        (|_| {}, false, false, false),
+    ];
+    let mut last_err = None;
+    for (setup, single_issuer, defer_taskrun, coop_taskrun) in attempts {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(entries * 4);
+        setup(&mut builder);
+        match builder.build(entries) {
+            Ok(ring) => {
+                let mut probe = Probe::new();
+                let probed = ring.submitter().register_probe(&mut probe).is_ok();
+                let has = |code: u8| probed && probe.is_supported(code);
+                let features = Features {
+                    single_issuer,
+                    defer_taskrun,
+                    coop_taskrun: coop_taskrun || defer_taskrun,
+                    // Multishot accept shares ACCEPT's opcode, so it cannot be probed directly;
+                    // SEND_ZC arrived in 6.0, after multishot accept (5.19).
+                    accept_multishot: has(opcode::Accept::CODE) && has(opcode::SendZc::CODE),
+                    msg_ring: has(opcode::MsgRingData::CODE),
+                    send_recv: has(opcode::Send::CODE) && has(opcode::Recv::CODE),
+                    ext_arg: ring.params().is_feature_ext_arg(),
+                };
+                if !features.send_recv || !features.ext_arg {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "corewire needs io_uring SEND/RECV and EXT_ARG (Linux 5.11 or newer)",
+                    ));
+                }
+                return Ok((ring, features));
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("io_uring set-up failed")))
+}

@@ -1,0 +1,52 @@
+use std::io;
+use std::os::fd::RawFd;
+
+use bytes::Bytes;
+use io_uring::{opcode, squeue, types};
+
+use super::OpData;
+
+/// sendmsg(2) of several buffers at once (a frame header, its payload and its attachment go
+/// out in one syscall without being copied together).
+pub struct Writev {
+    fd: RawFd,
+    bufs: Vec<Bytes>,
+    iovecs: Vec<libc::iovec>,
+    msg: Box<libc::msghdr>,
+}
+
+impl Writev {
+    pub fn new(fd: RawFd, bufs: Vec<Bytes>) -> Writev {
+        let iovecs = bufs
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: msghdr is plain old data; all-zero is a valid value.
+        let msg = Box::new(unsafe { std::mem::zeroed::<libc::msghdr>() });
+        Writev {
+            fd,
+            bufs,
+            iovecs,
+            msg,
+        }
+    }
+}
+
+impl OpData for Writev {
+    type Output = (io::Result<usize>, Vec<Bytes>);
+
+    fn sqe(&mut self) -> squeue::Entry {
+        self.msg.msg_iov = self.iovecs.as_mut_ptr();
+        self.msg.msg_iovlen = self.iovecs.len() as _;
+        opcode::SendMsg::new(types::Fd(self.fd), &*self.msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build()
+    }
+
+    fn complete(self, result: io::Result<u32>, _flags: u32) -> Self::Output {
+        (result.map(|n| n as usize), self.bufs)
+    }
+}

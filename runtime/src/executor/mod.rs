@@ -1,0 +1,199 @@
+//! The shard's single-threaded executor: `!Send` tasks in a slab, a local run queue, and wakers
+//! that may be woken from any thread (a foreign wake goes through the shard's remote queue).
+
+mod join;
+mod waker;
+mod yield_now;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use slab::Slab;
+
+pub use join::{JoinError, JoinHandle};
+pub(crate) use waker::TaskWaker;
+pub use yield_now::yield_now;
+
+use crate::shard::ShardRemote;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// A task key: slab index in the low 32 bits, spawn generation in the high 32, so a stale
+/// waker of a finished task never wakes the task that reused its slot.
+pub(crate) type TaskKey = u64;
+
+fn split(key: TaskKey) -> (usize, u32) {
+    ((key & 0xffff_ffff) as usize, (key >> 32) as u32)
+}
+
+struct Task {
+    generation: u32,
+    /// `None` while the task is being polled.
+    future: Option<BoxFuture>,
+    waker: Arc<TaskWaker>,
+    /// Aborted while it was being polled: drop it as soon as the poll returns.
+    aborted: bool,
+}
+
+pub(crate) struct Executor {
+    tasks: RefCell<Slab<Task>>,
+    queue: RefCell<VecDeque<TaskKey>>,
+    generation: Cell<u32>,
+    remote: Arc<ShardRemote>,
+}
+
+impl Executor {
+    pub(crate) fn new(remote: Arc<ShardRemote>) -> Executor {
+        Executor {
+            tasks: RefCell::new(Slab::with_capacity(1024)),
+            queue: RefCell::new(VecDeque::with_capacity(1024)),
+            generation: Cell::new(0),
+            remote,
+        }
+    }
+
+    pub(crate) fn spawn<F, T>(&self, future: F) -> JoinHandle<T>
+    where
+        F: Future<Output = T> + 'static,
+        T: 'static,
+    {
+        let generation = self.generation.get().wrapping_add(1);
+        self.generation.set(generation);
+        let mut tasks = self.tasks.borrow_mut();
+        let entry = tasks.vacant_entry();
+        let key = entry.key() as u64 | (u64::from(generation) << 32);
+        let (wrapped, handle) = join::wrap(future, key);
+        let waker = Arc::new(TaskWaker::new(key, self.remote.clone()));
+        waker.mark_scheduled();
+        entry.insert(Task {
+            generation,
+            future: Some(Box::pin(wrapped)),
+            waker,
+            aborted: false,
+        });
+        drop(tasks);
+        self.queue.borrow_mut().push_back(key);
+        handle
+    }
+
+    /// Queue a woken task (called by wakers on the shard's own thread).
+    pub(crate) fn schedule(&self, key: TaskKey) {
+        self.queue.borrow_mut().push_back(key);
+    }
+
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.queue.borrow().is_empty()
+    }
+
+    pub(crate) fn ready_len(&self) -> usize {
+        self.queue.borrow().len()
+    }
+
+    pub(crate) fn task_count(&self) -> usize {
+        self.tasks.borrow().len()
+    }
+
+    /// Poll up to `budget` ready tasks. Returns (polled, panicked).
+    pub(crate) fn run_ready(&self, budget: usize) -> (usize, usize) {
+        let mut polled = 0;
+        let mut panicked = 0;
+        while polled < budget {
+            let Some(key) = self.queue.borrow_mut().pop_front() else {
+                break;
+            };
+            let (index, generation) = split(key);
+            let taken = {
+                let mut tasks = self.tasks.borrow_mut();
+                match tasks.get_mut(index) {
+                    Some(t) if t.generation == generation => {
+                        t.future.take().map(|f| (f, t.waker.clone()))
+                    }
+                    _ => None,
+                }
+            };
+            let Some((mut future, task_waker)) = taken else {
+                continue;
+            };
+            polled += 1;
+            // Clear before polling so a wake during the poll queues the task again.
+            task_waker.scheduled.store(false, Ordering::Release);
+            let waker = Waker::from(task_waker);
+            let mut cx = Context::from_waker(&waker);
+            let outcome = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+            let finished = match outcome {
+                Ok(Poll::Pending) => false,
+                Ok(Poll::Ready(())) => true,
+                Err(panic) => {
+                    panicked += 1;
+                    self.remote.stats.task_panics.incr();
+                    tracing::error!(panic = %panic_message(&panic), "task panicked; dropped it");
+                    true
+                }
+            };
+            let mut tasks = self.tasks.borrow_mut();
+            let task = tasks.get_mut(index).expect("a polled task keeps its slot");
+            if finished || task.aborted {
+                tasks.remove(index);
+                drop(tasks);
+                drop(future);
+            } else {
+                task.future = Some(future);
+            }
+        }
+        (polled, panicked)
+    }
+
+    /// Drop a task (JoinHandle::abort). Safe to call from inside the task itself.
+    pub(crate) fn abort(&self, key: TaskKey) {
+        let (index, generation) = split(key);
+        let future = {
+            let mut tasks = self.tasks.borrow_mut();
+            match tasks.get_mut(index) {
+                Some(t) if t.generation == generation => match t.future.take() {
+                    Some(f) => {
+                        tasks.remove(index);
+                        Some(f)
+                    }
+                    None => {
+                        t.aborted = true;
+                        None
+                    }
+                },
+                _ => None,
+            }
+        };
+        // Dropped outside the borrow: a future's destructor may spawn or abort tasks.
+        drop(future);
+    }
+
+    /// Shutdown: drop every task. Destructors may spawn more, so repeat until none is left.
+    pub(crate) fn drop_all(&self) {
+        loop {
+            let futures: Vec<BoxFuture> = {
+                let mut tasks = self.tasks.borrow_mut();
+                if tasks.is_empty() {
+                    break;
+                }
+                tasks.drain().filter_map(|t| t.future).collect()
+            };
+            drop(futures);
+        }
+        self.queue.borrow_mut().clear();
+    }
+}
+
+pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

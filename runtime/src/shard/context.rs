@@ -1,0 +1,83 @@
+//! The shard a thread runs, reachable from anywhere on that thread.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::{ShardId, ShardRemote};
+use crate::driver::Driver;
+use crate::executor::{Executor, TaskKey};
+use crate::poller::Pollers;
+use crate::timer::Timers;
+
+pub(crate) struct ShardContext {
+    pub(crate) id: ShardId,
+    pub(crate) remote: Arc<ShardRemote>,
+    /// Every shard of the runtime, indexed by id: the mesh.
+    pub(crate) peers: Arc<[Arc<ShardRemote>]>,
+    pub(crate) executor: Executor,
+    pub(crate) driver: RefCell<Driver>,
+    pub(crate) timers: RefCell<Timers>,
+    pub(crate) pollers: Pollers,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<ShardContext>>> = const { RefCell::new(None) };
+}
+
+pub(crate) fn enter(ctx: Rc<ShardContext>) {
+    CURRENT.with(|c| *c.borrow_mut() = Some(ctx));
+}
+
+pub(crate) fn exit() -> Option<Rc<ShardContext>> {
+    CURRENT.with(|c| c.borrow_mut().take())
+}
+
+pub(crate) fn try_current() -> Option<Rc<ShardContext>> {
+    CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+}
+
+/// The current shard. Panics off a shard thread: shard-local APIs (spawn_local, I/O ops,
+/// timers) only make sense on a shard, and calling them elsewhere is a programming error.
+pub(crate) fn current() -> Rc<ShardContext> {
+    try_current().expect("not on a corewire shard thread (use Runtime::spawn_on)")
+}
+
+pub(crate) fn with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> R {
+    let ctx = current();
+    let mut d = ctx.driver.borrow_mut();
+    f(&mut d)
+}
+
+pub(crate) fn try_with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+    let ctx = try_current()?;
+    let mut d = ctx.driver.try_borrow_mut().ok()?;
+    Some(f(&mut d))
+}
+
+pub(crate) fn with_executor<R>(f: impl FnOnce(&Executor) -> R) -> R {
+    f(&current().executor)
+}
+
+/// Queue `key` locally when this thread runs the shard `remote` belongs to.
+pub(crate) fn schedule_if_current(remote: &Arc<ShardRemote>, key: TaskKey) -> bool {
+    CURRENT
+        .try_with(|c| match &*c.borrow() {
+            Some(ctx) if Arc::ptr_eq(&ctx.remote, remote) => {
+                ctx.executor.schedule(key);
+                true
+            }
+            _ => false,
+        })
+        .unwrap_or(false)
+}
+
+/// The id of the shard this thread runs. Panics off a shard thread.
+pub fn shard_id() -> ShardId {
+    current().id
+}
+
+/// How many shards the runtime of this thread has. Panics off a shard thread.
+pub fn shard_count() -> usize {
+    current().peers.len()
+}

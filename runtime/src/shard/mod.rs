@@ -1,0 +1,16 @@
+//! Shards: one pinned thread per core, each with its own ring, executor, timers and pollers.
+
+pub(crate) mod context;
+mod remote;
+mod run_loop;
+mod stats;
+
+pub use context::{shard_count, shard_id};
+pub(crate) use remote::Message;
+pub use remote::ShardRemote;
+pub use run_loop::ShardHook;
+pub(crate) use run_loop::{run_shard, ShardConfig, ShardHooks};
+pub use stats::{ShardStats, ShardStatsSnapshot};
+
+/// Index of a shard, `0..shard_count()`.
+pub type ShardId = usize;

@@ -1,0 +1,202 @@
+//! The loop every shard runs: tasks → timers → pollers → cross-shard inbox → ring, and a park
+//! in the ring only when none of them has work and the idle spin has run out.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::context::{self, ShardContext};
+use super::{ShardId, ShardRemote};
+use crate::driver::{Driver, Features};
+use crate::executor::{panic_message, Executor};
+use crate::poller::Pollers;
+use crate::timer::Timers;
+
+/// Settings of every shard of a runtime (see `RuntimeBuilder` for what each one means).
+#[derive(Debug, Clone)]
+pub(crate) struct ShardConfig {
+    pub ring_entries: u32,
+    pub task_budget: usize,
+    pub inbox_batch: usize,
+    pub spin_before_park: Duration,
+}
+
+/// Per-shard init/release hooks (brpc's `init_fn`/`release_fn`), run on the shard thread.
+pub type ShardHook = Arc<dyn Fn(ShardId) + Send + Sync>;
+
+#[derive(Clone, Default)]
+pub(crate) struct ShardHooks {
+    pub on_start: Option<ShardHook>,
+    pub on_stop: Option<ShardHook>,
+}
+
+/// Run shard `remote.id` on the current thread until it is asked to stop. `ready` receives the
+/// kernel features (or the set-up error) once the ring exists.
+pub(crate) fn run_shard(
+    remote: Arc<ShardRemote>,
+    peers: Arc<[Arc<ShardRemote>]>,
+    config: ShardConfig,
+    hooks: ShardHooks,
+    ready: std::sync::mpsc::Sender<std::io::Result<Features>>,
+) {
+    let id = remote.id;
+    let span = tracing::info_span!("shard", id);
+    let _entered = span.enter();
+    let driver = match Driver::new(config.ring_entries, remote.wake_fd()) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let features = driver.features;
+    let ctx = Rc::new(ShardContext {
+        id,
+        remote: remote.clone(),
+        peers,
+        executor: Executor::new(remote.clone()),
+        driver: RefCell::new(driver),
+        timers: RefCell::new(Timers::default()),
+        pollers: Pollers::default(),
+    });
+    context::enter(ctx.clone());
+    if let Some(hook) = &hooks.on_start {
+        hook(id);
+    }
+    tracing::debug!(?features, "shard started");
+    let _ = ready.send(Ok(features));
+
+    run(&ctx, &config);
+
+    tracing::debug!("shard stopping");
+    ctx.executor.drop_all();
+    ctx.pollers.drop_all();
+    while ctx.remote.inbox.pop().is_some() {}
+    ctx.remote.wake_senders();
+    if let Some(hook) = &hooks.on_stop {
+        hook(id);
+    }
+    ctx.driver.borrow_mut().drain(Duration::from_secs(2));
+    context::exit();
+}
+
+fn run(ctx: &ShardContext, config: &ShardConfig) {
+    let stats = &ctx.remote.stats;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        if ctx.remote.stop.load(Ordering::Acquire) {
+            return;
+        }
+        stats.loop_iterations.incr();
+        let mut did_work = false;
+
+        // Tasks woken from other threads join the local run queue.
+        ctx.remote
+            .take_remote_wakes(|key| ctx.executor.schedule(key));
+        stats.run_queue_max.max(ctx.executor.ready_len() as u64);
+
+        let (polled, _panicked) = ctx.executor.run_ready(config.task_budget);
+        if polled > 0 {
+            did_work = true;
+            stats.tasks_polled.add(polled as u64);
+        }
+
+        let now = Instant::now();
+        let fired = ctx.timers.borrow_mut().fire(now);
+        if fired > 0 {
+            did_work = true;
+            stats.timers_fired.add(fired as u64);
+        }
+
+        if ctx.pollers.len() > 0 {
+            stats.poller_polls.incr();
+            let progress = ctx.pollers.run();
+            if progress > 0 {
+                did_work = true;
+                stats.poller_completions.add(progress as u64);
+            }
+        }
+
+        let received = drain_inbox(ctx, config.inbox_batch);
+        if received > 0 {
+            did_work = true;
+        }
+
+        let reaped = match ctx.driver.borrow_mut().submit_and_reap() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "io_uring submit failed; stopping the shard");
+                return;
+            }
+        };
+        if reaped.completions > 0 {
+            did_work = true;
+            stats.completions.add(reaped.completions as u64);
+        }
+
+        stats.tasks_live.set(ctx.executor.task_count() as u64);
+        stats
+            .ops_in_flight
+            .set(ctx.driver.borrow().in_flight() as u64);
+        stats.timers_pending.set(ctx.timers.borrow().len() as u64);
+
+        if did_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {
+            idle_since = None;
+            continue;
+        }
+        let idle_start = *idle_since.get_or_insert(now);
+        if now.duration_since(idle_start) < config.spin_before_park {
+            std::hint::spin_loop();
+            continue;
+        }
+        park(ctx);
+        idle_since = None;
+    }
+}
+
+/// Run the closures other shards sent, at most `batch` per iteration so a flood of messages
+/// cannot starve this shard's own tasks and I/O.
+fn drain_inbox(ctx: &ShardContext, batch: usize) -> usize {
+    let mut n = 0;
+    while n < batch {
+        let Some(msg) = ctx.remote.inbox.pop() else {
+            break;
+        };
+        n += 1;
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(msg)) {
+            ctx.remote.stats.task_panics.incr();
+            tracing::error!(panic = %panic_message(&panic), "cross-shard message panicked");
+        }
+    }
+    if n > 0 {
+        ctx.remote.stats.mesh_received.add(n as u64);
+        ctx.remote.stats.inbox_max.max(n as u64);
+        ctx.remote.wake_senders();
+    }
+    n
+}
+
+fn park(ctx: &ShardContext) {
+    ctx.remote.set_parked(true);
+    // Re-check after publishing `parked`: a sender that pushed before seeing it did not write
+    // the eventfd, so its work must be visible now.
+    if ctx.remote.has_pending_work() || ctx.executor.has_ready() {
+        ctx.remote.set_parked(false);
+        return;
+    }
+    let timeout = ctx
+        .timers
+        .borrow()
+        .next_deadline()
+        .map(|d| d.saturating_duration_since(Instant::now()));
+    ctx.remote.stats.parks.incr();
+    let reaped = ctx.driver.borrow_mut().park(timeout);
+    ctx.remote.set_parked(false);
+    match reaped {
+        Ok(r) => ctx.remote.stats.completions.add(r.completions as u64),
+        Err(e) => tracing::error!(error = %e, "parking in the ring failed"),
+    }
+}

@@ -1,0 +1,117 @@
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter only its shard increments (others read it): relaxed atomics, no contention.
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn incr(&self) {
+        self.add(1);
+    }
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn sub(&self, n: u64) {
+        self.0.fetch_sub(n, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn max(&self, n: u64) {
+        self.0.fetch_max(n, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+macro_rules! shard_stats {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Per-shard counters, readable from any thread while the shard runs.
+        #[derive(Default)]
+        pub struct ShardStats {
+            $($(#[$doc])* pub $name: Counter,)*
+        }
+
+        /// A copy of a shard's counters at one instant.
+        #[derive(Debug, Default, Clone, PartialEq, Eq)]
+        pub struct ShardStatsSnapshot {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl ShardStats {
+            pub fn snapshot(&self) -> ShardStatsSnapshot {
+                ShardStatsSnapshot { $($name: self.$name.get(),)* }
+            }
+        }
+
+        impl fmt::Display for ShardStatsSnapshot {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut first = true;
+                $(
+                    if !first { f.write_str(" ")?; }
+                    first = false;
+                    write!(f, concat!(stringify!($name), "={}"), self.$name)?;
+                )*
+                let _ = first;
+                Ok(())
+            }
+        }
+    };
+}
+
+shard_stats! {
+    /// Iterations of the shard loop.
+    loop_iterations,
+    /// Task polls.
+    tasks_polled,
+    /// Tasks that panicked (each was dropped; the shard carried on).
+    task_panics,
+    /// Most tasks ever waiting in the run queue at once.
+    run_queue_max,
+    /// io_uring completions reaped.
+    completions,
+    /// Times the shard slept in its ring.
+    parks,
+    /// Eventfd writes other threads made to wake this shard.
+    wakeups_sent,
+    /// Timers that fired.
+    timers_fired,
+    /// Registered poller invocations.
+    poller_polls,
+    /// Work items (e.g. RDMA completions) pollers reported.
+    poller_completions,
+    /// Cross-shard messages this shard sent.
+    mesh_sent,
+    /// Cross-shard messages this shard ran.
+    mesh_received,
+    /// Times a sender found this shard's inbox full and had to wait.
+    mesh_full,
+    /// Most messages ever drained from the inbox in one iteration.
+    inbox_max,
+    /// Connections this shard accepted from its own listener.
+    accepted,
+    /// Connections an acceptor shard handed to another shard.
+    handoffs_out,
+    /// Connections this shard received from an acceptor.
+    handoffs_in,
+    /// Connections open on this shard now.
+    open_connections,
+    /// Times a connection used up its per-round budget and yielded.
+    budget_exhausted,
+    /// Connections closed for a protocol error (bad frame, oversize, ...).
+    protocol_errors,
+    /// Gauge: live tasks on the shard.
+    tasks_live,
+    /// Gauge: io_uring operations in flight.
+    ops_in_flight,
+    /// Gauge: armed timers.
+    timers_pending,
+}

@@ -1,0 +1,136 @@
+//! Incremental frame decoder: a state machine fed from a `BytesMut` that the
+//! transport appends received bytes to.
+
+use bytes::{Buf, Bytes, BytesMut};
+use flatbuffers::VerifierOptions;
+
+use super::error::FrameError;
+use super::header::{self, BodyLens, FrameHeader};
+use super::header_generated::corewire::wire;
+use super::limits::FrameLimits;
+use super::preamble::{self, PREAMBLE_LEN};
+
+/// One decoded frame. `payload` and `attachment` share the receive buffer's
+/// allocation (split off, not copied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub header: FrameHeader,
+    pub payload: Bytes,
+    pub attachment: Bytes,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for a complete preamble + header.
+    Header,
+    /// Header consumed and validated; waiting for the whole body.
+    Body { header: FrameHeader, lens: BodyLens },
+    /// A previous error desynchronised the stream; it is reported again.
+    Failed(FrameError),
+}
+
+#[derive(Debug)]
+pub struct FrameDecoder {
+    limits: FrameLimits,
+    verifier: VerifierOptions,
+    state: State,
+}
+
+impl FrameDecoder {
+    pub fn new(limits: FrameLimits) -> Self {
+        // The header is one flat table with one string: anything nested or
+        // bigger than the declared header cannot be ours.
+        let verifier = VerifierOptions {
+            max_depth: 2,
+            max_tables: 1,
+            max_apparent_size: limits.max_header_len,
+            ignore_missing_null_terminator: false,
+        };
+        Self {
+            limits,
+            verifier,
+            state: State::Header,
+        }
+    }
+
+    pub fn limits(&self) -> FrameLimits {
+        self.limits
+    }
+
+    /// Takes the next whole frame out of `buf`, or returns `Ok(None)` when more
+    /// bytes are needed (the input may be split at any byte). Limits are checked
+    /// as soon as the lengths are known, before the oversize part is buffered.
+    /// After an error, every later call returns the same error: close the
+    /// connection.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        match self.step(buf) {
+            Err(err) => {
+                self.state = State::Failed(err.clone());
+                Err(err)
+            }
+            ok => ok,
+        }
+    }
+
+    fn step(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        let (header, lens) = match std::mem::replace(&mut self.state, State::Header) {
+            State::Failed(err) => return Err(err),
+            State::Header => match self.take_header(buf)? {
+                Some(parsed) => parsed,
+                None => return Ok(None),
+            },
+            State::Body { header, lens } => (header, lens),
+        };
+        // The limit check in take_header bounds this by max_body_len: usize.
+        let body_len = lens.total() as usize;
+        if buf.len() < body_len {
+            // Grow once now so the transport's following reads fill in place.
+            buf.reserve(body_len - buf.len());
+            self.state = State::Body { header, lens };
+            return Ok(None);
+        }
+        let payload = buf.split_to(lens.payload as usize).freeze();
+        let attachment = buf.split_to(lens.attachment as usize).freeze();
+        Ok(Some(Frame {
+            header,
+            payload,
+            attachment,
+        }))
+    }
+
+    /// Consumes preamble + header from `buf` once both are complete.
+    fn take_header(
+        &self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<(FrameHeader, BodyLens)>, FrameError> {
+        if buf.len() < PREAMBLE_LEN {
+            preamble::check_magic_prefix(buf)?;
+            return Ok(None);
+        }
+        let mut pre = [0u8; PREAMBLE_LEN];
+        pre.copy_from_slice(&buf[..PREAMBLE_LEN]);
+        let declared = preamble::parse(&pre)?;
+        let header_len = usize::try_from(declared).unwrap_or(usize::MAX);
+        if header_len > self.limits.max_header_len {
+            return Err(FrameError::HeaderTooLarge {
+                len: header_len,
+                max: self.limits.max_header_len,
+            });
+        }
+        if buf.len() < PREAMBLE_LEN + header_len {
+            return Ok(None);
+        }
+        let bytes = &buf[PREAMBLE_LEN..PREAMBLE_LEN + header_len];
+        let wire_header = flatbuffers::root_with_opts::<wire::WireHeader>(&self.verifier, bytes)
+            .map_err(|e| FrameError::InvalidHeader(e.to_string()))?;
+        let (header, lens) = header::from_wire(&wire_header)?;
+        if lens.total() > self.limits.max_body_len as u64 {
+            return Err(FrameError::FrameTooLarge {
+                len: lens.total(),
+                max: self.limits.max_body_len,
+            });
+        }
+        buf.advance(PREAMBLE_LEN + header_len);
+        Ok(Some((header, lens)))
+    }
+}

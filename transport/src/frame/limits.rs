@@ -1,0 +1,24 @@
+/// Size limits a peer enforces on frames. Both sides should agree; the decoder
+/// rejects violations before buffering the offending bytes, and the encoder
+/// refuses to produce frames the peer would reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// Largest flatbuffer header, in bytes (preamble not included).
+    pub max_header_len: usize,
+    /// Largest payload + attachment of one frame, in bytes.
+    pub max_body_len: usize,
+}
+
+impl FrameLimits {
+    pub const DEFAULT_MAX_HEADER_LEN: usize = 1024;
+    pub const DEFAULT_MAX_BODY_LEN: usize = 16 * 1024 * 1024;
+}
+
+impl Default for FrameLimits {
+    fn default() -> Self {
+        Self {
+            max_header_len: Self::DEFAULT_MAX_HEADER_LEN,
+            max_body_len: Self::DEFAULT_MAX_BODY_LEN,
+        }
+    }
+}

@@ -1,0 +1,84 @@
+use std::fmt;
+
+use crate::frame::{FrameKind, StatusCode};
+
+/// Why a call did not succeed: a remote Error frame, a local expiry, or a
+/// local failure such as a disconnect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallError {
+    pub status: StatusCode,
+    pub message: Option<String>,
+}
+
+impl CallError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: Some(message.into()),
+        }
+    }
+
+    pub fn from_status(status: StatusCode) -> Self {
+        Self {
+            status,
+            message: None,
+        }
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.message {
+            Some(msg) => write!(f, "{}: {msg}", self.status),
+            None => write!(f, "{}", self.status),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The in-flight window is full; the caller's token is handed back so it can
+/// wait for a completion and retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowFull<T>(pub T);
+
+impl<T> fmt::Display for WindowFull<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("in-flight call window is full")
+    }
+}
+
+impl<T: fmt::Debug> std::error::Error for WindowFull<T> {}
+
+/// A frame the client cannot match to a pending call. Not fatal by itself:
+/// typically a late reply to a call that already expired or was cancelled, so
+/// the caller usually logs and drops the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseError {
+    /// No pending call has this correlation id.
+    UnknownCorrelationId(u64),
+    /// A Request or Cancel arrived where only Response/Error are valid.
+    NotAResponse {
+        kind: FrameKind,
+        correlation_id: u64,
+    },
+}
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownCorrelationId(id) => {
+                write!(f, "reply for unknown correlation id {id}")
+            }
+            Self::NotAResponse {
+                kind,
+                correlation_id,
+            } => write!(
+                f,
+                "{kind:?} frame (correlation id {correlation_id}) received by a client"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ResponseError {}

@@ -1,0 +1,14 @@
+//! Sans-I/O RPC session state: which calls are in flight on a connection and
+//! how replies are formed. Independent of any transport; time is always passed
+//! in by the caller (`now: Instant`), never read here.
+
+mod call_error;
+mod client_calls;
+mod server;
+
+pub use call_error::{CallError, ResponseError, WindowFull};
+pub use client_calls::{ClientCalls, Completed};
+pub use server::{
+    check_deadline, error_header, request_deadline, request_header, response_header, ServeError,
+    MAX_ERROR_MESSAGE_LEN,
+};
