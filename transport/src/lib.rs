@@ -1,6 +1,12 @@
-//! corewire's sans-I/O wire layer: framing codecs and RPC session state as plain
-//! state machines over bytes. Nothing here touches sockets, clocks or a runtime.
+//! corewire's transports. The wire layer (`frame`, `length_prefixed`, `rpc`) is sans-I/O:
+//! plain state machines over bytes, with no sockets, clocks or runtime. `conn` is the one
+//! message-oriented connection interface services and clients see, and `tcp` its
+//! implementation over the shard's io_uring ring (RDMA implements the same interface).
 
+pub mod conn;
 pub mod frame;
 pub mod length_prefixed;
 pub mod rpc;
+pub mod tcp;
+
+pub use conn::{ConnStats, Connection, TransportError, TransportKind};

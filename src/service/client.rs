@@ -1,0 +1,349 @@
+//! A pipelining client: many calls in flight on one connection, replies matched by
+//! correlation id, per-call deadlines, and every pending call failed (never left hanging)
+//! when the connection goes away.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use corewire_runtime::spawn_local;
+use corewire_transport::frame::{FrameHeader, FrameLimits, StatusCode};
+use corewire_transport::rpc::{request_header, CallError, ClientCalls, ResponseError};
+use corewire_transport::tcp::{ConnOptions, TcpConnection};
+use corewire_transport::{Connection, TransportError};
+
+use super::slot::Slot;
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientError {
+    /// The server answered with an error status.
+    Status {
+        status: StatusCode,
+        message: Option<String>,
+    },
+    /// The deadline passed before the reply arrived (the server was told to cancel).
+    Timeout,
+    /// The connection closed or failed before the reply arrived.
+    Disconnected(String),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Status { status, message } => match message {
+                Some(m) => write!(f, "server returned {status}: {m}"),
+                None => write!(f, "server returned {status}"),
+            },
+            ClientError::Timeout => f.write_str("call timed out"),
+            ClientError::Disconnected(why) => write!(f, "connection lost: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl ClientError {
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ClientOptions {
+    /// Calls in flight on the connection at once; callers beyond it wait (default 128).
+    pub window: usize,
+    /// Deadline of calls that set none (default: none).
+    pub default_timeout: Option<Duration>,
+    pub limits: FrameLimits,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            window: 128,
+            default_timeout: None,
+            limits: FrameLimits::default(),
+        }
+    }
+}
+
+/// A successful reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reply {
+    pub payload: Bytes,
+    pub attachment: Bytes,
+}
+
+type CallResult = Result<Reply, ClientError>;
+
+struct Inner<C> {
+    conn: C,
+    calls: RefCell<ClientCalls<Slot<CallResult>>>,
+    window_waiters: RefCell<Vec<Waker>>,
+    options: ClientOptions,
+    /// Set once the reader has seen the end of the connection.
+    gone: RefCell<Option<String>>,
+}
+
+struct Owner<C: Connection>(Rc<Inner<C>>);
+
+impl<C: Connection> Drop for Owner<C> {
+    fn drop(&mut self) {
+        self.0.conn.close();
+    }
+}
+
+/// An RPC client on one connection, owned by the shard that made it. Clones share the
+/// connection; it closes when the last clone is dropped.
+pub struct Client<C: Connection = TcpConnection> {
+    owner: Rc<Owner<C>>,
+}
+
+impl<C: Connection> Clone for Client<C> {
+    fn clone(&self) -> Self {
+        Client {
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+impl Client<TcpConnection> {
+    /// Connect over TCP from the current shard.
+    pub async fn connect_tcp(
+        addr: SocketAddr,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let conn = TcpConnection::connect(
+            addr,
+            ConnOptions {
+                limits: options.limits,
+                ..ConnOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+        Ok(Client::new(conn, options))
+    }
+}
+
+impl<C: Connection> Client<C> {
+    /// Use an established connection of any transport.
+    pub fn new(conn: C, options: ClientOptions) -> Client<C> {
+        let inner = Rc::new(Inner {
+            conn,
+            calls: RefCell::new(ClientCalls::new(options.window)),
+            window_waiters: RefCell::new(Vec::new()),
+            options,
+            gone: RefCell::new(None),
+        });
+        spawn_local(read_replies(inner.clone()));
+        Client {
+            owner: Rc::new(Owner(inner)),
+        }
+    }
+
+    fn inner(&self) -> &Rc<Inner<C>> {
+        &self.owner.0
+    }
+
+    /// Call `method` of `service` with `payload`; the reply's payload.
+    pub async fn call(
+        &self,
+        service: u32,
+        method: u32,
+        payload: Bytes,
+    ) -> Result<Bytes, ClientError> {
+        self.request(service, method)
+            .payload(payload)
+            .send()
+            .await
+            .map(|r| r.payload)
+    }
+
+    /// A call with more options (attachment, timeout).
+    pub fn request(&self, service: u32, method: u32) -> CallBuilder<'_, C> {
+        CallBuilder {
+            client: self,
+            service,
+            method,
+            payload: Bytes::new(),
+            attachment: Bytes::new(),
+            timeout: self.inner().options.default_timeout,
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.inner().calls.borrow().in_flight()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner().gone.borrow().is_some() || self.inner().conn.is_closed()
+    }
+
+    pub fn connection(&self) -> &C {
+        &self.inner().conn
+    }
+
+    async fn start_call(
+        &self,
+        service: u32,
+        method: u32,
+        payload: Bytes,
+        attachment: Bytes,
+        timeout: Option<Duration>,
+    ) -> CallResult {
+        let inner = self.inner();
+        let now = Instant::now();
+        let deadline = timeout.map(|t| now + t);
+        let slot = Slot::new();
+        let id = poll_fn(|cx| {
+            if let Some(why) = inner.gone.borrow().as_ref() {
+                return Poll::Ready(Err(ClientError::Disconnected(why.clone())));
+            }
+            match inner.calls.borrow_mut().try_start(slot.clone(), deadline) {
+                Ok(id) => Poll::Ready(Ok(id)),
+                Err(_) => {
+                    inner.window_waiters.borrow_mut().push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await?;
+        let header = request_header(service, method, id, deadline, now);
+        if let Err(e) = inner.conn.send(&header, payload, attachment).await {
+            inner.calls.borrow_mut().cancel(id);
+            wake_window(inner);
+            return Err(ClientError::Disconnected(e.to_string()));
+        }
+        let Some(deadline) = deadline else {
+            return slot.wait().await;
+        };
+        match corewire_runtime::timeout(
+            deadline.saturating_duration_since(Instant::now()),
+            slot.wait(),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => {
+                if inner.calls.borrow_mut().cancel(id).is_some() {
+                    wake_window(inner);
+                    // Tell the server to stop working on it; best effort.
+                    let _ = inner
+                        .conn
+                        .send(
+                            &FrameHeader::cancel(service, method, id),
+                            Bytes::new(),
+                            Bytes::new(),
+                        )
+                        .await;
+                }
+                Err(ClientError::Timeout)
+            }
+        }
+    }
+}
+
+fn wake_window<C>(inner: &Inner<C>) {
+    for w in inner.window_waiters.borrow_mut().drain(..) {
+        w.wake();
+    }
+}
+
+async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
+    let why = loop {
+        match inner.conn.recv().await {
+            Ok(Some(frame)) => {
+                let done = inner.calls.borrow_mut().complete(&frame.header);
+                match done {
+                    Ok(c) => {
+                        let result = match c.result {
+                            Ok(()) => Ok(Reply {
+                                payload: frame.payload,
+                                attachment: frame.attachment,
+                            }),
+                            Err(e) => Err(ClientError::Status {
+                                status: e.status,
+                                message: e.message,
+                            }),
+                        };
+                        c.token.fill(result);
+                        wake_window(&inner);
+                    }
+                    // A late reply to a call that timed out or was cancelled.
+                    Err(ResponseError::UnknownCorrelationId(id)) => {
+                        tracing::debug!(correlation_id = id, "reply to a call no longer waiting")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "closing client connection: unexpected frame");
+                        inner.conn.close();
+                        break format!("protocol error: {e}");
+                    }
+                }
+            }
+            Ok(None) => break "closed by peer".to_string(),
+            Err(TransportError::Closed) => break "closed".to_string(),
+            Err(e) => {
+                inner.conn.close();
+                break e.to_string();
+            }
+        }
+    };
+    *inner.gone.borrow_mut() = Some(why.clone());
+    let failed = inner
+        .calls
+        .borrow_mut()
+        .fail_all(CallError::new(StatusCode::Cancelled, why.clone()));
+    for c in failed {
+        c.token.fill(Err(ClientError::Disconnected(why.clone())));
+    }
+    wake_window(&inner);
+}
+
+/// Builds one call.
+pub struct CallBuilder<'a, C: Connection> {
+    client: &'a Client<C>,
+    service: u32,
+    method: u32,
+    payload: Bytes,
+    attachment: Bytes,
+    timeout: Option<Duration>,
+}
+
+impl<C: Connection> CallBuilder<'_, C> {
+    pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
+        self.payload = payload.into();
+        self
+    }
+
+    pub fn attachment(mut self, attachment: impl Into<Bytes>) -> Self {
+        self.attachment = attachment.into();
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub async fn send(self) -> Result<Reply, ClientError> {
+        self.client
+            .start_call(
+                self.service,
+                self.method,
+                self.payload,
+                self.attachment,
+                self.timeout,
+            )
+            .await
+    }
+}

@@ -1,0 +1,94 @@
+//! Shard-local services. A [`Service`] is written once; the server creates one instance per
+//! shard (with that shard's state) and serves it over every transport that implements
+//! [`Connection`](corewire_transport::Connection).
+
+mod client;
+mod dispatch;
+mod pool;
+mod registry;
+mod server;
+mod slot;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use corewire_runtime::ShardId;
+
+pub use client::{CallBuilder, Client, ClientError, ClientOptions, Reply};
+pub use corewire_transport::rpc::ServeError as Status;
+pub use dispatch::serve_connection;
+pub use pool::ClientPool;
+pub use server::{Server, ServerBuilder, ServerHandle, ServerOptions};
+
+/// One call as a service sees it.
+#[derive(Debug)]
+pub struct Request {
+    pub method: u32,
+    pub payload: Bytes,
+    /// Bulk bytes carried beside the payload without being copied into it.
+    pub attachment: Bytes,
+    /// When the caller stops waiting; the server also enforces it.
+    pub deadline: Option<Instant>,
+    pub peer: Option<SocketAddr>,
+    /// The shard running this call (and owning this service instance).
+    pub shard: ShardId,
+}
+
+/// A successful reply.
+#[derive(Debug, Default, Clone)]
+pub struct Response {
+    pub payload: Bytes,
+    pub attachment: Bytes,
+}
+
+impl Response {
+    pub fn new(payload: impl Into<Bytes>) -> Response {
+        Response {
+            payload: payload.into(),
+            attachment: Bytes::new(),
+        }
+    }
+
+    pub fn with_attachment(mut self, attachment: impl Into<Bytes>) -> Response {
+        self.attachment = attachment.into();
+        self
+    }
+}
+
+/// A service: one instance per shard, called concurrently by every connection on that shard
+/// (so its state lives in `Cell`/`RefCell`, no locks). Reach other shards' instances with
+/// [`corewire_runtime::submit_to`].
+pub trait Service: 'static {
+    /// The id clients address this service by; [`service_id`] derives one from a name.
+    const ID: u32;
+
+    fn call(&self, request: Request) -> impl Future<Output = Result<Response, Status>>;
+}
+
+/// A stable service id from a name (FNV-1a), usable in `const ID`.
+pub const fn service_id(name: &str) -> u32 {
+    let bytes = name.as_bytes();
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::service_id;
+
+    #[test]
+    fn service_ids_are_stable_and_distinct() {
+        assert_eq!(service_id("echo"), service_id("echo"));
+        assert_ne!(service_id("echo"), service_id("counter"));
+        // FNV-1a of the empty string is its offset basis.
+        assert_eq!(service_id(""), 0x811c_9dc5);
+    }
+}

@@ -1,0 +1,53 @@
+//! The services of one server on one shard, by id.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use corewire_runtime::ShardId;
+
+use super::{Request, Response, Service, Status};
+
+pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Result<Response, Status>>>>;
+
+/// Object-safe view of a [`Service`] instance.
+pub(crate) trait DynService {
+    fn call(self: Rc<Self>, request: Request) -> CallFuture;
+}
+
+struct Instance<S>(S);
+
+impl<S: Service> DynService for Instance<S> {
+    fn call(self: Rc<Self>, request: Request) -> CallFuture {
+        Box::pin(async move { self.0.call(request).await })
+    }
+}
+
+/// Creates a service instance on a shard. `Send + Sync`: it travels to every shard.
+pub(crate) type Factory = Arc<dyn Fn(ShardId) -> (u32, Rc<dyn DynService>) + Send + Sync>;
+
+pub(crate) fn factory<S, F>(f: F) -> Factory
+where
+    S: Service,
+    F: Fn(ShardId) -> S + Send + Sync + 'static,
+{
+    Arc::new(move |shard| (S::ID, Rc::new(Instance(f(shard))) as Rc<dyn DynService>))
+}
+
+/// One server's service instances on one shard.
+pub(crate) struct ServiceSet {
+    services: HashMap<u32, Rc<dyn DynService>>,
+}
+
+impl ServiceSet {
+    pub(crate) fn build(factories: &[Factory], shard: ShardId) -> ServiceSet {
+        let services = factories.iter().map(|f| f(shard)).collect();
+        ServiceSet { services }
+    }
+
+    pub(crate) fn get(&self, id: u32) -> Option<Rc<dyn DynService>> {
+        self.services.get(&id).cloned()
+    }
+}

@@ -1,0 +1,57 @@
+//! The message-oriented connection interface: TCP and RDMA both implement it, and services and
+//! clients only ever see it.
+
+mod error;
+mod out_queue;
+mod stats;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use corewire_runtime::Budget;
+
+pub use error::TransportError;
+pub use out_queue::OutQueue;
+pub use stats::{ConnStats, ConnStatsCells};
+
+use crate::frame::{Frame, FrameHeader};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    Tcp,
+    Rdma,
+}
+
+/// A connection carrying frames, owned by one shard (`!Send`). Cloning gives another handle to
+/// the same connection: the reader and every in-flight handler can hold one. The connection
+/// closes when the last handle is dropped, or on `close`.
+pub trait Connection: Clone + 'static {
+    /// Queue a frame for sending. Returns once it is queued, not sent: replies of a pipelined
+    /// connection go out together. Waits while the queue is over its byte limit, so a peer
+    /// that stops reading only slows the tasks writing to it.
+    fn send(
+        &self,
+        header: &FrameHeader,
+        payload: Bytes,
+        attachment: Bytes,
+    ) -> impl Future<Output = Result<(), TransportError>>;
+
+    /// The next frame; `Ok(None)` when the peer closed cleanly between frames. One reader at a
+    /// time (a second concurrent call fails with `TransportError::Busy`).
+    fn recv(&self) -> impl Future<Output = Result<Option<Frame>, TransportError>>;
+
+    /// Flush what is queued, then close. Pending and later calls fail with `Closed`.
+    fn close(&self);
+
+    fn is_closed(&self) -> bool;
+
+    fn peer_addr(&self) -> Option<SocketAddr>;
+
+    fn kind(&self) -> TransportKind;
+
+    /// The fairness budget of this connection's listener.
+    fn budget(&self) -> Budget;
+
+    fn stats(&self) -> ConnStats;
+}

@@ -1,0 +1,43 @@
+use std::cell::Cell;
+
+/// Counters of one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Bytes queued for sending, not yet handed to the kernel (or the NIC).
+    pub queued_bytes: u64,
+}
+
+/// Shard-local cells behind [`ConnStats`].
+#[derive(Debug, Default)]
+pub struct ConnStatsCells {
+    pub frames_in: Cell<u64>,
+    pub frames_out: Cell<u64>,
+    pub bytes_in: Cell<u64>,
+    pub bytes_out: Cell<u64>,
+}
+
+impl ConnStatsCells {
+    pub fn add_in(&self, bytes: usize) {
+        self.frames_in.set(self.frames_in.get() + 1);
+        self.bytes_in.set(self.bytes_in.get() + bytes as u64);
+    }
+
+    pub fn add_out(&self, bytes: usize) {
+        self.frames_out.set(self.frames_out.get() + 1);
+        self.bytes_out.set(self.bytes_out.get() + bytes as u64);
+    }
+
+    pub fn snapshot(&self, queued_bytes: usize) -> ConnStats {
+        ConnStats {
+            frames_in: self.frames_in.get(),
+            frames_out: self.frames_out.get(),
+            bytes_in: self.bytes_in.get(),
+            bytes_out: self.bytes_out.get(),
+            queued_bytes: queued_bytes as u64,
+        }
+    }
+}
