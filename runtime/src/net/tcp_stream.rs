@@ -116,6 +116,11 @@ impl TcpStream {
         SockRef::from(&self.fd).shutdown(std::net::Shutdown::Write)
     }
 
+    /// Stop both directions: a recv pending on this socket returns 0, the peer sees EOF.
+    pub fn shutdown_both(&self) -> io::Result<()> {
+        SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)
+    }
+
     /// Close through the ring (dropping the stream closes it synchronously instead).
     pub async fn close(self) -> io::Result<()> {
         Op::submit(Close::new(self.fd)).await
