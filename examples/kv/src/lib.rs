@@ -1,1 +1,35 @@
-//! placeholder
+//! Sans-I/O core of corewire's sharded, Redis-compatible key-value server.
+//!
+//! Everything here is a plain state machine: no sockets, no files, no clocks. The I/O glue
+//! (written on the corewire runtime) drives it like this, per shard thread:
+//!
+//! 1. Bytes read from a connection go into [`session::Session::feed`] (or straight into
+//!    [`session::Session::input_buffer`]). [`session::Session::next_request`] yields
+//!    [`session::Request`]s tagged with a sequence number; connection-level commands (PING,
+//!    AUTH, QUIT, SELECT, CONFIG GET, COMMAND, errors) are answered inside the session.
+//! 2. Each request goes through [`routing::route`]: a [`routing::Route::Single`] names the one
+//!    shard whose [`store::Store`] executes it; a [`routing::Route::FanOut`] lists per-shard
+//!    parts plus a [`routing::Merger`] that folds the part replies into the client's reply.
+//!    Parts for other shards travel as cross-shard messages (`Command` out, `Reply` back).
+//! 3. The owning shard calls [`store::Store::execute`] with its own `now_ms`; writes are
+//!    reported to a [`change::ChangeSink`], which is the shard's [`aof::AofWriter`] when
+//!    persistence is on.
+//! 4. Replies come back (in any order) through [`session::Session::complete`]; the session
+//!    emits reply bytes strictly in request order via [`session::Session::take_output`].
+//!
+//! [`aof::replay`] rebuilds a shard from its log at start-up; [`info::render`] builds INFO.
+
+pub mod aof;
+pub mod change;
+pub mod command;
+mod glob;
+pub mod info;
+mod number;
+pub mod reply;
+pub mod resp;
+pub mod routing;
+pub mod session;
+pub mod store;
+
+pub use command::{Command, CommandError};
+pub use reply::Reply;

@@ -1,0 +1,371 @@
+use std::fmt;
+use std::str::FromStr;
+
+use bytes::{Bytes, BytesMut};
+
+use super::record::encode_record_with;
+use crate::change::{ChangeSink, WriteOp};
+
+/// A position in the AOF: the file offset just past a record. Record `r` is durable once the
+/// durable LSN is at least `r`'s LSN.
+pub type Lsn = u64;
+
+/// Redis's `appendfsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fsync before any reply to a write is released (group-committed per loop iteration).
+    Always,
+    /// fsync at most once a second; replies are not held.
+    EverySec,
+    /// Never fsync; the kernel flushes when it likes.
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFsyncPolicy(pub String);
+
+impl fmt::Display for UnknownFsyncPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown appendfsync policy {:?} (always, everysec or no)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownFsyncPolicy {}
+
+impl FromStr for FsyncPolicy {
+    type Err = UnknownFsyncPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(FsyncPolicy::Always),
+            "everysec" => Ok(FsyncPolicy::EverySec),
+            "no" => Ok(FsyncPolicy::No),
+            _ => Err(UnknownFsyncPolicy(s.to_owned())),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AofError {
+    /// A write's payload exceeded the 32-bit record length; it was not logged.
+    RecordTooLarge { payload_len: usize },
+    /// `write_completed` named a batch that is not the one in flight.
+    UnexpectedWriteCompletion { end: Lsn, in_flight: Option<Lsn> },
+}
+
+impl fmt::Display for AofError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AofError::RecordTooLarge { payload_len } => {
+                write!(
+                    f,
+                    "AOF record of {payload_len} bytes exceeds the 4 GiB record limit"
+                )
+            }
+            AofError::UnexpectedWriteCompletion { end, in_flight } => {
+                write!(
+                    f,
+                    "write completion up to {end}, but in flight: {in_flight:?}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for AofError {}
+
+/// Bytes to write at `offset` of the AOF file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub offset: u64,
+    pub bytes: Bytes,
+}
+
+impl WriteBatch {
+    /// The LSN the file reaches once this batch is fully written.
+    pub fn end(&self) -> Lsn {
+        self.offset + self.bytes.len() as u64
+    }
+}
+
+/// An fsync in flight, covering everything written when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "pass the ticket to fsync_completed when the fsync finishes"]
+pub struct FsyncTicket {
+    covers: Lsn,
+}
+
+impl FsyncTicket {
+    pub fn covers(&self) -> Lsn {
+        self.covers
+    }
+}
+
+/// One shard's AOF, without I/O: records accumulate in memory, the glue writes them in batches
+/// (one write in flight at a time, so the written prefix is contiguous) and fsyncs when
+/// [`Self::fsync_due`] says so (one fsync in flight at a time).
+#[derive(Debug)]
+pub struct AofWriter {
+    policy: FsyncPolicy,
+    pending: BytesMut,
+    appended: Lsn,
+    write_in_flight: Option<Lsn>,
+    written: Lsn,
+    fsync_in_flight: Option<Lsn>,
+    durable: Lsn,
+    last_fsync_ms: u64,
+    failure: Option<AofError>,
+}
+
+/// `everysec`'s interval.
+const EVERYSEC_INTERVAL_MS: u64 = 1000;
+
+impl AofWriter {
+    /// `file_len`: the existing file's valid length (after truncating a corrupt tail), all of
+    /// which is taken to be durable.
+    pub fn new(policy: FsyncPolicy, file_len: u64, now_ms: u64) -> AofWriter {
+        AofWriter {
+            policy,
+            pending: BytesMut::new(),
+            appended: file_len,
+            write_in_flight: None,
+            written: file_len,
+            fsync_in_flight: None,
+            durable: file_len,
+            last_fsync_ms: now_ms,
+            failure: None,
+        }
+    }
+
+    pub fn policy(&self) -> FsyncPolicy {
+        self.policy
+    }
+
+    /// Appends a record for `op`; returns its LSN.
+    pub fn append(&mut self, op: WriteOp<'_>) -> Lsn {
+        match encode_record_with(&mut self.pending, |out| op.encode(out)) {
+            Ok(len) => self.appended += len as u64,
+            Err(payload_len) => {
+                self.failure
+                    .get_or_insert(AofError::RecordTooLarge { payload_len });
+            }
+        }
+        self.appended
+    }
+
+    /// LSN of the last appended record.
+    pub fn appended_lsn(&self) -> Lsn {
+        self.appended
+    }
+
+    pub fn written_lsn(&self) -> Lsn {
+        self.written
+    }
+
+    pub fn durable_lsn(&self) -> Lsn {
+        self.durable
+    }
+
+    /// Set once a write could not be logged: the log no longer matches memory.
+    pub fn failure(&self) -> Option<&AofError> {
+        self.failure.as_ref()
+    }
+
+    /// Whether the reply to a write logged at `lsn` must wait for [`DurabilityGate`]
+    /// release. Only `always` holds replies.
+    ///
+    /// [`DurabilityGate`]: super::DurabilityGate
+    pub fn must_hold_reply(&self, lsn: Lsn) -> bool {
+        self.policy == FsyncPolicy::Always && lsn > self.durable
+    }
+
+    /// Everything appended since the last batch, unless a write is still in flight (then the
+    /// records keep accumulating and go out together next time).
+    pub fn take_batch(&mut self) -> Option<WriteBatch> {
+        if self.write_in_flight.is_some() || self.pending.is_empty() {
+            return None;
+        }
+        let bytes = self.pending.split().freeze();
+        let batch = WriteBatch {
+            offset: self.written,
+            bytes,
+        };
+        self.write_in_flight = Some(batch.end());
+        Some(batch)
+    }
+
+    /// The batch ending at `end` is completely in the file (page cache).
+    pub fn write_completed(&mut self, end: Lsn) -> Result<(), AofError> {
+        if self.write_in_flight != Some(end) {
+            return Err(AofError::UnexpectedWriteCompletion {
+                end,
+                in_flight: self.write_in_flight,
+            });
+        }
+        self.write_in_flight = None;
+        self.written = end;
+        Ok(())
+    }
+
+    /// Whether to issue an fsync now: there are written but not durable bytes, no fsync is in
+    /// flight, and the policy asks for one (`always`: immediately; `everysec`: a second after
+    /// the previous one; `no`: never).
+    pub fn fsync_due(&self, now_ms: u64) -> bool {
+        if self.fsync_in_flight.is_some() || self.written <= self.durable {
+            return false;
+        }
+        match self.policy {
+            FsyncPolicy::Always => true,
+            FsyncPolicy::EverySec => {
+                now_ms.saturating_sub(self.last_fsync_ms) >= EVERYSEC_INTERVAL_MS
+            }
+            FsyncPolicy::No => false,
+        }
+    }
+
+    /// Starts an fsync if one is due. It covers what has been written so far; records written
+    /// while it runs wait for the next one.
+    pub fn start_fsync(&mut self, now_ms: u64) -> Option<FsyncTicket> {
+        if !self.fsync_due(now_ms) {
+            return None;
+        }
+        self.fsync_in_flight = Some(self.written);
+        self.last_fsync_ms = now_ms;
+        Some(FsyncTicket {
+            covers: self.written,
+        })
+    }
+
+    /// Records a finished fsync; returns the new durable LSN for [`DurabilityGate::release`].
+    ///
+    /// [`DurabilityGate::release`]: super::DurabilityGate::release
+    pub fn fsync_completed(&mut self, ticket: FsyncTicket) -> Lsn {
+        if self.fsync_in_flight == Some(ticket.covers) {
+            self.fsync_in_flight = None;
+        }
+        self.durable = self.durable.max(ticket.covers);
+        self.durable
+    }
+}
+
+impl ChangeSink for AofWriter {
+    fn record(&mut self, op: WriteOp<'_>) {
+        self.append(op);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(writer: &mut AofWriter) -> Lsn {
+        writer.append(WriteOp::Set {
+            key: b"k",
+            value: b"v",
+            ttl: crate::change::LoggedTtl::None,
+        })
+    }
+
+    #[test]
+    fn always_group_commits_and_releases_by_lsn() {
+        let mut aof = AofWriter::new(FsyncPolicy::Always, 100, 0);
+        let first = set(&mut aof);
+        let second = set(&mut aof);
+        assert!(first > 100 && second > first);
+        assert!(aof.must_hold_reply(first));
+        assert!(!aof.fsync_due(0), "nothing written yet");
+
+        let batch = aof.take_batch().unwrap();
+        assert_eq!(batch.offset, 100);
+        assert_eq!(batch.end(), second);
+        assert_eq!(aof.take_batch(), None, "one write in flight at a time");
+        let third = set(&mut aof);
+
+        aof.write_completed(batch.end()).unwrap();
+        let ticket = aof.start_fsync(0).unwrap();
+        assert_eq!(ticket.covers(), second);
+        assert!(
+            aof.start_fsync(0).is_none(),
+            "one fsync in flight at a time"
+        );
+
+        // The third record is written while the fsync runs; the fsync does not cover it.
+        let batch = aof.take_batch().unwrap();
+        aof.write_completed(batch.end()).unwrap();
+        assert_eq!(aof.fsync_completed(ticket), second);
+        assert!(!aof.must_hold_reply(second));
+        assert!(aof.must_hold_reply(third));
+
+        let ticket = aof.start_fsync(0).unwrap();
+        assert_eq!(aof.fsync_completed(ticket), third);
+        assert!(!aof.fsync_due(0));
+    }
+
+    #[test]
+    fn everysec_waits_a_second_and_holds_nothing() {
+        let mut aof = AofWriter::new(FsyncPolicy::EverySec, 0, 5_000);
+        let lsn = set(&mut aof);
+        assert!(!aof.must_hold_reply(lsn));
+        let batch = aof.take_batch().unwrap();
+        aof.write_completed(batch.end()).unwrap();
+        assert!(!aof.fsync_due(5_500));
+        assert!(aof.fsync_due(6_000));
+        let ticket = aof.start_fsync(6_000).unwrap();
+        assert_eq!(aof.fsync_completed(ticket), lsn);
+        set(&mut aof);
+        let batch = aof.take_batch().unwrap();
+        aof.write_completed(batch.end()).unwrap();
+        assert!(!aof.fsync_due(6_999));
+        assert!(aof.fsync_due(7_000));
+    }
+
+    #[test]
+    fn no_never_fsyncs() {
+        let mut aof = AofWriter::new(FsyncPolicy::No, 0, 0);
+        let lsn = set(&mut aof);
+        let batch = aof.take_batch().unwrap();
+        aof.write_completed(batch.end()).unwrap();
+        assert_eq!(aof.written_lsn(), lsn);
+        assert!(!aof.fsync_due(u64::MAX));
+        assert!(!aof.must_hold_reply(lsn));
+    }
+
+    #[test]
+    fn wrong_write_completion_is_reported() {
+        let mut aof = AofWriter::new(FsyncPolicy::Always, 0, 0);
+        assert!(aof.write_completed(10).is_err());
+        set(&mut aof);
+        let batch = aof.take_batch().unwrap();
+        assert_eq!(
+            aof.write_completed(batch.end() - 1),
+            Err(AofError::UnexpectedWriteCompletion {
+                end: batch.end() - 1,
+                in_flight: Some(batch.end())
+            })
+        );
+        assert!(aof.write_completed(batch.end()).is_ok());
+    }
+
+    #[test]
+    fn policies_parse() {
+        assert_eq!("EverySec".parse(), Ok(FsyncPolicy::EverySec));
+        assert_eq!("always".parse(), Ok(FsyncPolicy::Always));
+        assert_eq!("no".parse(), Ok(FsyncPolicy::No));
+        assert!("sometimes".parse::<FsyncPolicy>().is_err());
+        assert_eq!(FsyncPolicy::EverySec.as_str(), "everysec");
+    }
+}

@@ -1,0 +1,245 @@
+//! Typed client commands, parsed from a request's arguments with Redis 7's validation order
+//! and error wording.
+
+mod error;
+mod parse;
+pub(crate) mod table;
+
+use bytes::Bytes;
+
+pub use error::CommandError;
+
+/// A parsed request. Keys and values are binary-safe `Bytes`, usually slices of the
+/// connection's input buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Ping(Option<Bytes>),
+    Echo(Bytes),
+    Get(Bytes),
+    Set(SetCommand),
+    GetSet {
+        key: Bytes,
+        value: Bytes,
+    },
+    Del(Vec<Bytes>),
+    Exists(Vec<Bytes>),
+    /// INCR, INCRBY, DECR and DECRBY (DECRBY's operand is negated at parse time).
+    IncrBy {
+        key: Bytes,
+        delta: i64,
+    },
+    Append {
+        key: Bytes,
+        value: Bytes,
+    },
+    Strlen(Bytes),
+    MGet(Vec<Bytes>),
+    MSet(Vec<(Bytes, Bytes)>),
+    /// EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
+    Expire(ExpireCommand),
+    /// TTL and PTTL.
+    Ttl {
+        key: Bytes,
+        unit: TimeUnit,
+    },
+    Persist(Bytes),
+    DbSize,
+    /// FLUSHALL [ASYNC|SYNC]; both modes flush synchronously.
+    FlushAll,
+    /// INFO [section ...], sections as the client sent them.
+    Info(Vec<Bytes>),
+    /// CONFIG GET pattern [pattern ...].
+    ConfigGet(Vec<Bytes>),
+    /// COMMAND and its subcommands.
+    Introspect(CommandQuery),
+    Auth {
+        username: Option<Bytes>,
+        password: Bytes,
+    },
+    Quit,
+    Select(i64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetCommand {
+    pub key: Bytes,
+    pub value: Bytes,
+    pub condition: SetCondition,
+    pub expiry: SetExpiry,
+    /// The GET option: reply with the old value instead of OK.
+    pub get: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetCondition {
+    Always,
+    /// NX
+    IfAbsent,
+    /// XX
+    IfPresent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetExpiry {
+    /// No option: a plain SET discards any previous TTL.
+    Clear,
+    /// KEEPTTL
+    Keep,
+    /// EX / PX, converted to milliseconds (positive, at most `i64::MAX`).
+    AfterMs(u64),
+    /// EXAT / PXAT, as a Unix time in milliseconds (positive).
+    AtMs(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpireCommand {
+    pub key: Bytes,
+    pub kind: ExpireKind,
+    /// The client's time already converted to milliseconds; relative or absolute per `kind`.
+    /// May be negative (the key is then deleted).
+    pub time_ms: i64,
+    pub condition: ExpireCondition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpireKind {
+    Expire,
+    PExpire,
+    ExpireAt,
+    PExpireAt,
+}
+
+impl ExpireKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpireKind::Expire => "expire",
+            ExpireKind::PExpire => "pexpire",
+            ExpireKind::ExpireAt => "expireat",
+            ExpireKind::PExpireAt => "pexpireat",
+        }
+    }
+
+    pub fn is_relative(self) -> bool {
+        matches!(self, ExpireKind::Expire | ExpireKind::PExpire)
+    }
+}
+
+/// EXPIRE's NX / XX / GT / LT options. Redis allows XX together with GT or LT, so these are
+/// flags rather than one choice; parsing rejects the incompatible combinations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExpireCondition {
+    /// NX: only if the key has no TTL.
+    pub if_no_ttl: bool,
+    /// XX: only if the key has a TTL.
+    pub if_has_ttl: bool,
+    /// GT: only if the new expiry is later (no TTL counts as infinite).
+    pub if_later: bool,
+    /// LT: only if the new expiry is earlier (no TTL counts as infinite).
+    pub if_earlier: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    Seconds,
+    Millis,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandQuery {
+    /// Plain `COMMAND`.
+    List,
+    Count,
+    Docs(Vec<Bytes>),
+    Info(Vec<Bytes>),
+}
+
+/// Where a command executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Answered by the connection's session; touches no shard.
+    Connection,
+    /// Touches the shards owning its keys (one or several).
+    Keyed,
+    /// Touches every shard (DBSIZE, FLUSHALL, INFO).
+    AllShards,
+}
+
+impl Command {
+    /// Parses a request (`args[0]` is the command name). Errors come out in Redis's order:
+    /// unknown command, arity, then the command's own syntax checks.
+    pub fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
+        parse::parse(args)
+    }
+
+    /// Lowercase Redis name of the command (INCR and friends report `incrby`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Ping(_) => "ping",
+            Command::Echo(_) => "echo",
+            Command::Get(_) => "get",
+            Command::Set(_) => "set",
+            Command::GetSet { .. } => "getset",
+            Command::Del(_) => "del",
+            Command::Exists(_) => "exists",
+            Command::IncrBy { .. } => "incrby",
+            Command::Append { .. } => "append",
+            Command::Strlen(_) => "strlen",
+            Command::MGet(_) => "mget",
+            Command::MSet(_) => "mset",
+            Command::Expire(expire) => expire.kind.name(),
+            Command::Ttl {
+                unit: TimeUnit::Seconds,
+                ..
+            } => "ttl",
+            Command::Ttl {
+                unit: TimeUnit::Millis,
+                ..
+            } => "pttl",
+            Command::Persist(_) => "persist",
+            Command::DbSize => "dbsize",
+            Command::FlushAll => "flushall",
+            Command::Info(_) => "info",
+            Command::ConfigGet(_) => "config|get",
+            Command::Introspect(_) => "command",
+            Command::Auth { .. } => "auth",
+            Command::Quit => "quit",
+            Command::Select(_) => "select",
+        }
+    }
+
+    pub fn scope(&self) -> Scope {
+        match self {
+            Command::Ping(_)
+            | Command::Echo(_)
+            | Command::ConfigGet(_)
+            | Command::Introspect(_)
+            | Command::Auth { .. }
+            | Command::Quit
+            | Command::Select(_) => Scope::Connection,
+            Command::DbSize | Command::FlushAll | Command::Info(_) => Scope::AllShards,
+            _ => Scope::Keyed,
+        }
+    }
+
+    /// Whether the command may modify the keyspace (and so may produce AOF records).
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Command::Set(_)
+                | Command::GetSet { .. }
+                | Command::Del(_)
+                | Command::IncrBy { .. }
+                | Command::Append { .. }
+                | Command::MSet(_)
+                | Command::Expire(_)
+                | Command::Persist(_)
+                | Command::FlushAll
+        )
+    }
+}
+
+/// Whether the command named `name` is flagged `no_auth` (AUTH, QUIT): usable before a
+/// successful AUTH. Decided on the name so that even its argument errors reach the client.
+pub fn allowed_without_auth(name: &[u8]) -> bool {
+    table::lookup(&table::COMMANDS, name).is_some_and(|spec| spec.flags.contains(&"no_auth"))
+}

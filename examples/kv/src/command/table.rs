@@ -1,0 +1,260 @@
+//! The commands this server knows: names, arities and the metadata `COMMAND` reports.
+
+use bytes::Bytes;
+
+use crate::reply::Reply;
+
+/// Which parser handles a command; one per name in [`COMMANDS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommandKind {
+    Ping,
+    Echo,
+    Get,
+    Set,
+    GetSet,
+    Del,
+    Exists,
+    Incr,
+    IncrBy,
+    Decr,
+    DecrBy,
+    Append,
+    Strlen,
+    MGet,
+    MSet,
+    Expire,
+    PExpire,
+    ExpireAt,
+    PExpireAt,
+    Ttl,
+    PTtl,
+    Persist,
+    DbSize,
+    FlushAll,
+    Info,
+    Config,
+    ConfigGet,
+    Command,
+    CommandCount,
+    CommandDocs,
+    CommandInfo,
+    Auth,
+    Quit,
+    Select,
+}
+
+/// Static description of one command (or `container|subcommand`), as in Redis 7's table.
+#[derive(Debug)]
+pub(crate) struct CommandSpec {
+    pub kind: CommandKind,
+    /// Full lowercase name used in error messages, e.g. `get` or `config|get`.
+    pub name: &'static str,
+    /// Redis arity: positive = exact argument count (name included), negative = minimum.
+    pub arity: i64,
+    pub flags: &'static [&'static str],
+    pub first_key: i64,
+    pub last_key: i64,
+    pub key_step: i64,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub fn accepts_arg_count(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    /// The entry `COMMAND` / `COMMAND INFO` returns (Redis 7 layout, ten fields; ACL
+    /// categories, tips and key specs are left empty).
+    pub fn info_reply(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::Bulk(Bytes::from_static(self.name.as_bytes())),
+            Reply::Integer(self.arity),
+            Reply::Array(self.flags.iter().map(|f| Reply::simple(f)).collect()),
+            Reply::Integer(self.first_key),
+            Reply::Integer(self.last_key),
+            Reply::Integer(self.key_step),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(
+                self.subcommands
+                    .iter()
+                    .map(CommandSpec::info_reply)
+                    .collect(),
+            ),
+        ])
+    }
+}
+
+const fn spec(
+    kind: CommandKind,
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+) -> CommandSpec {
+    CommandSpec {
+        kind,
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        key_step: keys.2,
+        subcommands: &[],
+    }
+}
+
+const READ_FAST: &[&str] = &["readonly", "fast"];
+const WRITE: &[&str] = &["write", "denyoom"];
+const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
+const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
+const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
+const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
+
+use CommandKind as K;
+
+static CONFIG_SUBCOMMANDS: [CommandSpec; 1] = [spec(
+    K::ConfigGet,
+    "config|get",
+    -3,
+    &["admin", "noscript", "loading", "stale"],
+    NO_KEYS,
+)];
+
+static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
+    spec(
+        K::CommandCount,
+        "command|count",
+        2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+    spec(
+        K::CommandDocs,
+        "command|docs",
+        -2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+    spec(
+        K::CommandInfo,
+        "command|info",
+        -2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+];
+
+pub(crate) static COMMANDS: [CommandSpec; 30] = [
+    spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
+    spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
+    spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
+    spec(K::Set, "set", -3, WRITE, ONE_KEY),
+    spec(K::GetSet, "getset", 3, WRITE_FAST, ONE_KEY),
+    spec(K::Del, "del", -2, &["write"], ALL_KEYS),
+    spec(K::Exists, "exists", -2, READ_FAST, ALL_KEYS),
+    spec(K::Incr, "incr", 2, WRITE_FAST, ONE_KEY),
+    spec(K::IncrBy, "incrby", 3, WRITE_FAST, ONE_KEY),
+    spec(K::Decr, "decr", 2, WRITE_FAST, ONE_KEY),
+    spec(K::DecrBy, "decrby", 3, WRITE_FAST, ONE_KEY),
+    spec(K::Append, "append", 3, WRITE, ONE_KEY),
+    spec(K::Strlen, "strlen", 2, READ_FAST, ONE_KEY),
+    spec(K::MGet, "mget", -2, READ_FAST, ALL_KEYS),
+    spec(K::MSet, "mset", -3, WRITE, (1, -1, 2)),
+    spec(K::Expire, "expire", -3, &["write", "fast"], ONE_KEY),
+    spec(K::PExpire, "pexpire", -3, &["write", "fast"], ONE_KEY),
+    spec(K::ExpireAt, "expireat", -3, &["write", "fast"], ONE_KEY),
+    spec(K::PExpireAt, "pexpireat", -3, &["write", "fast"], ONE_KEY),
+    spec(K::Ttl, "ttl", 2, READ_FAST, ONE_KEY),
+    spec(K::PTtl, "pttl", 2, READ_FAST, ONE_KEY),
+    spec(K::Persist, "persist", 2, &["write", "fast"], ONE_KEY),
+    spec(K::DbSize, "dbsize", 1, READ_FAST, NO_KEYS),
+    spec(K::FlushAll, "flushall", -1, &["write"], NO_KEYS),
+    spec(K::Info, "info", -1, &["loading", "stale"], NO_KEYS),
+    CommandSpec {
+        subcommands: &CONFIG_SUBCOMMANDS,
+        ..spec(K::Config, "config", -2, &[], NO_KEYS)
+    },
+    CommandSpec {
+        subcommands: &COMMAND_SUBCOMMANDS,
+        ..spec(K::Command, "command", -1, &["loading", "stale"], NO_KEYS)
+    },
+    spec(
+        K::Auth,
+        "auth",
+        -2,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy",
+        ],
+        NO_KEYS,
+    ),
+    spec(
+        K::Quit,
+        "quit",
+        -1,
+        &[
+            "allow_busy",
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+        ],
+        NO_KEYS,
+    ),
+    spec(
+        K::Select,
+        "select",
+        2,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+];
+
+/// Case-insensitive lookup among `specs` (a command table or a container's subcommands, whose
+/// names are matched after the `|`).
+pub(crate) fn lookup<'a>(specs: &'a [CommandSpec], name: &[u8]) -> Option<&'a CommandSpec> {
+    specs.iter().find(|spec| {
+        let full = spec.name.as_bytes();
+        let Some(start) = full.len().checked_sub(name.len()) else {
+            return false;
+        };
+        (start == 0 || full[start - 1] == b'|') && full[start..].eq_ignore_ascii_case(name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_ignores_case() {
+        assert_eq!(lookup(&COMMANDS, b"gEt").map(|s| s.kind), Some(K::Get));
+        assert_eq!(lookup(&COMMANDS, b"nope").map(|s| s.kind), None);
+        assert_eq!(
+            lookup(&CONFIG_SUBCOMMANDS, b"GET").map(|s| s.kind),
+            Some(K::ConfigGet)
+        );
+    }
+
+    #[test]
+    fn arity_follows_redis_convention() {
+        let get = lookup(&COMMANDS, b"get").unwrap();
+        assert!(get.accepts_arg_count(2));
+        assert!(!get.accepts_arg_count(3));
+        let del = lookup(&COMMANDS, b"del").unwrap();
+        assert!(!del.accepts_arg_count(1));
+        assert!(del.accepts_arg_count(5));
+    }
+}

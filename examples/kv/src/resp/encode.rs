@@ -1,0 +1,104 @@
+//! Reply encoders. Callers guarantee simple strings and errors contain no CR or LF
+//! ([`crate::Reply::error`] sanitises for them).
+
+use bytes::{BufMut, BytesMut};
+
+pub fn write_simple(out: &mut BytesMut, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(b'+');
+    out.put_slice(text);
+    out.put_slice(b"\r\n");
+}
+
+/// `message` is the full error text including its code, e.g. `ERR syntax error`.
+pub fn write_error(out: &mut BytesMut, message: &[u8]) {
+    out.reserve(message.len() + 3);
+    out.put_u8(b'-');
+    out.put_slice(message);
+    out.put_slice(b"\r\n");
+}
+
+pub fn write_integer(out: &mut BytesMut, value: i64) {
+    out.reserve(24);
+    out.put_u8(b':');
+    put_decimal(out, value);
+    out.put_slice(b"\r\n");
+}
+
+pub fn write_bulk(out: &mut BytesMut, data: &[u8]) {
+    out.reserve(data.len() + 24);
+    out.put_u8(b'$');
+    put_decimal(out, data.len() as i64);
+    out.put_slice(b"\r\n");
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+pub fn write_null_bulk(out: &mut BytesMut) {
+    out.put_slice(b"$-1\r\n");
+}
+
+pub fn write_array_header(out: &mut BytesMut, len: usize) {
+    out.reserve(24);
+    out.put_u8(b'*');
+    put_decimal(out, len as i64);
+    out.put_slice(b"\r\n");
+}
+
+pub fn write_null_array(out: &mut BytesMut) {
+    out.put_slice(b"*-1\r\n");
+}
+
+/// Formats without going through `fmt`, which is noticeably slower on the reply hot path.
+pub(crate) fn put_decimal(out: &mut BytesMut, value: i64) {
+    let mut digits = [0u8; 20];
+    let mut pos = digits.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        pos -= 1;
+        digits[pos] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        out.put_u8(b'-');
+    }
+    out.put_slice(&digits[pos..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(f: impl FnOnce(&mut BytesMut)) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        f(&mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn encodes_every_reply_kind() {
+        assert_eq!(encoded(|o| write_simple(o, b"OK")), b"+OK\r\n");
+        assert_eq!(
+            encoded(|o| write_error(o, b"ERR syntax error")),
+            b"-ERR syntax error\r\n"
+        );
+        assert_eq!(encoded(|o| write_integer(o, 0)), b":0\r\n");
+        assert_eq!(encoded(|o| write_integer(o, -42)), b":-42\r\n");
+        assert_eq!(
+            encoded(|o| write_integer(o, i64::MIN)),
+            b":-9223372036854775808\r\n"
+        );
+        assert_eq!(
+            encoded(|o| write_integer(o, i64::MAX)),
+            b":9223372036854775807\r\n"
+        );
+        assert_eq!(encoded(|o| write_bulk(o, b"a\r\nb")), b"$4\r\na\r\nb\r\n");
+        assert_eq!(encoded(|o| write_bulk(o, b"")), b"$0\r\n\r\n");
+        assert_eq!(encoded(write_null_bulk), b"$-1\r\n");
+        assert_eq!(encoded(|o| write_array_header(o, 3)), b"*3\r\n");
+        assert_eq!(encoded(write_null_array), b"*-1\r\n");
+    }
+}

@@ -1,0 +1,171 @@
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::info::{self, ServerInfo};
+use crate::reply::Reply;
+use crate::store::ShardStats;
+
+/// Collects the replies of a fanned-out command's parts and builds the client's reply.
+#[derive(Debug)]
+pub struct Merger {
+    kind: MergeKind,
+    replies: Vec<Option<Reply>>,
+    missing: usize,
+}
+
+#[derive(Debug)]
+enum MergeKind {
+    /// DEL, EXISTS, DBSIZE: add the integers.
+    Sum,
+    /// MSET, FLUSHALL: OK once every part said OK.
+    AllOk,
+    /// MGET: `owners[i]` is the part that holds the i-th requested key. Each part lists its
+    /// keys in request order, so taking values from the parts in `owners` order restores it.
+    Gather { owners: Vec<u32> },
+    /// INFO: part `i` carries shard `i`'s [`ShardStats`].
+    Info { sections: Vec<Bytes> },
+}
+
+/// A mismatch between the merger and what the glue fed it: a bug in the glue or a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeError {
+    PartOutOfRange { part: usize, parts: usize },
+    DuplicateReply { part: usize },
+    Incomplete { missing: usize },
+    UnexpectedReply { part: usize },
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MergeError::PartOutOfRange { part, parts } => {
+                write!(f, "reply for part {part} of a {parts}-part command")
+            }
+            MergeError::DuplicateReply { part } => write!(f, "second reply for part {part}"),
+            MergeError::Incomplete { missing } => write!(f, "{missing} part replies missing"),
+            MergeError::UnexpectedReply { part } => {
+                write!(f, "part {part} replied with an unexpected shape")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+impl Merger {
+    fn new(kind: MergeKind, parts: usize) -> Merger {
+        Merger {
+            kind,
+            replies: vec![None; parts],
+            missing: parts,
+        }
+    }
+
+    pub(super) fn sum(parts: usize) -> Merger {
+        Merger::new(MergeKind::Sum, parts)
+    }
+
+    pub(super) fn all_ok(parts: usize) -> Merger {
+        Merger::new(MergeKind::AllOk, parts)
+    }
+
+    pub(super) fn gather(owners: Vec<u32>, parts: usize) -> Merger {
+        Merger::new(MergeKind::Gather { owners }, parts)
+    }
+
+    pub(super) fn info(sections: Vec<Bytes>, parts: usize) -> Merger {
+        Merger::new(MergeKind::Info { sections }, parts)
+    }
+
+    pub fn parts(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// Records part `part`'s reply; they may arrive in any order.
+    pub fn accept(&mut self, part: usize, reply: Reply) -> Result<(), MergeError> {
+        let parts = self.replies.len();
+        let slot = self
+            .replies
+            .get_mut(part)
+            .ok_or(MergeError::PartOutOfRange { part, parts })?;
+        if slot.is_some() {
+            return Err(MergeError::DuplicateReply { part });
+        }
+        *slot = Some(reply);
+        self.missing -= 1;
+        Ok(())
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.missing == 0
+    }
+
+    /// The client's reply. If any part failed, its error (the lowest part's) is the reply.
+    /// `server` is only read for INFO. An `Err` means the glue fed the merger wrongly; reply
+    /// with an error and log it.
+    pub fn finish(self, server: &ServerInfo) -> Result<Reply, MergeError> {
+        if self.missing > 0 {
+            return Err(MergeError::Incomplete {
+                missing: self.missing,
+            });
+        }
+        let replies: Vec<Reply> = self.replies.into_iter().flatten().collect();
+        if let Some(error) = replies.iter().find(|r| r.is_error()) {
+            return Ok(error.clone());
+        }
+        match self.kind {
+            MergeKind::Sum => {
+                let mut total = 0i64;
+                for (part, reply) in replies.iter().enumerate() {
+                    let Reply::Integer(n) = reply else {
+                        return Err(MergeError::UnexpectedReply { part });
+                    };
+                    total = total.saturating_add(*n);
+                }
+                Ok(Reply::Integer(total))
+            }
+            MergeKind::AllOk => {
+                if let Some(part) = replies.iter().position(|r| *r != Reply::ok()) {
+                    return Err(MergeError::UnexpectedReply { part });
+                }
+                Ok(Reply::ok())
+            }
+            MergeKind::Gather { owners } => gather(owners, replies),
+            MergeKind::Info { sections } => {
+                let mut stats = Vec::with_capacity(replies.len());
+                for (part, reply) in replies.iter().enumerate() {
+                    stats.push(
+                        ShardStats::from_reply(reply)
+                            .ok_or(MergeError::UnexpectedReply { part })?,
+                    );
+                }
+                let text = info::render(&sections, server, &stats);
+                Ok(Reply::Bulk(Bytes::from(text)))
+            }
+        }
+    }
+}
+
+fn gather(owners: Vec<u32>, replies: Vec<Reply>) -> Result<Reply, MergeError> {
+    let mut values = Vec::with_capacity(replies.len());
+    for (part, reply) in replies.into_iter().enumerate() {
+        let Reply::Array(items) = reply else {
+            return Err(MergeError::UnexpectedReply { part });
+        };
+        values.push(items.into_iter());
+    }
+    let mut merged = Vec::with_capacity(owners.len());
+    for owner in owners {
+        let part = owner as usize;
+        let value = values
+            .get_mut(part)
+            .and_then(Iterator::next)
+            .ok_or(MergeError::UnexpectedReply { part })?;
+        merged.push(value);
+    }
+    if let Some(part) = values.iter_mut().position(|rest| rest.next().is_some()) {
+        return Err(MergeError::UnexpectedReply { part });
+    }
+    Ok(Reply::Array(merged))
+}

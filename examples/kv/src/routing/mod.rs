@@ -1,0 +1,13 @@
+//! Which shard owns a key, how a command splits into per-shard parts, and how the parts'
+//! replies merge back into one client reply.
+
+mod merge;
+mod plan;
+mod slot;
+
+pub use merge::{MergeError, Merger};
+pub use plan::{route, FanOut, Route, ShardPart};
+pub use slot::{key_slot, shard_of, SLOT_COUNT};
+
+#[cfg(test)]
+mod tests;

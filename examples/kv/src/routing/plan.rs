@@ -1,0 +1,158 @@
+use bytes::Bytes;
+
+use super::merge::Merger;
+use super::slot::shard_of;
+use crate::command::Command;
+
+/// Where a command executes.
+#[derive(Debug)]
+pub enum Route {
+    /// The whole command runs on `shard`; its reply is the client's reply as is.
+    Single { shard: usize, command: Command },
+    /// Send each part to its shard (`parts[i]` answers as part `i`), feed the replies to the
+    /// merger in any order, and reply with [`Merger::finish`].
+    FanOut(FanOut),
+}
+
+#[derive(Debug)]
+pub struct FanOut {
+    pub parts: Vec<ShardPart>,
+    pub merger: Merger,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardPart {
+    pub shard: usize,
+    pub command: Command,
+}
+
+/// Plans `command` over `shards` shards.
+///
+/// Multi-key commands whose keys all live on one shard stay whole (one message, no merge),
+/// which is what hash tags buy. A fanned-out MSET or DEL is atomic per shard, not across
+/// shards. Connection-scoped commands (PING, AUTH, ...) are answered by the session and should
+/// not be routed; if they are, they go to shard 0, whose store answers PING/ECHO and refuses
+/// the rest.
+pub fn route(command: Command, shards: usize) -> Route {
+    let shards = shards.max(1);
+    match command {
+        Command::MGet(keys) => split_keys(keys, shards, Command::MGet, Merger::gather),
+        Command::Del(keys) => split_keys(keys, shards, Command::Del, |_, parts| Merger::sum(parts)),
+        Command::Exists(keys) => {
+            split_keys(keys, shards, Command::Exists, |_, parts| Merger::sum(parts))
+        }
+        Command::MSet(pairs) => split_pairs(pairs, shards),
+        Command::Info(sections) => broadcast(Command::Info(sections.clone()), shards, |n| {
+            Merger::info(sections, n)
+        }),
+        command @ (Command::DbSize | Command::FlushAll) if shards == 1 => {
+            Route::Single { shard: 0, command }
+        }
+        Command::DbSize => broadcast(Command::DbSize, shards, Merger::sum),
+        Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
+        command => {
+            let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
+            Route::Single { shard, command }
+        }
+    }
+}
+
+fn single_key(command: &Command) -> Option<&[u8]> {
+    match command {
+        Command::Get(key)
+        | Command::GetSet { key, .. }
+        | Command::IncrBy { key, .. }
+        | Command::Append { key, .. }
+        | Command::Strlen(key)
+        | Command::Ttl { key, .. }
+        | Command::Persist(key) => Some(key),
+        Command::Set(set) => Some(&set.key),
+        Command::Expire(expire) => Some(&expire.key),
+        _ => None,
+    }
+}
+
+/// Groups keys by shard, keeping each shard's keys in request order. `merger` receives, for
+/// each requested key, the index of the part that holds it.
+fn split_keys(
+    keys: Vec<Bytes>,
+    shards: usize,
+    rebuild: fn(Vec<Bytes>) -> Command,
+    merger: impl FnOnce(Vec<u32>, usize) -> Merger,
+) -> Route {
+    let key_shards: Vec<usize> = keys.iter().map(|key| shard_of(key, shards)).collect();
+    if let Some(&first) = key_shards.first() {
+        if key_shards.iter().all(|&shard| shard == first) {
+            return Route::Single {
+                shard: first,
+                command: rebuild(keys),
+            };
+        }
+    }
+    let mut part_of_shard: Vec<Option<u32>> = vec![None; shards];
+    let mut parts: Vec<(usize, Vec<Bytes>)> = Vec::new();
+    let mut owners = Vec::with_capacity(keys.len());
+    for (key, shard) in keys.into_iter().zip(key_shards) {
+        let part = *part_of_shard[shard].get_or_insert_with(|| {
+            parts.push((shard, Vec::new()));
+            (parts.len() - 1) as u32
+        });
+        parts[part as usize].1.push(key);
+        owners.push(part);
+    }
+    let count = parts.len();
+    Route::FanOut(FanOut {
+        parts: parts
+            .into_iter()
+            .map(|(shard, keys)| ShardPart {
+                shard,
+                command: rebuild(keys),
+            })
+            .collect(),
+        merger: merger(owners, count),
+    })
+}
+
+fn split_pairs(pairs: Vec<(Bytes, Bytes)>, shards: usize) -> Route {
+    let mut part_of_shard: Vec<Option<usize>> = vec![None; shards];
+    let mut parts: Vec<ShardPart> = Vec::new();
+    for (key, value) in pairs {
+        let shard = shard_of(&key, shards);
+        let part = *part_of_shard[shard].get_or_insert_with(|| {
+            parts.push(ShardPart {
+                shard,
+                command: Command::MSet(Vec::new()),
+            });
+            parts.len() - 1
+        });
+        if let Command::MSet(part_pairs) = &mut parts[part].command {
+            part_pairs.push((key, value));
+        }
+    }
+    if parts.len() == 1 {
+        if let Some(part) = parts.pop() {
+            return Route::Single {
+                shard: part.shard,
+                command: part.command,
+            };
+        }
+    }
+    let count = parts.len();
+    Route::FanOut(FanOut {
+        parts,
+        merger: Merger::all_ok(count),
+    })
+}
+
+/// One part per shard, part `i` on shard `i`.
+fn broadcast(command: Command, shards: usize, merger: impl FnOnce(usize) -> Merger) -> Route {
+    Route::FanOut(FanOut {
+        parts: (0..shards)
+            .map(|shard| ShardPart {
+                shard,
+                command: command.clone(),
+            })
+            .collect(),
+        merger: merger(shards),
+    })
+}

@@ -1,0 +1,179 @@
+use bytes::Bytes;
+
+use super::*;
+use crate::change::NoLog;
+use crate::command::Command;
+use crate::info::ServerInfo;
+use crate::reply::Reply;
+use crate::store::Store;
+
+fn command(line: &str) -> Command {
+    Command::parse(line.split(' ').map(|s| Bytes::from(s.to_owned())).collect()).unwrap()
+}
+
+/// Executes a routed command the way the glue would, answering parts in reverse order to
+/// show the merge does not depend on arrival order.
+fn execute(stores: &mut [Store], line: &str) -> Reply {
+    match route(command(line), stores.len()) {
+        Route::Single { shard, command } => stores[shard].execute(command, 0, &mut NoLog),
+        Route::FanOut(FanOut { parts, mut merger }) => {
+            assert_eq!(merger.parts(), parts.len());
+            let replies: Vec<(usize, Reply)> = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, part)| (i, stores[part.shard].execute(part.command, 0, &mut NoLog)))
+                .collect();
+            for (i, reply) in replies.into_iter().rev() {
+                assert!(!merger.is_complete());
+                merger.accept(i, reply).unwrap();
+            }
+            assert!(merger.is_complete());
+            merger.finish(&ServerInfo::default()).unwrap()
+        }
+    }
+}
+
+fn keys_on_distinct_shards(shards: usize) -> Vec<String> {
+    let mut found: Vec<Option<String>> = vec![None; shards];
+    for i in 0.. {
+        let key = format!("key{i}");
+        let slot = &mut found[shard_of(key.as_bytes(), shards)];
+        if slot.is_none() {
+            *slot = Some(key);
+        }
+        if found.iter().all(Option::is_some) {
+            return found.into_iter().flatten().collect();
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn sharded_execution_matches_a_single_store() {
+    let script: Vec<String> = {
+        let mut lines = vec!["MSET a 1 b 2 c 3 d 4 e 5 f 6 g 7 h 8 a 9".to_string()];
+        lines.push("MGET h g f e d c b a nope a".into());
+        lines.push("EXISTS a b nope a c".into());
+        lines.push("DEL a b nope a".into());
+        lines.push("MGET a b c".into());
+        lines.push("DBSIZE".into());
+        lines.push("INCR counter".into());
+        lines.push("SET x y NX".into());
+        lines.push("FLUSHALL".into());
+        lines.push("DBSIZE".into());
+        lines.push("MGET a x".into());
+        lines
+    };
+    let mut single = vec![Store::default()];
+    let mut sharded: Vec<Store> = (0..4).map(|_| Store::default()).collect();
+    for line in &script {
+        assert_eq!(
+            execute(&mut sharded, line),
+            execute(&mut single, line),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn keys_on_one_shard_are_not_split() {
+    match route(command("MGET {u}a {u}b {u}c"), 8) {
+        Route::Single { shard, command } => {
+            assert_eq!(shard, shard_of(b"u", 8));
+            let keys = ["{u}a", "{u}b", "{u}c"].map(Bytes::from).to_vec();
+            assert_eq!(command, Command::MGet(keys));
+        }
+        Route::FanOut(_) => panic!("hash-tagged keys must stay on one shard"),
+    }
+    assert!(matches!(
+        route(command("MSET {u}a 1 {u}b 2"), 8),
+        Route::Single { .. }
+    ));
+    assert!(matches!(
+        route(command("DBSIZE"), 1),
+        Route::Single { shard: 0, .. }
+    ));
+}
+
+#[test]
+fn fan_out_parts_keep_request_order_per_shard() {
+    let keys = keys_on_distinct_shards(2);
+    let (k0, k1) = (&keys[0], &keys[1]);
+    let line = format!("DEL {k1} {k0} {k1}x {k1}");
+    let Route::FanOut(fan_out) = route(command(&line), 2) else {
+        panic!("keys on two shards must fan out");
+    };
+    assert_eq!(fan_out.parts.len(), 2);
+    let first = &fan_out.parts[0];
+    assert_eq!(first.shard, shard_of(k1.as_bytes(), 2));
+    let Command::Del(first_keys) = &first.command else {
+        panic!("DEL parts are DELs");
+    };
+    assert_eq!(first_keys.first().map(|k| &k[..]), Some(k1.as_bytes()));
+    assert_eq!(first_keys.last().map(|k| &k[..]), Some(k1.as_bytes()));
+}
+
+#[test]
+fn single_key_commands_go_to_the_owning_shard() {
+    for line in [
+        "GET foo",
+        "SET foo v",
+        "INCR foo",
+        "EXPIRE foo 1",
+        "TTL foo",
+        "APPEND foo x",
+    ] {
+        match route(command(line), 16) {
+            Route::Single { shard, .. } => assert_eq!(shard, shard_of(b"foo", 16), "{line}"),
+            Route::FanOut(_) => panic!("{line} must not fan out"),
+        }
+    }
+}
+
+#[test]
+fn info_merges_every_shard() {
+    let mut stores: Vec<Store> = (0..3).map(|_| Store::default()).collect();
+    execute(&mut stores, "MSET a 1 b 2 c 3 d 4 e 5");
+    let Reply::Bulk(text) = execute(&mut stores, "INFO keyspace shards") else {
+        panic!("INFO replies with a bulk string");
+    };
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    assert!(
+        text.contains("db0:keys=5,expires=0,avg_ttl=0\r\n"),
+        "{text}"
+    );
+    for shard in 0..3 {
+        assert!(text.contains(&format!("shard{shard}:keys=")), "{text}");
+    }
+}
+
+#[test]
+fn part_errors_and_misuse() {
+    let mut merger = match route(command("DBSIZE"), 2) {
+        Route::FanOut(fan_out) => fan_out.merger,
+        Route::Single { .. } => panic!("two shards fan out"),
+    };
+    assert_eq!(
+        merger.accept(2, Reply::Integer(1)),
+        Err(MergeError::PartOutOfRange { part: 2, parts: 2 })
+    );
+    merger.accept(0, Reply::Integer(1)).unwrap();
+    assert_eq!(
+        merger.accept(0, Reply::Integer(1)),
+        Err(MergeError::DuplicateReply { part: 0 })
+    );
+    merger.accept(1, Reply::error("ERR boom")).unwrap();
+    assert_eq!(
+        merger.finish(&ServerInfo::default()),
+        Ok(Reply::error("ERR boom"))
+    );
+
+    let merger = match route(command("FLUSHALL"), 3) {
+        Route::FanOut(fan_out) => fan_out.merger,
+        Route::Single { .. } => panic!("three shards fan out"),
+    };
+    assert_eq!(
+        merger.finish(&ServerInfo::default()),
+        Err(MergeError::Incomplete { missing: 3 })
+    );
+}

@@ -1,0 +1,83 @@
+//! Commands the connection answers itself, without touching a shard.
+
+use bytes::Bytes;
+
+use super::{Lifecycle, Session};
+use crate::command::table::{self, COMMANDS};
+use crate::command::{Command, CommandError, CommandQuery};
+use crate::glob::glob_match;
+use crate::reply::Reply;
+
+impl Session {
+    pub(super) fn run_local(&mut self, command: Command, seq: u64) -> Reply {
+        match command {
+            Command::Ping(None) => Reply::simple("PONG"),
+            Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message),
+            Command::Auth { username, password } => self.auth(username, &password),
+            Command::Quit => {
+                self.lifecycle = Lifecycle::ClosingAfter(seq);
+                Reply::ok()
+            }
+            Command::Select(0) => Reply::ok(),
+            Command::Select(_) => CommandError::DbIndexOutOfRange.into(),
+            Command::ConfigGet(patterns) => self.config_get(&patterns),
+            Command::Introspect(query) => introspect(query),
+            other => CommandError::NotShardCommand {
+                command: other.name(),
+            }
+            .into(),
+        }
+    }
+
+    /// Redis 7 semantics with only the `default` user: without `requirepass` it is a
+    /// `nopass` user (any password works with the two-argument form).
+    fn auth(&mut self, username: Option<Bytes>, password: &[u8]) -> Reply {
+        let default_user = username.as_deref().is_none_or(|name| name == b"default");
+        match &self.config.requirepass {
+            None if username.is_none() => CommandError::AuthNotConfigured.into(),
+            None if default_user => Reply::ok(),
+            Some(expected) if default_user && constant_time_eq(expected, password) => {
+                self.authenticated = true;
+                Reply::ok()
+            }
+            _ => CommandError::WrongPass.into(),
+        }
+    }
+
+    fn config_get(&self, patterns: &[Bytes]) -> Reply {
+        let mut items = Vec::new();
+        for (name, value) in &self.config.parameters {
+            if patterns
+                .iter()
+                .any(|pattern| glob_match(pattern, name.as_bytes(), true))
+            {
+                items.push(Reply::Bulk(Bytes::from(name.clone())));
+                items.push(Reply::Bulk(value.clone()));
+            }
+        }
+        Reply::Array(items)
+    }
+}
+
+fn introspect(query: CommandQuery) -> Reply {
+    match query {
+        CommandQuery::List => Reply::Array(COMMANDS.iter().map(|spec| spec.info_reply()).collect()),
+        CommandQuery::Count => Reply::Integer(COMMANDS.len() as i64),
+        // No documentation is shipped; redis-cli accepts an empty reply and shows no hints.
+        CommandQuery::Docs(_) => Reply::Array(Vec::new()),
+        CommandQuery::Info(names) if names.is_empty() => introspect(CommandQuery::List),
+        CommandQuery::Info(names) => Reply::Array(
+            names
+                .iter()
+                .map(|name| {
+                    table::lookup(&COMMANDS, name).map_or(Reply::NullBulk, |spec| spec.info_reply())
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Compares without an early exit, so response timing does not reveal the password prefix.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

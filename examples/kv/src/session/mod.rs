@@ -1,0 +1,212 @@
+//! Per-connection protocol state: parsing with backpressure, authentication, connection-level
+//! commands, and strictly ordered replies.
+//!
+//! Glue loop for one connection (all on the connection's shard):
+//! ```text
+//! on readable (only while session.wants_read()):  read into session.input_buffer()
+//! after reading, and after each complete():
+//!     while let Some(req) = session.next_request() { route + dispatch req.command, remember req.seq }
+//! when a (merged) reply for seq arrives:          session.complete(seq, reply)
+//! when no write is in flight:                      if let Some(b) = session.take_output() { write b }
+//! after the write finishes:                        if session.is_closed() && nothing pending { close }
+//! ```
+
+mod config;
+mod local;
+mod order;
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::command::{self, Command, CommandError, Scope};
+use crate::reply::Reply;
+use crate::resp::RequestParser;
+
+pub use config::SessionConfig;
+use order::ReplyQueue;
+
+/// A request the glue must execute on the shard(s) owning its keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Hand this back with the reply to [`Session::complete`].
+    pub seq: u64,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionError {
+    /// No request with this sequence number is waiting for a reply.
+    UnknownSequence(u64),
+    AlreadyAnswered(u64),
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::UnknownSequence(seq) => write!(f, "no request {seq} awaits a reply"),
+            SessionError::AlreadyAnswered(seq) => write!(f, "request {seq} was already answered"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    Open,
+    /// QUIT or a protocol error: nothing more is parsed; close once reply `seq` is emitted.
+    ClosingAfter(u64),
+    /// The final reply is in the output; write it and close.
+    Closed,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    config: Arc<SessionConfig>,
+    input: BytesMut,
+    parser: RequestParser,
+    replies: ReplyQueue,
+    output: BytesMut,
+    authenticated: bool,
+    lifecycle: Lifecycle,
+}
+
+enum Admission {
+    Answered(Reply),
+    Forward(Command),
+}
+
+impl Session {
+    pub fn new(config: Arc<SessionConfig>) -> Session {
+        Session {
+            parser: RequestParser::new(config.parser_limits),
+            authenticated: config.requirepass.is_none(),
+            config,
+            input: BytesMut::new(),
+            replies: ReplyQueue::default(),
+            output: BytesMut::new(),
+            lifecycle: Lifecycle::Open,
+        }
+    }
+
+    /// Appends bytes read from the socket.
+    pub fn feed(&mut self, data: &[u8]) {
+        self.input.extend_from_slice(data);
+    }
+
+    /// The unparsed input, for reading into its spare capacity without an extra copy.
+    pub fn input_buffer(&mut self) -> &mut BytesMut {
+        &mut self.input
+    }
+
+    /// Whether the glue should keep reading from the socket. False while the backlog or the
+    /// pending output is at its limit (backpressure: the client's own socket buffer then
+    /// fills and TCP slows it down) and once the connection is closing.
+    pub fn wants_read(&self) -> bool {
+        self.lifecycle == Lifecycle::Open && self.has_capacity()
+    }
+
+    /// Parses the next request that needs a shard. Connection-level commands and errors met
+    /// on the way are answered internally (their replies still wait for earlier ones).
+    /// `None`: no complete request buffered, the backlog or output is full, or closing.
+    pub fn next_request(&mut self) -> Option<Request> {
+        while self.lifecycle == Lifecycle::Open && self.has_capacity() {
+            let args = match self.parser.parse(&mut self.input) {
+                Ok(Some(args)) => args,
+                Ok(None) => return None,
+                Err(error) => {
+                    // The stream cannot be resynchronised: answer, then close, like Redis.
+                    let seq = self.replies.push_pending();
+                    self.lifecycle = Lifecycle::ClosingAfter(seq);
+                    self.input.clear();
+                    self.answer(seq, Reply::error(format!("ERR {error}")));
+                    return None;
+                }
+            };
+            let seq = self.replies.push_pending();
+            match self.admit(args, seq) {
+                Admission::Forward(command) => return Some(Request { seq, command }),
+                Admission::Answered(reply) => self.answer(seq, reply),
+            }
+        }
+        None
+    }
+
+    /// Delivers the reply for request `seq`; replies may arrive in any order.
+    pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
+        self.replies.fill(seq, reply)?;
+        self.flush_ready();
+        Ok(())
+    }
+
+    /// Reply bytes ready to write, in request order. Take them when a write can be issued;
+    /// bytes left here count against `max_pending_output`.
+    pub fn take_output(&mut self) -> Option<Bytes> {
+        (!self.output.is_empty()).then(|| self.output.split().freeze())
+    }
+
+    pub fn pending_output(&self) -> usize {
+        self.output.len()
+    }
+
+    /// Requests parsed but whose replies have not been emitted yet.
+    pub fn backlog(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// The last reply (to QUIT or a protocol error) has been emitted: once the output is
+    /// written, close the connection.
+    pub fn is_closed(&self) -> bool {
+        self.lifecycle == Lifecycle::Closed
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        self.authenticated
+    }
+
+    fn has_capacity(&self) -> bool {
+        self.replies.len() < self.config.max_backlog
+            && self.output.len() < self.config.max_pending_output
+    }
+
+    /// Parses and authorises one request, answering it here unless it needs a shard.
+    /// Redis's order: unknown command and arity errors, then NOAUTH, then everything else.
+    fn admit(&mut self, args: Vec<Bytes>, seq: u64) -> Admission {
+        let permitted = self.authenticated
+            || args
+                .first()
+                .is_some_and(|name| command::allowed_without_auth(name));
+        let command = match Command::parse(args) {
+            Ok(command) if permitted => command,
+            Err(error) if permitted || error.is_checked_before_auth() => {
+                return Admission::Answered(error.into())
+            }
+            _ => return Admission::Answered(CommandError::NoAuth.into()),
+        };
+        match command.scope() {
+            Scope::Connection => Admission::Answered(self.run_local(command, seq)),
+            Scope::Keyed | Scope::AllShards => Admission::Forward(command),
+        }
+    }
+
+    fn answer(&mut self, seq: u64, reply: Reply) {
+        // `seq` was just pushed and nothing else can fill it, so this cannot fail.
+        if self.replies.fill(seq, reply).is_ok() {
+            self.flush_ready();
+        }
+    }
+
+    fn flush_ready(&mut self) {
+        while let Some((seq, reply)) = self.replies.pop_ready() {
+            reply.encode(&mut self.output);
+            if self.lifecycle == Lifecycle::ClosingAfter(seq) {
+                self.lifecycle = Lifecycle::Closed;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,256 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+
+fn session(config: SessionConfig) -> Session {
+    Session::new(Arc::new(config))
+}
+
+fn output(session: &mut Session) -> String {
+    session
+        .take_output()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn requests(session: &mut Session) -> Vec<Request> {
+    std::iter::from_fn(|| session.next_request()).collect()
+}
+
+fn get(key: &str) -> Command {
+    Command::Get(Bytes::from(key.to_owned()))
+}
+
+#[test]
+fn replies_leave_in_request_order() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"GET a\r\nPING\r\nGET b\r\nECHO hi\r\n");
+    let reqs = requests(&mut s);
+    assert_eq!(
+        reqs,
+        vec![
+            Request {
+                seq: 0,
+                command: get("a")
+            },
+            Request {
+                seq: 2,
+                command: get("b")
+            },
+        ]
+    );
+    // PING is answered already but must wait behind GET a.
+    assert_eq!(s.take_output(), None);
+    assert_eq!(s.backlog(), 4);
+    s.complete(2, Reply::Bulk(Bytes::from("B"))).unwrap();
+    assert_eq!(s.take_output(), None);
+    s.complete(0, Reply::NullBulk).unwrap();
+    assert_eq!(output(&mut s), "$-1\r\n+PONG\r\n$1\r\nB\r\n$2\r\nhi\r\n");
+    assert_eq!(s.backlog(), 0);
+}
+
+#[test]
+fn input_may_arrive_in_pieces() {
+    let mut s = session(SessionConfig::default());
+    let request = b"*2\r\n$3\r\nGET\r\n$5\r\nhello\r\n";
+    for chunk in request.chunks(3) {
+        assert_eq!(s.next_request(), None);
+        s.feed(chunk);
+    }
+    assert_eq!(
+        s.next_request(),
+        Some(Request {
+            seq: 0,
+            command: get("hello")
+        })
+    );
+}
+
+#[test]
+fn backlog_limit_pauses_parsing() {
+    let mut s = session(SessionConfig {
+        max_backlog: 2,
+        ..SessionConfig::default()
+    });
+    s.feed(b"GET a\r\nGET b\r\nGET c\r\nPING\r\n");
+    assert_eq!(requests(&mut s).len(), 2);
+    assert!(!s.wants_read());
+    assert_eq!(s.next_request(), None);
+    s.complete(1, Reply::NullBulk).unwrap();
+    // Answered but still queued behind request 0: the backlog is unchanged.
+    assert!(!s.wants_read());
+    s.complete(0, Reply::NullBulk).unwrap();
+    assert!(s.wants_read());
+    assert_eq!(
+        s.next_request(),
+        Some(Request {
+            seq: 2,
+            command: get("c")
+        })
+    );
+    // PING fits in the backlog but is answered in place.
+    assert_eq!(s.next_request(), None);
+    assert_eq!(s.backlog(), 2);
+    s.complete(2, Reply::NullBulk).unwrap();
+    assert_eq!(output(&mut s), "$-1\r\n$-1\r\n$-1\r\n+PONG\r\n");
+}
+
+#[test]
+fn unread_output_pauses_parsing() {
+    let mut s = session(SessionConfig {
+        max_pending_output: 10,
+        ..SessionConfig::default()
+    });
+    s.feed(b"ECHO 0123456789\r\nPING\r\n");
+    assert_eq!(s.next_request(), None);
+    assert!(!s.wants_read());
+    assert_eq!(output(&mut s), "$10\r\n0123456789\r\n");
+    assert!(s.wants_read());
+    assert_eq!(s.next_request(), None);
+    assert_eq!(output(&mut s), "+PONG\r\n");
+}
+
+#[test]
+fn quit_replies_then_closes() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"GET a\r\nQUIT\r\nGET b\r\n");
+    assert_eq!(requests(&mut s).len(), 1);
+    assert!(!s.wants_read());
+    assert!(!s.is_closed());
+    s.complete(0, Reply::NullBulk).unwrap();
+    assert!(s.is_closed());
+    assert_eq!(output(&mut s), "$-1\r\n+OK\r\n");
+}
+
+#[test]
+fn protocol_error_replies_after_earlier_requests_then_closes() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"GET a\r\n*1\r\n$x\r\nGET b\r\n");
+    assert_eq!(requests(&mut s).len(), 1);
+    assert!(!s.wants_read());
+    s.complete(0, Reply::NullBulk).unwrap();
+    assert!(s.is_closed());
+    assert_eq!(
+        output(&mut s),
+        "$-1\r\n-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert_eq!(s.next_request(), None);
+}
+
+#[test]
+fn command_errors_are_answered_locally() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"foo bar\r\nGET\r\nSET k v EX 0\r\nSELECT 1\r\nSELECT 0\r\n");
+    assert_eq!(requests(&mut s), vec![]);
+    assert_eq!(
+        output(&mut s),
+        "-ERR unknown command 'foo', with args beginning with: 'bar' \r\n\
+         -ERR wrong number of arguments for 'get' command\r\n\
+         -ERR invalid expire time in 'set' command\r\n\
+         -ERR DB index is out of range\r\n\
+         +OK\r\n"
+    );
+}
+
+#[test]
+fn requirepass_gates_commands() {
+    let mut s = session(SessionConfig {
+        requirepass: Some(Bytes::from("secret")),
+        ..SessionConfig::default()
+    });
+    s.feed(
+        b"GET k\r\nPING\r\nnope\r\nGET\r\nSET k v bogus\r\nAUTH a b c\r\nAUTH wrong\r\n\
+          AUTH bob secret\r\nAUTH secret\r\nGET k\r\n",
+    );
+    assert!(!s.is_authenticated());
+    let reqs = requests(&mut s);
+    assert!(s.is_authenticated());
+    assert_eq!(
+        reqs,
+        vec![Request {
+            seq: 9,
+            command: get("k")
+        }]
+    );
+    s.complete(9, Reply::NullBulk).unwrap();
+    assert_eq!(
+        output(&mut s),
+        "-NOAUTH Authentication required.\r\n\
+         -NOAUTH Authentication required.\r\n\
+         -ERR unknown command 'nope', with args beginning with: \r\n\
+         -ERR wrong number of arguments for 'get' command\r\n\
+         -NOAUTH Authentication required.\r\n\
+         -ERR syntax error\r\n\
+         -WRONGPASS invalid username-password pair or user is disabled.\r\n\
+         -WRONGPASS invalid username-password pair or user is disabled.\r\n\
+         +OK\r\n\
+         $-1\r\n"
+    );
+}
+
+#[test]
+fn auth_without_requirepass() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"AUTH pw\r\nAUTH default anything\r\nAUTH bob pw\r\n");
+    requests(&mut s);
+    assert_eq!(
+        output(&mut s),
+        "-ERR AUTH <password> called without any password configured for the default user. \
+         Are you sure your configuration is correct?\r\n\
+         +OK\r\n\
+         -WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+}
+
+#[test]
+fn config_get_answers_benchmark_start_up() {
+    let mut config = SessionConfig::default();
+    config.set_parameter("appendonly", "yes");
+    let mut s = session(config);
+    s.feed(b"CONFIG GET save\r\nconfig get APPENDONLY\r\nCONFIG GET app* nomatch\r\n");
+    requests(&mut s);
+    assert_eq!(
+        output(&mut s),
+        "*2\r\n$4\r\nsave\r\n$0\r\n\r\n\
+         *2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n\
+         *4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$11\r\nappendfsync\r\n$8\r\neverysec\r\n"
+    );
+}
+
+#[test]
+fn command_introspection() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"COMMAND DOCS\r\nCOMMAND COUNT\r\nCOMMAND INFO get nope\r\n");
+    requests(&mut s);
+    let text = output(&mut s);
+    assert!(text.starts_with("*0\r\n:30\r\n*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"));
+    assert!(text.ends_with("$-1\r\n"));
+    s.feed(b"COMMAND\r\n");
+    requests(&mut s);
+    assert!(output(&mut s).starts_with("*30\r\n"));
+}
+
+#[test]
+fn completing_unknown_or_answered_requests_is_an_error() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"GET a\r\n");
+    requests(&mut s);
+    assert_eq!(
+        s.complete(5, Reply::NullBulk),
+        Err(SessionError::UnknownSequence(5))
+    );
+    s.complete(0, Reply::NullBulk).unwrap();
+    assert_eq!(
+        s.complete(0, Reply::NullBulk),
+        Err(SessionError::UnknownSequence(0))
+    );
+    s.feed(b"GET a\r\nGET b\r\n");
+    requests(&mut s);
+    s.complete(2, Reply::NullBulk).unwrap();
+    assert_eq!(
+        s.complete(2, Reply::NullBulk),
+        Err(SessionError::AlreadyAnswered(2))
+    );
+}

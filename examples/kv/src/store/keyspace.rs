@@ -1,0 +1,172 @@
+//! Primitive keyspace operations that keep the map, the expiring index and the byte count
+//! consistent. Commands are built from these.
+
+use bytes::Bytes;
+
+use super::entry::{Entry, Expiry};
+use super::Store;
+use crate::change::{ChangeSink, WriteOp};
+
+/// What a write does to the key's TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TtlUpdate {
+    Clear,
+    Keep,
+    At(u64),
+}
+
+impl Store {
+    /// Whether `key` exists and has not expired; an expired key is removed on the way
+    /// (Redis's lazy expiry).
+    pub(super) fn is_live<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) -> bool {
+        match self.map.get(key) {
+            None => false,
+            Some(entry) if !entry.is_expired(now) => true,
+            Some(_) => {
+                self.remove_expired(key, sink);
+                false
+            }
+        }
+    }
+
+    /// The value of a live key.
+    pub(super) fn read<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+    ) -> Option<Bytes> {
+        match self.map.get(key) {
+            None => return None,
+            Some(entry) if !entry.is_expired(now) => return Some(entry.value.clone()),
+            Some(_) => {}
+        }
+        self.remove_expired(key, sink);
+        None
+    }
+
+    /// [`Self::read`], counted as a keyspace hit or miss.
+    pub(super) fn read_counted<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+    ) -> Option<Bytes> {
+        let value = self.read(key, now, sink);
+        self.count_lookup(value.is_some());
+        value
+    }
+
+    pub(super) fn count_lookup(&mut self, hit: bool) {
+        if hit {
+            self.counters.keyspace_hits += 1;
+        } else {
+            self.counters.keyspace_misses += 1;
+        }
+    }
+
+    pub(super) fn remove_expired<S: ChangeSink>(&mut self, key: &[u8], sink: &mut S) {
+        if let Some((stored_key, _)) = self.remove(key) {
+            self.counters.expired_keys += 1;
+            sink.record(WriteOp::Del(std::slice::from_ref(&stored_key)));
+        }
+    }
+
+    /// Removes a key whatever its TTL; returns the map's copy of the key and the entry.
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
+        let (stored_key, entry) = self.map.remove_entry(key)?;
+        self.data_bytes -= stored_key.len() + entry.value.len();
+        if let Some(expiry) = entry.expiry {
+            self.unindex(expiry.slot);
+        }
+        Some((stored_key, entry))
+    }
+
+    /// Stores `value` (already owned by the store, never a slice of a request) under `key`.
+    pub(super) fn upsert(&mut self, key: &[u8], value: Bytes, ttl: TtlUpdate) {
+        let Some(entry) = self.map.get_mut(key) else {
+            let at = match ttl {
+                TtlUpdate::At(at) => Some(at),
+                TtlUpdate::Clear | TtlUpdate::Keep => None,
+            };
+            self.insert_new(Bytes::copy_from_slice(key), value, at);
+            return;
+        };
+        self.data_bytes = self.data_bytes + value.len() - entry.value.len();
+        entry.value = value;
+        match ttl {
+            TtlUpdate::Keep => {}
+            TtlUpdate::Clear => {
+                if let Some(expiry) = entry.expiry.take() {
+                    self.unindex(expiry.slot);
+                }
+            }
+            TtlUpdate::At(at) => self.set_expiry(key, at),
+        }
+    }
+
+    pub(super) fn insert_new(&mut self, key: Bytes, value: Bytes, expire_at: Option<u64>) {
+        let expiry = expire_at.map(|at_ms| Expiry {
+            at_ms,
+            slot: self.expiring.push(key.clone()),
+        });
+        self.data_bytes += key.len() + value.len();
+        self.map.insert(key, Entry { value, expiry });
+    }
+
+    /// Sets the expiry of an existing key.
+    pub(super) fn set_expiry(&mut self, key: &[u8], at_ms: u64) {
+        let Some((stored_key, entry)) = self.map.get_key_value(key) else {
+            return;
+        };
+        let slot = match entry.expiry {
+            Some(expiry) => expiry.slot,
+            None => self.expiring.push(stored_key.clone()),
+        };
+        if let Some(entry) = self.map.get_mut(key) {
+            entry.expiry = Some(Expiry { at_ms, slot });
+        }
+    }
+
+    /// Drops the expiry of a key; returns whether it had one.
+    pub(super) fn clear_expiry(&mut self, key: &[u8]) -> bool {
+        let slot = self
+            .map
+            .get_mut(key)
+            .and_then(|entry| entry.expiry.take())
+            .map(|expiry| expiry.slot);
+        if let Some(slot) = slot {
+            self.unindex(slot);
+        }
+        slot.is_some()
+    }
+
+    /// Removes `slot` from the expiring index and repoints the key moved into it.
+    fn unindex(&mut self, slot: usize) {
+        if let Some(moved) = self.expiring.swap_remove(slot) {
+            if let Some(Entry {
+                expiry: Some(expiry),
+                ..
+            }) = self.map.get_mut(moved)
+            {
+                expiry.slot = slot;
+            }
+        }
+    }
+
+    /// Checks that the index and the map agree; tests call this after every operation.
+    #[cfg(test)]
+    pub(super) fn assert_consistent(&self) {
+        let mut with_ttl = 0;
+        let mut bytes = 0;
+        for (key, entry) in &self.map {
+            bytes += key.len() + entry.value.len();
+            if let Some(expiry) = entry.expiry {
+                with_ttl += 1;
+                assert_eq!(self.expiring.key(expiry.slot), Some(key), "slot of {key:?}");
+            }
+        }
+        assert_eq!(with_ttl, self.expiring.len());
+        assert_eq!(bytes, self.data_bytes);
+    }
+}

@@ -1,0 +1,155 @@
+//! A shard's keyspace: string keys and values with optional expiry, executed single-threaded
+//! by the shard that owns them. Time comes from the caller (`now_ms`, Unix milliseconds), so
+//! the store never reads a clock and tests control time exactly.
+
+mod entry;
+mod expiring;
+mod keys;
+mod keyspace;
+mod stats;
+mod strings;
+mod sweep;
+
+use bytes::Bytes;
+use foldhash::fast::RandomState;
+use std::collections::HashMap;
+
+use crate::change::{ChangeSink, NoLog};
+use crate::command::{Command, CommandError};
+use crate::reply::Reply;
+
+use entry::Entry;
+use expiring::ExpiringIndex;
+use stats::Counters;
+
+pub use stats::ShardStats;
+pub use sweep::SweepOutcome;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Largest value APPEND may build (Redis `proto-max-bulk-len`).
+    pub max_value_len: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            max_value_len: 512 * 1024 * 1024,
+        }
+    }
+}
+
+/// One shard's data. Not `Sync` by design: only its shard thread touches it.
+///
+/// Keys and values are copied on insert rather than kept as slices of the request, because a
+/// slice would pin the connection's whole read buffer for as long as the key lives.
+#[derive(Debug)]
+pub struct Store {
+    map: HashMap<Bytes, Entry, RandomState>,
+    expiring: ExpiringIndex,
+    counters: Counters,
+    data_bytes: usize,
+    config: StoreConfig,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(StoreConfig::default())
+    }
+}
+
+impl Store {
+    pub fn new(config: StoreConfig) -> Self {
+        Store {
+            map: HashMap::default(),
+            expiring: ExpiringIndex::default(),
+            counters: Counters::default(),
+            data_bytes: 0,
+            config,
+        }
+    }
+
+    /// Executes one command (or one shard's part of a fanned-out command) at `now_ms`.
+    /// Every write, including lazy expirations it triggers, is reported to `sink` before the
+    /// call returns, so an AOF record exists before the reply can be released.
+    ///
+    /// INFO's per-shard reply is [`ShardStats::to_reply`]; [`crate::routing::Merger`] turns the
+    /// parts into the INFO text.
+    pub fn execute<S: ChangeSink>(&mut self, command: Command, now_ms: u64, sink: &mut S) -> Reply {
+        self.counters.commands_processed += 1;
+        self.run(command, now_ms, sink)
+    }
+
+    /// Applies a command read back from the AOF.
+    ///
+    /// Runs at time 0, i.e. before any logged expiry (logged times are absolute and
+    /// positive), so nothing expires during replay: expirations that happened originally are
+    /// in the log as DELs. Once replay is done, normal calls with the real clock expire
+    /// whatever is due. Not counted in the stats.
+    pub fn apply_replayed(&mut self, command: Command) -> Reply {
+        self.run(command, 0, &mut NoLog)
+    }
+
+    pub fn stats(&self) -> ShardStats {
+        ShardStats {
+            keys: self.map.len() as u64,
+            expires: self.expiring.len() as u64,
+            data_bytes: self.data_bytes as u64,
+            keyspace_hits: self.counters.keyspace_hits,
+            keyspace_misses: self.counters.keyspace_misses,
+            commands_processed: self.counters.commands_processed,
+            expired_keys: self.counters.expired_keys,
+        }
+    }
+
+    /// Keys currently stored, including expired ones not yet removed (like Redis DBSIZE).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn run<S: ChangeSink>(&mut self, command: Command, now: u64, sink: &mut S) -> Reply {
+        let result = match command {
+            Command::Get(key) => Ok(Reply::bulk_or_null(self.read_counted(&key, now, sink))),
+            Command::Set(set) => self.set(set, now, sink),
+            Command::GetSet { key, value } => Ok(self.getset(key, value, now, sink)),
+            Command::IncrBy { key, delta } => self.incr_by(key, delta, now, sink),
+            Command::Append { key, value } => self.append(key, value, now, sink),
+            Command::Strlen(key) => Ok(self.strlen(&key, now, sink)),
+            Command::MGet(keys) => Ok(self.mget(&keys, now, sink)),
+            Command::MSet(pairs) => Ok(self.mset(pairs, sink)),
+            Command::Del(keys) => Ok(self.del(keys, now, sink)),
+            Command::Exists(keys) => Ok(self.exists(&keys, now, sink)),
+            Command::Expire(expire) => self.expire(expire, now, sink),
+            Command::Ttl { key, unit } => Ok(self.ttl(&key, unit, now, sink)),
+            Command::Persist(key) => Ok(self.persist(&key, now, sink)),
+            Command::DbSize => Ok(Reply::Integer(self.map.len() as i64)),
+            Command::FlushAll => Ok(self.flush_all(sink)),
+            Command::Info(_) => Ok(self.stats().to_reply()),
+            Command::Ping(None) => Ok(Reply::simple("PONG")),
+            Command::Ping(Some(message)) | Command::Echo(message) => Ok(Reply::Bulk(message)),
+            other @ (Command::ConfigGet(_)
+            | Command::Introspect(_)
+            | Command::Auth { .. }
+            | Command::Quit
+            | Command::Select(_)) => Err(CommandError::NotShardCommand {
+                command: other.name(),
+            }),
+        };
+        result.unwrap_or_else(Reply::from)
+    }
+
+    fn flush_all<S: ChangeSink>(&mut self, sink: &mut S) -> Reply {
+        self.map.clear();
+        self.expiring.clear();
+        self.data_bytes = 0;
+        sink.record(crate::change::WriteOp::FlushAll);
+        Reply::ok()
+    }
+}
+
+#[cfg(test)]
+mod tests;

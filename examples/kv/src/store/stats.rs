@@ -1,0 +1,91 @@
+use crate::reply::Reply;
+
+/// One shard's numbers for INFO.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub keys: u64,
+    /// Keys that carry a TTL.
+    pub expires: u64,
+    /// Sum of key and value lengths: payload only, no allocator or table overhead.
+    pub data_bytes: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    /// Commands this shard executed; a fanned-out command counts once per shard part.
+    pub commands_processed: u64,
+    pub expired_keys: u64,
+}
+
+impl ShardStats {
+    /// The shard's reply to its part of a fanned-out INFO: the fields as integers, in
+    /// declaration order. Only [`crate::routing::Merger`] reads it; it never reaches a client.
+    pub fn to_reply(&self) -> Reply {
+        Reply::Array(
+            [
+                self.keys,
+                self.expires,
+                self.data_bytes,
+                self.keyspace_hits,
+                self.keyspace_misses,
+                self.commands_processed,
+                self.expired_keys,
+            ]
+            .into_iter()
+            .map(|v| Reply::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
+            .collect(),
+        )
+    }
+
+    pub fn from_reply(reply: &Reply) -> Option<ShardStats> {
+        let Reply::Array(items) = reply else {
+            return None;
+        };
+        let mut values = items.iter().map(|item| match item {
+            Reply::Integer(v) => u64::try_from(*v).ok(),
+            _ => None,
+        });
+        let mut next = || values.next().flatten();
+        let stats = ShardStats {
+            keys: next()?,
+            expires: next()?,
+            data_bytes: next()?,
+            keyspace_hits: next()?,
+            keyspace_misses: next()?,
+            commands_processed: next()?,
+            expired_keys: next()?,
+        };
+        (items.len() == 7).then_some(stats)
+    }
+}
+
+/// Counters the store bumps as it works; keys/expires/data_bytes are read off the keyspace.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counters {
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub commands_processed: u64,
+    pub expired_keys: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_round_trip() {
+        let stats = ShardStats {
+            keys: 1,
+            expires: 2,
+            data_bytes: 3,
+            keyspace_hits: 4,
+            keyspace_misses: 5,
+            commands_processed: 6,
+            expired_keys: 7,
+        };
+        assert_eq!(ShardStats::from_reply(&stats.to_reply()), Some(stats));
+        assert_eq!(ShardStats::from_reply(&Reply::Integer(1)), None);
+        assert_eq!(
+            ShardStats::from_reply(&Reply::Array(vec![Reply::Integer(1)])),
+            None
+        );
+    }
+}

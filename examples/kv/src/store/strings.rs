@@ -1,0 +1,164 @@
+//! String commands: GET, SET, GETSET, INCRBY (and friends), APPEND, STRLEN, MGET, MSET.
+
+use bytes::{Bytes, BytesMut};
+
+use super::keyspace::TtlUpdate;
+use super::Store;
+use crate::change::{ChangeSink, LoggedTtl, WriteOp};
+use crate::command::{CommandError, SetCommand, SetCondition, SetExpiry};
+use crate::number::{format_i64, parse_i64};
+use crate::reply::Reply;
+
+impl Store {
+    pub(super) fn set<S: ChangeSink>(
+        &mut self,
+        set: SetCommand,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<Reply, CommandError> {
+        let ttl = match set.expiry {
+            SetExpiry::Clear => TtlUpdate::Clear,
+            SetExpiry::Keep => TtlUpdate::Keep,
+            SetExpiry::AtMs(at) => TtlUpdate::At(at),
+            // Redis rejects a relative expiry whose absolute time would overflow a signed
+            // 64-bit millisecond clock.
+            SetExpiry::AfterMs(ms) => match now.checked_add(ms) {
+                Some(at) if at <= i64::MAX as u64 => TtlUpdate::At(at),
+                _ => return Err(CommandError::InvalidExpireTime { command: "set" }),
+            },
+        };
+        let old = if set.get {
+            self.read_counted(&set.key, now, sink)
+        } else {
+            None
+        };
+        let exists = old.is_some() || self.is_live(&set.key, now, sink);
+        let write = match set.condition {
+            SetCondition::Always => true,
+            SetCondition::IfAbsent => !exists,
+            SetCondition::IfPresent => exists,
+        };
+        if write {
+            sink.record(WriteOp::Set {
+                key: &set.key,
+                value: &set.value,
+                ttl: match ttl {
+                    TtlUpdate::Clear => LoggedTtl::None,
+                    TtlUpdate::Keep => LoggedTtl::Keep,
+                    TtlUpdate::At(at) => LoggedTtl::At(at),
+                },
+            });
+            self.upsert(&set.key, Bytes::copy_from_slice(&set.value), ttl);
+        }
+        Ok(match (set.get, write) {
+            (true, _) => Reply::bulk_or_null(old),
+            (false, true) => Reply::ok(),
+            (false, false) => Reply::NullBulk,
+        })
+    }
+
+    pub(super) fn getset<S: ChangeSink>(
+        &mut self,
+        key: Bytes,
+        value: Bytes,
+        now: u64,
+        sink: &mut S,
+    ) -> Reply {
+        let old = self.read_counted(&key, now, sink);
+        sink.record(WriteOp::Set {
+            key: &key,
+            value: &value,
+            ttl: LoggedTtl::None,
+        });
+        self.upsert(&key, Bytes::copy_from_slice(&value), TtlUpdate::Clear);
+        Reply::bulk_or_null(old)
+    }
+
+    pub(super) fn incr_by<S: ChangeSink>(
+        &mut self,
+        key: Bytes,
+        delta: i64,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<Reply, CommandError> {
+        let current = match self.read(&key, now, sink) {
+            Some(value) => parse_i64(&value).ok_or(CommandError::NotAnInteger)?,
+            None => 0,
+        };
+        let updated = current
+            .checked_add(delta)
+            .ok_or(CommandError::IncrementOverflow)?;
+        let value = format_i64(updated);
+        // Logged as the resulting value: replay then needs no arithmetic.
+        sink.record(WriteOp::Set {
+            key: &key,
+            value: &value,
+            ttl: LoggedTtl::Keep,
+        });
+        self.upsert(&key, value, TtlUpdate::Keep);
+        Ok(Reply::Integer(updated))
+    }
+
+    pub(super) fn append<S: ChangeSink>(
+        &mut self,
+        key: Bytes,
+        value: Bytes,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<Reply, CommandError> {
+        let old = self.read(&key, now, sink);
+        let new_len = old.as_ref().map_or(0, Bytes::len) + value.len();
+        if new_len > self.config.max_value_len {
+            return Err(CommandError::StringTooLong);
+        }
+        sink.record(WriteOp::Append {
+            key: &key,
+            value: &value,
+        });
+        let combined = match old {
+            None => Bytes::copy_from_slice(&value),
+            Some(old) => {
+                // Release the map's handle so a uniquely held value can grow in place, making
+                // repeated APPENDs amortised O(appended bytes) like Redis's sds.
+                if let Some(entry) = self.map.get_mut(&key[..]) {
+                    self.data_bytes -= entry.value.len();
+                    entry.value = Bytes::new();
+                }
+                let mut buffer = old.try_into_mut().unwrap_or_else(|shared| {
+                    let mut copy = BytesMut::with_capacity(new_len);
+                    copy.extend_from_slice(&shared);
+                    copy
+                });
+                buffer.extend_from_slice(&value);
+                buffer.freeze()
+            }
+        };
+        self.upsert(&key, combined, TtlUpdate::Keep);
+        Ok(Reply::Integer(new_len as i64))
+    }
+
+    pub(super) fn strlen<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) -> Reply {
+        let len = self.read_counted(key, now, sink).map_or(0, |v| v.len());
+        Reply::Integer(len as i64)
+    }
+
+    pub(super) fn mget<S: ChangeSink>(&mut self, keys: &[Bytes], now: u64, sink: &mut S) -> Reply {
+        Reply::Array(
+            keys.iter()
+                .map(|key| Reply::bulk_or_null(self.read_counted(key, now, sink)))
+                .collect(),
+        )
+    }
+
+    pub(super) fn mset<S: ChangeSink>(
+        &mut self,
+        pairs: Vec<(Bytes, Bytes)>,
+        sink: &mut S,
+    ) -> Reply {
+        sink.record(WriteOp::MSet(&pairs));
+        for (key, value) in pairs {
+            self.upsert(&key, Bytes::copy_from_slice(&value), TtlUpdate::Clear);
+        }
+        Reply::ok()
+    }
+}
