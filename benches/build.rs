@@ -1,0 +1,20 @@
+//! Generates the tonic service/client stubs for the RPC echo benchmark without protoc: the
+//! message is a handwritten prost struct (`src/rpc/message.rs`) and tonic-build's `manual`
+//! builder emits only the service glue.
+
+fn main() {
+    let echo = tonic_build::manual::Method::builder()
+        .name("echo")
+        .route_name("Echo")
+        .input_type("crate::rpc::message::EchoMessage")
+        .output_type("crate::rpc::message::EchoMessage")
+        .codec_path("tonic_prost::ProstCodec")
+        .build();
+    let service = tonic_build::manual::Service::builder()
+        .name("Echo")
+        .package("corewire.bench")
+        .method(echo)
+        .build();
+    tonic_build::manual::Builder::new().compile(&[service]);
+    println!("cargo:rerun-if-changed=build.rs");
+}

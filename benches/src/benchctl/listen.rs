@@ -1,0 +1,61 @@
+//! Finds listening TCP sockets in /proc/net/tcp{,6} — used to know when a server is up without
+//! connecting to it (a probe connection would show up in the server's accept counts).
+
+/// State code of a listening socket in /proc/net/tcp.
+const LISTEN: &str = "0A";
+
+/// Number of listening sockets on `port` in the text of /proc/net/tcp or /proc/net/tcp6.
+pub fn count_listeners(proc_net_tcp: &str, port: u16) -> usize {
+    proc_net_tcp
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            let local = fields.nth(1);
+            let state = fields.nth(1);
+            let local_port = local
+                .and_then(|l| l.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            local_port == Some(port) && state == Some(LISTEN)
+        })
+        .count()
+}
+
+/// Listening sockets on `port` right now (IPv4 and IPv6).
+pub fn listeners_on(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .map(|text| count_listeners(&text, port))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:4E21 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 0100007F:4E21 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:4E21 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+   3: 0100007F:4E22 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1
+";
+
+    #[test]
+    fn counts_only_listeners_on_the_port() {
+        assert_eq!(count_listeners(SAMPLE, 0x4E21), 2);
+        assert_eq!(count_listeners(SAMPLE, 0x4E22), 1);
+        assert_eq!(count_listeners(SAMPLE, 1), 0);
+        assert_eq!(count_listeners("", 1), 0);
+    }
+
+    #[test]
+    fn sees_a_real_listener() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(listeners_on(port), 1);
+        drop(l);
+        assert_eq!(listeners_on(port), 0);
+    }
+}

@@ -1,0 +1,108 @@
+//! What one measurement produced, and the numbers the summary reads from it.
+
+use std::collections::BTreeMap;
+
+use crate::stats_line::{max_deviation_pct, ShardStats};
+
+/// A successful measurement.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The client's JSON report.
+    pub report: serde_json::Value,
+    /// `stats` lines the server printed on SIGTERM (empty for servers that print none).
+    pub shards: Vec<ShardStats>,
+    /// Irregularities worth showing next to the numbers (non-zero exits, forced kills).
+    pub notes: Vec<String>,
+}
+
+impl RunResult {
+    /// Numeric report fields by key, plus `balance_max_dev_pct` when the server reported
+    /// per-shard accepts.
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        let mut metrics: BTreeMap<String, f64> = self
+            .report
+            .as_object()
+            .map(|obj| {
+                obj.iter()
+                    .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let accepted: Vec<u64> = self.shards.iter().map(|s| s.accepted).collect();
+        if let Some(dev) = max_deviation_pct(&accepted) {
+            metrics.insert("balance_max_dev_pct".into(), dev);
+        }
+        metrics
+    }
+
+    /// Accepted connections per shard, ordered by shard index.
+    pub fn accepted_per_shard(&self) -> Vec<u64> {
+        let mut shards = self.shards.clone();
+        shards.sort_by_key(|s| s.shard);
+        shards.iter().map(|s| s.accepted).collect()
+    }
+}
+
+/// One measurement of one (workload, variant) in one round.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub round: usize,
+    pub workload: usize,
+    pub variant: usize,
+    pub server_cmd: String,
+    pub client_cmd: String,
+    pub result: Result<RunResult, String>,
+}
+
+impl RunRecord {
+    /// The record as one JSON line for `--json-out`.
+    pub fn to_json(&self, workload: &str, variant: &str) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "round": self.round,
+            "workload": workload,
+            "variant": variant,
+            "server_cmd": self.server_cmd,
+            "client_cmd": self.client_cmd,
+        });
+        match &self.result {
+            Ok(r) => {
+                v["report"] = r.report.clone();
+                v["shard_accepted"] = serde_json::json!(r.accepted_per_shard());
+                v["notes"] = serde_json::json!(r.notes);
+            }
+            Err(e) => v["error"] = serde_json::json!(e),
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_take_numbers_and_derive_balance() {
+        let r = RunResult {
+            report: serde_json::json!({"qps": 10.5, "mode": "echo", "server_cpu_s": null}),
+            shards: vec![
+                ShardStats {
+                    shard: 1,
+                    accepted: 25,
+                    ..ShardStats::default()
+                },
+                ShardStats {
+                    shard: 0,
+                    accepted: 75,
+                    ..ShardStats::default()
+                },
+            ],
+            notes: vec![],
+        };
+        let m = r.metrics();
+        assert_eq!(m["qps"], 10.5);
+        assert_eq!(m["balance_max_dev_pct"], 50.0);
+        assert!(!m.contains_key("mode"));
+        assert!(!m.contains_key("server_cpu_s"));
+        assert_eq!(r.accepted_per_shard(), vec![75, 25]);
+    }
+}

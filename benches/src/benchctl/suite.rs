@@ -1,0 +1,473 @@
+//! The named suites: which workloads run against which server variants, what the baseline is,
+//! and which columns the summary table shows.
+
+use std::fmt;
+
+use super::template::Vars;
+
+/// One load shape, run by one client process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    ClosedLoop {
+        conns: usize,
+        depth: usize,
+        size: usize,
+    },
+    Probe {
+        hot_conns: usize,
+        hot_depth: usize,
+        size: usize,
+        probe_size: usize,
+    },
+    AcceptStorm {
+        cycles: u64,
+        size: usize,
+    },
+}
+
+fn bytes_label(size: usize) -> String {
+    if size >= 1024 && size.is_multiple_of(1024) {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
+
+impl Workload {
+    /// Short human label for tables.
+    pub fn label(&self) -> String {
+        match *self {
+            Workload::ClosedLoop { conns, depth, size } => {
+                format!("{conns} conn × depth {depth}, {}", bytes_label(size))
+            }
+            Workload::Probe {
+                hot_conns,
+                hot_depth,
+                size,
+                probe_size,
+            } => format!(
+                "{hot_conns} hot × depth {hot_depth} ({}) + probe ({})",
+                bytes_label(size),
+                bytes_label(probe_size)
+            ),
+            Workload::AcceptStorm { cycles, size } => {
+                format!("{cycles} cycles, {}", bytes_label(size))
+            }
+        }
+    }
+
+    /// Template variables describing the workload.
+    pub fn vars(&self) -> Vec<(&'static str, String)> {
+        match *self {
+            Workload::ClosedLoop { conns, depth, size } => vec![
+                ("conns", conns.to_string()),
+                ("depth", depth.to_string()),
+                ("size", size.to_string()),
+            ],
+            Workload::Probe {
+                hot_conns,
+                hot_depth,
+                size,
+                probe_size,
+            } => vec![
+                ("hot_conns", hot_conns.to_string()),
+                ("hot_depth", hot_depth.to_string()),
+                ("size", size.to_string()),
+                ("probe_size", probe_size.to_string()),
+            ],
+            Workload::AcceptStorm { cycles, size } => {
+                vec![("cycles", cycles.to_string()), ("size", size.to_string())]
+            }
+        }
+    }
+
+    /// The raw-echo loadgen command for this workload.
+    pub fn loadgen_template(&self) -> &'static str {
+        match self {
+            Workload::ClosedLoop { .. } => {
+                "{bin}/loadgen --addr {addr} --conns {conns} --depth {depth} --size {size} \
+                 --duration-ms {duration_ms} --warmup-ms {warmup_ms} --threads {threads} \
+                 --server-pid {server_pid}"
+            }
+            Workload::Probe { .. } => {
+                "{bin}/loadgen --probe --addr {addr} --hot-conns {hot_conns} \
+                 --hot-depth {hot_depth} --size {size} --probe-size {probe_size} \
+                 --duration-ms {duration_ms} --warmup-ms {warmup_ms} --threads {threads} \
+                 --server-pid {server_pid}"
+            }
+            Workload::AcceptStorm { .. } => {
+                "{bin}/loadgen --accept-storm {cycles} --addr {addr} --size {size} \
+                 --threads {threads} --server-pid {server_pid}"
+            }
+        }
+    }
+
+    /// True when a server's own client (e.g. gRPC) may replace loadgen.
+    pub fn is_closed_loop(&self) -> bool {
+        matches!(self, Workload::ClosedLoop { .. })
+    }
+}
+
+/// One server configuration compared in a suite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// Row label, also what `--baseline` names.
+    pub label: String,
+    /// Catalog name of the server.
+    pub server: String,
+    /// Variables for the server template (shards, workers, accept, budgets …).
+    pub vars: Vars,
+}
+
+/// A table column: a report key and how to print it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub key: &'static str,
+    pub header: &'static str,
+    pub decimals: usize,
+}
+
+const fn col(key: &'static str, header: &'static str, decimals: usize) -> Column {
+    Column {
+        key,
+        header,
+        decimals,
+    }
+}
+
+/// A fully specified suite.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub name: String,
+    pub workloads: Vec<Workload>,
+    pub variants: Vec<Variant>,
+    /// Label of the variant the ratios are relative to.
+    pub baseline: String,
+    /// Medians shown per row.
+    pub columns: Vec<Column>,
+    /// Keys shown as "row median / baseline median".
+    pub ratios: Vec<Column>,
+    /// Server-template variables the variants differ in; a template that uses none of them
+    /// runs every variant identically, which the report flags.
+    pub varied: Vec<&'static str>,
+}
+
+/// Knobs of the suites (command-line overridable).
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    pub servers: Option<Vec<String>>,
+    pub baseline: Option<String>,
+    pub shards: usize,
+    pub workers: usize,
+    pub size: Option<usize>,
+    pub budgets: Vec<String>,
+    pub budget_bytes: Option<u64>,
+    pub accept_modes: Vec<String>,
+    pub cycles: u64,
+    pub hot_conns: usize,
+    pub hot_depth: usize,
+    pub probe_size: usize,
+}
+
+impl Default for SuiteOptions {
+    fn default() -> Self {
+        SuiteOptions {
+            servers: None,
+            baseline: None,
+            shards: 2,
+            workers: 2,
+            size: None,
+            budgets: ["unlimited", "64", "32", "16", "4"]
+                .map(String::from)
+                .to_vec(),
+            budget_bytes: None,
+            accept_modes: vec!["reuseport".into(), "handoff".into()],
+            cycles: 20_000,
+            hot_conns: 8,
+            hot_depth: 32,
+            probe_size: 64,
+        }
+    }
+}
+
+/// Why a suite could not be assembled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuiteError {
+    UnknownSuite(String),
+    NoServers,
+    BaselineMissing {
+        baseline: String,
+        labels: Vec<String>,
+    },
+}
+
+impl fmt::Display for SuiteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SuiteError::UnknownSuite(s) => {
+                write!(f, "unknown suite {s:?} (echo, fairness, accept, rpc)")
+            }
+            SuiteError::NoServers => write!(f, "no servers selected"),
+            SuiteError::BaselineMissing { baseline, labels } => write!(
+                f,
+                "baseline {baseline:?} is not one of the variants: {}",
+                labels.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SuiteError {}
+
+/// Names of the suites.
+pub const SUITES: [&str; 4] = ["echo", "fairness", "accept", "rpc"];
+
+fn base_vars(opts: &SuiteOptions) -> Vars {
+    [
+        ("shards", opts.shards.to_string()),
+        ("workers", opts.workers.to_string()),
+        ("accept", "reuseport".to_string()),
+        ("accept_flag", String::new()),
+        ("budget_msgs", "unlimited".to_string()),
+        ("budget_flag", String::new()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn servers_or(opts: &SuiteOptions, default: &[&str]) -> Result<Vec<String>, SuiteError> {
+    let servers = opts
+        .servers
+        .clone()
+        .unwrap_or_else(|| default.iter().map(|s| s.to_string()).collect());
+    if servers.is_empty() {
+        Err(SuiteError::NoServers)
+    } else {
+        Ok(servers)
+    }
+}
+
+fn per_server(opts: &SuiteOptions, servers: Vec<String>) -> Vec<Variant> {
+    servers
+        .into_iter()
+        .map(|server| Variant {
+            label: server.clone(),
+            server,
+            vars: base_vars(opts),
+        })
+        .collect()
+}
+
+const LATENCY_COLUMNS: [Column; 6] = [
+    col("qps", "QPS", 0),
+    col("p50_us", "p50 µs", 1),
+    col("p99_us", "p99 µs", 1),
+    col("p999_us", "p99.9 µs", 1),
+    col("server_cpu_us_per_req", "srv CPU µs/req", 2),
+    col("client_cpu_us_per_req", "cli CPU µs/req", 2),
+];
+
+const LATENCY_RATIOS: [Column; 3] = [
+    col("qps", "QPS", 2),
+    col("p99_us", "p99", 2),
+    col("server_cpu_us_per_req", "srv CPU/req", 2),
+];
+
+fn closed(conns: usize, depth: usize, size: usize) -> Workload {
+    Workload::ClosedLoop { conns, depth, size }
+}
+
+/// Assembles suite `name`.
+pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
+    let suite = match name {
+        "echo" => {
+            let small = opts.size.unwrap_or(64);
+            Suite {
+                name: name.to_string(),
+                workloads: vec![
+                    closed(1, 1, small),
+                    closed(1, 1, 4096),
+                    closed(64, 4, small),
+                ],
+                variants: per_server(opts, servers_or(opts, &["corewire", "tokio", "glommio"])?),
+                baseline: opts.baseline.clone().unwrap_or_else(|| "tokio".into()),
+                columns: LATENCY_COLUMNS.to_vec(),
+                ratios: LATENCY_RATIOS.to_vec(),
+                varied: vec![],
+            }
+        }
+        "rpc" => {
+            let small = opts.size.unwrap_or(64);
+            Suite {
+                name: name.to_string(),
+                workloads: vec![
+                    closed(64, 4, small),
+                    closed(64, 4, 4096),
+                    closed(1, 1, small),
+                    closed(1, 1, 4096),
+                ],
+                variants: per_server(opts, servers_or(opts, &["corewire-rpc", "tonic"])?),
+                baseline: opts.baseline.clone().unwrap_or_else(|| "tonic".into()),
+                columns: LATENCY_COLUMNS.to_vec(),
+                ratios: LATENCY_RATIOS.to_vec(),
+                varied: vec![],
+            }
+        }
+        "fairness" => {
+            let server = servers_or(opts, &["corewire"])?.remove(0);
+            let variants = opts
+                .budgets
+                .iter()
+                .map(|budget| {
+                    let mut vars = base_vars(opts);
+                    vars.insert("shards".into(), "1".into());
+                    vars.insert("workers".into(), "1".into());
+                    vars.insert("budget_msgs".into(), budget.clone());
+                    let mut flag = format!(" --budget-msgs {budget}");
+                    if let Some(bytes) = opts.budget_bytes {
+                        flag.push_str(&format!(" --budget-bytes {bytes}"));
+                    }
+                    vars.insert("budget_flag".into(), flag);
+                    Variant {
+                        label: format!("budget={budget}"),
+                        server: server.clone(),
+                        vars,
+                    }
+                })
+                .collect();
+            Suite {
+                name: name.to_string(),
+                workloads: vec![Workload::Probe {
+                    hot_conns: opts.hot_conns,
+                    hot_depth: opts.hot_depth,
+                    size: opts.size.unwrap_or(64),
+                    probe_size: opts.probe_size,
+                }],
+                variants,
+                baseline: opts
+                    .baseline
+                    .clone()
+                    .unwrap_or_else(|| "budget=unlimited".into()),
+                columns: vec![
+                    col("probe_p50_us", "probe p50 µs", 1),
+                    col("probe_p99_us", "probe p99 µs", 1),
+                    col("probe_p999_us", "probe p99.9 µs", 1),
+                    col("hot_msgs_per_s", "hot msgs/s", 0),
+                    col("hot_mb_per_s", "hot MB/s", 1),
+                    col("server_cpu_us_per_req", "srv CPU µs/req", 2),
+                ],
+                ratios: vec![
+                    col("hot_msgs_per_s", "hot tput", 2),
+                    col("probe_p99_us", "probe p99", 2),
+                ],
+                varied: vec!["budget_flag", "budget_msgs"],
+            }
+        }
+        "accept" => {
+            let server = servers_or(opts, &["corewire"])?.remove(0);
+            let variants = opts
+                .accept_modes
+                .iter()
+                .map(|mode| {
+                    let mut vars = base_vars(opts);
+                    vars.insert("accept".into(), mode.clone());
+                    vars.insert("accept_flag".into(), format!(" --accept {mode}"));
+                    Variant {
+                        label: format!("accept={mode}"),
+                        server: server.clone(),
+                        vars,
+                    }
+                })
+                .collect();
+            Suite {
+                name: name.to_string(),
+                workloads: vec![Workload::AcceptStorm {
+                    cycles: opts.cycles,
+                    size: opts.size.unwrap_or(64),
+                }],
+                variants,
+                baseline: opts
+                    .baseline
+                    .clone()
+                    .unwrap_or_else(|| "accept=reuseport".into()),
+                columns: vec![
+                    col("cycles_per_s", "cycles/s", 0),
+                    col("p50_us", "cycle p50 µs", 1),
+                    col("p99_us", "cycle p99 µs", 1),
+                    col("balance_max_dev_pct", "balance max dev %", 1),
+                    col("server_cpu_us_per_req", "srv CPU µs/cycle", 2),
+                ],
+                ratios: vec![col("cycles_per_s", "cycles/s", 2)],
+                varied: vec!["accept", "accept_flag"],
+            }
+        }
+        other => return Err(SuiteError::UnknownSuite(other.to_string())),
+    };
+    if !suite.variants.iter().any(|v| v.label == suite.baseline) {
+        return Err(SuiteError::BaselineMissing {
+            baseline: suite.baseline,
+            labels: suite.variants.iter().map(|v| v.label.clone()).collect(),
+        });
+    }
+    Ok(suite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_suite_compares_servers_on_three_workloads() {
+        let s = build("echo", &SuiteOptions::default()).unwrap();
+        assert_eq!(s.workloads.len(), 3);
+        let labels: Vec<_> = s.variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["corewire", "tokio", "glommio"]);
+        assert_eq!(s.baseline, "tokio");
+        assert_eq!(s.workloads[2].label(), "64 conn × depth 4, 64 B");
+        assert_eq!(s.workloads[1].label(), "1 conn × depth 1, 4 KiB");
+    }
+
+    #[test]
+    fn fairness_varies_budget_on_one_single_shard_server() {
+        let opts = SuiteOptions {
+            servers: Some(vec!["tokio".into()]),
+            budget_bytes: Some(65536),
+            ..SuiteOptions::default()
+        };
+        let s = build("fairness", &opts).unwrap();
+        assert_eq!(s.variants.len(), 5);
+        let v = &s.variants[1];
+        assert_eq!(v.label, "budget=64");
+        assert_eq!(v.server, "tokio");
+        assert_eq!(v.vars["shards"], "1");
+        assert_eq!(
+            v.vars["budget_flag"],
+            " --budget-msgs 64 --budget-bytes 65536"
+        );
+        assert_eq!(s.baseline, "budget=unlimited");
+    }
+
+    #[test]
+    fn accept_suite_and_errors() {
+        let s = build("accept", &SuiteOptions::default()).unwrap();
+        assert_eq!(s.variants[1].vars["accept_flag"], " --accept handoff");
+        assert_eq!(
+            build("nope", &SuiteOptions::default()).unwrap_err(),
+            SuiteError::UnknownSuite("nope".into())
+        );
+        let opts = SuiteOptions {
+            baseline: Some("x".into()),
+            ..SuiteOptions::default()
+        };
+        assert!(matches!(
+            build("rpc", &opts),
+            Err(SuiteError::BaselineMissing { .. })
+        ));
+        let opts = SuiteOptions {
+            servers: Some(vec![]),
+            ..SuiteOptions::default()
+        };
+        assert_eq!(build("echo", &opts).unwrap_err(), SuiteError::NoServers);
+    }
+}

@@ -1,0 +1,201 @@
+//! Runs the real binaries against each other on 127.0.0.1: each peer server under each load
+//! mode, the tonic pair, and one benchctl suite. Windows are short; the point is that every
+//! piece works together and reports sane numbers, not performance.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use corewire_bench::benchctl::process::{run_client, ServerProcess};
+use corewire_bench::stats_line::ShardStats;
+
+const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
+const ECHO_TOKIO: &str = env!("CARGO_BIN_EXE_echo_tokio");
+const ECHO_GLOMMIO: &str = env!("CARGO_BIN_EXE_echo_glommio");
+const RPC_TONIC: &str = env!("CARGO_BIN_EXE_rpc_tonic");
+const BENCHCTL: &str = env!("CARGO_BIN_EXE_benchctl");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start(cmd: &str, port: u16) -> ServerProcess {
+    ServerProcess::start(
+        cmd,
+        port,
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+    )
+    .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+fn client(cmd: &str) -> serde_json::Value {
+    let run = run_client(cmd, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        run.status.success(),
+        "{cmd}: {:?} {:?}",
+        run.status,
+        run.stderr
+    );
+    run.report
+}
+
+fn num(report: &serde_json::Value, key: &str) -> f64 {
+    report[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {report}"))
+}
+
+/// Closed loop (pipelined, 4 KiB), probe and accept storm against one running server; returns
+/// the server's stats lines.
+fn exercise_echo_server(server_cmd: &str, port: u16) -> Vec<ShardStats> {
+    let server = start(server_cmd, port);
+    let pid = server.pid();
+    let addr = format!("127.0.0.1:{port}");
+
+    let r = client(&format!(
+        "{LOADGEN} --addr {addr} --conns 4 --depth 8 --size 4096 --threads 2 \
+         --duration-ms 300 --warmup-ms 100 --server-pid {pid}"
+    ));
+    assert_eq!(r["mode"], "echo");
+    assert_eq!(num(&r, "errors"), 0.0);
+    assert!(num(&r, "requests") > 100.0, "{r}");
+    assert!(
+        num(&r, "p50_us") > 0.0 && num(&r, "p99_us") >= num(&r, "p50_us"),
+        "{r}"
+    );
+    assert!(num(&r, "server_cpu_us_per_req") >= 0.0, "{r}");
+
+    let p = client(&format!(
+        "{LOADGEN} --probe --addr {addr} --hot-conns 2 --hot-depth 8 \
+         --duration-ms 300 --warmup-ms 100"
+    ));
+    assert_eq!(num(&p, "errors"), 0.0);
+    assert!(num(&p, "probe_requests") > 10.0, "{p}");
+    assert!(num(&p, "hot_msgs_per_s") > num(&p, "probe_requests"), "{p}");
+    assert!(num(&p, "hot_mb_per_s") > 0.0, "{p}");
+
+    let a = client(&format!(
+        "{LOADGEN} --accept-storm 300 --threads 2 --addr {addr}"
+    ));
+    assert_eq!(num(&a, "completed"), 300.0);
+    assert_eq!(num(&a, "errors"), 0.0);
+
+    let exit = server.stop(Duration::from_secs(10));
+    assert!(!exit.killed, "server ignored SIGTERM");
+    assert!(
+        exit.status.is_some_and(|s| s.success()),
+        "{:?}",
+        exit.status
+    );
+    exit.stdout
+        .iter()
+        .filter_map(|l| ShardStats::parse(l))
+        .collect()
+}
+
+#[test]
+fn tokio_peer_serves_every_load_mode() {
+    let port = free_port();
+    let stats = exercise_echo_server(
+        &format!("{ECHO_TOKIO} --addr 127.0.0.1:{port} --workers 2 --accept reuseport"),
+        port,
+    );
+    assert_eq!(stats.len(), 2, "one stats line per reuseport listener");
+    // 4 closed-loop + 3 probe + 300 storm connections.
+    assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 307);
+    assert!(stats.iter().all(|s| s.open == 0));
+}
+
+#[test]
+fn glommio_peer_serves_every_load_mode() {
+    let port = free_port();
+    let stats = exercise_echo_server(
+        &format!("{ECHO_GLOMMIO} --addr 127.0.0.1:{port} --shards 2"),
+        port,
+    );
+    assert_eq!(stats.len(), 2);
+    assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 307);
+}
+
+#[test]
+fn oversized_frames_close_the_connection() {
+    use std::io::{Read, Write};
+    let port = free_port();
+    let server = start(
+        &format!("{ECHO_TOKIO} --addr 127.0.0.1:{port} --workers 1"),
+        port,
+    );
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&((16u32 << 20) + 1).to_le_bytes()).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        s.read(&mut buf).unwrap_or(0),
+        0,
+        "server must close, not echo"
+    );
+    server.stop(Duration::from_secs(10));
+}
+
+#[test]
+fn tonic_pair_reports_like_loadgen() {
+    let port = free_port();
+    let server = start(
+        &format!("{RPC_TONIC} server --addr 127.0.0.1:{port} --workers 1"),
+        port,
+    );
+    let r = client(&format!(
+        "{RPC_TONIC} client --addr 127.0.0.1:{port} --conns 2 --depth 4 --size 4096 \
+         --duration-ms 300 --warmup-ms 100 --server-pid {}",
+        server.pid()
+    ));
+    assert_eq!(r["mode"], "grpc");
+    assert_eq!(num(&r, "errors"), 0.0);
+    assert!(num(&r, "requests") > 10.0, "{r}");
+    assert!(num(&r, "server_cpu_us_per_req") > 0.0, "{r}");
+    let exit = server.stop(Duration::from_secs(10));
+    assert!(!exit.killed);
+}
+
+#[test]
+fn benchctl_runs_a_suite_and_prints_medians() {
+    let out = std::process::Command::new(BENCHCTL)
+        .args([
+            "accept",
+            "--servers",
+            "tokio",
+            "--rounds",
+            "2",
+            "--cycles",
+            "200",
+            // Below the ephemeral range, where the other tests' client ports live.
+            "--port-base",
+            &(20_000 + std::process::id() % 10_000).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{md}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        md.contains("## Suite `accept`: medians of 2 rounds"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 200 cycles, 64 B | accept=reuseport | 2/2 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 200 cycles, 64 B | accept=handoff | 2/2 |"),
+        "{md}"
+    );
+    assert!(md.contains("echo_tokio --addr 127.0.0.1:"), "{md}");
+    assert!(!md.contains("Irregular runs"), "{md}");
+}
