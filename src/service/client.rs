@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use corewire_runtime::spawn_local;
 use corewire_transport::frame::{FrameHeader, FrameLimits, StatusCode};
+use corewire_transport::rdma::RdmaConnection;
 use corewire_transport::rpc::{request_header, CallError, ClientCalls, ResponseError};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 use corewire_transport::{Connection, TransportError};
@@ -131,6 +132,19 @@ impl Client<TcpConnection> {
         )
         .await
         .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+        Ok(Client::new(conn, options))
+    }
+}
+
+impl Client<RdmaConnection> {
+    /// Connect over RDMA from the current shard (the RDMA transport must be installed).
+    pub async fn connect_rdma(
+        addr: SocketAddr,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let conn = corewire_transport::rdma::connect(addr)
+            .await
+            .map_err(|e| ClientError::Disconnected(e.to_string()))?;
         Ok(Client::new(conn, options))
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use corewire_runtime::accept::{self, Accepted, TcpServer};
 use corewire_runtime::{shard_id, Runtime};
 use corewire_transport::frame::FrameLimits;
+use corewire_transport::rdma::{RdmaAccepted, RdmaError, RdmaServer, RdmaServerHandle};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 
 use super::dispatch;
@@ -133,6 +134,25 @@ impl Server {
             }
         })?;
         Ok(ServerHandle { tcp: handle })
+    }
+}
+
+impl Server {
+    /// Serve over RDMA (the transport must be installed on `rt`, see
+    /// [`corewire_transport::rdma::install`]). The same service instances answer TCP and RDMA
+    /// callers on each shard.
+    pub fn serve_rdma(
+        &self,
+        rt: &Runtime,
+        listener: RdmaServer,
+    ) -> Result<RdmaServerHandle, RdmaError> {
+        let server = self.clone();
+        listener.serve(rt, move |accepted: RdmaAccepted| {
+            let server = server.clone();
+            async move {
+                dispatch::serve(accepted.conn, server.services_here(), server.options()).await;
+            }
+        })
     }
 }
 

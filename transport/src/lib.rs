@@ -6,6 +6,7 @@
 pub mod conn;
 pub mod frame;
 pub mod length_prefixed;
+pub mod rdma;
 pub mod rpc;
 pub mod tcp;
 

@@ -1,0 +1,535 @@
+//! The RDMA transport on a real soft-RoCE device. `cargo xtask test` runs this binary inside
+//! the rxe VM; without a device every test fails with a message saying how to get one.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use corewire::runtime::accept::Placement;
+use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer};
+use corewire::transport::Connection;
+use corewire::{
+    service_id, sleep, spawn_local, Client, ClientError, ClientOptions, Request, Response, Runtime,
+    Server, ServerHandle, Service, Status,
+};
+use corewire_transport::frame::FrameLimits;
+
+struct Echo;
+impl Service for Echo {
+    const ID: u32 = service_id("echo");
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        if req.method == 1 {
+            // A slow handler: replies lag behind requests.
+            sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Response::new(req.payload).with_attachment(req.attachment))
+    }
+}
+
+static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+fn rdma_listen_addr() -> SocketAddr {
+    let base = 20_000 + (std::process::id() % 1000) as u16 * 20;
+    let port = base + NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    SocketAddr::new(corewire_verbs::testing::rdma_addr(), port)
+}
+
+struct Setup {
+    rt: Runtime,
+    addr: SocketAddr,
+    server: Option<corewire::transport::rdma::RdmaServerHandle>,
+    _tcp: Option<ServerHandle>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+}
+
+fn setup(shards: usize, config: RdmaConfig) -> Setup {
+    corewire_verbs::testing::require_device();
+    let rt = Runtime::builder()
+        .shards(shards)
+        .pin(false)
+        .build()
+        .unwrap();
+    rdma::install(&rt, config).expect("install the RDMA transport");
+    let addr = rdma_listen_addr();
+    let server = Server::builder()
+        .service(|_| Echo)
+        .build()
+        .serve_rdma(
+            &rt,
+            RdmaServer::bind(addr).placement(Placement::LeastConnections),
+        )
+        .expect("rdma listen");
+    Setup {
+        rt,
+        addr,
+        server: Some(server),
+        _tcp: None,
+    }
+}
+
+fn polling() -> RdmaConfig {
+    RdmaConfig::default()
+}
+
+#[test]
+fn rdma_echo_of_every_size_including_multi_chunk_attachments() {
+    let s = setup(2, polling());
+    let addr = s.addr;
+    s.rt.block_on(1, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        for size in [
+            0usize,
+            1,
+            100,
+            8 * 1024 - 60,
+            8 * 1024,
+            8 * 1024 + 1,
+            100_000,
+            1 << 20,
+        ] {
+            let attachment: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let r = c
+                .request(Echo::ID, 0)
+                .payload(format!("size {size}"))
+                .attachment(attachment.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.payload, Bytes::from(format!("size {size}")));
+            assert_eq!(r.attachment.len(), size);
+            assert!(
+                r.attachment[..] == attachment[..],
+                "corrupted echo at size {size}"
+            );
+        }
+    })
+    .unwrap();
+}
+
+/// Far more calls in flight than the credit window: the sender waits for credits, nothing
+/// overruns the receiver, everything arrives.
+#[test]
+fn rdma_pipelining_beyond_the_credit_window() {
+    let s = setup(
+        1,
+        RdmaConfig {
+            window: 4,
+            ..polling()
+        },
+    );
+    let addr = s.addr;
+    let n =
+        s.rt.block_on(0, move || async move {
+            let c = Client::connect_rdma(
+                addr,
+                ClientOptions {
+                    window: 256,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            let tasks: Vec<_> = (0..200u32)
+                .map(|i| {
+                    let c = c.clone();
+                    spawn_local(async move {
+                        // ~one buffer per request, so requests cannot share messages and the
+                        // sender really runs out of credits.
+                        let mut body = vec![(i % 251) as u8; 6000];
+                        body[..4].copy_from_slice(&i.to_le_bytes());
+                        let r = c
+                            .call(Echo::ID, 1, Bytes::from(body.clone()))
+                            .await
+                            .unwrap();
+                        assert_eq!(r[..], body[..]);
+                    })
+                })
+                .collect();
+            let mut n = 0;
+            for t in tasks {
+                t.await.unwrap();
+                n += 1;
+            }
+            n
+        })
+        .unwrap();
+    assert_eq!(n, 200);
+    let st = rdma::stats(&s.rt);
+    assert!(
+        st[0].credit_waits > 0,
+        "the window never filled: {:?}",
+        st[0]
+    );
+}
+
+#[test]
+fn rdma_handoff_places_connections_least_connections_first() {
+    let s = setup(2, polling());
+    let addr = s.addr;
+    let placed_before = s.server.as_ref().unwrap().placed_connections();
+    assert_eq!(placed_before, vec![0, 0]);
+    let _keep =
+        s.rt.block_on(0, move || async move {
+            let mut clients = Vec::new();
+            for _ in 0..4 {
+                let c = Client::connect_rdma(addr, ClientOptions::default())
+                    .await
+                    .unwrap();
+                c.call(Echo::ID, 0, "x".into()).await.unwrap();
+                clients.push(c);
+            }
+            clients.len()
+        })
+        .unwrap();
+    assert_eq!(s.server.as_ref().unwrap().placed_connections(), vec![2, 2]);
+}
+
+fn run_modes(mode: PollerMode) -> Vec<rdma::RdmaStats> {
+    let s = setup(1, RdmaConfig { mode, ..polling() });
+    let addr = s.addr;
+    s.rt.block_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        for i in 0..50u32 {
+            let r = c
+                .call(Echo::ID, 0, Bytes::from(i.to_le_bytes().to_vec()))
+                .await
+                .unwrap();
+            assert_eq!(&r[..], &i.to_le_bytes());
+            if i % 10 == 0 {
+                // Idle gaps, so adaptive mode falls back to waiting for events.
+                sleep(Duration::from_millis(5)).await;
+            }
+        }
+    })
+    .unwrap();
+    rdma::stats(&s.rt)
+}
+
+#[test]
+fn rdma_event_mode_completes_calls_through_the_completion_channel() {
+    let st = run_modes(PollerMode::Event);
+    assert!(st[0].cq_events > 0, "{:?}", st[0]);
+}
+
+#[test]
+fn rdma_adaptive_mode_switches_between_spinning_and_events() {
+    let st = run_modes(PollerMode::Adaptive {
+        idle: Duration::from_micros(500),
+    });
+    assert!(st[0].mode_switches >= 2, "{:?}", st[0]);
+    assert!(st[0].cq_events > 0, "{:?}", st[0]);
+}
+
+#[test]
+fn rdma_mode_can_be_switched_at_runtime() {
+    let s = setup(1, polling());
+    let addr = s.addr;
+    let call = move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        c.call(Echo::ID, 0, "m".into()).await.unwrap()
+    };
+    s.rt.block_on(0, call).unwrap();
+    rdma::set_mode(&s.rt, PollerMode::Event).unwrap();
+    s.rt.block_on(0, call).unwrap();
+    assert!(rdma::stats(&s.rt)[0].cq_events > 0);
+}
+
+/// A TCP echo on a shard whose RDMA poller busy-polls keeps working: the poller never blocks
+/// the shard's ring.
+#[test]
+fn rdma_busy_poller_does_not_starve_tcp_on_the_same_shard() {
+    let mut s = setup(1, polling());
+    let tcp = Server::builder()
+        .service(|_| Echo)
+        .serve_tcp(&s.rt, "127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    let tcp_addr = tcp.local_addr();
+    s._tcp = Some(tcp);
+    let rdma_addr = s.addr;
+    let polls_before = rdma::stats(&s.rt)[0].cq_polls;
+    let done =
+        s.rt.block_on(0, move || async move {
+            // Keep RDMA traffic going while TCP calls run on the same shard.
+            let r = Client::connect_rdma(rdma_addr, ClientOptions::default())
+                .await
+                .unwrap();
+            let rdma_load = spawn_local(async move {
+                for _ in 0..200 {
+                    r.call(Echo::ID, 0, "r".into()).await.unwrap();
+                }
+            });
+            let t = Client::connect_tcp(tcp_addr, ClientOptions::default())
+                .await
+                .unwrap();
+            let mut n = 0;
+            for i in 0..500u32 {
+                let reply = t
+                    .call(Echo::ID, 0, Bytes::from(i.to_le_bytes().to_vec()))
+                    .await
+                    .unwrap();
+                assert_eq!(&reply[..], &i.to_le_bytes());
+                n += 1;
+            }
+            rdma_load.await.unwrap();
+            n
+        })
+        .unwrap();
+    assert_eq!(done, 500);
+    assert!(rdma::stats(&s.rt)[0].cq_polls > polls_before + 500);
+}
+
+#[test]
+fn rdma_peer_disconnect_fails_pending_calls() {
+    let s = setup(1, polling());
+    let addr = s.addr;
+    // A second runtime plays the client, so the server can go away under it.
+    let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    rdma::install(&crt, polling()).unwrap();
+    let calls = crt.spawn_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        c.call(Echo::ID, 0, "warm".into()).await.unwrap();
+        let hs: Vec<_> = (0..5)
+            .map(|_| {
+                let c = c.clone();
+                spawn_local(async move {
+                    // Keeps calling until the connection dies.
+                    loop {
+                        if let Err(e) = c.call(Echo::ID, 1, "x".into()).await {
+                            return e;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut errs = Vec::new();
+        for h in hs {
+            errs.push(h.await.unwrap());
+        }
+        errs
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    drop(s); // stops the listener and shuts the server runtime down
+    let errs = calls.wait().unwrap();
+    assert_eq!(errs.len(), 5);
+    for e in errs {
+        assert!(matches!(e, ClientError::Disconnected(_)), "{e:?}");
+    }
+}
+
+/// A queue pair forced into the error state ends its connection with an error; the shard's
+/// other connections carry on.
+#[test]
+fn rdma_qp_error_ends_only_that_connection() {
+    let s = setup(1, polling());
+    let addr = s.addr;
+    s.rt.block_on(0, move || async move {
+        let good = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        let bad = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        bad.call(Echo::ID, 0, "a".into()).await.unwrap();
+        bad.connection().inject_qp_error().unwrap();
+        let err = bad.call(Echo::ID, 0, "b".into()).await.unwrap_err();
+        assert!(matches!(err, ClientError::Disconnected(_)), "{err:?}");
+        let why = bad.connection().end_reason().unwrap();
+        assert!(
+            why.contains("flush") || why.contains("Flush") || why.contains("failed"),
+            "{why}"
+        );
+        for i in 0..20u32 {
+            let r = good
+                .call(Echo::ID, 0, Bytes::from(i.to_le_bytes().to_vec()))
+                .await
+                .unwrap();
+            assert_eq!(&r[..], &i.to_le_bytes());
+        }
+    })
+    .unwrap();
+}
+
+/// A frame over the receiver's limit closes that connection only.
+#[test]
+fn rdma_oversize_message_closes_only_that_connection() {
+    corewire_verbs::testing::require_device();
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    let small = RdmaConfig {
+        limits: FrameLimits {
+            max_body_len: 64 * 1024,
+            ..FrameLimits::default()
+        },
+        ..polling()
+    };
+    rdma::install(&rt, small).unwrap();
+    let addr = rdma_listen_addr();
+    let server = Server::builder()
+        .service(|_| Echo)
+        .build()
+        .serve_rdma(&rt, RdmaServer::bind(addr))
+        .unwrap();
+    // The client side lives on its own runtime with the default (larger) limits.
+    let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    rdma::install(&crt, polling()).unwrap();
+    crt.block_on(0, move || async move {
+        let good = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        let bad = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        let err = bad
+            .request(Echo::ID, 0)
+            .attachment(vec![0u8; 200 * 1024])
+            .send()
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::Disconnected(_)), "{err:?}");
+        let r = good.call(Echo::ID, 0, "fine".into()).await.unwrap();
+        assert_eq!(&r[..], b"fine");
+    })
+    .unwrap();
+    assert!(rt.stats()[0].protocol_errors >= 1);
+    server.stop();
+}
+
+#[test]
+fn rdma_listener_stop_keeps_live_connections() {
+    let mut s = setup(1, polling());
+    let addr = s.addr;
+    let client = s.rt.spawn_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        c.call(Echo::ID, 0, "before".into()).await.unwrap();
+        // Wait for the listener to stop, then keep using the connection.
+        sleep(Duration::from_millis(500)).await;
+        let after = c.call(Echo::ID, 0, "after".into()).await.unwrap();
+        let refused = Client::connect_rdma(addr, ClientOptions::default()).await;
+        (after, refused.is_err())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    s.server.take().unwrap().stop();
+    let (after, refused) = client.wait().unwrap();
+    assert_eq!(&after[..], b"after");
+    assert!(refused, "a stopped listener still accepted");
+}
+
+/// A pool too small for a second connection: that connection is refused with a clear error
+/// and the first one keeps working.
+#[test]
+fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
+    // One 16-chunk slab: exactly one connection's receive buffers (window 8 + 3 acks) fit.
+    let tight = RdmaConfig {
+        window: 8,
+        chunk_size: 4096,
+        slab_bytes: 16 * 4096,
+        pool_bytes: 16 * 4096,
+        ..polling()
+    };
+    let s = setup(1, tight);
+    let addr = s.addr;
+    let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    rdma::install(
+        &crt,
+        RdmaConfig {
+            window: 8,
+            chunk_size: 4096,
+            ..polling()
+        },
+    )
+    .unwrap();
+    crt.block_on(0, move || async move {
+        let first = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        first.call(Echo::ID, 0, "one".into()).await.unwrap();
+        let second = Client::connect_rdma(addr, ClientOptions::default()).await;
+        assert!(
+            second.is_err(),
+            "the second connection should have been refused"
+        );
+        let r = first.call(Echo::ID, 0, "still".into()).await.unwrap();
+        assert_eq!(&r[..], b"still");
+    })
+    .unwrap();
+    assert!(rdma::stats(&s.rt)[0].connection_errors >= 1);
+}
+
+/// A handler slower than its sender: receive buffers are held back (no credits granted) while
+/// the reader is behind, and everything still arrives in order.
+#[test]
+fn rdma_slow_reader_backpressures_the_sender() {
+    let s = setup(
+        1,
+        RdmaConfig {
+            window: 4,
+            max_rx_buffered: 16 * 1024,
+            ..polling()
+        },
+    );
+    let addr = s.addr;
+    let got =
+        s.rt.block_on(0, move || async move {
+            let c = Client::connect_rdma(addr, ClientOptions::default())
+                .await
+                .unwrap();
+            let tasks: Vec<_> = (0..64u32)
+                .map(|i| {
+                    let c = c.clone();
+                    spawn_local(async move {
+                        let body = vec![i as u8; 6000];
+                        let r = c
+                            .request(Echo::ID, 1)
+                            .attachment(body.clone())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.attachment[..], body[..]);
+                    })
+                })
+                .collect();
+            let mut n = 0;
+            for t in tasks {
+                t.await.unwrap();
+                n += 1;
+            }
+            n
+        })
+        .unwrap();
+    assert_eq!(got, 64);
+}
+
+#[test]
+fn rdma_connection_reports_its_stats_and_kind() {
+    let s = setup(1, polling());
+    let addr = s.addr;
+    s.rt.block_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        c.call(Echo::ID, 0, "s".into()).await.unwrap();
+        let conn = c.connection();
+        assert_eq!(conn.kind(), corewire::transport::TransportKind::Rdma);
+        let st = conn.stats();
+        assert_eq!(st.frames_in, 1);
+        assert_eq!(st.frames_out, 1);
+        assert!(conn.peer_addr().is_some());
+    })
+    .unwrap();
+}

@@ -1,0 +1,103 @@
+use std::time::Duration;
+
+use corewire_runtime::Budget;
+
+use crate::frame::FrameLimits;
+
+/// How a shard learns about RDMA completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollerMode {
+    /// Busy-poll the completion queue every loop iteration (the shard never sleeps). With
+    /// `yield_when_idle`, an empty poll gives the CPU to other threads (brpc's
+    /// `rdma_poller_yield`).
+    Polling { yield_when_idle: bool },
+    /// Arm the CQ and wait on the completion channel's fd through the shard's ring; drain,
+    /// re-arm and poll once more after every event.
+    Event,
+    /// Poll while completions keep coming; after `idle` without one, arm the CQ and let the
+    /// shard sleep until the next event.
+    Adaptive { idle: Duration },
+}
+
+impl PollerMode {
+    pub fn adaptive() -> PollerMode {
+        PollerMode::Adaptive {
+            idle: Duration::from_micros(200),
+        }
+    }
+}
+
+impl std::str::FromStr for PollerMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PollerMode, String> {
+        match s {
+            "polling" | "poll" => Ok(PollerMode::Polling {
+                yield_when_idle: false,
+            }),
+            "polling-yield" => Ok(PollerMode::Polling {
+                yield_when_idle: true,
+            }),
+            "event" => Ok(PollerMode::Event),
+            "adaptive" => Ok(PollerMode::adaptive()),
+            other => match other.strip_prefix("adaptive:") {
+                Some(us) => us
+                    .parse()
+                    .map(|us| PollerMode::Adaptive {
+                        idle: Duration::from_micros(us),
+                    })
+                    .map_err(|_| format!("bad adaptive idle time {us:?} (microseconds)")),
+                None => Err(format!(
+                    "unknown poller mode {other:?} (polling, polling-yield, event, adaptive[:US])"
+                )),
+            },
+        }
+    }
+}
+
+/// Settings of the RDMA transport on every shard.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaConfig {
+    pub mode: PollerMode,
+    /// Data messages a peer may send before we return credits; each connection posts
+    /// `window + 3` receive buffers.
+    pub window: u32,
+    /// Bytes per buffer: the largest single RDMA message. Frames larger than this are split.
+    pub chunk_size: usize,
+    /// Registered memory per shard, at most (buffers for all its connections). The default
+    /// fits the 8 MiB RLIMIT_MEMLOCK with two shards; a bigger pool needs a higher limit.
+    pub pool_bytes: usize,
+    /// Bytes registered at a time as the pool grows.
+    pub slab_bytes: usize,
+    /// Completions handled per poll.
+    pub poll_batch: usize,
+    /// Entries in each shard's completion queue (bounds connections per shard).
+    pub cq_entries: u32,
+    pub limits: FrameLimits,
+    /// Received bytes a connection buffers before it stops reposting receive buffers (and so
+    /// stops granting credits): a reader that falls behind slows its sender, nothing else.
+    pub max_rx_buffered: usize,
+    /// Bytes queued for sending before `send` waits.
+    pub max_queued_bytes: usize,
+    pub budget: Budget,
+}
+
+impl Default for RdmaConfig {
+    fn default() -> RdmaConfig {
+        RdmaConfig {
+            mode: PollerMode::Polling {
+                yield_when_idle: false,
+            },
+            window: 16,
+            chunk_size: 8 * 1024,
+            pool_bytes: 3 << 20,
+            slab_bytes: 512 << 10,
+            poll_batch: 32,
+            cq_entries: 4096,
+            limits: FrameLimits::default(),
+            max_rx_buffered: 1 << 20,
+            max_queued_bytes: 4 << 20,
+            budget: Budget::default(),
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! One RDMA connection: a reliable-connected queue pair on the shard's CQ, receive buffers
+//! from the shard's pool, credit flow control, and frames carried as a byte stream over
+//! SEND messages (small frames share a message; large ones span several).
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use corewire_runtime::{spawn_local, Budget};
+use corewire_verbs::{QueuePair, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+
+use super::credits::{Credits, RESERVED_FOR_ACKS};
+use super::pool::ChunkId;
+use super::shard::RdmaShard;
+use super::wr_id::{WrId, WrKind};
+use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
+use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader};
+
+/// Buffers a writer pulls from the out queue per round.
+const WRITE_BATCH: usize = 256;
+
+pub(crate) struct ConnCore {
+    slot: u32,
+    generation: u16,
+    shard: Rc<RdmaShard>,
+    qp: RefCell<Option<QueuePair>>,
+    peer: Option<SocketAddr>,
+    /// Receive buffers this connection owns (posted, or held back by backpressure).
+    recv_chunks: RefCell<Vec<ChunkId>>,
+    held: RefCell<Vec<ChunkId>>,
+    /// Send buffers posted and not yet completed.
+    sending: RefCell<Vec<ChunkId>>,
+    sends_outstanding: Cell<u32>,
+    max_sends: u32,
+    /// The largest message the peer accepts.
+    peer_chunk: usize,
+    credits: RefCell<Credits>,
+    rx: RefCell<BytesMut>,
+    decoder: RefCell<FrameDecoder>,
+    encoder: RefCell<FrameEncoder>,
+    reader: RefCell<Option<Waker>>,
+    reading: Cell<bool>,
+    out: OutQueue,
+    writer: RefCell<Option<Waker>>,
+    /// Why the connection ended, once it has.
+    ended: RefCell<Option<String>>,
+    torn_down: Cell<bool>,
+    stats: ConnStatsCells,
+    budget: Budget,
+}
+
+impl ConnCore {
+    /// Register a connection on the shard and post its receive buffers. The queue pair must
+    /// use the shard's CQ and not be connected yet.
+    pub(crate) fn start(
+        shard: &Rc<RdmaShard>,
+        qp: QueuePair,
+        peer_window: u32,
+        peer_chunk: usize,
+    ) -> Result<Rc<ConnCore>, (super::RdmaError, Option<QueuePair>)> {
+        let config = shard.config.get();
+        let recv_count = (config.window + RESERVED_FOR_ACKS) as usize;
+        let chunks = match shard.pool.borrow_mut().alloc_n(recv_count) {
+            Ok(c) => c,
+            // Handed back so the caller can still reject the connection through its id.
+            Err(e) => return Err((super::RdmaError::Pool(e), Some(qp))),
+        };
+        let peer = qp.cm_id().peer_addr();
+        let max_sends = qp.caps().max_send_wr;
+        let conn = shard.add_conn(|slot, generation| {
+            Rc::new(ConnCore {
+                slot,
+                generation,
+                shard: shard.clone(),
+                qp: RefCell::new(Some(qp)),
+                peer,
+                recv_chunks: RefCell::new(chunks.clone()),
+                held: RefCell::new(Vec::new()),
+                sending: RefCell::new(Vec::new()),
+                sends_outstanding: Cell::new(0),
+                max_sends,
+                peer_chunk: peer_chunk.min(config.chunk_size),
+                credits: RefCell::new(Credits::new(peer_window, config.window)),
+                rx: RefCell::new(BytesMut::with_capacity(config.chunk_size * 2)),
+                decoder: RefCell::new(FrameDecoder::new(config.limits)),
+                encoder: RefCell::new(FrameEncoder::new(config.limits)),
+                reader: RefCell::new(None),
+                reading: Cell::new(false),
+                out: OutQueue::new(config.max_queued_bytes),
+                writer: RefCell::new(None),
+                ended: RefCell::new(None),
+                torn_down: Cell::new(false),
+                stats: ConnStatsCells::default(),
+                budget: config.budget,
+            })
+        });
+        for chunk in chunks {
+            if let Err(e) = conn.post_recv(chunk) {
+                conn.teardown(format!("posting receive buffers failed: {e}"));
+                return Err((super::RdmaError::Device(e), None));
+            }
+        }
+        Ok(conn)
+    }
+
+    /// The peer's window and buffer size are known only after connecting (client side).
+    pub(crate) fn set_peer(&self, peer_window: u32) {
+        *self.credits.borrow_mut() = Credits::new(peer_window, self.shard.config.get().window);
+    }
+
+    pub(crate) fn qp_do<R>(&self, f: impl FnOnce(&QueuePair) -> R) -> Option<R> {
+        self.qp.borrow().as_ref().map(f)
+    }
+
+    /// Start the writer task: from here on the connection carries frames.
+    pub(crate) fn run(self: &Rc<Self>) {
+        spawn_local(write_loop(self.clone()));
+    }
+
+    fn wr(&self, kind: WrKind, buffer: u32) -> u64 {
+        WrId {
+            conn_slot: self.slot,
+            generation: self.generation,
+            kind,
+            buffer,
+        }
+        .encode()
+    }
+
+    fn post_recv(&self, chunk: ChunkId) -> corewire_verbs::Result<()> {
+        let pool = self.shard.pool.borrow();
+        let sge = pool.sge(chunk, pool.chunk_size());
+        match self.qp.borrow().as_ref() {
+            Some(qp) => qp.post_recv(self.wr(WrKind::Recv, chunk), &[sge]),
+            None => Ok(()),
+        }
+    }
+
+    fn post_send(&self, kind: WrKind, chunk: ChunkId, len: usize) -> corewire_verbs::Result<()> {
+        let imm = self.credits.borrow_mut().take_owed();
+        let pool = self.shard.pool.borrow();
+        let sges = [pool.sge(chunk, len)];
+        let wr = SendWr {
+            wr_id: self.wr(kind, chunk),
+            sges: if kind == WrKind::Ack { &[] } else { &sges },
+            op: SendOp::SendWithImm(imm),
+            signaled: true,
+            solicited: false,
+            inline: false,
+        };
+        let res = match self.qp.borrow().as_ref() {
+            Some(qp) => qp.post_send(&wr),
+            None => {
+                return Err(corewire_verbs::VerbsError::InvalidArgument(
+                    "queue pair gone",
+                ))
+            }
+        };
+        match res {
+            Ok(()) => {
+                self.sends_outstanding.set(self.sends_outstanding.get() + 1);
+                Ok(())
+            }
+            Err(e) => {
+                // Not sent: the credits go back to being owed.
+                self.credits.borrow_mut().reposted(imm);
+                Err(e)
+            }
+        }
+    }
+
+    /// Send a pure credit acknowledgement if one is due and nothing else will carry it.
+    fn maybe_ack(&self) {
+        if self.ended.borrow().is_some() || !self.credits.borrow().ack_due() {
+            return;
+        }
+        if self.out.queued_bytes() > 0 || self.sends_outstanding.get() >= self.max_sends {
+            // The writer will carry the credits, or an ack goes out when a send completes.
+            return;
+        }
+        if let Err(e) = self.post_send(WrKind::Ack, 0, 0) {
+            self.fail(format!("posting a credit ack failed: {e}"));
+            return;
+        }
+        self.shard.stats.borrow_mut().acks_sent += 1;
+    }
+
+    pub(crate) fn on_completion(self: &Rc<Self>, id: WrId, wc: &WorkCompletion) {
+        if wc.status != WcStatus::Success {
+            if id.kind == WrKind::Send {
+                self.finish_send(id.buffer);
+            } else if id.kind == WrKind::Ack {
+                self.sends_outstanding
+                    .set(self.sends_outstanding.get().saturating_sub(1));
+            }
+            if wc.status != WcStatus::WrFlushError || self.ended.borrow().is_none() {
+                self.shard.stats.borrow_mut().connection_errors += 1;
+                self.fail(format!(
+                    "work completion failed: {:?} (vendor error {:#x})",
+                    wc.status, wc.vendor_err
+                ));
+            }
+            return;
+        }
+        match (id.kind, wc.opcode) {
+            (WrKind::Recv, WcOpcode::Recv) => self.on_recv(id.buffer, wc),
+            (WrKind::Send, _) => {
+                self.finish_send(id.buffer);
+                self.maybe_ack();
+            }
+            (WrKind::Ack, _) => {
+                self.sends_outstanding
+                    .set(self.sends_outstanding.get().saturating_sub(1));
+                self.wake_writer();
+            }
+            (kind, opcode) => {
+                tracing::error!(?kind, ?opcode, "unexpected completion");
+            }
+        }
+    }
+
+    fn on_recv(&self, chunk: ChunkId, wc: &WorkCompletion) {
+        if let Some(n) = wc.imm_data {
+            self.credits.borrow_mut().returned(n);
+            self.wake_writer();
+        }
+        let len = wc.byte_len as usize;
+        if len > 0 {
+            let pool = self.shard.pool.borrow();
+            self.rx
+                .borrow_mut()
+                .extend_from_slice(pool.read(chunk, len));
+            drop(pool);
+            if let Some(w) = self.reader.borrow_mut().take() {
+                w.wake();
+            }
+        }
+        if self.rx.borrow().len() > self.shard.config.get().max_rx_buffered {
+            // The reader is behind: keep the buffer (and the peer's credit) until it catches up.
+            self.held.borrow_mut().push(chunk);
+            return;
+        }
+        self.repost(chunk);
+    }
+
+    fn repost(&self, chunk: ChunkId) {
+        if let Err(e) = self.post_recv(chunk) {
+            self.fail(format!("reposting a receive buffer failed: {e}"));
+            return;
+        }
+        self.credits.borrow_mut().reposted(1);
+        self.maybe_ack();
+    }
+
+    fn finish_send(&self, chunk: ChunkId) {
+        self.sends_outstanding
+            .set(self.sends_outstanding.get().saturating_sub(1));
+        let mut sending = self.sending.borrow_mut();
+        if let Some(pos) = sending.iter().position(|&c| c == chunk) {
+            sending.swap_remove(pos);
+            drop(sending);
+            self.shard.pool.borrow_mut().free(chunk);
+        }
+        self.wake_writer();
+    }
+
+    fn wake_writer(&self) {
+        if let Some(w) = self.writer.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// End the connection with `reason` (first reason wins) and release its resources.
+    pub(crate) fn fail(&self, reason: String) {
+        if self.ended.borrow().is_none() {
+            tracing::debug!(peer = ?self.peer, %reason, "rdma connection ended");
+            *self.ended.borrow_mut() = Some(reason.clone());
+        }
+        self.out.discard();
+        self.teardown(reason);
+    }
+
+    /// The peer disconnected (rdma_cm DISCONNECTED).
+    pub(crate) fn peer_disconnected(&self) {
+        if self.ended.borrow().is_none() {
+            *self.ended.borrow_mut() = Some("disconnected by peer".into());
+        }
+        self.out.discard();
+        self.teardown("disconnected by peer".into());
+    }
+
+    /// Destroy the queue pair, then give every buffer back: once the QP is gone the device
+    /// touches none of them, and its late completions are ignored (stale generation).
+    fn teardown(&self, reason: String) {
+        if self.torn_down.replace(true) {
+            return;
+        }
+        if self.ended.borrow().is_none() {
+            *self.ended.borrow_mut() = Some(reason);
+        }
+        let qp = self.qp.borrow_mut().take();
+        if let Some(qp) = qp {
+            let key = qp.cm_id().key();
+            let _ = qp.cm_id().disconnect();
+            self.shard.cm.unregister(key);
+            drop(qp);
+        }
+        let mut pool = self.shard.pool.borrow_mut();
+        for c in self
+            .recv_chunks
+            .borrow_mut()
+            .drain(..)
+            .chain(self.sending.borrow_mut().drain(..))
+        {
+            pool.free(c);
+        }
+        self.held.borrow_mut().clear();
+        drop(pool);
+        self.shard.remove_conn(self.slot, self.generation);
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+        self.wake_writer();
+    }
+
+    fn is_ended(&self) -> bool {
+        self.ended.borrow().is_some()
+    }
+
+    /// Wait until a data message may be posted: a credit, a send slot, and a free buffer.
+    async fn reserve_send(&self) -> Result<ChunkId, TransportError> {
+        let mut waited = false;
+        poll_fn(|cx| {
+            if let Some(why) = self.ended.borrow().as_ref() {
+                return Poll::Ready(Err(TransportError::Other(why.clone())));
+            }
+            // Leave one send slot for a credit ack so credits can always flow back.
+            if self.sends_outstanding.get() + 1 < self.max_sends && self.credits.borrow_mut().take()
+            {
+                match self.shard.pool.borrow_mut().alloc() {
+                    Ok(chunk) => return Poll::Ready(Ok(chunk)),
+                    Err(e) => {
+                        self.credits.borrow_mut().returned(1);
+                        return Poll::Ready(Err(TransportError::Other(e.to_string())));
+                    }
+                }
+            }
+            if !waited {
+                waited = true;
+                self.shard.stats.borrow_mut().credit_waits += 1;
+            }
+            *self.writer.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    async fn post_data(&self, chunk: ChunkId, len: usize) -> Result<(), TransportError> {
+        self.sending.borrow_mut().push(chunk);
+        if let Err(e) = self.post_send(WrKind::Send, chunk, len) {
+            self.sending.borrow_mut().retain(|&c| c != chunk);
+            self.shard.pool.borrow_mut().free(chunk);
+            let msg = format!("ibv_post_send failed: {e}");
+            self.fail(msg.clone());
+            return Err(TransportError::Other(msg));
+        }
+        Ok(())
+    }
+}
+
+/// Pack queued buffers into registered chunks and post them as SEND messages.
+async fn write_loop(conn: Rc<ConnCore>) {
+    let chunk_size = conn.peer_chunk;
+    while let Some(batch) = conn.out.next_batch(WRITE_BATCH).await {
+        let total: usize = batch.iter().map(Bytes::len).sum();
+        let mut current: Option<(ChunkId, usize)> = None;
+        for buf in batch {
+            let mut data = &buf[..];
+            while !data.is_empty() {
+                let (chunk, filled) = match current.take() {
+                    Some(c) => c,
+                    None => match conn.reserve_send().await {
+                        Ok(chunk) => (chunk, 0),
+                        Err(_) => return,
+                    },
+                };
+                let n = data.len().min(chunk_size - filled);
+                conn.shard.pool.borrow().write(chunk, filled, &data[..n]);
+                data = &data[n..];
+                if filled + n == chunk_size {
+                    if conn.post_data(chunk, chunk_size).await.is_err() {
+                        return;
+                    }
+                } else {
+                    current = Some((chunk, filled + n));
+                }
+            }
+        }
+        if let Some((chunk, filled)) = current {
+            if conn.post_data(chunk, filled).await.is_err() {
+                return;
+            }
+        }
+        conn.out.sent(total);
+    }
+    // Closed and flushed: wait for the last sends to complete, then disconnect.
+    poll_fn(|cx| {
+        if conn.sends_outstanding.get() == 0 || conn.is_ended() {
+            Poll::Ready(())
+        } else {
+            *conn.writer.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await;
+    conn.teardown("closed".into());
+}
+
+/// Closes the connection when the last user handle goes away.
+struct Owner(Rc<ConnCore>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.out.close();
+    }
+}
+
+/// A frame connection over RDMA (reliable connected queue pair, SEND/RECV).
+#[derive(Clone)]
+pub struct RdmaConnection {
+    owner: Rc<Owner>,
+}
+
+impl RdmaConnection {
+    pub(crate) fn new(core: Rc<ConnCore>) -> RdmaConnection {
+        RdmaConnection {
+            owner: Rc::new(Owner(core)),
+        }
+    }
+
+    fn core(&self) -> &Rc<ConnCore> {
+        &self.owner.0
+    }
+
+    /// Why the connection ended, if it has.
+    pub fn end_reason(&self) -> Option<String> {
+        self.core().ended.borrow().clone()
+    }
+
+    /// Force the queue pair into the error state (fault injection for tests): every posted
+    /// work request is flushed and the connection ends with an error.
+    pub fn inject_qp_error(&self) -> Result<(), TransportError> {
+        match self.core().qp_do(|qp| qp.set_error()) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(TransportError::Other(e.to_string())),
+            None => Err(TransportError::Closed),
+        }
+    }
+}
+
+impl Connection for RdmaConnection {
+    async fn send(
+        &self,
+        header: &FrameHeader,
+        payload: Bytes,
+        attachment: Bytes,
+    ) -> Result<(), TransportError> {
+        let c = self.core();
+        if let Some(why) = c.ended.borrow().as_ref() {
+            return Err(TransportError::Other(why.clone()));
+        }
+        if !c.out.wait_for_room().await {
+            return Err(TransportError::Closed);
+        }
+        let head = c
+            .encoder
+            .borrow_mut()
+            .encode_header(header, payload.len(), attachment.len())?;
+        let total = head.len() + payload.len() + attachment.len();
+        c.out.push([head, payload, attachment]);
+        c.stats.add_out(total);
+        Ok(())
+    }
+
+    async fn recv(&self) -> Result<Option<Frame>, TransportError> {
+        let c = self.core();
+        if c.reading.replace(true) {
+            return Err(TransportError::Busy);
+        }
+        let result = poll_fn(|cx| {
+            let decoded = c.decoder.borrow_mut().decode(&mut c.rx.borrow_mut());
+            match decoded {
+                Ok(Some(frame)) => {
+                    c.stats.add_in(frame.payload.len() + frame.attachment.len());
+                    return Poll::Ready(Ok(Some(frame)));
+                }
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
+            }
+            if c.is_ended() {
+                let buffered = c.rx.borrow().len();
+                return Poll::Ready(if buffered == 0 {
+                    Ok(None)
+                } else {
+                    Err(TransportError::Truncated { buffered })
+                });
+            }
+            *c.reader.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        c.reading.set(false);
+        // The reader caught up: repost the buffers held back for backpressure.
+        if c.rx.borrow().len() <= c.shard.config.get().max_rx_buffered {
+            let held: Vec<ChunkId> = c.held.borrow_mut().drain(..).collect();
+            for chunk in held {
+                c.repost(chunk);
+            }
+        }
+        if let Err(e) = &result {
+            if matches!(e, TransportError::Protocol(_)) {
+                c.fail(format!("protocol error: {e}"));
+            }
+        }
+        result
+    }
+
+    fn close(&self) {
+        self.core().out.close();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.core().is_ended() || self.core().out.is_closed()
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.core().peer
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Rdma
+    }
+
+    fn budget(&self) -> Budget {
+        self.core().budget
+    }
+
+    fn stats(&self) -> ConnStats {
+        let c = self.core();
+        c.stats.snapshot(c.out.queued_bytes())
+    }
+}

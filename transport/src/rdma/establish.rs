@@ -1,0 +1,394 @@
+//! Setting connections up with rdma_cm: the client's resolve → route → connect, and the
+//! server's listener that hands each connect request to the shard a placement policy picks.
+//! The chosen shard migrates the id to its own event channel, creates the queue pair on its
+//! own CQ, posts its receive buffers and accepts.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use corewire_runtime::accept::{ConnCounts, ConnGuard, Placement, StopSignal};
+use corewire_runtime::{send_to, shard_id, spawn_local, timeout, Runtime, ShardId};
+use corewire_verbs::{CmEventKind, CmId, ConnParams, QpCaps, QpInit, QueuePair};
+
+use super::cm_events::EventQueue;
+use super::conn::{ConnCore, RdmaConnection};
+use super::credits::RESERVED_FOR_ACKS;
+use super::handshake::Handshake;
+use super::shard::RdmaShard;
+use super::RdmaError;
+
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Soft-RoCE under emulation is slow to establish; generous, but bounded.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn handshake_of(shard: &RdmaShard) -> Handshake {
+    let c = shard.config.get();
+    Handshake {
+        window: c.window,
+        chunk_size: c.chunk_size as u32,
+    }
+}
+
+fn create_qp(shard: &RdmaShard, id: CmId) -> Result<QueuePair, RdmaError> {
+    create_qp_or_give_back(shard, id).map_err(|(e, _id)| e)
+}
+
+/// Like `create_qp`, but hands the id back on failure so the caller can reject it.
+fn create_qp_or_give_back(shard: &RdmaShard, id: CmId) -> Result<QueuePair, (RdmaError, CmId)> {
+    let window = shard.config.get().window;
+    let depth = window + RESERVED_FOR_ACKS;
+    QueuePair::create(
+        id,
+        &shard.pd,
+        QpInit {
+            send_cq: &shard.cq,
+            recv_cq: &shard.cq,
+            srq: None,
+            caps: QpCaps {
+                // Data sends are bounded by credits (the peer's window) plus credit acks.
+                max_send_wr: depth + 4,
+                max_recv_wr: depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        },
+    )
+    .map_err(|e| (RdmaError::Device(e.error), e.id))
+}
+
+async fn expect_event(
+    queue: &EventQueue,
+    want: CmEventKind,
+    what: &str,
+) -> Result<corewire_verbs::CmEvent, RdmaError> {
+    match timeout(ESTABLISH_TIMEOUT, queue.next()).await {
+        Err(_) => Err(RdmaError::Connect(format!("timed out waiting for {what}"))),
+        Ok(None) => Err(RdmaError::Connect(format!(
+            "closed while waiting for {what}"
+        ))),
+        Ok(Some(ev)) if ev.kind() == want => Ok(ev),
+        Ok(Some(ev)) => Err(RdmaError::Connect(format!(
+            "{what} failed: {:?} (status {})",
+            ev.kind(),
+            ev.status()
+        ))),
+    }
+}
+
+/// Connect to an RDMA listener from the current shard.
+pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
+    let shard = RdmaShard::current()?;
+    let id = CmId::new(&shard.cm_channel).map_err(RdmaError::Device)?;
+    let key = id.key();
+    let queue = shard.cm.register(key);
+    let result = async {
+        id.resolve_addr(None, addr, RESOLVE_TIMEOUT)
+            .map_err(RdmaError::Device)?;
+        expect_event(&queue, CmEventKind::AddrResolved, "address resolution").await?;
+        id.resolve_route(RESOLVE_TIMEOUT).map_err(RdmaError::Device)?;
+        expect_event(&queue, CmEventKind::RouteResolved, "route resolution").await?;
+        let qp = create_qp(&shard, id)?;
+        // The peer's window is unknown until it accepts: start with none, set it below.
+        let core = ConnCore::start(&shard, qp, 0, shard.config.get().chunk_size)
+            .map_err(|(e, _qp)| e)?;
+        let hello = handshake_of(&shard).encode();
+        let params = ConnParams {
+            private_data: &hello,
+            ..ConnParams::default()
+        };
+        if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().connect(&params)) {
+            core.fail(format!("rdma_connect failed: {e}"));
+            return Err(RdmaError::Device(e));
+        }
+        let ev = match expect_event(&queue, CmEventKind::Established, "connection").await {
+            Ok(ev) => ev,
+            Err(e) => {
+                core.fail(e.to_string());
+                return Err(e);
+            }
+        };
+        let peer = match Handshake::decode(ev.private_data()) {
+            Ok(h) => h,
+            Err(e) => {
+                core.fail(format!("bad handshake from server: {e}"));
+                return Err(RdmaError::Handshake(e));
+            }
+        };
+        if (peer.chunk_size as usize) < shard.config.get().chunk_size {
+            let e = RdmaError::Connect(format!(
+                "server buffers ({} B) are smaller than ours; both ends must use the same chunk size",
+                peer.chunk_size
+            ));
+            core.fail(e.to_string());
+            return Err(e);
+        }
+        core.set_peer(peer.window);
+        Ok(core)
+    }
+    .await;
+    match result {
+        Ok(core) => {
+            core.run();
+            spawn_local(watch_events(Rc::downgrade(&core), queue));
+            Ok(RdmaConnection::new(core))
+        }
+        Err(e) => {
+            shard.cm.unregister(key);
+            Err(e)
+        }
+    }
+}
+
+/// Forward rdma_cm events of an established connection (disconnects) to it.
+async fn watch_events(core: std::rc::Weak<ConnCore>, queue: Rc<EventQueue>) {
+    while let Some(ev) = queue.next().await {
+        let Some(core) = core.upgrade() else { return };
+        match ev.kind() {
+            CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
+                core.peer_disconnected();
+                return;
+            }
+            CmEventKind::TimewaitExit => {}
+            other => tracing::debug!(?other, "rdma_cm event on an open connection"),
+        }
+    }
+}
+
+/// A new connection, as its handler receives it on the shard that owns it.
+pub struct RdmaAccepted {
+    pub conn: RdmaConnection,
+    pub peer: Option<SocketAddr>,
+    pub shard: ShardId,
+}
+
+/// An RDMA listener: one rdma_cm listening id on an acceptor shard, connections placed on
+/// shards by a [`Placement`] policy (rdma_cm has no SO_REUSEPORT; the handoff is the only
+/// mode, least-connections by default).
+pub struct RdmaServer {
+    addr: SocketAddr,
+    acceptor: ShardId,
+    placement: Placement,
+}
+
+impl RdmaServer {
+    pub fn bind(addr: SocketAddr) -> RdmaServer {
+        RdmaServer {
+            addr,
+            acceptor: 0,
+            placement: Placement::LeastConnections,
+        }
+    }
+
+    pub fn acceptor(mut self, shard: ShardId) -> Self {
+        self.acceptor = shard;
+        self
+    }
+
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Listen, and run `handler` for each established connection on its shard. The RDMA
+    /// transport must be installed on `rt` ([`super::install`]).
+    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> Result<RdmaServerHandle, RdmaError>
+    where
+        H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let counts = Arc::new(ConnCounts::new(rt.shard_count()));
+        let stop = Arc::new(StopSignal::default());
+        let (counts2, stop2, placement, addr) =
+            (counts.clone(), stop.clone(), self.placement, self.addr);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let acceptor = rt.spawn_on(self.acceptor, move || async move {
+            let listening = listen(addr);
+            let (id, queue) = match listening {
+                Ok(l) => {
+                    let _ = ready_tx.send(Ok(()));
+                    l
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            accept_loop(id, queue, counts2, stop2, placement, handler).await;
+        });
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(RdmaError::Connect("the acceptor shard stopped".into())),
+        }
+        tracing::info!(%addr, "rdma listener ready");
+        Ok(RdmaServerHandle {
+            addr,
+            counts,
+            stop,
+            acceptor,
+        })
+    }
+}
+
+fn listen(addr: SocketAddr) -> Result<(CmId, Rc<EventQueue>), RdmaError> {
+    let shard = RdmaShard::current()?;
+    let id = CmId::new(&shard.cm_channel).map_err(RdmaError::Device)?;
+    id.bind_addr(addr).map_err(RdmaError::Device)?;
+    id.listen(128).map_err(RdmaError::Device)?;
+    let queue = shard.cm.register(id.key());
+    Ok((id, queue))
+}
+
+async fn accept_loop<H, Fut>(
+    id: CmId,
+    queue: Rc<EventQueue>,
+    counts: Arc<ConnCounts>,
+    stop: Arc<StopSignal>,
+    placement: Placement,
+    handler: H,
+) where
+    H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let me = shard_id();
+    while let Some(Some(mut ev)) = stop.run_until_stopped(queue.next()).await {
+        if ev.kind() != CmEventKind::ConnectRequest {
+            tracing::debug!(kind = ?ev.kind(), "listener event");
+            continue;
+        }
+        let Some(new_id) = ev.take_conn_request() else {
+            continue;
+        };
+        let hello = match Handshake::decode(ev.private_data()) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(error = %e, "rejecting an rdma connection");
+                let _ = new_id.reject(&[]);
+                continue;
+            }
+        };
+        let target = counts.choose(&placement, me, new_id.peer_addr());
+        let guard = counts.open_guard(target);
+        let handler = handler.clone();
+        let job = move || {
+            spawn_local(accept_on_this_shard(new_id, hello, guard, handler));
+        };
+        if target != me {
+            corewire_runtime::with_local_stats(|s| s.handoffs_out.incr());
+        }
+        if send_to(target, job).await.is_err() {
+            tracing::error!(target, "rdma handoff to a missing shard");
+        }
+    }
+    if let Ok(s) = RdmaShard::current() {
+        s.cm.unregister(id.key());
+    }
+    drop(id);
+}
+
+async fn accept_on_this_shard<H, Fut>(mut id: CmId, hello: Handshake, guard: ConnGuard, handler: H)
+where
+    H: Fn(RdmaAccepted) -> Fut,
+    Fut: Future<Output = ()> + 'static,
+{
+    let shard = match RdmaShard::current() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "rdma connection handed to a shard without RDMA");
+            let _ = id.reject(&[]);
+            return;
+        }
+    };
+    corewire_runtime::with_local_stats(|s| s.handoffs_in.incr());
+    if !id.is_on(&shard.cm_channel) {
+        if let Err(e) = id.migrate(&shard.cm_channel) {
+            tracing::error!(error = %e, "rdma_migrate_id failed");
+            let _ = id.reject(&[]);
+            return;
+        }
+    }
+    let key = id.key();
+    let queue = shard.cm.register(key);
+    let peer = id.peer_addr();
+    let refuse = |e: &RdmaError| {
+        tracing::warn!(?peer, error = %e, "refusing rdma connection");
+        shard.stats.borrow_mut().connection_errors += 1;
+        shard.cm.unregister(key);
+    };
+    let qp = match create_qp_or_give_back(&shard, id) {
+        Ok(qp) => qp,
+        Err((e, id)) => {
+            refuse(&e);
+            let _ = id.reject(&[]);
+            return;
+        }
+    };
+    let core = match ConnCore::start(&shard, qp, hello.window, hello.chunk_size as usize) {
+        Ok(core) => core,
+        Err((e, qp)) => {
+            refuse(&e);
+            if let Some(qp) = qp {
+                let _ = qp.cm_id().reject(&[]);
+            }
+            return;
+        }
+    };
+    let reply = handshake_of(&shard).encode();
+    let params = ConnParams {
+        private_data: &reply,
+        ..ConnParams::default()
+    };
+    if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().accept(&params)) {
+        core.fail(format!("rdma_accept failed: {e}"));
+        return;
+    }
+    if let Err(e) = expect_event(&queue, CmEventKind::Established, "establishment").await {
+        core.fail(e.to_string());
+        return;
+    }
+    core.run();
+    spawn_local(watch_events(Rc::downgrade(&core), queue));
+    corewire_runtime::with_local_stats(|s| s.open_connections.incr());
+    let conn = RdmaConnection::new(core);
+    let _guard = guard;
+    handler(RdmaAccepted {
+        conn,
+        peer,
+        shard: shard_id(),
+    })
+    .await;
+    corewire_runtime::with_local_stats(|s| s.open_connections.sub(1));
+}
+
+/// A running RDMA listener.
+pub struct RdmaServerHandle {
+    addr: SocketAddr,
+    counts: Arc<ConnCounts>,
+    stop: Arc<StopSignal>,
+    acceptor: corewire_runtime::RemoteHandle<()>,
+}
+
+impl RdmaServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn open_connections(&self) -> Vec<usize> {
+        self.counts.open()
+    }
+
+    pub fn placed_connections(&self) -> Vec<u64> {
+        self.counts.placed()
+    }
+
+    /// Stop accepting (the listening id is destroyed); open connections carry on.
+    pub fn stop(self) {
+        self.stop.stop();
+        let _ = self.acceptor.wait();
+    }
+}

@@ -1,0 +1,92 @@
+//! The RDMA transport: per-shard verbs resources, a completion-queue poller with polling,
+//! event and adaptive modes, rdma_cm connection setup with a shard handoff, credit flow
+//! control, and [`RdmaConnection`], which implements the same
+//! [`Connection`](crate::Connection) interface as TCP.
+
+mod cm_events;
+mod config;
+mod conn;
+pub mod credits;
+mod establish;
+pub mod handshake;
+mod poller;
+mod pool;
+mod shard;
+pub mod wr_id;
+
+use std::fmt;
+
+use corewire_runtime::Runtime;
+use corewire_verbs::VerbsError;
+
+pub use config::{PollerMode, RdmaConfig};
+pub use conn::RdmaConnection;
+pub use establish::{connect, RdmaAccepted, RdmaServer, RdmaServerHandle};
+pub use pool::PoolError;
+pub use shard::RdmaStats;
+
+use shard::RdmaShard;
+
+/// Why an RDMA operation failed.
+#[derive(Debug)]
+pub enum RdmaError {
+    /// `install` was not called on this runtime.
+    NotInstalled,
+    /// A verbs or rdma_cm call failed (no device, memory registration, ...).
+    Device(VerbsError),
+    Pool(PoolError),
+    Handshake(handshake::HandshakeError),
+    /// Connection set-up failed (resolution, rejection, timeout, ...).
+    Connect(String),
+}
+
+impl fmt::Display for RdmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RdmaError::NotInstalled => f.write_str(
+                "the RDMA transport is not installed on this shard (call rdma::install(&runtime, config))",
+            ),
+            RdmaError::Device(e) => write!(f, "rdma: {e}"),
+            RdmaError::Pool(e) => write!(f, "{e}"),
+            RdmaError::Handshake(e) => write!(f, "rdma handshake: {e}"),
+            RdmaError::Connect(e) => write!(f, "rdma connect: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RdmaError {}
+
+/// Create each shard's RDMA resources (device context, PD, CQ + completion channel, buffer
+/// pool, rdma_cm channel) and register its CQ poller. Fails with a clear error when there is
+/// no RDMA device.
+pub fn install(rt: &Runtime, config: RdmaConfig) -> Result<(), RdmaError> {
+    for h in rt.spawn_on_all(move |_| async move { RdmaShard::install(config).map(|_| ()) }) {
+        h.wait().map_err(|e| RdmaError::Connect(e.to_string()))??;
+    }
+    // Release the thread-local handles at shutdown so device objects are freed in order.
+    Ok(())
+}
+
+/// Change the poller mode of every shard (takes effect on each shard's next iteration).
+pub fn set_mode(rt: &Runtime, mode: PollerMode) -> Result<(), RdmaError> {
+    for h in rt.spawn_on_all(move |_| async move { RdmaShard::current()?.set_mode(mode) }) {
+        h.wait().map_err(|e| RdmaError::Connect(e.to_string()))??;
+    }
+    Ok(())
+}
+
+/// Each shard's RDMA counters.
+pub fn stats(rt: &Runtime) -> Vec<RdmaStats> {
+    rt.spawn_on_all(|_| async { RdmaShard::current().map(|s| s.stats()).unwrap_or_default() })
+        .into_iter()
+        .map(|h| h.wait().unwrap_or_default())
+        .collect()
+}
+
+/// Free this runtime's RDMA resources (every connection must be closed first). Called by
+/// the runtime's shard-stop hook, or explicitly before `Runtime::shutdown`.
+pub fn uninstall(rt: &Runtime) {
+    for h in rt.spawn_on_all(|_| async { shard::uninstall() }) {
+        let _ = h.wait();
+    }
+}

@@ -1,0 +1,156 @@
+//! The shard's completion-queue poller, in the three modes of [`PollerMode`].
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use corewire_runtime::{PollOutcome, Poller};
+use corewire_verbs::WorkCompletion;
+
+use super::shard::RdmaShard;
+use super::wr_id::WrId;
+use super::PollerMode;
+
+pub(crate) struct CqPoller {
+    shard: Rc<RdmaShard>,
+    wcs: Vec<WorkCompletion>,
+    /// Adaptive mode: when the last completion arrived, or `None` once the CQ is armed and
+    /// the shard may sleep.
+    spinning_since: Option<Instant>,
+    may_park: bool,
+}
+
+impl CqPoller {
+    pub(crate) fn new(shard: Rc<RdmaShard>) -> CqPoller {
+        let batch = shard.config.get().poll_batch.max(1);
+        CqPoller {
+            shard,
+            wcs: vec![WorkCompletion::default(); batch],
+            spinning_since: Some(Instant::now()),
+            may_park: false,
+        }
+    }
+
+    /// Poll the CQ once (up to one batch) and hand each completion to its connection.
+    fn poll_once(&mut self) -> usize {
+        let n = match self.shard.cq.poll(&mut self.wcs) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "ibv_poll_cq failed");
+                return 0;
+            }
+        };
+        {
+            let mut st = self.shard.stats.borrow_mut();
+            st.cq_polls += 1;
+            st.completions += n as u64;
+        }
+        for wc in &self.wcs[..n] {
+            let Some(id) = WrId::decode(wc.wr_id) else {
+                tracing::error!(
+                    wr_id = wc.wr_id,
+                    "completion with an unknown work request id"
+                );
+                continue;
+            };
+            match self.shard.conn(id.conn_slot, id.generation) {
+                Some(conn) => conn.on_completion(id, wc),
+                // A flushed completion of a connection already torn down: its buffers were
+                // reclaimed when its queue pair was destroyed.
+                None => tracing::trace!(?id, status = ?wc.status, "stale completion"),
+            }
+        }
+        n
+    }
+
+    /// Poll until the CQ is empty.
+    fn drain(&mut self) -> usize {
+        let mut total = 0;
+        loop {
+            let n = self.poll_once();
+            total += n;
+            if n < self.wcs.len() {
+                return total;
+            }
+        }
+    }
+
+    /// Arm the CQ, then poll once more: a completion that arrived between the last poll and
+    /// the arming raises no event (brpc lost CQEs exactly there).
+    fn arm_and_recheck(&mut self) -> usize {
+        if let Err(e) = self.shard.cq.req_notify(false) {
+            tracing::error!(error = %e, "ibv_req_notify_cq failed");
+        }
+        self.drain()
+    }
+}
+
+impl Poller for CqPoller {
+    fn name(&self) -> &str {
+        "rdma-cq"
+    }
+
+    fn poll(&mut self) -> PollOutcome {
+        let n = match self.shard.config.get().mode {
+            PollerMode::Polling { yield_when_idle } => {
+                self.may_park = false;
+                self.spinning_since = Some(Instant::now());
+                let n = self.poll_once();
+                if n == 0 && yield_when_idle {
+                    std::thread::yield_now();
+                }
+                n
+            }
+            PollerMode::Event => {
+                self.may_park = true;
+                if self.shard.event_pending.replace(false) {
+                    self.drain() + self.arm_and_recheck()
+                } else {
+                    0
+                }
+            }
+            PollerMode::Adaptive { idle } => match self.spinning_since {
+                Some(since) => {
+                    self.may_park = false;
+                    let n = self.poll_once();
+                    let now = Instant::now();
+                    if n > 0 {
+                        self.spinning_since = Some(now);
+                        n
+                    } else if now.duration_since(since) >= idle {
+                        let late = self.arm_and_recheck();
+                        if late == 0 {
+                            self.spinning_since = None;
+                            self.may_park = true;
+                            self.shard.stats.borrow_mut().mode_switches += 1;
+                        } else {
+                            self.spinning_since = Some(now);
+                        }
+                        late
+                    } else {
+                        0
+                    }
+                }
+                None => {
+                    self.may_park = true;
+                    if self.shard.event_pending.replace(false) {
+                        self.spinning_since = Some(Instant::now());
+                        self.may_park = false;
+                        self.shard.stats.borrow_mut().mode_switches += 1;
+                        self.drain()
+                    } else {
+                        0
+                    }
+                }
+            },
+        };
+        if n > 0 {
+            PollOutcome::Progress(n)
+        } else {
+            PollOutcome::Idle
+        }
+    }
+
+    fn may_park(&self) -> bool {
+        self.may_park
+    }
+}
