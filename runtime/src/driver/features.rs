@@ -47,8 +47,15 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
         ),
         (|_| {}, false, false, false),
     ];
+    // COREWIRE_IO_URING=coop|plain skips the more capable set-ups (to compare them, or to
+    // work around a kernel whose DEFER_TASKRUN misbehaves).
+    let skip = match std::env::var("COREWIRE_IO_URING").as_deref() {
+        Ok("coop") => 1,
+        Ok("plain") => 2,
+        _ => 0,
+    };
     let mut last_err = None;
-    for (setup, single_issuer, defer_taskrun, coop_taskrun) in attempts {
+    for (setup, single_issuer, defer_taskrun, coop_taskrun) in attempts.into_iter().skip(skip) {
         let mut builder = IoUring::builder();
         builder.setup_cqsize(entries * 4);
         setup(&mut builder);

@@ -1,0 +1,321 @@
+//! rdma_perf: request/response latency and throughput over RDMA (or TCP for comparison), in
+//! the spirit of brpc's `example/rdma_performance`. Server and client run in one process on
+//! separate runtimes (separate shard threads), so each side's CPU use is measured on its own.
+//!
+//!     rdma_perf [--transport rdma|tcp] [--mode polling|polling-yield|event|adaptive[:US]]
+//!               [--conns 1] [--depth 1] [--size 4096] [--echo on|off]
+//!               [--duration-ms 3000] [--warmup-ms 500] [--idle-ms 1000]
+//!               [--addr IP] [--server-cpu N] [--client-cpu N]
+//!
+//! Latency is the full round trip (request out, response back). `--idle-ms` keeps the
+//! connections open and idle after the load and reports the server's CPU while idle (what
+//! adaptive mode saves over polling). Needs an RDMA device for `--transport rdma`: run it
+//! inside the soft-RoCE VM with `cargo xtask vm -- target/release/examples/rdma_perf ...`.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use corewire::runtime::accept::TcpServer;
+use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer};
+use corewire::transport::Connection;
+use corewire::{
+    service_id, spawn_local, Client, ClientOptions, Request, Response, Runtime, Server, Service,
+    Status,
+};
+use hdrhistogram::Histogram;
+
+struct Echo;
+
+impl Service for Echo {
+    const ID: u32 = service_id("perf-echo");
+
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        // method 0: echo the attachment back; method 1: reply empty.
+        Ok(match req.method {
+            0 => Response::default().with_attachment(req.attachment),
+            _ => Response::default(),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Opts {
+    transport: String,
+    mode: PollerMode,
+    mode_name: String,
+    conns: usize,
+    depth: usize,
+    size: usize,
+    echo: bool,
+    duration: Duration,
+    warmup: Duration,
+    idle: Duration,
+    addr: std::net::IpAddr,
+    server_cpu: usize,
+    client_cpu: usize,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        transport: "rdma".into(),
+        mode: "polling".parse()?,
+        mode_name: "polling".into(),
+        conns: 1,
+        depth: 1,
+        size: 4096,
+        echo: true,
+        duration: Duration::from_millis(3000),
+        warmup: Duration::from_millis(500),
+        idle: Duration::from_millis(1000),
+        addr: corewire_verbs::testing::rdma_addr(),
+        server_cpu: 0,
+        client_cpu: 1,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let v = args
+            .get(i + 1)
+            .cloned()
+            .ok_or(format!("{} needs a value", args[i]))?;
+        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("bad number {v:?}"));
+        match args[i].as_str() {
+            "--transport" => o.transport = v,
+            "--mode" => {
+                o.mode = v.parse()?;
+                o.mode_name = v;
+            }
+            "--conns" => o.conns = num(&v)? as usize,
+            "--depth" => o.depth = num(&v)? as usize,
+            "--size" => o.size = num(&v)? as usize,
+            "--echo" => o.echo = v == "on",
+            "--duration-ms" => o.duration = Duration::from_millis(num(&v)?),
+            "--warmup-ms" => o.warmup = Duration::from_millis(num(&v)?),
+            "--idle-ms" => o.idle = Duration::from_millis(num(&v)?),
+            "--addr" => o.addr = v.parse().map_err(|_| format!("bad address {v:?}"))?,
+            "--server-cpu" => o.server_cpu = num(&v)? as usize,
+            "--client-cpu" => o.client_cpu = num(&v)? as usize,
+            other => return Err(format!("unknown flag {other}")),
+        }
+        i += 2;
+    }
+    if o.transport != "rdma" && o.transport != "tcp" {
+        return Err("--transport is rdma or tcp".into());
+    }
+    Ok(o)
+}
+
+/// CPU seconds used so far by this process's threads whose name starts with `prefix`.
+fn thread_cpu_seconds(prefix: &str) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut total = 0u64;
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    for entry in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        // After the comm: state is field 3, utime 14, stime 15 (1-based, overall).
+        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+        total += utime + stime;
+    }
+    total as f64 / ticks
+}
+
+type Hist = Rc<RefCell<Histogram<u64>>>;
+
+async fn drive<C: Connection>(client: Client<C>, o: Opts, start: Instant, hist: Hist) -> u64 {
+    let payload = Bytes::from(vec![0x5a; o.size]);
+    let method = if o.echo { 0 } else { 1 };
+    let measure_from = start + o.warmup;
+    let end = measure_from + o.duration;
+    let tasks: Vec<_> = (0..o.depth)
+        .map(|_| {
+            let client = client.clone();
+            let payload = payload.clone();
+            let hist = hist.clone();
+            spawn_local(async move {
+                let mut n = 0u64;
+                loop {
+                    let t0 = Instant::now();
+                    if t0 >= end {
+                        return n;
+                    }
+                    let reply = client
+                        .request(Echo::ID, method)
+                        .attachment(payload.clone())
+                        .send()
+                        .await
+                        .expect("call failed");
+                    let t1 = Instant::now();
+                    assert_eq!(
+                        reply.attachment.len(),
+                        if method == 0 { payload.len() } else { 0 }
+                    );
+                    if t0 >= measure_from && t1 <= end {
+                        let _ = hist
+                            .borrow_mut()
+                            .record(t1.duration_since(t0).as_nanos() as u64);
+                        n += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap_or(0);
+    }
+    total
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("rdma_perf: {e}");
+            std::process::exit(2);
+        }
+    };
+    let command: Vec<String> = std::env::args().collect();
+    let server_rt = Runtime::builder()
+        .shards(1)
+        .cpus(vec![o.server_cpu])
+        .name("srv")
+        .build()
+        .expect("server runtime");
+    let client_rt = Runtime::builder()
+        .shards(1)
+        .cpus(vec![o.client_cpu])
+        .name("cli")
+        .build()
+        .expect("client runtime");
+    let server = Server::builder().service(|_| Echo).build();
+    let rdma_config = RdmaConfig {
+        mode: o.mode,
+        ..RdmaConfig::default()
+    };
+    let (addr, _tcp_handle, rdma_handle): (SocketAddr, _, _) = if o.transport == "rdma" {
+        for rt in [&server_rt, &client_rt] {
+            if let Err(e) = rdma::install(rt, rdma_config) {
+                eprintln!(
+                    "rdma_perf: {e}\n{}",
+                    corewire_verbs::testing::NO_DEVICE_MESSAGE
+                );
+                std::process::exit(1);
+            }
+        }
+        let addr = SocketAddr::new(o.addr, 18515);
+        let h = server
+            .serve_rdma(&server_rt, RdmaServer::bind(addr))
+            .expect("rdma listen");
+        (addr, None, Some(h))
+    } else {
+        let h = server
+            .serve_tcp(&server_rt, TcpServer::bind("127.0.0.1:0".parse().unwrap()))
+            .expect("tcp listen");
+        (h.local_addr(), Some(h), None)
+    };
+
+    let start = Instant::now() + Duration::from_millis(200);
+    let cpu0 = (thread_cpu_seconds("srv"), thread_cpu_seconds("cli"));
+    let t0 = Instant::now();
+    let opts = o.clone();
+    let run = client_rt.spawn_on(0, move || async move {
+        let hist: Hist = Rc::new(RefCell::new(Histogram::new(3).unwrap()));
+        let mut clients = Vec::new();
+        for _ in 0..opts.conns {
+            let co = ClientOptions {
+                window: opts.depth.max(1),
+                ..ClientOptions::default()
+            };
+            if opts.transport == "rdma" {
+                let c = Client::connect_rdma(addr, co).await.expect("rdma connect");
+                clients.push(spawn_local(drive(c, opts.clone(), start, hist.clone())));
+            } else {
+                let c = Client::connect_tcp(addr, co).await.expect("tcp connect");
+                clients.push(spawn_local(drive(c, opts.clone(), start, hist.clone())));
+            }
+        }
+        let mut n = 0;
+        for c in clients {
+            n += c.await.unwrap_or(0);
+        }
+        let h = hist.borrow().clone();
+        // Hold the connections open and idle, to measure idle CPU.
+        let idle_cpu0 = thread_cpu_seconds("srv");
+        corewire::sleep(opts.idle).await;
+        let idle_cpu = thread_cpu_seconds("srv") - idle_cpu0;
+        (n, h, idle_cpu)
+    });
+    let (requests, hist, idle_cpu) = run.wait().expect("client run");
+    let wall = t0.elapsed().as_secs_f64() - o.idle.as_secs_f64();
+    let cpu1 = (thread_cpu_seconds("srv"), thread_cpu_seconds("cli"));
+    let secs = o.duration.as_secs_f64();
+    let qps = requests as f64 / secs;
+    let bytes_per_req = o.size * if o.echo { 2 } else { 1 };
+    let mbps = qps * bytes_per_req as f64 / 1e6;
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let server_cpu = 100.0 * (cpu1.0 - cpu0.0 - idle_cpu) / wall.max(1e-9);
+    let client_cpu = 100.0 * (cpu1.1 - cpu0.1) / wall.max(1e-9);
+    let idle_pct = 100.0 * idle_cpu / o.idle.as_secs_f64().max(1e-9);
+    println!("command: {}", command.join(" "));
+    println!(
+        "transport={} mode={} conns={} depth={} size={} echo={} | avg={:.1}us p90={:.1}us p99={:.1}us p99.9={:.1}us | {:.0} qps {:.2} MB/s | server_cpu={:.0}% client_cpu={:.0}% server_idle_cpu={:.1}%",
+        o.transport,
+        if o.transport == "rdma" { o.mode_name.as_str() } else { "-" },
+        o.conns,
+        o.depth,
+        o.size,
+        if o.echo { "on" } else { "off" },
+        hist.mean() / 1000.0,
+        us(0.90),
+        us(0.99),
+        us(0.999),
+        qps,
+        mbps,
+        server_cpu,
+        client_cpu,
+        idle_pct,
+    );
+    println!(
+        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2}}}",
+        o.transport,
+        o.mode_name,
+        o.conns,
+        o.depth,
+        o.size,
+        o.echo,
+        requests,
+        hist.mean() / 1000.0,
+        us(0.5),
+        us(0.90),
+        us(0.99),
+        us(0.999),
+        qps,
+        mbps,
+        server_cpu,
+        client_cpu,
+        idle_pct
+    );
+    if let Some(h) = rdma_handle {
+        h.stop();
+    }
+    client_rt.shutdown();
+    server_rt.shutdown();
+}
