@@ -176,6 +176,7 @@ where
             };
             let guard = self.counts.open_guard(target);
             let job = ConnJob {
+                handed_off: target != me.id,
                 fd,
                 peer,
                 guard,
@@ -191,12 +192,14 @@ where
                 }
             }
         }
+        let _ = self.listener.shutdown();
         tracing::debug!(addr = %self.listener.local_addr(), "accept loop stopped");
     }
 }
 
 /// A connection on its way to its shard: everything in it is `Send`.
 struct ConnJob<H> {
+    handed_off: bool,
     fd: OwnedFd,
     peer: Option<SocketAddr>,
     guard: ConnGuard,
@@ -212,6 +215,9 @@ where
     fn start(self) {
         let ctx = context::current();
         let stats = &ctx.remote.stats;
+        if self.handed_off {
+            stats.handoffs_in.incr();
+        }
         stats.open_connections.incr();
         let accepted = Accepted {
             stream: TcpStream::from_fd(self.fd),

@@ -8,14 +8,14 @@ use std::task::{Context, Poll, Waker};
 #[derive(Default)]
 pub struct StopSignal {
     stopped: AtomicBool,
-    waiters: Mutex<Vec<Waker>>,
+    waiters: Mutex<slab::Slab<Waker>>,
 }
 
 impl StopSignal {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|e| e.into_inner()));
-        for w in waiters {
+        for w in waiters.into_iter().map(|(_, w)| w) {
             w.wake();
         }
     }
@@ -24,14 +24,36 @@ impl StopSignal {
         self.stopped.load(Ordering::SeqCst)
     }
 
+    fn poll_stopped_keyed(&self, cx: &mut Context<'_>, key: &mut Option<usize>) -> Poll<()> {
+        if self.is_stopped() {
+            return Poll::Ready(());
+        }
+        {
+            let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            match key.and_then(|k| waiters.get_mut(k)) {
+                Some(w) => {
+                    if !w.will_wake(cx.waker()) {
+                        *w = cx.waker().clone();
+                    }
+                }
+                None => *key = Some(waiters.insert(cx.waker().clone())),
+            }
+        }
+        if self.is_stopped() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
     fn poll_stopped(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.is_stopped() {
             return Poll::Ready(());
         }
         {
             let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
-                waiters.push(cx.waker().clone());
+            if !waiters.iter().any(|(_, w)| w.will_wake(cx.waker())) {
+                waiters.insert(cx.waker().clone());
             }
         }
         if self.is_stopped() {
@@ -43,12 +65,24 @@ impl StopSignal {
 
     /// Run `fut` until it completes (`Some`) or the signal stops it (`None`, `fut` dropped).
     pub async fn run_until_stopped<F: Future>(&self, fut: F) -> Option<F::Output> {
+        struct Dereg<'a>(&'a StopSignal, Option<usize>);
+        impl Drop for Dereg<'_> {
+            fn drop(&mut self) {
+                if let Some(k) = self.1 {
+                    let mut w = self.0.waiters.lock().unwrap_or_else(|e| e.into_inner());
+                    if w.contains(k) {
+                        w.remove(k);
+                    }
+                }
+            }
+        }
         let mut fut = std::pin::pin!(fut);
+        let mut reg = Dereg(self, None);
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(v));
             }
-            self.poll_stopped(cx).map(|()| None)
+            self.poll_stopped_keyed(cx, &mut reg.1).map(|()| None)
         })
         .await
     }

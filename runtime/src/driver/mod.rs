@@ -49,6 +49,9 @@ pub(crate) struct Driver {
     /// Where the kernel writes the eventfd counter. Boxed so its address is stable.
     wake_buf: Box<u64>,
     wake_armed: bool,
+    /// Ops submitted since the last flush; their SQEs reach the ring only at the flush, so
+    /// one abandoned before it never reaches the kernel.
+    deferred: Vec<(usize, squeue::Entry)>,
 }
 
 impl Driver {
@@ -61,6 +64,7 @@ impl Driver {
             wake_fd,
             wake_buf: Box::new(0),
             wake_armed: false,
+            deferred: Vec::new(),
         };
         driver.arm_wake_read()?;
         Ok(driver)
@@ -99,11 +103,33 @@ impl Driver {
     /// Submit an operation and return its slot key.
     pub(crate) fn submit_op(&mut self, sqe: squeue::Entry) -> io::Result<usize> {
         let key = self.slots.insert(Slot::Pending(None));
-        if let Err(e) = self.push(&sqe.user_data(key as u64)) {
-            self.slots.remove(key);
-            return Err(e);
-        }
+        self.deferred.push((key, sqe.user_data(key as u64)));
         Ok(key)
+    }
+
+    fn flush_deferred(&mut self) -> io::Result<()> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        // Taken out (and put back) so `push` may reap while we iterate; keeps the capacity.
+        let mut deferred = std::mem::take(&mut self.deferred);
+        for (key, sqe) in deferred.drain(..) {
+            if let Err(e) = self.push(&sqe) {
+                if let Some(Slot::Pending(w)) = self.slots.get_mut(key) {
+                    // Complete it with the error so its future sees it.
+                    let w = w.take();
+                    self.slots[key] = Slot::Completed {
+                        result: -e.raw_os_error().unwrap_or(libc::EIO),
+                        flags: 0,
+                    };
+                    if let Some(w) = w {
+                        w.wake();
+                    }
+                }
+            }
+        }
+        self.deferred = deferred;
+        Ok(())
     }
 
     /// Poll a slot: the completion if there is one, otherwise remember the waker.
@@ -136,6 +162,13 @@ impl Driver {
                 self.slots.remove(key);
             }
             Slot::Pending(_) => {
+                if let Some(pos) = self.deferred.iter().position(|(k, _)| *k == key) {
+                    // The kernel never saw it: nothing to cancel, nothing it could write.
+                    self.deferred.remove(pos);
+                    self.slots.remove(key);
+                    drop(data);
+                    return;
+                }
                 *slot = Slot::Abandoned(data);
                 let cancel = opcode::AsyncCancel::new(key as u64)
                     .build()
@@ -164,6 +197,7 @@ impl Driver {
     /// Non-blocking: hand queued SQEs to the kernel (and, with DEFER_TASKRUN, let it post
     /// completions), then reap whatever completed.
     pub(crate) fn submit_and_reap(&mut self) -> io::Result<Reaped> {
+        self.flush_deferred()?;
         if self.needs_enter() {
             match self.ring.submit() {
                 Ok(_) => {}
@@ -177,6 +211,7 @@ impl Driver {
     /// Block in the ring until at least one completion, a wake-up through the eventfd, or
     /// `timeout` elapses (`None`: no timer pending).
     pub(crate) fn park(&mut self, timeout: Option<Duration>) -> io::Result<Reaped> {
+        self.flush_deferred()?;
         if !self.wake_armed {
             self.arm_wake_read()?;
         }
@@ -249,6 +284,9 @@ impl Driver {
     /// go of the buffers, so dropping the ring frees nothing the kernel still uses.
     pub(crate) fn drain(&mut self, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
+        for (key, _) in std::mem::take(&mut self.deferred) {
+            self.slots.remove(key);
+        }
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         for key in keys {
             if let Some(Slot::Pending(_)) = self.slots.get(key) {

@@ -55,6 +55,10 @@ impl TcpListener {
         self.local
     }
 
+    pub fn shutdown(&self) -> io::Result<()> {
+        socket2::SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)
+    }
+
     /// Accept one connection (TCP_NODELAY set: request/response traffic is the common case).
     pub async fn accept(&self) -> io::Result<(TcpStream, Option<SocketAddr>)> {
         let (fd, peer) = Op::submit(Accept::new(self.fd.as_raw_fd())).await?;

@@ -58,6 +58,7 @@ impl TcpStream {
     /// Receive into `buf`'s spare capacity (reserved here to at least `min_spare` bytes).
     /// `Ok(0)` means the peer closed its side.
     pub async fn recv(&self, mut buf: BytesMut, min_spare: usize) -> (io::Result<usize>, BytesMut) {
+        let min_spare = min_spare.max(1);
         if buf.capacity() - buf.len() < min_spare {
             buf.reserve(min_spare);
         }
@@ -91,8 +92,10 @@ impl TcpStream {
                 let b = bufs.pop().expect("one buffer");
                 return self.send_all(b).await;
             }
+            let rest = bufs.split_off(bufs.len().min(1024));
             let (res, b) = Op::submit(Writev::new(self.fd.as_raw_fd(), bufs)).await;
             bufs = b;
+            bufs.extend(rest);
             let mut n = res?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());

@@ -1,0 +1,340 @@
+//! Length-prefixed echo server on corewire's shards.
+//!
+//! ```text
+//! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --shards 2 \
+//!     [--accept reuseport|handoff] [--placement least|rr|fixed:N] \
+//!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]
+//! ```
+//!
+//! Frames are a u32 little-endian length and that many bytes; each one comes back as is.
+//! On SIGINT/SIGTERM it prints per-shard counters and exits 0.
+
+#[path = "echo_support/mod.rs"]
+mod echo_support;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use corewire::runtime::accept::{AcceptMode, Placement, ServerHandle, TcpServer};
+use corewire::runtime::{Budget, Runtime, ShardStatsSnapshot};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use echo_support::args::{invalid, ArgError, Flags};
+use echo_support::connection::{serve_echo, EchoLimits};
+
+#[derive(Debug)]
+struct ServerConfig {
+    addr: SocketAddr,
+    shards: usize,
+    mode: AcceptMode,
+    budget: Budget,
+    limits: EchoLimits,
+    spin: Option<Duration>,
+    pin: bool,
+}
+
+fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
+    let addr = flags.required("addr")?;
+    let shards: usize = flags.required("shards")?;
+    if shards == 0 {
+        return Err(invalid("shards", "0", "at least one shard"));
+    }
+    let placement = flags
+        .raw("placement")?
+        .map(|p| parse_placement(&p, shards))
+        .transpose()?;
+    let mode = match (flags.raw("accept")?.as_deref(), placement) {
+        (None | Some("reuseport"), None) => AcceptMode::ReusePort,
+        (Some("reuseport"), Some(_)) => {
+            return Err(ArgError::Conflict(
+                "--placement needs --accept handoff (reuseport leaves placement to the kernel)"
+                    .into(),
+            ))
+        }
+        // A placement alone implies handoff.
+        (None | Some("handoff"), placement) => AcceptMode::handoff(placement.unwrap_or_default()),
+        (Some(other), _) => return Err(invalid("accept", other, "expected reuseport or handoff")),
+    };
+    let budget = parse_budget(&mut flags)?;
+    let limits = EchoLimits {
+        max_msg: flags
+            .optional("max-msg")?
+            .unwrap_or(EchoLimits::default().max_msg),
+    };
+    if limits.max_msg > u32::MAX as usize {
+        return Err(invalid(
+            "max-msg",
+            &limits.max_msg.to_string(),
+            "frames carry a u32 length",
+        ));
+    }
+    let spin = flags.optional::<u64>("spin-us")?.map(Duration::from_micros);
+    let pin = !flags.switch("no-pin");
+    flags.finish()?;
+    Ok(ServerConfig {
+        addr,
+        shards,
+        mode,
+        budget,
+        limits,
+        spin,
+        pin,
+    })
+}
+
+fn parse_placement(text: &str, shards: usize) -> Result<Placement, ArgError> {
+    match text {
+        "least" => Ok(Placement::LeastConnections),
+        "rr" => Ok(Placement::RoundRobin),
+        _ => {
+            let shard = text
+                .strip_prefix("fixed:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| invalid("placement", text, "expected least, rr or fixed:N"))?;
+            if shard >= shards {
+                return Err(invalid("placement", text, format!("only {shards} shards")));
+            }
+            Ok(Placement::Fixed(shard))
+        }
+    }
+}
+
+/// `--budget-msgs N|unlimited` and `--budget-bytes N`; neither given: the runtime's default.
+fn parse_budget(flags: &mut Flags) -> Result<Budget, ArgError> {
+    let msgs = flags.raw("budget-msgs")?;
+    let bytes: Option<usize> = flags.optional("budget-bytes")?;
+    if msgs.is_none() && bytes.is_none() {
+        return Ok(Budget::default());
+    }
+    let max_messages = match msgs.as_deref() {
+        None | Some("unlimited") => None,
+        Some(n) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(invalid(
+                    "budget-msgs",
+                    n,
+                    "expected a count > 0 or unlimited",
+                ))
+            }
+        },
+    };
+    if bytes == Some(0) {
+        return Err(invalid("budget-bytes", "0", "expected a byte count > 0"));
+    }
+    Ok(Budget {
+        max_messages,
+        max_bytes: bytes,
+    })
+}
+
+fn main() -> ExitCode {
+    echo_support::logging::init();
+    let config = match Flags::from_env().and_then(parse) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            eprintln!(
+                "usage: echo_server --addr IP:PORT --shards N [--accept reuseport|handoff] \
+                 [--placement least|rr|fixed:N] [--budget-msgs N|unlimited] \
+                 [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config: ServerConfig) -> std::io::Result<()> {
+    // Registered before the shards start, so no signal can arrive unhandled.
+    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    let mut builder = Runtime::builder().shards(config.shards).pin(config.pin);
+    if let Some(spin) = config.spin {
+        builder = builder.spin_before_park(spin);
+    }
+    let rt = builder.build()?;
+    let limits = config.limits;
+    let server = TcpServer::bind(config.addr)
+        .mode(config.mode.clone())
+        .budget(config.budget)
+        .serve(&rt, move |accepted| serve_echo(accepted, limits))?;
+    println!(
+        "echo_server listening on {} shards={} accept={:?} budget={:?} max_msg={}",
+        server.local_addr(),
+        config.shards,
+        config.mode,
+        config.budget,
+        limits.max_msg
+    );
+
+    let signal = signals.forever().next();
+    tracing::info!(?signal, "stopping");
+    print!("{}", stats_report(&server, &rt.stats()));
+    server.stop();
+    rt.shutdown();
+    Ok(())
+}
+
+/// The summary lines, then every counter of every shard.
+fn stats_report(server: &ServerHandle, stats: &[ShardStatsSnapshot]) -> String {
+    let placed = server.placed_connections();
+    let mut out = String::new();
+    for (i, s) in stats.iter().enumerate() {
+        out.push_str(&format!(
+            "stats shard={i} accepted={} open={} budget_exhausted={} handoffs_in={} placed={}\n",
+            s.accepted, s.open_connections, s.budget_exhausted, s.handoffs_in, placed[i]
+        ));
+    }
+    for (i, s) in stats.iter().enumerate() {
+        out.push_str(&format!("shard={i} {s}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    //! The real handler on a one-shard runtime, against blocking clients.
+
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    fn flags(s: &str) -> Flags {
+        Flags::parse(s.split_whitespace().map(String::from)).unwrap()
+    }
+
+    #[test]
+    fn cli_builds_the_server_config() {
+        let c = parse(flags(
+            "--addr 127.0.0.1:0 --shards 2 --placement fixed:1 --budget-msgs 4 --max-msg 1024",
+        ))
+        .unwrap();
+        assert!(matches!(
+            c.mode,
+            AcceptMode::Handoff {
+                placement: Placement::Fixed(1),
+                ..
+            }
+        ));
+        assert_eq!(c.budget, Budget::messages(4));
+        assert_eq!(c.limits.max_msg, 1024);
+
+        let c = parse(flags(
+            "--addr 127.0.0.1:0 --shards 1 --budget-msgs unlimited",
+        ))
+        .unwrap();
+        assert!(c.budget.is_unlimited());
+        assert!(matches!(c.mode, AcceptMode::ReusePort));
+
+        for bad in [
+            "--addr 127.0.0.1:0 --shards 2 --placement fixed:2",
+            "--addr 127.0.0.1:0 --shards 2 --accept reuseport --placement rr",
+            "--addr 127.0.0.1:0 --shards 2 --accept sideways",
+            "--addr 127.0.0.1:0 --shards 2 --budget-msgs 0",
+            "--addr 127.0.0.1:0 --shards 2 --colour blue",
+            "--shards 2",
+        ] {
+            assert!(parse(flags(bad)).is_err(), "{bad}");
+        }
+    }
+
+    fn start(max_msg: usize) -> (Runtime, ServerHandle) {
+        let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+        let limits = EchoLimits { max_msg };
+        let server = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+            .serve(&rt, move |a| serve_echo(a, limits))
+            .unwrap();
+        (rt, server)
+    }
+
+    fn connect(server: &ServerHandle) -> TcpStream {
+        let s = TcpStream::connect(server.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_le_bytes().to_vec();
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// Read until the server closes (a reset counts: it may close with our bytes unread).
+    fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn pipelined_frames_of_all_sizes_come_back() {
+        let (rt, server) = start(1 << 20);
+        let mut s = connect(&server);
+        let payloads: Vec<Vec<u8>> = [0usize, 1, 4096, 4097, 70_000, 1 << 20]
+            .iter()
+            .map(|&n| (0..n).map(|i| (i * 7 + n) as u8).collect())
+            .collect();
+        let wire: Vec<u8> = payloads.iter().flat_map(|p| frame(p)).collect();
+        let writer = {
+            let mut s = s.try_clone().unwrap();
+            std::thread::spawn(move || {
+                s.write_all(&wire).unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+            })
+        };
+        let got = read_to_close(&mut s);
+        writer.join().unwrap();
+        let expected: Vec<u8> = payloads.iter().flat_map(|p| frame(p)).collect();
+        assert!(got == expected, "echo stream differs");
+        assert_eq!(rt.stats()[0].protocol_errors, 0);
+    }
+
+    #[test]
+    fn oversize_and_mid_frame_close_are_protocol_errors() {
+        let (rt, server) = start(100);
+        let mut good = connect(&server);
+
+        let mut bad = connect(&server);
+        bad.write_all(&101u32.to_le_bytes()).unwrap();
+        assert!(read_to_close(&mut bad).is_empty());
+
+        let mut bad = connect(&server);
+        bad.write_all(&frame(&[1; 50])[..20]).unwrap();
+        bad.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(read_to_close(&mut bad).is_empty());
+
+        assert_eq!(rt.stats()[0].protocol_errors, 2);
+        good.write_all(&frame(b"still fine")).unwrap();
+        let mut reply = vec![0u8; 14];
+        good.read_exact(&mut reply).unwrap();
+        assert_eq!(reply, frame(b"still fine"));
+    }
+
+    #[test]
+    fn report_has_the_summary_lines_first() {
+        let (rt, server) = start(100);
+        let report = stats_report(&server, &rt.stats());
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            "stats shard=0 accepted=0 open=0 budget_exhausted=0 handoffs_in=0 placed=0"
+        );
+        assert!(lines[1].starts_with("shard=0 loop_iterations="));
+    }
+}

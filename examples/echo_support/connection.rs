@@ -1,0 +1,118 @@
+//! The echo server's per-connection task.
+//!
+//! It reads, answers every whole frame of that read in one (vectored) send, and only then
+//! reads again. Because the send is awaited before the next recv, a client that stops
+//! reading stalls its own connection: the server's send waits for socket buffer space, no
+//! more is read, and the client's own sends back up. What one connection holds in user
+//! space is therefore bounded by the read buffer (one frame of at most `max_msg` plus one
+//! read) and one batch of replies (`FrameBatch` asks to be sent at 256 KiB), most of which
+//! are slices of the read buffer rather than copies.
+
+use std::fmt;
+use std::io;
+
+use bytes::BytesMut;
+use corewire::runtime::accept::Accepted;
+use corewire::runtime::net::TcpStream;
+use corewire::runtime::{with_local_stats, Budget, RoundBudget};
+use corewire::transport::length_prefixed::PREFIX_LEN;
+
+use super::frame_batch::FrameBatch;
+use super::frame_reader::{FrameReader, ProtocolError};
+
+/// Spare room each recv asks for.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Per-server settings of the echo handler.
+#[derive(Debug, Clone, Copy)]
+pub struct EchoLimits {
+    /// Largest payload accepted; a longer declared length closes the connection.
+    pub max_msg: usize,
+}
+
+impl Default for EchoLimits {
+    fn default() -> Self {
+        EchoLimits { max_msg: 16 << 20 }
+    }
+}
+
+/// Why a connection ended early.
+#[derive(Debug)]
+pub enum ConnError {
+    Protocol(ProtocolError),
+    /// The socket failed (typically a reset by the peer).
+    Io(io::Error),
+}
+
+impl fmt::Display for ConnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnError::Protocol(e) => write!(f, "protocol error: {e}"),
+            ConnError::Io(e) => write!(f, "i/o error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnError {}
+
+impl From<ProtocolError> for ConnError {
+    fn from(e: ProtocolError) -> Self {
+        ConnError::Protocol(e)
+    }
+}
+
+impl From<io::Error> for ConnError {
+    fn from(e: io::Error) -> Self {
+        ConnError::Io(e)
+    }
+}
+
+/// Serve one connection until the peer closes it or breaks the protocol. A protocol error
+/// is logged and counted in the shard's `protocol_errors`.
+pub async fn serve_echo(accepted: Accepted, limits: EchoLimits) {
+    let Accepted {
+        stream,
+        peer,
+        budget,
+        shard,
+    } = accepted;
+    match echo(&stream, budget, limits).await {
+        Ok(()) => tracing::debug!(?peer, shard, "echo connection closed by peer"),
+        Err(ConnError::Protocol(e)) => {
+            with_local_stats(|s| s.protocol_errors.incr());
+            tracing::warn!(?peer, shard, reason = %e, "closing echo connection");
+        }
+        Err(ConnError::Io(e)) => {
+            tracing::debug!(?peer, shard, error = %e, "echo connection failed")
+        }
+    }
+}
+
+async fn echo(stream: &TcpStream, budget: Budget, limits: EchoLimits) -> Result<(), ConnError> {
+    let mut reader = FrameReader::new(limits.max_msg);
+    let mut round = RoundBudget::new(budget);
+    let mut inbound = BytesMut::with_capacity(READ_CHUNK);
+    let mut replies = FrameBatch::new();
+    loop {
+        let (res, buf) = stream.recv(inbound, READ_CHUNK).await;
+        inbound = buf;
+        let n = res?;
+        if n == 0 {
+            reader.finish()?;
+            return Ok(());
+        }
+        reader.received(n);
+        while let Some(payload) = reader.next(&mut inbound)? {
+            let cost = PREFIX_LEN + payload.len();
+            replies.push(payload);
+            if replies.is_full() {
+                stream.send_all_vectored(replies.take()).await?;
+            }
+            round.charge(cost);
+            round.yield_if_exhausted().await;
+        }
+        if !replies.is_empty() {
+            stream.send_all_vectored(replies.take()).await?;
+        }
+    }
+}

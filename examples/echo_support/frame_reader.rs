@@ -1,0 +1,145 @@
+//! Incoming side of the echo protocol: whole frames out of whatever bytes arrived, and the
+//! difference between a peer that closed between frames and one that closed inside one.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+use corewire::transport::length_prefixed::{
+    LengthPrefixedDecoder, LengthPrefixedError, PREFIX_LEN,
+};
+
+/// The peer broke the framing; the connection cannot continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// A frame declared more bytes than this end accepts.
+    Oversize { len: u64, max: usize },
+    /// End-of-stream arrived with part of a frame received.
+    ClosedMidFrame { pending: u64 },
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::Oversize { len, max } => {
+                write!(f, "oversize frame: {len} bytes declared, limit {max}")
+            }
+            ProtocolError::ClosedMidFrame { pending } => {
+                write!(
+                    f,
+                    "peer closed mid-frame with {pending} bytes of it received"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Frames out of a byte stream. The decoder consumes a prefix as soon as it arrives, so the
+/// buffer alone cannot tell whether a frame is in progress: the reader counts bytes in and
+/// bytes framed instead.
+#[derive(Debug)]
+pub struct FrameReader {
+    decoder: LengthPrefixedDecoder,
+    received: u64,
+    framed: u64,
+}
+
+impl FrameReader {
+    pub fn new(max_msg: usize) -> FrameReader {
+        FrameReader {
+            decoder: LengthPrefixedDecoder::new(max_msg),
+            received: 0,
+            framed: 0,
+        }
+    }
+
+    /// `n` more bytes were appended to the buffer passed to [`FrameReader::next`].
+    pub fn received(&mut self, n: usize) {
+        self.received += n as u64;
+    }
+
+    /// The next whole payload, split off `buf` without copying.
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, ProtocolError> {
+        match self.decoder.decode(buf) {
+            Ok(Some(payload)) => {
+                self.framed += (PREFIX_LEN + payload.len()) as u64;
+                Ok(Some(payload))
+            }
+            Ok(None) => Ok(None),
+            Err(LengthPrefixedError::MessageTooLarge { len, max }) => {
+                Err(ProtocolError::Oversize { len, max })
+            }
+        }
+    }
+
+    /// The stream ended: fine between frames, a protocol error inside one.
+    pub fn finish(&self) -> Result<(), ProtocolError> {
+        match self.received - self.framed {
+            0 => Ok(()),
+            pending => Err(ProtocolError::ClosedMidFrame { pending }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corewire::transport::length_prefixed::encode;
+
+    fn feed(reader: &mut FrameReader, buf: &mut BytesMut, bytes: &[u8]) {
+        buf.extend_from_slice(bytes);
+        reader.received(bytes.len());
+    }
+
+    #[test]
+    fn frames_split_across_arrivals() {
+        let mut wire = BytesMut::new();
+        encode(b"hello", &mut wire).unwrap();
+        encode(b"", &mut wire).unwrap();
+        let mut reader = FrameReader::new(16);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for chunk in wire.chunks(3) {
+            feed(&mut reader, &mut buf, chunk);
+            while let Some(p) = reader.next(&mut buf).unwrap() {
+                out.push(p);
+            }
+        }
+        assert_eq!(out, vec![Bytes::from_static(b"hello"), Bytes::new()]);
+        assert_eq!(reader.finish(), Ok(()));
+    }
+
+    #[test]
+    fn close_inside_a_prefix_or_a_body_is_an_error() {
+        let mut reader = FrameReader::new(16);
+        let mut buf = BytesMut::new();
+        feed(&mut reader, &mut buf, &[5, 0]);
+        assert_eq!(reader.next(&mut buf), Ok(None));
+        assert_eq!(
+            reader.finish(),
+            Err(ProtocolError::ClosedMidFrame { pending: 2 })
+        );
+
+        let mut reader = FrameReader::new(16);
+        let mut buf = BytesMut::new();
+        feed(&mut reader, &mut buf, &[5, 0, 0, 0, b'a']);
+        // The prefix is consumed here, leaving one body byte in the buffer.
+        assert_eq!(reader.next(&mut buf), Ok(None));
+        assert_eq!(
+            reader.finish(),
+            Err(ProtocolError::ClosedMidFrame { pending: 5 })
+        );
+    }
+
+    #[test]
+    fn oversize_is_reported_from_the_prefix() {
+        let mut reader = FrameReader::new(16);
+        let mut buf = BytesMut::new();
+        feed(&mut reader, &mut buf, &17u32.to_le_bytes());
+        assert_eq!(
+            reader.next(&mut buf),
+            Err(ProtocolError::Oversize { len: 17, max: 16 })
+        );
+    }
+}
