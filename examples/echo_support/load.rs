@@ -356,7 +356,12 @@ async fn read_replies(
     loop {
         let (res, buf) = stream.recv(inbound, READ_CHUNK).await;
         inbound = buf;
-        let n = res.map_err(|source| LoadError::Io { conn, source })?;
+        let n = match res {
+            // A server that closes with our requests unread resets the connection: that is
+            // the same "closed early" as an orderly close, judged by the count below.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+            other => other.map_err(|source| LoadError::Io { conn, source })?,
+        };
         if n == 0 {
             reader
                 .finish()
