@@ -8,6 +8,26 @@
 //! context. Objects that belong to one shard are not `Send`; a [`CmId`] is, so an accepted
 //! connection can be handed to another shard and [`CmId::migrate`]d to its event channel.
 //!
+//! Shard-owned handles cannot cross threads (checked at compile time):
+//!
+//! ```compile_fail
+//! fn send<T: Send>() {}
+//! send::<corewire_verbs::QueuePair>();
+//! ```
+//! ```compile_fail
+//! fn send<T: Send>() {}
+//! send::<corewire_verbs::CompletionQueue>();
+//! ```
+//! ```compile_fail
+//! fn send<T: Send>() {}
+//! send::<corewire_verbs::CmEventChannel>();
+//! ```
+//! while an accepted id can be handed over:
+//! ```
+//! fn send<T: Send>() {}
+//! send::<corewire_verbs::CmId>();
+//! ```
+//!
 //! Typical server flow (one shard): [`CmEventChannel::new`] → [`CmId::new`] →
 //! [`CmId::bind_addr`] → [`CmId::listen`] → on [`CmEventKind::ConnectRequest`] take the new
 //! id → [`Context::from_cm_id`], [`ProtectionDomain`], [`CompletionQueue`] →

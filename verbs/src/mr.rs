@@ -177,16 +177,26 @@ impl MemoryRegion {
         unsafe { std::slice::from_raw_parts_mut(self.buf.ptr(), self.buf.len()) }
     }
 
-    /// A scatter/gather entry for `len` bytes at `offset`, checked to lie inside the region.
-    /// Copy `data` into the region at `offset`. Takes `&self` because the device may be
-    /// writing other parts of the region (posted receive buffers) at the same time: the
-    /// caller must only write ranges that are not posted for receive.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+    /// Copy `data` into the region at `offset`. `&mut self`, so no slice handed out by
+    /// `read_at`/`as_slice` can be alive while safe code writes. The device may still be
+    /// writing other parts of the region (posted receive buffers): only write ranges that are
+    /// not posted for receive.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
         check_range(self.len(), offset, data.len())?;
         // SAFETY: the range was checked to lie inside the registered buffer we own; the
         // source is a distinct Rust slice, so the ranges cannot overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.ptr().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    /// Copies the `out.len()` bytes at `offset` into `out` (a completed receive, say).
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_range(self.len(), offset, out.len())?;
+        // SAFETY: the range lies inside the buffer we own; `out` is a distinct Rust slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.buf.ptr().add(offset), out.as_mut_ptr(), out.len())
         };
         Ok(())
     }
@@ -199,6 +209,7 @@ impl MemoryRegion {
         Ok(unsafe { std::slice::from_raw_parts(self.buf.ptr().add(offset), len) })
     }
 
+    /// A scatter/gather entry for `len` bytes at `offset`, checked to lie inside the region.
     pub fn sge(&self, offset: usize, len: usize) -> Result<Sge<'_>> {
         check_range(self.len(), offset, len)?;
         Ok(Sge {

@@ -236,6 +236,13 @@ fn rdma_device_pd_mr_and_cq_with_channel() {
     assert!(mr.as_slice().iter().all(|&b| b == 0));
     mr.as_mut_slice()[..5].copy_from_slice(b"hello");
     assert_eq!(&mr.as_slice()[..5], b"hello");
+    mr.write_at(10, b"xyz").unwrap();
+    let mut out = [0u8; 3];
+    mr.read_into(10, &mut out).unwrap();
+    assert_eq!(&out, b"xyz");
+    assert_eq!(mr.read_at(10, 3).unwrap(), b"xyz");
+    assert!(mr.write_at(BUF - 1, b"ab").is_err());
+    assert!(mr.read_into(BUF, &mut out).is_err());
     assert!(mr.sge(BUF - 16, 16).is_ok());
     assert_eq!(
         mr.sge(BUF - 16, 17).unwrap_err(),

@@ -1,1 +1,77 @@
-fn main() {}
+//! Project tasks: `cargo xtask setup | test | vm | demo`. Std only, so it builds in seconds
+//! and does not depend on the crates it tests.
+
+mod cmd;
+mod demo;
+mod json;
+mod setup;
+mod tally;
+mod test_runner;
+mod vm;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+  setup                       check the Debian packages the project needs; install the
+                              missing ones (as root) or print the apt-get line to run
+  test [--host-only|--vm-only] [TEST ARGS...]
+                              build every test; run host tests on the host, doc tests, and
+                              test targets named rdma* in one soft-RoCE VM; TEST ARGS (a
+                              name filter, --nocapture, ...) go to every test binary.
+                              Ends with `N passed, M failed`.
+  vm -- CMD [ARGS...]         run CMD inside the soft-RoCE VM (rxe0 at 10.77.0.1)
+  demo                        build the examples (release) and run the demo
+
+VM knobs (environment): see vm/run-in-rxe-vm.sh (RXE_VM_SMP, RXE_VM_TIMEOUT, RXE_VM_VERBOSE, ...)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match command.as_str() {
+        "setup" => setup::setup().map(|()| 0),
+        "test" => run_tests(rest),
+        "vm" => {
+            let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
+            vm::vm(rest)
+        }
+        "demo" => demo::demo().map(|()| 0),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(0)
+        }
+        other => Err(format!("unknown command `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_tests(args: &[String]) -> cmd::Result<i32> {
+    let opts = test_runner::TestOptions::parse(args)?;
+    setup::setup()?;
+    let tally = test_runner::test(&opts)?;
+    if !tally.failing.is_empty() {
+        eprintln!("xtask: failed tests in:");
+        for (what, n) in &tally.failing {
+            eprintln!("  - {what}: {n} failed");
+        }
+    }
+    if !tally.problems.is_empty() {
+        eprintln!("xtask: {} problem(s):", tally.problems.len());
+        for p in &tally.problems {
+            eprintln!("  - {p}");
+        }
+    }
+    println!("{}", tally.summary());
+    Ok(if tally.ok() { 0 } else { 1 })
+}

@@ -371,6 +371,14 @@ impl ConnCore {
     }
 }
 
+impl Drop for ConnCore {
+    /// Dropped without an orderly close (its tasks were dropped at shutdown): still destroy
+    /// the queue pair before giving the buffers back.
+    fn drop(&mut self) {
+        self.teardown("dropped".into());
+    }
+}
+
 /// Pack queued buffers into registered chunks and post them as SEND messages.
 async fn write_loop(conn: Rc<ConnCore>) {
     let chunk_size = conn.peer_chunk;
@@ -388,7 +396,10 @@ async fn write_loop(conn: Rc<ConnCore>) {
                     },
                 };
                 let n = data.len().min(chunk_size - filled);
-                conn.shard.pool.borrow().write(chunk, filled, &data[..n]);
+                conn.shard
+                    .pool
+                    .borrow_mut()
+                    .write(chunk, filled, &data[..n]);
                 data = &data[n..];
                 if filled + n == chunk_size {
                     if conn.post_data(chunk, chunk_size).await.is_err() {

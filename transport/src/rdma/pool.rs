@@ -119,10 +119,15 @@ impl BufferPool {
         self.free.push(chunk);
     }
 
-    fn locate(&self, chunk: ChunkId) -> (&MemoryRegion, usize) {
+    fn position(&self, chunk: ChunkId) -> (usize, usize) {
         let slab = (chunk >> SLAB_SHIFT) as usize;
         let index = (chunk & ((1 << SLAB_SHIFT) - 1)) as usize;
-        (&self.slabs[slab], index * self.chunk_size)
+        (slab, index * self.chunk_size)
+    }
+
+    fn locate(&self, chunk: ChunkId) -> (&MemoryRegion, usize) {
+        let (slab, offset) = self.position(chunk);
+        (&self.slabs[slab], offset)
     }
 
     /// The scatter/gather entry of `len` bytes of `chunk`.
@@ -133,9 +138,10 @@ impl BufferPool {
     }
 
     /// Copy `data` into `chunk` at `at`.
-    pub fn write(&self, chunk: ChunkId, at: usize, data: &[u8]) {
-        let (mr, offset) = self.locate(chunk);
-        mr.write_at(offset + at, data)
+    pub fn write(&mut self, chunk: ChunkId, at: usize, data: &[u8]) {
+        let (slab, offset) = self.position(chunk);
+        self.slabs[slab]
+            .write_at(offset + at, data)
             .expect("writes stay inside their chunk");
     }
 

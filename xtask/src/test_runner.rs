@@ -1,0 +1,465 @@
+//! `cargo xtask test`: every test of the workspace, host tests on the host and RDMA tests
+//! (test targets named `rdma*`) in one soft-RoCE VM, with one verdict at the end.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::cmd::{self, shell_quote, Result};
+use crate::json::Json;
+use crate::tally::{parse_result_line, ResultLine, Tally};
+use crate::vm;
+
+/// Test targets whose name starts with this need an RDMA device and run in the VM.
+pub const RDMA_PREFIX: &str = "rdma";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestBinary {
+    /// Cargo target name (`rdma_verbs`, or the crate name for unit tests).
+    pub name: String,
+    pub exe: PathBuf,
+    /// The package directory: cargo runs tests there, with CARGO_MANIFEST_DIR set to it.
+    pub package_dir: PathBuf,
+}
+
+impl TestBinary {
+    pub fn needs_rdma(&self) -> bool {
+        self.name.starts_with(RDMA_PREFIX)
+    }
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TestOptions {
+    pub host: bool,
+    pub vm: bool,
+    /// Handed to every test binary (a name filter, `--nocapture`, ...).
+    pub test_args: Vec<String>,
+}
+
+impl TestOptions {
+    pub fn parse(args: &[String]) -> Result<TestOptions> {
+        let mut o = TestOptions {
+            host: true,
+            vm: true,
+            test_args: Vec::new(),
+        };
+        for a in args {
+            match a.as_str() {
+                "--host-only" => o.vm = false,
+                "--vm-only" => o.host = false,
+                "--" => {}
+                _ => o.test_args.push(a.clone()),
+            }
+        }
+        if !o.host && !o.vm {
+            return Err("--host-only and --vm-only exclude each other".into());
+        }
+        Ok(o)
+    }
+}
+
+/// Test executables from `cargo test --no-run --message-format=json` output.
+pub fn parse_artifacts(json_lines: &str) -> Vec<TestBinary> {
+    let mut bins = BTreeMap::new();
+    for line in json_lines.lines().filter(|l| l.starts_with('{')) {
+        let Ok(msg) = Json::parse(line) else { continue };
+        if msg.get("reason").and_then(Json::as_str) != Some("compiler-artifact") {
+            continue;
+        }
+        let is_test = msg
+            .get("profile")
+            .and_then(|p| p.get("test"))
+            .and_then(Json::as_bool)
+            == Some(true);
+        let exe = msg.get("executable").and_then(Json::as_str);
+        let name = msg
+            .get("target")
+            .and_then(|t| t.get("name"))
+            .and_then(Json::as_str);
+        let manifest = msg.get("manifest_path").and_then(Json::as_str);
+        if let (true, Some(exe), Some(name), Some(manifest)) = (is_test, exe, name, manifest) {
+            let package_dir = Path::new(manifest)
+                .parent()
+                .unwrap_or(Path::new("."))
+                .to_path_buf();
+            bins.insert(
+                (package_dir.clone(), name.to_string(), exe.to_string()),
+                TestBinary {
+                    name: name.to_string(),
+                    exe: PathBuf::from(exe),
+                    package_dir,
+                },
+            );
+        }
+    }
+    bins.into_values().collect()
+}
+
+/// Builds every test target. `--no-fail-fast` keeps building the other packages when one
+/// fails, so the tests that do build still run (the build failure is still a failure).
+fn build_tests(tally: &mut Tally) -> Vec<TestBinary> {
+    let started = Instant::now();
+    let mut c = cmd::cargo();
+    c.args([
+        "test",
+        "--workspace",
+        "--no-run",
+        "--no-fail-fast",
+        "--message-format=json-render-diagnostics",
+    ]);
+    let (status, out) = match cmd::status_and_output(&mut c) {
+        Ok(r) => r,
+        Err(e) => {
+            tally.problem(e);
+            return Vec::new();
+        }
+    };
+    let bins = parse_artifacts(&out);
+    eprintln!(
+        "xtask: built {} test binaries in {:.1}s",
+        bins.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if !status.success() {
+        tally.problem(format!(
+            "building the tests failed (`{}`: {status}); running the {} that built",
+            cmd::describe(&c),
+            bins.len()
+        ));
+    }
+    bins
+}
+
+/// Per-binary bookkeeping of what its output said.
+#[derive(Default)]
+struct Seen {
+    result: Option<ResultLine>,
+}
+
+fn judge(tally: &mut Tally, what: &str, status: Option<i32>, seen: &Seen) {
+    match (status, seen.result) {
+        // A failing test exits 101 after its summary: the failure is already counted.
+        (_, Some(r)) if r.failed > 0 => tally.failing_binary(what, r.failed),
+        (Some(0), _) => {}
+        (code, _) => tally.problem(format!(
+            "{what} exited with {} without reporting a failed test",
+            code.map_or("a signal".to_string(), |c| format!("status {c}"))
+        )),
+    }
+}
+
+/// Per host test binary: a hung test must not hang CI. `XTASK_TEST_TIMEOUT` (seconds)
+/// overrides it.
+const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn test_timeout() -> Duration {
+    std::env::var("XTASK_TEST_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(DEFAULT_TEST_TIMEOUT, Duration::from_secs)
+}
+
+fn run_host(bins: &[&TestBinary], test_args: &[String], tally: &mut Tally) {
+    let limit = test_timeout();
+    for bin in bins {
+        let mut seen = Seen::default();
+        let finished = cmd::run_streaming(
+            Command::new(&bin.exe)
+                .args(test_args)
+                .current_dir(&bin.package_dir)
+                .env("CARGO_MANIFEST_DIR", &bin.package_dir),
+            Some(limit),
+            |line| {
+                if let Some(r) = parse_result_line(line) {
+                    tally.add(r);
+                    seen.result = Some(r);
+                }
+            },
+        );
+        let what = format!("test binary {}", bin.name);
+        match finished {
+            Ok(f) if f.timed_out => tally.problem(format!(
+                "{what} ran longer than {}s and was killed (XTASK_TEST_TIMEOUT)",
+                limit.as_secs()
+            )),
+            Ok(f) => judge(tally, &what, f.status.code(), &seen),
+            Err(e) => tally.problem(e),
+        }
+    }
+}
+
+fn run_doc_tests(test_args: &[String], tally: &mut Tally) {
+    let mut c = cmd::cargo();
+    c.args(["test", "--workspace", "--doc"]);
+    if !test_args.is_empty() {
+        c.arg("--").args(test_args);
+    }
+    let mut seen = Seen::default();
+    let mut failed = 0;
+    match cmd::run_streaming(&mut c, None, |line| {
+        if let Some(r) = parse_result_line(line) {
+            tally.add(r);
+            failed += r.failed;
+            seen.result = Some(ResultLine { passed: 0, failed });
+        }
+    }) {
+        Ok(f) => judge(tally, "cargo test --doc", f.status.code(), &seen),
+        Err(e) => tally.problem(e),
+    }
+}
+
+/// The script the VM runs: each RDMA test binary in its package dir, between markers that
+/// tell xtask which binaries actually ran.
+pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\n\
+         # generated by `cargo xtask test`: runs the RDMA test binaries inside the rxe VM\n\
+         echo \"xtask-vm: uptime $(cut -d' ' -f1 /proc/uptime)\"\n\
+         fail=0\n\
+         run() { # NAME DIR EXE ARGS...\n  \
+           local name=$1 dir=$2 exe=$3; shift 3\n  \
+           echo \"xtask-vm: start $name\"\n  \
+           (cd \"$dir\" && CARGO_MANIFEST_DIR=\"$dir\" exec \"$exe\" \"$@\"); local rc=$?\n  \
+           echo \"xtask-vm: end $name rc=$rc\"\n  \
+           [ $rc = 0 ] || fail=1\n\
+         }\n",
+    );
+    for b in bins {
+        s.push_str("run");
+        for word in [
+            shell_quote(&b.name),
+            shell_quote(&b.package_dir),
+            shell_quote(&b.exe),
+        ] {
+            s.push(' ');
+            s.push_str(&word);
+        }
+        for a in test_args {
+            s.push(' ');
+            s.push_str(&shell_quote(a));
+        }
+        s.push('\n');
+    }
+    s.push_str("echo \"xtask-vm: uptime $(cut -d' ' -f1 /proc/uptime)\"\nexit $fail\n");
+    s
+}
+
+/// What the VM's output said about the binaries it ran.
+#[derive(Default, Debug)]
+pub struct VmProgress {
+    current: Option<String>,
+    results: BTreeMap<String, (Option<i32>, Option<ResultLine>)>,
+    uptimes: Vec<f64>,
+}
+
+impl VmProgress {
+    /// Feeds one output line; returns the counts when it is a `test result:` line.
+    pub fn line(&mut self, line: &str) -> Option<ResultLine> {
+        if let Some(rest) = line.strip_prefix("xtask-vm: ") {
+            if let Some(name) = rest.strip_prefix("start ") {
+                self.current = Some(name.to_string());
+                self.results.insert(name.to_string(), (None, None));
+            } else if let Some(end) = rest.strip_prefix("end ") {
+                if let Some((name, rc)) = end.rsplit_once(" rc=") {
+                    let entry = self.results.entry(name.to_string()).or_default();
+                    entry.0 = rc.parse().ok();
+                }
+                self.current = None;
+            } else if let Some(t) = rest.strip_prefix("uptime ") {
+                self.uptimes.extend(t.trim().parse::<f64>().ok());
+            }
+            return None;
+        }
+        let r = parse_result_line(line)?;
+        if let Some(entry) = self.current.as_ref().and_then(|c| self.results.get_mut(c)) {
+            entry.1 = Some(r);
+        }
+        Some(r)
+    }
+}
+
+fn run_vm(bins: &[&TestBinary], test_args: &[String], tally: &mut Tally) -> Result<()> {
+    if bins.is_empty() {
+        tally.problem(format!(
+            "no test target named `{RDMA_PREFIX}*` was built: the RDMA tests (e.g. \
+             verbs/tests/rdma_verbs.rs) are expected to run in the VM"
+        ));
+        return Ok(());
+    }
+    let dir = cmd::target_dir()?.join("xtask");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let script = dir.join("rdma-tests.sh");
+    std::fs::write(&script, vm_script(bins, test_args))
+        .map_err(|e| format!("writing {}: {e}", script.display()))?;
+
+    let started = Instant::now();
+    let mut progress = VmProgress::default();
+    let finished = cmd::run_streaming(
+        vm::command("bash", [&script]).current_dir(cmd::repo_root()),
+        None,
+        |line| {
+            if let Some(r) = progress.line(line) {
+                tally.add(r);
+            }
+        },
+    )?;
+    let wall = started.elapsed().as_secs_f64();
+    if let [boot, .., done] = progress.uptimes[..] {
+        eprintln!(
+            "xtask: VM took {wall:.1}s: guest ready after {boot:.1}s of guest uptime, \
+             tests {:.1}s",
+            done - boot
+        );
+    } else {
+        eprintln!("xtask: VM took {wall:.1}s");
+    }
+    for b in bins {
+        match progress.results.get(&b.name) {
+            None => tally.problem(format!("RDMA test binary {} did not run in the VM", b.name)),
+            Some((rc, result)) => judge(
+                tally,
+                &format!("RDMA test binary {} (in the VM)", b.name),
+                *rc,
+                &Seen { result: *result },
+            ),
+        }
+    }
+    // The script exits 1 when a binary failed (judged above); anything else is the VM's.
+    let code = finished.status.code();
+    if code != Some(0) && code != Some(1) {
+        tally.problem(format!(
+            "the VM run ended with status {code:?}: {}",
+            vm::explain_status(code)
+        ));
+    }
+    Ok(())
+}
+
+pub fn test(opts: &TestOptions) -> Result<Tally> {
+    let mut tally = Tally::default();
+    let bins = build_tests(&mut tally);
+    let (rdma, host): (Vec<&TestBinary>, Vec<&TestBinary>) =
+        bins.iter().partition(|b| b.needs_rdma());
+    if opts.host {
+        let started = Instant::now();
+        run_host(&host, &opts.test_args, &mut tally);
+        run_doc_tests(&opts.test_args, &mut tally);
+        eprintln!(
+            "xtask: host tests took {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if opts.vm {
+        if let Err(e) = run_vm(&rdma, &opts.test_args, &mut tally) {
+            tally.problem(e);
+        }
+    }
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options_split_modes_from_test_args() {
+        let o = TestOptions::parse(&args(&["--vm-only", "migrate", "--", "--nocapture"])).unwrap();
+        assert!(!o.host && o.vm);
+        assert_eq!(o.test_args, ["migrate", "--nocapture"]);
+        assert!(TestOptions::parse(&args(&["--vm-only", "--host-only"])).is_err());
+        let all = TestOptions::parse(&[]).unwrap();
+        assert!(all.host && all.vm && all.test_args.is_empty());
+    }
+
+    #[test]
+    fn artifacts_keep_only_test_executables() {
+        let out = concat!(
+            r#"{"reason":"compiler-artifact","manifest_path":"/r/verbs/Cargo.toml","target":{"name":"rdma_verbs"},"profile":{"test":true},"executable":"/t/rdma_verbs-1"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","manifest_path":"/r/verbs/Cargo.toml","target":{"name":"corewire_verbs"},"profile":{"test":false},"executable":null}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","manifest_path":"/r/Cargo.toml","target":{"name":"echo"},"profile":{"test":false},"executable":"/t/examples/echo"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","manifest_path":"/r/verbs/Cargo.toml","target":{"name":"corewire_verbs"},"profile":{"test":true},"executable":"/t/corewire_verbs-2"}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+            "\n"
+        );
+        let bins = parse_artifacts(out);
+        assert_eq!(bins.len(), 2);
+        assert_eq!(bins[0].name, "corewire_verbs");
+        assert!(!bins[0].needs_rdma());
+        assert_eq!(bins[1].name, "rdma_verbs");
+        assert!(bins[1].needs_rdma());
+        assert_eq!(bins[1].package_dir, Path::new("/r/verbs"));
+        assert_eq!(bins[1].exe, Path::new("/t/rdma_verbs-1"));
+    }
+
+    #[test]
+    fn vm_script_runs_each_binary_with_quoted_args() {
+        let b = TestBinary {
+            name: "rdma_verbs".into(),
+            exe: "/t/rdma_verbs-1".into(),
+            package_dir: "/r/my dir".into(),
+        };
+        let s = vm_script(&[&b], &args(&["it's"]));
+        assert!(
+            s.contains("run rdma_verbs '/r/my dir' /t/rdma_verbs-1 'it'\\''s'\n"),
+            "{s}"
+        );
+        assert!(s.ends_with("exit $fail\n"));
+    }
+
+    #[test]
+    fn vm_progress_tracks_markers_results_and_uptime() {
+        let mut p = VmProgress::default();
+        for l in [
+            "xtask-vm: uptime 2.50",
+            "xtask-vm: start rdma_verbs",
+            "running 7 tests",
+            "test result: ok. 7 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.55s",
+            "xtask-vm: end rdma_verbs rc=0",
+            "xtask-vm: uptime 3.25",
+        ] {
+            p.line(l);
+        }
+        assert_eq!(p.uptimes, [2.5, 3.25]);
+        assert_eq!(
+            p.results.get("rdma_verbs"),
+            Some(&(
+                Some(0),
+                Some(ResultLine {
+                    passed: 7,
+                    failed: 0
+                })
+            ))
+        );
+    }
+
+    #[test]
+    fn nonzero_exit_without_counted_failure_is_a_problem() {
+        let mut t = Tally::default();
+        judge(&mut t, "a", Some(0), &Seen::default());
+        judge(
+            &mut t,
+            "b",
+            Some(101),
+            &Seen {
+                result: Some(ResultLine {
+                    passed: 1,
+                    failed: 1,
+                }),
+            },
+        );
+        assert!(t.problems.is_empty());
+        assert_eq!(t.failing, [("b".to_string(), 1)]);
+        judge(&mut t, "c", Some(139), &Seen::default());
+        judge(&mut t, "d", None, &Seen::default());
+        assert_eq!(t.problems.len(), 2);
+    }
+}
