@@ -34,6 +34,7 @@ impl Default for RuntimeBuilder {
                 task_budget: 128,
                 inbox_batch: 256,
                 spin_before_park: Duration::from_micros(50),
+                spin_yields: true,
             },
             inbox_capacity: 1024,
             hooks: ShardHooks::default(),
@@ -79,6 +80,14 @@ impl RuntimeBuilder {
     /// Longer cuts wake-up latency on machines with a slow wake-up path and costs idle CPU.
     pub fn spin_before_park(mut self, d: Duration) -> Self {
         self.config.spin_before_park = d;
+        self
+    }
+
+    /// Whether an idle shard gives its CPU away (sched_yield) while it spins (default true).
+    /// With shards on dedicated cores the yield returns at once; on a core shared with other
+    /// threads it lets them run instead of waiting out the spin.
+    pub fn spin_yields(mut self, yields: bool) -> Self {
+        self.config.spin_yields = yields;
         self
     }
 

@@ -17,14 +17,14 @@ use crate::vm;
 //                                   the background plus its client)
 // ================================================================================
 fn demo_steps(d: &Demo) -> Result<()> {
-    let echo = d.example("echo_demo");
-    if !echo.exists() {
-        return Err(format!(
-            "the demo is not built yet: {} does not exist (add an `echo_demo` example)",
-            echo.display()
-        ));
-    }
-    d.host(&echo, &[])
+    // 1. The KV store on the host: redis-cli, redis-benchmark and the binary client.
+    d.host(Path::new("bash"), &["demo/kv-tcp.sh"])?;
+    // 2. The raw echo demo: 2 shards, handoff accept, fairness budgets.
+    println!("\n== echo_demo (raw length-prefixed echo, 2 shards, least-connections handoff)");
+    d.host(&d.example("echo_demo"), &[])?;
+    // 3. RDMA, inside the soft-RoCE VM: the KV binary protocol and the echo service.
+    println!("\n== booting the soft-RoCE VM for the RDMA part");
+    d.vm_shell("bash demo/rdma.sh")
 }
 // ============================ end of DEMO STEPS =================================
 
@@ -76,7 +76,7 @@ fn run_in_vm(mut c: Command) -> Result<()> {
 
 pub fn demo() -> Result<()> {
     setup()?;
-    cmd::run(cmd::cargo().args(["build", "--release", "--workspace", "--examples"]))?;
+    cmd::run(cmd::cargo().args(["build", "--release", "--workspace", "--bins", "--examples"]))?;
     let d = Demo {
         examples_dir: cmd::target_dir()?.join("release/examples"),
     };

@@ -22,6 +22,9 @@ pub(crate) struct ShardConfig {
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
+    /// Yield the CPU (sched_yield) on each idle spin iteration, so a thread sharing the core
+    /// (a client, another process) runs instead of waiting out the spin.
+    pub spin_yields: bool,
 }
 
 /// Per-shard init/release hooks (brpc's `init_fn`/`release_fn`), run on the shard thread.
@@ -149,7 +152,11 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         }
         let idle_start = *idle_since.get_or_insert(now);
         if now.duration_since(idle_start) < config.spin_before_park {
-            std::hint::spin_loop();
+            if config.spin_yields {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
         park(ctx);
