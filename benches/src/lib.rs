@@ -3,11 +3,12 @@
 //! Everything runs on 127.0.0.1. On the 2-core development machine client and server share the
 //! cores, and every report says so.
 //!
-//! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `benchctl`.
+//! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`, `benchctl`.
 
 pub mod args;
 pub mod benchctl;
 pub mod byte_queue;
+pub mod corewire_rpc;
 pub mod cpu;
 pub mod echo_buffer;
 pub mod frame;

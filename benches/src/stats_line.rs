@@ -1,6 +1,6 @@
 //! The per-shard statistics line that echo servers print on SIGTERM:
-//! `stats shard=<i> accepted=<n> open=<n> budget_exhausted=<n>`, and the accept-balance figure
-//! derived from it.
+//! `stats shard=<i> accepted=<n> open=<n> budget_exhausted=<n> [placed=<n>]`, and the
+//! accept-balance figure derived from it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,15 +11,27 @@ pub struct ShardStats {
     pub accepted: u64,
     pub open: u64,
     pub budget_exhausted: u64,
+    /// Connections placed on (served by) this shard, when the server says: in handoff mode
+    /// corewire's `accepted` counts the acceptor's own listener, not where connections went.
+    pub placed: Option<u64>,
 }
 
 impl ShardStats {
     /// The line a server prints.
     pub fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "stats shard={} accepted={} open={} budget_exhausted={}",
             self.shard, self.accepted, self.open, self.budget_exhausted
-        )
+        );
+        if let Some(placed) = self.placed {
+            line.push_str(&format!(" placed={placed}"));
+        }
+        line
+    }
+
+    /// Connections this shard served: `placed` when reported, else `accepted`.
+    pub fn served(&self) -> u64 {
+        self.placed.unwrap_or(self.accepted)
     }
 
     /// Parses a stats line; `None` for any other line. Unknown `key=value` pairs are ignored so
@@ -38,6 +50,7 @@ impl ShardStats {
                 "accepted" => stats.accepted = value.parse().ok()?,
                 "open" => stats.open = value.parse().ok()?,
                 "budget_exhausted" => stats.budget_exhausted = value.parse().ok()?,
+                "placed" => stats.placed = Some(value.parse().ok()?),
                 _ => {}
             }
         }
@@ -87,6 +100,7 @@ impl ShardCounters {
             accepted: self.accepted.load(Ordering::Relaxed),
             open: self.open.load(Ordering::Relaxed),
             budget_exhausted: 0,
+            placed: None,
         }
     }
 }
@@ -102,6 +116,7 @@ mod tests {
             accepted: 10,
             open: 2,
             budget_exhausted: 3,
+            placed: None,
         };
         assert_eq!(
             s.line(),
@@ -112,6 +127,13 @@ mod tests {
             ShardStats::parse("stats shard=0 accepted=5 extra=9").map(|s| s.accepted),
             Some(5)
         );
+        let handoff = ShardStats::parse(
+            "stats shard=0 accepted=40 open=0 budget_exhausted=0 handoffs_in=0 placed=20",
+        )
+        .unwrap();
+        assert_eq!((handoff.accepted, handoff.served()), (40, 20));
+        assert_eq!(ShardStats::parse(&handoff.line()), Some(handoff));
+        assert_eq!(s.served(), 10);
         assert_eq!(ShardStats::parse("listening on 127.0.0.1:1"), None);
         assert_eq!(ShardStats::parse("stats accepted=5"), None);
         assert_eq!(ShardStats::parse("stats shard=x"), None);
@@ -138,7 +160,8 @@ mod tests {
                 shard: 3,
                 accepted: 2,
                 open: 1,
-                budget_exhausted: 0
+                budget_exhausted: 0,
+                placed: None,
             }
         );
     }

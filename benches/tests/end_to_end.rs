@@ -12,6 +12,7 @@ const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
 const ECHO_TOKIO: &str = env!("CARGO_BIN_EXE_echo_tokio");
 const ECHO_GLOMMIO: &str = env!("CARGO_BIN_EXE_echo_glommio");
 const RPC_TONIC: &str = env!("CARGO_BIN_EXE_rpc_tonic");
+const RPC_COREWIRE: &str = env!("CARGO_BIN_EXE_rpc_corewire");
 const BENCHCTL: &str = env!("CARGO_BIN_EXE_benchctl");
 
 fn free_port() -> u16 {
@@ -159,6 +160,68 @@ fn tonic_pair_reports_like_loadgen() {
     assert!(num(&r, "server_cpu_us_per_req") > 0.0, "{r}");
     let exit = server.stop(Duration::from_secs(10));
     assert!(!exit.killed);
+}
+
+#[test]
+fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
+    for accept in ["reuseport", "handoff"] {
+        let port = free_port();
+        let server = start(
+            &format!(
+                "{RPC_COREWIRE} server --addr 127.0.0.1:{port} --shards 2 --accept {accept} \
+                 --no-pin"
+            ),
+            port,
+        );
+        let r = client(&format!(
+            "{RPC_COREWIRE} client --addr 127.0.0.1:{port} --conns 4 --depth 4 --size 4096 \
+             --threads 2 --duration-ms 300 --warmup-ms 100 --server-pid {}",
+            server.pid()
+        ));
+        assert_eq!(r["mode"], "corewire-rpc");
+        assert_eq!(num(&r, "errors"), 0.0);
+        assert!(num(&r, "requests") > 100.0, "{r}");
+        assert!(
+            num(&r, "p50_us") > 0.0 && num(&r, "p99_us") >= num(&r, "p50_us"),
+            "{r}"
+        );
+        assert!(num(&r, "server_cpu_us_per_req") > 0.0, "{r}");
+        let exit = server.stop(Duration::from_secs(10));
+        assert!(!exit.killed, "server ignored SIGTERM");
+        assert!(
+            exit.status.is_some_and(|s| s.success()),
+            "{:?}",
+            exit.status
+        );
+        let stats: Vec<ShardStats> = exit
+            .stdout
+            .iter()
+            .filter_map(|l| ShardStats::parse(l))
+            .collect();
+        assert_eq!(stats.len(), 2, "{:?}", exit.stdout);
+        assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 4, "{accept}");
+        assert_eq!(stats.iter().map(|s| s.served()).sum::<u64>(), 4, "{accept}");
+        assert!(stats.iter().all(|s| s.open == 0));
+        if accept == "handoff" {
+            // One acceptor; least-connections placement of 4 connections on 2 shards.
+            assert_eq!(stats[0].accepted, 4, "{stats:?}");
+            assert!(stats.iter().all(|s| s.served() == 2), "{stats:?}");
+        }
+    }
+}
+
+#[test]
+fn corewire_rpc_client_rejects_raw_echo_only_modes() {
+    let out = std::process::Command::new(RPC_COREWIRE)
+        .args(["client", "--addr", "127.0.0.1:1", "--probe"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = std::process::Command::new(RPC_COREWIRE)
+        .args(["server", "--addr", "127.0.0.1:1", "--budget-msgs", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

@@ -54,6 +54,13 @@ impl Catalog {
             "{corewire_echo} --addr {addr} --shards {shards}{accept_flag}{budget_flag}",
             None,
         );
+        // The same raw echo server under a second name, so the rpc suite's table can show
+        // what the RPC framework costs over it.
+        add(
+            "corewire-raw",
+            "{corewire_echo} --addr {addr} --shards {shards}{accept_flag}{budget_flag}",
+            None,
+        );
         add(
             "tonic",
             "{bin}/rpc_tonic server --addr {addr} --workers {workers}",
@@ -102,16 +109,26 @@ impl Catalog {
 }
 
 /// Variables every template can use besides the per-run ones: `bin` (this crate's release
-/// binaries) and the paths where corewire's example binaries are expected.
+/// binaries), where corewire's raw echo example is expected, and the corewire RPC peer
+/// (`rpc_corewire` in `bin`).
 pub fn default_vars(bin_dir: &str) -> Vars {
     [
-        ("bin", bin_dir),
-        ("corewire_echo", "target/release/examples/echo_server"),
-        ("corewire_rpc_server", "target/release/examples/rpc_server"),
-        ("corewire_rpc_client", "target/release/examples/rpc_client"),
+        ("bin", bin_dir.to_string()),
+        (
+            "corewire_echo",
+            "target/release/examples/echo_server".to_string(),
+        ),
+        (
+            "corewire_rpc_server",
+            format!("{bin_dir}/rpc_corewire server"),
+        ),
+        (
+            "corewire_rpc_client",
+            format!("{bin_dir}/rpc_corewire client"),
+        ),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
 
@@ -131,5 +148,18 @@ mod tests {
         c.set_server("nope", "srv {addr}");
         assert!(c.set_client("nope", "cli {addr}"));
         assert_eq!(c.get("nope").unwrap().client.as_deref(), Some("cli {addr}"));
+    }
+
+    #[test]
+    fn corewire_rpc_defaults_to_this_crates_peer() {
+        let vars = default_vars("/b");
+        assert_eq!(vars["corewire_rpc_server"], "/b/rpc_corewire server");
+        assert_eq!(vars["corewire_rpc_client"], "/b/rpc_corewire client");
+        let c = Catalog::builtin();
+        assert_eq!(
+            c.get("corewire-raw").unwrap().server,
+            c.get("corewire").unwrap().server
+        );
+        assert!(c.get("corewire-raw").unwrap().client.is_none());
     }
 }

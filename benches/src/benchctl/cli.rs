@@ -16,7 +16,8 @@ benchctl list                 show built-in server templates and variables
 
   --rounds N (5)              measurements per (workload, variant); table shows medians
   --servers A,B,...           variants to compare (echo: corewire,tokio,glommio;
-                              rpc: corewire-rpc,tonic; fairness/accept: first one, corewire)
+                              rpc: corewire-rpc,tonic,corewire-raw;
+                              fairness/accept: first one, corewire)
   --baseline LABEL            ratio baseline (echo: tokio, rpc: tonic,
                               fairness: budget=unlimited, accept: accept=reuseport)
   --server NAME=TEMPLATE      define/override a server command (repeatable)
@@ -32,6 +33,8 @@ benchctl list                 show built-in server templates and variables
   --budgets LIST (unlimited,64,32,16,4)  --budget-bytes N      (fairness)
   --hot-conns N (8)  --hot-depth N (32)  --probe-size S (64)    (fairness)
   --accept-modes LIST (reuseport,handoff)  --cycles N (20000)   (accept)
+  --workload TEXT             only workloads whose label contains TEXT (repeatable;
+                              e.g. --workload '1 conn')
   --json-out FILE             append every measurement as a JSON line
   --dry-run                   print the commands and exit";
 
@@ -140,6 +143,8 @@ pub fn parse(mut args: Args, exe_dir: &str) -> Result<Command, CliError> {
         hot_conns: args.get("hot-conns", defaults.hot_conns)?,
         hot_depth: args.get("hot-depth", defaults.hot_depth)?,
         probe_size: args.get("probe-size", defaults.probe_size)?,
+        // Repeatable, not a comma list: workload labels contain commas.
+        workloads: Some(args.take_all("workload")?).filter(|w| !w.is_empty()),
     };
     let d = RunConfig::default();
     let cfg = RunConfig {
@@ -216,6 +221,26 @@ mod tests {
             "taskset -c 0 cli --addr 127.0.0.1:5"
         );
         assert_eq!(plan.vars["bin"], "/exe");
+    }
+
+    #[test]
+    fn workload_filter_is_repeatable_and_keeps_commas() {
+        let cmd = parse_words(&[
+            "echo",
+            "--workload",
+            "1 conn × depth 1, 64 B",
+            "--workload",
+            "64 conn",
+        ])
+        .unwrap();
+        let Command::Run { plan, .. } = cmd else {
+            panic!("expected a run");
+        };
+        let labels: Vec<_> = plan.suite.workloads.iter().map(|w| w.label()).collect();
+        assert_eq!(
+            labels,
+            ["1 conn × depth 1, 64 B", "64 conn × depth 4, 64 B"]
+        );
     }
 
     #[test]

@@ -93,11 +93,23 @@ pub struct ServerExit {
     pub killed: bool,
 }
 
-/// A running server.
+/// A running server. Dropped without [`ServerProcess::stop`] (e.g. a panicking test), it kills
+/// its process group so no server outlives its run.
 pub struct ServerProcess {
     child: Child,
-    stdout: JoinHandle<Vec<String>>,
-    stderr: JoinHandle<Vec<String>>,
+    stdout: Option<JoinHandle<Vec<String>>>,
+    stderr: Option<JoinHandle<Vec<String>>>,
+    /// Set once the child has been waited for.
+    reaped: bool,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = kill(Pid::from_raw(-(self.child.id() as i32)), Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl ServerProcess {
@@ -114,8 +126,9 @@ impl ServerProcess {
         let stderr = collect_lines(child.stderr.take());
         let mut server = ServerProcess {
             child,
-            stdout,
-            stderr,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            reaped: false,
         };
         match server.wait_listening(port, timeout, settle) {
             Ok(()) => Ok(server),
@@ -190,9 +203,12 @@ impl ServerProcess {
                 }
             }
         }
+        self.reaped = true;
+        let lines =
+            |h: Option<JoinHandle<Vec<String>>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
         ServerExit {
-            stdout: self.stdout.join().unwrap_or_default(),
-            stderr: self.stderr.join().unwrap_or_default(),
+            stdout: lines(self.stdout.take()),
+            stderr: lines(self.stderr.take()),
             status,
             killed,
         }
@@ -279,5 +295,17 @@ mod tests {
         assert!(matches!(err, Some(ProcessError::Exited { .. })));
         let err = ServerProcess::start("sleep 30", port, Duration::from_millis(100), POLL).err();
         assert!(matches!(err, Some(ProcessError::NotListening { .. })));
+    }
+
+    #[test]
+    fn a_dropped_server_is_killed() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // `sleep` never listens; the port listens through `listener`, so start succeeds.
+        let server = ServerProcess::start("sleep 30", port, Duration::from_secs(5), POLL).unwrap();
+        let pid = Pid::from_raw(server.pid() as i32);
+        drop(server);
+        // Reaped by the drop: the pid no longer names a process (or a zombie) of ours.
+        assert_eq!(kill(pid, None), Err(nix::errno::Errno::ESRCH));
     }
 }

@@ -17,7 +17,7 @@ pub struct RunResult {
 
 impl RunResult {
     /// Numeric report fields by key, plus `balance_max_dev_pct` when the server reported
-    /// per-shard accepts.
+    /// per-shard accepts (connections served per shard: `placed` where given).
     pub fn metrics(&self) -> BTreeMap<String, f64> {
         let mut metrics: BTreeMap<String, f64> = self
             .report
@@ -28,18 +28,18 @@ impl RunResult {
                     .collect()
             })
             .unwrap_or_default();
-        let accepted: Vec<u64> = self.shards.iter().map(|s| s.accepted).collect();
+        let accepted: Vec<u64> = self.shards.iter().map(|s| s.served()).collect();
         if let Some(dev) = max_deviation_pct(&accepted) {
             metrics.insert("balance_max_dev_pct".into(), dev);
         }
         metrics
     }
 
-    /// Accepted connections per shard, ordered by shard index.
+    /// Connections served per shard (`placed`, else `accepted`), ordered by shard index.
     pub fn accepted_per_shard(&self) -> Vec<u64> {
         let mut shards = self.shards.clone();
         shards.sort_by_key(|s| s.shard);
-        shards.iter().map(|s| s.accepted).collect()
+        shards.iter().map(|s| s.served()).collect()
     }
 }
 
@@ -68,6 +68,14 @@ impl RunRecord {
             Ok(r) => {
                 v["report"] = r.report.clone();
                 v["shard_accepted"] = serde_json::json!(r.accepted_per_shard());
+                // How often each shard's connections ran out of their fairness budget: the
+                // fairness table needs it to tell "budget never bit" from "budget did not help".
+                let mut shards = r.shards.clone();
+                shards.sort_by_key(|s| s.shard);
+                v["shard_budget_exhausted"] = serde_json::json!(shards
+                    .iter()
+                    .map(|s| s.budget_exhausted)
+                    .collect::<Vec<_>>());
                 v["notes"] = serde_json::json!(r.notes);
             }
             Err(e) => v["error"] = serde_json::json!(e),

@@ -167,6 +167,8 @@ pub struct SuiteOptions {
     pub hot_conns: usize,
     pub hot_depth: usize,
     pub probe_size: usize,
+    /// Keep only workloads whose label contains one of these (e.g. "1 conn").
+    pub workloads: Option<Vec<String>>,
 }
 
 impl Default for SuiteOptions {
@@ -186,6 +188,7 @@ impl Default for SuiteOptions {
             hot_conns: 8,
             hot_depth: 32,
             probe_size: 64,
+            workloads: None,
         }
     }
 }
@@ -195,6 +198,8 @@ impl Default for SuiteOptions {
 pub enum SuiteError {
     UnknownSuite(String),
     NoServers,
+    /// `--workload` matched none of the suite's workloads.
+    NoWorkloads(Vec<String>),
     BaselineMissing {
         baseline: String,
         labels: Vec<String>,
@@ -208,6 +213,9 @@ impl fmt::Display for SuiteError {
                 write!(f, "unknown suite {s:?} (echo, fairness, accept, rpc)")
             }
             SuiteError::NoServers => write!(f, "no servers selected"),
+            SuiteError::NoWorkloads(filters) => {
+                write!(f, "--workload {:?} matched no workload", filters)
+            }
             SuiteError::BaselineMissing { baseline, labels } => write!(
                 f,
                 "baseline {baseline:?} is not one of the variants: {}",
@@ -307,7 +315,10 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     closed(1, 1, small),
                     closed(1, 1, 4096),
                 ],
-                variants: per_server(opts, servers_or(opts, &["corewire-rpc", "tonic"])?),
+                variants: per_server(
+                    opts,
+                    servers_or(opts, &["corewire-rpc", "tonic", "corewire-raw"])?,
+                ),
                 baseline: opts.baseline.clone().unwrap_or_else(|| "tonic".into()),
                 columns: LATENCY_COLUMNS.to_vec(),
                 ratios: LATENCY_RATIOS.to_vec(),
@@ -404,6 +415,15 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
         }
         other => return Err(SuiteError::UnknownSuite(other.to_string())),
     };
+    let mut suite = suite;
+    if let Some(filters) = &opts.workloads {
+        suite
+            .workloads
+            .retain(|w| filters.iter().any(|f| w.label().contains(f.as_str())));
+        if suite.workloads.is_empty() {
+            return Err(SuiteError::NoWorkloads(filters.clone()));
+        }
+    }
     if !suite.variants.iter().any(|v| v.label == suite.baseline) {
         return Err(SuiteError::BaselineMissing {
             baseline: suite.baseline,
@@ -426,6 +446,37 @@ mod tests {
         assert_eq!(s.baseline, "tokio");
         assert_eq!(s.workloads[2].label(), "64 conn × depth 4, 64 B");
         assert_eq!(s.workloads[1].label(), "1 conn × depth 1, 4 KiB");
+    }
+
+    #[test]
+    fn rpc_suite_includes_the_raw_echo_floor() {
+        let s = build("rpc", &SuiteOptions::default()).unwrap();
+        let labels: Vec<_> = s.variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["corewire-rpc", "tonic", "corewire-raw"]);
+        assert_eq!(s.baseline, "tonic");
+        assert_eq!(s.workloads.len(), 4);
+    }
+
+    #[test]
+    fn workload_filter_keeps_matching_labels() {
+        let opts = SuiteOptions {
+            workloads: Some(vec!["1 conn".into()]),
+            ..SuiteOptions::default()
+        };
+        let s = build("echo", &opts).unwrap();
+        let labels: Vec<_> = s.workloads.iter().map(Workload::label).collect();
+        assert_eq!(
+            labels,
+            ["1 conn × depth 1, 64 B", "1 conn × depth 1, 4 KiB"]
+        );
+        let opts = SuiteOptions {
+            workloads: Some(vec!["7 conn".into()]),
+            ..SuiteOptions::default()
+        };
+        assert!(matches!(
+            build("echo", &opts),
+            Err(SuiteError::NoWorkloads(_))
+        ));
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub fn render(suite: &Suite, rows: &[Row], records: &[RunRecord], ctx: &ReportCo
     let mut header = vec!["workload".to_string(), "variant".into(), "runs".into()];
     header.extend(suite.columns.iter().map(|c| c.header.to_string()));
     if show_shards {
-        header.push("accepted/shard".into());
+        header.push("conns/shard".into());
     }
     header.push("errors (sum)".into());
     header.extend(

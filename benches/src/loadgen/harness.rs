@@ -43,6 +43,11 @@ impl Timeline {
         t_ns >= self.warm_end_ns && t_ns < self.end_ns
     }
 
+    /// True when `t_ns` is at or past the end of the measurement.
+    pub fn ended(&self, t_ns: u64) -> bool {
+        t_ns >= self.end_ns
+    }
+
     /// When the warm-up ends.
     pub fn warm_end(&self) -> Instant {
         self.base + Duration::from_nanos(self.warm_end_ns)
@@ -254,6 +259,8 @@ mod tests {
         assert!(t.in_window(10_000_000));
         assert!(t.in_window(29_999_999));
         assert!(!t.in_window(30_000_000));
+        assert!(!t.ended(29_999_999));
+        assert!(t.ended(30_000_000));
         assert_eq!(t.window(), Duration::from_millis(20));
         assert_eq!(t.end() - t.warm_end(), Duration::from_millis(20));
     }

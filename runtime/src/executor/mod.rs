@@ -46,6 +46,8 @@ pub(crate) struct Executor {
     queue: RefCell<VecDeque<TaskKey>>,
     generation: Cell<u32>,
     remote: Arc<ShardRemote>,
+    /// Tasks that yielded: woken only after the shard's pollers and ring had their turn.
+    yielded: RefCell<Vec<Waker>>,
 }
 
 impl Executor {
@@ -55,6 +57,7 @@ impl Executor {
             queue: RefCell::new(VecDeque::with_capacity(1024)),
             generation: Cell::new(0),
             remote,
+            yielded: RefCell::new(Vec::new()),
         }
     }
 
@@ -80,6 +83,21 @@ impl Executor {
         drop(tasks);
         self.queue.borrow_mut().push_back(key);
         handle
+    }
+
+    /// Park a yielding task until the loop has reaped the ring once more.
+    pub(crate) fn defer(&self, waker: Waker) {
+        self.yielded.borrow_mut().push(waker);
+    }
+
+    /// Wake the tasks that yielded; returns how many.
+    pub(crate) fn wake_yielded(&self) -> usize {
+        let wakers = std::mem::take(&mut *self.yielded.borrow_mut());
+        let n = wakers.len();
+        for w in wakers {
+            w.wake();
+        }
+        n
     }
 
     /// Queue a woken task (called by wakers on the shard's own thread).
@@ -185,6 +203,7 @@ impl Executor {
             drop(futures);
         }
         self.queue.borrow_mut().clear();
+        self.yielded.borrow_mut().clear();
     }
 }
 

@@ -139,6 +139,10 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             did_work = true;
             stats.completions.add(reaped.completions as u64);
         }
+        // Yielded tasks go behind the completions just reaped.
+        if ctx.executor.wake_yielded() > 0 {
+            did_work = true;
+        }
 
         stats.tasks_live.set(ctx.executor.task_count() as u64);
         stats

@@ -1,0 +1,103 @@
+//! corewire RPC echo: `rpc_corewire server --addr A [--shards N] [--accept reuseport|handoff]
+//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]` or `rpc_corewire client --addr A
+//! [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
+//! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc").
+
+use std::process::ExitCode;
+
+use corewire_bench::args::{Args, ArgsError};
+use corewire_bench::corewire_rpc::budget::budget_from_flags;
+use corewire_bench::corewire_rpc::client::run_corewire_closed_loop;
+use corewire_bench::corewire_rpc::server::{self, CorewireRpcServerConfig};
+use corewire_bench::loadgen::cli::{self, Command};
+use corewire_bench::report::print_json;
+use corewire_bench::servers::accept_mode::AcceptMode;
+
+const USAGE: &str = "\
+rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handoff (reuseport)]
+                    [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]
+rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
+                    [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]";
+
+fn usage_error(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("rpc_corewire: {e}\nusage:\n{USAGE}");
+    ExitCode::from(2)
+}
+
+fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
+    let parsed = (|| -> Result<_, ArgsError> {
+        let addr = args.require("addr")?;
+        let shards = args.get("shards", 2usize)?;
+        let accept = args.get("accept", AcceptMode::Reuseport)?;
+        let pin = !args.switch("no-pin");
+        let messages: Option<String> = args.opt("budget-msgs")?;
+        let bytes: Option<usize> = args.opt("budget-bytes")?;
+        Ok((addr, shards, accept, pin, messages, bytes))
+    })();
+    let (addr, shards, accept, pin, messages, bytes) = parsed.map_err(|e| e.to_string())?;
+    args.finish().map_err(|e| e.to_string())?;
+    let budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
+    Ok(CorewireRpcServerConfig {
+        addr,
+        shards,
+        accept,
+        pin,
+        budget,
+    })
+}
+
+fn server_main(args: Args) -> ExitCode {
+    let cfg = match server_config(args) {
+        Ok(cfg) => cfg,
+        Err(e) => return usage_error(e),
+    };
+    match server::run(&cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rpc_corewire: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn client_main(args: Args) -> ExitCode {
+    let cfg = match cli::parse(args) {
+        Ok(Command::ClosedLoop(cfg)) => cfg,
+        Ok(_) => {
+            return usage_error(ArgsError::Unexpected(vec![
+                "--probe / --accept-storm (raw echo only)".to_string(),
+            ]))
+        }
+        Err(e) => return usage_error(e),
+    };
+    match run_corewire_closed_loop(&cfg) {
+        Ok(report) => {
+            print_json(&report);
+            if report.errors == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("rpc_corewire: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // `--no-pin` is the only switch; every other flag takes a value.
+    let mut args = match Args::from_env(&["no-pin"]) {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    match args.take_positional().as_deref() {
+        Some("server") => server_main(args),
+        Some("client") => client_main(args),
+        _ => {
+            eprintln!("usage:\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Closed-loop client on corewire: a runtime with `threads` shards (unpinned, like loadgen's
+//! threads; pin from outside with `taskset`), each shard opening its share of the connections
+//! and keeping `depth` calls in flight on each one (`depth` tasks sharing the connection's
+//! pipelining [`Client`]). Same timeline, histogram and JSON report as the raw-echo loadgen,
+//! with `mode` = "corewire-rpc".
+
+use std::cell::RefCell;
+use std::fmt;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use corewire::{spawn_local, Client, ClientError, ClientOptions, Runtime, Service};
+
+use super::{Echo, ECHO_METHOD};
+use crate::loadgen::closed_loop::{closed_loop_report, spread, ClosedLoopConfig};
+use crate::loadgen::echo_conn::ConnSpec;
+use crate::loadgen::harness::{self, GroupStats, StartGate, ThreadBody, Timeline};
+use crate::report::ClosedLoopReport;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long after the window a call may still be outstanding before its loop counts as hung.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a call loop stopped early.
+#[derive(Debug)]
+pub enum CallLoopError {
+    Call(ClientError),
+    WrongEcho { expected: usize, got: usize },
+    Hung,
+}
+
+impl fmt::Display for CallLoopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallLoopError::Call(e) => write!(f, "call failed: {e}"),
+            CallLoopError::WrongEcho { expected, got } => write!(
+                f,
+                "echo payload is {got} bytes (or differs), expected {expected}"
+            ),
+            CallLoopError::Hung => write!(
+                f,
+                "a call was still unanswered {DRAIN_GRACE:?} after the run"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CallLoopError {}
+
+/// One client shard's share of the connections.
+struct ShardBody {
+    rt: Arc<Runtime>,
+    shard: usize,
+    addr: SocketAddr,
+    conns: Vec<ConnSpec>,
+}
+
+impl ThreadBody for ShardBody {
+    fn run(self, gate: StartGate, groups: usize) -> Vec<GroupStats> {
+        let ShardBody {
+            rt,
+            shard,
+            addr,
+            conns,
+        } = self;
+        let n = conns.len();
+        match rt.block_on(shard, move || drive_shard(addr, conns, gate, groups)) {
+            Ok(stats) => stats,
+            Err(e) => {
+                eprintln!("rpc_corewire: client shard {shard} failed: {e}");
+                let mut stats = vec![GroupStats::default(); groups];
+                stats[0].errors += n as u64;
+                stats
+            }
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr, depth: usize) -> Result<Client, String> {
+    let options = ClientOptions {
+        window: depth.max(1),
+        ..ClientOptions::default()
+    };
+    match corewire::timeout(CONNECT_TIMEOUT, Client::connect_tcp(addr, options)).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".to_string()),
+    }
+}
+
+async fn drive_shard(
+    addr: SocketAddr,
+    conns: Vec<ConnSpec>,
+    mut gate: StartGate,
+    groups: usize,
+) -> Vec<GroupStats> {
+    let stats: Rc<Vec<RefCell<GroupStats>>> =
+        Rc::new((0..groups).map(|_| RefCell::default()).collect());
+    let mut clients = Vec::with_capacity(conns.len());
+    for spec in conns {
+        match connect(addr, spec.depth).await {
+            Ok(c) => clients.push((spec, c)),
+            Err(e) => {
+                eprintln!("rpc_corewire: connect {addr}: {e}");
+                stats[spec.group].borrow_mut().errors += 1;
+            }
+        }
+    }
+    // Blocking this shard's thread at the start barrier is harmless: its connections are
+    // idle until every client thread has connected and the timeline is set.
+    let Some(timeline) = gate.wait() else {
+        return collect(&stats);
+    };
+    let mut tasks = Vec::new();
+    for (spec, client) in &clients {
+        for _ in 0..spec.depth.max(1) {
+            let task = call_loop(client.clone(), *spec, timeline, Rc::clone(&stats));
+            tasks.push((*spec, spawn_local(task)));
+        }
+    }
+    let give_up = timeline.end() + DRAIN_GRACE;
+    for (spec, task) in tasks {
+        let left = give_up.saturating_duration_since(Instant::now());
+        let failure = match corewire::timeout(left, task).await {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(e))) => Some(e.to_string()),
+            Ok(Err(e)) => Some(format!("call task failed: {e}")),
+            Err(_) => Some(CallLoopError::Hung.to_string()),
+        };
+        if let Some(why) = failure {
+            eprintln!("rpc_corewire: {why}");
+            stats[spec.group].borrow_mut().errors += 1;
+        }
+    }
+    drop(clients);
+    collect(&stats)
+}
+
+fn collect(stats: &[RefCell<GroupStats>]) -> Vec<GroupStats> {
+    stats.iter().map(|s| s.borrow().clone()).collect()
+}
+
+/// Issues calls back to back until the timeline ends. No per-call timer: a hung call is
+/// caught once, by the drain deadline in `drive_shard`.
+async fn call_loop(
+    client: Client,
+    spec: ConnSpec,
+    timeline: Timeline,
+    stats: Rc<Vec<RefCell<GroupStats>>>,
+) -> Result<(), CallLoopError> {
+    let payload = Bytes::from((0..spec.size).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+    loop {
+        let sent = timeline.now_ns();
+        if timeline.ended(sent) {
+            return Ok(());
+        }
+        let reply = client
+            .call(Echo::ID, ECHO_METHOD, payload.clone())
+            .await
+            .map_err(CallLoopError::Call)?;
+        // Length and last byte, as loadgen checks (a full compare would load the client).
+        if reply.len() != spec.size || reply.last() != payload.last() {
+            return Err(CallLoopError::WrongEcho {
+                expected: spec.size,
+                got: reply.len(),
+            });
+        }
+        let now = timeline.now_ns();
+        if timeline.in_window(now) {
+            stats[spec.group]
+                .borrow_mut()
+                .record(now.saturating_sub(sent), spec.size);
+        }
+    }
+}
+
+/// Why the client could not run at all.
+#[derive(Debug)]
+pub struct ClientRuntimeError(std::io::Error);
+
+impl fmt::Display for ClientRuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot start corewire client shards: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientRuntimeError {}
+
+/// Runs a closed-loop benchmark against a corewire RPC echo server.
+pub fn run_corewire_closed_loop(
+    cfg: &ClosedLoopConfig,
+) -> Result<ClosedLoopReport, ClientRuntimeError> {
+    let spec = ConnSpec {
+        group: 0,
+        size: cfg.size,
+        depth: cfg.depth,
+    };
+    let s = &cfg.shape;
+    let lists: Vec<Vec<ConnSpec>> = spread(&vec![spec; cfg.conns], s.threads)
+        .into_iter()
+        .filter(|l| !l.is_empty())
+        .collect();
+    let rt = Runtime::builder()
+        .shards(lists.len().max(1))
+        .pin(false)
+        .name("rpc-client")
+        .build()
+        .map(Arc::new)
+        .map_err(ClientRuntimeError)?;
+    let bodies = lists
+        .into_iter()
+        .enumerate()
+        .map(|(shard, conns)| ShardBody {
+            rt: Arc::clone(&rt),
+            shard,
+            addr: s.addr,
+            conns,
+        })
+        .collect();
+    let out = harness::run(bodies, 1, s.warmup, s.duration, s.server_pid);
+    drop(rt);
+    Ok(closed_loop_report("corewire-rpc", cfg, &out))
+}
