@@ -94,11 +94,19 @@ impl ConnCounts {
             Placement::Fixed(s) => *s,
             Placement::RoundRobin => turn % n,
             Placement::LeastConnections => {
+                // Shards within one open connection of the least loaded count as equally
+                // loaded (a one-connection difference is often just a handoff in flight);
+                // among them the one with the fewest placed so far wins, so a storm of
+                // short-lived connections spreads evenly; exact ties rotate.
                 let open = self.open();
-                let min = open.iter().copied().min().unwrap_or(0);
-                // Rotate among the least loaded so short-lived connections (all counts 0)
-                // do not all land on shard 0.
-                let ties: Vec<ShardId> = (0..n).filter(|&i| open[i] == min).collect();
+                let placed = self.placed();
+                let min_open = open.iter().copied().min().unwrap_or(0);
+                let near: Vec<ShardId> = (0..n).filter(|&i| open[i] <= min_open + 1).collect();
+                let min_placed = near.iter().map(|&i| placed[i]).min().unwrap_or(0);
+                let ties: Vec<ShardId> = near
+                    .into_iter()
+                    .filter(|&i| placed[i] == min_placed)
+                    .collect();
                 ties[turn % ties.len()]
             }
             Placement::Custom(f) => f(&PlacementInput {
