@@ -18,16 +18,23 @@
 //!    emits reply bytes strictly in request order via [`session::Session::take_output`].
 //!
 //! [`aof::replay`] rebuilds a shard from its log at start-up; [`info::render`] builds INFO.
+//!
+//! The glue itself is [`server`] (shards, connections, cross-shard batches, AOF I/O, expiry),
+//! [`binary`] (the flatbuffers protocol served through corewire's service framework) and
+//! [`kv_client`] (its client and load generator). Binaries: `corewire-kv` and `kv-client`.
 
 pub mod aof;
+pub mod binary;
 pub mod change;
 pub mod command;
 mod glob;
 pub mod info;
+pub mod kv_client;
 mod number;
 pub mod reply;
 pub mod resp;
 pub mod routing;
+pub mod server;
 pub mod session;
 pub mod store;
 

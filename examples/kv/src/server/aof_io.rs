@@ -1,0 +1,283 @@
+//! A shard's append-only log on disk, written through the shard's io_uring ring: replay at
+//! start-up, the AOF task (group commit: one write and, for `always`, one fdatasync per batch
+//! of records), and the durability gate that holds `always` replies until their fsync.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use corewire::runtime::driver::op::fsync::Fsync;
+use corewire::runtime::driver::op::read::Read;
+use corewire::runtime::driver::op::write::Write;
+use corewire::runtime::Op;
+
+use super::mesh::Done;
+use super::notify::Notify;
+use super::shard::{now_ms, Shard};
+use super::sink::Origin;
+use crate::aof::{AofWriter, DurabilityGate, FsyncPolicy, RecordReader};
+use crate::command::Command;
+use crate::reply::Reply;
+use crate::store::{Store, SweepOutcome};
+
+/// Why a shard's log could not be opened or replayed.
+#[derive(Debug)]
+pub struct AofStartError {
+    pub path: PathBuf,
+    pub error: io::Error,
+}
+
+impl fmt::Display for AofStartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AOF {}: {}", self.path.display(), self.error)
+    }
+}
+
+impl std::error::Error for AofStartError {}
+
+/// What start-up found in a shard's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplaySummary {
+    pub records: u64,
+    pub valid_len: u64,
+    /// Bytes cut off the end because they were torn or corrupt.
+    pub truncated: u64,
+}
+
+pub(crate) fn shard_log_path(dir: &Path, shard: usize) -> PathBuf {
+    dir.join(format!("shard-{shard}.aof"))
+}
+
+pub(crate) struct AofShard {
+    file: File,
+    path: PathBuf,
+    writer: RefCell<AofWriter>,
+    gate: RefCell<DurabilityGate<Done>>,
+    kick: Notify,
+    /// Set when the file could not be written: writes are refused from then on (Redis's
+    /// MISCONF), since memory would run ahead of the log.
+    broken: RefCell<Option<String>>,
+}
+
+impl AofShard {
+    /// Opens (creating it if needed) shard `shard`'s log in `dir`, replays it into `store`
+    /// and truncates a torn or corrupt tail. Runs on the shard: the file is read through its
+    /// ring.
+    pub async fn open(
+        dir: &Path,
+        shard: usize,
+        policy: FsyncPolicy,
+        store: &mut Store,
+    ) -> Result<(AofShard, ReplaySummary), AofStartError> {
+        let path = shard_log_path(dir, shard);
+        let failed = |error: io::Error| AofStartError {
+            path: path.clone(),
+            error,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(failed)?;
+        let len = file.metadata().map_err(failed)?.len();
+        let data = read_whole(file.as_raw_fd(), len).await.map_err(failed)?;
+        let mut reader = RecordReader::new(data);
+        let mut records = 0u64;
+        let mut corrupt = None;
+        for record in &mut reader {
+            match record {
+                Ok(command) => {
+                    records += 1;
+                    let reply = store.apply_replayed(command);
+                    if reply.is_error() {
+                        tracing::debug!(shard, ?reply, "replayed command failed");
+                    }
+                }
+                Err(tail) => corrupt = Some(tail),
+            }
+        }
+        let valid_len = reader.valid_len() as u64;
+        if let Some(tail) = corrupt {
+            tracing::warn!(
+                shard,
+                path = %path.display(),
+                file_len = len,
+                valid_len,
+                "{tail}; truncating the AOF to its last good record"
+            );
+            file.set_len(valid_len).map_err(failed)?;
+            file.sync_all().map_err(failed)?;
+        }
+        let summary = ReplaySummary {
+            records,
+            valid_len,
+            truncated: len - valid_len,
+        };
+        let aof = AofShard {
+            file,
+            path,
+            writer: RefCell::new(AofWriter::new(policy, valid_len, now_ms())),
+            gate: RefCell::new(DurabilityGate::default()),
+            kick: Notify::default(),
+            broken: RefCell::new(None),
+        };
+        Ok((aof, summary))
+    }
+
+    /// Runs `command` with the log as the store's change sink. `None`: the reply waits in the
+    /// durability gate (policy `always`).
+    pub fn execute(
+        &self,
+        store: &mut Store,
+        origin: Origin,
+        command: Command,
+        now: u64,
+    ) -> Option<Reply> {
+        if command.is_write() {
+            if let Some(why) = self.refusal() {
+                return Some(Reply::error(format!(
+                    "MISCONF Errors writing to the AOF file: {why}"
+                )));
+            }
+        }
+        let mut writer = self.writer.borrow_mut();
+        let before = writer.appended_lsn();
+        let reply = store.execute(command, now, &mut *writer);
+        let lsn = writer.appended_lsn();
+        if lsn > before {
+            self.kick.notify();
+        }
+        if writer.must_hold_reply(lsn) {
+            self.gate.borrow_mut().hold(lsn, Done { origin, reply });
+            return None;
+        }
+        Some(reply)
+    }
+
+    pub fn sweep(&self, store: &mut Store, now: u64, work: usize) -> SweepOutcome {
+        let mut writer = self.writer.borrow_mut();
+        let before = writer.appended_lsn();
+        let outcome = store.sweep(now, work, &mut *writer);
+        if writer.appended_lsn() > before {
+            self.kick.notify();
+        }
+        outcome
+    }
+
+    /// Timer tick: `everysec` needs a nudge when its second is up.
+    pub fn tick(&self, now: u64) {
+        if self.writer.borrow().fsync_due(now) {
+            self.kick.notify();
+        }
+    }
+
+    fn refusal(&self) -> Option<String> {
+        if let Some(why) = &*self.broken.borrow() {
+            return Some(why.clone());
+        }
+        self.writer.borrow().failure().map(|e| e.to_string())
+    }
+
+    fn fail(&self, what: &str, error: &io::Error) {
+        let policy = self.writer.borrow().policy();
+        tracing::error!(path = %self.path.display(), %error, "AOF {what} failed");
+        if policy == FsyncPolicy::Always {
+            // Held replies can never be acknowledged truthfully; Redis exits here too.
+            eprintln!(
+                "corewire-kv: can't persist AOF {} ({what}: {error}) with appendfsync always; exiting",
+                self.path.display()
+            );
+            std::process::exit(1);
+        }
+        *self.broken.borrow_mut() = Some(format!("{what}: {error}"));
+    }
+
+    /// Writes out and syncs everything appended so far (used at shutdown).
+    pub async fn flush(&self) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        let batch = self.writer.borrow_mut().take_batch();
+        if let Some(batch) = batch {
+            let end = batch.end();
+            write_at(fd, batch.bytes, batch.offset).await?;
+            let _ = self.writer.borrow_mut().write_completed(end);
+        }
+        Op::submit(Fsync::new(fd, true)).await
+    }
+}
+
+/// The shard's AOF task: whenever records were appended (or `everysec`'s second is up), write
+/// the batch at the end of the file and fsync as the policy says; replies the gate held are
+/// released once the fsync covering them completes. Everything appended while a write or
+/// fsync is in flight goes out together next: that is the group commit.
+pub(crate) async fn run_aof(shard: Rc<Shard>) {
+    let Some(aof) = shard.aof.as_ref() else {
+        return;
+    };
+    let fd = aof.file.as_raw_fd();
+    loop {
+        aof.kick.notified().await;
+        loop {
+            let batch = aof.writer.borrow_mut().take_batch();
+            if let Some(batch) = batch {
+                let end = batch.end();
+                if let Err(error) = write_at(fd, batch.bytes, batch.offset).await {
+                    aof.fail("write", &error);
+                    break;
+                }
+                if let Err(error) = aof.writer.borrow_mut().write_completed(end) {
+                    tracing::error!(%error, "AOF bookkeeping");
+                }
+            }
+            let ticket = aof.writer.borrow_mut().start_fsync(now_ms());
+            let Some(ticket) = ticket else {
+                break;
+            };
+            if let Err(error) = Op::submit(Fsync::new(fd, true)).await {
+                aof.fail("fsync", &error);
+                break;
+            }
+            let durable = aof.writer.borrow_mut().fsync_completed(ticket);
+            let released: Vec<Done> = aof.gate.borrow_mut().release(durable).collect();
+            for done in released {
+                shard.deliver(done.origin, done.reply);
+            }
+        }
+    }
+}
+
+async fn write_at(fd: RawFd, mut bytes: Bytes, mut offset: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let (result, rest) = Op::submit(Write::new(fd, bytes, offset)).await;
+        bytes = rest;
+        let written = result?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        bytes.advance(written);
+        offset += written as u64;
+    }
+    Ok(())
+}
+
+/// Reads `len` bytes from the start of the file through the ring.
+async fn read_whole(fd: RawFd, len: u64) -> io::Result<Bytes> {
+    let len = usize::try_from(len).map_err(|_| io::Error::other("AOF larger than memory"))?;
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let offset = buf.len() as u64;
+        let (result, back) = Op::submit(Read::new(fd, buf, offset)).await;
+        buf = back;
+        if result? == 0 {
+            // The file shrank under us; replay what there is.
+            break;
+        }
+    }
+    Ok(buf.freeze())
+}

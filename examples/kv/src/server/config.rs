@@ -1,0 +1,308 @@
+//! The server's settings and the `corewire-kv` command line that fills them.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use corewire::transport::rdma::PollerMode;
+
+use crate::aof::FsyncPolicy;
+use crate::resp::ParserLimits;
+
+/// How connections are spread over shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptChoice {
+    /// Every shard listens on the port (SO_REUSEPORT); the kernel hashes connections.
+    ReusePort,
+    /// Shard 0 accepts and hands each connection to the shard with the fewest.
+    Handoff,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AofConfig {
+    pub dir: PathBuf,
+    pub fsync: FsyncPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub shards: usize,
+    pub bind: IpAddr,
+    /// RESP port; 0 picks a free one (printed in the ready line).
+    pub port: u16,
+    /// Port of the flatbuffers binary protocol over TCP, if served.
+    pub binary_port: Option<u16>,
+    /// `--rdma ADDR:PORT`: also serve the binary protocol over RDMA (rdma_cm) there.
+    pub rdma: Option<SocketAddr>,
+    /// How shards learn about RDMA completions.
+    pub rdma_poller: PollerMode,
+    pub aof: Option<AofConfig>,
+    pub requirepass: Option<String>,
+    pub maxclients: usize,
+    pub accept: AcceptChoice,
+    pub parser_limits: ParserLimits,
+    /// Requests parsed but not answered, per connection, before reading pauses.
+    pub max_backlog: usize,
+    /// Reply bytes not yet written, per connection, before parsing pauses.
+    pub max_pending_output: usize,
+    /// Requests one connection handles before it lets the rest of its shard run.
+    pub conn_budget: u32,
+    pub sweep_interval: Duration,
+    /// Keys with a TTL examined per sweep pass.
+    pub sweep_work: usize,
+    /// How long an idle shard polls before it sleeps in its ring.
+    pub idle_spin: Duration,
+    /// Pin shard `i` to the `i`-th allowed CPU. `None` (the default): pin only when there
+    /// are more CPUs than shards. Shards that occupy every CPU share them with clients, other
+    /// processes and the kernel's network work; pinned, a shard cannot move off a CPU where
+    /// something else runs, and every cross-shard hop to it waits (measured on a 2-CPU box:
+    /// 2 pinned shards served half the requests/s of 2 unpinned ones at `-P 1`).
+    pub pin: Option<bool>,
+    /// Most commands (or replies) per cross-shard message; 0 = no limit, 1 = no batching.
+    pub mesh_batch: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 6379,
+            binary_port: None,
+            rdma: None,
+            rdma_poller: PollerMode::adaptive(),
+            aof: None,
+            requirepass: None,
+            maxclients: 10_000,
+            accept: AcceptChoice::Handoff,
+            parser_limits: ParserLimits::default(),
+            max_backlog: 1024,
+            max_pending_output: 16 << 20,
+            conn_budget: 64,
+            sweep_interval: Duration::from_millis(100),
+            sweep_work: 256,
+            idle_spin: Duration::from_micros(50),
+            pin: None,
+            mesh_batch: 0,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn resp_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind, self.port)
+    }
+
+    pub fn binary_addr(&self) -> Option<SocketAddr> {
+        self.binary_port
+            .map(|port| SocketAddr::new(self.bind, port))
+    }
+
+    /// Whether shard threads get pinned, given `cpus` available CPUs.
+    pub fn pins(&self, cpus: usize) -> bool {
+        self.pin.unwrap_or(self.shards < cpus)
+    }
+}
+
+pub const USAGE: &str = "\
+Usage: corewire-kv [options]
+
+  --shards N                 shard threads (default: number of CPUs)
+  --port P                   RESP port (default 6379; 0 = any free port)
+  --bind ADDR                listen address (default 127.0.0.1)
+  --binary-port P            also serve the flatbuffers binary protocol on TCP port P
+  --rdma ADDR:PORT           also serve the binary protocol over RDMA (rdma_cm) on ADDR:PORT
+  --rdma-poller MODE         polling|polling-yield|event|adaptive[:US] (default adaptive)
+  --aof DIR                  enable per-shard append-only logs DIR/shard-<i>.aof
+  --fsync always|everysec|no AOF fsync policy (default everysec)
+  --requirepass PW           require AUTH PW
+  --maxclients N             maximum RESP clients (default 10000)
+  --accept handoff|reuseport how connections reach shards (default handoff)
+  --proto-max-bulk-len B     largest bulk string accepted (default 536870912)
+  --max-backlog N            unanswered requests per connection before reading pauses (default 1024)
+  --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216)
+  --idle-spin-us US          how long an idle shard polls before sleeping (default 50)
+  --pin | --no-pin           pin shard i to CPU i, or let the kernel place shard threads
+                             (default: pin only when there are more CPUs than shards)
+  --mesh-batch N             most commands per cross-shard message (default 0 = no limit;
+                             1 turns batching off)
+  -h, --help                 this text
+";
+
+/// Why the command line was rejected (or `--help` was asked for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    Help,
+    MissingValue(String),
+    InvalidValue { flag: String, value: String },
+    UnknownFlag(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Help => f.write_str(USAGE),
+            ConfigError::MissingValue(flag) => write!(f, "{flag} needs a value"),
+            ConfigError::InvalidValue { flag, value } => {
+                write!(f, "invalid value {value:?} for {flag}")
+            }
+            ConfigError::UnknownFlag(flag) => write!(f, "unknown option {flag:?}\n\n{USAGE}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ServerConfig {
+    /// Parses the arguments after the program name.
+    pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::default();
+        let mut aof_dir = None;
+        let mut fsync = FsyncPolicy::EverySec;
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            if flag == "-h" || flag == "--help" {
+                return Err(ConfigError::Help);
+            }
+            if flag == "--pin" || flag == "--no-pin" {
+                config.pin = Some(flag == "--pin");
+                continue;
+            }
+            let mut value = || {
+                args.next()
+                    .ok_or_else(|| ConfigError::MissingValue(flag.clone()))
+            };
+            match flag.as_str() {
+                "--shards" => config.shards = parse(&flag, value()?)?,
+                "--port" => config.port = parse(&flag, value()?)?,
+                "--bind" => config.bind = parse(&flag, value()?)?,
+                "--binary-port" => config.binary_port = Some(parse(&flag, value()?)?),
+                "--rdma" => config.rdma = Some(parse(&flag, value()?)?),
+                "--rdma-poller" => config.rdma_poller = parse(&flag, value()?)?,
+                "--aof" => aof_dir = Some(PathBuf::from(value()?)),
+                "--fsync" => fsync = parse(&flag, value()?)?,
+                "--requirepass" => config.requirepass = Some(value()?).filter(|pw| !pw.is_empty()),
+                "--maxclients" => config.maxclients = parse(&flag, value()?)?,
+                "--accept" => {
+                    config.accept = match value()?.as_str() {
+                        "handoff" => AcceptChoice::Handoff,
+                        "reuseport" => AcceptChoice::ReusePort,
+                        other => {
+                            return Err(ConfigError::InvalidValue {
+                                flag,
+                                value: other.to_owned(),
+                            })
+                        }
+                    }
+                }
+                "--proto-max-bulk-len" => {
+                    config.parser_limits.max_bulk_len = parse(&flag, value()?)?
+                }
+                "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
+                "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
+                "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,
+                "--idle-spin-us" => {
+                    config.idle_spin = Duration::from_micros(parse(&flag, value()?)?)
+                }
+                _ => return Err(ConfigError::UnknownFlag(flag)),
+            }
+        }
+        if config.shards == 0 {
+            return Err(ConfigError::InvalidValue {
+                flag: "--shards".into(),
+                value: "0".into(),
+            });
+        }
+        config.max_backlog = config.max_backlog.max(1);
+        config.aof = aof_dir.map(|dir| AofConfig { dir, fsync });
+        Ok(config)
+    }
+}
+
+fn parse<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
+    value.parse().map_err(|_| ConfigError::InvalidValue {
+        flag: flag.to_owned(),
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Result<ServerConfig, ConfigError> {
+        ServerConfig::from_args(line.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn defaults_match_redis() {
+        let config = args("").unwrap();
+        assert_eq!(config.port, 6379);
+        assert_eq!(config.resp_addr().to_string(), "127.0.0.1:6379");
+        assert_eq!(config.aof, None);
+        assert!(config.shards >= 1);
+    }
+
+    #[test]
+    fn every_flag_parses() {
+        let config = args(
+            "--shards 3 --port 0 --bind 0.0.0.0 --binary-port 7000 --aof /tmp/x --fsync always \
+             --requirepass pw --maxclients 5 --accept reuseport --proto-max-bulk-len 1024 \
+             --max-backlog 16 --max-pending-output 4096 --rdma 10.0.0.1:7471",
+        )
+        .unwrap();
+        assert_eq!(config.shards, 3);
+        assert_eq!(config.port, 0);
+        assert_eq!(config.binary_addr().unwrap().to_string(), "0.0.0.0:7000");
+        assert_eq!(
+            config.aof,
+            Some(AofConfig {
+                dir: "/tmp/x".into(),
+                fsync: FsyncPolicy::Always
+            })
+        );
+        assert_eq!(config.requirepass.as_deref(), Some("pw"));
+        assert_eq!(config.maxclients, 5);
+        assert_eq!(config.accept, AcceptChoice::ReusePort);
+        assert_eq!(config.parser_limits.max_bulk_len, 1024);
+        assert_eq!(config.max_backlog, 16);
+        assert_eq!(config.max_pending_output, 4096);
+        assert_eq!(config.rdma, Some("10.0.0.1:7471".parse().unwrap()));
+        assert_eq!(config.rdma_poller, PollerMode::adaptive());
+        assert_eq!(
+            args("--rdma-poller event").unwrap().rdma_poller,
+            PollerMode::Event
+        );
+    }
+
+    #[test]
+    fn pinning_is_automatic_unless_asked() {
+        let config = args("--shards 2").unwrap();
+        assert!(config.pins(4));
+        assert!(!config.pins(2));
+        assert!(args("--shards 2 --pin").unwrap().pins(2));
+        assert!(!args("--shards 2 --no-pin").unwrap().pins(4));
+    }
+
+    #[test]
+    fn bad_input_is_reported() {
+        assert_eq!(args("--help"), Err(ConfigError::Help));
+        assert_eq!(
+            args("--port"),
+            Err(ConfigError::MissingValue("--port".into()))
+        );
+        assert!(matches!(
+            args("--fsync sometimes"),
+            Err(ConfigError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            args("--shards 0"),
+            Err(ConfigError::InvalidValue { .. })
+        ));
+        assert_eq!(
+            args("--nope"),
+            Err(ConfigError::UnknownFlag("--nope".into()))
+        );
+    }
+}

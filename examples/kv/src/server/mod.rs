@@ -1,0 +1,357 @@
+//! The I/O glue: the sans-I/O core running on corewire's shards.
+//!
+//! - Each shard thread owns a [`Store`] (and, with `--aof`, its own log file written through
+//!   its own io_uring ring), installed in a thread-local at start-up: no locks on the data
+//!   path.
+//! - A RESP connection lives on the shard that accepted it (`resp_conn`); requests for keys of
+//!   other shards travel in per-shard batches (`mesh`) and their replies come back the same
+//!   way; the session puts replies back in request order.
+//! - The binary protocol ([`crate::binary::KvService`]) shares the same routing and execution.
+//! - Per shard, three background tasks: the mesh flusher, the AOF writer (group commit), and
+//!   the active-expiry sweep.
+
+mod aof_dir;
+mod aof_io;
+pub mod config;
+mod mesh;
+mod notify;
+mod resp_conn;
+pub(crate) mod shard;
+pub(crate) mod shared;
+pub(crate) mod sink;
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use corewire::runtime::accept::{self, AcceptMode, Placement, TcpServer};
+use corewire::runtime::{interval, spawn_local, Budget, Runtime};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, RdmaServerHandle};
+
+pub use aof_io::{AofStartError, ReplaySummary};
+pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
+pub use mesh::MeshCounters;
+
+use crate::binary::KvService;
+use crate::session::SessionConfig;
+use crate::store::{Store, StoreConfig};
+use aof_io::AofShard;
+use shard::Shard;
+use shared::ServerShared;
+
+/// Why the server did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// `--rdma` was given but the RDMA transport could not start (no device, bad address...).
+    RdmaUnavailable(String),
+    Runtime(io::Error),
+    Listen {
+        addr: SocketAddr,
+        error: io::Error,
+    },
+    AofDir(String),
+    Aof(AofStartError),
+    /// A shard thread died during start-up.
+    ShardLost(usize),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::RdmaUnavailable(why) => write!(f, "RDMA transport not available: {why}"),
+            StartError::Runtime(e) => write!(f, "starting the shards: {e}"),
+            StartError::Listen { addr, error } => write!(f, "listening on {addr}: {error}"),
+            StartError::AofDir(why) => f.write_str(why),
+            StartError::Aof(e) => write!(f, "{e}"),
+            StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A started server. Dropping it stops the shards without flushing the AOF; call
+/// [`RunningServer::shutdown`] for a clean stop.
+pub struct RunningServer {
+    resp: accept::ServerHandle,
+    binary: Option<corewire::ServerHandle>,
+    rdma: Option<RdmaServerHandle>,
+    binary_server: corewire::Server,
+    replay: Vec<Option<ReplaySummary>>,
+    // Declared last: dropped after the listeners.
+    rt: Runtime,
+}
+
+impl RunningServer {
+    pub fn resp_addr(&self) -> SocketAddr {
+        self.resp.local_addr()
+    }
+
+    pub fn binary_addr(&self) -> Option<SocketAddr> {
+        self.binary.as_ref().map(|b| b.local_addr())
+    }
+
+    pub fn rdma_addr(&self) -> Option<SocketAddr> {
+        self.rdma.as_ref().map(|r| r.local_addr())
+    }
+
+    pub fn shards(&self) -> usize {
+        self.rt.shard_count()
+    }
+
+    /// What each shard replayed from its AOF (`None` without `--aof`).
+    pub fn replay(&self) -> &[Option<ReplaySummary>] {
+        &self.replay
+    }
+
+    /// The service set of the binary protocol: TCP (`--binary-port`) and RDMA (`--rdma`)
+    /// serve it; any other [`corewire::transport::Connection`] accepted on a shard of
+    /// [`Self::runtime`] can be served with [`crate::binary::serve_connection`].
+    pub fn binary_server(&self) -> corewire::Server {
+        self.binary_server.clone()
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// Each shard's cross-shard batching counters.
+    pub fn mesh_counters(&self) -> Vec<MeshCounters> {
+        self.rt
+            .spawn_on_all(|_| async { shard::current().mesh.counters() })
+            .into_iter()
+            .map(|h| h.wait().unwrap_or_default())
+            .collect()
+    }
+
+    /// Stops accepting, writes and syncs every shard's AOF, and stops the shards.
+    pub fn shutdown(self) {
+        for (i, c) in self.mesh_counters().into_iter().enumerate() {
+            tracing::info!(
+                shard = i,
+                job_messages = c.job_messages,
+                jobs = c.job_items,
+                reply_messages = c.done_messages,
+                replies = c.done_items,
+                "cross-shard batching"
+            );
+        }
+        let RunningServer {
+            resp,
+            binary,
+            rdma,
+            rt,
+            ..
+        } = self;
+        resp.stop();
+        if let Some(binary) = binary {
+            binary.stop();
+        }
+        if let Some(rdma) = rdma {
+            rdma.stop();
+        }
+        let flushes = rt.spawn_on_all(|_| async {
+            let shard = shard::current();
+            match &shard.aof {
+                Some(aof) => aof.flush().await,
+                None => Ok(()),
+            }
+        });
+        for (i, flush) in flushes.into_iter().enumerate() {
+            match flush.wait() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::error!(shard = i, %error, "final AOF flush failed"),
+                Err(_) => tracing::error!(shard = i, "final AOF flush did not run"),
+            }
+        }
+        rt.shutdown();
+    }
+}
+
+/// Starts the shards, replays the AOF (every shard before any connection is accepted), and
+/// starts listening.
+pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
+    if let Some(aof) = &config.aof {
+        aof_dir::prepare(&aof.dir, config.shards).map_err(StartError::AofDir)?;
+    }
+    let rt = Runtime::builder()
+        .shards(config.shards)
+        .name("kv")
+        .spin_before_park(config.idle_spin)
+        .pin(config.pins(available_cpus()))
+        .build()
+        .map_err(StartError::Runtime)?;
+    if config.rdma.is_some() {
+        // First, so a machine without an RDMA device fails before replaying anything.
+        let rdma_config = RdmaConfig {
+            mode: config.rdma_poller,
+            ..RdmaConfig::default()
+        };
+        rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
+    }
+    let shared = Arc::new(ServerShared {
+        started: Instant::now(),
+        tcp_port: Default::default(),
+        aof_enabled: config.aof.is_some(),
+        maxclients: config.maxclients,
+        connected_clients: Default::default(),
+        session: Arc::new(session_config(&config)),
+        conn_budget: config.conn_budget,
+    });
+
+    let replay = start_shards(&rt, &config, &shared)?;
+    if let Some(aof) = &config.aof {
+        if let Err(error) = aof_dir::sync_dir(&aof.dir) {
+            tracing::warn!(%error, "could not sync the AOF directory");
+        }
+    }
+
+    let mode = match config.accept {
+        AcceptChoice::ReusePort => AcceptMode::ReusePort,
+        AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
+    };
+    let addr = config.resp_addr();
+    let resp = TcpServer::bind(addr)
+        .mode(mode.clone())
+        .budget(Budget::messages(config.conn_budget))
+        .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
+        .map_err(|error| StartError::Listen { addr, error })?;
+    shared
+        .tcp_port
+        .store(resp.local_addr().port(), Ordering::Relaxed);
+
+    let binary_server = corewire::Server::builder()
+        .service(|_shard| KvService::for_current_shard())
+        .build();
+    let binary = match config.binary_addr() {
+        None => None,
+        Some(addr) => {
+            if config.requirepass.is_some() {
+                tracing::warn!("the binary protocol has no AUTH: --requirepass protects RESP only");
+            }
+            let listener = TcpServer::bind(addr).mode(mode);
+            Some(
+                binary_server
+                    .serve_tcp(&rt, listener)
+                    .map_err(|error| StartError::Listen { addr, error })?,
+            )
+        }
+    };
+    let rdma = match config.rdma {
+        None => None,
+        Some(addr) => Some(
+            binary_server
+                .serve_rdma(&rt, RdmaServer::bind(addr))
+                .map_err(rdma_unavailable)?,
+        ),
+    };
+    Ok(RunningServer {
+        resp,
+        binary,
+        rdma,
+        binary_server,
+        replay,
+        rt,
+    })
+}
+
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn rdma_unavailable(error: rdma::RdmaError) -> StartError {
+    StartError::RdmaUnavailable(error.to_string())
+}
+
+fn session_config(config: &ServerConfig) -> SessionConfig {
+    let mut session = SessionConfig {
+        parser_limits: config.parser_limits,
+        max_backlog: config.max_backlog,
+        max_pending_output: config.max_pending_output,
+        requirepass: config.requirepass.clone().map(Bytes::from),
+        ..SessionConfig::default()
+    };
+    let (appendonly, fsync) = match &config.aof {
+        Some(aof) => ("yes", aof.fsync.as_str()),
+        None => ("no", "everysec"),
+    };
+    session.set_parameter("appendonly", appendonly);
+    session.set_parameter("appendfsync", fsync);
+    session.set_parameter("maxclients", config.maxclients.to_string());
+    session.set_parameter("port", config.port.to_string());
+    session.set_parameter("bind", config.bind.to_string());
+    session.set_parameter(
+        "proto-max-bulk-len",
+        config.parser_limits.max_bulk_len.to_string(),
+    );
+    session
+}
+
+/// Builds every shard's state on its own thread (replaying its AOF there, through its ring),
+/// all shards in parallel, and waits for all of them.
+fn start_shards(
+    rt: &Runtime,
+    config: &ServerConfig,
+    shared: &Arc<ServerShared>,
+) -> Result<Vec<Option<ReplaySummary>>, StartError> {
+    let count = rt.shard_count();
+    let handles: Vec<_> = (0..count)
+        .map(|id| {
+            let shared = shared.clone();
+            let aof = config.aof.clone();
+            let store_config = StoreConfig {
+                max_value_len: config.parser_limits.max_bulk_len,
+            };
+            let sweep_interval = config.sweep_interval;
+            let mesh_batch = config.mesh_batch;
+            let sweep_work = config.sweep_work;
+            rt.spawn_on(id, move || async move {
+                let mut store = Store::new(store_config);
+                let (aof, summary) = match aof {
+                    None => (None, None),
+                    Some(aof) => {
+                        let (log, summary) =
+                            AofShard::open(&aof.dir, id, aof.fsync, &mut store).await?;
+                        tracing::info!(
+                            shard = id,
+                            records = summary.records,
+                            bytes = summary.valid_len,
+                            truncated = summary.truncated,
+                            "AOF replayed"
+                        );
+                        (Some(log), Some(summary))
+                    }
+                };
+                let shard = shard::install(Rc::new(Shard::new(
+                    id, count, shared, store, aof, mesh_batch,
+                )));
+                spawn_local(mesh::run_flusher(shard.clone()));
+                if shard.aof.is_some() {
+                    spawn_local(aof_io::run_aof(shard.clone()));
+                }
+                spawn_local(async move {
+                    let mut tick = interval(sweep_interval);
+                    loop {
+                        tick.tick().await;
+                        shard.sweep(sweep_work);
+                    }
+                });
+                Ok::<_, AofStartError>(summary)
+            })
+        })
+        .collect();
+    let mut summaries = Vec::with_capacity(count);
+    for (id, handle) in handles.into_iter().enumerate() {
+        match handle.wait() {
+            Ok(Ok(summary)) => summaries.push(summary),
+            Ok(Err(error)) => return Err(StartError::Aof(error)),
+            Err(_) => return Err(StartError::ShardLost(id)),
+        }
+    }
+    Ok(summaries)
+}

@@ -1,0 +1,233 @@
+//! One RESP client connection on its shard: a single task drives one recv and one send on the
+//! ring at a time, feeds the [`Session`], dispatches requests, and writes replies in request
+//! order as they complete (locally, from other shards, or out of the durability gate).
+
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, Bytes};
+use corewire::runtime::accept::Accepted;
+use corewire::runtime::driver::op::recv::Recv;
+use corewire::runtime::driver::op::send::Send;
+use corewire::runtime::Op;
+
+use super::shard::{now_ms, Shard};
+use super::shared::ServerShared;
+use super::sink::{Merges, Part, ReplySink, SinkKey};
+use crate::reply::Reply;
+use crate::session::Session;
+
+/// Spare room guaranteed in the input buffer before each recv.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Output held back (see `hold_output`) is written anyway once it reaches this size.
+const FLUSH_THRESHOLD: usize = 64 * 1024;
+
+const MAX_CLIENTS_REPLY: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
+    let stream = accepted.stream;
+    let Some(_slot) = shard.shared.admit_client() else {
+        tracing::debug!(peer = ?accepted.peer, "refusing client: maxclients reached");
+        let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
+        return;
+    };
+    let conn = Rc::new(RespConn {
+        state: RefCell::new(ConnState {
+            session: Session::new(shard.shared.session.clone()),
+            merges: Merges::default(),
+        }),
+        waker: RefCell::new(None),
+        shared: shard.shared.clone(),
+    });
+    let key = shard.register(conn.clone());
+    let budget = accepted
+        .budget
+        .max_messages
+        .unwrap_or(shard.shared.conn_budget)
+        .max(1);
+    let mut io = ConnIo {
+        fd: stream.as_raw_fd(),
+        recv: None,
+        send: None,
+        unsent: None,
+        read_closed: false,
+        budget,
+    };
+    poll_fn(|cx| conn.poll(cx, &mut io, &shard, key)).await;
+    // Dropping an op still in flight cancels it before the stream closes the socket.
+    drop(io);
+    shard.unregister(key);
+}
+
+struct ConnState {
+    session: Session,
+    merges: Merges,
+}
+
+struct RespConn {
+    state: RefCell<ConnState>,
+    /// The connection task, parked until a reply or an I/O completion arrives.
+    waker: RefCell<Option<Waker>>,
+    shared: Arc<ServerShared>,
+}
+
+struct ConnIo {
+    fd: RawFd,
+    recv: Option<Op<Recv>>,
+    send: Option<Op<Send>>,
+    /// The rest of a short send.
+    unsent: Option<Bytes>,
+    read_closed: bool,
+    /// Requests handled per poll before yielding to the rest of the shard.
+    budget: u32,
+}
+
+impl ReplySink for RespConn {
+    fn deliver(&self, seq: u64, part: Part, reply: Reply) {
+        {
+            let mut state = self.state.borrow_mut();
+            let ConnState { session, merges } = &mut *state;
+            if let Some(reply) = merges.accept(seq, part, reply, || self.shared.info()) {
+                if let Err(error) = session.complete(seq, reply) {
+                    tracing::error!(%error, "reply delivered twice");
+                }
+            }
+        }
+        let waker = self.waker.borrow_mut().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl RespConn {
+    /// One turn of the connection: collect I/O completions, run what was parsed, start the
+    /// next recv and send. `Ready` once the connection is finished.
+    fn poll(&self, cx: &mut Context<'_>, io: &mut ConnIo, shard: &Shard, key: SinkKey) -> Poll<()> {
+        let mut dispatched = false;
+        let mut now = None;
+        loop {
+            let mut progress = false;
+
+            if let Some(op) = io.recv.as_mut() {
+                if let Poll::Ready((result, buf)) = Pin::new(op).poll(cx) {
+                    io.recv = None;
+                    progress = true;
+                    *self.state.borrow_mut().session.input_buffer() = buf;
+                    match result {
+                        Ok(0) => io.read_closed = true,
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::debug!(%error, "recv failed");
+                            io.read_closed = true;
+                        }
+                    }
+                }
+            }
+
+            if let Some(op) = io.send.as_mut() {
+                if let Poll::Ready((result, mut buf)) = Pin::new(op).poll(cx) {
+                    io.send = None;
+                    progress = true;
+                    match result {
+                        Ok(n) if n > 0 && n < buf.len() => {
+                            buf.advance(n);
+                            io.unsent = Some(buf);
+                        }
+                        Ok(n) if n > 0 => {}
+                        Ok(_) => return Poll::Ready(()),
+                        Err(error) => {
+                            tracing::debug!(%error, "send failed; closing");
+                            return Poll::Ready(());
+                        }
+                    }
+                }
+            }
+
+            let mut state = self.state.borrow_mut();
+            let ConnState { session, merges } = &mut *state;
+            let mut handled = 0;
+            while handled < io.budget {
+                let Some(request) = session.next_request() else {
+                    break;
+                };
+                handled += 1;
+                // One clock read per batch of requests.
+                let now = *now.get_or_insert_with(now_ms);
+                if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
+                {
+                    if let Err(error) = session.complete(request.seq, reply) {
+                        tracing::error!(%error, "local reply delivered twice");
+                    }
+                }
+            }
+            let out_of_budget = handled == io.budget;
+            progress |= handled > 0;
+            dispatched |= handled > 0;
+
+            // Requests just read that wait on other shards will complete together (their
+            // replies come back in one batch): hold what is ready until then, so a pipeline
+            // is answered with one send instead of one before and one after the hop.
+            // Deliveries wake a poll that dispatches nothing, and that one writes.
+            let hold_output = dispatched
+                && session.backlog() > 0
+                && session.pending_output() < FLUSH_THRESHOLD
+                && !io.read_closed;
+            if io.send.is_none() {
+                // The rest of a short send goes out regardless: it was due already.
+                let next = match io.unsent.take() {
+                    Some(rest) => Some(rest),
+                    None if hold_output => None,
+                    None => session.take_output(),
+                };
+                if let Some(bytes) = next {
+                    io.send = Some(Op::submit(Send::new(io.fd, bytes)));
+                    progress = true;
+                }
+            }
+
+            // Only once everything buffered is parsed: the recv takes the buffer with it, and
+            // requests left in it would wait for bytes the client may never send.
+            if !out_of_budget && io.recv.is_none() && !io.read_closed && session.wants_read() {
+                let mut buf = std::mem::take(session.input_buffer());
+                if buf.capacity() - buf.len() < READ_CHUNK {
+                    buf.reserve(READ_CHUNK);
+                }
+                io.recv = Some(Op::submit(Recv::new(io.fd, buf)));
+                progress = true;
+            }
+
+            let flushed = io.send.is_none() && io.unsent.is_none() && session.pending_output() == 0;
+            let done = !out_of_budget
+                && (session.is_closed() || (io.read_closed && session.backlog() == 0));
+            drop(state);
+            if flushed && done {
+                return Poll::Ready(());
+            }
+            if out_of_budget {
+                // Let the shard's other connections run; come back at the end of the queue.
+                self.park(cx);
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            if !progress {
+                self.park(cx);
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn park(&self, cx: &Context<'_>) {
+        let mut waker = self.waker.borrow_mut();
+        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *waker = Some(cx.waker().clone());
+        }
+    }
+}

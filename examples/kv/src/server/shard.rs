@@ -1,0 +1,208 @@
+//! One shard's state, owned by its thread: the store, the AOF, the reply sinks of the
+//! connections it serves, and its cross-shard queues. Nothing here is shared between threads,
+//! so the data path takes no locks: other shards reach this state only by sending a message
+//! that runs here.
+
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::aof_io::AofShard;
+use super::mesh::{Done, Job, Mesh};
+use super::shared::ServerShared;
+use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
+use crate::change::NoLog;
+use crate::command::Command;
+use crate::reply::Reply;
+use crate::routing::{route, FanOut, Route};
+use crate::store::Store;
+
+/// Sweep passes per tick at most, however much keeps expiring (bounds the pause).
+const MAX_SWEEP_PASSES: usize = 4;
+
+pub(crate) struct Shard {
+    pub id: usize,
+    pub count: usize,
+    pub shared: Arc<ServerShared>,
+    store: RefCell<Store>,
+    pub aof: Option<AofShard>,
+    sinks: RefCell<SinkRegistry>,
+    pub mesh: Mesh,
+}
+
+thread_local! {
+    static SHARD: OnceCell<Rc<Shard>> = const { OnceCell::new() };
+}
+
+/// Makes `shard` this thread's shard state; once per shard thread, at start-up.
+pub(crate) fn install(shard: Rc<Shard>) -> Rc<Shard> {
+    SHARD.with(|cell| {
+        if cell.set(shard.clone()).is_err() {
+            tracing::error!(shard = shard.id, "shard state installed twice");
+        }
+    });
+    shard
+}
+
+/// This thread's shard state. Panics if the server was not started on this thread (a
+/// programming error: only server tasks and messages call it).
+pub(crate) fn current() -> Rc<Shard> {
+    SHARD
+        .with(|cell| cell.get().cloned())
+        .expect("not a corewire-kv shard thread")
+}
+
+pub(crate) fn with<R>(f: impl FnOnce(&Shard) -> R) -> R {
+    f(&current())
+}
+
+/// Unix time in milliseconds: the store's clock.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Shard {
+    pub fn new(
+        id: usize,
+        count: usize,
+        shared: Arc<ServerShared>,
+        store: Store,
+        aof: Option<AofShard>,
+        mesh_batch: usize,
+    ) -> Shard {
+        Shard {
+            id,
+            count,
+            shared,
+            store: RefCell::new(store),
+            aof,
+            sinks: RefCell::new(SinkRegistry::default()),
+            mesh: Mesh::new(count, mesh_batch),
+        }
+    }
+
+    pub fn register(&self, sink: Rc<dyn ReplySink>) -> SinkKey {
+        self.sinks.borrow_mut().insert(sink)
+    }
+
+    pub fn unregister(&self, key: SinkKey) {
+        self.sinks.borrow_mut().remove(key);
+    }
+
+    /// Routes request `seq` of `sink`: parts this shard owns run now (at `now`, Unix ms), the
+    /// others are queued for their shards. Returns the reply if it is already complete; otherwise it reaches
+    /// the sink later through [`ReplySink::deliver`]. `merges` is the sink's own merge table
+    /// (the caller holds it borrowed, which is why local replies are returned, not delivered).
+    pub fn dispatch(
+        &self,
+        sink: SinkKey,
+        seq: u64,
+        command: Command,
+        merges: &mut Merges,
+        now: u64,
+    ) -> Option<Reply> {
+        let mut origin = Origin {
+            shard: self.id,
+            sink,
+            seq,
+            part: None,
+        };
+        match route(command, self.count) {
+            Route::Single { shard, command } if shard == self.id => {
+                self.execute(origin, command, now)
+            }
+            Route::Single { shard, command } => {
+                self.mesh.push_job(shard, Job { origin, command });
+                None
+            }
+            Route::FanOut(FanOut { parts, merger }) => {
+                merges.start(seq, merger);
+                let mut complete = None;
+                for (i, part) in parts.into_iter().enumerate() {
+                    origin.part = Some(i as u32);
+                    if part.shard != self.id {
+                        self.mesh.push_job(
+                            part.shard,
+                            Job {
+                                origin,
+                                command: part.command,
+                            },
+                        );
+                    } else if let Some(reply) = self.execute(origin, part.command, now) {
+                        complete = merges.accept(seq, origin.part, reply, || self.shared.info());
+                    }
+                }
+                complete
+            }
+        }
+    }
+
+    /// Runs a command this shard owns. `None`: the durability gate holds the reply until the
+    /// AOF covering it is on disk; it is delivered then.
+    fn execute(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        let mut store = self.store.borrow_mut();
+        match &self.aof {
+            None => Some(store.execute(command, now, &mut NoLog)),
+            Some(aof) => aof.execute(&mut store, origin, command, now),
+        }
+    }
+
+    /// Sends a reply to the sink that asked, on this shard or another.
+    pub fn deliver(&self, origin: Origin, reply: Reply) {
+        if origin.shard != self.id {
+            self.mesh.push_done(origin.shard, Done { origin, reply });
+            return;
+        }
+        // Cloned out of the registry so the sink may register or unregister others.
+        let sink = self.sinks.borrow().get(origin.sink);
+        match sink {
+            Some(sink) => sink.deliver(origin.seq, origin.part, reply),
+            // The connection closed while its request ran elsewhere.
+            None => tracing::trace!(seq = origin.seq, "reply for a closed connection dropped"),
+        }
+    }
+
+    /// A batch of commands from another shard (runs from the inbox).
+    pub fn run_jobs(&self, jobs: Vec<Job>) {
+        let now = now_ms();
+        for job in jobs {
+            if let Some(reply) = self.execute(job.origin, job.command, now) {
+                self.mesh.push_done(
+                    job.origin.shard,
+                    Done {
+                        origin: job.origin,
+                        reply,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A batch of replies for this shard's sinks (runs from the inbox).
+    pub fn deliver_all(&self, dones: Vec<Done>) {
+        for done in dones {
+            self.deliver(done.origin, done.reply);
+        }
+    }
+
+    /// One tick of active expiry: a few bounded passes over keys with a TTL.
+    pub fn sweep(&self, work: usize) {
+        let now = now_ms();
+        let mut store = self.store.borrow_mut();
+        for _ in 0..MAX_SWEEP_PASSES {
+            let outcome = match &self.aof {
+                None => store.sweep(now, work, &mut NoLog),
+                Some(aof) => aof.sweep(&mut store, now, work),
+            };
+            if !outcome.should_continue() {
+                break;
+            }
+        }
+        if let Some(aof) = &self.aof {
+            aof.tick(now);
+        }
+    }
+}
