@@ -40,6 +40,7 @@ for r in $(seq 1 "$ROUNDS"); do
   corewire "corewire rdma polling" --transport rdma --mode polling
   corewire "corewire rdma event" --transport rdma --mode event
   corewire "corewire rdma adaptive" --transport rdma --mode adaptive
+  corewire "corewire rdma adaptive:2000" --transport rdma --mode adaptive:2000
   corewire "corewire tcp" --transport tcp
 done | tee "$OUT/all.jsonl"
 
@@ -69,6 +70,8 @@ if pp and cp: print(f"- polling round trip vs perftest polling (p50): {cp/pp:.2f
 if pe and ce: print(f"- event round trip vs perftest event (p50): {ce/pe:.2f}x (target <= 1.5x)")
 if ap and aa: print(f"- event avg / polling avg: {aa/ap:.2f}x (target >= 2x)")
 if cp and ca: print(f"- adaptive p50 / polling p50 under load: {ca/cp:.2f}x (target <= 1.25x)")
+ca2 = get("corewire rdma adaptive:2000", "p50_us")
+if cp and ca2: print(f"- adaptive (2 ms idle spin) p50 / polling p50: {ca2/cp:.2f}x")
 ia = get("corewire rdma adaptive", "server_idle_cpu_pct"); ip = get("corewire rdma polling", "server_idle_cpu_pct")
 if ia is not None: print(f"- idle server CPU: adaptive {ia:.1f}% vs polling {ip:.1f}% (target adaptive < 10%)")
 PY
