@@ -8,7 +8,7 @@ RESP_PORT=${RESP_PORT:-16379}; BIN_PORT=${BIN_PORT:-17379}
 log=$(mktemp)
 "$BIN/corewire-kv" --shards 2 --port "$RESP_PORT" --binary-port "$BIN_PORT" > "$log" 2>&1 &
 srv=$!
-trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -f "$log"' EXIT
+trap 'rc=$?; set +e; kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -f "$log"; exit $rc' EXIT
 for _ in $(seq 100); do grep -q "corewire-kv ready" "$log" && break; sleep 0.1; done
 grep "corewire-kv ready" "$log" || { cat "$log"; exit 1; }
 

@@ -10,7 +10,7 @@ ibv_devinfo -l | sed 's/^/   /'
 log=$(mktemp)
 "$BIN/corewire-kv" --shards 2 --port 16379 --rdma "$IP:17500" > "$log" 2>&1 &
 srv=$!
-trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -f "$log"' EXIT
+trap 'rc=$?; set +e; kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -f "$log"; exit $rc' EXIT
 for _ in $(seq 300); do grep -q "corewire-kv ready" "$log" && break; sleep 0.1; done
 grep "corewire-kv ready" "$log" || { cat "$log"; exit 1; }
 echo; echo "== kv-client over RDMA"
