@@ -5,6 +5,9 @@ use std::task::{Poll, Waker};
 
 use bytes::Bytes;
 
+use super::{ConnStatsCells, TransportError};
+use crate::frame::{FrameEncoder, FrameHeader};
+
 /// The send side shared by every task writing to one connection and the one writer task that
 /// drains it: buffers queue here and leave in batches (one `sendmsg` or one RDMA post list for
 /// many replies), and writers wait when more than `limit` bytes are queued.
@@ -53,6 +56,28 @@ impl OutQueue {
             Poll::Pending
         })
         .await
+    }
+
+    /// Encode `header` and queue the frame (waiting for room first): the send path every
+    /// transport shares.
+    pub async fn push_frame(
+        &self,
+        encoder: &RefCell<FrameEncoder>,
+        stats: &ConnStatsCells,
+        header: &FrameHeader,
+        payload: Bytes,
+        attachment: Bytes,
+    ) -> Result<(), TransportError> {
+        if !self.wait_for_room().await {
+            return Err(TransportError::Closed);
+        }
+        let head = encoder
+            .borrow_mut()
+            .encode_header(header, payload.len(), attachment.len())?;
+        let total = head.len() + payload.len() + attachment.len();
+        self.push([head, payload, attachment]);
+        stats.add_out(total);
+        Ok(())
     }
 
     /// Queue buffers that must go out together and in order.

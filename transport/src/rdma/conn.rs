@@ -483,17 +483,9 @@ impl Connection for RdmaConnection {
         if let Some(why) = c.ended.borrow().as_ref() {
             return Err(TransportError::Other(why.clone()));
         }
-        if !c.out.wait_for_room().await {
-            return Err(TransportError::Closed);
-        }
-        let head = c
-            .encoder
-            .borrow_mut()
-            .encode_header(header, payload.len(), attachment.len())?;
-        let total = head.len() + payload.len() + attachment.len();
-        c.out.push([head, payload, attachment]);
-        c.stats.add_out(total);
-        Ok(())
+        c.out
+            .push_frame(&c.encoder, &c.stats, header, payload, attachment)
+            .await
     }
 
     async fn recv(&self) -> Result<Option<Frame>, TransportError> {

@@ -132,17 +132,9 @@ impl Connection for TcpConnection {
         attachment: Bytes,
     ) -> Result<(), TransportError> {
         let s = self.shared();
-        if !s.out.wait_for_room().await {
-            return Err(TransportError::Closed);
-        }
-        let head = s
-            .encoder
-            .borrow_mut()
-            .encode_header(header, payload.len(), attachment.len())?;
-        let total = head.len() + payload.len() + attachment.len();
-        s.out.push([head, payload, attachment]);
-        s.stats.add_out(total);
-        Ok(())
+        s.out
+            .push_frame(&s.encoder, &s.stats, header, payload, attachment)
+            .await
     }
 
     async fn recv(&self) -> Result<Option<Frame>, TransportError> {
