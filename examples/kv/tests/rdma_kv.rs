@@ -89,3 +89,54 @@ fn binary_protocol_over_rdma() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), "3");
 }
+
+/// A peer process killed (SIGKILL) in the middle of an RDMA load: the kernel tears its queue
+/// pairs down, the server ends those connections and keeps serving everyone else.
+#[test]
+fn rdma_server_survives_a_client_killed_mid_load() {
+    corewire_verbs::testing::require_device();
+    let addr = SocketAddr::new(addr_ip(), rdma_listen_addr().port() + 1);
+    let addr_arg = addr.to_string();
+    let server = Server::start(&["--shards", "1", "--rdma", &addr_arg]);
+    let mut load = Command::new(KV_CLIENT)
+        .args(["--rdma", "--addr", &addr_arg, "bench"])
+        .args(["--conns", "2", "--depth", "8", "--duration-ms", "60000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting kv-client bench");
+    // Long enough for rdma_cm to connect under emulation and the load to run.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    load.kill().expect("SIGKILL the client");
+    let status = load.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the load ended by itself before the kill"
+    );
+    // A new RDMA client still gets answers, and the server process is still up (RESP too).
+    let mut ok = false;
+    for _ in 0..30 {
+        let out = Command::new(KV_CLIENT)
+            .args(["--rdma", "--addr", &addr_arg, "set", "after", "crash"])
+            .output()
+            .expect("running kv-client");
+        if out.status.success() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(
+        ok,
+        "no RDMA client could connect after the crash: {}",
+        server.stderr()
+    );
+    assert_eq!(
+        server.connect().call(&["GET", "after"]),
+        Reply::bulk("crash")
+    );
+}
+
+fn addr_ip() -> std::net::IpAddr {
+    corewire_verbs::testing::rdma_addr()
+}
