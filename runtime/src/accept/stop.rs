@@ -1,10 +1,9 @@
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
-/// A one-way "stop now" flag that tasks on any shard can await.
+/// A one-way "stop now" flag that tasks on any shard can race their work against.
 #[derive(Default)]
 pub struct StopSignal {
     stopped: AtomicBool,
@@ -24,7 +23,7 @@ impl StopSignal {
         self.stopped.load(Ordering::SeqCst)
     }
 
-    fn poll_stopped_keyed(&self, cx: &mut Context<'_>, key: &mut Option<usize>) -> Poll<()> {
+    fn poll_stopped(&self, cx: &mut Context<'_>, key: &mut Option<usize>) -> Poll<()> {
         if self.is_stopped() {
             return Poll::Ready(());
         }
@@ -37,23 +36,6 @@ impl StopSignal {
                     }
                 }
                 None => *key = Some(waiters.insert(cx.waker().clone())),
-            }
-        }
-        if self.is_stopped() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-
-    fn poll_stopped(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.is_stopped() {
-            return Poll::Ready(());
-        }
-        {
-            let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-            if !waiters.iter().any(|(_, w)| w.will_wake(cx.waker())) {
-                waiters.insert(cx.waker().clone());
             }
         }
         if self.is_stopped() {
@@ -82,15 +64,8 @@ impl StopSignal {
             if let Poll::Ready(v) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(v));
             }
-            self.poll_stopped_keyed(cx, &mut reg.1).map(|()| None)
+            self.poll_stopped(cx, &mut reg.1).map(|()| None)
         })
         .await
-    }
-}
-
-impl Future for &StopSignal {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.poll_stopped(cx)
     }
 }

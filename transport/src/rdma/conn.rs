@@ -142,10 +142,11 @@ impl ConnCore {
     fn post_send(&self, kind: WrKind, chunk: ChunkId, len: usize) -> corewire_verbs::Result<()> {
         let imm = self.credits.borrow_mut().take_owed();
         let pool = self.shard.pool.borrow();
-        let sges = [pool.sge(chunk, len)];
+        // A pure ack carries no buffer, only its immediate data.
+        let data = (kind != WrKind::Ack).then(|| pool.sge(chunk, len));
         let wr = SendWr {
             wr_id: self.wr(kind, chunk),
-            sges: if kind == WrKind::Ack { &[] } else { &sges },
+            sges: data.as_slice(),
             op: SendOp::SendWithImm(imm),
             signaled: true,
             solicited: false,
