@@ -52,10 +52,24 @@ mod tests {
 
     #[test]
     fn sees_a_real_listener() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
+        use socket2::{Domain, Socket, Type};
+        let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let socket = || {
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            s.set_reuse_port(true).unwrap();
+            s
+        };
+        // A bound socket that never listens keeps the port ours after the listener closes,
+        // so a test running in parallel cannot pick it up and make the count flaky.
+        let holder = socket();
+        holder.bind(&addr.into()).unwrap();
+        let port = holder.local_addr().unwrap().as_socket().unwrap().port();
+        let listener = socket();
+        listener.bind(&holder.local_addr().unwrap()).unwrap();
+        listener.listen(8).unwrap();
         assert_eq!(listeners_on(port), 1);
-        drop(l);
+        drop(listener);
         assert_eq!(listeners_on(port), 0);
+        drop(holder);
     }
 }
