@@ -48,6 +48,14 @@ fi
 KERNEL=${RXE_VM_KERNEL:-$CACHE/vmlinux-$KVER}
 [ -s "$KERNEL" ] || KERNEL=/boot/vmlinuz-$KVER
 
+# One VM at a time per machine: a TCG guest with idle=poll spins its vCPUs, so two at once
+# starve each other (and timing-sensitive RDMA tests fail). RXE_VM_NO_LOCK=1 skips the wait
+# (for a caller that holds the lock already, e.g. a harness that boots two VMs itself).
+if [ "${RXE_VM_NO_LOCK:-0}" != 1 ]; then
+  exec 8>"${RXE_VM_LOCK:-/tmp/corewire-rxe-vm.run.lock}"
+  flock 8
+fi
+
 RUN=$(mktemp -d /tmp/rxe-vm-run.XXXXXX)
 chmod 755 "$RUN"
 qpid=; cat_out=; cat_err=
