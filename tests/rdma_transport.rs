@@ -1,82 +1,16 @@
 //! The RDMA transport on a real soft-RoCE device. `cargo xtask test` runs this binary inside
 //! the rxe VM; without a device every test fails with a message saying how to get one.
 
-use std::net::SocketAddr;
+mod rdma_common;
+
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::runtime::accept::Placement;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer};
 use corewire::transport::Connection;
-use corewire::{
-    service_id, sleep, spawn_local, Client, ClientError, ClientOptions, Request, Response, Runtime,
-    Server, ServerHandle, Service, Status,
-};
+use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
 use corewire_transport::frame::FrameLimits;
-
-struct Echo;
-impl Service for Echo {
-    const ID: u32 = service_id("echo");
-    async fn call(&self, req: Request) -> Result<Response, Status> {
-        if req.method == 1 {
-            // A slow handler: replies lag behind requests.
-            sleep(Duration::from_millis(2)).await;
-        }
-        Ok(Response::new(req.payload).with_attachment(req.attachment))
-    }
-}
-
-static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
-fn rdma_listen_addr() -> SocketAddr {
-    let base = 20_000 + (std::process::id() % 1000) as u16 * 20;
-    let port = base + NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    SocketAddr::new(corewire_verbs::testing::rdma_addr(), port)
-}
-
-struct Setup {
-    rt: Runtime,
-    addr: SocketAddr,
-    server: Option<corewire::transport::rdma::RdmaServerHandle>,
-    _tcp: Option<ServerHandle>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.stop();
-        }
-    }
-}
-
-fn setup(shards: usize, config: RdmaConfig) -> Setup {
-    corewire_verbs::testing::require_device();
-    let rt = Runtime::builder()
-        .shards(shards)
-        .pin(false)
-        .build()
-        .unwrap();
-    rdma::install(&rt, config).expect("install the RDMA transport");
-    let addr = rdma_listen_addr();
-    let server = Server::builder()
-        .service(|_| Echo)
-        .build()
-        .serve_rdma(
-            &rt,
-            RdmaServer::bind(addr).placement(Placement::LeastConnections),
-        )
-        .expect("rdma listen");
-    Setup {
-        rt,
-        addr,
-        server: Some(server),
-        _tcp: None,
-    }
-}
-
-fn polling() -> RdmaConfig {
-    RdmaConfig::default()
-}
+use rdma_common::{polling, rdma_listen_addr, setup, Echo};
 
 #[test]
 fn rdma_echo_of_every_size_including_multi_chunk_attachments() {
@@ -257,7 +191,7 @@ fn rdma_busy_poller_does_not_starve_tcp_on_the_same_shard() {
         .serve_tcp(&s.rt, "127.0.0.1:0".parse().unwrap())
         .unwrap();
     let tcp_addr = tcp.local_addr();
-    s._tcp = Some(tcp);
+    s.tcp = Some(tcp);
     let rdma_addr = s.addr;
     let polls_before = rdma::stats(&s.rt)[0].cq_polls;
     let done =
@@ -430,45 +364,49 @@ fn rdma_listener_stop_keeps_live_connections() {
     assert!(refused, "a stopped listener still accepted");
 }
 
-/// A pool too small for a second connection: that connection is refused with a clear error
-/// and the first one keeps working.
+/// A pool too small for a second connection: that connection is refused, the client is told
+/// why, and the first one keeps working.
 #[test]
 fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
-    // One 16-chunk slab: exactly one connection's receive buffers (window 8 + 3 acks) fit.
+    // One 24-chunk slab, 8 (a window) kept for sends: exactly one connection's receive
+    // buffers (window 8 + 3 acks) fit.
     let tight = RdmaConfig {
         window: 8,
         chunk_size: 4096,
-        slab_bytes: 16 * 4096,
-        pool_bytes: 16 * 4096,
+        slab_bytes: 24 * 4096,
+        pool_bytes: 24 * 4096,
         ..polling()
     };
     let s = setup(1, tight);
     let addr = s.addr;
-    let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
-    rdma::install(
-        &crt,
+    let crt = rdma_common::runtime(
+        1,
         RdmaConfig {
             window: 8,
             chunk_size: 4096,
             ..polling()
         },
-    )
-    .unwrap();
+    );
     crt.block_on(0, move || async move {
         let first = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
         first.call(Echo::ID, 0, "one".into()).await.unwrap();
         let second = Client::connect_rdma(addr, ClientOptions::default()).await;
+        let Err(err) = second else {
+            panic!("the second connection should have been refused");
+        };
+        let text = err.to_string();
         assert!(
-            second.is_err(),
-            "the second connection should have been refused"
+            text.contains("rejected") && text.contains("buffer pool full"),
+            "{text}"
         );
         let r = first.call(Echo::ID, 0, "still".into()).await.unwrap();
         assert_eq!(&r[..], b"still");
     })
     .unwrap();
-    assert!(rdma::stats(&s.rt)[0].connection_errors >= 1);
+    let st = rdma::stats(&s.rt)[0];
+    assert!(st.connections_refused >= 1, "{st:?}");
 }
 
 /// A handler slower than its sender: receive buffers are held back (no credits granted) while

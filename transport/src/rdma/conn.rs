@@ -10,23 +10,44 @@ use std::task::{Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::{spawn_local, Budget};
-use corewire_verbs::{QueuePair, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
 use super::credits::{Credits, RESERVED_FOR_ACKS};
-use super::pool::ChunkId;
-use super::shard::RdmaShard;
+use super::pool::{ChunkId, PoolError};
+use super::shard::{CqReservation, RdmaShard};
 use super::wr_id::{WrId, WrKind};
+use super::RdmaConfig;
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader};
 
 /// Buffers a writer pulls from the out queue per round.
 const WRITE_BATCH: usize = 256;
 
+/// The queue sizes of every connection's queue pair: receives for the window plus the
+/// credit acks; sends bounded by the peer's window (credits) plus acks and one spare.
+pub(crate) fn queue_sizes(config: &RdmaConfig) -> QpCaps {
+    let depth = config.window + RESERVED_FOR_ACKS;
+    QpCaps {
+        max_send_wr: depth + 4,
+        max_recv_wr: depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    }
+}
+
+/// Completion queue entries a queue pair of these sizes can fill.
+pub(crate) fn cq_entries_needed(caps: &QpCaps) -> u32 {
+    caps.max_send_wr + caps.max_recv_wr
+}
+
 pub(crate) struct ConnCore {
     slot: u32,
     generation: u16,
     shard: Rc<RdmaShard>,
     qp: RefCell<Option<QueuePair>>,
+    /// CQ entries held for the queue pair: given back after it is destroyed.
+    cq: RefCell<Option<CqReservation>>,
     peer: Option<SocketAddr>,
     /// Receive buffers this connection owns (posted, or held back by backpressure).
     recv_chunks: RefCell<Vec<ChunkId>>,
@@ -42,7 +63,11 @@ pub(crate) struct ConnCore {
     decoder: RefCell<FrameDecoder>,
     encoder: RefCell<FrameEncoder>,
     reader: RefCell<Option<Waker>>,
+    /// A `recv` is running (one reader at a time).
     reading: Cell<bool>,
+    /// That `recv` is waiting for the rest of a frame: buffers are reposted at once (the
+    /// reader is not behind), whatever is buffered; frame limits bound it.
+    reader_waiting: Cell<bool>,
     out: OutQueue,
     writer: RefCell<Option<Waker>>,
     /// Why the connection ended, once it has.
@@ -54,28 +79,37 @@ pub(crate) struct ConnCore {
 
 impl ConnCore {
     /// Register a connection on the shard and post its receive buffers. The queue pair must
-    /// use the shard's CQ and not be connected yet.
+    /// use the shard's CQ, have been created with [`queue_sizes`] under the CQ reservation
+    /// `cq`, and not be connected yet.
     pub(crate) fn start(
         shard: &Rc<RdmaShard>,
         qp: QueuePair,
+        cq: CqReservation,
         peer_window: u32,
         peer_chunk: usize,
     ) -> Result<Rc<ConnCore>, (super::RdmaError, Option<QueuePair>)> {
         let config = shard.config.get();
-        let recv_count = (config.window + RESERVED_FOR_ACKS) as usize;
-        let chunks = match shard.pool.borrow_mut().alloc_n(recv_count) {
+        let sizes = queue_sizes(&config);
+        let recv_count = sizes.max_recv_wr as usize;
+        let chunks = match shard.pool.borrow_mut().alloc_recv(recv_count) {
             Ok(c) => c,
             // Handed back so the caller can still reject the connection through its id.
-            Err(e) => return Err((super::RdmaError::Pool(e), Some(qp))),
+            Err(e) => {
+                // Nothing was posted on the queue pair: its CQ entries are free again.
+                drop(cq);
+                return Err((super::RdmaError::Pool(e), Some(qp)));
+            }
         };
         let peer = qp.cm_id().peer_addr();
-        let max_sends = qp.caps().max_send_wr;
+        // What the CQ reservation covers, even if the device granted more.
+        let max_sends = qp.caps().max_send_wr.min(sizes.max_send_wr);
         let conn = shard.add_conn(|slot, generation| {
             Rc::new(ConnCore {
                 slot,
                 generation,
                 shard: shard.clone(),
                 qp: RefCell::new(Some(qp)),
+                cq: RefCell::new(Some(cq)),
                 peer,
                 recv_chunks: RefCell::new(chunks.clone()),
                 held: RefCell::new(Vec::new()),
@@ -89,6 +123,7 @@ impl ConnCore {
                 encoder: RefCell::new(FrameEncoder::new(config.limits)),
                 reader: RefCell::new(None),
                 reading: Cell::new(false),
+                reader_waiting: Cell::new(false),
                 out: OutQueue::new(config.max_queued_bytes),
                 writer: RefCell::new(None),
                 ended: RefCell::new(None),
@@ -239,7 +274,9 @@ impl ConnCore {
                 w.wake();
             }
         }
-        if self.rx.borrow().len() > self.shard.config.get().max_rx_buffered {
+        if !self.reader_waiting.get()
+            && self.rx.borrow().len() > self.shard.config.get().max_rx_buffered
+        {
             // The reader is behind: keep the buffer (and the peer's credit) until it catches up.
             self.held.borrow_mut().push(chunk);
             return;
@@ -256,6 +293,21 @@ impl ConnCore {
         self.maybe_ack();
     }
 
+    /// The reader caught up (or waits for more of a frame): repost the receive buffers held
+    /// back for backpressure.
+    fn release_held(&self) {
+        if self.held.borrow().is_empty()
+            || (!self.reader_waiting.get()
+                && self.rx.borrow().len() > self.shard.config.get().max_rx_buffered)
+        {
+            return;
+        }
+        let held: Vec<ChunkId> = self.held.borrow_mut().drain(..).collect();
+        for chunk in held {
+            self.repost(chunk);
+        }
+    }
+
     fn finish_send(&self, chunk: ChunkId) {
         self.sends_outstanding
             .set(self.sends_outstanding.get().saturating_sub(1));
@@ -263,12 +315,13 @@ impl ConnCore {
         if let Some(pos) = sending.iter().position(|&c| c == chunk) {
             sending.swap_remove(pos);
             drop(sending);
-            self.shard.pool.borrow_mut().free(chunk);
+            self.shard.pool.borrow_mut().free_send(chunk);
+            self.shard.send_buffer_freed();
         }
         self.wake_writer();
     }
 
-    fn wake_writer(&self) {
+    pub(crate) fn wake_writer(&self) {
         if let Some(w) = self.writer.borrow_mut().take() {
             w.wake();
         }
@@ -309,17 +362,22 @@ impl ConnCore {
             self.shard.cm.unregister(key);
             drop(qp);
         }
+        // The queue pair is gone: its CQ entries come back once its flushed completions
+        // have been reaped.
+        self.cq.borrow_mut().take();
         let mut pool = self.shard.pool.borrow_mut();
-        for c in self
-            .recv_chunks
-            .borrow_mut()
-            .drain(..)
-            .chain(self.sending.borrow_mut().drain(..))
-        {
-            pool.free(c);
+        for c in self.recv_chunks.borrow_mut().drain(..) {
+            pool.free_recv(c);
+        }
+        let sends: Vec<ChunkId> = self.sending.borrow_mut().drain(..).collect();
+        for &c in &sends {
+            pool.free_send(c);
         }
         self.held.borrow_mut().clear();
         drop(pool);
+        for _ in &sends {
+            self.shard.send_buffer_freed();
+        }
         self.shard.remove_conn(self.slot, self.generation);
         if let Some(w) = self.reader.borrow_mut().take() {
             w.wake();
@@ -327,30 +385,49 @@ impl ConnCore {
         self.wake_writer();
     }
 
-    fn is_ended(&self) -> bool {
+    pub(crate) fn is_ended(&self) -> bool {
         self.ended.borrow().is_some()
     }
 
     /// Wait until a data message may be posted: a credit, a send slot, and a free buffer.
+    /// With every send buffer of the shard in use, wait for one to come back (sends in
+    /// flight always complete: the peer posted a buffer for each). A registration failure
+    /// with nothing in flight cannot be waited out: it ends this connection, with the error.
     async fn reserve_send(&self) -> Result<ChunkId, TransportError> {
-        let mut waited = false;
+        let mut credit_wait_counted = false;
+        let mut pool_wait_counted = false;
         poll_fn(|cx| {
             if let Some(why) = self.ended.borrow().as_ref() {
                 return Poll::Ready(Err(TransportError::Other(why.clone())));
             }
             // Leave one send slot for a credit ack so credits can always flow back.
-            if self.sends_outstanding.get() + 1 < self.max_sends && self.credits.borrow_mut().take()
+            if self.sends_outstanding.get() + 1 < self.max_sends
+                && self.credits.borrow().available() > 0
             {
-                match self.shard.pool.borrow_mut().alloc() {
-                    Ok(chunk) => return Poll::Ready(Ok(chunk)),
-                    Err(e) => {
-                        self.credits.borrow_mut().returned(1);
-                        return Poll::Ready(Err(TransportError::Other(e.to_string())));
+                let mut pool = self.shard.pool.borrow_mut();
+                match pool.alloc_send() {
+                    Ok(chunk) => {
+                        drop(pool);
+                        self.credits.borrow_mut().take();
+                        return Poll::Ready(Ok(chunk));
+                    }
+                    Err(PoolError::Register(e)) if pool.send_in_use() == 0 => {
+                        drop(pool);
+                        let msg = PoolError::Register(e).to_string();
+                        self.fail(msg.clone());
+                        return Poll::Ready(Err(TransportError::Other(msg)));
+                    }
+                    Err(_) => {
+                        drop(pool);
+                        if !pool_wait_counted {
+                            pool_wait_counted = true;
+                            self.shard.stats.borrow_mut().pool_waits += 1;
+                        }
+                        self.shard.wait_for_send_buffer(self.slot, self.generation);
                     }
                 }
-            }
-            if !waited {
-                waited = true;
+            } else if !credit_wait_counted {
+                credit_wait_counted = true;
                 self.shard.stats.borrow_mut().credit_waits += 1;
             }
             *self.writer.borrow_mut() = Some(cx.waker().clone());
@@ -363,7 +440,8 @@ impl ConnCore {
         self.sending.borrow_mut().push(chunk);
         if let Err(e) = self.post_send(WrKind::Send, chunk, len) {
             self.sending.borrow_mut().retain(|&c| c != chunk);
-            self.shard.pool.borrow_mut().free(chunk);
+            self.shard.pool.borrow_mut().free_send(chunk);
+            self.shard.send_buffer_freed();
             let msg = format!("ibv_post_send failed: {e}");
             self.fail(msg.clone());
             return Err(TransportError::Other(msg));
@@ -393,7 +471,12 @@ async fn write_loop(conn: Rc<ConnCore>) {
                     Some(c) => c,
                     None => match conn.reserve_send().await {
                         Ok(chunk) => (chunk, 0),
-                        Err(_) => return,
+                        // Never exit silently: the connection ends, with the reason, so
+                        // pending and later sends and receives fail instead of waiting.
+                        Err(e) => {
+                            conn.fail(e.to_string());
+                            return;
+                        }
                     },
                 };
                 let n = data.len().min(chunk_size - filled);
@@ -404,6 +487,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
                 data = &data[n..];
                 if filled + n == chunk_size {
                     if conn.post_data(chunk, chunk_size).await.is_err() {
+                        // post_data ended the connection with the reason.
                         return;
                     }
                 } else {
@@ -429,6 +513,16 @@ async fn write_loop(conn: Rc<ConnCore>) {
     })
     .await;
     conn.teardown("closed".into());
+}
+
+/// Clears the connection's reader flags when a `recv` ends or is dropped.
+struct ReadingGuard<'a>(&'a ConnCore);
+
+impl Drop for ReadingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.reading.set(false);
+        self.0.reader_waiting.set(false);
+    }
 }
 
 /// Closes the connection when the last user handle goes away.
@@ -489,16 +583,24 @@ impl Connection for RdmaConnection {
             .await
     }
 
+    /// Cancel-safe: every received byte stays buffered in the connection (the frame decoder
+    /// and its input live there, not in the future), and a frame is taken out only in the
+    /// poll that returns it, so dropping this future loses nothing and the next call carries
+    /// on. `send` is cancel-safe too: a frame is queued whole or not at all.
     async fn recv(&self) -> Result<Option<Frame>, TransportError> {
         let c = self.core();
         if c.reading.replace(true) {
             return Err(TransportError::Busy);
         }
+        // Cleared however this future ends, dropped mid-wait included.
+        let _reading = ReadingGuard(c);
         let result = poll_fn(|cx| {
             let decoded = c.decoder.borrow_mut().decode(&mut c.rx.borrow_mut());
             match decoded {
                 Ok(Some(frame)) => {
                     c.stats.add_in(frame.payload.len() + frame.attachment.len());
+                    c.reader_waiting.set(false);
+                    c.release_held();
                     return Poll::Ready(Ok(Some(frame)));
                 }
                 Ok(None) => {}
@@ -512,18 +614,13 @@ impl Connection for RdmaConnection {
                     Err(TransportError::Truncated { buffered })
                 });
             }
+            // Waiting for the rest of a frame: the held buffers are needed to receive it.
+            c.reader_waiting.set(true);
+            c.release_held();
             *c.reader.borrow_mut() = Some(cx.waker().clone());
             Poll::Pending
         })
         .await;
-        c.reading.set(false);
-        // The reader caught up: repost the buffers held back for backpressure.
-        if c.rx.borrow().len() <= c.shard.config.get().max_rx_buffered {
-            let held: Vec<ChunkId> = c.held.borrow_mut().drain(..).collect();
-            for chunk in held {
-                c.repost(chunk);
-            }
-        }
         if let Err(e) = &result {
             if matches!(e, TransportError::Protocol(_)) {
                 c.fail(format!("protocol error: {e}"));

@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use corewire_runtime::accept::{ConnCounts, ConnGuard, Placement, StopSignal};
 use corewire_runtime::{send_to, shard_id, spawn_local, timeout, Runtime, ShardId};
-use corewire_verbs::{CmEventKind, CmId, ConnParams, QpCaps, QpInit, QueuePair};
+use corewire_verbs::{CmEventKind, CmId, ConnParams, QpInit, QueuePair, MAX_REJECT_PRIVATE_DATA};
 
 use super::cm_events::EventQueue;
-use super::conn::{ConnCore, RdmaConnection};
-use super::credits::RESERVED_FOR_ACKS;
-use super::handshake::Handshake;
-use super::shard::RdmaShard;
+use super::conn::{cq_entries_needed, queue_sizes, ConnCore, RdmaConnection};
+use super::handshake::{self, Handshake};
+use super::shard::{CqReservation, RdmaShard};
 use super::RdmaError;
 
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,33 +31,41 @@ fn handshake_of(shard: &RdmaShard) -> Handshake {
     }
 }
 
-fn create_qp(shard: &RdmaShard, id: CmId) -> Result<QueuePair, RdmaError> {
+fn create_qp(shard: &Rc<RdmaShard>, id: CmId) -> Result<(QueuePair, CqReservation), RdmaError> {
     create_qp_or_give_back(shard, id).map_err(|(e, _id)| e)
 }
 
-/// Like `create_qp`, but hands the id back on failure so the caller can reject it.
-fn create_qp_or_give_back(shard: &RdmaShard, id: CmId) -> Result<QueuePair, (RdmaError, CmId)> {
-    let window = shard.config.get().window;
-    let depth = window + RESERVED_FOR_ACKS;
-    QueuePair::create(
+/// Like `create_qp`, but hands the id back on failure so the caller can reject it. The
+/// queue pair's CQ entries are reserved first: a connection the shard's CQ cannot hold is
+/// refused rather than allowed to overrun it.
+fn create_qp_or_give_back(
+    shard: &Rc<RdmaShard>,
+    id: CmId,
+) -> Result<(QueuePair, CqReservation), (RdmaError, CmId)> {
+    let caps = queue_sizes(&shard.config.get());
+    let mut reservation = match shard.reserve_cq(cq_entries_needed(&caps)) {
+        Ok(r) => r,
+        Err(e) => return Err((RdmaError::CqFull(e), id)),
+    };
+    let qp = QueuePair::create(
         id,
         &shard.pd,
         QpInit {
             send_cq: &shard.cq,
             recv_cq: &shard.cq,
             srq: None,
-            caps: QpCaps {
-                // Data sends are bounded by credits (the peer's window) plus credit acks.
-                max_send_wr: depth + 4,
-                max_recv_wr: depth,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
+            caps,
             sq_sig_all: false,
         },
     )
-    .map_err(|e| (RdmaError::Device(e.error), e.id))
+    .map_err(|e| (RdmaError::Device(e.error), e.id))?;
+    reservation.mark_used();
+    Ok((qp, reservation))
+}
+
+/// Refuse a connect request, telling the client why.
+fn reject_with_reason(id: &CmId, reason: &str) {
+    let _ = id.reject(&handshake::encode_reject(reason, MAX_REJECT_PRIVATE_DATA));
 }
 
 async fn expect_event(
@@ -72,6 +79,10 @@ async fn expect_event(
             "closed while waiting for {what}"
         ))),
         Ok(Some(ev)) if ev.kind() == want => Ok(ev),
+        Ok(Some(ev)) if ev.kind() == CmEventKind::Rejected => Err(RdmaError::Rejected(
+            handshake::decode_reject(ev.private_data())
+                .unwrap_or_else(|| format!("no reason given (reject status {})", ev.status())),
+        )),
         Ok(Some(ev)) => Err(RdmaError::Connect(format!(
             "{what} failed: {:?} (status {})",
             ev.kind(),
@@ -92,9 +103,9 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
         expect_event(&queue, CmEventKind::AddrResolved, "address resolution").await?;
         id.resolve_route(RESOLVE_TIMEOUT).map_err(RdmaError::Device)?;
         expect_event(&queue, CmEventKind::RouteResolved, "route resolution").await?;
-        let qp = create_qp(&shard, id)?;
+        let (qp, cq) = create_qp(&shard, id)?;
         // The peer's window is unknown until it accepts: start with none, set it below.
-        let core = ConnCore::start(&shard, qp, 0, shard.config.get().chunk_size)
+        let core = ConnCore::start(&shard, qp, cq, 0, shard.config.get().chunk_size)
             .map_err(|(e, _qp)| e)?;
         let hello = handshake_of(&shard).encode();
         let params = ConnParams {
@@ -268,7 +279,7 @@ async fn accept_loop<H, Fut>(
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(error = %e, "rejecting an rdma connection");
-                let _ = new_id.reject(&[]);
+                reject_with_reason(&new_id, &e.to_string());
                 continue;
             }
         };
@@ -300,7 +311,7 @@ where
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "rdma connection handed to a shard without RDMA");
-            let _ = id.reject(&[]);
+            reject_with_reason(&id, &e.to_string());
             return;
         }
     };
@@ -308,7 +319,7 @@ where
     if !id.is_on(&shard.cm_channel) {
         if let Err(e) = id.migrate(&shard.cm_channel) {
             tracing::error!(error = %e, "rdma_migrate_id failed");
-            let _ = id.reject(&[]);
+            reject_with_reason(&id, &format!("rdma_migrate_id failed: {e}"));
             return;
         }
     }
@@ -317,23 +328,26 @@ where
     let peer = id.peer_addr();
     let refuse = |e: &RdmaError| {
         tracing::warn!(?peer, error = %e, "refusing rdma connection");
-        shard.stats.borrow_mut().connection_errors += 1;
+        let mut st = shard.stats.borrow_mut();
+        st.connection_errors += 1;
+        st.connections_refused += 1;
+        drop(st);
         shard.cm.unregister(key);
     };
-    let qp = match create_qp_or_give_back(&shard, id) {
+    let (qp, cq) = match create_qp_or_give_back(&shard, id) {
         Ok(qp) => qp,
         Err((e, id)) => {
             refuse(&e);
-            let _ = id.reject(&[]);
+            reject_with_reason(&id, &e.to_string());
             return;
         }
     };
-    let core = match ConnCore::start(&shard, qp, hello.window, hello.chunk_size as usize) {
+    let core = match ConnCore::start(&shard, qp, cq, hello.window, hello.chunk_size as usize) {
         Ok(core) => core,
         Err((e, qp)) => {
             refuse(&e);
             if let Some(qp) = qp {
-                let _ = qp.cm_id().reject(&[]);
+                reject_with_reason(qp.cm_id(), &e.to_string());
             }
             return;
         }

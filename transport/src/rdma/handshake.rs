@@ -67,9 +67,50 @@ impl Handshake {
     }
 }
 
+const REJECT_MAGIC: [u8; 4] = *b"CWRJ";
+
+/// Rejection private data: the reason, so the client's error says why it was refused
+/// (rdma_cm otherwise reports only a numeric reject code). Cut to `max_len` bytes at a
+/// character boundary; the reason is NUL-terminated, as the transport pads with zeros.
+pub fn encode_reject(reason: &str, max_len: usize) -> Vec<u8> {
+    let room = max_len.saturating_sub(REJECT_MAGIC.len() + 1);
+    let mut end = reason.len().min(room);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = REJECT_MAGIC.to_vec();
+    out.extend_from_slice(&reason.as_bytes()[..end]);
+    out.push(0);
+    out
+}
+
+/// The reason of a rejection sent by [`encode_reject`]; `None` for anything else.
+pub fn decode_reject(bytes: &[u8]) -> Option<String> {
+    let text = bytes.strip_prefix(&REJECT_MAGIC)?;
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    Some(String::from_utf8_lossy(&text[..end]).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reject_reasons_survive_padding_and_truncation() {
+        let mut wire = encode_reject("completion queue full", 148);
+        wire.resize(148, 0);
+        assert_eq!(
+            decode_reject(&wire).as_deref(),
+            Some("completion queue full")
+        );
+        let long = "é".repeat(200);
+        let wire = encode_reject(&long, 148);
+        assert!(wire.len() <= 148);
+        let back = decode_reject(&wire).unwrap();
+        assert!(long.starts_with(&back) && !back.is_empty());
+        assert_eq!(decode_reject(b"nope"), None);
+        assert_eq!(decode_reject(&[]), None);
+    }
 
     #[test]
     fn roundtrip_with_padding() {

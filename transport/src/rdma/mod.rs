@@ -6,6 +6,7 @@
 mod cm_events;
 mod config;
 mod conn;
+mod cq_slots;
 pub mod credits;
 mod establish;
 pub mod handshake;
@@ -21,6 +22,7 @@ use corewire_verbs::VerbsError;
 
 pub use config::{PollerMode, RdmaConfig};
 pub use conn::RdmaConnection;
+pub use cq_slots::CqFull;
 pub use establish::{connect, RdmaAccepted, RdmaServer, RdmaServerHandle};
 pub use pool::PoolError;
 pub use shard::RdmaStats;
@@ -35,7 +37,11 @@ pub enum RdmaError {
     /// A verbs or rdma_cm call failed (no device, memory registration, ...).
     Device(VerbsError),
     Pool(PoolError),
+    /// The shard's completion queue has no room for another queue pair.
+    CqFull(CqFull),
     Handshake(handshake::HandshakeError),
+    /// The server refused the connection; its reason, when it gave one.
+    Rejected(String),
     /// Connection set-up failed (resolution, rejection, timeout, ...).
     Connect(String),
 }
@@ -48,6 +54,8 @@ impl fmt::Display for RdmaError {
             ),
             RdmaError::Device(e) => write!(f, "rdma: {e}"),
             RdmaError::Pool(e) => write!(f, "{e}"),
+            RdmaError::CqFull(e) => write!(f, "{e}"),
+            RdmaError::Rejected(why) => write!(f, "rdma connection rejected by the server: {why}"),
             RdmaError::Handshake(e) => write!(f, "rdma handshake: {e}"),
             RdmaError::Connect(e) => write!(f, "rdma connect: {e}"),
         }

@@ -44,6 +44,9 @@ impl CqPoller {
             st.cq_polls += 1;
             st.completions += n as u64;
         }
+        if n < self.wcs.len() {
+            self.shard.cq_drained();
+        }
         for wc in &self.wcs[..n] {
             let Some(id) = WrId::decode(wc.wr_id) else {
                 tracing::error!(

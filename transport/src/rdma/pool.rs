@@ -1,6 +1,11 @@
 //! A shard's registered buffers: fixed-size chunks carved from a few memory regions that are
 //! registered as the pool grows, up to a cap. Connections take their receive buffers from it
 //! and borrow send buffers per message.
+//!
+//! Receive buffers are pinned for as long as a connection lives, so they may never take the
+//! whole pool: `send_reserve` chunks always stay for sends. Send chunks come back as soon as
+//! their SEND completes (the peer had a posted buffer for it: credits guarantee that), so a
+//! sender that finds the pool empty can always wait for one instead of failing.
 
 use corewire_verbs::{Access, MemoryRegion, ProtectionDomain, Sge, VerbsError};
 
@@ -16,12 +21,27 @@ pub struct BufferPool {
     chunk_size: usize,
     chunks_per_slab: usize,
     max_slabs: usize,
+    /// Chunks held as receive buffers.
+    recv_in_use: usize,
+    /// Chunks lent to sends in flight.
+    send_in_use: usize,
+    /// Chunks receive buffers may never take.
+    send_reserve: usize,
 }
 
 #[derive(Debug)]
 pub enum PoolError {
     /// The pool reached its configured size.
     Exhausted { pool_bytes: usize },
+    /// No room for a connection's receive buffers: the rest is held by other connections'
+    /// receive buffers or kept for sends.
+    NoRoomForReceives {
+        wanted: u32,
+        recv_in_use: u32,
+        send_reserve: u32,
+        capacity: u32,
+        chunk_size: u32,
+    },
     /// Registering more memory failed (usually RLIMIT_MEMLOCK).
     Register(VerbsError),
 }
@@ -32,6 +52,18 @@ impl std::fmt::Display for PoolError {
             PoolError::Exhausted { pool_bytes } => write!(
                 f,
                 "RDMA buffer pool exhausted ({pool_bytes} bytes per shard; raise RdmaConfig::pool_bytes)"
+            ),
+            PoolError::NoRoomForReceives {
+                wanted,
+                recv_in_use,
+                send_reserve,
+                capacity,
+                chunk_size,
+            } => write!(
+                f,
+                "RDMA buffer pool full: {wanted} receive buffers wanted, {recv_in_use} of \
+                 {capacity} chunks of {chunk_size} B already hold other connections' receive \
+                 buffers and {send_reserve} are kept for sends (raise RdmaConfig::pool_bytes)"
             ),
             PoolError::Register(e) => write!(f, "registering RDMA buffers failed: {e}"),
         }
@@ -46,16 +78,22 @@ impl BufferPool {
         chunk_size: usize,
         slab_bytes: usize,
         pool_bytes: usize,
+        send_reserve: usize,
     ) -> BufferPool {
         let chunks_per_slab = (slab_bytes / chunk_size).clamp(1, 1 << SLAB_SHIFT);
         let slab_len = chunks_per_slab * chunk_size;
+        let max_slabs = (pool_bytes / slab_len).max(1);
+        let capacity = max_slabs * chunks_per_slab;
         BufferPool {
             pd,
             slabs: Vec::new(),
             free: Vec::new(),
             chunk_size,
             chunks_per_slab,
-            max_slabs: (pool_bytes / slab_len).max(1),
+            max_slabs,
+            recv_in_use: 0,
+            send_in_use: 0,
+            send_reserve: send_reserve.clamp(1, capacity),
         }
     }
 
@@ -67,14 +105,27 @@ impl BufferPool {
         self.free.len()
     }
 
+    /// Chunks the pool may hold once fully grown.
+    pub fn capacity(&self) -> usize {
+        self.max_slabs * self.chunks_per_slab
+    }
+
     pub fn registered_bytes(&self) -> usize {
         self.slabs.len() * self.chunks_per_slab * self.chunk_size
+    }
+
+    pub fn recv_in_use(&self) -> usize {
+        self.recv_in_use
+    }
+
+    pub fn send_in_use(&self) -> usize {
+        self.send_in_use
     }
 
     fn grow(&mut self) -> Result<(), PoolError> {
         if self.slabs.len() >= self.max_slabs {
             return Err(PoolError::Exhausted {
-                pool_bytes: self.max_slabs * self.chunks_per_slab * self.chunk_size,
+                pool_bytes: self.capacity() * self.chunk_size,
             });
         }
         let mr = MemoryRegion::new(
@@ -93,18 +144,36 @@ impl BufferPool {
         Ok(())
     }
 
-    pub fn alloc(&mut self) -> Result<ChunkId, PoolError> {
+    fn take(&mut self) -> Result<ChunkId, PoolError> {
         if self.free.is_empty() {
             self.grow()?;
         }
         Ok(self.free.pop().expect("grow added chunks"))
     }
 
-    /// Take `n` chunks at once, or none.
-    pub fn alloc_n(&mut self, n: usize) -> Result<Vec<ChunkId>, PoolError> {
+    /// A buffer for one SEND, given back with [`free_send`](Self::free_send) when it
+    /// completes. `Exhausted` means every chunk is in use: wait for a send to complete.
+    pub fn alloc_send(&mut self) -> Result<ChunkId, PoolError> {
+        let c = self.take()?;
+        self.send_in_use += 1;
+        Ok(c)
+    }
+
+    /// `n` receive buffers at once, or none; never from the send reserve.
+    pub fn alloc_recv(&mut self, n: usize) -> Result<Vec<ChunkId>, PoolError> {
+        if self.recv_in_use + n + self.send_reserve > self.capacity() {
+            let small = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            return Err(PoolError::NoRoomForReceives {
+                wanted: small(n),
+                recv_in_use: small(self.recv_in_use),
+                send_reserve: small(self.send_reserve),
+                capacity: small(self.capacity()),
+                chunk_size: small(self.chunk_size),
+            });
+        }
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            match self.alloc() {
+            match self.take() {
                 Ok(c) => out.push(c),
                 Err(e) => {
                     self.free.extend(out);
@@ -112,10 +181,19 @@ impl BufferPool {
                 }
             }
         }
+        self.recv_in_use += n;
         Ok(out)
     }
 
-    pub fn free(&mut self, chunk: ChunkId) {
+    pub fn free_send(&mut self, chunk: ChunkId) {
+        debug_assert!(self.send_in_use > 0);
+        self.send_in_use = self.send_in_use.saturating_sub(1);
+        self.free.push(chunk);
+    }
+
+    pub fn free_recv(&mut self, chunk: ChunkId) {
+        debug_assert!(self.recv_in_use > 0);
+        self.recv_in_use = self.recv_in_use.saturating_sub(1);
         self.free.push(chunk);
     }
 

@@ -3,6 +3,7 @@
 //! registered buffer pool, its connection table and its rdma_cm event channel.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::rc::{Rc, Weak};
 
@@ -15,6 +16,7 @@ use slab::Slab;
 
 use super::cm_events::{run_router, CmRouter};
 use super::conn::ConnCore;
+use super::cq_slots::{CqFull, CqSlots};
 use super::poller::CqPoller;
 use super::pool::BufferPool;
 use super::{PollerMode, RdmaConfig, RdmaError};
@@ -35,6 +37,16 @@ pub struct RdmaStats {
     pub mode_switches: u64,
     pub pool_registered_bytes: u64,
     pub pool_free_chunks: u64,
+    /// Chunks held as receive buffers, and lent to sends in flight.
+    pub pool_recv_chunks: u64,
+    pub pool_send_chunks: u64,
+    /// Times a sender found every send buffer in use and waited for one.
+    pub pool_waits: u64,
+    /// Completion queue entries, and those reserved by open queue pairs.
+    pub cq_capacity: u64,
+    pub cq_reserved: u64,
+    /// Connections refused (buffers or CQ entries exhausted, set-up failures).
+    pub connections_refused: u64,
 }
 
 pub(crate) struct RdmaShard {
@@ -44,6 +56,9 @@ pub(crate) struct RdmaShard {
     pub channel: CompletionChannel,
     pub cq: CompletionQueue,
     pub pool: RefCell<BufferPool>,
+    /// Connections waiting for a send buffer, in arrival order.
+    send_waiters: RefCell<VecDeque<(u32, u16)>>,
+    cq_slots: RefCell<CqSlots>,
     conns: RefCell<Slab<(u16, Weak<ConnCore>)>>,
     generation: Cell<u16>,
     pub cm_channel: CmEventChannel,
@@ -76,13 +91,17 @@ impl RdmaShard {
         let channel = CompletionChannel::new(&ctx).map_err(RdmaError::Device)?;
         let cq = CompletionQueue::new(&ctx, config.cq_entries, Some(&channel))
             .map_err(RdmaError::Device)?;
+        // Receive buffers never take the last window's worth of chunks: one connection can
+        // always stream at its full window, and every sender can wait for a buffer.
         let pool = BufferPool::new(
             pd.clone(),
             config.chunk_size,
             config.slab_bytes,
             config.pool_bytes,
+            config.window as usize,
         );
         let cm_channel = CmEventChannel::new().map_err(RdmaError::Device)?;
+        let cq_capacity = cq.capacity();
         let shard = Rc::new(RdmaShard {
             config: Cell::new(config),
             ctx,
@@ -90,6 +109,8 @@ impl RdmaShard {
             channel,
             cq,
             pool: RefCell::new(pool),
+            send_waiters: RefCell::new(VecDeque::new()),
+            cq_slots: RefCell::new(CqSlots::new(cq_capacity)),
             conns: RefCell::new(Slab::new()),
             generation: Cell::new(0),
             cm_channel,
@@ -146,10 +167,57 @@ impl RdmaShard {
 
     pub fn stats(&self) -> RdmaStats {
         let pool = self.pool.borrow();
+        let cq = self.cq_slots.borrow();
         RdmaStats {
             pool_registered_bytes: pool.registered_bytes() as u64,
             pool_free_chunks: pool.free_chunks() as u64,
+            pool_recv_chunks: pool.recv_in_use() as u64,
+            pool_send_chunks: pool.send_in_use() as u64,
+            cq_capacity: u64::from(cq.capacity()),
+            cq_reserved: u64::from(cq.in_use()),
             ..*self.stats.borrow()
+        }
+    }
+
+    /// Reserve CQ entries for a queue pair that can post `n` work requests at once.
+    pub fn reserve_cq(self: &Rc<Self>, n: u32) -> Result<CqReservation, CqFull> {
+        self.cq_slots.borrow_mut().reserve(n)?;
+        Ok(CqReservation {
+            shard: Rc::downgrade(self),
+            n,
+            used: false,
+        })
+    }
+
+    /// The poller found the CQ empty.
+    pub fn cq_drained(&self) {
+        let mut slots = self.cq_slots.borrow_mut();
+        if slots.has_draining() {
+            slots.drained();
+        }
+    }
+
+    /// Queue a connection's writer for the next send buffer that comes back.
+    pub fn wait_for_send_buffer(&self, slot: u32, generation: u16) {
+        let mut w = self.send_waiters.borrow_mut();
+        if !w.contains(&(slot, generation)) {
+            w.push_back((slot, generation));
+        }
+    }
+
+    /// A send buffer came back: wake the first live connection waiting for one.
+    pub fn send_buffer_freed(&self) {
+        loop {
+            let Some((slot, generation)) = self.send_waiters.borrow_mut().pop_front() else {
+                return;
+            };
+            match self.conn(slot, generation) {
+                Some(conn) if !conn.is_ended() => {
+                    conn.wake_writer();
+                    return;
+                }
+                _ => {}
+            }
         }
     }
 
@@ -158,6 +226,37 @@ impl RdmaShard {
         match conns.get(slot as usize) {
             Some((g, c)) if *g == generation => c.upgrade(),
             _ => None,
+        }
+    }
+}
+
+/// CQ entries held for one queue pair; given back when it drops (after the next drain, as
+/// the destroyed queue pair's flushed completions may still be queued).
+pub(crate) struct CqReservation {
+    shard: Weak<RdmaShard>,
+    n: u32,
+    /// Whether a queue pair was created on it (else its entries are free at once).
+    used: bool,
+}
+
+impl CqReservation {
+    pub fn mark_used(&mut self) {
+        self.used = true;
+    }
+}
+
+impl Drop for CqReservation {
+    fn drop(&mut self) {
+        let Some(shard) = self.shard.upgrade() else {
+            return;
+        };
+        let mut slots = shard.cq_slots.borrow_mut();
+        if self.used {
+            slots.release(self.n);
+            // Event mode: make the poller drain (and so free these entries) soon.
+            shard.event_pending.set(true);
+        } else {
+            slots.cancel(self.n);
         }
     }
 }

@@ -1,0 +1,88 @@
+//! Shared by the `rdma_*` test binaries (they run inside the soft-RoCE VM): an echo service,
+//! listen addresses that do not collide between binaries, and a runtime serving the echo
+//! service over RDMA.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use corewire::runtime::accept::Placement;
+use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, RdmaServerHandle};
+use corewire::{
+    service_id, sleep, Request, Response, Runtime, Server, ServerHandle, Service, Status,
+};
+
+pub struct Echo;
+impl Service for Echo {
+    const ID: u32 = service_id("echo");
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        if req.method == 1 {
+            // A slow handler: replies lag behind requests.
+            sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Response::new(req.payload).with_attachment(req.attachment))
+    }
+}
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// A fresh listen address on the VM's rxe0 (test binaries run one after another, each from
+/// its own port range by pid).
+pub fn rdma_listen_addr() -> SocketAddr {
+    let base = 20_000 + (std::process::id() % 1000) as u16 * 20;
+    let port = base + NEXT_PORT.fetch_add(1, Ordering::Relaxed) % 20;
+    SocketAddr::new(corewire_verbs::testing::rdma_addr(), port)
+}
+
+pub struct Setup {
+    pub rt: Runtime,
+    pub addr: SocketAddr,
+    pub server: Option<RdmaServerHandle>,
+    pub tcp: Option<ServerHandle>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+}
+
+/// A runtime of `shards` shards with the RDMA transport installed, serving [`Echo`].
+pub fn setup(shards: usize, config: RdmaConfig) -> Setup {
+    corewire_verbs::testing::require_device();
+    let rt = runtime(shards, config);
+    let addr = rdma_listen_addr();
+    let server = Server::builder()
+        .service(|_| Echo)
+        .build()
+        .serve_rdma(
+            &rt,
+            RdmaServer::bind(addr).placement(Placement::LeastConnections),
+        )
+        .expect("rdma listen");
+    Setup {
+        rt,
+        addr,
+        server: Some(server),
+        tcp: None,
+    }
+}
+
+/// A runtime with the RDMA transport installed and nothing served (a client, say).
+pub fn runtime(shards: usize, config: RdmaConfig) -> Runtime {
+    corewire_verbs::testing::require_device();
+    let rt = Runtime::builder()
+        .shards(shards)
+        .pin(false)
+        .build()
+        .unwrap();
+    rdma::install(&rt, config).expect("install the RDMA transport");
+    rt
+}
+
+pub fn polling() -> RdmaConfig {
+    RdmaConfig::default()
+}
