@@ -304,3 +304,33 @@ fn rdma_receiver_that_never_reads_stops_the_sender() {
     );
     listener.stop();
 }
+
+/// A frame far larger than `max_rx_buffered` still arrives: buffers are held back only while
+/// nobody waits for the rest of a frame (holding them then would stop the very bytes the
+/// reader waits for).
+#[test]
+fn rdma_frame_larger_than_the_receive_buffer_limit_arrives() {
+    let s = setup(
+        1,
+        RdmaConfig {
+            max_rx_buffered: 16 * 1024,
+            ..polling()
+        },
+    );
+    let addr = s.addr;
+    s.rt.block_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        let body: Vec<u8> = (0..512 * 1024).map(|i| (i % 249) as u8).collect();
+        let r = c
+            .request(Echo::ID, 0)
+            .attachment(body.clone())
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.attachment[..] == body[..], "corrupted echo");
+    })
+    .unwrap();
+}
