@@ -16,7 +16,7 @@ use corewire_transport::frame::FrameHeader;
 use rdma_common::{polling, rdma_listen_addr, runtime, setup, Echo};
 
 /// Four connections fill a tiny pool with their receive buffers; the replies they ask for
-/// (256 KiB each, 64 chunks) far exceed the few chunks left, so the server's writers wait
+/// (128 KiB each, 32 chunks) far exceed the few chunks left, so the server's writers wait
 /// for send buffers to come back instead of dying (the old writer returned silently and
 /// every call hung).
 #[test]
@@ -53,7 +53,7 @@ fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
                 for k in 0..4u8 {
                     let c = c.clone();
                     tasks.push(spawn_local(async move {
-                        let body: Vec<u8> = (0..256 * 1024)
+                        let body: Vec<u8> = (0..128 * 1024)
                             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(k + ci as u8))
                             .collect();
                         let r = c
@@ -78,8 +78,8 @@ fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
     assert_eq!(done, 16);
     let st = rdma::stats(&s.rt)[0];
     assert!(st.pool_waits > 0, "the pool never ran out: {st:?}");
-    assert_eq!(st.pool_recv_chunks, 28, "{st:?}");
-    assert_eq!(st.connections_open, 4, "{st:?}");
+    assert_eq!(st.connections_opened, 4, "{st:?}");
+    assert!(st.pool_recv_chunks <= 28, "{st:?}");
 }
 
 /// The shard's completion queue holds only so many queue pairs: one more is refused with a
