@@ -5,6 +5,8 @@
 //! connections and its slice of service state; shards talk by explicit messages.
 //!
 //! - [`runtime`]: shards, tasks, timers, pollers, cross-shard calls, sharded TCP accept.
+//! - [`sync`]: `Notify`, `Semaphore`, `oneshot`, `mpsc`, `Mutex`, `RwLock` between the tasks
+//!   of one shard (no atomics); [`shard_local!`] for per-shard state.
 //! - [`transport`]: the sans-I/O frame codec and RPC state, and the [`transport::Connection`]
 //!   interface that TCP (and RDMA) implement.
 //! - [`service`]: write a [`Service`] once; a [`Server`] runs one instance per shard on every
@@ -39,7 +41,8 @@ pub use corewire_runtime as runtime;
 pub use corewire_transport as transport;
 
 pub use corewire_runtime::{
-    shard_count, shard_id, sleep, spawn_local, submit_to, timeout, Budget, Runtime, ShardId,
+    shard_count, shard_id, shard_local, sleep, spawn_local, submit_to, sync, timeout, Budget,
+    Runtime, ShardId,
 };
 pub use service::{
     service_id, CallBuilder, Client, ClientError, ClientOptions, ClientPool, Reply, Request,

@@ -24,6 +24,7 @@ pub mod net;
 pub mod poller;
 mod runtime;
 pub mod shard;
+pub mod sync;
 pub mod timer;
 
 use std::future::Future;

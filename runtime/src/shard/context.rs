@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::local::LocalStorage;
 use super::{ShardId, ShardRemote};
 use crate::driver::Driver;
 use crate::executor::{Executor, TaskKey};
@@ -19,6 +20,8 @@ pub(crate) struct ShardContext {
     pub(crate) driver: RefCell<Driver>,
     pub(crate) timers: RefCell<Timers>,
     pub(crate) pollers: Pollers,
+    /// `shard_local!` values.
+    pub(crate) locals: LocalStorage,
 }
 
 thread_local! {

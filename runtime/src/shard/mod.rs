@@ -1,11 +1,13 @@
 //! Shards: one pinned thread per core, each with its own ring, executor, timers and pollers.
 
 pub(crate) mod context;
+mod local;
 mod remote;
 mod run_loop;
 mod stats;
 
 pub use context::{shard_count, shard_id};
+pub use local::ShardLocal;
 pub(crate) use remote::Message;
 pub use remote::ShardRemote;
 pub use run_loop::ShardHook;

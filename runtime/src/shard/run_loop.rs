@@ -64,6 +64,7 @@ pub(crate) fn run_shard(
         driver: RefCell::new(driver),
         timers: RefCell::new(Timers::default()),
         pollers: Pollers::default(),
+        locals: Default::default(),
     });
     context::enter(ctx.clone());
     if let Some(hook) = &hooks.on_start {
@@ -82,6 +83,7 @@ pub(crate) fn run_shard(
     if let Some(hook) = &hooks.on_stop {
         hook(id);
     }
+    ctx.locals.clear();
     ctx.driver.borrow_mut().drain(Duration::from_secs(2));
     context::exit();
 }
