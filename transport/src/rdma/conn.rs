@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use corewire_runtime::{spawn_local, Budget};
 use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
-use super::credits::{Credits, RESERVED_FOR_ACKS};
+use super::flow::{Flow, Incoming, RESERVED_FOR_ACKS};
 use super::pool::{ChunkId, PoolError};
 use super::shard::{CqReservation, RdmaShard};
 use super::wr_id::{WrId, WrKind};
@@ -54,11 +54,10 @@ pub(crate) struct ConnCore {
     held: RefCell<Vec<ChunkId>>,
     /// Send buffers posted and not yet completed.
     sending: RefCell<Vec<ChunkId>>,
-    sends_outstanding: Cell<u32>,
-    max_sends: u32,
     /// The largest message the peer accepts.
     peer_chunk: usize,
-    credits: RefCell<Credits>,
+    /// Credits, grants, acks and send slots (the policy; this file only posts).
+    flow: RefCell<Flow>,
     rx: RefCell<BytesMut>,
     decoder: RefCell<FrameDecoder>,
     encoder: RefCell<FrameEncoder>,
@@ -114,10 +113,8 @@ impl ConnCore {
                 recv_chunks: RefCell::new(chunks.clone()),
                 held: RefCell::new(Vec::new()),
                 sending: RefCell::new(Vec::new()),
-                sends_outstanding: Cell::new(0),
-                max_sends,
                 peer_chunk: peer_chunk.min(config.chunk_size),
-                credits: RefCell::new(Credits::new(peer_window, config.window)),
+                flow: RefCell::new(Flow::new(peer_window, config.window, max_sends)),
                 rx: RefCell::new(BytesMut::with_capacity(config.chunk_size * 2)),
                 decoder: RefCell::new(FrameDecoder::new(config.limits)),
                 encoder: RefCell::new(FrameEncoder::new(config.limits)),
@@ -143,7 +140,8 @@ impl ConnCore {
 
     /// The peer's window and buffer size are known only after connecting (client side).
     pub(crate) fn set_peer(&self, peer_window: u32) {
-        *self.credits.borrow_mut() = Credits::new(peer_window, self.shard.config.get().window);
+        self.flow.borrow_mut().set_peer_window(peer_window);
+        self.wake_writer();
     }
 
     pub(crate) fn qp_do<R>(&self, f: impl FnOnce(&QueuePair) -> R) -> Option<R> {
@@ -175,7 +173,12 @@ impl ConnCore {
     }
 
     fn post_send(&self, kind: WrKind, chunk: ChunkId, len: usize) -> corewire_verbs::Result<()> {
-        let imm = self.credits.borrow_mut().take_owed();
+        let is_data = kind != WrKind::Ack;
+        let imm = if is_data {
+            self.flow.borrow_mut().post_data()
+        } else {
+            self.flow.borrow_mut().post_ack()
+        };
         let pool = self.shard.pool.borrow();
         // A pure ack carries no buffer, only its immediate data.
         let data = (kind != WrKind::Ack).then(|| pool.sge(chunk, len));
@@ -189,32 +192,25 @@ impl ConnCore {
         };
         let res = match self.qp.borrow().as_ref() {
             Some(qp) => qp.post_send(&wr),
-            None => {
-                return Err(corewire_verbs::VerbsError::InvalidArgument(
-                    "queue pair gone",
-                ))
-            }
+            None => Err(corewire_verbs::VerbsError::InvalidArgument(
+                "queue pair gone",
+            )),
         };
-        match res {
-            Ok(()) => {
-                self.sends_outstanding.set(self.sends_outstanding.get() + 1);
-                Ok(())
-            }
-            Err(e) => {
-                // Not sent: the credits go back to being owed.
-                self.credits.borrow_mut().reposted(imm);
-                Err(e)
-            }
+        if res.is_err() {
+            self.flow.borrow_mut().post_failed(imm, is_data);
         }
+        res
     }
 
-    /// Send a pure credit acknowledgement if one is due and nothing else will carry it.
+    /// Send a pure credit acknowledgement if one is due and nothing else will carry it
+    /// (queued data goes out with the grants; a full send queue sends one when a send
+    /// completes).
     fn maybe_ack(&self) {
-        if self.ended.borrow().is_some() || !self.credits.borrow().ack_due() {
+        if self.is_ended() {
             return;
         }
-        if self.out.queued_bytes() > 0 || self.sends_outstanding.get() >= self.max_sends {
-            // The writer will carry the credits, or an ack goes out when a send completes.
+        let data_waiting = self.out.queued_bytes() > 0 && self.flow.borrow().can_send_data();
+        if !self.flow.borrow().ack_due(data_waiting) {
             return;
         }
         if let Err(e) = self.post_send(WrKind::Ack, 0, 0) {
@@ -229,8 +225,7 @@ impl ConnCore {
             if id.kind == WrKind::Send {
                 self.finish_send(id.buffer);
             } else if id.kind == WrKind::Ack {
-                self.sends_outstanding
-                    .set(self.sends_outstanding.get().saturating_sub(1));
+                self.flow.borrow_mut().send_completed();
             }
             if wc.status != WcStatus::WrFlushError || self.ended.borrow().is_none() {
                 self.shard.stats.borrow_mut().connection_errors += 1;
@@ -248,9 +243,9 @@ impl ConnCore {
                 self.maybe_ack();
             }
             (WrKind::Ack, _) => {
-                self.sends_outstanding
-                    .set(self.sends_outstanding.get().saturating_sub(1));
+                self.flow.borrow_mut().send_completed();
                 self.wake_writer();
+                self.maybe_ack();
             }
             (kind, opcode) => {
                 tracing::error!(?kind, ?opcode, "unexpected completion");
@@ -259,58 +254,71 @@ impl ConnCore {
     }
 
     fn on_recv(&self, chunk: ChunkId, wc: &WorkCompletion) {
-        if let Some(n) = wc.imm_data {
-            self.credits.borrow_mut().returned(n);
+        let len = wc.byte_len as usize;
+        let kind = if len > 0 {
+            Incoming::Data
+        } else {
+            Incoming::Ack
+        };
+        self.flow
+            .borrow_mut()
+            .received(kind, wc.imm_data.unwrap_or(0));
+        if wc.imm_data.is_some_and(|n| n > 0) {
             self.wake_writer();
         }
-        let len = wc.byte_len as usize;
-        if len > 0 {
-            let pool = self.shard.pool.borrow();
-            self.rx
-                .borrow_mut()
-                .extend_from_slice(pool.read(chunk, len));
-            drop(pool);
-            if let Some(w) = self.reader.borrow_mut().take() {
-                w.wake();
-            }
+        if kind == Incoming::Ack {
+            // An ack's buffer is one of the reserved ones: posted again, granted to nobody.
+            self.repost(chunk, 0);
+            return;
         }
-        if !self.reader_waiting.get()
-            && self.rx.borrow().len() > self.shard.config.get().max_rx_buffered
-        {
-            // The reader is behind: keep the buffer (and the peer's credit) until it catches up.
+        let pool = self.shard.pool.borrow();
+        self.rx
+            .borrow_mut()
+            .extend_from_slice(pool.read(chunk, len));
+        drop(pool);
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+        if self.reader_behind() {
+            // Keep the buffer (and the peer's credit) until the reader catches up.
             self.held.borrow_mut().push(chunk);
             return;
         }
-        self.repost(chunk);
+        self.repost(chunk, 1);
     }
 
-    fn repost(&self, chunk: ChunkId) {
+    fn reader_behind(&self) -> bool {
+        Flow::hold_back(
+            self.rx.borrow().len(),
+            self.shard.config.get().max_rx_buffered,
+            self.reader_waiting.get(),
+        )
+    }
+
+    /// Post `chunk` for receive again, granting `grants` withheld credits back to the peer.
+    fn repost(&self, chunk: ChunkId, grants: u32) {
         if let Err(e) = self.post_recv(chunk) {
             self.fail(format!("reposting a receive buffer failed: {e}"));
             return;
         }
-        self.credits.borrow_mut().reposted(1);
+        self.flow.borrow_mut().regrant(grants);
         self.maybe_ack();
     }
 
     /// The reader caught up (or waits for more of a frame): repost the receive buffers held
     /// back for backpressure.
     fn release_held(&self) {
-        if self.held.borrow().is_empty()
-            || (!self.reader_waiting.get()
-                && self.rx.borrow().len() > self.shard.config.get().max_rx_buffered)
-        {
+        if self.held.borrow().is_empty() || self.reader_behind() {
             return;
         }
         let held: Vec<ChunkId> = self.held.borrow_mut().drain(..).collect();
         for chunk in held {
-            self.repost(chunk);
+            self.repost(chunk, 1);
         }
     }
 
     fn finish_send(&self, chunk: ChunkId) {
-        self.sends_outstanding
-            .set(self.sends_outstanding.get().saturating_sub(1));
+        self.flow.borrow_mut().send_completed();
         let mut sending = self.sending.borrow_mut();
         if let Some(pos) = sending.iter().position(|&c| c == chunk) {
             sending.swap_remove(pos);
@@ -400,17 +408,11 @@ impl ConnCore {
             if let Some(why) = self.ended.borrow().as_ref() {
                 return Poll::Ready(Err(TransportError::Other(why.clone())));
             }
-            // Leave one send slot for a credit ack so credits can always flow back.
-            if self.sends_outstanding.get() + 1 < self.max_sends
-                && self.credits.borrow().available() > 0
-            {
+            if self.flow.borrow().can_send_data() {
                 let mut pool = self.shard.pool.borrow_mut();
                 match pool.alloc_send() {
-                    Ok(chunk) => {
-                        drop(pool);
-                        self.credits.borrow_mut().take();
-                        return Poll::Ready(Ok(chunk));
-                    }
+                    // The credit and slot are taken when the message is posted.
+                    Ok(chunk) => return Poll::Ready(Ok(chunk)),
                     Err(PoolError::Register(e)) if pool.send_in_use() == 0 => {
                         drop(pool);
                         let msg = PoolError::Register(e).to_string();
@@ -504,7 +506,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
     }
     // Closed and flushed: wait for the last sends to complete, then disconnect.
     poll_fn(|cx| {
-        if conn.sends_outstanding.get() == 0 || conn.is_ended() {
+        if conn.flow.borrow().sends_outstanding() == 0 || conn.is_ended() {
             Poll::Ready(())
         } else {
             *conn.writer.borrow_mut() = Some(cx.waker().clone());

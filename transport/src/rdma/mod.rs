@@ -8,6 +8,7 @@ mod config;
 mod conn;
 mod cq_slots;
 pub mod credits;
+pub mod flow;
 mod establish;
 pub mod handshake;
 mod poller;
