@@ -6,11 +6,13 @@
 mod cm_events;
 mod config;
 mod conn;
+mod connect;
 mod cq_slots;
 pub mod credits;
-pub mod flow;
 mod establish;
+pub mod flow;
 pub mod handshake;
+mod listen;
 mod poller;
 mod pool;
 mod shard;
@@ -23,8 +25,9 @@ use corewire_verbs::VerbsError;
 
 pub use config::{PollerMode, RdmaConfig};
 pub use conn::RdmaConnection;
+pub use connect::connect;
 pub use cq_slots::CqFull;
-pub use establish::{connect, RdmaAccepted, RdmaServer, RdmaServerHandle};
+pub use listen::{RdmaAccepted, RdmaServer, RdmaServerHandle};
 pub use pool::PoolError;
 pub use shard::RdmaStats;
 

@@ -1,0 +1,79 @@
+//! The client's side of connection set-up: resolve the address and route, create the queue
+//! pair on this shard's CQ, post its receive buffers, connect, and learn the server's window
+//! from its accept.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use corewire_runtime::spawn_local;
+use corewire_verbs::{CmEventKind, CmId, ConnParams};
+
+use super::conn::{ConnCore, RdmaConnection};
+use super::establish::{create_qp, expect_event, handshake_of, watch_events, RESOLVE_TIMEOUT};
+use super::handshake::Handshake;
+use super::shard::RdmaShard;
+use super::RdmaError;
+
+/// Connect to an RDMA listener from the current shard.
+pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
+    let shard = RdmaShard::current()?;
+    let id = CmId::new(&shard.cm_channel).map_err(RdmaError::Device)?;
+    let key = id.key();
+    let queue = shard.cm.register(key);
+    let result = async {
+        id.resolve_addr(None, addr, RESOLVE_TIMEOUT)
+            .map_err(RdmaError::Device)?;
+        expect_event(&queue, CmEventKind::AddrResolved, "address resolution").await?;
+        id.resolve_route(RESOLVE_TIMEOUT).map_err(RdmaError::Device)?;
+        expect_event(&queue, CmEventKind::RouteResolved, "route resolution").await?;
+        let (qp, cq) = create_qp(&shard, id)?;
+        // The peer's window is unknown until it accepts: start with none, set it below.
+        let core = ConnCore::start(&shard, qp, cq, 0, shard.config.get().chunk_size)
+            .map_err(|(e, _qp)| e)?;
+        let hello = handshake_of(&shard).encode();
+        let params = ConnParams {
+            private_data: &hello,
+            ..ConnParams::default()
+        };
+        if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().connect(&params)) {
+            core.fail(format!("rdma_connect failed: {e}"));
+            return Err(RdmaError::Device(e));
+        }
+        let ev = match expect_event(&queue, CmEventKind::Established, "connection").await {
+            Ok(ev) => ev,
+            Err(e) => {
+                core.fail(e.to_string());
+                return Err(e);
+            }
+        };
+        let peer = match Handshake::decode(ev.private_data()) {
+            Ok(h) => h,
+            Err(e) => {
+                core.fail(format!("bad handshake from server: {e}"));
+                return Err(RdmaError::Handshake(e));
+            }
+        };
+        if (peer.chunk_size as usize) < shard.config.get().chunk_size {
+            let e = RdmaError::Connect(format!(
+                "server buffers ({} B) are smaller than ours; both ends must use the same chunk size",
+                peer.chunk_size
+            ));
+            core.fail(e.to_string());
+            return Err(e);
+        }
+        core.set_peer(peer.window);
+        Ok(core)
+    }
+    .await;
+    match result {
+        Ok(core) => {
+            core.run();
+            spawn_local(watch_events(Rc::downgrade(&core), queue));
+            Ok(RdmaConnection::new(core))
+        }
+        Err(e) => {
+            shard.cm.unregister(key);
+            Err(e)
+        }
+    }
+}
