@@ -232,11 +232,13 @@ fn rdma_peer_disconnect_fails_pending_calls() {
     // A second runtime plays the client, so the server can go away under it.
     let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
     rdma::install(&crt, polling()).unwrap();
+    let (warm_tx, warm_rx) = std::sync::mpsc::channel();
     let calls = crt.spawn_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
         c.call(Echo::ID, 0, "warm".into()).await.unwrap();
+        warm_tx.send(()).unwrap();
         let hs: Vec<_> = (0..5)
             .map(|_| {
                 let c = c.clone();
@@ -256,7 +258,11 @@ fn rdma_peer_disconnect_fails_pending_calls() {
         }
         errs
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Connected and calling (not a fixed delay: set-up is slow on a loaded machine).
+    warm_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the client never connected");
+    std::thread::sleep(Duration::from_millis(100));
     drop(s); // stops the listener and shuts the server runtime down
     let errs = calls.wait().unwrap();
     assert_eq!(errs.len(), 5);
