@@ -1,5 +1,7 @@
 //! Persistence with real processes and files: replay after a restart, a torn tail cut off
-//! with a warning, and a `kill -9` in the middle of acknowledged `--fsync always` writes.
+//! with a warning, corruption before the end refused (and cut only with `--aof-fix`, which
+//! keeps the cut bytes), writes too large to log refused before they run, and a `kill -9` in
+//! the middle of acknowledged `--fsync always` writes.
 
 mod common;
 
@@ -59,21 +61,43 @@ fn replay_after_restart() {
     assert!(!stderr.contains("corrupt"), "{stderr}");
 }
 
-#[test]
-fn corrupt_tail_is_truncated_with_a_warning() {
-    let dir = TempDir::new("corrupt");
-    let args = aof_args(&dir, "everysec", "1");
-    let mut server = Server::start(&args);
+/// Writes `count` SETs through a one-shard server and stops it; returns the log's path and
+/// the offset where each record starts (plus the end).
+fn log_of_sets(dir: &TempDir, count: usize) -> (std::path::PathBuf, Vec<u64>) {
+    let mut server = Server::start(&aof_args(dir, "everysec", "1"));
     let mut conn = server.connect();
-    for i in 0..20 {
+    for i in 0..count {
         assert_eq!(conn.call(&["SET", &format!("k{i}"), "v"]), Reply::ok());
     }
     drop(conn);
     server.stop();
-
     let log = dir.path().join("shard-0.aof");
-    let good_len = std::fs::metadata(&log).unwrap().len();
-    assert!(good_len > 0);
+    let data = std::fs::read(&log).unwrap();
+    let mut boundaries = vec![0u64];
+    let mut at = 0usize;
+    while at < data.len() {
+        let len = u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        at += 8 + len;
+        boundaries.push(at as u64);
+    }
+    assert_eq!(at, data.len());
+    assert_eq!(boundaries.len(), count + 1);
+    (log, boundaries)
+}
+
+fn start_error(args: &[&str]) -> String {
+    match Server::try_start(args) {
+        Ok(_) => panic!("the server started with {args:?}"),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn torn_tail_is_cut_with_a_warning() {
+    let dir = TempDir::new("torn");
+    let args = aof_args(&dir, "everysec", "1");
+    let (log, boundaries) = log_of_sets(&dir, 20);
+    let good_len = *boundaries.last().unwrap();
     // A torn write: a header promising 50 bytes followed by only a few of them.
     let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     file.write_all(&50u32.to_le_bytes()).unwrap();
@@ -86,7 +110,8 @@ fn corrupt_tail_is_truncated_with_a_warning() {
     assert_eq!(conn.call(&["DBSIZE"]), Reply::Int(20));
     let stderr = server.stderr();
     assert!(
-        stderr.contains("corrupt AOF tail") && stderr.contains("truncating"),
+        stderr.contains(&format!("torn last record at offset {good_len}"))
+            && stderr.contains("cutting the incomplete write"),
         "no warning in:\n{stderr}"
     );
     assert_eq!(std::fs::metadata(&log).unwrap().len(), good_len);
@@ -99,7 +124,162 @@ fn corrupt_tail_is_truncated_with_a_warning() {
     let mut conn = server.connect();
     assert_eq!(conn.call(&["GET", "after"]), Reply::bulk("repair"));
     assert_eq!(conn.call(&["DBSIZE"]), Reply::Int(21));
-    assert!(!server.stderr().contains("corrupt"));
+    assert!(!server.stderr().contains("torn"));
+}
+
+/// Redis's `aof-load-truncated no`: even a torn tail stops start-up, and nothing is cut.
+#[test]
+fn aof_load_truncated_no_refuses_a_torn_tail() {
+    let dir = TempDir::new("strict");
+    let (log, boundaries) = log_of_sets(&dir, 5);
+    let torn_at = boundaries[4] + 10;
+    let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    file.set_len(torn_at).unwrap();
+    drop(file);
+    let before = std::fs::read(&log).unwrap();
+
+    let mut strict = aof_args(&dir, "everysec", "1");
+    strict.extend(["--aof-load-truncated", "no"]);
+    let error = start_error(&strict);
+    assert!(
+        error.contains(&format!("torn last record at offset {}", boundaries[4]))
+            && error.contains("--aof-load-truncated yes"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the log was changed");
+
+    let server = Server::start(&aof_args(&dir, "everysec", "1"));
+    assert_eq!(server.connect().call(&["DBSIZE"]), Reply::Int(4));
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), boundaries[4]);
+}
+
+/// A bad record with whole records after it: the server refuses to start, names the file,
+/// the offset and the flag, and leaves every byte where it was.
+#[test]
+fn corruption_before_the_end_refuses_to_start_and_deletes_nothing() {
+    let dir = TempDir::new("midfile");
+    let args = aof_args(&dir, "everysec", "1");
+    let (log, boundaries) = log_of_sets(&dir, 20);
+    let mut data = std::fs::read(&log).unwrap();
+    let bad = boundaries[7];
+    data[bad as usize + 12] ^= 0x20;
+    std::fs::write(&log, &data).unwrap();
+
+    for _ in 0..2 {
+        let error = start_error(&args);
+        assert!(
+            error.contains(&log.display().to_string())
+                && error.contains(&format!("corrupt record at offset {bad}"))
+                && error.contains("checksum mismatch")
+                && error.contains("--aof-fix"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read(&log).unwrap(), data, "the log was changed");
+    }
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        !entries.iter().any(|name| name.contains(".cut-")),
+        "{entries:?}"
+    );
+}
+
+/// `--aof-fix` cuts at the bad record, after saving everything it cuts next to the log.
+#[test]
+fn aof_fix_cuts_at_the_bad_record_and_keeps_the_cut_bytes() {
+    let dir = TempDir::new("fix");
+    let (log, boundaries) = log_of_sets(&dir, 20);
+    let mut data = std::fs::read(&log).unwrap();
+    let bad = boundaries[7] as usize;
+    data[bad + 12] ^= 0x20;
+    std::fs::write(&log, &data).unwrap();
+
+    let mut fix = aof_args(&dir, "everysec", "1");
+    fix.push("--aof-fix");
+    let mut server = Server::start(&fix);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["DBSIZE"]), Reply::Int(7));
+    assert_eq!(conn.call(&["GET", "k6"]), Reply::bulk("v"));
+    assert_eq!(conn.call(&["GET", "k7"]), Reply::nil());
+    let saved = dir.path().join(format!("shard-0.aof.cut-{bad}"));
+    assert_eq!(std::fs::read(&saved).unwrap(), &data[bad..]);
+    assert_eq!(std::fs::read(&log).unwrap(), &data[..bad]);
+    assert!(server.stderr().contains("--aof-fix"), "{}", server.stderr());
+
+    // The cut log is whole again: it starts without the flag, with what was written since.
+    assert_eq!(conn.call(&["SET", "after", "fix"]), Reply::ok());
+    drop(conn);
+    server.stop();
+    let server = Server::start(&aof_args(&dir, "everysec", "1"));
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["DBSIZE"]), Reply::Int(8));
+    assert_eq!(conn.call(&["GET", "after"]), Reply::bulk("fix"));
+}
+
+/// Replay is bound by the record format only: a value the server accepted under a raised
+/// `--proto-max-bulk-len` still loads after a restart with a lower one (as in Redis).
+#[test]
+fn replay_does_not_apply_the_protocol_limits() {
+    let dir = TempDir::new("bulklimit");
+    let mut raised = aof_args(&dir, "always", "1");
+    raised.extend(["--proto-max-bulk-len", "1048576"]);
+    let mut server = Server::start(&raised);
+    let mut conn = server.connect();
+    let big = "b".repeat(600_000);
+    assert_eq!(conn.call(&["SET", "big", &big]), Reply::ok());
+    assert_eq!(conn.call(&["SET", "after", "1"]), Reply::ok());
+    drop(conn);
+    server.kill9();
+
+    let mut lowered = aof_args(&dir, "always", "1");
+    lowered.extend(["--proto-max-bulk-len", "1024"]);
+    let server = Server::start(&lowered);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["STRLEN", "big"]), Reply::Int(600_000));
+    assert_eq!(conn.call(&["GET", "after"]), Reply::bulk("1"));
+    assert!(!server.stderr().contains("record at offset"));
+}
+
+/// A write whose record could exceed the record limit (lowered here so the test is cheap)
+/// is answered with an error and not applied anywhere, also when it spans shards; smaller
+/// writes go on as usual and the log stays in step with memory.
+#[test]
+fn a_write_too_large_to_log_is_refused_before_it_runs() {
+    let dir = TempDir::new("toolarge");
+    let mut args = aof_args(&dir, "always", "2");
+    args.extend(["--aof-max-record-bytes", "2048"]);
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    let chunk = "x".repeat(900);
+    // {a} and {b} hash to different shards of two.
+    let mset = ["MSET", "{a}1", &chunk, "{b}1", &chunk, "{a}2", "small"];
+    let Reply::Error(error) = conn.call(&mset) else {
+        panic!("an MSET over the record limit was accepted");
+    };
+    assert!(error.contains("record limit"), "{error}");
+    for key in ["{a}1", "{b}1", "{a}2"] {
+        assert_eq!(conn.call(&["GET", key]), Reply::nil(), "{key} was applied");
+    }
+    let Reply::Error(_) = conn.call(&["SET", "big", &"y".repeat(2100)]) else {
+        panic!("a SET over the record limit was accepted");
+    };
+    assert_eq!(conn.call(&["EXISTS", "big"]), Reply::Int(0));
+    // Below the limit everything works, and the server keeps taking writes.
+    assert_eq!(
+        conn.call(&["MSET", "{a}1", &chunk, "{b}1", "v"]),
+        Reply::ok()
+    );
+    assert_eq!(conn.call(&["APPEND", "{b}1", "w"]), Reply::Int(2));
+    drop(conn);
+    server.kill9();
+
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["DBSIZE"]), Reply::Int(2));
+    assert_eq!(conn.call(&["GET", "{a}1"]), Reply::bulk(&chunk));
+    assert_eq!(conn.call(&["GET", "{b}1"]), Reply::bulk("vw"));
 }
 
 /// With `always`, a reply leaves only once its record is in the file (and synced): after every

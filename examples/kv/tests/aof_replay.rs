@@ -1,10 +1,12 @@
 //! AOF round trips through the public API: a store logs into an `AofWriter`, the batches form
-//! the "file", and replay rebuilds the keyspace, also from torn and corrupted files.
+//! the "file", and replay rebuilds the keyspace, also from torn and corrupted files, and tells
+//! a torn tail (safe to cut) from corruption with data after it (not safe).
 
 use bytes::{Bytes, BytesMut};
-use corewire_kv::aof::{replay, AofWriter, CorruptReason, FsyncPolicy, RecordReader};
-use corewire_kv::change::NoLog;
-use corewire_kv::store::Store;
+use corewire_kv::aof::{replay, AofWriter, CorruptReason, Damage, FsyncPolicy, RecordReader};
+use corewire_kv::change::{NoLog, WriteOp};
+use corewire_kv::resp::ParserLimits;
+use corewire_kv::store::{Store, StoreConfig};
 use corewire_kv::{Command, Reply};
 
 fn command(line: &str) -> Command {
@@ -100,6 +102,7 @@ fn every_truncation_point_yields_the_longest_whole_prefix() {
             None => assert_eq!(cut, boundaries[whole]),
             Some(tail) => {
                 assert_eq!(tail.offset, boundaries[whole]);
+                assert_eq!(tail.damage, Damage::TornTail, "cut at {cut}: {tail}");
                 assert!(
                     matches!(
                         tail.reason,
@@ -123,6 +126,8 @@ fn a_flipped_byte_stops_replay_at_its_record() {
         let record = boundaries.iter().rposition(|&b| b <= position).unwrap();
         let tail = replayed.corrupt_tail.expect("damage must be detected");
         assert_eq!(tail.offset, boundaries[record], "flip at {position}");
+        // Every record is whole, so a bad one is never a torn tail, even the last one.
+        assert_eq!(tail.damage, Damage::Corrupt, "flip at {position}: {tail}");
         assert_eq!(replayed.valid_len, boundaries[record]);
         assert_eq!(replayed.commands.len(), record);
     }
@@ -182,4 +187,116 @@ fn appending_after_recovery_continues_the_file() {
         Reply::Bulk(Bytes::from("last"))
     );
     assert_eq!(observe(&mut rebuilt, 3_000), observe(&mut store, 3_000));
+}
+
+/// A crash after the file grew but before its blocks were written leaves zeros: after the
+/// last whole record, or after part of the last record. Both are torn tails.
+#[test]
+fn unwritten_zeros_at_the_end_are_a_torn_tail() {
+    let (_, file, boundaries) = build_log();
+    let last = boundaries[boundaries.len() - 2];
+    for zeros in [1, 7, 8, 9, 100, 5000] {
+        let mut image = file.to_vec();
+        image.resize(file.len() + zeros, 0);
+        let replayed = replay(Bytes::from(image));
+        let tail = replayed.corrupt_tail.expect("zeros are not a record");
+        assert_eq!(
+            (tail.offset, tail.damage),
+            (file.len(), Damage::TornTail),
+            "{zeros} zeros"
+        );
+        assert_eq!(replayed.commands.len(), boundaries.len() - 1);
+
+        // The last record's end never reached the disk: its written part, then zeros.
+        let mut image = file.to_vec();
+        image.truncate(last + 12);
+        image.resize(file.len() + zeros, 0);
+        let tail = replay(Bytes::from(image)).corrupt_tail.unwrap();
+        assert_eq!(
+            (tail.offset, tail.damage),
+            (last, Damage::TornTail),
+            "{zeros} zeros: {tail}"
+        );
+    }
+}
+
+/// Zeros with written records after them are a hole in the middle: corrupt, not torn.
+#[test]
+fn zeros_followed_by_records_are_corruption() {
+    let (_, file, boundaries) = build_log();
+    let mut image = file.to_vec();
+    image[boundaries[2]..boundaries[4]].fill(0);
+    let replayed = replay(Bytes::from(image));
+    let tail = replayed.corrupt_tail.unwrap();
+    assert_eq!((tail.offset, tail.damage), (boundaries[2], Damage::Corrupt));
+    assert_eq!(tail.file_len, file.len());
+}
+
+/// A length field that claims more than the rest of the file, over records that are all
+/// there, is not a torn write: cutting there would drop those records.
+#[test]
+fn a_length_pointing_past_whole_records_is_corruption() {
+    let (_, file, boundaries) = build_log();
+    for record in [0, 3, boundaries.len() - 2] {
+        let mut image = file.to_vec();
+        let at = boundaries[record];
+        image[at..at + 4].copy_from_slice(&(file.len() as u32).to_le_bytes());
+        let tail = replay(Bytes::from(image)).corrupt_tail.unwrap();
+        assert!(
+            matches!(tail.reason, CorruptReason::TruncatedPayload { .. }),
+            "{tail}"
+        );
+        assert_eq!((tail.offset, tail.damage), (at, Damage::Corrupt), "{tail}");
+    }
+}
+
+/// Replay must read every record the writer can frame, whatever limits the network parser
+/// has: here an array longer than the parser's default `max_array_len` (the same mismatch as
+/// a value over its 512 MiB bulk limit, which `a_value_over_512_mib_replays` checks at full
+/// size).
+#[test]
+fn replay_reads_records_beyond_the_network_parser_limits() {
+    let keys: Vec<Bytes> = (0..ParserLimits::default().max_array_len + 10)
+        .map(|i| Bytes::from(i.to_string()))
+        .collect();
+    let mut aof = AofWriter::new(FsyncPolicy::Always, 0, 0);
+    aof.append(WriteOp::Del(&keys));
+    let mut store = Store::default();
+    store.execute(command("SET after 1"), 1_000, &mut aof);
+    let batch = aof.take_batch().unwrap();
+    drop(aof);
+    let replayed = replay(batch.bytes);
+    assert_eq!(replayed.corrupt_tail, None);
+    assert_eq!(replayed.commands.len(), 2);
+    assert_eq!(replayed.commands[0], Command::Del(keys));
+}
+
+/// The review's case at full size: with `--proto-max-bulk-len 1073741824` a value one byte
+/// over 512 MiB is accepted and logged; replay must read it back (and the record after it).
+/// Needs about 1.1 GiB of memory.
+#[test]
+fn a_value_over_512_mib_replays() {
+    let size = ParserLimits::default().max_bulk_len + 1;
+    let mut store = Store::new(StoreConfig {
+        max_value_len: 1 << 30,
+    });
+    let mut aof = AofWriter::new(FsyncPolicy::Always, 0, 0);
+    let big = Command::parse(vec![
+        Bytes::from_static(b"SET"),
+        Bytes::from_static(b"big"),
+        Bytes::from(vec![b'v'; size]),
+    ])
+    .unwrap();
+    assert!(!store.execute(big, 1_000, &mut aof).is_error());
+    store.execute(command("SET after 1"), 1_000, &mut aof);
+    let batch = aof.take_batch().unwrap();
+    drop(aof);
+    let replayed = replay(batch.bytes);
+    assert_eq!(replayed.corrupt_tail, None, "acknowledged writes lost");
+    assert_eq!(replayed.commands.len(), 2);
+    let Command::Set(set) = &replayed.commands[0] else {
+        panic!("not a SET: {:?}", replayed.commands[0].name());
+    };
+    assert_eq!(set.value.len(), size);
+    assert!(set.value.iter().all(|&b| b == b'v'));
 }

@@ -1,5 +1,6 @@
 //! Append-only file, one per shard: framing, a sans-I/O writer with fsync policy and group
-//! commit bookkeeping, and replay that finds where a torn or corrupted tail begins.
+//! commit bookkeeping, replay that finds where a torn or corrupted tail begins, and the rules
+//! for what start-up may cut off.
 //!
 //! # File format
 //! A sequence of records `[u32 LE payload length][u32 LE CRC32C of payload][payload]`, where
@@ -10,9 +11,15 @@
 //! # How the glue drives it (per shard)
 //! ```text
 //! start-up:  data = read file; r = replay(data)
-//!            if let Some(tail) = r.corrupt_tail { log it; truncate the file to r.valid_len }
+//!            if let Some(tail) = r.corrupt_tail {
+//!                match policy.recovery(tail.damage) {
+//!                    Cut => { log it; truncate the file to r.valid_len }
+//!                    Refuse => fail, naming the file, tail.offset and the flag to cut it
+//!                }
+//!            }
 //!            for c in r.commands { store.apply_replayed(c) }
 //!            aof = AofWriter::new(policy, r.valid_len as u64, now_ms)
+//! admit:     refuse a write if payload_bound(&cmd) exceeds the record limit (before routing)
 //! execute:   let reply = store.execute(cmd, now, &mut aof);        // records appended
 //!            let lsn = aof.appended_lsn();
 //!            if aof.must_hold_reply(lsn) { gate.hold(lsn, (origin, reply)) } else { send reply }
@@ -31,13 +38,17 @@
 //! If [`AofWriter::failure`] is set, stop accepting writes (Redis refuses writes on AOF errors).
 
 mod gate;
+mod limit;
 mod record;
+mod recovery;
 mod replay;
 mod writer;
 
 pub use gate::DurabilityGate;
-pub use record::{encode_record, RECORD_HEADER_LEN};
-pub use replay::{replay, CorruptReason, CorruptTail, RecordReader, Replay};
+pub use limit::payload_bound;
+pub use record::{encode_record, MAX_PAYLOAD_LEN, RECORD_HEADER_LEN};
+pub use recovery::{LoadPolicy, Recovery};
+pub use replay::{replay, CorruptReason, CorruptTail, Damage, RecordReader, Replay};
 pub use writer::{
     AofError, AofWriter, FsyncPolicy, FsyncTicket, Lsn, UnknownFsyncPolicy, WriteBatch,
 };

@@ -3,8 +3,14 @@ use bytes::{BufMut, BytesMut};
 /// Length and checksum, both `u32` little-endian.
 pub const RECORD_HEADER_LEN: usize = 8;
 
-/// Appends one framed record. Returns `false` (appending nothing) if the payload is too large
-/// for the 32-bit length field.
+/// The largest payload the format can hold: the one limit on what may be logged. The writer
+/// never frames more ([`crate::aof::payload_bound`] lets the server refuse such a write before
+/// running it), and replay reads any record up to this size whatever the server's protocol
+/// limits are now or were then.
+pub const MAX_PAYLOAD_LEN: u64 = u32::MAX as u64;
+
+/// Appends one framed record. Returns `false` (appending nothing) if the payload is larger
+/// than [`MAX_PAYLOAD_LEN`].
 pub fn encode_record(out: &mut BytesMut, payload: &[u8]) -> bool {
     let Ok(len) = u32::try_from(payload.len()) else {
         return false;

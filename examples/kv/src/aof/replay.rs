@@ -1,10 +1,10 @@
 use std::fmt;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 
 use super::record::RECORD_HEADER_LEN;
 use crate::command::Command;
-use crate::resp::RequestParser;
+use crate::resp::{ParserLimits, RequestParser};
 
 /// The result of reading an AOF: every command up to the first bad record.
 #[derive(Debug)]
@@ -15,12 +15,32 @@ pub struct Replay {
     pub corrupt_tail: Option<CorruptTail>,
 }
 
-/// Where the good prefix ends and why.
+/// Where the good prefix ends, why, and how far the damage reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorruptTail {
     /// Offset of the first bad record (equal to [`Replay::valid_len`]).
     pub offset: usize,
+    /// Length of the whole image: `file_len - offset` bytes would be cut.
+    pub file_len: usize,
     pub reason: CorruptReason,
+    pub damage: Damage,
+}
+
+/// Whether cutting the log at a bad record can lose anything that was ever complete.
+///
+/// A process killed mid-write leaves a prefix of its last write ([`Damage::TornTail`]). A
+/// machine that loses power may also leave blocks the file system allocated but never wrote,
+/// which read as zeros: a written prefix followed only by zeros is torn too. Anything else (a
+/// checksum mismatch in a record that is all there, a complete but malformed record, a length
+/// field pointing past records that are there) is [`Damage::Corrupt`]: the bytes after it may
+/// hold acknowledged writes, so the server refuses to cut it unless told to (`--aof-fix`), as
+/// Redis refuses to load an AOF that is bad before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// The last record is incomplete, or everything from the bad record on is zero bytes.
+    TornTail,
+    /// A bad record that is not just an incomplete last one.
+    Corrupt,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +89,21 @@ impl fmt::Display for CorruptReason {
     }
 }
 
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Damage::TornTail => "torn last record",
+            Damage::Corrupt => "corrupt record",
+        })
+    }
+}
+
 impl fmt::Display for CorruptTail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "corrupt AOF tail at offset {}: {}",
-            self.offset, self.reason
+            "{} at offset {} of {} ({})",
+            self.damage, self.offset, self.file_len, self.reason
         )
     }
 }
@@ -82,7 +111,7 @@ impl fmt::Display for CorruptTail {
 impl std::error::Error for CorruptTail {}
 
 /// Reads a whole AOF image. Bad data never panics: it ends the good prefix.
-pub fn replay(data: Bytes) -> Replay {
+pub fn replay(data: impl Into<BytesMut>) -> Replay {
     let mut reader = RecordReader::new(data);
     let mut commands = Vec::new();
     let mut corrupt_tail = None;
@@ -101,17 +130,25 @@ pub fn replay(data: Bytes) -> Replay {
 
 /// Streams commands out of an AOF image, for logs too large to collect first. Yields at most
 /// one `Err`, after which it ends.
+///
+/// Records are split off the image without copying (a `Bytes` image is copied once unless
+/// the reader holds its only reference), and each payload is parsed with limits taken from
+/// the record itself: replay accepts every record the format can hold, whatever the
+/// server's `--proto-max-bulk-len` is now or was when it was written.
 #[derive(Debug)]
 pub struct RecordReader {
-    data: Bytes,
+    rest: BytesMut,
     offset: usize,
+    file_len: usize,
     done: bool,
 }
 
 impl RecordReader {
-    pub fn new(data: Bytes) -> RecordReader {
+    pub fn new(data: impl Into<BytesMut>) -> RecordReader {
+        let rest = data.into();
         RecordReader {
-            data,
+            file_len: rest.len(),
+            rest,
             offset: 0,
             done: false,
         }
@@ -122,11 +159,11 @@ impl RecordReader {
         self.offset
     }
 
-    fn read_record(&self) -> Result<(Command, usize), CorruptReason> {
-        let rest = &self.data[self.offset..];
-        let Some((header, body)) = rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
+    /// The payload length of the record at the front, once its frame and checksum are good.
+    fn check_frame(&self) -> Result<usize, CorruptReason> {
+        let Some((header, body)) = self.rest.split_first_chunk::<RECORD_HEADER_LEN>() else {
             return Err(CorruptReason::TruncatedHeader {
-                available: rest.len(),
+                available: self.rest.len(),
             });
         };
         let [l0, l1, l2, l3, c0, c1, c2, c3] = *header;
@@ -142,8 +179,21 @@ impl RecordReader {
         if computed != stored {
             return Err(CorruptReason::ChecksumMismatch { stored, computed });
         }
-        let command = decode_payload(payload)?;
-        Ok((command, RECORD_HEADER_LEN + len))
+        if len == 0 {
+            // A zero header checks out (the CRC of nothing is 0), but no write is empty.
+            return Err(CorruptReason::MalformedPayload);
+        }
+        Ok(len)
+    }
+
+    fn fail(&mut self, reason: CorruptReason, damage: Damage) -> CorruptTail {
+        self.done = true;
+        CorruptTail {
+            offset: self.offset,
+            file_len: self.file_len,
+            reason,
+            damage,
+        }
     }
 }
 
@@ -151,33 +201,85 @@ impl Iterator for RecordReader {
     type Item = Result<Command, CorruptTail>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.offset == self.data.len() {
+        if self.done || self.rest.is_empty() {
             return None;
         }
-        match self.read_record() {
-            Ok((command, record_len)) => {
-                self.offset += record_len;
+        let len = match self.check_frame() {
+            Ok(len) => len,
+            Err(reason) => {
+                let damage = classify(&self.rest);
+                return Some(Err(self.fail(reason, damage)));
+            }
+        };
+        let mut payload = self.rest.split_to(RECORD_HEADER_LEN + len);
+        payload.advance(RECORD_HEADER_LEN);
+        match decode_payload(payload) {
+            Ok(command) => {
+                self.offset += RECORD_HEADER_LEN + len;
                 Some(Ok(command))
             }
-            Err(reason) => {
-                self.done = true;
-                Some(Err(CorruptTail {
-                    offset: self.offset,
-                    reason,
-                }))
-            }
+            // A checksummed, non-empty payload is never zeros: something wrote a bad record.
+            Err(reason) => Some(Err(self.fail(reason, Damage::Corrupt))),
         }
     }
 }
 
-fn decode_payload(payload: &[u8]) -> Result<Command, CorruptReason> {
+/// How far the damage at the front of `rest` (everything from the bad record to the end of
+/// the image) reaches; see [`Damage`].
+///
+/// Trailing zeros count as never written. The damage is a torn tail when what was written
+/// of it ends inside the bad record, and what was written of that record could be the start
+/// of a request. A record that lies whole in the written part is corrupt (a whole record
+/// always ends in `\r\n`, so it is never mistaken for zeros), and so is a "prefix" that
+/// already holds a complete request: its length field is wrong and records may follow it.
+fn classify(rest: &[u8]) -> Damage {
+    let written = rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let Some(&[l0, l1, l2, l3, ..]) = rest[..written].first_chunk::<RECORD_HEADER_LEN>() else {
+        // Nothing, or part of a header, before the zeros or the end.
+        return Damage::TornTail;
+    };
+    let len = u32::from_le_bytes([l0, l1, l2, l3]) as usize;
+    if RECORD_HEADER_LEN + len <= written {
+        return Damage::Corrupt;
+    }
+    if could_start_request(&rest[RECORD_HEADER_LEN..written], len) {
+        Damage::TornTail
+    } else {
+        Damage::Corrupt
+    }
+}
+
+/// Whether `bytes` could be the first bytes of a `len`-byte request payload.
+fn could_start_request(bytes: &[u8], len: usize) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    if bytes[0] != b'*' {
+        return false;
+    }
+    let mut buffer = BytesMut::from(bytes);
+    matches!(
+        RequestParser::new(limits_for(len)).parse(&mut buffer),
+        Ok(None)
+    )
+}
+
+/// Parser limits that admit anything a payload of `len` bytes can hold.
+fn limits_for(len: usize) -> ParserLimits {
+    ParserLimits {
+        max_bulk_len: len,
+        max_array_len: len,
+        ..ParserLimits::default()
+    }
+}
+
+fn decode_payload(mut payload: BytesMut) -> Result<Command, CorruptReason> {
     // Only the multibulk form is ever logged; an inline line here means garbage.
     if payload.first() != Some(&b'*') {
         return Err(CorruptReason::MalformedPayload);
     }
-    let mut buffer = BytesMut::from(payload);
-    let args = match RequestParser::default().parse(&mut buffer) {
-        Ok(Some(args)) if buffer.is_empty() => args,
+    let args = match RequestParser::new(limits_for(payload.len())).parse(&mut payload) {
+        Ok(Some(args)) if payload.is_empty() => args,
         _ => return Err(CorruptReason::MalformedPayload),
     };
     let command = Command::parse(args).map_err(|error| CorruptReason::InvalidCommand {

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Seek, SeekFrom};
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -16,25 +16,63 @@ use corewire::runtime::driver::op::read::Read;
 use corewire::runtime::driver::op::write::Write;
 use corewire::runtime::Op;
 
+use super::config::AofConfig;
 use super::mesh::Done;
 use super::notify::Notify;
 use super::shard::{now_ms, Shard};
 use super::sink::Origin;
-use crate::aof::{AofWriter, DurabilityGate, FsyncPolicy, RecordReader};
+use crate::aof::{
+    payload_bound, AofWriter, CorruptTail, Damage, DurabilityGate, FsyncPolicy, LoadPolicy,
+    RecordReader, Recovery,
+};
 use crate::command::Command;
 use crate::reply::Reply;
 use crate::store::{Store, SweepOutcome};
 
 /// Why a shard's log could not be opened or replayed.
 #[derive(Debug)]
-pub struct AofStartError {
-    pub path: PathBuf,
-    pub error: io::Error,
+pub enum AofStartError {
+    Io {
+        path: PathBuf,
+        error: io::Error,
+    },
+    /// The log is damaged in a way the policy does not let start-up cut; nothing was
+    /// changed on disk.
+    Damaged {
+        path: PathBuf,
+        tail: CorruptTail,
+    },
 }
 
 impl fmt::Display for AofStartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AOF {}: {}", self.path.display(), self.error)
+        match self {
+            AofStartError::Io { path, error } => write!(f, "AOF {}: {error}", path.display()),
+            AofStartError::Damaged { path, tail } => {
+                let after = tail.file_len - tail.offset;
+                write!(f, "AOF {}: {tail}; ", path.display())?;
+                match tail.damage {
+                    Damage::Corrupt => write!(
+                        f,
+                        "the {after} bytes from offset {} to the end may hold acknowledged \
+                         writes, so the file was left as it is and the server did not start. \
+                         Start with --aof-fix to cut the log at offset {} (the cut bytes are \
+                         saved to {}.cut-{} first)",
+                        tail.offset,
+                        tail.offset,
+                        path.display(),
+                        tail.offset
+                    ),
+                    Damage::TornTail => write!(
+                        f,
+                        "not cutting the {after} bytes of the incomplete last record because \
+                         of --aof-load-truncated no. Start with {} to cut it at offset {}",
+                        LoadPolicy::flag_to_cut(tail.damage),
+                        tail.offset
+                    ),
+                }
+            }
+        }
     }
 }
 
@@ -45,7 +83,7 @@ impl std::error::Error for AofStartError {}
 pub struct ReplaySummary {
     pub records: u64,
     pub valid_len: u64,
-    /// Bytes cut off the end because they were torn or corrupt.
+    /// Bytes cut off the end: a torn last record, or whatever `--aof-fix` cut.
     pub truncated: u64,
 }
 
@@ -62,20 +100,21 @@ pub(crate) struct AofShard {
     /// Set when the file could not be written: writes are refused from then on (Redis's
     /// MISCONF), since memory would run ahead of the log.
     broken: RefCell<Option<String>>,
+    /// `--aof-max-record-bytes`: see [`Self::admit`].
+    max_record_bytes: u64,
 }
 
 impl AofShard {
-    /// Opens (creating it if needed) shard `shard`'s log in `dir`, replays it into `store`
-    /// and truncates a torn or corrupt tail. Runs on the shard: the file is read through its
-    /// ring.
+    /// Opens (creating it if needed) shard `shard`'s log in `config.dir`, replays it into
+    /// `store`, and cuts a damaged tail if `config.load` allows it (otherwise fails, leaving
+    /// the file untouched). Runs on the shard: the file is read through its ring.
     pub async fn open(
-        dir: &Path,
+        config: &AofConfig,
         shard: usize,
-        policy: FsyncPolicy,
         store: &mut Store,
     ) -> Result<(AofShard, ReplaySummary), AofStartError> {
-        let path = shard_log_path(dir, shard);
-        let failed = |error: io::Error| AofStartError {
+        let path = shard_log_path(&config.dir, shard);
+        let failed = |error: io::Error| AofStartError::Io {
             path: path.clone(),
             error,
         };
@@ -105,13 +144,25 @@ impl AofShard {
         }
         let valid_len = reader.valid_len() as u64;
         if let Some(tail) = corrupt {
-            tracing::warn!(
-                shard,
-                path = %path.display(),
-                file_len = len,
-                valid_len,
-                "{tail}; truncating the AOF to its last good record"
-            );
+            if config.load.recovery(tail.damage) == Recovery::Refuse {
+                return Err(AofStartError::Damaged { path, tail });
+            }
+            if tail.damage == Damage::Corrupt {
+                // Cut only with --aof-fix, and never without keeping what is cut.
+                let saved = save_cut(&file, &path, tail.offset as u64).map_err(failed)?;
+                tracing::warn!(
+                    shard,
+                    path = %path.display(),
+                    saved = %saved.display(),
+                    "{tail}; --aof-fix: cutting the AOF to its last good record"
+                );
+            } else {
+                tracing::warn!(
+                    shard,
+                    path = %path.display(),
+                    "{tail}; cutting the incomplete write (aof-load-truncated yes)"
+                );
+            }
             file.set_len(valid_len).map_err(failed)?;
             file.sync_all().map_err(failed)?;
         }
@@ -123,12 +174,31 @@ impl AofShard {
         let aof = AofShard {
             file,
             path,
-            writer: RefCell::new(AofWriter::new(policy, valid_len, now_ms())),
+            writer: RefCell::new(AofWriter::new(config.fsync, valid_len, now_ms())),
             gate: RefCell::new(DurabilityGate::default()),
             kick: Notify::default(),
             broken: RefCell::new(None),
+            max_record_bytes: config.max_record_bytes,
         };
         Ok((aof, summary))
+    }
+
+    /// Refuses a write whose log record could exceed the record limit, before it is routed
+    /// anywhere (so no shard applies a part of it). Checked on the whole command: see
+    /// [`payload_bound`].
+    pub fn admit(&self, command: &Command) -> Result<(), Reply> {
+        if !command.is_write() {
+            return Ok(());
+        }
+        let bound = payload_bound(command);
+        if bound <= self.max_record_bytes {
+            return Ok(());
+        }
+        Err(Reply::error(format!(
+            "ERR this write could need an AOF record of up to {bound} bytes, over the \
+             {}-byte record limit; split it into smaller writes",
+            self.max_record_bytes
+        )))
     }
 
     /// Runs `command` with the log as the store's change sink. `None`: the reply waits in the
@@ -149,7 +219,14 @@ impl AofShard {
         }
         let mut writer = self.writer.borrow_mut();
         let before = writer.appended_lsn();
+        let failed_before = writer.failure().is_some();
         let reply = store.execute(command, now, &mut *writer);
+        if !failed_before {
+            if let Some(error) = writer.failure() {
+                // `admit` should have refused it; from now on every write is refused.
+                tracing::error!(path = %self.path.display(), %error, "AOF record not logged");
+            }
+        }
         let lsn = writer.appended_lsn();
         if lsn > before {
             self.kick.notify();
@@ -252,6 +329,26 @@ pub(crate) async fn run_aof(shard: Rc<Shard>) {
     }
 }
 
+/// Copies everything from `offset` to the end of `log` to `<path>.cut-<offset>` (synced,
+/// directory too), so `--aof-fix` never destroys anything. Blocking I/O, at start-up only.
+fn save_cut(log: &File, path: &Path, offset: u64) -> io::Result<PathBuf> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".cut-{offset}"));
+    let saved = PathBuf::from(name);
+    let mut copy = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&saved)?;
+    let mut from = log;
+    from.seek(SeekFrom::Start(offset))?;
+    io::copy(&mut from, &mut copy)?;
+    copy.sync_all()?;
+    if let Some(dir) = saved.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(saved)
+}
+
 async fn write_at(fd: RawFd, mut bytes: Bytes, mut offset: u64) -> io::Result<()> {
     while !bytes.is_empty() {
         let (result, rest) = Op::submit(Write::new(fd, bytes, offset)).await;
@@ -267,7 +364,7 @@ async fn write_at(fd: RawFd, mut bytes: Bytes, mut offset: u64) -> io::Result<()
 }
 
 /// Reads `len` bytes from the start of the file through the ring.
-async fn read_whole(fd: RawFd, len: u64) -> io::Result<Bytes> {
+async fn read_whole(fd: RawFd, len: u64) -> io::Result<BytesMut> {
     let len = usize::try_from(len).map_err(|_| io::Error::other("AOF larger than memory"))?;
     let mut buf = BytesMut::with_capacity(len);
     while buf.len() < len {
@@ -279,5 +376,5 @@ async fn read_whole(fd: RawFd, len: u64) -> io::Result<Bytes> {
             break;
         }
     }
-    Ok(buf.freeze())
+    Ok(buf)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use corewire::transport::rdma::PollerMode;
 
-use crate::aof::FsyncPolicy;
+use crate::aof::{FsyncPolicy, LoadPolicy, MAX_PAYLOAD_LEN};
 use crate::resp::ParserLimits;
 
 /// How connections are spread over shards.
@@ -23,6 +23,22 @@ pub enum AcceptChoice {
 pub struct AofConfig {
     pub dir: PathBuf,
     pub fsync: FsyncPolicy,
+    /// What start-up may cut off a damaged log.
+    pub load: LoadPolicy,
+    /// Largest record one write may log; a write that could need more is refused before it
+    /// runs. At most (and by default) [`MAX_PAYLOAD_LEN`], the format's limit.
+    pub max_record_bytes: u64,
+}
+
+impl AofConfig {
+    pub fn new(dir: impl Into<PathBuf>, fsync: FsyncPolicy) -> AofConfig {
+        AofConfig {
+            dir: dir.into(),
+            fsync,
+            load: LoadPolicy::default(),
+            max_record_bytes: MAX_PAYLOAD_LEN,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +132,12 @@ Usage: corewire-kv [options]
   --rdma-poller MODE         polling|polling-yield|event|adaptive[:US] (default adaptive)
   --aof DIR                  enable per-shard append-only logs DIR/shard-<i>.aof
   --fsync always|everysec|no AOF fsync policy (default everysec)
+  --aof-load-truncated yes|no  cut a torn last record (an incomplete write) with a warning at
+                             start-up (default yes, as Redis), or refuse to start
+  --aof-fix                  also cut a log at a corrupt record that has data after it (default:
+                             refuse to start; the cut bytes are saved to <log>.cut-<offset>)
+  --aof-max-record-bytes B   largest AOF record one write may log; bigger writes are refused
+                             (default and most 4294967295)
   --requirepass PW           require AUTH PW
   --maxclients N             maximum RESP clients (default 10000)
   --accept handoff|reuseport how connections reach shards (default handoff)
@@ -160,6 +182,8 @@ impl ServerConfig {
         let mut config = ServerConfig::default();
         let mut aof_dir = None;
         let mut fsync = FsyncPolicy::EverySec;
+        let mut load = LoadPolicy::default();
+        let mut max_record_bytes = MAX_PAYLOAD_LEN;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "-h" || flag == "--help" {
@@ -167,6 +191,10 @@ impl ServerConfig {
             }
             if flag == "--pin" || flag == "--no-pin" {
                 config.pin = Some(flag == "--pin");
+                continue;
+            }
+            if flag == "--aof-fix" {
+                load.fix = true;
                 continue;
             }
             let mut value = || {
@@ -182,6 +210,25 @@ impl ServerConfig {
                 "--rdma-poller" => config.rdma_poller = parse(&flag, value()?)?,
                 "--aof" => aof_dir = Some(PathBuf::from(value()?)),
                 "--fsync" => fsync = parse(&flag, value()?)?,
+                "--aof-load-truncated" => {
+                    load.load_truncated = match value()?.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        other => {
+                            return Err(ConfigError::InvalidValue {
+                                flag,
+                                value: other.to_owned(),
+                            })
+                        }
+                    }
+                }
+                "--aof-max-record-bytes" => {
+                    let bytes = value()?;
+                    max_record_bytes = match bytes.parse() {
+                        Ok(n) if n > 0 && n <= MAX_PAYLOAD_LEN => n,
+                        _ => return Err(ConfigError::InvalidValue { flag, value: bytes }),
+                    }
+                }
                 "--requirepass" => config.requirepass = Some(value()?).filter(|pw| !pw.is_empty()),
                 "--maxclients" => config.maxclients = parse(&flag, value()?)?,
                 "--accept" => {
@@ -215,7 +262,11 @@ impl ServerConfig {
             });
         }
         config.max_backlog = config.max_backlog.max(1);
-        config.aof = aof_dir.map(|dir| AofConfig { dir, fsync });
+        config.aof = aof_dir.map(|dir| AofConfig {
+            load,
+            max_record_bytes,
+            ..AofConfig::new(dir, fsync)
+        });
         Ok(config)
     }
 }
@@ -257,10 +308,7 @@ mod tests {
         assert_eq!(config.binary_addr().unwrap().to_string(), "0.0.0.0:7000");
         assert_eq!(
             config.aof,
-            Some(AofConfig {
-                dir: "/tmp/x".into(),
-                fsync: FsyncPolicy::Always
-            })
+            Some(AofConfig::new("/tmp/x", FsyncPolicy::Always))
         );
         assert_eq!(config.requirepass.as_deref(), Some("pw"));
         assert_eq!(config.maxclients, 5);
@@ -274,6 +322,35 @@ mod tests {
             args("--rdma-poller event").unwrap().rdma_poller,
             PollerMode::Event
         );
+    }
+
+    #[test]
+    fn aof_recovery_and_limit_flags() {
+        let aof = args("--aof d --aof-load-truncated no --aof-fix --aof-max-record-bytes 1024")
+            .unwrap()
+            .aof
+            .unwrap();
+        assert_eq!(
+            aof.load,
+            LoadPolicy {
+                load_truncated: false,
+                fix: true
+            }
+        );
+        assert_eq!(aof.max_record_bytes, 1024);
+        let aof = args("--aof d").unwrap().aof.unwrap();
+        assert_eq!(aof.load, LoadPolicy::default());
+        assert_eq!(aof.max_record_bytes, MAX_PAYLOAD_LEN);
+        for bad in [
+            "--aof-load-truncated maybe",
+            "--aof-max-record-bytes 0",
+            "--aof-max-record-bytes 4294967296",
+        ] {
+            assert!(
+                matches!(args(bad), Err(ConfigError::InvalidValue { .. })),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -280,8 +280,16 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         Some(aof) => ("yes", aof.fsync.as_str()),
         None => ("no", "everysec"),
     };
+    let load_truncated = config
+        .aof
+        .as_ref()
+        .is_none_or(|aof| aof.load.load_truncated);
     session.set_parameter("appendonly", appendonly);
     session.set_parameter("appendfsync", fsync);
+    session.set_parameter(
+        "aof-load-truncated",
+        if load_truncated { "yes" } else { "no" },
+    );
     session.set_parameter("maxclients", config.maxclients.to_string());
     session.set_parameter("port", config.port.to_string());
     session.set_parameter("bind", config.bind.to_string());
@@ -315,8 +323,7 @@ fn start_shards(
                 let (aof, summary) = match aof {
                     None => (None, None),
                     Some(aof) => {
-                        let (log, summary) =
-                            AofShard::open(&aof.dir, id, aof.fsync, &mut store).await?;
+                        let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
                         tracing::info!(
                             shard = id,
                             records = summary.records,

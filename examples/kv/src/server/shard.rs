@@ -110,6 +110,11 @@ impl Shard {
             seq,
             part: None,
         };
+        if let Some(aof) = &self.aof {
+            if let Err(refusal) = aof.admit(&command) {
+                return Some(refusal);
+            }
+        }
         match route(command, self.count) {
             Route::Single { shard, command } if shard == self.id => {
                 self.execute(origin, command, now)
