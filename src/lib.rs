@@ -41,8 +41,8 @@ pub use corewire_runtime as runtime;
 pub use corewire_transport as transport;
 
 pub use corewire_runtime::{
-    shard_count, shard_id, shard_local, sleep, spawn_local, submit_to, sync, timeout, Budget,
-    Runtime, ShardId,
+    main, shard_count, shard_id, shard_local, sleep, spawn_local, submit_to, sync, test, timeout,
+    Budget, Runtime, ShardId,
 };
 pub use service::{
     service_id, CallBuilder, Client, ClientError, ClientOptions, ClientPool, Reply, Request,

@@ -20,6 +20,7 @@ pub mod coop;
 pub mod driver;
 mod executor;
 pub mod mesh;
+pub mod metrics;
 pub mod net;
 pub mod poller;
 mod runtime;
@@ -27,9 +28,18 @@ pub mod shard;
 pub mod sync;
 pub mod timer;
 
+#[doc(hidden)]
+pub mod __private {
+    //! For `#[corewire::main]` / `#[corewire::test]` only.
+    pub use crate::private::{run_main, run_test, Outcome};
+}
+mod private;
+
 use std::future::Future;
 
 pub use coop::{Budget, RoundBudget};
+/// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
+pub use corewire_macros::{main, test};
 pub use driver::op::{Op, OpData};
 pub use driver::Features;
 pub use executor::{yield_now, JoinError, JoinHandle};
@@ -39,13 +49,16 @@ pub use runtime::{Runtime, RuntimeBuilder};
 pub use shard::{shard_count, shard_id, ShardId, ShardStats, ShardStatsSnapshot};
 pub use timer::{interval, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
 
-/// Spawn a `!Send` task on the current shard. Panics off a shard thread.
+/// Spawn a `!Send` task on the current shard. Panics off a shard thread. The caller's
+/// location is kept for stall reports.
+#[track_caller]
 pub fn spawn_local<F, T>(future: F) -> JoinHandle<T>
 where
     F: Future<Output = T> + 'static,
     T: 'static,
 {
-    shard::context::with_executor(|e| e.spawn(future))
+    let spawned_at = std::panic::Location::caller();
+    shard::context::with_executor(|e| e.spawn(future, spawned_at))
 }
 
 /// Look at the current shard's counters (e.g. to count protocol errors). Panics off a shard.

@@ -3,8 +3,11 @@
 //! but it never blocks the loop, so tasks, timers and ring I/O on the same shard keep running.
 
 use std::cell::{Cell, RefCell};
+use std::time::Instant;
 
 use crate::shard::context;
+use crate::shard::stall::{StallDetector, StallSource};
+use crate::shard::{ShardId, ShardStats};
 
 /// What one call to [`Poller::poll`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,15 +47,29 @@ pub(crate) struct Pollers {
 }
 
 impl Pollers {
-    /// Poll every poller once; returns the total progress.
-    pub(crate) fn run(&self) -> usize {
+    /// Poll every poller once, timing each call when `stall` is on; returns the total
+    /// progress.
+    pub(crate) fn run(
+        &self,
+        stall: Option<&StallDetector>,
+        shard: ShardId,
+        stats: &ShardStats,
+    ) -> usize {
         let mut progress = 0;
         let mut may_park = true;
         let mut gone = Vec::new();
         if let Ok(mut active) = self.active.try_borrow_mut() {
+            let mut mark = stall.map(|_| Instant::now());
             for (_, p) in active.iter_mut() {
                 if let PollOutcome::Progress(n) = p.poll() {
                     progress += n;
+                }
+                if let (Some(detector), Some(start)) = (stall, mark.as_mut()) {
+                    let now = Instant::now();
+                    detector.check(shard, stats, *start, now, || StallSource::Poller {
+                        name: p.name().to_string(),
+                    });
+                    *start = now;
                 }
                 may_park &= p.may_park();
             }

@@ -2,12 +2,14 @@
 
 use std::future::Future;
 use std::io;
+use std::panic::Location;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use crate::driver::Features;
 use crate::mesh::{self, RemoteHandle};
+use crate::shard::stall::{StallHook, StallReport};
 use crate::shard::{
     run_shard, ShardConfig, ShardHook, ShardHooks, ShardId, ShardRemote, ShardStatsSnapshot,
 };
@@ -35,6 +37,7 @@ impl Default for RuntimeBuilder {
                 inbox_batch: 256,
                 spin_before_park: Duration::from_micros(50),
                 spin_yields: true,
+                stall_threshold: Some(Duration::from_millis(10)),
             },
             inbox_capacity: 1024,
             hooks: ShardHooks::default(),
@@ -106,6 +109,21 @@ impl RuntimeBuilder {
     /// Runs on each shard thread after its tasks and pollers were dropped.
     pub fn on_shard_stop(mut self, f: impl Fn(ShardId) + Send + Sync + 'static) -> Self {
         self.hooks.on_stop = Some(Arc::new(f) as ShardHook);
+        self
+    }
+
+    /// Report any task poll, poller call or cross-shard message that holds a shard longer
+    /// than `threshold` (default 10 ms; `None` turns the detector off and saves its clock read
+    /// per poll). See [`shard::stall`](crate::shard::stall).
+    pub fn stall_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.config.stall_threshold = threshold;
+        self
+    }
+
+    /// Called on the shard thread for every stall the detector reports (not rate-limited,
+    /// unlike the log line). Keep it short: it runs on the stalled shard.
+    pub fn on_stall(mut self, f: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
+        self.hooks.on_stall = Some(Arc::new(f) as StallHook);
         self
     }
 
@@ -186,7 +204,22 @@ impl Runtime {
 
     /// Run `f` on shard `shard` (its future may be `!Send`: it is created there).
     /// Panics if `shard` is out of range.
+    #[track_caller]
     pub fn spawn_on<F, Fut, T>(&self, shard: ShardId, f: F) -> RemoteHandle<T>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_on_at(shard, f, Location::caller())
+    }
+
+    fn spawn_on_at<F, Fut, T>(
+        &self,
+        shard: ShardId,
+        f: F,
+        spawned_at: &'static Location<'static>,
+    ) -> RemoteHandle<T>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
@@ -194,7 +227,7 @@ impl Runtime {
     {
         let remote = &self.shards[shard];
         let (tx, rx) = mesh::channel();
-        let mut msg = mesh::task_message(f, tx);
+        let mut msg = mesh::task_message(f, tx, spawned_at);
         // Off-shard callers have no waker to park on: back off while the inbox is full.
         loop {
             match remote.try_send(msg) {
@@ -209,28 +242,31 @@ impl Runtime {
     }
 
     /// Run `f(shard)` on every shard; one handle per shard, in shard order.
+    #[track_caller]
     pub fn spawn_on_all<F, Fut, T>(&self, f: F) -> Vec<RemoteHandle<T>>
     where
         F: Fn(ShardId) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = T> + 'static,
         T: Send + 'static,
     {
+        let spawned_at = Location::caller();
         (0..self.shards.len())
             .map(|i| {
                 let f = f.clone();
-                self.spawn_on(i, move || f(i))
+                self.spawn_on_at(i, move || f(i), spawned_at)
             })
             .collect()
     }
 
     /// Run `f` on shard `shard` and block this (non-shard) thread until it finishes.
+    #[track_caller]
     pub fn block_on<F, Fut, T>(&self, shard: ShardId, f: F) -> Result<T, crate::JoinError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
         T: Send + 'static,
     {
-        self.spawn_on(shard, f).wait()
+        self.spawn_on_at(shard, f, Location::caller()).wait()
     }
 
     pub fn stats(&self) -> Vec<ShardStatsSnapshot> {

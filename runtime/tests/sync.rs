@@ -9,136 +9,102 @@ use std::time::Duration;
 use corewire_runtime::sync::{mpsc, oneshot, Mutex, Notify, Semaphore};
 use corewire_runtime::{shard_id, shard_local, sleep, spawn_local, timeout, yield_now, Runtime};
 
-fn rt(shards: usize) -> Runtime {
-    Runtime::builder()
-        .shards(shards)
-        .pin(false)
-        .build()
-        .expect("runtime")
-}
-
-#[test]
-fn bounded_channel_never_holds_more_than_its_capacity() {
-    let rt = rt(1);
-    let (received, max_len) = rt
-        .block_on(0, || async {
-            let (tx, mut rx) = mpsc::channel::<(usize, usize)>(4);
-            for p in 0..8 {
-                let tx = tx.clone();
-                spawn_local(async move {
-                    for i in 0..50 {
-                        tx.send((p, i)).await.expect("receiver alive");
-                    }
-                });
+#[corewire_runtime::test]
+async fn bounded_channel_never_holds_more_than_its_capacity() {
+    let (tx, mut rx) = mpsc::channel::<(usize, usize)>(4);
+    for p in 0..8 {
+        let tx = tx.clone();
+        spawn_local(async move {
+            for i in 0..50 {
+                tx.send((p, i)).await.expect("receiver alive");
             }
-            drop(tx);
-            let mut next = [0usize; 8];
-            let mut max_len = 0;
-            let mut received = 0;
-            while let Some((p, i)) = rx.recv().await {
-                max_len = max_len.max(rx.len() + 1);
-                assert_eq!(i, next[p], "one producer's messages stay in order");
-                next[p] += 1;
-                received += 1;
-                if received % 7 == 0 {
-                    sleep(Duration::from_micros(100)).await;
-                }
-            }
-            (received, max_len)
-        })
-        .unwrap();
+        });
+    }
+    drop(tx);
+    let mut next = [0usize; 8];
+    let mut max_len = 0;
+    let mut received = 0;
+    while let Some((p, i)) = rx.recv().await {
+        max_len = max_len.max(rx.len() + 1);
+        assert_eq!(i, next[p], "one producer's messages stay in order");
+        next[p] += 1;
+        received += 1;
+        if received % 7 == 0 {
+            sleep(Duration::from_micros(100)).await;
+        }
+    }
     assert_eq!(received, 400);
     assert!(max_len <= 4, "queue held {max_len} > capacity 4");
 }
 
-#[test]
-fn mutex_held_across_awaits_and_a_timed_out_waiter_leaks_nothing() {
-    let rt = rt(1);
-    let log = rt
-        .block_on(0, || async {
-            let m = Rc::new(Mutex::new(Vec::new()));
-            let holder = spawn_local({
-                let m = m.clone();
-                async move {
-                    let mut g = m.lock().await;
-                    g.push("holder-start");
-                    sleep(Duration::from_millis(30)).await;
-                    g.push("holder-end");
-                }
-            });
-            yield_now().await;
-            // Gives up while the holder sleeps: the lock future is dropped mid-wait.
-            let gave_up = timeout(Duration::from_millis(5), m.lock()).await.is_err();
-            assert!(gave_up, "the lock was held");
-            holder.await.unwrap();
-            let mut g = timeout(Duration::from_secs(5), m.lock())
-                .await
-                .expect("lock free again after the cancelled waiter");
-            g.push("after");
-            g.clone()
-        })
-        .unwrap();
-    assert_eq!(log, ["holder-start", "holder-end", "after"]);
+#[corewire_runtime::test]
+async fn mutex_held_across_awaits_and_a_timed_out_waiter_leaks_nothing() {
+    let m = Rc::new(Mutex::new(Vec::new()));
+    let holder = spawn_local({
+        let m = m.clone();
+        async move {
+            let mut g = m.lock().await;
+            g.push("holder-start");
+            sleep(Duration::from_millis(30)).await;
+            g.push("holder-end");
+        }
+    });
+    yield_now().await;
+    // Gives up while the holder sleeps: the lock future is dropped mid-wait.
+    let gave_up = timeout(Duration::from_millis(5), m.lock()).await.is_err();
+    assert!(gave_up, "the lock was held");
+    holder.await.unwrap();
+    let mut g = timeout(Duration::from_secs(5), m.lock())
+        .await
+        .expect("lock free again after the cancelled waiter");
+    g.push("after");
+    assert_eq!(*g, ["holder-start", "holder-end", "after"]);
 }
 
-#[test]
-fn aborted_task_returns_its_permit() {
-    let rt = rt(1);
-    rt.block_on(0, || async {
-        let sem = Rc::new(Semaphore::new(1));
-        let task = spawn_local({
-            let sem = sem.clone();
-            async move {
-                let _p = sem.acquire(1).await.unwrap();
-                sleep(Duration::from_secs(3600)).await;
-            }
-        });
-        yield_now().await;
-        assert_eq!(sem.available_permits(), 0);
-        task.abort();
-        assert_eq!(sem.available_permits(), 1);
-    })
-    .unwrap();
-}
-
-#[test]
-fn notify_and_oneshot_between_tasks() {
-    let rt = rt(1);
-    let got = rt
-        .block_on(0, || async {
-            let ready = Rc::new(Notify::new());
-            let (tx, rx) = oneshot::channel();
-            let state = Rc::new(Cell::new(0));
-            spawn_local({
-                let (ready, state) = (ready.clone(), state.clone());
-                async move {
-                    ready.notified().await;
-                    tx.send(state.get() * 2).unwrap();
-                }
-            });
-            sleep(Duration::from_millis(1)).await;
-            state.set(21);
-            ready.notify_one();
-            rx.await.unwrap()
-        })
-        .unwrap();
-    assert_eq!(got, 42);
-}
-
-#[test]
-fn oneshot_sender_dropped_with_its_task() {
-    let rt = rt(1);
-    rt.block_on(0, || async {
-        let (tx, rx) = oneshot::channel::<u8>();
-        let task = spawn_local(async move {
+#[corewire_runtime::test]
+async fn aborted_task_returns_its_permit() {
+    let sem = Rc::new(Semaphore::new(1));
+    let task = spawn_local({
+        let sem = sem.clone();
+        async move {
+            let _p = sem.acquire(1).await.unwrap();
             sleep(Duration::from_secs(3600)).await;
-            let _ = tx.send(1);
-        });
-        yield_now().await;
-        task.abort();
-        assert_eq!(rx.await, Err(oneshot::RecvError));
-    })
-    .unwrap();
+        }
+    });
+    yield_now().await;
+    assert_eq!(sem.available_permits(), 0);
+    task.abort();
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[corewire_runtime::test]
+async fn notify_and_oneshot_between_tasks() {
+    let ready = Rc::new(Notify::new());
+    let (tx, rx) = oneshot::channel();
+    let state = Rc::new(Cell::new(0));
+    spawn_local({
+        let (ready, state) = (ready.clone(), state.clone());
+        async move {
+            ready.notified().await;
+            tx.send(state.get() * 2).unwrap();
+        }
+    });
+    sleep(Duration::from_millis(1)).await;
+    state.set(21);
+    ready.notify_one();
+    assert_eq!(rx.await, Ok(42));
+}
+
+#[corewire_runtime::test]
+async fn oneshot_sender_dropped_with_its_task() {
+    let (tx, rx) = oneshot::channel::<u8>();
+    let task = spawn_local(async move {
+        sleep(Duration::from_secs(3600)).await;
+        let _ = tx.send(1);
+    });
+    yield_now().await;
+    task.abort();
+    assert_eq!(rx.await, Err(oneshot::RecvError));
 }
 
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -160,7 +126,7 @@ shard_local! {
 fn shard_local_is_per_shard_and_dropped_when_the_shard_stops() {
     assert!(PER_SHARD.try_with(|_| ()).is_none(), "off a shard");
     let before = DROPPED.load(Ordering::SeqCst);
-    let rt = rt(3);
+    let rt = Runtime::builder().shards(3).pin(false).build().unwrap();
     for round in 0..2 {
         let handles = rt.spawn_on_all(move |shard| async move {
             PER_SHARD.with(|t| t.0.borrow_mut().push(shard * 10 + round));

@@ -8,11 +8,13 @@ mod yield_now;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::Location;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use slab::Slab;
 
@@ -20,6 +22,7 @@ pub use join::{JoinError, JoinHandle};
 pub(crate) use waker::TaskWaker;
 pub use yield_now::yield_now;
 
+use crate::shard::stall::{StallDetector, StallSource};
 use crate::shard::ShardRemote;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
@@ -39,6 +42,8 @@ struct Task {
     waker: Arc<TaskWaker>,
     /// Aborted while it was being polled: drop it as soon as the poll returns.
     aborted: bool,
+    /// Where it was spawned (`#[track_caller]`), for stall reports.
+    spawned_at: &'static Location<'static>,
 }
 
 pub(crate) struct Executor {
@@ -61,7 +66,11 @@ impl Executor {
         }
     }
 
-    pub(crate) fn spawn<F, T>(&self, future: F) -> JoinHandle<T>
+    pub(crate) fn spawn<F, T>(
+        &self,
+        future: F,
+        spawned_at: &'static Location<'static>,
+    ) -> JoinHandle<T>
     where
         F: Future<Output = T> + 'static,
         T: 'static,
@@ -79,6 +88,7 @@ impl Executor {
             future: Some(Box::pin(wrapped)),
             waker,
             aborted: false,
+            spawned_at,
         });
         drop(tasks);
         self.queue.borrow_mut().push_back(key);
@@ -117,10 +127,13 @@ impl Executor {
         self.tasks.borrow().len()
     }
 
-    /// Poll up to `budget` ready tasks. Returns (polled, panicked).
-    pub(crate) fn run_ready(&self, budget: usize) -> (usize, usize) {
+    /// Poll up to `budget` ready tasks, timing each poll when `stall` is on. Returns
+    /// (polled, panicked).
+    pub(crate) fn run_ready(&self, budget: usize, stall: Option<&StallDetector>) -> (usize, usize) {
         let mut polled = 0;
         let mut panicked = 0;
+        // One clock read per poll: each poll's end is the next one's start.
+        let mut mark = stall.map(|_| Instant::now());
         while polled < budget {
             let Some(key) = self.queue.borrow_mut().pop_front() else {
                 break;
@@ -130,12 +143,12 @@ impl Executor {
                 let mut tasks = self.tasks.borrow_mut();
                 match tasks.get_mut(index) {
                     Some(t) if t.generation == generation => {
-                        t.future.take().map(|f| (f, t.waker.clone()))
+                        t.future.take().map(|f| (f, t.waker.clone(), t.spawned_at))
                     }
                     _ => None,
                 }
             };
-            let Some((mut future, task_waker)) = taken else {
+            let Some((mut future, task_waker, spawned_at)) = taken else {
                 continue;
             };
             polled += 1;
@@ -144,6 +157,14 @@ impl Executor {
             let waker = Waker::from(task_waker);
             let mut cx = Context::from_waker(&waker);
             let outcome = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+            if let (Some(detector), Some(start)) = (stall, mark.as_mut()) {
+                let now = Instant::now();
+                let (shard, stats) = (self.remote.id, &self.remote.stats);
+                detector.check(shard, stats, *start, now, || StallSource::Task {
+                    spawned_at,
+                });
+                *start = now;
+            }
             let finished = match outcome {
                 Ok(Poll::Pending) => false,
                 Ok(Poll::Ready(())) => true,

@@ -5,6 +5,7 @@
 mod oneshot;
 
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -42,28 +43,35 @@ impl From<JoinError> for MeshError {
 }
 
 /// Build the message that runs `f` on the target shard and sends its output back.
-pub(crate) fn task_message<F, Fut, T>(f: F, tx: Sender<T>) -> Message
+pub(crate) fn task_message<F, Fut, T>(
+    f: F,
+    tx: Sender<T>,
+    spawned_at: &'static Location<'static>,
+) -> Message
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = T> + 'static,
     T: Send + 'static,
 {
     Box::new(move || {
-        crate::spawn_local(async move {
+        let task = async move {
             let out = f().await;
             tx.send(out);
-        });
+        };
+        context::with_executor(|e| e.spawn(task, spawned_at));
     })
 }
 
 /// Run `f` on shard `target` (it may return a `!Send` future: it is created there) and await
 /// its output. Called from a shard; from other threads use `Runtime::spawn_on`.
+#[track_caller]
 pub fn submit_to<F, Fut, T>(target: ShardId, f: F) -> SubmitTo<T>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = T> + 'static,
     T: Send + 'static,
 {
+    let spawned_at = Location::caller();
     let ctx = context::current();
     let Some(remote) = ctx.peers.get(target).cloned() else {
         return SubmitTo {
@@ -71,7 +79,7 @@ where
         };
     };
     let (tx, rx) = channel();
-    let msg = task_message(f, tx);
+    let msg = task_message(f, tx, spawned_at);
     SubmitTo {
         state: SubmitState::Sending {
             remote,

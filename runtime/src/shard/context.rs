@@ -5,6 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::local::LocalStorage;
+use super::stall::StallDetector;
 use super::{ShardId, ShardRemote};
 use crate::driver::Driver;
 use crate::executor::{Executor, TaskKey};
@@ -22,6 +23,8 @@ pub(crate) struct ShardContext {
     pub(crate) pollers: Pollers,
     /// `shard_local!` values.
     pub(crate) locals: LocalStorage,
+    /// `None` when the stall detector is off.
+    pub(crate) stall: Option<StallDetector>,
 }
 
 thread_local! {

@@ -4,6 +4,7 @@ pub(crate) mod context;
 mod local;
 mod remote;
 mod run_loop;
+pub mod stall;
 mod stats;
 
 pub use context::{shard_count, shard_id};
@@ -12,7 +13,8 @@ pub(crate) use remote::Message;
 pub use remote::ShardRemote;
 pub use run_loop::ShardHook;
 pub(crate) use run_loop::{run_shard, ShardConfig, ShardHooks};
-pub use stats::{ShardStats, ShardStatsSnapshot};
+pub use stall::{StallReport, StallSource};
+pub use stats::{ShardStats, ShardStatsSnapshot, StatKind};
 
 /// Index of a shard, `0..shard_count()`.
 pub type ShardId = usize;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::{self, ShardContext};
+use super::stall::{StallDetector, StallHook, StallSource};
 use super::{ShardId, ShardRemote};
 use crate::driver::{Driver, Features};
 use crate::executor::{panic_message, Executor};
@@ -25,6 +26,8 @@ pub(crate) struct ShardConfig {
     /// Yield the CPU (sched_yield) on each idle spin iteration, so a thread sharing the core
     /// (a client, another process) runs instead of waiting out the spin.
     pub spin_yields: bool,
+    /// Report work that holds the shard longer than this (`None`: detector off).
+    pub stall_threshold: Option<Duration>,
 }
 
 /// Per-shard init/release hooks (brpc's `init_fn`/`release_fn`), run on the shard thread.
@@ -34,6 +37,7 @@ pub type ShardHook = Arc<dyn Fn(ShardId) + Send + Sync>;
 pub(crate) struct ShardHooks {
     pub on_start: Option<ShardHook>,
     pub on_stop: Option<ShardHook>,
+    pub on_stall: Option<StallHook>,
 }
 
 /// Run shard `remote.id` on the current thread until it is asked to stop. `ready` receives the
@@ -65,6 +69,9 @@ pub(crate) fn run_shard(
         timers: RefCell::new(Timers::default()),
         pollers: Pollers::default(),
         locals: Default::default(),
+        stall: config
+            .stall_threshold
+            .map(|t| StallDetector::new(t, hooks.on_stall.clone())),
     });
     context::enter(ctx.clone());
     if let Some(hook) = &hooks.on_start {
@@ -103,7 +110,9 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             .take_remote_wakes(|key| ctx.executor.schedule(key));
         stats.run_queue_max.max(ctx.executor.ready_len() as u64);
 
-        let (polled, _panicked) = ctx.executor.run_ready(config.task_budget);
+        let (polled, _panicked) = ctx
+            .executor
+            .run_ready(config.task_budget, ctx.stall.as_ref());
         if polled > 0 {
             did_work = true;
             stats.tasks_polled.add(polled as u64);
@@ -118,7 +127,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
 
         if ctx.pollers.len() > 0 {
             stats.poller_polls.incr();
-            let progress = ctx.pollers.run();
+            let progress = ctx.pollers.run(ctx.stall.as_ref(), ctx.id, stats);
             if progress > 0 {
                 did_work = true;
                 stats.poller_completions.add(progress as u64);
@@ -174,6 +183,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
 /// cannot starve this shard's own tasks and I/O.
 fn drain_inbox(ctx: &ShardContext, batch: usize) -> usize {
     let mut n = 0;
+    let mut mark = ctx.stall.as_ref().map(|_| Instant::now());
     while n < batch {
         let Some(msg) = ctx.remote.inbox.pop() else {
             break;
@@ -182,6 +192,12 @@ fn drain_inbox(ctx: &ShardContext, batch: usize) -> usize {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(msg)) {
             ctx.remote.stats.task_panics.incr();
             tracing::error!(panic = %panic_message(&panic), "cross-shard message panicked");
+        }
+        if let (Some(detector), Some(start)) = (&ctx.stall, mark.as_mut()) {
+            let now = Instant::now();
+            let stats = &ctx.remote.stats;
+            detector.check(ctx.id, stats, *start, now, || StallSource::Message);
+            *start = now;
         }
     }
     if n > 0 {

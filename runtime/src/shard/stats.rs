@@ -32,23 +32,77 @@ impl Counter {
     }
 }
 
+/// How a stat behaves, for exporters: a counter only grows; a gauge goes up and down or is a
+/// high-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatKind {
+    Counter,
+    Gauge,
+}
+
+/// A stat whose documentation starts with "Gauge" or "Most" (a high-water mark) is a gauge;
+/// every other one is a counter.
+const fn kind_of(doc: &str) -> StatKind {
+    const fn starts(d: &[u8], at: usize, p: &[u8]) -> bool {
+        if d.len() < at + p.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < p.len() {
+            if d[at + i] != p[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+    let d = doc.as_bytes();
+    let mut at = 0;
+    while at < d.len() && d[at] == b' ' {
+        at += 1;
+    }
+    if starts(d, at, b"Gauge") || starts(d, at, b"Most ") {
+        StatKind::Gauge
+    } else {
+        StatKind::Counter
+    }
+}
+
+// Every stat must be documented (`///`): the documentation is also its exported help text.
 macro_rules! shard_stats {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
+    ($($(#[doc = $doc:literal])+ $name:ident,)*) => {
         /// Per-shard counters, readable from any thread while the shard runs.
         #[derive(Default)]
         pub struct ShardStats {
-            $($(#[$doc])* pub $name: Counter,)*
+            $($(#[doc = $doc])+ pub $name: Counter,)*
         }
 
         /// A copy of a shard's counters at one instant.
         #[derive(Debug, Default, Clone, PartialEq, Eq)]
         pub struct ShardStatsSnapshot {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])+ pub $name: u64,)*
         }
 
         impl ShardStats {
             pub fn snapshot(&self) -> ShardStatsSnapshot {
                 ShardStatsSnapshot { $($name: self.$name.get(),)* }
+            }
+        }
+
+        impl ShardStatsSnapshot {
+            /// Every stat as (name, documentation, kind), in the order of
+            /// [`values`](ShardStatsSnapshot::values).
+            pub const FIELDS: &'static [(&'static str, &'static str, StatKind)] = &[
+                $((
+                    stringify!($name),
+                    concat!($($doc),+),
+                    kind_of(concat!($($doc),+)),
+                ),)*
+            ];
+
+            /// Every stat's value, in the order of [`FIELDS`](ShardStatsSnapshot::FIELDS).
+            pub fn values(&self) -> Vec<u64> {
+                vec![$(self.$name,)*]
             }
         }
 
@@ -114,4 +168,9 @@ shard_stats! {
     ops_in_flight,
     /// Gauge: armed timers.
     timers_pending,
+    /// Task polls, poller calls or cross-shard messages that held the shard longer than the
+    /// stall threshold (`RuntimeBuilder::stall_threshold`).
+    stalls,
+    /// Most microseconds one stall held the shard.
+    stall_longest_us,
 }

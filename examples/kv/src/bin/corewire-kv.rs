@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
 
+use corewire::runtime::metrics::MetricsServer;
 use corewire_kv::server::{self, ConfigError, ServerConfig, StartError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -54,20 +55,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let metrics = match config.metrics {
+        Some(addr) => match MetricsServer::serve(running.runtime(), 0, addr) {
+            Ok(m) => Some(m),
+            Err(error) => {
+                eprintln!("corewire-kv: --metrics {addr}: {error}");
+                running.shutdown();
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     // Tests and scripts wait for this line (and read the ports from it).
     let or_off = |addr: Option<std::net::SocketAddr>| addr.map_or("off".into(), |a| a.to_string());
     println!(
-        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={}",
+        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={}",
         running.resp_addr(),
         or_off(running.binary_addr()),
         or_off(running.rdma_addr()),
         running.shards(),
         fsync.unwrap_or("off"),
+        or_off(metrics.as_ref().map(MetricsServer::local_addr)),
     );
     let _ = std::io::stdout().flush();
     if let Some(signal) = signals.forever().next() {
         tracing::info!(signal, "shutting down");
     }
+    drop(metrics);
     running.shutdown();
     ExitCode::SUCCESS
 }

@@ -77,6 +77,8 @@ pub struct ServerConfig {
     pub pin: Option<bool>,
     /// Most commands (or replies) per cross-shard message; 0 = no limit, 1 = no batching.
     pub mesh_batch: usize,
+    /// `--metrics ADDR`: serve the shards' counters in Prometheus text format there.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +103,7 @@ impl Default for ServerConfig {
             idle_spin: Duration::from_micros(50),
             pin: None,
             mesh_batch: 0,
+            metrics: None,
         }
     }
 }
@@ -149,6 +152,8 @@ Usage: corewire-kv [options]
                              (default: pin only when there are more CPUs than shards)
   --mesh-batch N             most commands per cross-shard message (default 0 = no limit;
                              1 turns batching off)
+  --metrics ADDR:PORT        serve the runtime's per-shard counters in Prometheus text
+                             format at http://ADDR:PORT/metrics
   -h, --help                 this text
 ";
 
@@ -207,6 +212,7 @@ impl ServerConfig {
                 "--bind" => config.bind = parse(&flag, value()?)?,
                 "--binary-port" => config.binary_port = Some(parse(&flag, value()?)?),
                 "--rdma" => config.rdma = Some(parse(&flag, value()?)?),
+                "--metrics" => config.metrics = Some(parse(&flag, value()?)?),
                 "--rdma-poller" => config.rdma_poller = parse(&flag, value()?)?,
                 "--aof" => aof_dir = Some(PathBuf::from(value()?)),
                 "--fsync" => fsync = parse(&flag, value()?)?,

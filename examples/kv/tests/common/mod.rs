@@ -21,6 +21,8 @@ pub struct Server {
     child: Child,
     pub port: u16,
     pub binary_port: Option<u16>,
+    /// `--metrics`' port, read from the ready line.
+    pub metrics_port: Option<u16>,
     stderr_path: PathBuf,
     _dir: TempDir,
 }
@@ -67,10 +69,13 @@ impl Server {
             .and_then(|a| a.rsplit(':').next()?.parse().ok())
             .ok_or_else(|| format!("bad ready line {line:?}"))?;
         let binary_port = field(&line, "binary=").and_then(|a| a.rsplit(':').next()?.parse().ok());
+        let metrics_port =
+            field(&line, "metrics=").and_then(|a| a.rsplit(':').next()?.parse().ok());
         Ok(Server {
             child,
             port,
             binary_port,
+            metrics_port,
             stderr_path,
             _dir: dir,
         })

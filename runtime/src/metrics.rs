@@ -1,0 +1,241 @@
+//! Prometheus text exposition of every shard's counters, served over HTTP by a task on one of
+//! the runtime's own shards (no extra thread, no HTTP library).
+//!
+//! ```no_run
+//! use corewire_runtime::{metrics::MetricsServer, Runtime};
+//! let rt = Runtime::builder().shards(2).build().unwrap();
+//! let metrics = MetricsServer::serve(&rt, 0, "127.0.0.1:9464".parse().unwrap()).unwrap();
+//! // curl http://127.0.0.1:9464/metrics
+//! # drop(metrics);
+//! ```
+//!
+//! Every [`ShardStats`](crate::ShardStats) field becomes one metric family named
+//! `corewire_<field>` (counters get the `_total` suffix), labelled `shard="N"`, with the
+//! field's documentation as its `# HELP` line. The exporter is bounded: at most
+//! [`MAX_CONNECTIONS`] scrapes at once (more wait in the kernel's backlog), requests over
+//! 8 KiB or slower than 5 s are closed, and each response is written once and the connection
+//! closed.
+
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::accept::StopSignal;
+use crate::net::{ListenOptions, TcpListener, TcpStream};
+use crate::shard::{context, ShardId, ShardStatsSnapshot, StatKind};
+use crate::sync::Semaphore;
+use crate::{sleep, spawn_local, timeout, Runtime};
+
+/// Scrapes served at once; further connections wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 16;
+const MAX_REQUEST: usize = 8 * 1024;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running exporter. Dropping it (or [`stop`](MetricsServer::stop)) closes the listener;
+/// scrapes in progress finish on their own.
+pub struct MetricsServer {
+    local: SocketAddr,
+    stop: Arc<StopSignal>,
+}
+
+impl MetricsServer {
+    /// Listen on `addr` from shard `shard` and answer `GET /metrics` with every shard's
+    /// counters. Fails if the address cannot be bound or the shard does not exist.
+    pub fn serve(rt: &Runtime, shard: ShardId, addr: SocketAddr) -> io::Result<MetricsServer> {
+        if shard >= rt.shard_count() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no shard {shard}"),
+            ));
+        }
+        let stop = Arc::new(StopSignal::default());
+        let task_stop = stop.clone();
+        let local = rt
+            .block_on(shard, move || async move {
+                let listener = TcpListener::bind(addr, ListenOptions::default())?;
+                let local = listener.local_addr();
+                spawn_local(async move {
+                    task_stop.run_until_stopped(accept_loop(listener)).await;
+                });
+                Ok::<_, io::Error>(local)
+            })
+            .map_err(|e| io::Error::other(format!("metrics shard: {e}")))??;
+        tracing::info!(%local, shard, "metrics exporter listening");
+        Ok(MetricsServer { local, stop })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn stop(self) {}
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.stop();
+    }
+}
+
+async fn accept_loop(listener: TcpListener) {
+    let slots = Rc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = match slots.clone().acquire_owned(1).await {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                spawn_local(async move {
+                    if let Err(e) = serve_one(stream).await {
+                        tracing::debug!(error = %e, "metrics scrape failed");
+                    }
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning on the error.
+                tracing::warn!(error = %e, "metrics exporter accept failed");
+                sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve_one(stream: TcpStream) -> io::Result<()> {
+    let head = match timeout(REQUEST_TIMEOUT, read_head(&stream)).await {
+        Ok(head) => head?,
+        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "slow request")),
+    };
+    let response = match head {
+        Some(head) => respond(&head),
+        None => http_response("400 Bad Request", "text/plain", "bad request\n".into()),
+    };
+    stream.send_all(response).await?;
+    let _ = stream.shutdown_write();
+    Ok(())
+}
+
+/// The request line and headers, or `None` if they are too long or the peer closed early.
+async fn read_head(stream: &TcpStream) -> io::Result<Option<Bytes>> {
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(Some(buf.split_to(end).freeze()));
+        }
+        if buf.len() >= MAX_REQUEST {
+            return Ok(None);
+        }
+        let (res, b) = stream.recv(buf, 1024).await;
+        buf = b;
+        if res? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+fn respond(head: &[u8]) -> Bytes {
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, path) = (parts.next().unwrap_or_default(), parts.next());
+    match (method, path) {
+        (b"GET", Some(b"/metrics" | b"/")) => {
+            let snapshots: Vec<ShardStatsSnapshot> = context::current()
+                .peers
+                .iter()
+                .map(|s| s.stats.snapshot())
+                .collect();
+            http_response(
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                render(&snapshots),
+            )
+        }
+        (b"GET", Some(_)) => http_response("404 Not Found", "text/plain", "try /metrics\n".into()),
+        _ => http_response(
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics only\n".into(),
+        ),
+    }
+}
+
+fn http_response(status: &str, content_type: &str, body: String) -> Bytes {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    out.push_str(&body);
+    Bytes::from(out)
+}
+
+/// The Prometheus text format (version 0.0.4) of `shards`' counters, shard `i` labelled
+/// `shard="i"`.
+pub fn render(shards: &[ShardStatsSnapshot]) -> String {
+    let mut out = String::new();
+    for (field, (name, help, kind)) in ShardStatsSnapshot::FIELDS.iter().enumerate() {
+        let (metric, ty) = match kind {
+            StatKind::Counter => (format!("corewire_{name}_total"), "counter"),
+            StatKind::Gauge => (format!("corewire_{name}"), "gauge"),
+        };
+        let _ = writeln!(out, "# HELP {metric} {}", escape_help(help.trim()));
+        let _ = writeln!(out, "# TYPE {metric} {ty}");
+        for (shard, snap) in shards.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{metric}{{shard=\"{shard}\"}} {}",
+                snap.values()[field]
+            );
+        }
+    }
+    out
+}
+
+fn escape_help(help: &str) -> String {
+    help.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_is_rendered_with_help_and_type() {
+        let a = ShardStatsSnapshot {
+            tasks_polled: 5,
+            ..Default::default()
+        };
+        let b = ShardStatsSnapshot {
+            tasks_live: 2,
+            ..Default::default()
+        };
+        let text = render(&[a, b]);
+        assert!(text.contains("# TYPE corewire_tasks_polled_total counter\n"));
+        assert!(text.contains("corewire_tasks_polled_total{shard=\"0\"} 5\n"));
+        assert!(text.contains("corewire_tasks_polled_total{shard=\"1\"} 0\n"));
+        assert!(text.contains("# TYPE corewire_tasks_live gauge\n"));
+        assert!(text.contains("corewire_tasks_live{shard=\"1\"} 2\n"));
+        for (name, help, _) in ShardStatsSnapshot::FIELDS {
+            assert!(!help.trim().is_empty(), "{name} is undocumented");
+            assert!(text.contains(help.trim()), "{name}'s help is missing");
+        }
+        // Each family: HELP, TYPE, one line per shard.
+        assert_eq!(text.lines().count(), ShardStatsSnapshot::FIELDS.len() * 4);
+    }
+
+    #[test]
+    fn bad_requests_get_errors() {
+        let not_found = respond(b"GET /other HTTP/1.1\r\nHost: x");
+        assert!(not_found.starts_with(b"HTTP/1.1 404"));
+        let post = respond(b"POST /metrics HTTP/1.1");
+        assert!(post.starts_with(b"HTTP/1.1 405"));
+        let garbage = respond(b"\x00\xff");
+        assert!(garbage.starts_with(b"HTTP/1.1 405"));
+    }
+}

@@ -1,0 +1,146 @@
+//! The stall detector sees a shard held on purpose, names what held it, and stays quiet for
+//! well-behaved work.
+
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use corewire_runtime::poller::{register_poller, PollOutcome, Poller};
+use corewire_runtime::shard::{StallReport, StallSource};
+use corewire_runtime::{send_to, sleep, spawn_local, Runtime};
+
+fn runtime_recording(shards: usize) -> (Runtime, Arc<Mutex<Vec<StallReport>>>) {
+    runtime_with_threshold(shards, Duration::from_millis(10))
+}
+
+fn runtime_with_threshold(
+    shards: usize,
+    threshold: Duration,
+) -> (Runtime, Arc<Mutex<Vec<StallReport>>>) {
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let rt = Runtime::builder()
+        .shards(shards)
+        .pin(false)
+        .stall_threshold(Some(threshold))
+        .on_stall(move |r| sink.lock().unwrap().push(r.clone()))
+        .build()
+        .expect("runtime");
+    (rt, reports)
+}
+
+#[test]
+fn a_blocking_task_is_reported_with_its_spawn_location() {
+    let (rt, reports) = runtime_recording(1);
+    let spawned_at = rt
+        .block_on(0, || async {
+            let at = Location::caller();
+            let task = spawn_local(async {
+                // Holds the shard: nothing else on it runs for 40 ms.
+                std::thread::sleep(Duration::from_millis(40));
+            });
+            task.await.unwrap();
+            (at.file(), at.line() + 1)
+        })
+        .unwrap();
+    let reports = reports.lock().unwrap().clone();
+    let stats = &rt.stats()[0];
+    let task_report = reports
+        .iter()
+        .find(|r| matches!(r.source, StallSource::Task { .. }))
+        .unwrap_or_else(|| panic!("no task stall among {reports:?}"));
+    let StallSource::Task { spawned_at: loc } = &task_report.source else {
+        unreachable!()
+    };
+    assert_eq!(
+        (loc.file(), loc.line()),
+        spawned_at,
+        "points at the spawn_local call"
+    );
+    assert_eq!(task_report.shard, 0);
+    assert!(task_report.duration >= Duration::from_millis(40));
+    assert!(stats.stalls >= 1);
+    assert!(stats.stall_longest_us >= 40_000);
+}
+
+struct Slow {
+    calls: usize,
+}
+
+impl Poller for Slow {
+    fn name(&self) -> &str {
+        "slow-test-poller"
+    }
+    fn poll(&mut self) -> PollOutcome {
+        self.calls += 1;
+        if self.calls == 3 {
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        PollOutcome::Idle
+    }
+}
+
+#[test]
+fn a_blocking_poller_and_message_are_reported() {
+    let (rt, reports) = runtime_recording(2);
+    rt.block_on(1, || async {
+        register_poller(Box::new(Slow { calls: 0 }));
+        send_to(0, || std::thread::sleep(Duration::from_millis(25)))
+            .await
+            .unwrap();
+        sleep(Duration::from_millis(50)).await;
+    })
+    .unwrap();
+    let wait = std::time::Instant::now();
+    loop {
+        let r = reports.lock().unwrap().clone();
+        let poller = r.iter().any(|r| {
+            r.shard == 1
+                && r.source
+                    == StallSource::Poller {
+                        name: "slow-test-poller".into(),
+                    }
+        });
+        let message = r
+            .iter()
+            .any(|r| r.shard == 0 && r.source == StallSource::Message);
+        if poller && message {
+            break;
+        }
+        assert!(
+            wait.elapsed() < Duration::from_secs(10),
+            "missing poller or message stall in {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn waiting_is_not_a_stall_and_the_detector_can_be_off() {
+    // Tasks that sleep longer than the threshold: the shard parks meanwhile, and parked time
+    // must not count. (The threshold is generous so a preempted poll on a loaded machine
+    // does not count either.)
+    let (rt, reports) = runtime_with_threshold(1, Duration::from_millis(40));
+    rt.block_on(0, || async {
+        for _ in 0..5 {
+            spawn_local(async { sleep(Duration::from_millis(60)).await })
+                .await
+                .unwrap();
+        }
+    })
+    .unwrap();
+    assert!(reports.lock().unwrap().is_empty());
+    assert_eq!(rt.stats()[0].stalls, 0);
+
+    let off = Runtime::builder()
+        .shards(1)
+        .pin(false)
+        .stall_threshold(None)
+        .build()
+        .unwrap();
+    off.block_on(0, || async {
+        std::thread::sleep(Duration::from_millis(20))
+    })
+    .unwrap();
+    assert_eq!(off.stats()[0].stalls, 0);
+}
