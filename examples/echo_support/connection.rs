@@ -14,7 +14,7 @@ use std::io;
 use bytes::BytesMut;
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::TcpStream;
-use corewire::runtime::{with_local_stats, Budget, RoundBudget};
+use corewire::runtime::{report_protocol_error, Budget, RoundBudget};
 use corewire::transport::length_prefixed::PREFIX_LEN;
 
 use super::frame_batch::FrameBatch;
@@ -68,7 +68,7 @@ impl From<io::Error> for ConnError {
 }
 
 /// Serve one connection until the peer closes it or breaks the protocol. A protocol error
-/// is logged and counted in the shard's `protocol_errors`.
+/// is counted in the shard's `protocol_errors` and logged (rate-limited).
 pub async fn serve_echo(accepted: Accepted, limits: EchoLimits) {
     let Accepted {
         stream,
@@ -78,10 +78,7 @@ pub async fn serve_echo(accepted: Accepted, limits: EchoLimits) {
     } = accepted;
     match echo(&stream, budget, limits).await {
         Ok(()) => tracing::debug!(?peer, shard, "echo connection closed by peer"),
-        Err(ConnError::Protocol(e)) => {
-            with_local_stats(|s| s.protocol_errors.incr());
-            tracing::warn!(?peer, shard, reason = %e, "closing echo connection");
-        }
+        Err(ConnError::Protocol(e)) => report_protocol_error("echo", peer, &e),
         Err(ConnError::Io(e)) => {
             tracing::debug!(?peer, shard, error = %e, "echo connection failed")
         }

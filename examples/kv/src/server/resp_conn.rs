@@ -53,6 +53,7 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         .unwrap_or(shard.shared.conn_budget)
         .max(1);
     let mut io = ConnIo {
+        peer: accepted.peer,
         fd: stream.as_raw_fd(),
         recv: None,
         send: None,
@@ -79,6 +80,7 @@ struct RespConn {
 }
 
 struct ConnIo {
+    peer: Option<std::net::SocketAddr>,
     fd: RawFd,
     recv: Option<Op<Recv>>,
     send: Option<Op<Send>>,
@@ -167,6 +169,9 @@ impl RespConn {
                         tracing::error!(%error, "local reply delivered twice");
                     }
                 }
+            }
+            if let Some(reason) = session.take_protocol_error() {
+                corewire::runtime::report_protocol_error("resp", io.peer, &reason);
             }
             let out_of_budget = handled == io.budget;
             progress |= handled > 0;

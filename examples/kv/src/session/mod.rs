@@ -71,6 +71,8 @@ pub struct Session {
     output: BytesMut,
     authenticated: bool,
     lifecycle: Lifecycle,
+    /// Why parsing stopped, until the glue takes it to report (count and log) it.
+    protocol_error: Option<String>,
 }
 
 enum Admission {
@@ -88,6 +90,7 @@ impl Session {
             replies: ReplyQueue::default(),
             output: BytesMut::new(),
             lifecycle: Lifecycle::Open,
+            protocol_error: None,
         }
     }
 
@@ -121,6 +124,7 @@ impl Session {
                     let seq = self.replies.push_pending();
                     self.lifecycle = Lifecycle::ClosingAfter(seq);
                     self.input.clear();
+                    self.protocol_error = Some(error.to_string());
                     self.answer(seq, Reply::error(format!("ERR {error}")));
                     return None;
                 }
@@ -160,6 +164,12 @@ impl Session {
     /// written, close the connection.
     pub fn is_closed(&self) -> bool {
         self.lifecycle == Lifecycle::Closed
+    }
+
+    /// The protocol error that is closing this connection, once: the glue reports it
+    /// (`corewire::runtime::report_protocol_error`).
+    pub fn take_protocol_error(&mut self) -> Option<String> {
+        self.protocol_error.take()
     }
 
     pub fn is_authenticated(&self) -> bool {

@@ -137,6 +137,12 @@ fn protocol_error_replies_after_earlier_requests_then_closes() {
         "$-1\r\n-ERR Protocol error: invalid bulk length\r\n"
     );
     assert_eq!(s.next_request(), None);
+    // Handed to the glue once, to be counted and logged (rate-limited).
+    assert_eq!(
+        s.take_protocol_error().as_deref(),
+        Some("Protocol error: invalid bulk length")
+    );
+    assert_eq!(s.take_protocol_error(), None);
 }
 
 #[test]
