@@ -26,16 +26,34 @@ pub enum TransportKind {
 /// A connection carrying frames, owned by one shard (`!Send`). Cloning gives another handle to
 /// the same connection: the reader and every in-flight handler can hold one. The connection
 /// closes when the last handle is dropped, or on `close`.
+///
+/// # Cancel safety
+///
+/// Dropping a future of this trait before it completes loses nothing:
+/// - [`send`](Connection::send) is all or nothing: dropped before it returns, the frame was
+///   not queued (and its place in the queue's line is given up).
+/// - [`recv`](Connection::recv) keeps every byte already received in the connection; the next
+///   `recv` continues where the dropped one stopped (so `timeout(d, conn.recv())` is fine).
+///   Over RDMA this holds once the RDMA transport's receive is made cancel-safe too (its
+///   `reading` flag; tracked by the RDMA owner).
+/// - [`ready_to_send`](Connection::ready_to_send) only waits.
 pub trait Connection: Clone + 'static {
     /// Queue a frame for sending. Returns once it is queued, not sent: replies of a pipelined
-    /// connection go out together. Waits while the queue is over its byte limit, so a peer
-    /// that stops reading only slows the tasks writing to it.
+    /// connection go out together. Waits while the frame does not fit under the queue's byte
+    /// limit (a true bound: see [`OutQueue`]), so a peer that stops reading only slows the
+    /// tasks writing to it.
     fn send(
         &self,
         header: &FrameHeader,
         payload: Bytes,
         attachment: Bytes,
     ) -> impl Future<Output = Result<(), TransportError>>;
+
+    /// Wait until the send queue is under its limit with nobody waiting to queue. A server
+    /// calls it before reading the next request, so a peer that stops reading replies makes
+    /// the server stop reading from it (rather than buffering replies without end).
+    /// `Err(Closed)` once the connection is closed.
+    fn ready_to_send(&self) -> impl Future<Output = Result<(), TransportError>>;
 
     /// The next frame; `Ok(None)` when the peer closed cleanly between frames. One reader at a
     /// time (a second concurrent call fails with `TransportError::Busy`).

@@ -585,6 +585,15 @@ impl Connection for RdmaConnection {
             .await
     }
 
+    async fn ready_to_send(&self) -> Result<(), TransportError> {
+        let c = self.core();
+        if !c.is_ended() && c.out.wait_for_room().await && !c.is_ended() {
+            Ok(())
+        } else {
+            Err(TransportError::Closed)
+        }
+    }
+
     /// Cancel-safe: every received byte stays buffered in the connection (the frame decoder
     /// and its input live there, not in the future), and a frame is taken out only in the
     /// poll that returns it, so dropping this future loses nothing and the next call carries

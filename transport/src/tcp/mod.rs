@@ -1,13 +1,21 @@
 //! Frames over TCP on the shard's ring: one reader at a time decodes from a reused buffer; one
 //! writer task per connection drains the shared [`OutQueue`] with vectored sends.
+//!
+//! Receiving is cancel-safe: the receive buffer and the recv operation in flight belong to
+//! the connection, not to the `recv` future, so a dropped `recv` leaves the operation running
+//! and the next `recv` picks up its result.
 
 use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use corewire_runtime::driver::op::recv::Recv;
 use corewire_runtime::net::TcpStream;
-use corewire_runtime::{spawn_local, Budget};
+use corewire_runtime::{spawn_local, Budget, Op};
 
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
@@ -38,16 +46,90 @@ impl Default for ConnOptions {
 const MAX_IOVECS: usize = 1024;
 
 struct Shared {
+    /// Declared before `stream`: a recv still in flight is cancelled before the socket closes.
+    read: RefCell<ReadSide>,
+    /// A `recv` future is alive (a second concurrent one gets `Busy`).
+    reading: Cell<bool>,
     stream: TcpStream,
     peer: Option<SocketAddr>,
     options: ConnOptions,
     out: OutQueue,
     encoder: RefCell<FrameEncoder>,
-    decoder: RefCell<FrameDecoder>,
-    /// `None` while a recv is in flight (the buffer is lent to the kernel).
-    read_buf: RefCell<Option<BytesMut>>,
     stats: ConnStatsCells,
     failed: Cell<bool>,
+}
+
+/// The receive side: it outlives any one `recv` future.
+struct ReadSide {
+    decoder: FrameDecoder,
+    /// Received bytes not yet decoded; `None` while lent to the recv in flight.
+    buf: Option<BytesMut>,
+    op: Option<Op<Recv>>,
+    /// The peer closed its side (recv returned 0).
+    eof: bool,
+}
+
+impl ReadSide {
+    /// The next frame, reading as needed. Never loses bytes when the caller stops polling.
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+        stream: &TcpStream,
+        read_chunk: usize,
+        stats: &ConnStatsCells,
+    ) -> Poll<Result<Option<Frame>, TransportError>> {
+        loop {
+            if let Some(op) = self.op.as_mut() {
+                let (res, buf) = match Pin::new(op).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(done) => done,
+                };
+                self.op = None;
+                self.buf = Some(buf);
+                match res {
+                    Ok(0) => self.eof = true,
+                    Ok(_) => {}
+                    Err(e) => return Poll::Ready(Err(TransportError::Io(e))),
+                }
+            }
+            let buf = self
+                .buf
+                .as_mut()
+                .expect("buffer is home when no recv is in flight");
+            match self.decoder.decode(buf) {
+                Ok(Some(frame)) => {
+                    stats.add_in(frame.payload.len() + frame.attachment.len());
+                    return Poll::Ready(Ok(Some(frame)));
+                }
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
+            }
+            if self.eof {
+                return Poll::Ready(if buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(TransportError::Truncated {
+                        buffered: buf.len(),
+                    })
+                });
+            }
+            let mut buf = self.buf.take().expect("buffer is home");
+            let min_spare = read_chunk.max(1);
+            if buf.capacity() - buf.len() < min_spare {
+                buf.reserve(min_spare);
+            }
+            self.op = Some(Op::submit(Recv::new(stream.as_raw_fd(), buf)));
+        }
+    }
+}
+
+/// Clears `reading` however the `recv` future ends (completed or dropped).
+struct Reading<'a>(&'a Cell<bool>);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 /// Closes the connection when the last user handle goes away (the writer task holds only
@@ -71,13 +153,18 @@ impl TcpConnection {
     pub fn new(stream: TcpStream, options: ConnOptions) -> TcpConnection {
         let peer = stream.peer_addr().ok();
         let shared = Rc::new(Shared {
+            read: RefCell::new(ReadSide {
+                decoder: FrameDecoder::new(options.limits),
+                buf: Some(BytesMut::with_capacity(options.read_chunk)),
+                op: None,
+                eof: false,
+            }),
+            reading: Cell::new(false),
             stream,
             peer,
             options,
             out: OutQueue::new(options.max_queued_bytes),
             encoder: RefCell::new(FrameEncoder::new(options.limits)),
-            decoder: RefCell::new(FrameDecoder::new(options.limits)),
-            read_buf: RefCell::new(Some(BytesMut::with_capacity(options.read_chunk))),
             stats: ConnStatsCells::default(),
             failed: Cell::new(false),
         });
@@ -137,37 +224,31 @@ impl Connection for TcpConnection {
             .await
     }
 
+    async fn ready_to_send(&self) -> Result<(), TransportError> {
+        let s = self.shared();
+        if !s.failed.get() && s.out.wait_for_room().await {
+            Ok(())
+        } else {
+            Err(TransportError::Closed)
+        }
+    }
+
+    /// Cancel-safe (see the module docs).
     async fn recv(&self) -> Result<Option<Frame>, TransportError> {
         let s = self.shared();
-        let Some(mut buf) = s.read_buf.borrow_mut().take() else {
+        if s.reading.replace(true) {
             return Err(TransportError::Busy);
-        };
-        let result = loop {
+        }
+        let _reading = Reading(&s.reading);
+        let result = poll_fn(|cx| {
             if s.failed.get() {
-                break Err(TransportError::Closed);
+                return Poll::Ready(Err(TransportError::Closed));
             }
-            match s.decoder.borrow_mut().decode(&mut buf) {
-                Ok(Some(frame)) => {
-                    s.stats.add_in(frame.payload.len() + frame.attachment.len());
-                    break Ok(Some(frame));
-                }
-                Ok(None) => {}
-                Err(e) => break Err(TransportError::Protocol(e)),
-            }
-            let (res, b) = s.stream.recv(buf, s.options.read_chunk).await;
-            buf = b;
-            match res {
-                Ok(0) if buf.is_empty() => break Ok(None),
-                Ok(0) => {
-                    break Err(TransportError::Truncated {
-                        buffered: buf.len(),
-                    })
-                }
-                Ok(_) => {}
-                Err(e) => break Err(TransportError::Io(e)),
-            }
-        };
-        *s.read_buf.borrow_mut() = Some(buf);
+            s.read
+                .borrow_mut()
+                .poll_frame(cx, &s.stream, s.options.read_chunk, &s.stats)
+        })
+        .await;
         if result.is_err() {
             s.failed.set(true);
             s.out.close();

@@ -1,0 +1,139 @@
+//! The TCP frame connection against a plain blocking peer: receive is cancel-safe (a dropped
+//! `recv` loses no bytes and leaves the connection usable) and sends are bounded.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use corewire_runtime::net::{ListenOptions, TcpListener};
+use corewire_runtime::{sleep, timeout, Runtime};
+use corewire_transport::frame::{FrameEncoder, FrameHeader, FrameLimits};
+use corewire_transport::tcp::{ConnOptions, TcpConnection};
+use corewire_transport::{Connection, TransportError};
+
+fn frame(id: u64, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    FrameEncoder::new(FrameLimits::default())
+        .encode_frame(&FrameHeader::request(1, 0, id), payload, b"", &mut b)
+        .unwrap();
+    b.to_vec()
+}
+
+/// A one-shard runtime whose task accepts one connection and runs `body` on it; the test
+/// thread gets the address to connect its blocking peer to.
+fn serve_one<F, Fut, T>(body: F) -> (Runtime, SocketAddr, corewire_runtime::RemoteHandle<T>)
+where
+    F: FnOnce(TcpConnection) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = rt.spawn_on(0, move || async move {
+        let l =
+            TcpListener::bind("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        tx.send(l.local_addr()).unwrap();
+        let (stream, _) = l.accept().await.unwrap();
+        body(TcpConnection::new(stream, ConnOptions::default())).await
+    });
+    let addr = rx.recv().unwrap();
+    (rt, addr, h)
+}
+
+/// The peer trickles frames a few bytes at a time while the receiver keeps giving up on
+/// `recv` after a millisecond: every frame still arrives once, whole and in order.
+#[test]
+fn recv_dropped_mid_frame_loses_no_bytes() {
+    const FRAMES: u64 = 40;
+    let (_rt, addr, h) = serve_one(|conn| async move {
+        let mut got = Vec::new();
+        let mut gave_up = 0u32;
+        while got.len() < FRAMES as usize {
+            match timeout(Duration::from_millis(1), conn.recv()).await {
+                Ok(Ok(Some(f))) => got.push((f.header.correlation_id, f.payload)),
+                Ok(other) => panic!("unexpected {:?}", other.map(|f| f.is_some())),
+                Err(_) => gave_up += 1,
+            }
+        }
+        (got, gave_up)
+    });
+    let mut peer = std::net::TcpStream::connect(addr).unwrap();
+    peer.set_nodelay(true).unwrap();
+    for id in 0..FRAMES {
+        let bytes = frame(id, &vec![id as u8; 100 + id as usize * 37]);
+        for chunk in bytes.chunks(23) {
+            peer.write_all(chunk).unwrap();
+            std::thread::sleep(Duration::from_micros(300));
+        }
+    }
+    let (got, gave_up) = h.wait().unwrap();
+    assert!(gave_up > 0, "the test never dropped a recv mid-frame");
+    for (i, (id, payload)) in got.iter().enumerate() {
+        assert_eq!(*id, i as u64);
+        assert_eq!(payload.len(), 100 + i * 37);
+        assert!(payload.iter().all(|&b| b == i as u8));
+    }
+}
+
+/// One reader at a time: a second concurrent `recv` is refused, and once the first is dropped
+/// the connection reads again (the "busy" state does not outlive the future).
+#[test]
+fn a_dropped_recv_does_not_leave_the_connection_busy() {
+    let (_rt, addr, h) = serve_one(|conn| async move {
+        let first = conn.recv();
+        let mut first = Box::pin(first);
+        // Start the first recv so it holds the reader role, then try a second one.
+        let _ = timeout(Duration::from_millis(5), first.as_mut()).await;
+        let second = conn.recv().await;
+        drop(first);
+        let third = timeout(Duration::from_secs(10), conn.recv()).await;
+        (
+            matches!(second, Err(TransportError::Busy)),
+            third.map(|r| r.map(|f| f.map(|f| f.header.correlation_id))),
+        )
+    });
+    let mut peer = std::net::TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    peer.write_all(&frame(9, b"late")).unwrap();
+    let (second_busy, third) = h.wait().unwrap();
+    assert!(second_busy);
+    assert!(matches!(third, Ok(Ok(Some(9)))), "{third:?}");
+}
+
+/// A peer that never reads: `send` stops admitting frames once the queue is at its limit
+/// (it waits, it does not buffer), and a send dropped while waiting queues nothing.
+#[test]
+fn sends_to_a_peer_that_never_reads_wait_at_the_limit() {
+    let (_rt, addr, h) = serve_one(|conn| async move {
+        let chunk = Bytes::from(vec![1u8; 256 << 10]);
+        let mut queued = 0usize;
+        // Far more than the socket buffers and the 4 MiB queue can hold.
+        for id in 0..400u64 {
+            let header = FrameHeader::request(1, 0, id);
+            let send = conn.send(&header, chunk.clone(), Bytes::new());
+            match timeout(Duration::from_millis(200), send).await {
+                Ok(r) => r.unwrap(),
+                Err(_) => break,
+            }
+            queued += 1;
+        }
+        let stats = conn.stats();
+        // Give the writer a moment: nothing more leaves, nothing more was admitted.
+        sleep(Duration::from_millis(50)).await;
+        (queued, stats.queued_bytes, conn.stats().frames_out)
+    });
+    let peer = std::net::TcpStream::connect(addr).unwrap();
+    let (queued, queued_bytes, frames_out) = h.wait().unwrap();
+    drop(peer);
+    assert!(
+        queued < 400,
+        "every send was admitted: the queue is unbounded"
+    );
+    assert!(
+        queued_bytes <= ConnOptions::default().max_queued_bytes as u64,
+        "queued {queued_bytes} bytes, over the limit"
+    );
+    assert_eq!(frames_out, queued as u64, "a dropped send queued its frame");
+}
