@@ -393,3 +393,207 @@ fn pool_replaces_a_dead_connection() {
         .unwrap();
     assert_eq!((live_before, live_after), (2, 2));
 }
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn encode_request(enc: &mut FrameEncoder, id: u64, method: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    enc.encode_frame(
+        &FrameHeader::request(Echo::ID, method, id),
+        payload,
+        b"",
+        &mut b,
+    )
+    .unwrap();
+    b.to_vec()
+}
+
+/// A client that writes requests and never reads: the server stops reading from it (its
+/// writes stall), holds at most the window's handlers and the send queue's bytes, and once the
+/// client reads, every reply arrives.
+#[test]
+fn a_client_that_never_reads_keeps_the_server_bounded() {
+    const WINDOW: usize = 16;
+    const REQUESTS: u64 = 2000;
+    const PAYLOAD: usize = 64 << 10; // 2000 x 64 KiB = 125 MiB of requests
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    let handle = Server::builder()
+        .service(|_| Echo)
+        .options(corewire::service::ServerOptions {
+            max_in_flight_per_conn: WINDOW,
+            max_queued_bytes: 1 << 20,
+            ..Default::default()
+        })
+        .build()
+        .serve_tcp(&rt, TcpServer::bind("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let tasks_before = rt.stats()[0].tasks_live;
+    let rss_before = rss_kib();
+
+    let stream = std::net::TcpStream::connect(handle.local_addr()).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sent_w = sent.clone();
+    let write_all = std::thread::spawn(move || {
+        let mut enc = FrameEncoder::new(FrameLimits::default());
+        let payload = vec![7u8; PAYLOAD];
+        for id in 0..REQUESTS {
+            writer
+                .write_all(&encode_request(&mut enc, id, 0, &payload))
+                .unwrap();
+            sent_w.store(id + 1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+
+    // Wait until the writer stalls: no progress for half a second (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut last = u64::MAX;
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = sent.load(std::sync::atomic::Ordering::SeqCst);
+        if now == last || now == REQUESTS || std::time::Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let stalled_at = sent.load(std::sync::atomic::Ordering::SeqCst);
+    let tasks = rt.stats()[0].tasks_live - tasks_before;
+    let grown_mib = rss_kib().saturating_sub(rss_before) / 1024;
+    assert!(
+        stalled_at < REQUESTS / 4,
+        "the server kept reading from a client that never reads ({stalled_at} requests taken)"
+    );
+    // The connection's reader and writer tasks, plus at most one handler per window slot.
+    assert!(
+        tasks <= WINDOW as u64 + 2,
+        "{tasks} tasks for one connection with a window of {WINDOW}"
+    );
+    assert!(grown_mib < 64, "server grew by {grown_mib} MiB");
+
+    // Now read: the server resumes, and every request is answered exactly once.
+    let mut reader = stream;
+    reader
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut dec = corewire::transport::frame::FrameDecoder::new(FrameLimits::default());
+    let mut buf = BytesMut::with_capacity(1 << 20);
+    let mut seen = vec![false; REQUESTS as usize];
+    let mut answered = 0;
+    while answered < REQUESTS {
+        while let Some(f) = dec.decode(&mut buf).unwrap() {
+            assert_eq!(f.header.kind, FrameKind::Response);
+            assert_eq!(f.payload.len(), PAYLOAD);
+            let id = f.header.correlation_id as usize;
+            assert!(!seen[id], "reply {id} twice");
+            seen[id] = true;
+            answered += 1;
+        }
+        if answered == REQUESTS {
+            break;
+        }
+        let mut chunk = [0u8; 64 << 10];
+        let n = reader
+            .read(&mut chunk)
+            .unwrap_or_else(|e| panic!("after {answered} replies: {e}; {}", rt.stats()[0]));
+        assert!(n > 0, "server closed after {answered} replies");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    write_all.join().unwrap();
+}
+
+thread_local! {
+    static ABANDONED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts handler futures the server dropped before they finished.
+struct Abandoned;
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        ABANDONED.with(|a| a.set(a.get() + 1));
+    }
+}
+
+struct Stuck;
+impl Service for Stuck {
+    const ID: u32 = service_id("stuck");
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        if req.method == 1 {
+            let guard = Abandoned;
+            std::future::pending::<()>().await;
+            drop(guard);
+        }
+        Ok(Response::new(req.payload))
+    }
+}
+
+/// Dropping a call (here: raced against a timer) frees its window slot at once and cancels
+/// the request on the server, which drops the handler.
+#[test]
+fn a_dropped_call_frees_its_slot_and_cancels_on_the_server() {
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    let handle = Server::builder()
+        .service(|_| Stuck)
+        .serve_tcp(&rt, "127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    let addr = handle.local_addr();
+    let (gave_up, in_flight, next, abandoned) = rt
+        .block_on(0, move || async move {
+            let c = Client::connect_tcp(
+                addr,
+                ClientOptions {
+                    window: 1,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            let gave_up = corewire::timeout(
+                Duration::from_millis(50),
+                c.call(Stuck::ID, 1, "never".into()),
+            )
+            .await
+            .is_err();
+            let in_flight = c.in_flight();
+            // The only window slot is free again.
+            let next = c.call(Stuck::ID, 0, "next".into()).await.unwrap();
+            let mut abandoned = 0;
+            for _ in 0..1000 {
+                abandoned = ABANDONED.with(|a| a.get());
+                if abandoned > 0 {
+                    break;
+                }
+                sleep(Duration::from_millis(5)).await;
+            }
+            (gave_up, in_flight, next, abandoned)
+        })
+        .unwrap();
+    assert!(gave_up);
+    assert_eq!(in_flight, 0);
+    assert_eq!(&next[..], b"next");
+    assert_eq!(
+        abandoned, 1,
+        "the server never dropped the cancelled handler"
+    );
+}
+
+/// A correlation id reused while its request runs is a protocol error: that connection
+/// closes, counted.
+#[test]
+fn a_reused_request_id_closes_the_connection() {
+    let (rt, addr, _h) = start(1);
+    let errors_before = rt.stats()[0].protocol_errors;
+    let mut enc = FrameEncoder::new(FrameLimits::default());
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    // Method 1 sleeps 200 ms, so the first request is still running when the second arrives.
+    let mut twice = encode_request(&mut enc, 3, 1, &[200]);
+    twice.extend(encode_request(&mut enc, 3, 1, &[200]));
+    s.write_all(&twice).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut sink = Vec::new();
+    assert!(s.read_to_end(&mut sink).is_ok(), "server did not close");
+    assert_eq!(rt.stats()[0].protocol_errors, errors_before + 1);
+}

@@ -105,6 +105,11 @@ impl<C: Connection> Drop for Owner<C> {
 
 /// An RPC client on one connection, owned by the shard that made it. Clones share the
 /// connection; it closes when the last clone is dropped.
+///
+/// **Cancel safety:** [`call`](Client::call) and [`CallBuilder::send`] may be dropped at any
+/// point (e.g. raced against a timer): the call gives its window slot back at once, a request
+/// that was already sent is cancelled on the server (a `Cancel` frame, best effort), and a
+/// reply arriving later is discarded. Other calls on the connection are unaffected.
 pub struct Client<C: Connection = TcpConnection> {
     owner: Rc<Owner<C>>,
 }
@@ -232,37 +237,62 @@ impl<C: Connection> Client<C> {
             }
         })
         .await?;
+        // From here the call holds a window slot: `Pending` gives it back if this future is
+        // dropped before the reply arrives (and tells the server once the request was sent).
+        let mut pending = PendingCall {
+            inner,
+            id: Some(id),
+            service,
+            method,
+            sent: false,
+        };
         let header = request_header(service, method, id, deadline, now);
         if let Err(e) = inner.conn.send(&header, payload, attachment).await {
-            inner.calls.borrow_mut().cancel(id);
-            wake_window(inner);
             return Err(ClientError::Disconnected(e.to_string()));
         }
-        let Some(deadline) = deadline else {
-            return slot.wait().await;
+        pending.sent = true;
+        let result = match deadline {
+            None => slot.wait().await,
+            Some(deadline) => corewire_runtime::timeout(
+                deadline.saturating_duration_since(Instant::now()),
+                slot.wait(),
+            )
+            .await
+            .unwrap_or(Err(ClientError::Timeout)),
         };
-        match corewire_runtime::timeout(
-            deadline.saturating_duration_since(Instant::now()),
-            slot.wait(),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(_) => {
-                if inner.calls.borrow_mut().cancel(id).is_some() {
-                    wake_window(inner);
-                    // Tell the server to stop working on it; best effort.
-                    let _ = inner
-                        .conn
-                        .send(
-                            &FrameHeader::cancel(service, method, id),
-                            Bytes::new(),
-                            Bytes::new(),
-                        )
-                        .await;
-                }
-                Err(ClientError::Timeout)
-            }
+        if !matches!(result, Err(ClientError::Timeout)) {
+            // Answered (or failed by the reader): the reader already removed the call.
+            pending.sent = false;
+            pending.id = None;
+        }
+        result
+    }
+}
+
+/// A call that holds a window slot. Dropped before the reply: the slot is freed, and a
+/// request already sent is cancelled on the server (best effort, from a small task, since a
+/// destructor cannot wait for room in the send queue).
+struct PendingCall<'a, C: Connection> {
+    inner: &'a Rc<Inner<C>>,
+    id: Option<u64>,
+    service: u32,
+    method: u32,
+    sent: bool,
+}
+
+impl<C: Connection> Drop for PendingCall<'_, C> {
+    fn drop(&mut self) {
+        let Some(id) = self.id else { return };
+        if self.inner.calls.borrow_mut().cancel(id).is_none() {
+            return;
+        }
+        wake_window(self.inner);
+        if self.sent && !self.inner.conn.is_closed() {
+            let conn = self.inner.conn.clone();
+            let cancel = FrameHeader::cancel(self.service, self.method, id);
+            spawn_local(async move {
+                let _ = conn.send(&cancel, Bytes::new(), Bytes::new()).await;
+            });
         }
     }
 }
@@ -298,7 +328,11 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                         tracing::debug!(correlation_id = id, "reply to a call no longer waiting")
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "closing client connection: unexpected frame");
+                        corewire_runtime::report_protocol_error(
+                            "rpc client",
+                            inner.conn.peer_addr(),
+                            &format_args!("unexpected frame: {e}"),
+                        );
                         inner.conn.close();
                         break format!("protocol error: {e}");
                     }
@@ -307,6 +341,16 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
             Ok(None) => break "closed by peer".to_string(),
             Err(TransportError::Closed) => break "closed".to_string(),
             Err(e) => {
+                if matches!(
+                    e,
+                    TransportError::Protocol(_) | TransportError::Truncated { .. }
+                ) {
+                    corewire_runtime::report_protocol_error(
+                        "rpc client",
+                        inner.conn.peer_addr(),
+                        &e,
+                    );
+                }
                 inner.conn.close();
                 break e.to_string();
             }

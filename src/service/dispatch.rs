@@ -1,22 +1,73 @@
 //! One connection's server loop: read frames, dispatch requests to the shard's service
 //! instances, reply by correlation id (replies may complete out of order).
+//!
+//! Memory stays bounded whatever the peer does: a request counts against the connection's
+//! window (`max_in_flight_per_conn`) from the moment it is read until its reply is queued,
+//! and the reader reads nothing while the window is full or the connection's send queue is
+//! over its limit. A peer that sends without reading fills its own socket buffers and stops.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::future::poll_fn;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use corewire_runtime::{spawn_local, with_local_stats, JoinHandle, RoundBudget};
+use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle, RoundBudget};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
-use corewire_transport::rpc::{error_header, request_deadline, response_header};
+use corewire_transport::rpc::{
+    error_header, request_deadline, response_header, ServerCalls, StartError,
+};
 use corewire_transport::{Connection, TransportError};
 
 use super::registry::ServiceSet;
 use super::server::ServerOptions;
 use super::{Request, Status};
 
-type InFlight = Rc<RefCell<HashMap<u64, JoinHandle<()>>>>;
+/// The requests running on one connection, shared by the reader and the handler tasks.
+struct Running {
+    calls: RefCell<ServerCalls<JoinHandle<()>>>,
+    /// The reader, parked while the window is full.
+    reader: RefCell<Option<Waker>>,
+}
+
+impl Running {
+    fn is_full(&self) -> bool {
+        self.calls.borrow().is_full()
+    }
+
+    async fn wait_for_window(&self) {
+        poll_fn(|cx| {
+            if !self.is_full() {
+                return Poll::Ready(());
+            }
+            *self.reader.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn finish(&self, id: u64) {
+        let done = self.calls.borrow_mut().finish(id);
+        drop(done);
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+/// Ends request `id` however its task ends: reply queued, aborted by a Cancel, or dropped at
+/// shutdown.
+struct InFlight {
+    running: Rc<Running>,
+    id: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.running.finish(self.id);
+    }
+}
 
 /// Serve `conn` until the peer closes it or breaks the protocol. Any transport works: this is
 /// how TCP and RDMA listeners hand their connections to a server.
@@ -25,12 +76,20 @@ pub(crate) async fn serve<C: Connection>(
     services: Rc<ServiceSet>,
     options: ServerOptions,
 ) {
-    let in_flight: InFlight = Rc::default();
+    let running = Rc::new(Running {
+        calls: RefCell::new(ServerCalls::new(options.max_in_flight_per_conn)),
+        reader: RefCell::new(None),
+    });
     let mut budget = RoundBudget::new(conn.budget());
     let peer = conn.peer_addr();
     let span = tracing::debug_span!("conn", ?peer, transport = ?conn.kind());
     let _enter = span.enter();
     loop {
+        // Backpressure: read nothing more while the window is full or replies back up.
+        running.wait_for_window().await;
+        if conn.ready_to_send().await.is_err() {
+            break;
+        }
         let frame = match conn.recv().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
@@ -41,21 +100,34 @@ pub(crate) async fn serve<C: Connection>(
         };
         let size = frame.payload.len() + frame.attachment.len();
         match frame.header.kind {
-            FrameKind::Request => dispatch(&conn, frame, &services, &in_flight, &options).await,
+            FrameKind::Request => {
+                if let Err(e) = dispatch(&conn, frame, &services, &running).await {
+                    report_protocol_error("rpc", conn.peer_addr(), &e);
+                    conn.close();
+                    break;
+                }
+            }
             FrameKind::Cancel => {
-                let task = in_flight.borrow_mut().remove(&frame.header.correlation_id);
+                let task = running
+                    .calls
+                    .borrow_mut()
+                    .finish(frame.header.correlation_id);
                 if let Some(task) = task {
+                    // Dropping the task ends its `InFlight` (it found the id gone already).
                     task.abort();
                     let reply = Status::Cancelled.to_header(&frame.header);
                     let _ = conn.send(&reply, Bytes::new(), Bytes::new()).await;
                 }
             }
             FrameKind::Response | FrameKind::Error => {
-                tracing::warn!(
-                    correlation_id = frame.header.correlation_id,
-                    "closing connection: peer sent a response to a request never made"
+                report_protocol_error(
+                    "rpc",
+                    conn.peer_addr(),
+                    &format_args!(
+                        "peer sent a response to a request never made (correlation id {})",
+                        frame.header.correlation_id
+                    ),
                 );
-                with_local_stats(|s| s.protocol_errors.incr());
                 conn.close();
                 break;
             }
@@ -71,8 +143,7 @@ pub(crate) async fn serve<C: Connection>(
 fn close_for<C: Connection>(conn: &C, e: &TransportError) {
     match e {
         TransportError::Protocol(_) | TransportError::Truncated { .. } => {
-            with_local_stats(|s| s.protocol_errors.incr());
-            tracing::warn!(peer = ?conn.peer_addr(), reason = %e, "closing connection");
+            report_protocol_error("rpc", conn.peer_addr(), e);
         }
         _ => tracing::debug!(peer = ?conn.peer_addr(), reason = %e, "connection ended"),
     }
@@ -84,24 +155,26 @@ async fn reply_error<C: Connection>(conn: &C, request: &FrameHeader, status: Sta
     let _ = conn.send(&header, Bytes::new(), Bytes::new()).await;
 }
 
+/// Start one request. `Err` only for a protocol violation (a correlation id reused while its
+/// request runs): the connection must close.
 async fn dispatch<C: Connection>(
     conn: &C,
     frame: Frame,
     services: &ServiceSet,
-    in_flight: &InFlight,
-    options: &ServerOptions,
-) {
+    running: &Rc<Running>,
+) -> Result<(), StartError> {
     let header = frame.header;
+    let id = header.correlation_id;
+    running.calls.borrow().check(id)?;
     let Some(service) = services.get(header.service_id) else {
-        return reply_error(conn, &header, Status::UnknownService(header.service_id)).await;
+        reply_error(conn, &header, Status::UnknownService(header.service_id)).await;
+        return Ok(());
     };
-    if in_flight.borrow().len() >= options.max_in_flight_per_conn {
-        return reply_error(conn, &header, Status::Overloaded).await;
-    }
     let now = Instant::now();
     let deadline = request_deadline(&header, now);
     if deadline.is_some_and(|d| d <= now) {
-        return reply_error(conn, &header, Status::DeadlineExceeded).await;
+        reply_error(conn, &header, Status::DeadlineExceeded).await;
+        return Ok(());
     }
     let request = Request {
         method: header.method_id,
@@ -113,16 +186,19 @@ async fn dispatch<C: Connection>(
     };
     let call = service.call(request);
     let conn = conn.clone();
-    let id = header.correlation_id;
-    let registry = in_flight.clone();
+    // Counted from here until the reply is queued.
+    let in_flight = InFlight {
+        running: running.clone(),
+        id,
+    };
     let task = spawn_local(async move {
+        let _in_flight = in_flight;
         let result = match deadline {
             Some(d) => corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), call)
                 .await
                 .unwrap_or(Err(Status::DeadlineExceeded)),
             None => call.await,
         };
-        registry.borrow_mut().remove(&id);
         let sent = match result {
             Ok(resp) => {
                 conn.send(&response_header(&header), resp.payload, resp.attachment)
@@ -137,9 +213,9 @@ async fn dispatch<C: Connection>(
             tracing::debug!(error = %e, "reply not sent");
         }
     });
-    if !task.is_finished() {
-        in_flight.borrow_mut().insert(id, task);
-    }
+    // The task has not run yet (spawned tasks run from the queue), so the id is still free.
+    running.calls.borrow_mut().start(id, task)?;
+    Ok(())
 }
 
 /// Public entry point for transports: serve `conn` with `server`'s services on this shard.

@@ -22,10 +22,13 @@ use super::Service;
 /// Per-connection server settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerOptions {
-    /// Requests running at once on one connection; more get `Overloaded` (default 1024).
+    /// Requests running at once on one connection, each counted until its reply is queued;
+    /// while they are all running the server reads nothing more from the connection
+    /// (default 1024).
     pub max_in_flight_per_conn: usize,
     pub limits: FrameLimits,
-    /// Reply bytes queued per connection before handlers wait (default 4 MiB).
+    /// Reply bytes queued per connection (a true bound): past it handlers wait to queue
+    /// their replies and the server reads nothing more from the connection (default 4 MiB).
     pub max_queued_bytes: usize,
 }
 

@@ -155,3 +155,64 @@ fn kv_client_cli() {
     assert!(report.contains("errors=0"), "{report}");
     assert!(report.contains("p50="), "{report}");
 }
+
+/// A binary-protocol client that pipelines GETs of a big value (on the other shard) and never
+/// reads: the server holds at most `--max-backlog` unanswered requests and
+/// `--max-pending-output` reply bytes for it, then stops reading from it.
+#[test]
+fn a_binary_client_that_never_reads_keeps_the_server_bounded() {
+    use std::io::Write;
+
+    use bytes::BytesMut;
+    use corewire::transport::frame::{FrameEncoder, FrameHeader, FrameLimits};
+    use corewire_kv::binary::{request, wire::Method, SERVICE_ID};
+
+    const GETS: u64 = 1000;
+    let server = Server::start(&[
+        "--shards",
+        "2",
+        "--binary-port",
+        "0",
+        "--max-backlog",
+        "16",
+        "--max-pending-output",
+        "1048576",
+    ]);
+    let value = "v".repeat(256 << 10);
+    // "a" lives on shard 1, "b" on shard 0: whichever shard accepts, one of them is remote.
+    for key in ["a", "b"] {
+        assert_eq!(server.connect().call(&["SET", key, &value]), Reply::ok());
+    }
+    let base = server.rss_mib();
+    let mut conns = Vec::new();
+    for key in ["a", "b"] {
+        let mut enc = FrameEncoder::new(FrameLimits::default());
+        let mut pipe = BytesMut::new();
+        let get = request::get(key.as_bytes());
+        for id in 0..GETS {
+            let header = FrameHeader::request(SERVICE_ID, Method::Get.0, id);
+            enc.encode_frame(&header, &get, b"", &mut pipe).unwrap();
+        }
+        let mut s = std::net::TcpStream::connect(binary_addr(&server)).unwrap();
+        // Small requests: the whole pipeline fits in the socket buffers.
+        s.write_all(&pipe).unwrap();
+        conns.push(s);
+    }
+    // Unbounded, this grows to 2 x 1000 x 256 KiB = 500 MiB of replies (slowly, in a debug
+    // build): watch until it settles, failing as soon as it passes the bound.
+    let mut last = base;
+    let mut steady = 0;
+    for _ in 0..120 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = server.rss_mib();
+        let grown = now.saturating_sub(base);
+        assert!(grown < 64, "server grew by {grown} MiB");
+        steady = if now <= last + 1 { steady + 1 } else { 0 };
+        if steady == 6 {
+            break;
+        }
+        last = now;
+    }
+    assert_eq!(steady, 6, "server memory never settled");
+    drop(conns);
+}

@@ -5,6 +5,7 @@
 mod call_error;
 mod client_calls;
 mod server;
+mod server_calls;
 
 pub use call_error::{CallError, ResponseError, WindowFull};
 pub use client_calls::{ClientCalls, Completed};
@@ -12,3 +13,4 @@ pub use server::{
     check_deadline, error_header, request_deadline, request_header, response_header, ServeError,
     MAX_ERROR_MESSAGE_LEN,
 };
+pub use server_calls::{ServerCalls, StartError};

@@ -145,8 +145,10 @@ Usage: corewire-kv [options]
   --maxclients N             maximum RESP clients (default 10000)
   --accept handoff|reuseport how connections reach shards (default handoff)
   --proto-max-bulk-len B     largest bulk string accepted (default 536870912)
-  --max-backlog N            unanswered requests per connection before reading pauses (default 1024)
-  --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216)
+  --max-backlog N            unanswered requests per connection before reading pauses (default 1024;
+                             RESP and the binary protocol)
+  --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;
+                             RESP and the binary protocol)
   --idle-spin-us US          how long an idle shard polls before sleeping (default 50)
   --pin | --no-pin           pin shard i to CPU i, or let the kernel place shard threads
                              (default: pin only when there are more CPUs than shards)

@@ -225,8 +225,15 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         .tcp_port
         .store(resp.local_addr().port(), Ordering::Relaxed);
 
+    // The binary protocol's connections get RESP's bounds: at most `max_backlog` requests
+    // unanswered (the server stops reading past it) and `max_pending_output` reply bytes.
     let binary_server = corewire::Server::builder()
         .service(|_shard| KvService::for_current_shard())
+        .options(corewire::service::ServerOptions {
+            max_in_flight_per_conn: config.max_backlog,
+            max_queued_bytes: config.max_pending_output,
+            ..Default::default()
+        })
         .build();
     let binary = match config.binary_addr() {
         None => None,
