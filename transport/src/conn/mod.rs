@@ -33,9 +33,8 @@ pub enum TransportKind {
 /// - [`send`](Connection::send) is all or nothing: dropped before it returns, the frame was
 ///   not queued (and its place in the queue's line is given up).
 /// - [`recv`](Connection::recv) keeps every byte already received in the connection; the next
-///   `recv` continues where the dropped one stopped (so `timeout(d, conn.recv())` is fine).
-///   Over RDMA this holds once the RDMA transport's receive is made cancel-safe too (its
-///   `reading` flag; tracked by the RDMA owner).
+///   `recv` continues where the dropped one stopped (so `timeout(d, conn.recv())` is fine),
+///   over TCP and RDMA alike.
 /// - [`ready_to_send`](Connection::ready_to_send) only waits.
 pub trait Connection: Clone + 'static {
     /// Queue a frame for sending. Returns once it is queued, not sent: replies of a pipelined
