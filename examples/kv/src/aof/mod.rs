@@ -37,18 +37,24 @@
 //! replies are not held (as in Redis); `everysec` bounds loss to about one second.
 //! If [`AofWriter::failure`] is set, stop accepting writes (Redis refuses writes on AOF errors).
 
+mod footprint;
 mod gate;
-mod limit;
+mod manifest;
 mod record;
 mod recovery;
 mod replay;
+mod rewrite;
 mod writer;
 
+pub use footprint::{for_each_image_key, payload_bound};
 pub use gate::DurabilityGate;
-pub use limit::payload_bound;
+pub use manifest::{is_log_file_of, BadManifest, Manifest};
 pub use record::{encode_record, MAX_PAYLOAD_LEN, RECORD_HEADER_LEN};
 pub use recovery::{LoadPolicy, Recovery};
 pub use replay::{replay, CorruptReason, CorruptTail, Damage, RecordReader, Replay};
+pub use rewrite::{
+    AofStats, ImageBuffer, RewritePolicy, DEFAULT_REWRITE_MIN_SIZE, DEFAULT_REWRITE_PERCENTAGE,
+};
 pub use writer::{
     AofError, AofWriter, FsyncPolicy, FsyncTicket, Lsn, UnknownFsyncPolicy, WriteBatch,
 };

@@ -88,17 +88,20 @@ impl fmt::Display for AofError {
 
 impl std::error::Error for AofError {}
 
-/// Bytes to write at `offset` of the AOF file.
+/// Bytes to write at `offset` of the current AOF file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteBatch {
+    /// Offset in the current file.
     pub offset: u64,
+    /// LSN of the first byte.
+    pub lsn: Lsn,
     pub bytes: Bytes,
 }
 
 impl WriteBatch {
-    /// The LSN the file reaches once this batch is fully written.
+    /// The LSN the log reaches once this batch is fully written.
     pub fn end(&self) -> Lsn {
-        self.offset + self.bytes.len() as u64
+        self.lsn + self.bytes.len() as u64
     }
 }
 
@@ -118,6 +121,10 @@ impl FsyncTicket {
 /// One shard's AOF, without I/O: records accumulate in memory, the glue writes them in batches
 /// (one write in flight at a time, so the written prefix is contiguous) and fsyncs when
 /// [`Self::fsync_due`] says so (one fsync in flight at a time).
+///
+/// LSNs count bytes over the whole log, across files: a rewrite moves appending to a new file
+/// at a point the glue chooses ([`Self::begin_next_file`]); batches never span it, and the
+/// old file is synced before the first batch goes to the new one.
 #[derive(Debug)]
 pub struct AofWriter {
     policy: FsyncPolicy,
@@ -129,6 +136,10 @@ pub struct AofWriter {
     durable: Lsn,
     last_fsync_ms: u64,
     failure: Option<AofError>,
+    /// LSN of the current file's first byte.
+    file_start: Lsn,
+    /// Where the next file begins, once asked for and until the switch is done.
+    next_file_at: Option<Lsn>,
 }
 
 /// `everysec`'s interval.
@@ -148,6 +159,8 @@ impl AofWriter {
             durable: file_len,
             last_fsync_ms: now_ms,
             failure: None,
+            file_start: 0,
+            next_file_at: None,
         }
     }
 
@@ -193,19 +206,83 @@ impl AofWriter {
         self.policy == FsyncPolicy::Always && lsn > self.durable
     }
 
-    /// Everything appended since the last batch, unless a write is still in flight (then the
-    /// records keep accumulating and go out together next time).
+    /// Bytes appended but not yet handed out in a batch.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Everything appended since the last batch (up to a pending file switch), unless a write
+    /// is still in flight (then the records keep accumulating and go out together next time)
+    /// or the switch is due first.
     pub fn take_batch(&mut self) -> Option<WriteBatch> {
         if self.write_in_flight.is_some() || self.pending.is_empty() {
             return None;
         }
-        let bytes = self.pending.split().freeze();
+        let mut len = self.pending.len();
+        if let Some(at) = self.next_file_at {
+            if self.written >= at {
+                return None;
+            }
+            len = len.min((at - self.written) as usize);
+        }
+        let bytes = self.pending.split_to(len).freeze();
         let batch = WriteBatch {
-            offset: self.written,
+            offset: self.written - self.file_start,
+            lsn: self.written,
             bytes,
         };
         self.write_in_flight = Some(batch.end());
         Some(batch)
+    }
+
+    /// Records appended from now on go to a new file; returns the LSN where it begins. The
+    /// glue must have the new file ready (and named in the manifest) before calling this.
+    /// `None` if a switch is already pending.
+    pub fn begin_next_file(&mut self) -> Option<Lsn> {
+        if self.next_file_at.is_some() {
+            return None;
+        }
+        self.next_file_at = Some(self.appended);
+        self.next_file_at
+    }
+
+    /// Whether everything before the switch point is written and nothing is in flight: the
+    /// glue now syncs the old file ([`Self::start_switch_fsync`]) and moves to the new one.
+    pub fn switch_due(&self) -> bool {
+        self.next_file_at == Some(self.written)
+            && self.write_in_flight.is_none()
+            && self.fsync_in_flight.is_none()
+    }
+
+    /// The fsync of the old file at a switch, whatever the policy: the old file is complete
+    /// and durable before anything goes to the new one.
+    pub fn start_switch_fsync(&mut self, now_ms: u64) -> Option<FsyncTicket> {
+        if !self.switch_due() {
+            return None;
+        }
+        self.fsync_in_flight = Some(self.written);
+        self.last_fsync_ms = now_ms;
+        Some(FsyncTicket {
+            covers: self.written,
+        })
+    }
+
+    /// The old file is synced; batches now go to the new file, from its offset 0.
+    pub fn switch_completed(&mut self) {
+        if let Some(at) = self.next_file_at.take() {
+            self.file_start = at;
+        }
+    }
+
+    /// Whether a switch to a new file was asked for and is not done yet.
+    pub fn switch_pending(&self) -> bool {
+        self.next_file_at.is_some()
+    }
+
+    /// LSN of the current file's first byte (the file's length is `written - file_start`
+    /// once everything is written).
+    pub fn file_start(&self) -> Lsn {
+        self.file_start
     }
 
     /// The batch ending at `end` is completely in the file (page cache).
@@ -226,6 +303,10 @@ impl AofWriter {
     /// the previous one; `no`: never).
     pub fn fsync_due(&self, now_ms: u64) -> bool {
         if self.fsync_in_flight.is_some() || self.written <= self.durable {
+            return false;
+        }
+        if self.switch_due() {
+            // The switch's own fsync covers it.
             return false;
         }
         match self.policy {
@@ -358,6 +439,50 @@ mod tests {
             })
         );
         assert!(aof.write_completed(batch.end()).is_ok());
+    }
+
+    #[test]
+    fn a_switch_splits_batches_and_syncs_the_old_file_first() {
+        for policy in [FsyncPolicy::Always, FsyncPolicy::EverySec, FsyncPolicy::No] {
+            let mut aof = AofWriter::new(policy, 50, 0);
+            let before = set(&mut aof);
+            let at = aof.begin_next_file().unwrap();
+            assert_eq!(at, before);
+            assert_eq!(aof.begin_next_file(), None, "one switch at a time");
+            let after = set(&mut aof);
+
+            // The old file gets exactly the records appended before the switch point.
+            let batch = aof.take_batch().unwrap();
+            assert_eq!((batch.offset, batch.lsn, batch.end()), (50, 50, at));
+            assert!(!aof.switch_due(), "write in flight");
+            aof.write_completed(batch.end()).unwrap();
+            assert_eq!(aof.take_batch(), None, "nothing goes to the new file yet");
+            assert!(aof.switch_due());
+            assert!(!aof.fsync_due(u64::MAX));
+            let ticket = aof.start_switch_fsync(0).unwrap();
+            assert_eq!(aof.fsync_completed(ticket), at, "{policy:?}");
+            aof.switch_completed();
+            assert!(!aof.switch_pending());
+
+            // The new file starts at offset 0 with the records appended after the switch.
+            let batch = aof.take_batch().unwrap();
+            assert_eq!((batch.offset, batch.lsn, batch.end()), (0, at, after));
+            aof.write_completed(batch.end()).unwrap();
+            assert_eq!(aof.file_start(), at);
+            assert_eq!(aof.must_hold_reply(after), policy == FsyncPolicy::Always);
+        }
+    }
+
+    #[test]
+    fn a_switch_with_nothing_pending_is_due_at_once() {
+        let mut aof = AofWriter::new(FsyncPolicy::EverySec, 10, 0);
+        assert_eq!(aof.begin_next_file(), Some(10));
+        assert!(aof.switch_due());
+        let ticket = aof.start_switch_fsync(0).unwrap();
+        aof.fsync_completed(ticket);
+        aof.switch_completed();
+        set(&mut aof);
+        assert_eq!(aof.take_batch().unwrap().offset, 0);
     }
 
     #[test]

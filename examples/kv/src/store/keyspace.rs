@@ -73,8 +73,11 @@ impl Store {
     }
 
     /// Removes a key whatever its TTL; returns the map's copy of the key and the entry.
+    /// The last key takes the removed one's position (see [`Store::snapshot_fix_removal`]).
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
-        let (stored_key, entry) = self.map.remove_entry(key)?;
+        let len_before = self.map.len();
+        let (index, stored_key, entry) = self.map.swap_remove_full(key)?;
+        self.snapshot_fix_removal(index, len_before);
         self.data_bytes -= stored_key.len() + entry.value.len();
         if let Some(expiry) = entry.expiry {
             self.unindex(expiry.slot);

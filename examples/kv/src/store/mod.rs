@@ -2,17 +2,19 @@
 //! by the shard that owns them. Time comes from the caller (`now_ms`, Unix milliseconds), so
 //! the store never reads a clock and tests control time exactly.
 
+mod emit;
 mod entry;
 mod expiring;
 mod keys;
 mod keyspace;
+mod snapshot;
 mod stats;
 mod strings;
 mod sweep;
 
 use bytes::Bytes;
 use foldhash::fast::RandomState;
-use std::collections::HashMap;
+use indexmap::IndexMap;
 
 use crate::change::{ChangeSink, NoLog};
 use crate::command::{Command, CommandError};
@@ -22,6 +24,7 @@ use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
 
+pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
 
@@ -43,13 +46,21 @@ impl Default for StoreConfig {
 ///
 /// Keys and values are copied on insert rather than kept as slices of the request, because a
 /// slice would pin the connection's whole read buffer for as long as the key lives.
+///
+/// The keyspace is an `IndexMap`: a hash index over a dense vector of entries. Removal is
+/// `swap_remove` (the last entry fills the hole), insertion appends. The stable positions
+/// let a walk over every key resume between loop iterations while commands run, which the
+/// AOF rewrite's snapshot relies on ([`Store::snapshot_begin`]); SCAN and random sampling can
+/// use them too.
 #[derive(Debug)]
 pub struct Store {
-    map: HashMap<Bytes, Entry, RandomState>,
+    map: IndexMap<Bytes, Entry, RandomState>,
     expiring: ExpiringIndex,
     counters: Counters,
     data_bytes: usize,
     config: StoreConfig,
+    /// The cursor of the snapshot in progress: see `snapshot.rs`.
+    snapshot: Option<usize>,
 }
 
 impl Default for Store {
@@ -61,11 +72,12 @@ impl Default for Store {
 impl Store {
     pub fn new(config: StoreConfig) -> Self {
         Store {
-            map: HashMap::default(),
+            map: IndexMap::default(),
             expiring: ExpiringIndex::default(),
             counters: Counters::default(),
             data_bytes: 0,
             config,
+            snapshot: None,
         }
     }
 
@@ -146,6 +158,7 @@ impl Store {
         self.map.clear();
         self.expiring.clear();
         self.data_bytes = 0;
+        self.snapshot_fix_clear();
         sink.record(crate::change::WriteOp::FlushAll);
         Reply::ok()
     }

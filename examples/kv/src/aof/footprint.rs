@@ -1,6 +1,9 @@
-//! How large a command's log records can get, so a write whose record would not fit the
-//! format (or the configured `--aof-max-record-bytes`) is refused before it runs instead of
-//! being applied and never logged.
+//! What a write command means for the log before it runs: how large its records can get (so
+//! a write whose record would not fit the format, or `--aof-max-record-bytes`, is refused
+//! before it runs instead of being applied and never logged), and which keys its records
+//! depend on (so a rewrite in progress can put those keys in its image first).
+//!
+//! Both matches have no catch-all arm on purpose: a new command must say what it logs.
 
 use bytes::Bytes;
 
@@ -24,8 +27,6 @@ fn keys(keys: &[Bytes]) -> u64 {
 /// is bounded by the key's own size and never refused). For a command that fans out, the
 /// bound of the whole command covers every shard's part, so checking it once before
 /// routing refuses the command before any part runs.
-///
-/// The match has no catch-all arm on purpose: a new command must say what it logs.
 pub fn payload_bound(command: &Command) -> u64 {
     let args = match command {
         Command::Set(set) => bulk(set.key.len()) + bulk(set.value.len()),
@@ -53,6 +54,41 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Select(_) => 0,
     };
     args + FIXED_OVERHEAD
+}
+
+/// Calls `f` with every key write `command` may change other than by deleting it. Before such
+/// a write runs during a rewrite, each of these keys goes into the rewrite's image as it
+/// still is ([`crate::store::Store::snapshot_touch`]), so records that build on the key's
+/// state (APPEND, KEEPTTL, PEXPIREAT, ...) replay over exactly that state. Deletions need no
+/// image (a key deleted before the image reached it is simply not in it, and the deletion
+/// replays as a no-op), and FLUSHALL ends the image. Reads change nothing but lazy expiry,
+/// which is a deletion.
+pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
+    match command {
+        Command::Set(set) => f(&set.key),
+        Command::GetSet { key, .. }
+        | Command::Append { key, .. }
+        | Command::IncrBy { key, .. }
+        | Command::Persist(key) => f(key),
+        Command::Expire(expire) => f(&expire.key),
+        Command::MSet(pairs) => pairs.iter().for_each(|(key, _)| f(key)),
+        Command::Del(_)
+        | Command::FlushAll
+        | Command::Get(_)
+        | Command::Strlen(_)
+        | Command::Ttl { .. }
+        | Command::Exists(_)
+        | Command::MGet(_)
+        | Command::DbSize
+        | Command::Info(_)
+        | Command::Ping(_)
+        | Command::Echo(_)
+        | Command::ConfigGet(_)
+        | Command::Introspect(_)
+        | Command::Auth { .. }
+        | Command::Quit
+        | Command::Select(_) => {}
+    }
 }
 
 #[cfg(test)]
