@@ -212,7 +212,7 @@ fn main() {
     };
     let (addr, _tcp_handle, rdma_handle): (SocketAddr, _, _) = if o.transport == "rdma" {
         for rt in [&server_rt, &client_rt] {
-            if let Err(e) = rdma::install(rt, rdma_config) {
+            if let Err(e) = rdma::install(rt, rdma_config.clone()) {
                 eprintln!(
                     "rdma_perf: {e}\n{}",
                     corewire_verbs::testing::NO_DEVICE_MESSAGE

@@ -9,27 +9,49 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaServer};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, timeout, Client, ClientOptions, Service};
 use corewire_transport::frame::FrameHeader;
 use rdma_common::{polling, rdma_listen_addr, runtime, setup, Echo};
 
-/// Four connections fill a tiny pool with their receive buffers; the replies they ask for
-/// (128 KiB each, 32 chunks) far exceed the few chunks left, so the server's writers wait
-/// for send buffers to come back instead of dying (the old writer returned silently and
-/// every call hung).
+/// Many large replies on a tiny pool: far more send buffers are wanted than the pool has
+/// left, so the server's writers wait for send buffers to come back instead of dying (the
+/// old writer returned silently and every call hung). With per-connection receive queues,
+/// four connections' receive buffers fill the rest of the pool.
 #[test]
 fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
     // 32 chunks: 4 kept for sends (a window), 4 connections × 7 receive buffers = 28.
-    let tight = RdmaConfig {
+    let st = exhaust_the_pool(RdmaConfig {
         window: 4,
+        receive: ReceiveQueues::PerConnection,
         chunk_size: 4096,
         slab_bytes: 16 * 4096,
         pool_bytes: 32 * 4096,
         ..polling()
-    };
-    let s = setup(1, tight);
+    });
+    assert!(st.pool_recv_chunks <= 28, "{st:?}");
+}
+
+/// The same with the shared receive queue: 48 chunks, 32 posted for receives (and 8 more
+/// for an early refill), 8 for sends.
+#[test]
+fn rdma_pool_exhaustion_with_a_shared_receive_queue_makes_senders_wait() {
+    let st = exhaust_the_pool(RdmaConfig {
+        window: 4,
+        receive: ReceiveQueues::Shared { buffers: 32 },
+        chunk_size: 4096,
+        slab_bytes: 16 * 4096,
+        pool_bytes: 48 * 4096,
+        ..polling()
+    });
+    assert!(st.srq_posted >= 32, "{st:?}");
+}
+
+/// Four connections, four concurrent 128 KiB echoes each (32 chunks per reply); returns the
+/// server's counters.
+fn exhaust_the_pool(server: RdmaConfig) -> rdma::RdmaStats {
+    let s = setup(1, server);
     let addr = s.addr;
     let crt = runtime(
         1,
@@ -79,7 +101,7 @@ fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
     let st = rdma::stats(&s.rt)[0];
     assert!(st.pool_waits > 0, "the pool never ran out: {st:?}");
     assert_eq!(st.connections_opened, 4, "{st:?}");
-    assert!(st.pool_recv_chunks <= 28, "{st:?}");
+    st
 }
 
 /// The shard's completion queue holds only so many queue pairs: one more is refused with a
@@ -89,7 +111,9 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
     // window 4: 11 send + 7 receive work requests = 18 CQ entries per queue pair.
     let small_cq = RdmaConfig {
         window: 4,
+        receive: ReceiveQueues::PerConnection,
         cq_entries: 40,
+        cq_max_entries: 40,
         ..polling()
     };
     let s = setup(1, small_cq);
@@ -113,7 +137,7 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
         };
         let text = err.to_string();
         assert!(text.contains("completion queue full"), "{text}");
-        assert!(text.contains("cq_entries"), "{text}");
+        assert!(text.contains("cq_max_entries"), "{text}");
         for c in &clients {
             let r = c.call(Echo::ID, 0, "still".into()).await.unwrap();
             assert_eq!(&r[..], b"still");

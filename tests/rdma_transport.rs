@@ -6,7 +6,7 @@ mod rdma_common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer};
+use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
 use corewire_transport::frame::FrameLimits;
@@ -378,6 +378,7 @@ fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
     // buffers (window 8 + 3 acks) fit.
     let tight = RdmaConfig {
         window: 8,
+        receive: ReceiveQueues::PerConnection,
         chunk_size: 4096,
         slab_bytes: 24 * 4096,
         pool_bytes: 24 * 4096,

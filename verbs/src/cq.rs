@@ -46,6 +46,12 @@ impl Drop for ChannelInner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CqKey(usize);
 
+impl CqKey {
+    pub(crate) fn from_ptr(cq: *mut sys::ibv_cq) -> CqKey {
+        CqKey(cq as usize)
+    }
+}
+
 impl CompletionChannel {
     /// `ibv_create_comp_channel`, with its fd set non-blocking.
     pub fn new(ctx: &Context) -> Result<Self> {
@@ -235,6 +241,15 @@ impl CompletionQueue {
             // SAFETY: the CQ is live and has exactly n delivered, unacknowledged events.
             unsafe { sys::ibv_ack_cq_events(self.inner.ptr.as_ptr(), n) };
         }
+    }
+
+    /// `ibv_resize_cq`: room for at least `cqe` completions (the device may round up; see
+    /// [`capacity`](Self::capacity)). Completions already queued are kept.
+    pub fn resize(&self, cqe: u32) -> Result<()> {
+        let cqe = i32::try_from(cqe).map_err(|_| VerbsError::InvalidArgument("cqe"))?;
+        // SAFETY: the CQ is live; resizing keeps its queued completions and its identity.
+        let rc = unsafe { sys::ibv_resize_cq(self.inner.ptr.as_ptr(), cqe) };
+        check_ret("ibv_resize_cq", rc)
     }
 
     /// The key [`CompletionChannel::get_cq_event`] reports for this CQ.

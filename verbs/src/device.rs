@@ -61,6 +61,25 @@ pub struct PortAttr {
     pub is_ethernet: bool,
 }
 
+/// Device limits that matter to this project (`ibv_query_device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceAttr {
+    pub max_qp: u32,
+    /// Work requests per queue (send or receive) of one queue pair.
+    pub max_qp_wr: u32,
+    pub max_sge: u32,
+    pub max_cq: u32,
+    /// Entries of one completion queue.
+    pub max_cqe: u32,
+    pub max_mr_size: u64,
+    pub max_srq: u32,
+    pub max_srq_wr: u32,
+    /// RDMA READs a queue pair may have outstanding as the target / as the initiator.
+    pub max_qp_rd_atom: u32,
+    pub max_qp_init_rd_atom: u32,
+    pub phys_port_cnt: u8,
+}
+
 /// `ibv_port_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortState {
@@ -212,6 +231,28 @@ impl Context {
             gid_table_len: u32::try_from(attr.gid_tbl_len).unwrap_or(0),
             max_msg_size: attr.max_msg_sz,
             is_ethernet: u32::from(attr.link_layer) == sys::IBV_LINK_LAYER_ETHERNET,
+        })
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        let mut a = sys::ibv_device_attr::default();
+        // SAFETY: context is open; a is a properly sized out-parameter on our stack.
+        let rc = unsafe { sys::ibv_query_device(self.as_ptr(), &mut a) };
+        check_ret("ibv_query_device", rc)?;
+        let n = |v: i32| u32::try_from(v).unwrap_or(0);
+        Ok(DeviceAttr {
+            max_qp: n(a.max_qp),
+            max_qp_wr: n(a.max_qp_wr),
+            max_sge: n(a.max_sge),
+            max_cq: n(a.max_cq),
+            max_cqe: n(a.max_cqe),
+            max_mr_size: a.max_mr_size,
+            max_srq: n(a.max_srq),
+            max_srq_wr: n(a.max_srq_wr),
+            max_qp_rd_atom: n(a.max_qp_rd_atom),
+            max_qp_init_rd_atom: n(a.max_qp_init_rd_atom),
+            phys_port_cnt: a.phys_port_cnt,
         })
     }
 

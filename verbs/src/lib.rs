@@ -48,6 +48,7 @@ pub mod sys {
 }
 
 mod addr;
+mod async_event;
 mod cm;
 mod cm_event;
 mod cq;
@@ -61,16 +62,17 @@ mod srq;
 pub mod testing;
 mod wc;
 
+pub use async_event::AsyncEvent;
 pub use cm::{
     CmEventChannel, CmId, CmIdKey, ConnParams, MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA,
     MAX_REJECT_PRIVATE_DATA,
 };
 pub use cm_event::{CmEvent, CmEventKind};
 pub use cq::{CompletionChannel, CompletionQueue, CqKey};
-pub use device::{Context, PortAttr, PortState};
+pub use device::{Context, DeviceAttr, PortAttr, PortState};
 pub use error::{Result, VerbsError};
 pub use mr::{Access, MemoryRegion, Sge};
 pub use pd::ProtectionDomain;
 pub use qp::{QpCaps, QpCreateError, QpInit, QueuePair, SendOp, SendWr, MAX_SGE};
-pub use srq::SharedReceiveQueue;
+pub use srq::{SharedReceiveQueue, SrqKey};
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};

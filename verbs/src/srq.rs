@@ -9,6 +9,16 @@ use crate::pd::{PdInner, ProtectionDomain};
 use crate::qp::build_sges;
 use crate::sys;
 
+/// Identifies a shared receive queue in an [`AsyncEvent`](crate::AsyncEvent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SrqKey(usize);
+
+impl SrqKey {
+    pub(crate) fn from_ptr(srq: *mut sys::ibv_srq) -> SrqKey {
+        SrqKey(srq as usize)
+    }
+}
+
 /// A shared receive queue (`ibv_srq`). Cheap to clone; QPs created with it keep it alive.
 /// Not `Send`.
 #[derive(Clone)]
@@ -19,6 +29,7 @@ pub struct SharedReceiveQueue {
 pub(crate) struct SrqInner {
     pub(crate) ptr: NonNull<sys::ibv_srq>,
     max_sge: u32,
+    max_wr: u32,
     pub(crate) pd: Rc<PdInner>,
 }
 
@@ -59,9 +70,40 @@ impl SharedReceiveQueue {
             inner: Rc::new(SrqInner {
                 ptr,
                 max_sge: attr.attr.max_sge.max(max_sge),
+                max_wr: attr.attr.max_wr.max(max_wr),
                 pd: pd.inner.clone(),
             }),
         })
+    }
+
+    /// Receives it can hold (at least what was asked for).
+    pub fn capacity(&self) -> u32 {
+        self.inner.max_wr
+    }
+
+    /// The key async events about this SRQ carry.
+    pub fn key(&self) -> SrqKey {
+        SrqKey(self.inner.ptr.as_ptr() as usize)
+    }
+
+    /// Arms the limit event: when fewer than `limit` receives remain posted, the device
+    /// raises [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) once (then
+    /// it must be armed again). `limit` 0 disarms it.
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        let mut attr = sys::ibv_srq_attr {
+            max_wr: 0,
+            max_sge: 0,
+            srq_limit: limit,
+        };
+        // SAFETY: live SRQ; attr is read for the fields named in the mask.
+        let rc = unsafe {
+            sys::ibv_modify_srq(
+                self.inner.ptr.as_ptr(),
+                &mut attr,
+                sys::ibv_srq_attr_mask::IBV_SRQ_LIMIT as i32,
+            )
+        };
+        check_ret("ibv_modify_srq(limit)", rc)
     }
 
     /// Posts one receive whose buffer is `sges` (each checked to be in this SRQ's PD).

@@ -55,13 +55,32 @@ impl std::str::FromStr for PollerMode {
     }
 }
 
+/// Where a shard's connections receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiveQueues {
+    /// One shared receive queue per shard and device (the default): `buffers` chunks of the
+    /// pool stay posted for every connection together, refilled by the CQ poller (early, on
+    /// the queue's limit event, when the poller falls behind), and credits are granted from
+    /// that shared budget. Connections then cost no receive memory: a shard holds thousands.
+    Shared { buffers: u32 },
+    /// Each connection posts `window + 3` receive buffers of its own.
+    PerConnection,
+}
+
+impl Default for ReceiveQueues {
+    fn default() -> ReceiveQueues {
+        ReceiveQueues::Shared { buffers: 256 }
+    }
+}
+
 /// Settings of the RDMA transport on every shard.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RdmaConfig {
     pub mode: PollerMode,
-    /// Data messages a peer may send before we return credits; each connection posts
-    /// `window + 3` receive buffers.
+    /// Data messages a peer may send before we return credits (with a shared receive queue,
+    /// the most grants one peer holds, as the shard's budget allows).
     pub window: u32,
+    pub receive: ReceiveQueues,
     /// Bytes per buffer: the largest single RDMA message. Frames larger than this are split.
     pub chunk_size: usize,
     /// Registered memory per shard, at most (buffers for all its connections). The default
@@ -71,8 +90,11 @@ pub struct RdmaConfig {
     pub slab_bytes: usize,
     /// Completions handled per poll.
     pub poll_batch: usize,
-    /// Entries in each shard's completion queue (bounds connections per shard).
+    /// Entries each shard's completion queue starts with; it grows (`ibv_resize_cq`) as
+    /// connections need, up to `cq_max_entries` and the device's limit, and a connection
+    /// that would not fit is refused.
     pub cq_entries: u32,
+    pub cq_max_entries: u32,
     pub limits: FrameLimits,
     /// Received bytes a connection buffers before it stops reposting receive buffers (and so
     /// stops granting credits): a reader that falls behind slows its sender, nothing else.
@@ -89,11 +111,13 @@ impl Default for RdmaConfig {
                 yield_when_idle: false,
             },
             window: 16,
+            receive: ReceiveQueues::default(),
             chunk_size: 8 * 1024,
             pool_bytes: 3 << 20,
             slab_bytes: 512 << 10,
             poll_batch: 32,
             cq_entries: 4096,
+            cq_max_entries: u32::MAX,
             limits: FrameLimits::default(),
             max_rx_buffered: 1 << 20,
             max_queued_bytes: 4 << 20,

@@ -1,6 +1,8 @@
-//! One RDMA connection: a reliable-connected queue pair on the shard's CQ, receive buffers
-//! from the shard's pool, credit flow control, and frames carried as a byte stream over
-//! SEND messages (small frames share a message; large ones span several).
+//! One RDMA connection: a reliable-connected queue pair on its device's CQ, receiving into
+//! the shard's shared receive queue (or buffers of its own), frames carried as a byte stream
+//! over SEND messages (small frames share a message; large ones span several). The flow
+//! policy (credits, grants, acks, send slots) lives in [`super::flow`]; this file posts and
+//! dispatches completions.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -10,26 +12,29 @@ use std::task::{Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::{spawn_local, Budget};
-use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcStatus, WorkCompletion};
 
+use super::device::{CqReservation, Device};
 use super::flow::{Flow, Incoming, RESERVED_FOR_ACKS};
 use super::pool::{ChunkId, PoolError};
-use super::shard::{CqReservation, RdmaShard};
+use super::shard::RdmaShard;
 use super::wr_id::{WrId, WrKind};
-use super::RdmaConfig;
+use super::{RdmaConfig, ReceiveQueues};
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader};
 
 /// Buffers a writer pulls from the out queue per round.
 const WRITE_BATCH: usize = 256;
 
-/// The queue sizes of every connection's queue pair: receives for the window plus the
-/// credit acks; sends bounded by the peer's window (credits) plus acks and one spare.
+/// The queue sizes of every connection's queue pair: sends bounded by the peer's window
+/// (credits) plus acks and one spare; receives for the window plus the credit acks, unless
+/// the shard's shared receive queue takes them.
 pub(crate) fn queue_sizes(config: &RdmaConfig) -> QpCaps {
     let depth = config.window + RESERVED_FOR_ACKS;
+    let shared = matches!(config.receive, ReceiveQueues::Shared { .. });
     QpCaps {
         max_send_wr: depth + 4,
-        max_recv_wr: depth,
+        max_recv_wr: if shared { 0 } else { depth },
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 0,
@@ -45,17 +50,23 @@ pub(crate) struct ConnCore {
     slot: u32,
     generation: u16,
     shard: Rc<RdmaShard>,
+    device: Rc<Device>,
     qp: RefCell<Option<QueuePair>>,
     /// CQ entries held for the queue pair: given back after it is destroyed.
     cq: RefCell<Option<CqReservation>>,
     peer: Option<SocketAddr>,
-    /// Receive buffers this connection owns (posted, or held back by backpressure).
+    /// Receives come from the device's shared receive queue (else from `recv_chunks`).
+    shared: bool,
+    /// Receive buffers this connection owns (posted, or held back by backpressure), without
+    /// a shared receive queue.
     recv_chunks: RefCell<Vec<ChunkId>>,
     held: RefCell<Vec<ChunkId>>,
     /// Send buffers posted and not yet completed.
     sending: RefCell<Vec<ChunkId>>,
     /// The largest message the peer accepts.
     peer_chunk: usize,
+    /// The most grants our peer may hold.
+    window: u32,
     /// Credits, grants, acks and send slots (the policy; this file only posts).
     flow: RefCell<Flow>,
     rx: RefCell<BytesMut>,
@@ -64,7 +75,7 @@ pub(crate) struct ConnCore {
     reader: RefCell<Option<Waker>>,
     /// A `recv` is running (one reader at a time).
     reading: Cell<bool>,
-    /// That `recv` is waiting for the rest of a frame: buffers are reposted at once (the
+    /// That `recv` is waiting for the rest of a frame: grants are given back at once (the
     /// reader is not behind), whatever is buffered; frame limits bound it.
     reader_waiting: Cell<bool>,
     out: OutQueue,
@@ -76,30 +87,55 @@ pub(crate) struct ConnCore {
     budget: Budget,
 }
 
+/// What [`ConnCore::start`] needs besides the shard: the queue pair (created on `device`
+/// with [`queue_sizes`] under the CQ reservation `cq`, not connected yet), the grants our
+/// handshake gives the peer, and the peer's window and buffer size (window 0 until known).
+pub(crate) struct ConnParts {
+    pub device: Rc<Device>,
+    pub qp: QueuePair,
+    pub cq: CqReservation,
+    pub granted: u32,
+    pub peer_window: u32,
+    pub peer_chunk: usize,
+}
+
 impl ConnCore {
-    /// Register a connection on the shard and post its receive buffers. The queue pair must
-    /// use the shard's CQ, have been created with [`queue_sizes`] under the CQ reservation
-    /// `cq`, and not be connected yet.
+    /// Register a connection on the shard and post its receive buffers (none with a shared
+    /// receive queue). On failure the queue pair is handed back so the caller can still
+    /// reject the peer through its id.
     pub(crate) fn start(
         shard: &Rc<RdmaShard>,
-        qp: QueuePair,
-        cq: CqReservation,
-        peer_window: u32,
-        peer_chunk: usize,
+        parts: ConnParts,
     ) -> Result<Rc<ConnCore>, (super::RdmaError, Option<QueuePair>)> {
-        let config = shard.config.get();
+        let ConnParts {
+            device,
+            qp,
+            cq,
+            granted,
+            peer_window,
+            peer_chunk,
+        } = parts;
+        let config = shard.config();
         let sizes = queue_sizes(&config);
-        let recv_count = sizes.max_recv_wr as usize;
-        let chunks = match shard.pool.borrow_mut().alloc_recv(recv_count) {
-            Ok(c) => c,
-            // Handed back so the caller can still reject the connection through its id.
-            Err(e) => {
-                // Nothing was posted on the queue pair: its CQ entries are free again.
-                drop(cq);
-                return Err((super::RdmaError::Pool(e), Some(qp)));
+        let shared = device.srq.is_some();
+        let chunks = if shared {
+            Vec::new()
+        } else {
+            match device
+                .pool
+                .borrow_mut()
+                .alloc_recv(sizes.max_recv_wr as usize)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    // Nothing was posted on the queue pair: its CQ entries are free again.
+                    drop(cq);
+                    return Err((super::RdmaError::Pool(e), Some(qp)));
+                }
             }
         };
         let peer = qp.cm_id().peer_addr();
+        let qp_num = qp.qp_num();
         // What the CQ reservation covers, even if the device granted more.
         let max_sends = qp.caps().max_send_wr.min(sizes.max_send_wr);
         let conn = shard.add_conn(|slot, generation| {
@@ -107,15 +143,18 @@ impl ConnCore {
                 slot,
                 generation,
                 shard: shard.clone(),
+                device: device.clone(),
                 qp: RefCell::new(Some(qp)),
                 cq: RefCell::new(Some(cq)),
                 peer,
+                shared,
                 recv_chunks: RefCell::new(chunks.clone()),
                 held: RefCell::new(Vec::new()),
                 sending: RefCell::new(Vec::new()),
                 peer_chunk: peer_chunk.min(config.chunk_size),
-                flow: RefCell::new(Flow::new(peer_window, config.window, max_sends)),
-                rx: RefCell::new(BytesMut::with_capacity(config.chunk_size * 2)),
+                window: config.window,
+                flow: RefCell::new(Flow::new(peer_window, granted, max_sends)),
+                rx: RefCell::new(BytesMut::new()),
                 decoder: RefCell::new(FrameDecoder::new(config.limits)),
                 encoder: RefCell::new(FrameEncoder::new(config.limits)),
                 reader: RefCell::new(None),
@@ -129,6 +168,7 @@ impl ConnCore {
                 budget: config.budget,
             })
         });
+        device.register_qp(qp_num, (conn.slot, conn.generation));
         for chunk in chunks {
             if let Err(e) = conn.post_recv(chunk) {
                 conn.teardown(format!("posting receive buffers failed: {e}"));
@@ -153,6 +193,10 @@ impl ConnCore {
         spawn_local(write_loop(self.clone()));
     }
 
+    fn key(&self) -> (u32, u16) {
+        (self.slot, self.generation)
+    }
+
     fn wr(&self, kind: WrKind, buffer: u32) -> u64 {
         WrId {
             conn_slot: self.slot,
@@ -164,7 +208,7 @@ impl ConnCore {
     }
 
     fn post_recv(&self, chunk: ChunkId) -> corewire_verbs::Result<()> {
-        let pool = self.shard.pool.borrow();
+        let pool = self.device.pool.borrow();
         let sge = pool.sge(chunk, pool.chunk_size());
         match self.qp.borrow().as_ref() {
             Some(qp) => qp.post_recv(self.wr(WrKind::Recv, chunk), &[sge]),
@@ -179,9 +223,9 @@ impl ConnCore {
         } else {
             self.flow.borrow_mut().post_ack()
         };
-        let pool = self.shard.pool.borrow();
+        let pool = self.device.pool.borrow();
         // A pure ack carries no buffer, only its immediate data.
-        let data = (kind != WrKind::Ack).then(|| pool.sge(chunk, len));
+        let data = is_data.then(|| pool.sge(chunk, len));
         let wr = SendWr {
             wr_id: self.wr(kind, chunk),
             sges: data.as_slice(),
@@ -222,12 +266,12 @@ impl ConnCore {
 
     pub(crate) fn on_completion(self: &Rc<Self>, id: WrId, wc: &WorkCompletion) {
         if wc.status != WcStatus::Success {
-            if id.kind == WrKind::Send {
-                self.finish_send(id.buffer);
-            } else if id.kind == WrKind::Ack {
-                self.flow.borrow_mut().send_completed();
+            match id.kind {
+                WrKind::Send => self.finish_send(id.buffer),
+                WrKind::Ack => self.flow.borrow_mut().send_completed(),
+                WrKind::Recv | WrKind::SharedRecv => {}
             }
-            if wc.status != WcStatus::WrFlushError || self.ended.borrow().is_none() {
+            if wc.status != WcStatus::WrFlushError || !self.is_ended() {
                 self.shard.stats.borrow_mut().connection_errors += 1;
                 self.fail(format!(
                     "work completion failed: {:?} (vendor error {:#x})",
@@ -236,48 +280,58 @@ impl ConnCore {
             }
             return;
         }
-        match (id.kind, wc.opcode) {
-            (WrKind::Recv, WcOpcode::Recv) => self.on_recv(id.buffer, wc),
-            (WrKind::Send, _) => {
+        match id.kind {
+            WrKind::Recv | WrKind::SharedRecv => self.on_recv(id.kind, id.buffer, wc),
+            WrKind::Send => {
                 self.finish_send(id.buffer);
                 self.maybe_ack();
             }
-            (WrKind::Ack, _) => {
+            WrKind::Ack => {
                 self.flow.borrow_mut().send_completed();
                 self.wake_writer();
                 self.maybe_ack();
             }
-            (kind, opcode) => {
-                tracing::error!(?kind, ?opcode, "unexpected completion");
-            }
         }
     }
 
-    fn on_recv(&self, chunk: ChunkId, wc: &WorkCompletion) {
+    fn on_recv(&self, kind: WrKind, chunk: ChunkId, wc: &WorkCompletion) {
         let len = wc.byte_len as usize;
-        let kind = if len > 0 {
+        let incoming = if len > 0 {
             Incoming::Data
         } else {
             Incoming::Ack
         };
         self.flow
             .borrow_mut()
-            .received(kind, wc.imm_data.unwrap_or(0));
+            .received(incoming, wc.imm_data.unwrap_or(0));
         if wc.imm_data.is_some_and(|n| n > 0) {
             self.wake_writer();
         }
-        if kind == Incoming::Ack {
-            // An ack's buffer is one of the reserved ones: posted again, granted to nobody.
-            self.repost(chunk, 0);
+        let own_buffer = kind == WrKind::Recv;
+        if incoming == Incoming::Ack {
+            // An ack's buffer is one of the reserved ones (or a shared one, reposted by the
+            // device): posted again, granted to nobody.
+            if own_buffer {
+                self.repost(chunk, 0);
+            }
             return;
         }
-        let pool = self.shard.pool.borrow();
+        let pool = self.device.pool.borrow();
         self.rx
             .borrow_mut()
             .extend_from_slice(pool.read(chunk, len));
         drop(pool);
         if let Some(w) = self.reader.borrow_mut().take() {
             w.wake();
+        }
+        if !own_buffer {
+            // The shared buffer goes back to the queue at once; the grant it used comes
+            // back from the shard's budget when the reader keeps up.
+            if let Some(s) = &self.device.srq {
+                s.grants.borrow_mut().consumed();
+            }
+            self.top_up_grants();
+            return;
         }
         if self.reader_behind() {
             // Keep the buffer (and the peer's credit) until the reader catches up.
@@ -290,7 +344,7 @@ impl ConnCore {
     fn reader_behind(&self) -> bool {
         Flow::hold_back(
             self.rx.borrow().len(),
-            self.shard.config.get().max_rx_buffered,
+            self.shard.config().max_rx_buffered,
             self.reader_waiting.get(),
         )
     }
@@ -305,9 +359,36 @@ impl ConnCore {
         self.maybe_ack();
     }
 
-    /// The reader caught up (or waits for more of a frame): repost the receive buffers held
-    /// back for backpressure.
+    /// With a shared receive queue: top the peer's grants up to the window, as far as the
+    /// shard's budget allows (the rest comes when the budget frees up).
+    pub(crate) fn top_up_grants(&self) {
+        let Some(s) = &self.device.srq else { return };
+        if self.is_ended() {
+            return;
+        }
+        let (want, holds) = {
+            let f = self.flow.borrow();
+            (f.wanted(self.window, self.reader_behind()), f.peer_holds())
+        };
+        if want == 0 {
+            return;
+        }
+        let n = s.grants.borrow_mut().grant(self.key(), want, holds);
+        if n > 0 {
+            self.flow.borrow_mut().grant(n);
+            self.maybe_ack();
+        }
+    }
+
+    /// The reader caught up (or waits for more of a frame): give back the grants held back
+    /// for backpressure.
     fn release_held(&self) {
+        if self.shared {
+            if !self.reader_behind() {
+                self.top_up_grants();
+            }
+            return;
+        }
         if self.held.borrow().is_empty() || self.reader_behind() {
             return;
         }
@@ -323,8 +404,8 @@ impl ConnCore {
         if let Some(pos) = sending.iter().position(|&c| c == chunk) {
             sending.swap_remove(pos);
             drop(sending);
-            self.shard.pool.borrow_mut().free_send(chunk);
-            self.shard.send_buffer_freed();
+            self.device.pool.borrow_mut().free_send(chunk);
+            self.device.send_buffer_freed();
         }
         self.wake_writer();
     }
@@ -354,8 +435,10 @@ impl ConnCore {
         self.teardown("disconnected by peer".into());
     }
 
-    /// Destroy the queue pair, then give every buffer back: once the QP is gone the device
-    /// touches none of them, and its late completions are ignored (stale generation).
+    /// Retire the queue pair (the device destroys it once nothing can touch our buffers),
+    /// then give everything back: receive buffers, send buffers (after the queue pair is
+    /// gone), CQ entries and the peer's grants. Late completions are ignored (stale
+    /// generation).
     fn teardown(&self, reason: String) {
         if self.torn_down.replace(true) {
             return;
@@ -364,27 +447,28 @@ impl ConnCore {
             *self.ended.borrow_mut() = Some(reason);
         }
         let qp = self.qp.borrow_mut().take();
-        if let Some(qp) = qp {
-            let key = qp.cm_id().key();
-            let _ = qp.cm_id().disconnect();
-            self.shard.cm.unregister(key);
-            drop(qp);
+        let cq = self.cq.borrow_mut().take();
+        let sends: Vec<ChunkId> = self.sending.borrow_mut().drain(..).collect();
+        match qp {
+            Some(qp) => {
+                let key = qp.cm_id().key();
+                let _ = qp.cm_id().disconnect();
+                self.shard.cm.unregister(key);
+                self.device.retire(qp, cq, sends);
+            }
+            None => drop(cq),
         }
-        // The queue pair is gone: its CQ entries come back once its flushed completions
-        // have been reaped.
-        self.cq.borrow_mut().take();
-        let mut pool = self.shard.pool.borrow_mut();
+        // Without a shared queue the queue pair is destroyed by now: its buffers are ours.
+        let mut pool = self.device.pool.borrow_mut();
         for c in self.recv_chunks.borrow_mut().drain(..) {
             pool.free_recv(c);
         }
-        let sends: Vec<ChunkId> = self.sending.borrow_mut().drain(..).collect();
-        for &c in &sends {
-            pool.free_send(c);
-        }
-        self.held.borrow_mut().clear();
         drop(pool);
-        for _ in &sends {
-            self.shard.send_buffer_freed();
+        self.held.borrow_mut().clear();
+        if let Some(s) = &self.device.srq {
+            let holds = self.flow.borrow().peer_holds();
+            s.grants.borrow_mut().closed(self.key(), holds);
+            self.device.serve_grant_waiters(&self.shard);
         }
         self.shard.remove_conn(self.slot, self.generation);
         if let Some(w) = self.reader.borrow_mut().take() {
@@ -398,9 +482,9 @@ impl ConnCore {
     }
 
     /// Wait until a data message may be posted: a credit, a send slot, and a free buffer.
-    /// With every send buffer of the shard in use, wait for one to come back (sends in
-    /// flight always complete: the peer posted a buffer for each). A registration failure
-    /// with nothing in flight cannot be waited out: it ends this connection, with the error.
+    /// With every send buffer of the device in use, wait for one to come back (sends in
+    /// flight always complete: the peer has room for each). A registration failure with
+    /// nothing in flight cannot be waited out: it ends this connection, with the error.
     async fn reserve_send(&self) -> Result<ChunkId, TransportError> {
         let mut credit_wait_counted = false;
         let mut pool_wait_counted = false;
@@ -409,7 +493,7 @@ impl ConnCore {
                 return Poll::Ready(Err(TransportError::Other(why.clone())));
             }
             if self.flow.borrow().can_send_data() {
-                let mut pool = self.shard.pool.borrow_mut();
+                let mut pool = self.device.pool.borrow_mut();
                 match pool.alloc_send() {
                     // The credit and slot are taken when the message is posted.
                     Ok(chunk) => return Poll::Ready(Ok(chunk)),
@@ -425,7 +509,7 @@ impl ConnCore {
                             pool_wait_counted = true;
                             self.shard.stats.borrow_mut().pool_waits += 1;
                         }
-                        self.shard.wait_for_send_buffer(self.slot, self.generation);
+                        self.device.wait_for_send_buffer(self.key());
                     }
                 }
             } else if !credit_wait_counted {
@@ -442,8 +526,8 @@ impl ConnCore {
         self.sending.borrow_mut().push(chunk);
         if let Err(e) = self.post_send(WrKind::Send, chunk, len) {
             self.sending.borrow_mut().retain(|&c| c != chunk);
-            self.shard.pool.borrow_mut().free_send(chunk);
-            self.shard.send_buffer_freed();
+            self.device.pool.borrow_mut().free_send(chunk);
+            self.device.send_buffer_freed();
             let msg = format!("ibv_post_send failed: {e}");
             self.fail(msg.clone());
             return Err(TransportError::Other(msg));
@@ -453,7 +537,7 @@ impl ConnCore {
 }
 
 impl Drop for ConnCore {
-    /// Dropped without an orderly close (its tasks were dropped at shutdown): still destroy
+    /// Dropped without an orderly close (its tasks were dropped at shutdown): still retire
     /// the queue pair before giving the buffers back.
     fn drop(&mut self) {
         self.teardown("dropped".into());
@@ -482,7 +566,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
                     },
                 };
                 let n = data.len().min(chunk_size - filled);
-                conn.shard
+                conn.device
                     .pool
                     .borrow_mut()
                     .write(chunk, filled, &data[..n]);

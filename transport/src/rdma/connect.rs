@@ -8,8 +8,8 @@ use std::rc::Rc;
 use corewire_runtime::spawn_local;
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
-use super::conn::{ConnCore, RdmaConnection};
-use super::establish::{create_qp, expect_event, handshake_of, watch_events, RESOLVE_TIMEOUT};
+use super::conn::RdmaConnection;
+use super::establish::{expect_event, open_connection, watch_events, RESOLVE_TIMEOUT};
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
 use super::RdmaError;
@@ -26,11 +26,11 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
         expect_event(&queue, CmEventKind::AddrResolved, "address resolution").await?;
         id.resolve_route(RESOLVE_TIMEOUT).map_err(RdmaError::Device)?;
         expect_event(&queue, CmEventKind::RouteResolved, "route resolution").await?;
-        let (qp, cq) = create_qp(&shard, id)?;
         // The peer's window is unknown until it accepts: start with none, set it below.
-        let core = ConnCore::start(&shard, qp, cq, 0, shard.config.get().chunk_size)
-            .map_err(|(e, _qp)| e)?;
-        let hello = handshake_of(&shard).encode();
+        let chunk_size = shard.config().chunk_size;
+        let (core, hello) =
+            open_connection(&shard, id, 0, chunk_size).map_err(|(e, _refusal)| e)?;
+        let hello = hello.encode();
         let params = ConnParams {
             private_data: &hello,
             ..ConnParams::default()
@@ -53,7 +53,7 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
                 return Err(RdmaError::Handshake(e));
             }
         };
-        if (peer.chunk_size as usize) < shard.config.get().chunk_size {
+        if (peer.chunk_size as usize) < chunk_size {
             let e = RdmaError::Connect(format!(
                 "server buffers ({} B) are smaller than ours; both ends must use the same chunk size",
                 peer.chunk_size

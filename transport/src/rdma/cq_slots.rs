@@ -30,7 +30,7 @@ impl fmt::Display for CqFull {
         write!(
             f,
             "completion queue full: a connection needs {} entries, {} of {} are reserved by \
-             open connections (raise RdmaConfig::cq_entries)",
+             open connections (raise RdmaConfig::cq_max_entries; the device's limit is its max_cqe)",
             self.wanted, self.in_use, self.capacity
         )
     }
@@ -49,6 +49,11 @@ impl CqSlots {
 
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// The CQ was resized.
+    pub fn set_capacity(&mut self, capacity: u32) {
+        self.capacity = self.capacity.max(capacity);
     }
 
     /// Entries reserved, including those of destroyed queue pairs not yet drained.
@@ -144,6 +149,9 @@ mod tests {
             capacity: 4096,
         };
         let text = e.to_string();
-        assert!(text.contains("cq_entries") && text.contains("42"), "{text}");
+        assert!(
+            text.contains("cq_max_entries") && text.contains("42"),
+            "{text}"
+        );
     }
 }

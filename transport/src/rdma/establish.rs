@@ -7,59 +7,99 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use corewire_runtime::timeout;
-use corewire_verbs::{CmEventKind, CmId, QpInit, QueuePair, MAX_REJECT_PRIVATE_DATA};
+use corewire_verbs::{CmEventKind, CmId, Context, QpInit, QueuePair, MAX_REJECT_PRIVATE_DATA};
 
 use super::cm_events::EventQueue;
-use super::conn::{cq_entries_needed, queue_sizes, ConnCore};
+use super::conn::{cq_entries_needed, queue_sizes, ConnCore, ConnParts};
 use super::handshake::{self, Handshake};
-use super::shard::{CqReservation, RdmaShard};
+use super::shard::RdmaShard;
 use super::RdmaError;
 
 pub(crate) const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Soft-RoCE under emulation is slow to establish; generous, but bounded.
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub(crate) fn handshake_of(shard: &RdmaShard) -> Handshake {
-    let c = shard.config.get();
+/// The handshake we send: the grants the peer starts with and our buffer size.
+pub(crate) fn handshake_of(shard: &RdmaShard, granted: u32) -> Handshake {
     Handshake {
-        window: c.window,
-        chunk_size: c.chunk_size as u32,
+        window: granted,
+        chunk_size: shard.config().chunk_size as u32,
     }
 }
 
-pub(crate) fn create_qp(
-    shard: &Rc<RdmaShard>,
-    id: CmId,
-) -> Result<(QueuePair, CqReservation), RdmaError> {
-    create_qp_or_give_back(shard, id).map_err(|(e, _id)| e)
+/// What is left to refuse a peer through when set-up fails.
+pub(crate) enum Refusal {
+    Id(CmId),
+    Qp(Box<QueuePair>),
+    /// The connection started and was torn down already (it disconnected the peer).
+    Gone,
 }
 
-/// Like `create_qp`, but hands the id back on failure so the caller can reject it. The
-/// queue pair's CQ entries are reserved first: a connection the shard's CQ cannot hold is
-/// refused rather than allowed to overrun it.
-pub(crate) fn create_qp_or_give_back(
+impl Refusal {
+    /// Refuse the peer, telling it why (a server's refusal; a client just drops it).
+    pub(crate) fn reject(self, reason: &str) {
+        match self {
+            Refusal::Id(id) => reject_with_reason(&id, reason),
+            Refusal::Qp(qp) => reject_with_reason(qp.cm_id(), reason),
+            Refusal::Gone => {}
+        }
+    }
+}
+
+/// Open a connection on the device rdma_cm bound `id` to (this shard opens it on first
+/// use): reserve the queue pair's CQ entries (a connection the CQ cannot hold is refused
+/// rather than allowed to overrun it), create it on the device's CQ and shared receive
+/// queue, grant the peer its first credits and start the connection. Returns it with the
+/// handshake to send.
+pub(crate) fn open_connection(
     shard: &Rc<RdmaShard>,
     id: CmId,
-) -> Result<(QueuePair, CqReservation), (RdmaError, CmId)> {
-    let caps = queue_sizes(&shard.config.get());
-    let mut reservation = match shard.reserve_cq(cq_entries_needed(&caps)) {
+    peer_window: u32,
+    peer_chunk: usize,
+) -> Result<(Rc<ConnCore>, Handshake), (RdmaError, Refusal)> {
+    let device = match Context::from_cm_id(&id)
+        .map_err(RdmaError::Device)
+        .and_then(|ctx| shard.device(ctx))
+    {
+        Ok(d) => d,
+        Err(e) => return Err((e, Refusal::Id(id))),
+    };
+    let config = shard.config();
+    let caps = queue_sizes(&config);
+    let mut cq = match device.reserve_cq(cq_entries_needed(&caps)) {
         Ok(r) => r,
-        Err(e) => return Err((RdmaError::CqFull(e), id)),
+        Err(e) => return Err((RdmaError::CqFull(e), Refusal::Id(id))),
     };
     let qp = QueuePair::create(
         id,
-        &shard.pd,
+        &device.pd,
         QpInit {
-            send_cq: &shard.cq,
-            recv_cq: &shard.cq,
-            srq: None,
+            send_cq: &device.cq,
+            recv_cq: &device.cq,
+            srq: device.srq.as_ref().map(|s| &s.srq),
             caps,
             sq_sig_all: false,
         },
     )
-    .map_err(|e| (RdmaError::Device(e.error), e.id))?;
-    reservation.mark_used();
-    Ok((qp, reservation))
+    .map_err(|e| (RdmaError::Device(e.error), Refusal::Id(e.id)))?;
+    cq.mark_used();
+    let granted = device.initial_grants(config.window);
+    let parts = ConnParts {
+        device: device.clone(),
+        qp,
+        cq,
+        granted,
+        peer_window,
+        peer_chunk,
+    };
+    match ConnCore::start(shard, parts) {
+        Ok(core) => Ok((core, handshake_of(shard, granted))),
+        Err((e, Some(qp))) => {
+            device.return_grants(granted);
+            Err((e, Refusal::Qp(Box::new(qp))))
+        }
+        Err((e, None)) => Err((e, Refusal::Gone)),
+    }
 }
 
 /// Refuse a connect request, telling the client why.

@@ -31,17 +31,21 @@ pub struct Flow {
     /// Data messages received whose grant is held back (the reader is behind, or, with a
     /// shared receive queue, the shard's budget is spent).
     withheld: u32,
+    /// Grants the peer holds or has in flight.
+    peer_holds: u32,
 }
 
 impl Flow {
     /// `peer_window`: data messages the peer accepts before returning credits (0 until it
-    /// is known); `own_window`: ours; `max_sends`: the send queue's depth.
-    pub fn new(peer_window: u32, own_window: u32, max_sends: u32) -> Flow {
+    /// is known); `granted`: the grants we gave the peer in our handshake; `max_sends`: the
+    /// send queue's depth.
+    pub fn new(peer_window: u32, granted: u32, max_sends: u32) -> Flow {
         Flow {
-            credits: Credits::new(peer_window, own_window),
+            credits: Credits::new(peer_window, granted),
             sends_outstanding: 0,
             max_sends,
             withheld: 0,
+            peer_holds: granted,
         }
     }
 
@@ -65,6 +69,11 @@ impl Flow {
 
     pub fn withheld(&self) -> u32 {
         self.withheld
+    }
+
+    /// Grants the peer holds or has in flight (it may send that many data messages).
+    pub fn peer_holds(&self) -> u32 {
+        self.peer_holds
     }
 
     /// A data message may be posted now: a credit, and a send slot beyond the one kept for a
@@ -114,6 +123,7 @@ impl Flow {
         self.credits.returned(returned);
         if kind == Incoming::Data {
             self.withheld += 1;
+            self.peer_holds = self.peer_holds.saturating_sub(1);
         }
     }
 
@@ -121,8 +131,26 @@ impl Flow {
     /// out in the immediate data of the next send or ack.
     pub fn regrant(&mut self, n: u32) {
         let n = n.min(self.withheld);
-        self.withheld -= n;
+        self.grant(n);
+    }
+
+    /// Give the peer `n` grants, the withheld ones first. With a shared receive queue grants
+    /// are not tied to buffers: a connection tops its peer up to its window as the shard's
+    /// budget allows.
+    pub fn grant(&mut self, n: u32) {
+        self.withheld -= n.min(self.withheld);
+        self.peer_holds += n;
         self.credits.reposted(n);
+    }
+
+    /// With a shared receive queue: how many grants to ask the shard's budget for, to top
+    /// the peer up to `window` (none while the reader is behind).
+    pub fn wanted(&self, window: u32, reader_behind: bool) -> u32 {
+        if reader_behind {
+            0
+        } else {
+            window.saturating_sub(self.peer_holds)
+        }
     }
 
     /// Whether a received data message's grant is held back: the reader is behind (more than
@@ -205,6 +233,19 @@ mod tests {
         f.received(Incoming::Ack, 2);
         f.set_peer_window(8);
         assert_eq!(f.credits(), 10);
+    }
+
+    #[test]
+    fn a_shared_queue_tops_the_peer_up_to_its_window() {
+        let mut f = Flow::new(8, 2, 16);
+        assert_eq!(f.wanted(8, false), 6);
+        assert_eq!(f.wanted(8, true), 0, "no grants while the reader is behind");
+        f.received(Incoming::Data, 0);
+        f.received(Incoming::Data, 0);
+        assert_eq!((f.peer_holds(), f.withheld()), (0, 2));
+        f.grant(5);
+        assert_eq!((f.peer_holds(), f.withheld(), f.owed()), (5, 0, 5));
+        assert_eq!(f.wanted(8, false), 3);
     }
 
     #[test]

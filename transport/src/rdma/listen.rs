@@ -13,10 +13,8 @@ use corewire_runtime::{send_to, shard_id, spawn_local, Runtime, ShardId};
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
 use super::cm_events::EventQueue;
-use super::conn::{ConnCore, RdmaConnection};
-use super::establish::{
-    create_qp_or_give_back, expect_event, handshake_of, reject_with_reason, watch_events,
-};
+use super::conn::RdmaConnection;
+use super::establish::{expect_event, open_connection, reject_with_reason, watch_events};
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
 use super::RdmaError;
@@ -198,25 +196,15 @@ async fn accept_on_this_shard<H, Fut>(
         drop(st);
         shard.cm.unregister(key);
     };
-    let (qp, cq) = match create_qp_or_give_back(&shard, id) {
-        Ok(qp) => qp,
-        Err((e, id)) => {
+    let (core, reply) = match open_connection(&shard, id, hello.window, hello.chunk_size as usize) {
+        Ok(opened) => opened,
+        Err((e, refusal)) => {
             refuse(&e);
-            reject_with_reason(&id, &e.to_string());
+            refusal.reject(&e.to_string());
             return;
         }
     };
-    let core = match ConnCore::start(&shard, qp, cq, hello.window, hello.chunk_size as usize) {
-        Ok(core) => core,
-        Err((e, qp)) => {
-            refuse(&e);
-            if let Some(qp) = qp {
-                reject_with_reason(qp.cm_id(), &e.to_string());
-            }
-            return;
-        }
-    };
-    let reply = handshake_of(&shard).encode();
+    let reply = reply.encode();
     let params = ConnParams {
         private_data: &reply,
         ..ConnParams::default()

@@ -9,8 +9,10 @@ mod conn;
 mod connect;
 mod cq_slots;
 pub mod credits;
+mod device;
 mod establish;
 pub mod flow;
+pub mod grants;
 pub mod handshake;
 mod listen;
 mod poller;
@@ -23,7 +25,7 @@ use std::fmt;
 use corewire_runtime::Runtime;
 use corewire_verbs::VerbsError;
 
-pub use config::{PollerMode, RdmaConfig};
+pub use config::{PollerMode, RdmaConfig, ReceiveQueues};
 pub use conn::RdmaConnection;
 pub use connect::connect;
 pub use cq_slots::CqFull;
@@ -72,7 +74,10 @@ impl std::error::Error for RdmaError {}
 /// pool, rdma_cm channel) and register its CQ poller. Fails with a clear error when there is
 /// no RDMA device.
 pub fn install(rt: &Runtime, config: RdmaConfig) -> Result<(), RdmaError> {
-    for h in rt.spawn_on_all(move |_| async move { RdmaShard::install(config).map(|_| ()) }) {
+    for h in rt.spawn_on_all(move |_| {
+        let config = config.clone();
+        async move { RdmaShard::install(config).map(|_| ()) }
+    }) {
         h.wait().map_err(|e| RdmaError::Connect(e.to_string()))??;
     }
     // Release the thread-local handles at shutdown so device objects are freed in order.

@@ -1,4 +1,4 @@
-//! The shard's completion-queue poller, in the three modes of [`PollerMode`].
+//! A shard's completion-queue poller for one device, in the three modes of [`PollerMode`].
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -6,12 +6,14 @@ use std::time::Instant;
 use corewire_runtime::{PollOutcome, Poller};
 use corewire_verbs::WorkCompletion;
 
+use super::device::Device;
 use super::shard::RdmaShard;
-use super::wr_id::WrId;
+use super::wr_id::{WrId, WrKind};
 use super::PollerMode;
 
 pub(crate) struct CqPoller {
     shard: Rc<RdmaShard>,
+    device: Rc<Device>,
     wcs: Vec<WorkCompletion>,
     /// Adaptive mode: when the last completion arrived, or `None` once the CQ is armed and
     /// the shard may sleep.
@@ -20,10 +22,11 @@ pub(crate) struct CqPoller {
 }
 
 impl CqPoller {
-    pub(crate) fn new(shard: Rc<RdmaShard>) -> CqPoller {
-        let batch = shard.config.get().poll_batch.max(1);
+    pub(crate) fn new(shard: Rc<RdmaShard>, device: Rc<Device>) -> CqPoller {
+        let batch = shard.config().poll_batch.max(1);
         CqPoller {
             shard,
+            device,
             wcs: vec![WorkCompletion::default(); batch],
             spinning_since: Some(Instant::now()),
             may_park: false,
@@ -32,7 +35,7 @@ impl CqPoller {
 
     /// Poll the CQ once (up to one batch) and hand each completion to its connection.
     fn poll_once(&mut self) -> usize {
-        let n = match self.shard.cq.poll(&mut self.wcs) {
+        let n = match self.device.cq.poll(&mut self.wcs) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(error = %e, "ibv_poll_cq failed");
@@ -45,7 +48,7 @@ impl CqPoller {
             st.completions += n as u64;
         }
         if n < self.wcs.len() {
-            self.shard.cq_drained();
+            self.device.cq_drained();
         }
         for wc in &self.wcs[..n] {
             let Some(id) = WrId::decode(wc.wr_id) else {
@@ -55,12 +58,34 @@ impl CqPoller {
                 );
                 continue;
             };
+            if id.kind == WrKind::SharedRecv {
+                // Copy the message out to its connection, then post the buffer again.
+                let conn = self
+                    .device
+                    .conn_of_qp(wc.qp_num)
+                    .and_then(|(slot, generation)| self.shard.conn(slot, generation));
+                if let Some(conn) = conn {
+                    conn.on_completion(id, wc);
+                }
+                if wc.status == corewire_verbs::WcStatus::WrFlushError {
+                    // Only a destroyed shared queue flushes its buffers: they stay with the
+                    // pool, which goes away with it.
+                    continue;
+                }
+                self.device.shared_recv_done(id.buffer);
+                continue;
+            }
             match self.shard.conn(id.conn_slot, id.generation) {
                 Some(conn) => conn.on_completion(id, wc),
                 // A flushed completion of a connection already torn down: its buffers were
                 // reclaimed when its queue pair was destroyed.
                 None => tracing::trace!(?id, status = ?wc.status, "stale completion"),
             }
+        }
+        if n > 0 {
+            // Messages used grants of the shared budget: connections waiting for some now
+            // get theirs.
+            self.device.serve_grant_waiters(&self.shard);
         }
         n
     }
@@ -80,7 +105,7 @@ impl CqPoller {
     /// Arm the CQ, then poll once more: a completion that arrived between the last poll and
     /// the arming raises no event (brpc lost CQEs exactly there).
     fn arm_and_recheck(&mut self) -> usize {
-        if let Err(e) = self.shard.cq.req_notify(false) {
+        if let Err(e) = self.device.cq.req_notify(false) {
             tracing::error!(error = %e, "ibv_req_notify_cq failed");
         }
         self.drain()
@@ -93,7 +118,7 @@ impl Poller for CqPoller {
     }
 
     fn poll(&mut self) -> PollOutcome {
-        let n = match self.shard.config.get().mode {
+        let n = match self.shard.mode() {
             PollerMode::Polling { yield_when_idle } => {
                 self.may_park = false;
                 self.spinning_since = Some(Instant::now());
@@ -105,7 +130,7 @@ impl Poller for CqPoller {
             }
             PollerMode::Event => {
                 self.may_park = true;
-                if self.shard.event_pending.replace(false) {
+                if self.device.event_pending.replace(false) {
                     self.drain() + self.arm_and_recheck()
                 } else {
                     0
@@ -135,7 +160,7 @@ impl Poller for CqPoller {
                 }
                 None => {
                     self.may_park = true;
-                    if self.shard.event_pending.replace(false) {
+                    if self.device.event_pending.replace(false) {
                         self.spinning_since = Some(Instant::now());
                         self.may_park = false;
                         self.shard.stats.borrow_mut().mode_switches += 1;

@@ -8,6 +8,9 @@ pub enum WrKind {
     Send,
     /// A pure credit acknowledgement (no buffer).
     Ack,
+    /// A receive of the shard's shared receive queue (its connection is found by queue pair
+    /// number).
+    SharedRecv,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +28,7 @@ impl WrId {
             WrKind::Recv => 0u64,
             WrKind::Send => 1,
             WrKind::Ack => 2,
+            WrKind::SharedRecv => 3,
         };
         (u64::from(self.conn_slot & 0xf_ffff) << 44)
             | (u64::from(self.generation) << 28)
@@ -37,6 +41,7 @@ impl WrId {
             0 => WrKind::Recv,
             1 => WrKind::Send,
             2 => WrKind::Ack,
+            3 => WrKind::SharedRecv,
             _ => return None,
         };
         Some(WrId {
@@ -54,7 +59,7 @@ mod tests {
 
     #[test]
     fn roundtrip() {
-        for kind in [WrKind::Recv, WrKind::Send, WrKind::Ack] {
+        for kind in [WrKind::Recv, WrKind::Send, WrKind::Ack, WrKind::SharedRecv] {
             let id = WrId {
                 conn_slot: 0xf_fff0,
                 generation: 0xbeef,
