@@ -358,3 +358,144 @@ fn rdma_frame_larger_than_the_receive_buffer_limit_arrives() {
     })
     .unwrap();
 }
+
+/// Peers that are not corewire (a bad handshake) are refused with the reason, each counted as
+/// a protocol error (the log line is sampled, so a flood of them is no flood of lines), and
+/// the listener keeps serving real clients.
+#[test]
+fn rdma_bad_handshakes_are_counted_refused_and_do_not_stop_the_listener() {
+    let s = setup(1, polling());
+    let addr = s.addr;
+    const BAD: u64 = 30;
+    for i in 0..BAD {
+        let (kind, data) = rdma_common::raw_connect(addr, format!("nope {i}").as_bytes());
+        assert_eq!(kind, corewire_verbs::CmEventKind::Rejected);
+        let reason = corewire::transport::rdma::handshake::decode_reject(&data);
+        assert!(
+            reason
+                .as_deref()
+                .is_some_and(|r| r.contains("not a corewire")),
+            "{reason:?}"
+        );
+    }
+    assert!(s.rt.stats()[0].protocol_errors >= BAD);
+    s.rt.block_on(0, move || async move {
+        let c = Client::connect_rdma(addr, ClientOptions::default())
+            .await
+            .unwrap();
+        let r = c.call(Echo::ID, 0, "after".into()).await.unwrap();
+        assert_eq!(&r[..], b"after");
+    })
+    .unwrap();
+}
+
+/// An RPC client over RDMA that sends requests and never reads the replies: the server holds
+/// at most its window of handlers, stops reading from the connection (so it stops granting
+/// credits, and the client's sends stall), and once the client reads, every request is
+/// answered exactly once.
+#[test]
+fn rdma_rpc_client_that_never_reads_keeps_the_server_bounded() {
+    const WINDOW: usize = 16;
+    const REQUESTS: u64 = 200;
+    const PAYLOAD: usize = 32 << 10;
+    let rt = runtime(
+        1,
+        RdmaConfig {
+            max_rx_buffered: 256 << 10,
+            max_queued_bytes: 1 << 20,
+            ..polling()
+        },
+    );
+    let addr = rdma_listen_addr();
+    let server = corewire::Server::builder()
+        .service(|_| Echo)
+        .options(corewire::service::ServerOptions {
+            max_in_flight_per_conn: WINDOW,
+            max_queued_bytes: 1 << 20,
+            ..Default::default()
+        })
+        .build()
+        .serve_rdma(&rt, RdmaServer::bind(addr))
+        .unwrap();
+    let tasks_before = rt.stats()[0].tasks_live;
+    let crt = runtime(
+        1,
+        RdmaConfig {
+            max_queued_bytes: 256 << 10,
+            ..polling()
+        },
+    );
+    let rt_stats = {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (back_tx, back_rx) = mpsc::channel::<u64>();
+        // The client reports when it stalled; the main thread reads the server's task count
+        // then, and lets it go on.
+        let client = crt.spawn_on(0, move || async move {
+            let conn = rdma::connect(addr).await.unwrap();
+            let payload = Bytes::from(vec![7u8; PAYLOAD]);
+            let mut sent = 0u64;
+            while sent < REQUESTS {
+                let h = FrameHeader::request(Echo::ID, 0, sent);
+                match timeout(
+                    Duration::from_secs(3),
+                    conn.send(&h, payload.clone(), Bytes::new()),
+                )
+                .await
+                {
+                    Ok(r) => {
+                        r.unwrap();
+                        sent += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let stalled_at = sent;
+            back_tx.send(stalled_at).unwrap();
+            let _ = rx.recv_timeout(Duration::from_secs(60));
+            // Read now, while sending the rest: each request answered exactly once.
+            let reader_conn = conn.clone();
+            let reader = spawn_local(async move {
+                let mut seen = vec![false; REQUESTS as usize];
+                for _ in 0..REQUESTS {
+                    let f = timeout(Duration::from_secs(60), reader_conn.recv())
+                        .await
+                        .expect("replies stopped")
+                        .unwrap()
+                        .expect("connection closed");
+                    assert_eq!(f.payload.len(), PAYLOAD);
+                    let id = f.header.correlation_id as usize;
+                    assert!(!seen[id], "reply {id} twice");
+                    seen[id] = true;
+                }
+                seen.iter().all(|&s| s)
+            });
+            while sent < REQUESTS {
+                let h = FrameHeader::request(Echo::ID, 0, sent);
+                conn.send(&h, payload.clone(), Bytes::new()).await.unwrap();
+                sent += 1;
+            }
+            (stalled_at, reader.await.unwrap())
+        });
+        let stalled_at = back_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the client never stalled");
+        let tasks = rt.stats()[0].tasks_live - tasks_before;
+        tx.send(()).unwrap();
+        let (stalled, all_answered) = client.wait().unwrap();
+        assert_eq!(stalled, stalled_at);
+        (stalled_at, tasks, all_answered)
+    };
+    let (stalled_at, tasks, all_answered) = rt_stats;
+    assert!(
+        stalled_at < REQUESTS / 2,
+        "the server kept reading from a client that never reads ({stalled_at} requests taken)"
+    );
+    // The connection's reader and writer tasks and the connection's event watcher, plus at
+    // most one handler per window slot.
+    assert!(
+        tasks <= WINDOW as u64 + 3,
+        "{tasks} tasks for one connection with a window of {WINDOW}"
+    );
+    assert!(all_answered);
+    server.stop();
+}

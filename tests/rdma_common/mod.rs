@@ -12,6 +12,10 @@ use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, RdmaServerHandle};
 use corewire::{
     service_id, sleep, Request, Response, Runtime, Server, ServerHandle, Service, Status,
 };
+use corewire_verbs::{
+    CmEventChannel, CmEventKind, CmId, CompletionQueue, ConnParams, Context, ProtectionDomain,
+    QpCaps, QpInit, QueuePair,
+};
 
 pub struct Echo;
 impl Service for Echo {
@@ -85,4 +89,47 @@ pub fn runtime(shards: usize, config: RdmaConfig) -> Runtime {
 
 pub fn polling() -> RdmaConfig {
     RdmaConfig::default()
+}
+
+/// Connect to `addr` with raw verbs, offering `private_data` as the handshake (a peer that is
+/// not, or not quite, corewire): the event that ended the attempt and its private data.
+pub fn raw_connect(addr: SocketAddr, private_data: &[u8]) -> (CmEventKind, Vec<u8>) {
+    let ch = CmEventChannel::new().unwrap();
+    let next = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(ev) = ch.get_event().unwrap() {
+                return ev;
+            }
+            assert!(std::time::Instant::now() < deadline, "no rdma_cm event");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let id = CmId::new(&ch).unwrap();
+    id.resolve_addr(None, addr, Duration::from_secs(5)).unwrap();
+    assert_eq!(next().kind(), CmEventKind::AddrResolved);
+    id.resolve_route(Duration::from_secs(5)).unwrap();
+    assert_eq!(next().kind(), CmEventKind::RouteResolved);
+    let ctx = Context::from_cm_id(&id).unwrap();
+    let pd = ProtectionDomain::new(&ctx).unwrap();
+    let cq = CompletionQueue::new(&ctx, 16, None).unwrap();
+    let qp = QueuePair::create(
+        id,
+        &pd,
+        QpInit {
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            caps: QpCaps::default(),
+            sq_sig_all: false,
+        },
+    )
+    .unwrap();
+    let params = ConnParams {
+        private_data,
+        ..ConnParams::default()
+    };
+    qp.cm_id().connect(&params).unwrap();
+    let ev = next();
+    (ev.kind(), ev.private_data().to_vec())
 }

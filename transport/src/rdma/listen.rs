@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use corewire_runtime::accept::{ConnCounts, ConnGuard, Placement, StopSignal};
-use corewire_runtime::{send_to, shard_id, spawn_local, Runtime, ShardId};
+use corewire_runtime::{report_protocol_error, send_to, shard_id, spawn_local, Runtime, ShardId};
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
 use super::cm_events::EventQueue;
@@ -127,7 +127,8 @@ async fn accept_loop<H, Fut>(
         let hello = match Handshake::decode(ev.private_data()) {
             Ok(h) => h,
             Err(e) => {
-                tracing::warn!(error = %e, "rejecting an rdma connection");
+                // Not a corewire peer (or a broken one): counted, and logged as a sample.
+                report_protocol_error("rdma-handshake", new_id.peer_addr(), &e);
                 reject_with_reason(&new_id, &e.to_string());
                 continue;
             }
@@ -189,7 +190,9 @@ async fn accept_on_this_shard<H, Fut>(
     let queue = shard.cm.register(key);
     let peer = id.peer_addr();
     let refuse = |e: &RdmaError| {
-        tracing::warn!(?peer, error = %e, "refusing rdma connection");
+        // A storm of connections past the shard's resources must not become a storm of log
+        // lines: every refusal is counted, a sample is logged.
+        shard.log_refusal(peer, e);
         let mut st = shard.stats.borrow_mut();
         st.connection_errors += 1;
         st.connections_refused += 1;

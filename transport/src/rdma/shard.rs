@@ -3,8 +3,11 @@
 //! channel, and its counters.
 
 use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
+use std::time::Instant;
 
+use corewire_runtime::protocol_error::{LogSampler, Sample, LOG_LINES_PER_WINDOW, LOG_WINDOW};
 use corewire_runtime::spawn_local;
 use corewire_verbs::{CmEventChannel, Context};
 use slab::Slab;
@@ -58,6 +61,8 @@ pub(crate) struct RdmaShard {
     pub cm_channel: CmEventChannel,
     pub cm: Rc<CmRouter>,
     pub stats: RefCell<RdmaStats>,
+    /// Refused connections are logged as a sample.
+    refusals: RefCell<LogSampler>,
 }
 
 thread_local! {
@@ -91,6 +96,7 @@ impl RdmaShard {
             cm_channel,
             cm: Rc::new(CmRouter::default()),
             stats: RefCell::new(RdmaStats::default()),
+            refusals: RefCell::new(LogSampler::new(LOG_LINES_PER_WINDOW, LOG_WINDOW)),
         });
         shard.device(ctx)?;
         spawn_local(run_router(shard.cm_channel.clone(), shard.cm.clone()));
@@ -130,6 +136,13 @@ impl RdmaShard {
             }
         }
         Ok(())
+    }
+
+    /// Log a refused connection, as a sample (the caller counts every one).
+    pub fn log_refusal(&self, peer: Option<SocketAddr>, why: &RdmaError) {
+        if let Sample::Log { suppressed } = self.refusals.borrow_mut().admit(Instant::now()) {
+            tracing::warn!(?peer, error = %why, suppressed, "refusing rdma connection");
+        }
     }
 
     pub fn add_conn(&self, make: impl FnOnce(u32, u16) -> Rc<ConnCore>) -> Rc<ConnCore> {
