@@ -55,7 +55,7 @@ fn main() {
     let addr = server.local_addr();
 
     let report = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             // Several connections: SO_REUSEPORT spreads them over the shards.
             let mut clients = Vec::new();
             for _ in 0..8 {

@@ -134,7 +134,7 @@ fn micros(d: Duration) -> f64 {
 mod tests {
     use super::*;
     use bytes::{Bytes, BytesMut};
-    use corewire::runtime::accept::{Accepted, TcpServer};
+    use corewire::runtime::accept::{Accepted, TcpEndpoint};
     use echo_support::connection::{serve_echo, EchoLimits};
     use echo_support::load::LoadError;
 
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn load_against_the_echo_handler_counts_every_reply() {
         let server_rt = rt(2);
-        let server = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+        let server = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
             .serve(&server_rt, |a| serve_echo(a, EchoLimits::default()))
             .unwrap();
         let client_rt = rt(2);
@@ -230,7 +230,7 @@ mod tests {
 
     fn load_against(reply: fn(u64, Bytes) -> Option<Bytes>) -> Result<u64, LoadError> {
         let server_rt = rt(1);
-        let server = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+        let server = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
             .serve(&server_rt, move |a| fake_echo(a, reply))
             .unwrap();
         let client_rt = rt(1);

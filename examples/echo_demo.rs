@@ -12,7 +12,7 @@ mod echo_support;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use corewire::runtime::accept::{AcceptMode, Placement, TcpServer};
+use corewire::runtime::accept::{AcceptMode, Placement, TcpEndpoint};
 use corewire::runtime::{Budget, Runtime};
 
 use echo_support::connection::{serve_echo, EchoLimits};
@@ -44,7 +44,7 @@ fn demo() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let budget = Budget::default();
     let limits = EchoLimits::default();
-    let server = TcpServer::bind("127.0.0.1:0".parse()?)
+    let server = TcpEndpoint::bind("127.0.0.1:0".parse()?)
         .mode(AcceptMode::handoff(Placement::LeastConnections))
         .budget(budget)
         .serve(&server_rt, move |accepted| serve_echo(accepted, limits))?;

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use corewire::runtime::accept::{AcceptMode, Placement, ServerHandle, TcpServer};
+use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
 use corewire::runtime::{Budget, Runtime, ShardStatsSnapshot};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -162,7 +162,7 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
     }
     let rt = builder.build()?;
     let limits = config.limits;
-    let server = TcpServer::bind(config.addr)
+    let server = TcpEndpoint::bind(config.addr)
         .mode(config.mode.clone())
         .budget(config.budget)
         .serve(&rt, move |accepted| serve_echo(accepted, limits))?;
@@ -184,7 +184,7 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
 }
 
 /// The summary lines, then every counter of every shard.
-fn stats_report(server: &ServerHandle, stats: &[ShardStatsSnapshot]) -> String {
+fn stats_report(server: &ListenerHandle, stats: &[ShardStatsSnapshot]) -> String {
     let placed = server.placed_connections();
     let mut out = String::new();
     for (i, s) in stats.iter().enumerate() {
@@ -246,16 +246,16 @@ mod tests {
         }
     }
 
-    fn start(max_msg: usize) -> (Runtime, ServerHandle) {
+    fn start(max_msg: usize) -> (Runtime, ListenerHandle) {
         let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
         let limits = EchoLimits { max_msg };
-        let server = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+        let server = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
             .serve(&rt, move |a| serve_echo(a, limits))
             .unwrap();
         (rt, server)
     }
 
-    fn connect(server: &ServerHandle) -> TcpStream {
+    fn connect(server: &ListenerHandle) -> TcpStream {
         let s = TcpStream::connect(server.local_addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         s

@@ -18,8 +18,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire::runtime::accept::TcpServer;
-use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer};
+use corewire::runtime::accept::TcpEndpoint;
+use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
 use corewire::transport::Connection;
 use corewire::{
     service_id, spawn_local, Client, ClientOptions, Request, Response, Runtime, Server, Service,
@@ -222,12 +222,15 @@ fn main() {
         }
         let addr = SocketAddr::new(o.addr, 18515);
         let h = server
-            .serve_rdma(&server_rt, RdmaServer::bind(addr))
+            .serve_rdma(&server_rt, RdmaEndpoint::bind(addr))
             .expect("rdma listen");
         (addr, None, Some(h))
     } else {
         let h = server
-            .serve_tcp(&server_rt, TcpServer::bind("127.0.0.1:0".parse().unwrap()))
+            .serve_tcp(
+                &server_rt,
+                TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+            )
             .expect("tcp listen");
         (h.local_addr(), Some(h), None)
     };

@@ -28,7 +28,7 @@
 //! let rt = Runtime::builder().shards(2).build().unwrap();
 //! let server = Server::builder().service(|_shard| Echo).serve_tcp(&rt, "127.0.0.1:7000".parse().unwrap()).unwrap();
 //! let addr = server.local_addr();
-//! let reply = rt.block_on(0, move || async move {
+//! let reply = rt.run_on(0, move || async move {
 //!     let client = Client::connect_tcp(addr, Default::default()).await.unwrap();
 //!     client.call(Echo::ID, 0, "hi".into()).await.unwrap()
 //! });
@@ -45,6 +45,6 @@ pub use corewire_runtime::{
     Budget, Runtime, ShardId,
 };
 pub use service::{
-    service_id, CallBuilder, Client, ClientError, ClientOptions, ClientPool, Reply, Request,
-    Response, Server, ServerBuilder, ServerHandle, Service, Status,
+    service_id, CallBuilder, Client, ClientError, ClientOptions, ClientPool, Request, Response,
+    Server, ServerBuilder, ServerHandle, Service, Status,
 };

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, ReceiveQueues};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, timeout, Client, ClientOptions, Service};
 use corewire_transport::frame::FrameHeader;
@@ -61,7 +61,7 @@ fn exhaust_the_pool(server: RdmaConfig) -> rdma::RdmaStats {
         },
     );
     let done = crt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let mut clients = Vec::new();
             for _ in 0..4 {
                 clients.push(
@@ -122,7 +122,7 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
     assert!(fits >= 1, "{st:?}");
     let addr = s.addr;
     let crt = runtime(1, polling());
-    crt.block_on(0, move || async move {
+    crt.run_on(0, move || async move {
         let mut clients = Vec::new();
         for _ in 0..fits {
             let c = Client::connect_rdma(addr, ClientOptions::default())
@@ -171,7 +171,7 @@ fn rdma_recv_dropped_by_a_timeout_loses_nothing() {
     let addr = rdma_listen_addr();
     let (tx, rx) = mpsc::channel::<String>();
     let tx = Arc::new(std::sync::Mutex::new(tx));
-    let listener = RdmaServer::bind(addr)
+    let listener = RdmaEndpoint::bind(addr)
         .serve(&rt, move |accepted| {
             let tx = tx.clone();
             async move {
@@ -258,7 +258,7 @@ fn rdma_receiver_that_never_reads_stops_the_sender() {
     let start_reading = Arc::new(AtomicBool::new(false));
     let read = Arc::new(AtomicU64::new(0));
     let (go, count) = (start_reading.clone(), read.clone());
-    let listener = RdmaServer::bind(addr)
+    let listener = RdmaEndpoint::bind(addr)
         .serve(&rt, move |accepted| {
             let (go, count) = (go.clone(), count.clone());
             async move {
@@ -275,7 +275,7 @@ fn rdma_receiver_that_never_reads_stops_the_sender() {
         })
         .unwrap();
     let sent = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let conn = rdma::connect(addr).await.unwrap();
             let body = Bytes::from(vec![7u8; FRAME]);
             let mut sent = 0u64;
@@ -342,7 +342,7 @@ fn rdma_frame_larger_than_the_receive_buffer_limit_arrives() {
         },
     );
     let addr = s.addr;
-    s.rt.block_on(0, move || async move {
+    s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -379,7 +379,7 @@ fn rdma_bad_handshakes_are_counted_refused_and_do_not_stop_the_listener() {
         );
     }
     assert!(s.rt.stats()[0].protocol_errors >= BAD);
-    s.rt.block_on(0, move || async move {
+    s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -415,7 +415,7 @@ fn rdma_rpc_client_that_never_reads_keeps_the_server_bounded() {
             ..Default::default()
         })
         .build()
-        .serve_rdma(&rt, RdmaServer::bind(addr))
+        .serve_rdma(&rt, RdmaEndpoint::bind(addr))
         .unwrap();
     let tasks_before = rt.stats()[0].tasks_live;
     let crt = runtime(

@@ -6,7 +6,7 @@ mod rdma_common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaServer, ReceiveQueues};
+use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
 use corewire_transport::frame::FrameLimits;
@@ -16,7 +16,7 @@ use rdma_common::{polling, rdma_listen_addr, setup, Echo};
 fn rdma_echo_of_every_size_including_multi_chunk_attachments() {
     let s = setup(2, polling());
     let addr = s.addr;
-    s.rt.block_on(1, move || async move {
+    s.rt.run_on(1, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -62,7 +62,7 @@ fn rdma_pipelining_beyond_the_credit_window() {
     );
     let addr = s.addr;
     let n =
-        s.rt.block_on(0, move || async move {
+        s.rt.run_on(0, move || async move {
             let c = Client::connect_rdma(
                 addr,
                 ClientOptions {
@@ -112,7 +112,7 @@ fn rdma_handoff_places_connections_least_connections_first() {
     let placed_before = s.server.as_ref().unwrap().placed_connections();
     assert_eq!(placed_before, vec![0, 0]);
     let _keep =
-        s.rt.block_on(0, move || async move {
+        s.rt.run_on(0, move || async move {
             let mut clients = Vec::new();
             for _ in 0..4 {
                 let c = Client::connect_rdma(addr, ClientOptions::default())
@@ -130,7 +130,7 @@ fn rdma_handoff_places_connections_least_connections_first() {
 fn run_modes(mode: PollerMode) -> Vec<rdma::RdmaStats> {
     let s = setup(1, RdmaConfig { mode, ..polling() });
     let addr = s.addr;
-    s.rt.block_on(0, move || async move {
+    s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -175,9 +175,9 @@ fn rdma_mode_can_be_switched_at_runtime() {
             .unwrap();
         c.call(Echo::ID, 0, "m".into()).await.unwrap()
     };
-    s.rt.block_on(0, call).unwrap();
+    s.rt.run_on(0, call).unwrap();
     rdma::set_mode(&s.rt, PollerMode::Event).unwrap();
-    s.rt.block_on(0, call).unwrap();
+    s.rt.run_on(0, call).unwrap();
     assert!(rdma::stats(&s.rt)[0].cq_events > 0);
 }
 
@@ -195,7 +195,7 @@ fn rdma_busy_poller_does_not_starve_tcp_on_the_same_shard() {
     let rdma_addr = s.addr;
     let polls_before = rdma::stats(&s.rt)[0].cq_polls;
     let done =
-        s.rt.block_on(0, move || async move {
+        s.rt.run_on(0, move || async move {
             // Keep RDMA traffic going while TCP calls run on the same shard.
             let r = Client::connect_rdma(rdma_addr, ClientOptions::default())
                 .await
@@ -277,7 +277,7 @@ fn rdma_peer_disconnect_fails_pending_calls() {
 fn rdma_qp_error_ends_only_that_connection() {
     let s = setup(1, polling());
     let addr = s.addr;
-    s.rt.block_on(0, move || async move {
+    s.rt.run_on(0, move || async move {
         let good = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -321,12 +321,12 @@ fn rdma_oversize_message_closes_only_that_connection() {
     let server = Server::builder()
         .service(|_| Echo)
         .build()
-        .serve_rdma(&rt, RdmaServer::bind(addr))
+        .serve_rdma(&rt, RdmaEndpoint::bind(addr))
         .unwrap();
     // The client side lives on its own runtime with the default (larger) limits.
     let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
     rdma::install(&crt, polling()).unwrap();
-    crt.block_on(0, move || async move {
+    crt.run_on(0, move || async move {
         let good = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -394,7 +394,7 @@ fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
             ..polling()
         },
     );
-    crt.block_on(0, move || async move {
+    crt.run_on(0, move || async move {
         let first = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
@@ -430,7 +430,7 @@ fn rdma_slow_reader_backpressures_the_sender() {
     );
     let addr = s.addr;
     let got =
-        s.rt.block_on(0, move || async move {
+        s.rt.run_on(0, move || async move {
             let c = Client::connect_rdma(addr, ClientOptions::default())
                 .await
                 .unwrap();
@@ -464,7 +464,7 @@ fn rdma_slow_reader_backpressures_the_sender() {
 fn rdma_connection_reports_its_stats_and_kind() {
     let s = setup(1, polling());
     let addr = s.addr;
-    s.rt.block_on(0, move || async move {
+    s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::accept::{AcceptMode, Placement, TcpServer};
+use corewire::runtime::accept::{AcceptMode, Placement, TcpEndpoint};
 use corewire::transport::frame::{FrameEncoder, FrameHeader, FrameKind, FrameLimits, StatusCode};
 use corewire::{
     service_id, sleep, submit_to, Client, ClientError, ClientOptions, Request, Response, Runtime,
@@ -89,7 +89,7 @@ fn start(shards: usize) -> (Runtime, SocketAddr, corewire::ServerHandle) {
     let handle = server
         .serve_tcp(
             &rt,
-            TcpServer::bind("127.0.0.1:0".parse().unwrap())
+            TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
                 .mode(AcceptMode::handoff(Placement::RoundRobin)),
         )
         .unwrap();
@@ -101,7 +101,7 @@ fn start(shards: usize) -> (Runtime, SocketAddr, corewire::ServerHandle) {
 fn echo_with_attachment() {
     let (rt, addr, _h) = start(2);
     let reply = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let c = Client::connect_tcp(addr, ClientOptions::default())
                 .await
                 .unwrap();
@@ -122,7 +122,7 @@ fn echo_with_attachment() {
 fn pipelined_calls_complete_out_of_order() {
     let (rt, addr, _h) = start(1);
     let order = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let c = Client::connect_tcp(addr, ClientOptions::default())
                 .await
                 .unwrap();
@@ -150,7 +150,7 @@ fn pipelined_calls_complete_out_of_order() {
 fn errors_travel_as_typed_statuses() {
     let (rt, addr, _h) = start(1);
     let (unknown_service, unknown_method, bad, timeout, ok_after) = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let c = Client::connect_tcp(addr, ClientOptions::default())
                 .await
                 .unwrap();
@@ -169,9 +169,23 @@ fn errors_travel_as_typed_statuses() {
             (a, b, d, e, ok)
         })
         .unwrap();
-    assert_eq!(unknown_service.status(), Some(StatusCode::UnknownService));
-    assert_eq!(unknown_method.status(), Some(StatusCode::UnknownMethod));
-    assert_eq!(bad.status(), Some(StatusCode::BadRequest));
+    // The very values the server produced, typed, with the service's own text.
+    assert_eq!(
+        unknown_service,
+        ClientError::Status(Status::UnknownService(12345))
+    );
+    assert_eq!(
+        unknown_method,
+        ClientError::Status(Status::UnknownMethod {
+            service_id: Echo::ID,
+            method_id: 99
+        })
+    );
+    assert_eq!(
+        bad,
+        ClientError::Status(Status::BadRequest("method 2 always fails".into()))
+    );
+    assert_eq!(bad.code(), Some(StatusCode::BadRequest));
     assert_eq!(timeout, ClientError::Timeout);
     assert_eq!(&ok_after[..], b"still here");
 }
@@ -180,7 +194,7 @@ fn errors_travel_as_typed_statuses() {
 fn shard_local_state_gathered_across_shards() {
     let (rt, addr, _h) = start(2);
     let total = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             // Four connections, placed round-robin: two land on each shard.
             let mut clients = Vec::new();
             for _ in 0..4 {
@@ -202,7 +216,7 @@ fn shard_local_state_gathered_across_shards() {
     assert_eq!(total, 1 + 2 + 3 + 4);
     let per_shard: Vec<u64> = (0..2)
         .map(|s| {
-            rt.block_on(s, || async { COUNTER_HITS.with(|c| c.get()) })
+            rt.run_on(s, || async { COUNTER_HITS.with(|c| c.get()) })
                 .unwrap()
         })
         .collect();
@@ -338,7 +352,7 @@ fn bad_input_leaves_neighbours_alone() {
 fn window_limits_calls_in_flight() {
     let (rt, addr, _h) = start(1);
     let max_seen = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let c = Client::connect_tcp(
                 addr,
                 ClientOptions {
@@ -373,7 +387,7 @@ fn window_limits_calls_in_flight() {
 fn pool_replaces_a_dead_connection() {
     let (rt, addr, _h) = start(1);
     let (live_before, live_after) = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             use corewire::transport::Connection;
             let pool = corewire::ClientPool::new(addr, 2, ClientOptions::default());
             for _ in 0..4 {
@@ -429,7 +443,7 @@ fn a_client_that_never_reads_keeps_the_server_bounded() {
             ..Default::default()
         })
         .build()
-        .serve_tcp(&rt, TcpServer::bind("127.0.0.1:0".parse().unwrap()))
+        .serve_tcp(&rt, TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()))
         .unwrap();
     let tasks_before = rt.stats()[0].tasks_live;
     let rss_before = rss_kib();
@@ -541,7 +555,7 @@ fn a_dropped_call_frees_its_slot_and_cancels_on_the_server() {
         .unwrap();
     let addr = handle.local_addr();
     let (gave_up, in_flight, next, abandoned) = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let c = Client::connect_tcp(
                 addr,
                 ClientOptions {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One shard's counters as printed at exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ShardStats {
+pub struct ShardLine {
     pub shard: usize,
     pub accepted: u64,
     pub open: u64,
@@ -16,7 +16,7 @@ pub struct ShardStats {
     pub placed: Option<u64>,
 }
 
-impl ShardStats {
+impl ShardLine {
     /// The line a server prints.
     pub fn line(&self) -> String {
         let mut line = format!(
@@ -36,9 +36,9 @@ impl ShardStats {
 
     /// Parses a stats line; `None` for any other line. Unknown `key=value` pairs are ignored so
     /// servers may print more.
-    pub fn parse(line: &str) -> Option<ShardStats> {
+    pub fn parse(line: &str) -> Option<ShardLine> {
         let rest = line.trim().strip_prefix("stats ")?;
-        let mut stats = ShardStats::default();
+        let mut stats = ShardLine::default();
         let mut saw_shard = false;
         for pair in rest.split_whitespace() {
             let (key, value) = pair.split_once('=')?;
@@ -94,8 +94,8 @@ impl ShardCounters {
     }
 
     /// Snapshot for printing. The peers have no budgets, so `budget_exhausted` is always 0.
-    pub fn snapshot(&self, shard: usize) -> ShardStats {
-        ShardStats {
+    pub fn snapshot(&self, shard: usize) -> ShardLine {
+        ShardLine {
             shard,
             accepted: self.accepted.load(Ordering::Relaxed),
             open: self.open.load(Ordering::Relaxed),
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn line_round_trips_and_other_lines_are_ignored() {
-        let s = ShardStats {
+        let s = ShardLine {
             shard: 1,
             accepted: 10,
             open: 2,
@@ -122,21 +122,21 @@ mod tests {
             s.line(),
             "stats shard=1 accepted=10 open=2 budget_exhausted=3"
         );
-        assert_eq!(ShardStats::parse(&s.line()), Some(s));
+        assert_eq!(ShardLine::parse(&s.line()), Some(s));
         assert_eq!(
-            ShardStats::parse("stats shard=0 accepted=5 extra=9").map(|s| s.accepted),
+            ShardLine::parse("stats shard=0 accepted=5 extra=9").map(|s| s.accepted),
             Some(5)
         );
-        let handoff = ShardStats::parse(
+        let handoff = ShardLine::parse(
             "stats shard=0 accepted=40 open=0 budget_exhausted=0 handoffs_in=0 placed=20",
         )
         .unwrap();
         assert_eq!((handoff.accepted, handoff.served()), (40, 20));
-        assert_eq!(ShardStats::parse(&handoff.line()), Some(handoff));
+        assert_eq!(ShardLine::parse(&handoff.line()), Some(handoff));
         assert_eq!(s.served(), 10);
-        assert_eq!(ShardStats::parse("listening on 127.0.0.1:1"), None);
-        assert_eq!(ShardStats::parse("stats accepted=5"), None);
-        assert_eq!(ShardStats::parse("stats shard=x"), None);
+        assert_eq!(ShardLine::parse("listening on 127.0.0.1:1"), None);
+        assert_eq!(ShardLine::parse("stats accepted=5"), None);
+        assert_eq!(ShardLine::parse("stats shard=x"), None);
     }
 
     #[test]
@@ -156,7 +156,7 @@ mod tests {
         c.closed();
         assert_eq!(
             c.snapshot(3),
-            ShardStats {
+            ShardLine {
                 shard: 3,
                 accepted: 2,
                 open: 1,

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use corewire_bench::benchctl::process::{run_client, ServerProcess};
-use corewire_bench::stats_line::ShardStats;
+use corewire_bench::stats_line::ShardLine;
 
 const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
 const ECHO_TOKIO: &str = env!("CARGO_BIN_EXE_echo_tokio");
@@ -52,7 +52,7 @@ fn num(report: &serde_json::Value, key: &str) -> f64 {
 
 /// Closed loop (pipelined, 4 KiB), probe and accept storm against one running server; returns
 /// the server's stats lines.
-fn exercise_echo_server(server_cmd: &str, port: u16) -> Vec<ShardStats> {
+fn exercise_echo_server(server_cmd: &str, port: u16) -> Vec<ShardLine> {
     let server = start(server_cmd, port);
     let pid = server.pid();
     let addr = format!("127.0.0.1:{port}");
@@ -94,7 +94,7 @@ fn exercise_echo_server(server_cmd: &str, port: u16) -> Vec<ShardStats> {
     );
     exit.stdout
         .iter()
-        .filter_map(|l| ShardStats::parse(l))
+        .filter_map(|l| ShardLine::parse(l))
         .collect()
 }
 
@@ -193,10 +193,10 @@ fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
             "{:?}",
             exit.status
         );
-        let stats: Vec<ShardStats> = exit
+        let stats: Vec<ShardLine> = exit
             .stdout
             .iter()
-            .filter_map(|l| ShardStats::parse(l))
+            .filter_map(|l| ShardLine::parse(l))
             .collect();
         assert_eq!(stats.len(), 2, "{:?}", exit.stdout);
         assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 4, "{accept}");

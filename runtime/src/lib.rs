@@ -7,7 +7,7 @@
 //! use std::time::Duration;
 //!
 //! let rt = Runtime::builder().shards(2).build().unwrap();
-//! let answer = rt.block_on(1, || async {
+//! let answer = rt.run_on(1, || async {
 //!     let task = spawn_local(async { 6 * 7 });
 //!     sleep(Duration::from_millis(1)).await;
 //!     task.await.unwrap()

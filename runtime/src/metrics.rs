@@ -56,7 +56,7 @@ impl MetricsServer {
         let stop = Arc::new(StopSignal::default());
         let task_stop = stop.clone();
         let local = rt
-            .block_on(shard, move || async move {
+            .run_on(shard, move || async move {
                 let listener = TcpListener::bind(addr, ListenOptions::default())?;
                 let local = listener.local_addr();
                 spawn_local(async move {

@@ -38,7 +38,7 @@ where
     Fut: Future + 'static,
     Fut::Output: Outcome,
 {
-    let joined = rt.block_on(0, move || async move {
+    let joined = rt.run_on(0, move || async move {
         CatchUnwind(Box::pin(async move { f().await.into_outcome() })).await
     });
     match joined {

@@ -258,9 +258,11 @@ impl Runtime {
             .collect()
     }
 
-    /// Run `f` on shard `shard` and block this (non-shard) thread until it finishes.
+    /// Run the task `f` makes on shard `shard` and wait, on this (non-shard) thread, for its
+    /// output. (Not tokio's `block_on(future)`: the future is built on the shard by `f`,
+    /// because shard tasks are `!Send`.)
     #[track_caller]
-    pub fn block_on<F, Fut, T>(&self, shard: ShardId, f: F) -> Result<T, crate::JoinError>
+    pub fn run_on<F, Fut, T>(&self, shard: ShardId, f: F) -> Result<T, crate::JoinError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,

@@ -190,7 +190,7 @@ fn handed_off_connection_runs_on_its_target_shard() {
     let served_on: Arc<Mutex<Vec<(usize, usize, Budget)>>> = Arc::default();
     let log = served_on.clone();
     let budget = Budget::messages(7).with_bytes(1000);
-    let handle = corewire_runtime::accept::TcpServer::bind("127.0.0.1:0".parse().unwrap())
+    let handle = corewire_runtime::accept::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
         .mode(handoff(Placement::Fixed(1)))
         .budget(budget)
         .serve(&rt, move |accepted| {
@@ -260,7 +260,7 @@ fn stop_keeps_open_connections_working() {
     }
 }
 
-/// `ServerHandle::stop` says the listeners are closed when it returns, so a connect right
+/// `ListenerHandle::stop` says the listeners are closed when it returns, so a connect right
 /// after it must be refused. Today the accept loop drops its listener while the ring's
 /// accept still holds the socket; the socket only closes once the queued cancel reaches the
 /// kernel, and a connect in between completes its handshake against a server that is gone.

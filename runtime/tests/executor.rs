@@ -20,7 +20,7 @@ fn rt(shards: usize) -> Runtime {
 fn spawn_and_join_local_tasks() {
     let rt = rt(1);
     let out = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let counter = Rc::new(Cell::new(0));
             let handles: Vec<_> = (0..100)
                 .map(|i| {
@@ -43,10 +43,10 @@ fn spawn_and_join_local_tasks() {
 }
 
 #[test]
-fn block_on_runs_on_the_requested_shard() {
+fn run_on_runs_on_the_requested_shard() {
     let rt = rt(2);
-    assert_eq!(rt.block_on(0, || async { shard_id() }).unwrap(), 0);
-    assert_eq!(rt.block_on(1, || async { shard_id() }).unwrap(), 1);
+    assert_eq!(rt.run_on(0, || async { shard_id() }).unwrap(), 0);
+    assert_eq!(rt.run_on(1, || async { shard_id() }).unwrap(), 1);
 }
 
 /// A waker woken from a plain OS thread must reach the parked shard (eventfd path).
@@ -54,7 +54,7 @@ fn block_on_runs_on_the_requested_shard() {
 fn wake_from_foreign_thread_unparks_shard() {
     let rt = rt(1);
     let got = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let slot: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>> = Default::default();
             let s2 = slot.clone();
             std::thread::spawn(move || {
@@ -89,7 +89,7 @@ fn wake_from_foreign_thread_unparks_shard() {
 fn abort_drops_the_task() {
     let rt = rt(1);
     let (result, dropped) = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             struct Flag(Rc<Cell<bool>>);
             impl Drop for Flag {
                 fn drop(&mut self) {
@@ -115,7 +115,7 @@ fn abort_drops_the_task() {
 fn a_panicking_task_does_not_take_the_shard_down() {
     let rt = rt(1);
     let r = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let bad = spawn_local(async {
                 panic!("boom (expected by this test)");
             });
@@ -126,7 +126,7 @@ fn a_panicking_task_does_not_take_the_shard_down() {
     assert_eq!(r, (Err(JoinError::Aborted), Ok(7)));
     assert_eq!(rt.stats()[0].task_panics, 1);
     // The shard still serves work afterwards.
-    assert_eq!(rt.block_on(0, || async { 1 }).unwrap(), 1);
+    assert_eq!(rt.run_on(0, || async { 1 }).unwrap(), 1);
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn pinned_shards_run_on_their_cpu() {
     for (i, cpu) in cpus.iter().enumerate() {
         // SAFETY-free: sched_getcpu via libc is not needed; read the thread's affinity mask.
         let on = rt
-            .block_on(i, || async {
+            .run_on(i, || async {
                 std::fs::read_to_string("/proc/thread-self/status").unwrap()
             })
             .unwrap();

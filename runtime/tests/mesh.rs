@@ -8,7 +8,7 @@ use corewire_runtime::{send_to, shard_id, sleep, submit_to, MeshError, Runtime};
 fn submit_to_runs_on_the_target_and_returns_its_value() {
     let rt = Runtime::builder().shards(2).pin(false).build().unwrap();
     let got = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let mut out = Vec::new();
             for i in 0..200u64 {
                 // The remote future is !Send (an Rc) — it is created on the target shard.
@@ -36,7 +36,7 @@ fn submit_to_runs_on_the_target_and_returns_its_value() {
 fn submit_to_self_and_missing_shard() {
     let rt = Runtime::builder().shards(2).pin(false).build().unwrap();
     let (me, missing) = rt
-        .block_on(1, || async {
+        .run_on(1, || async {
             let me = submit_to(1, || async { shard_id() }).await.unwrap();
             let missing = submit_to(7, || async {}).await;
             (me, missing)
@@ -65,7 +65,7 @@ fn full_inbox_applies_backpressure_without_loss() {
             std::hint::spin_loop();
         }
     });
-    rt.block_on(0, move || async move {
+    rt.run_on(0, move || async move {
         for _ in 0..500 {
             let r = r2.clone();
             send_to(1, move || {

@@ -19,7 +19,7 @@ fn get(addr: std::net::SocketAddr, request: &[u8]) -> String {
 #[test]
 fn scrape_shows_every_shard_and_every_counter() {
     let rt = Runtime::builder().shards(2).pin(false).build().unwrap();
-    rt.block_on(1, || async {
+    rt.run_on(1, || async {
         for _ in 0..10 {
             corewire_runtime::yield_now().await;
         }

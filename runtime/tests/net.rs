@@ -54,7 +54,7 @@ fn echo_round_trips_from_empty_to_one_mib() {
         MIB,
     ];
     let checked = rt
-        .block_on(1, move || async move {
+        .run_on(1, move || async move {
             let stream = TcpStream::connect(addr).await?;
             let mut buf = BytesMut::new();
             for (i, &size) in sizes.iter().enumerate() {
@@ -74,7 +74,7 @@ fn echo_round_trips_from_empty_to_one_mib() {
 fn pipelined_frames_come_back_in_order() {
     let (rt, server) = server_on_shard_0();
     let addr = server.addr();
-    rt.block_on(1, move || async move {
+    rt.run_on(1, move || async move {
         let stream = TcpStream::connect(addr).await.unwrap();
         let payloads: Vec<Vec<u8>> = (0..300)
             .map(|i| pattern(i, (i as usize * 977) % 20_000))
@@ -144,7 +144,7 @@ fn connect_from_a_shard_to_a_plain_listener() {
     });
     let rt = common::runtime(1);
     let (reply, local, peer_seen) = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let stream = TcpStream::connect(addr).await.unwrap();
             stream.send_all(Bytes::from_static(b"hello")).await.unwrap();
             let mut buf = BytesMut::new();
@@ -175,7 +175,7 @@ fn connect_to_a_closed_port_is_an_error_not_a_panic() {
     };
     let rt = common::runtime(1);
     let err = rt
-        .block_on(
+        .run_on(
             0,
             move || async move { TcpStream::connect(addr).await.err() },
         )
@@ -216,7 +216,7 @@ fn recv_dropped_by_a_timeout_does_not_disturb_the_next_recv() {
         }
     });
     let rt = common::runtime(1);
-    rt.block_on(0, move || async move {
+    rt.run_on(0, move || async move {
         let stream = TcpStream::connect(addr).await.unwrap();
         for round in 0..ROUNDS {
             let wait = Duration::from_millis(1 + (round % 3) as u64);
@@ -258,7 +258,7 @@ fn recv_abandoned_before_submission_does_not_swallow_queued_data() {
     });
     let rt = common::runtime(1);
     let got = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let stream = TcpStream::connect(addr).await.unwrap();
             // Loopback delivers during the peer's write: once it returned, the bytes are
             // queued on our socket. (Blocking the shard here is fine: nothing else runs.)
@@ -321,7 +321,7 @@ fn send_all_vectored_resumes_after_partial_writes() {
     });
     let rt = common::runtime(1);
     let parts: Vec<Bytes> = bufs.into_iter().map(Bytes::from).collect();
-    rt.block_on(0, move || async move {
+    rt.run_on(0, move || async move {
         let stream = TcpStream::connect(addr).await.unwrap();
         stream.send_all_vectored(parts).await.unwrap();
         stream.shutdown_write().unwrap();
@@ -351,7 +351,7 @@ fn send_all_vectored_accepts_more_buffers_than_iov_max() {
     let expected: Vec<u8> = parts.iter().flat_map(|b| b.to_vec()).collect();
     let rt = common::runtime(1);
     let sent = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let stream = TcpStream::connect(addr).await.unwrap();
             let res = stream.send_all_vectored(parts).await;
             stream.shutdown_write().unwrap();
@@ -379,7 +379,7 @@ fn recv_into_a_full_buffer_is_not_mistaken_for_eof() {
     });
     let rt = common::runtime(1);
     let got = rt
-        .block_on(0, move || async move {
+        .run_on(0, move || async move {
             let stream = TcpStream::connect(addr).await.unwrap();
             let (res, buf) = stream.recv(BytesMut::new(), 0).await;
             let out = (res.map_err(|e| e.kind()), buf.to_vec());
@@ -401,7 +401,7 @@ fn recv_into_a_full_buffer_is_not_mistaken_for_eof() {
 fn echo_fixture_counts_bytes_read() {
     let (rt, server) = server_on_shard_0();
     let addr = server.addr();
-    rt.block_on(1, move || async move {
+    rt.run_on(1, move || async move {
         let stream = TcpStream::connect(addr).await.unwrap();
         let mut buf = BytesMut::new();
         echo_on_shard(&stream, &mut buf, b"12345").await.unwrap();

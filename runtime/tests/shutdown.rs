@@ -106,7 +106,7 @@ fn busy_runtime_shuts_down_promptly_and_releases_everything() {
     for shard in 0..SHARDS {
         let (s, d) = (flags.started.clone(), flags.dropped.clone());
         let (s2, d2) = (flags.started.clone(), flags.dropped.clone());
-        rt.block_on(shard, move || async move {
+        rt.run_on(shard, move || async move {
             park_tasks_here(addr, s, d);
             if shard_id() == 1 {
                 spawn_local(async move {
@@ -167,7 +167,7 @@ fn busy_runtime_shuts_down_promptly_and_releases_everything() {
     );
 }
 
-/// A ServerHandle kept after its runtime shut down must not keep the runtime's descriptors
+/// A ListenerHandle kept after its runtime shut down must not keep the runtime's descriptors
 /// open. The accept loops parked their wakers in the handle's stop signal; each waker holds
 /// its shard's remote, and the remote owns the shard's wake-up eventfd.
 #[test]

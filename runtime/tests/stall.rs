@@ -33,7 +33,7 @@ fn runtime_with_threshold(
 fn a_blocking_task_is_reported_with_its_spawn_location() {
     let (rt, reports) = runtime_recording(1);
     let spawned_at = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let at = Location::caller();
             let task = spawn_local(async {
                 // Holds the shard: nothing else on it runs for 40 ms.
@@ -83,7 +83,7 @@ impl Poller for Slow {
 #[test]
 fn a_blocking_poller_and_message_are_reported() {
     let (rt, reports) = runtime_recording(2);
-    rt.block_on(1, || async {
+    rt.run_on(1, || async {
         register_poller(Box::new(Slow { calls: 0 }));
         send_to(0, || std::thread::sleep(Duration::from_millis(25)))
             .await
@@ -121,7 +121,7 @@ fn waiting_is_not_a_stall_and_the_detector_can_be_off() {
     // must not count. (The threshold is generous so a preempted poll on a loaded machine
     // does not count either.)
     let (rt, reports) = runtime_with_threshold(1, Duration::from_millis(40));
-    rt.block_on(0, || async {
+    rt.run_on(0, || async {
         for _ in 0..5 {
             spawn_local(async { sleep(Duration::from_millis(60)).await })
                 .await
@@ -138,7 +138,7 @@ fn waiting_is_not_a_stall_and_the_detector_can_be_off() {
         .stall_threshold(None)
         .build()
         .unwrap();
-    off.block_on(0, || async {
+    off.run_on(0, || async {
         std::thread::sleep(Duration::from_millis(20))
     })
     .unwrap();

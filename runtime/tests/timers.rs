@@ -12,7 +12,7 @@ fn rt() -> Runtime {
 fn sleep_waits_at_least_its_duration() {
     let rt = rt();
     let took = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let t = Instant::now();
             sleep(Duration::from_millis(30)).await;
             t.elapsed()
@@ -26,7 +26,7 @@ fn sleep_waits_at_least_its_duration() {
 fn timers_fire_in_deadline_order() {
     let rt = rt();
     let order = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
             let hs: Vec<_> = [30u64, 10, 20]
                 .into_iter()
@@ -52,7 +52,7 @@ fn timers_fire_in_deadline_order() {
 fn timeout_expires_and_drops_the_future() {
     let rt = rt();
     let r = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let slow = timeout(Duration::from_millis(10), sleep(Duration::from_secs(60))).await;
             let fast = timeout(Duration::from_secs(60), async { 5 }).await;
             (slow, fast)
@@ -68,7 +68,7 @@ fn timeout_expires_and_drops_the_future() {
 fn interval_ticks_periodically() {
     let rt = rt();
     let ticks = rt
-        .block_on(0, || async {
+        .run_on(0, || async {
             let start = Instant::now();
             let mut iv = interval(Duration::from_millis(10));
             let mut at = Vec::new();

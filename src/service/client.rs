@@ -14,20 +14,18 @@ use bytes::Bytes;
 use corewire_runtime::spawn_local;
 use corewire_transport::frame::{FrameHeader, FrameLimits, StatusCode};
 use corewire_transport::rdma::RdmaConnection;
-use corewire_transport::rpc::{request_header, CallError, ClientCalls, ResponseError};
+use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 use corewire_transport::{Connection, TransportError};
 
 use super::slot::Slot;
+use super::Response;
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientError {
-    /// The server answered with an error status.
-    Status {
-        status: StatusCode,
-        message: Option<String>,
-    },
+    /// The server answered with an error status (the [`Status`] its service returned).
+    Status(Status),
     /// The deadline passed before the reply arrived (the server was told to cancel).
     Timeout,
     /// The connection closed or failed before the reply arrived.
@@ -37,10 +35,7 @@ pub enum ClientError {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Status { status, message } => match message {
-                Some(m) => write!(f, "server returned {status}: {m}"),
-                None => write!(f, "server returned {status}"),
-            },
+            ClientError::Status(status) => write!(f, "server returned {status}"),
             ClientError::Timeout => f.write_str("call timed out"),
             ClientError::Disconnected(why) => write!(f, "connection lost: {why}"),
         }
@@ -50,9 +45,10 @@ impl fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 impl ClientError {
-    pub fn status(&self) -> Option<StatusCode> {
+    /// The wire code of a server's error status.
+    pub fn code(&self) -> Option<StatusCode> {
         match self {
-            ClientError::Status { status, .. } => Some(*status),
+            ClientError::Status(status) => Some(status.code()),
             _ => None,
         }
     }
@@ -77,14 +73,7 @@ impl Default for ClientOptions {
     }
 }
 
-/// A successful reply.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reply {
-    pub payload: Bytes,
-    pub attachment: Bytes,
-}
-
-type CallResult = Result<Reply, ClientError>;
+type CallResult = Result<Response, ClientError>;
 
 struct Inner<C> {
     conn: C,
@@ -311,14 +300,11 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                 match done {
                     Ok(c) => {
                         let result = match c.result {
-                            Ok(()) => Ok(Reply {
+                            Ok(()) => Ok(Response {
                                 payload: frame.payload,
                                 attachment: frame.attachment,
                             }),
-                            Err(e) => Err(ClientError::Status {
-                                status: e.status,
-                                message: e.message,
-                            }),
+                            Err(status) => Err(ClientError::Status(status)),
                         };
                         c.token.fill(result);
                         wake_window(&inner);
@@ -357,10 +343,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
         }
     };
     *inner.gone.borrow_mut() = Some(why.clone());
-    let failed = inner
-        .calls
-        .borrow_mut()
-        .fail_all(CallError::new(StatusCode::Cancelled, why.clone()));
+    let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
         c.token.fill(Err(ClientError::Disconnected(why.clone())));
     }
@@ -393,7 +376,7 @@ impl<C: Connection> CallBuilder<'_, C> {
         self
     }
 
-    pub async fn send(self) -> Result<Reply, ClientError> {
+    pub async fn send(self) -> Result<Response, ClientError> {
         self.client
             .start_call(
                 self.service,

@@ -15,9 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle, RoundBudget};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
-use corewire_transport::rpc::{
-    error_header, request_deadline, response_header, ServerCalls, StartError,
-};
+use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
 use corewire_transport::{Connection, TransportError};
 
 use super::registry::ServiceSet;
@@ -205,7 +203,7 @@ async fn dispatch<C: Connection>(
                     .await
             }
             Err(status) => {
-                let h = error_header(&header, status.status(), &status.to_string());
+                let h = status.to_header(&header);
                 conn.send(&h, Bytes::new(), Bytes::new()).await
             }
         };

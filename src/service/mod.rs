@@ -16,8 +16,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use corewire_runtime::ShardId;
 
-pub use client::{CallBuilder, Client, ClientError, ClientOptions, Reply};
-pub use corewire_transport::rpc::ServeError as Status;
+pub use client::{CallBuilder, Client, ClientError, ClientOptions};
+pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
 pub use server::{Server, ServerBuilder, ServerHandle, ServerOptions};
@@ -36,8 +36,8 @@ pub struct Request {
     pub shard: ShardId,
 }
 
-/// A successful reply.
-#[derive(Debug, Default, Clone)]
+/// A successful reply: what a service returns and what a client receives.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Response {
     pub payload: Bytes,
     pub attachment: Bytes,

@@ -9,10 +9,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use corewire_runtime::accept::{self, Accepted, TcpServer};
+use corewire_runtime::accept::{self, Accepted, TcpEndpoint};
 use corewire_runtime::{shard_id, Runtime};
 use corewire_transport::frame::FrameLimits;
-use corewire_transport::rdma::{RdmaAccepted, RdmaError, RdmaServer, RdmaServerHandle};
+use corewire_transport::rdma::{RdmaAccepted, RdmaEndpoint, RdmaError, RdmaServerHandle};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 
 use super::dispatch;
@@ -77,7 +77,7 @@ impl ServerBuilder {
 
     /// Build and serve on `addr` over TCP with default accept settings (SO_REUSEPORT).
     pub fn serve_tcp(self, rt: &Runtime, addr: SocketAddr) -> io::Result<ServerHandle> {
-        self.build().serve_tcp(rt, TcpServer::bind(addr))
+        self.build().serve_tcp(rt, TcpEndpoint::bind(addr))
     }
 }
 
@@ -118,7 +118,7 @@ impl Server {
     }
 
     /// Serve over TCP with `listener`'s accept mode and fairness budget.
-    pub fn serve_tcp(&self, rt: &Runtime, listener: TcpServer) -> io::Result<ServerHandle> {
+    pub fn serve_tcp(&self, rt: &Runtime, listener: TcpEndpoint) -> io::Result<ServerHandle> {
         let server = self.clone();
         let handle = listener.serve(rt, move |accepted: Accepted| {
             let server = server.clone();
@@ -147,7 +147,7 @@ impl Server {
     pub fn serve_rdma(
         &self,
         rt: &Runtime,
-        listener: RdmaServer,
+        listener: RdmaEndpoint,
     ) -> Result<RdmaServerHandle, RdmaError> {
         let server = self.clone();
         listener.serve(rt, move |accepted: RdmaAccepted| {
@@ -161,7 +161,7 @@ impl Server {
 
 /// A server listening on TCP.
 pub struct ServerHandle {
-    tcp: accept::ServerHandle,
+    tcp: accept::ListenerHandle,
 }
 
 impl ServerHandle {

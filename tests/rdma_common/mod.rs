@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use corewire::runtime::accept::Placement;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, RdmaServerHandle};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, RdmaServerHandle};
 use corewire::{
     service_id, sleep, Request, Response, Runtime, Server, ServerHandle, Service, Status,
 };
@@ -64,7 +64,7 @@ pub fn setup(shards: usize, config: RdmaConfig) -> Setup {
         .build()
         .serve_rdma(
             &rt,
-            RdmaServer::bind(addr).placement(Placement::LeastConnections),
+            RdmaEndpoint::bind(addr).placement(Placement::LeastConnections),
         )
         .expect("rdma listen");
     Setup {

@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 
 use corewire_transport::frame::{FrameHeader, FrameKind, StatusCode};
 use corewire_transport::rpc::{
-    error_header, response_header, CallError, ClientCalls, ResponseError, WindowFull,
+    error_header, response_header, ClientCalls, ResponseError, Status, WindowFull,
 };
 use proptest::prelude::*;
 
@@ -54,7 +54,7 @@ fn correlation_ids_are_unique_among_pending_calls() {
 }
 
 #[test]
-fn error_reply_carries_status_and_message() {
+fn error_reply_carries_the_typed_status() {
     let mut calls = ClientCalls::new(4);
     let id = calls.try_start((), None).unwrap();
     let done = calls
@@ -62,9 +62,21 @@ fn error_reply_carries_status_and_message() {
         .unwrap();
     assert_eq!(
         done.result,
-        Err(CallError::new(StatusCode::UnknownMethod, "no such method"))
+        Err(Status::UnknownMethod {
+            service_id: 1,
+            method_id: 2
+        })
     );
     assert_eq!(calls.in_flight(), 0);
+}
+
+#[test]
+fn error_reply_detail_arrives_as_the_service_gave_it() {
+    let mut calls = ClientCalls::new(4);
+    let id = calls.try_start((), None).unwrap();
+    let status = Status::BadRequest("WRONGTYPE Operation against a key".into());
+    let header = status.to_header(&FrameHeader::request(1, 2, id));
+    assert_eq!(calls.complete(&header).unwrap().result, Err(status));
 }
 
 #[test]
@@ -77,7 +89,7 @@ fn response_with_non_ok_status_fails_the_call() {
     };
     assert_eq!(
         calls.complete(&header).unwrap().result,
-        Err(CallError::from_status(StatusCode::Overloaded))
+        Err(Status::Overloaded)
     );
 }
 
@@ -90,7 +102,7 @@ fn error_frame_with_ok_status_still_fails() {
         ..reply_ok(id)
     };
     let result = calls.complete(&header).unwrap().result;
-    assert_eq!(result.unwrap_err().status, StatusCode::Internal);
+    assert_eq!(result.unwrap_err().code(), StatusCode::Internal);
 }
 
 #[test]
@@ -147,10 +159,7 @@ fn expire_returns_overdue_calls_in_deadline_order() {
     let ids: Vec<u64> = expired.iter().map(|c| c.correlation_id).collect();
     assert_eq!(ids, vec![early, mid]);
     for c in &expired {
-        assert_eq!(
-            c.result,
-            Err(CallError::from_status(StatusCode::DeadlineExceeded))
-        );
+        assert_eq!(c.result, Err(Status::DeadlineExceeded));
     }
     assert_eq!(calls.next_deadline(), Some(t0 + ms(30)));
     assert_eq!(calls.in_flight(), 2);
@@ -206,7 +215,7 @@ fn fail_all_resolves_every_pending_call() {
                 .unwrap()
         })
         .collect();
-    let reason = CallError::new(StatusCode::Cancelled, "connection closed");
+    let reason = Status::Cancelled;
     let failed = calls.fail_all(reason.clone());
     assert_eq!(
         failed.iter().map(|c| c.correlation_id).collect::<Vec<_>>(),
@@ -305,7 +314,7 @@ proptest! {
                     prop_assert_eq!(calls.complete(&reply_ok(id)), Err(ResponseError::UnknownCorrelationId(id)));
                 }
                 Op::FailAll => {
-                    for done in calls.fail_all(CallError::from_status(StatusCode::Cancelled)) {
+                    for done in calls.fail_all(Status::Cancelled) {
                         let (token, _) = model.remove(&done.correlation_id).unwrap();
                         prop_assert_eq!(done.token, token);
                         *resolved.entry(token).or_default() += 1;
@@ -320,6 +329,6 @@ proptest! {
         prop_assert!(resolved.values().all(|&n| n == 1));
         // Whatever is left resolves on disconnect.
         let left = model.len();
-        prop_assert_eq!(calls.fail_all(CallError::from_status(StatusCode::Cancelled)).len(), left);
+        prop_assert_eq!(calls.fail_all(Status::Cancelled).len(), left);
     }
 }

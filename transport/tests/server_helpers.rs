@@ -5,7 +5,7 @@ use corewire_transport::frame::{
     FrameDecoder, FrameEncoder, FrameHeader, FrameKind, FrameLimits, StatusCode,
 };
 use corewire_transport::rpc::{
-    check_deadline, error_header, request_deadline, request_header, response_header, ServeError,
+    check_deadline, error_header, request_deadline, request_header, response_header, Status,
     MAX_ERROR_MESSAGE_LEN,
 };
 
@@ -102,29 +102,30 @@ fn request_header_carries_remaining_budget() {
 #[test]
 fn serve_errors_map_to_statuses() {
     let cases = [
-        (ServeError::UnknownService(3), StatusCode::UnknownService),
+        (Status::UnknownService(3), StatusCode::UnknownService),
         (
-            ServeError::UnknownMethod {
+            Status::UnknownMethod {
                 service_id: 3,
                 method_id: 8,
             },
             StatusCode::UnknownMethod,
         ),
-        (ServeError::BadRequest("x".into()), StatusCode::BadRequest),
-        (ServeError::Internal("y".into()), StatusCode::Internal),
-        (ServeError::Overloaded, StatusCode::Overloaded),
-        (ServeError::DeadlineExceeded, StatusCode::DeadlineExceeded),
-        (ServeError::Cancelled, StatusCode::Cancelled),
+        (Status::BadRequest("x".into()), StatusCode::BadRequest),
+        (Status::Internal("y".into()), StatusCode::Internal),
+        (Status::Overloaded, StatusCode::Overloaded),
+        (Status::DeadlineExceeded, StatusCode::DeadlineExceeded),
+        (Status::Cancelled, StatusCode::Cancelled),
     ];
     for (err, status) in cases {
-        assert_eq!(err.status(), status);
+        assert_eq!(err.code(), status);
         let header = err.to_header(&request());
         assert_eq!(header.status, status);
         assert_eq!(header.correlation_id, 77);
-        assert_eq!(header.error_message, Some(err.to_string()));
+        // Only the service's own text travels, not the human-readable prefix.
+        assert_eq!(header.error_message.as_deref(), err.detail());
     }
     assert_eq!(
-        ServeError::UnknownMethod {
+        Status::UnknownMethod {
             service_id: 3,
             method_id: 8
         }

@@ -10,7 +10,7 @@ use super::process::{self, ServerProcess};
 use super::record::{RunRecord, RunResult};
 use super::suite::Suite;
 use super::template::{self, TemplateError, Vars};
-use crate::stats_line::ShardStats;
+use crate::stats_line::ShardLine;
 
 /// Settings shared by every measurement of a run.
 #[derive(Debug, Clone)]
@@ -235,10 +235,10 @@ impl Plan {
         record.client_cmd = self.client_command(w, v, port, &server.pid().to_string())?;
         let client = process::run_client(&record.client_cmd, self.client_timeout());
         let exit = server.stop(self.cfg.grace);
-        let shards: Vec<ShardStats> = exit
+        let shards: Vec<ShardLine> = exit
             .stdout
             .iter()
-            .filter_map(|l| ShardStats::parse(l))
+            .filter_map(|l| ShardLine::parse(l))
             .collect();
         record.result = client.map_err(|e| e.to_string()).map(|run| {
             let mut notes = Vec::new();

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::stats_line::{max_deviation_pct, ShardStats};
+use crate::stats_line::{max_deviation_pct, ShardLine};
 
 /// A successful measurement.
 #[derive(Debug, Clone)]
@@ -10,7 +10,7 @@ pub struct RunResult {
     /// The client's JSON report.
     pub report: serde_json::Value,
     /// `stats` lines the server printed on SIGTERM (empty for servers that print none).
-    pub shards: Vec<ShardStats>,
+    pub shards: Vec<ShardLine>,
     /// Irregularities worth showing next to the numbers (non-zero exits, forced kills).
     pub notes: Vec<String>,
 }
@@ -93,15 +93,15 @@ mod tests {
         let r = RunResult {
             report: serde_json::json!({"qps": 10.5, "mode": "echo", "server_cpu_s": null}),
             shards: vec![
-                ShardStats {
+                ShardLine {
                     shard: 1,
                     accepted: 25,
-                    ..ShardStats::default()
+                    ..ShardLine::default()
                 },
-                ShardStats {
+                ShardLine {
                     shard: 0,
                     accepted: 75,
-                    ..ShardStats::default()
+                    ..ShardLine::default()
                 },
             ],
             notes: vec![],

@@ -251,7 +251,7 @@ mod tests {
     use super::*;
     use crate::benchctl::record::RunResult;
     use crate::benchctl::suite::{build, SuiteOptions};
-    use crate::stats_line::ShardStats;
+    use crate::stats_line::ShardLine;
 
     #[test]
     fn median_of_odd_even_and_empty() {
@@ -269,10 +269,10 @@ mod tests {
             client_cmd: "cli".into(),
             result: Ok(RunResult {
                 report: serde_json::json!({"qps": qps, "p99_us": 10.0 * (variant + 1) as f64, "errors": errors}),
-                shards: vec![ShardStats {
+                shards: vec![ShardLine {
                     shard: 0,
                     accepted: 7,
-                    ..ShardStats::default()
+                    ..ShardLine::default()
                 }],
                 notes: vec![],
             }),

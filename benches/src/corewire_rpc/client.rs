@@ -67,7 +67,7 @@ impl ThreadBody for ShardBody {
             conns,
         } = self;
         let n = conns.len();
-        match rt.block_on(shard, move || drive_shard(addr, conns, gate, groups)) {
+        match rt.run_on(shard, move || drive_shard(addr, conns, gate, groups)) {
             Ok(stats) => stats,
             Err(e) => {
                 eprintln!("rpc_corewire: client shard {shard} failed: {e}");

@@ -7,13 +7,13 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 
 use corewire::{Budget, Runtime, Server};
-use corewire_runtime::accept::{AcceptMode as CoreAcceptMode, Placement, TcpServer};
+use corewire_runtime::accept::{AcceptMode as CoreAcceptMode, Placement, TcpEndpoint};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use super::Echo;
 use crate::servers::accept_mode::AcceptMode;
-use crate::stats_line::ShardStats;
+use crate::stats_line::ShardLine;
 
 /// Server parameters.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .build()
         .serve_tcp(
             &rt,
-            TcpServer::bind(cfg.addr)
+            TcpEndpoint::bind(cfg.addr)
                 .mode(core_mode(cfg.accept))
                 .budget(cfg.budget),
         )
@@ -90,7 +90,7 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
     let runtime_stats = rt.stats();
     let mut out = io::stdout().lock();
     for (shard, snap) in runtime_stats.iter().enumerate() {
-        let line = ShardStats {
+        let line = ShardLine {
             shard,
             accepted: snap.accepted,
             open: open.get(shard).copied().unwrap_or(0) as u64,

@@ -1,7 +1,9 @@
-//! Sans-I/O core of corewire's sharded, Redis-compatible key-value server.
+//! corewire's sharded, Redis-compatible key-value server.
 //!
-//! Everything here is a plain state machine: no sockets, no files, no clocks. The I/O glue
-//! (written on the corewire runtime) drives it like this, per shard thread:
+//! Most modules are a sans-I/O core: plain state machines with no sockets, files or clocks
+//! (`session`, `resp`, `command`, `routing`, `store`, `aof`'s record format and replay, ...).
+//! The I/O glue lives in [`server`] (connections, cross-shard forwarding, AOF files through the
+//! ring) and [`kv_client`]; it drives the core like this, per shard thread:
 //!
 //! 1. Bytes read from a connection go into [`session::Session::feed`] (or straight into
 //!    [`session::Session::input_buffer`]). [`session::Session::next_request`] yields

@@ -25,7 +25,7 @@ fn set_get_mget_incr_over_tcp() {
     let server = Server::start(&["--shards", "3", "--binary-port", "0"]);
     let addr = binary_addr(&server);
     let rt = Runtime::builder().shards(1).build().unwrap();
-    rt.block_on(0, move || async move {
+    rt.run_on(0, move || async move {
         let kv = KvClient::connect_tcp(addr, ClientOptions::default())
             .await
             .unwrap();

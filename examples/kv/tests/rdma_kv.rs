@@ -35,7 +35,7 @@ fn binary_protocol_over_rdma() {
 
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     rdma::install(&rt, RdmaConfig::default()).expect("RDMA transport on the client");
-    rt.block_on(0, move || async move {
+    rt.run_on(0, move || async move {
         // rdma_cm is slow to settle under emulation: retry the connect a bounded number of
         // times.
         let mut attempt = 0;

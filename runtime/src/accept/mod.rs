@@ -53,16 +53,16 @@ pub struct Accepted {
 }
 
 /// Configures a sharded TCP server.
-pub struct TcpServer {
+pub struct TcpEndpoint {
     addr: SocketAddr,
     mode: AcceptMode,
     budget: Budget,
     backlog: i32,
 }
 
-impl TcpServer {
-    pub fn bind(addr: SocketAddr) -> TcpServer {
-        TcpServer {
+impl TcpEndpoint {
+    pub fn bind(addr: SocketAddr) -> TcpEndpoint {
+        TcpEndpoint {
             addr,
             mode: AcceptMode::ReusePort,
             budget: Budget::default(),
@@ -88,7 +88,7 @@ impl TcpServer {
 
     /// Start listening and serving on `rt`'s shards: `handler` runs once per connection, as a
     /// task on the shard that owns the connection.
-    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> io::Result<ServerHandle>
+    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> io::Result<ListenerHandle>
     where
         H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = ()> + 'static,
@@ -132,7 +132,7 @@ impl TcpServer {
             acceptors.push(rt.spawn_on(shard, move || ctx.run()));
         }
         tracing::info!(%addr, mode = ?self.mode, budget = ?self.budget, "tcp server listening");
-        Ok(ServerHandle {
+        Ok(ListenerHandle {
             local_addr: addr,
             counts,
             stop,
@@ -248,14 +248,14 @@ impl Drop for OpenConnection {
 }
 
 /// A running server.
-pub struct ServerHandle {
+pub struct ListenerHandle {
     local_addr: SocketAddr,
     counts: Arc<ConnCounts>,
     stop: Arc<StopSignal>,
     acceptors: Vec<RemoteHandle<()>>,
 }
 
-impl ServerHandle {
+impl ListenerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

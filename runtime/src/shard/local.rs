@@ -99,7 +99,7 @@ impl LocalStorage {
 ///     static HITS: Cell<u64> = Cell::new(0);
 /// }
 /// # let rt = corewire_runtime::Runtime::builder().shards(2).pin(false).build().unwrap();
-/// # rt.block_on(1, || async {
+/// # rt.run_on(1, || async {
 /// HITS.with(|h| h.set(h.get() + 1));
 /// assert_eq!(HITS.with(Cell::get), 1);
 /// # }).unwrap();

@@ -208,7 +208,7 @@ impl<T> Shared<T> {
 /// ```
 /// use corewire_runtime::sync::mpsc;
 /// # let rt = corewire_runtime::Runtime::builder().shards(1).pin(false).build().unwrap();
-/// # rt.block_on(0, || async {
+/// # rt.run_on(0, || async {
 /// let (tx, mut rx) = mpsc::channel(2);
 /// corewire_runtime::spawn_local(async move {
 ///     for i in 0..5 {

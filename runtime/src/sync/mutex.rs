@@ -16,7 +16,7 @@ use super::semaphore::{Permit, Semaphore, TryAcquireError};
 /// ```
 /// use corewire_runtime::sync::Mutex;
 /// # let rt = corewire_runtime::Runtime::builder().shards(1).pin(false).build().unwrap();
-/// # rt.block_on(0, || async {
+/// # rt.run_on(0, || async {
 /// let log = Mutex::new(Vec::new());
 /// let mut guard = log.lock().await;
 /// guard.push("a");

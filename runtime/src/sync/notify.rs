@@ -16,7 +16,7 @@ use super::wait_queue::WaitQueue;
 /// use corewire_runtime::sync::Notify;
 /// use std::rc::Rc;
 /// # let rt = corewire_runtime::Runtime::builder().shards(1).pin(false).build().unwrap();
-/// # rt.block_on(0, || async {
+/// # rt.run_on(0, || async {
 /// let ready = Rc::new(Notify::new());
 /// let waiter = corewire_runtime::spawn_local({
 ///     let ready = ready.clone();

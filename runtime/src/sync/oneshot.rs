@@ -22,7 +22,7 @@ struct Shared<T> {
 /// ```
 /// use corewire_runtime::sync::oneshot;
 /// # let rt = corewire_runtime::Runtime::builder().shards(1).pin(false).build().unwrap();
-/// # rt.block_on(0, || async {
+/// # rt.run_on(0, || async {
 /// let (tx, rx) = oneshot::channel();
 /// corewire_runtime::spawn_local(async move { tx.send(7).unwrap() });
 /// assert_eq!(rx.await, Ok(7));

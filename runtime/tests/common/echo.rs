@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use corewire_runtime::accept::{AcceptMode, Accepted, ServerHandle, TcpServer};
+use corewire_runtime::accept::{AcceptMode, Accepted, ListenerHandle, TcpEndpoint};
 use corewire_runtime::net::TcpStream;
 use corewire_runtime::{with_local_stats, Budget, RoundBudget, Runtime};
 
@@ -59,7 +59,7 @@ impl EchoConfig {
 
 /// A running echo server and the counters of its connections.
 pub struct EchoServer {
-    pub handle: ServerHandle,
+    pub handle: ListenerHandle,
     pub config: EchoConfig,
 }
 
@@ -72,7 +72,7 @@ impl EchoServer {
 pub fn start(rt: &Runtime, mode: AcceptMode, budget: Budget, max_msg: usize) -> EchoServer {
     let config = EchoConfig::new(max_msg);
     let cfg = config.clone();
-    let handle = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+    let handle = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
         .mode(mode)
         .budget(budget)
         .serve(rt, move |accepted| serve_connection(accepted, cfg.clone()))

@@ -29,15 +29,15 @@ pub struct RdmaAccepted {
 /// An RDMA listener: one rdma_cm listening id on an acceptor shard, connections placed on
 /// shards by a [`Placement`] policy (rdma_cm has no SO_REUSEPORT; the handoff is the only
 /// mode, least-connections by default).
-pub struct RdmaServer {
+pub struct RdmaEndpoint {
     addr: SocketAddr,
     acceptor: ShardId,
     placement: Placement,
 }
 
-impl RdmaServer {
-    pub fn bind(addr: SocketAddr) -> RdmaServer {
-        RdmaServer {
+impl RdmaEndpoint {
+    pub fn bind(addr: SocketAddr) -> RdmaEndpoint {
+        RdmaEndpoint {
             addr,
             acceptor: 0,
             placement: Placement::LeastConnections,

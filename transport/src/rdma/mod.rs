@@ -29,7 +29,7 @@ pub use config::{PollerMode, RdmaConfig, ReceiveQueues};
 pub use conn::RdmaConnection;
 pub use connect::connect;
 pub use cq_slots::CqFull;
-pub use listen::{RdmaAccepted, RdmaServer, RdmaServerHandle};
+pub use listen::{RdmaAccepted, RdmaEndpoint, RdmaServerHandle};
 pub use pool::PoolError;
 pub use shard::RdmaStats;
 
@@ -100,8 +100,9 @@ pub fn stats(rt: &Runtime) -> Vec<RdmaStats> {
         .collect()
 }
 
-/// Free this runtime's RDMA resources (every connection must be closed first). Called by
-/// the runtime's shard-stop hook, or explicitly before `Runtime::shutdown`.
+/// Free this runtime's RDMA resources (every connection must be closed first). Nothing calls
+/// it for you: call it before `Runtime::shutdown` to free device objects in order (otherwise
+/// they go with each shard thread's thread-locals).
 pub fn uninstall(rt: &Runtime) {
     for h in rt.spawn_on_all(|_| async { shard::uninstall() }) {
         let _ = h.wait();

@@ -3,15 +3,16 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
-use super::call_error::{CallError, ResponseError, WindowFull};
-use crate::frame::{FrameHeader, FrameKind, StatusCode};
+use super::errors::{ResponseError, WindowFull};
+use super::Status;
+use crate::frame::{FrameHeader, FrameKind};
 
 /// A call that left the pending set, with the token the caller stored for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completed<T> {
     pub correlation_id: u64,
     pub token: T,
-    pub result: Result<(), CallError>,
+    pub result: Result<(), Status>,
 }
 
 #[derive(Debug)]
@@ -79,21 +80,15 @@ impl<T> ClientCalls<T> {
     }
 
     /// Resolves the call a Response or Error frame answers. A Response with
-    /// status Ok succeeds; any other status fails the call with that status.
+    /// status Ok succeeds; any other status fails the call with that [`Status`].
     pub fn complete(&mut self, header: &FrameHeader) -> Result<Completed<T>, ResponseError> {
         let id = header.correlation_id;
-        let result = match (header.kind, header.status) {
-            (FrameKind::Response, StatusCode::Ok) => Ok(()),
-            // A peer bug, but the call must still fail rather than succeed.
-            (FrameKind::Error, StatusCode::Ok) => Err(CallError::new(
-                StatusCode::Internal,
-                "error frame carried status ok",
-            )),
-            (FrameKind::Response | FrameKind::Error, status) => Err(CallError {
-                status,
-                message: header.error_message.clone(),
-            }),
-            (kind @ (FrameKind::Request | FrameKind::Cancel), _) => {
+        let result = match header.kind {
+            FrameKind::Response | FrameKind::Error => match Status::from_reply(header) {
+                None => Ok(()),
+                Some(status) => Err(status),
+            },
+            kind @ (FrameKind::Request | FrameKind::Cancel) => {
                 return Err(ResponseError::NotAResponse {
                     kind,
                     correlation_id: id,
@@ -130,7 +125,7 @@ impl<T> ClientCalls<T> {
                 expired.push(Completed {
                     correlation_id: id,
                     token: call.token,
-                    result: Err(CallError::from_status(StatusCode::DeadlineExceeded)),
+                    result: Err(Status::DeadlineExceeded),
                 });
             }
         }
@@ -139,7 +134,7 @@ impl<T> ClientCalls<T> {
 
     /// Fails every pending call with `reason` (e.g. the connection dropped),
     /// in correlation-id order.
-    pub fn fail_all(&mut self, reason: CallError) -> Vec<Completed<T>> {
+    pub fn fail_all(&mut self, reason: Status) -> Vec<Completed<T>> {
         self.deadlines.clear();
         let mut failed: Vec<Completed<T>> = self
             .pending

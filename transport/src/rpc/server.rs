@@ -2,7 +2,6 @@
 //! Both directions share one convention for deadlines: the wire carries the
 //! remaining budget at send time, each side converts to/from its own `Instant`.
 
-use std::fmt;
 use std::time::Instant;
 
 use crate::frame::{FrameHeader, FrameKind, StatusCode};
@@ -73,64 +72,7 @@ pub fn check_deadline(deadline: Option<Instant>, now: Instant) -> Result<(), Sta
     }
 }
 
-/// Reasons a server fails a request, mapped onto wire status codes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServeError {
-    UnknownService(u32),
-    UnknownMethod {
-        service_id: u32,
-        method_id: u32,
-    },
-    /// The payload could not be decoded or is semantically invalid.
-    BadRequest(String),
-    /// The handler failed.
-    Internal(String),
-    /// Shed before running: queue full, too many in flight.
-    Overloaded,
-    DeadlineExceeded,
-    /// The client sent a Cancel for this request.
-    Cancelled,
-}
-
-impl ServeError {
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::UnknownService(_) => StatusCode::UnknownService,
-            Self::UnknownMethod { .. } => StatusCode::UnknownMethod,
-            Self::BadRequest(_) => StatusCode::BadRequest,
-            Self::Internal(_) => StatusCode::Internal,
-            Self::Overloaded => StatusCode::Overloaded,
-            Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
-            Self::Cancelled => StatusCode::Cancelled,
-        }
-    }
-
-    /// The Error reply for `request`, with this error's description as message.
-    pub fn to_header(&self, request: &FrameHeader) -> FrameHeader {
-        error_header(request, self.status(), &self.to_string())
-    }
-}
-
-impl fmt::Display for ServeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::UnknownService(id) => write!(f, "unknown service {id}"),
-            Self::UnknownMethod {
-                service_id,
-                method_id,
-            } => write!(f, "unknown method {method_id} of service {service_id}"),
-            Self::BadRequest(why) => write!(f, "bad request: {why}"),
-            Self::Internal(why) => write!(f, "internal error: {why}"),
-            Self::Overloaded => f.write_str("server overloaded"),
-            Self::DeadlineExceeded => f.write_str("deadline exceeded"),
-            Self::Cancelled => f.write_str("cancelled by client"),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {}
-
-fn truncate_message(message: &str) -> &str {
+pub(crate) fn truncate_message(message: &str) -> &str {
     if message.len() <= MAX_ERROR_MESSAGE_LEN {
         return message;
     }

@@ -84,7 +84,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let outcome = rt.block_on(0, move || async move {
+    let outcome = rt.run_on(0, move || async move {
         let options = ClientOptions::default();
         match transport {
             Transport::Tcp => {

@@ -1,4 +1,4 @@
-//! Client of the binary protocol over any [`Connection`] (TCP today, RDMA when it lands), on
+//! Client of the binary protocol over any [`Connection`] (TCP or RDMA), on
 //! top of [`corewire::Client`]: many calls may be in flight at once from several tasks of the
 //! client's shard, and replies are matched by correlation id.
 //!
@@ -8,7 +8,7 @@
 //!
 //! let rt = Runtime::builder().shards(1).build().unwrap();
 //! let addr = "127.0.0.1:7000".parse().unwrap();
-//! let value = rt.block_on(0, move || async move {
+//! let value = rt.run_on(0, move || async move {
 //!     let kv = KvClient::connect_tcp(addr, ClientOptions::default()).await.unwrap();
 //!     kv.set(b"k", b"v").await.unwrap();
 //!     kv.get(b"k").await.unwrap()
@@ -23,11 +23,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::transport::frame::StatusCode;
 use corewire::transport::rdma::RdmaConnection;
 use corewire::transport::tcp::TcpConnection;
 use corewire::transport::Connection;
-use corewire::{Client, ClientError, ClientOptions};
+use corewire::{Client, ClientError, ClientOptions, Status};
 
 use crate::binary::wire::Method;
 use crate::binary::{request, response, WireError, SERVICE_ID};
@@ -65,17 +64,8 @@ impl From<WireError> for KvError {
 impl From<ClientError> for KvError {
     fn from(error: ClientError) -> Self {
         match error {
-            ClientError::Status {
-                status: StatusCode::BadRequest,
-                message: Some(message),
-            } => {
-                // The server's status text is "bad request: <Redis error>".
-                let text = message
-                    .strip_prefix("bad request: ")
-                    .unwrap_or(&message)
-                    .to_owned();
-                KvError::Server(text)
-            }
+            // The service fails a command with Redis's error text as the status's detail.
+            ClientError::Status(Status::BadRequest(text)) => KvError::Server(text),
             other => KvError::Rpc(other),
         }
     }

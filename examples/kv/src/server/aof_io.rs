@@ -17,7 +17,7 @@ use corewire::runtime::driver::op::write::Write;
 use corewire::runtime::Op;
 
 use super::config::AofConfig;
-use super::mesh::Done;
+use super::forward::Done;
 use super::notify::Notify;
 use super::shard::{now_ms, Shard};
 use super::sink::Origin;

@@ -13,7 +13,7 @@
 mod aof_dir;
 mod aof_io;
 pub mod config;
-mod mesh;
+mod forward;
 mod notify;
 mod resp_conn;
 pub(crate) mod shard;
@@ -29,13 +29,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use corewire::runtime::accept::{self, AcceptMode, Placement, TcpServer};
+use corewire::runtime::accept::{self, AcceptMode, Placement, TcpEndpoint};
 use corewire::runtime::{interval, spawn_local, Budget, Runtime};
-use corewire::transport::rdma::{self, RdmaConfig, RdmaServer, RdmaServerHandle};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, RdmaServerHandle};
 
 pub use aof_io::{AofStartError, ReplaySummary};
 pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
-pub use mesh::MeshCounters;
+pub use forward::ForwardCounters;
 
 use crate::binary::KvService;
 use crate::session::SessionConfig;
@@ -78,7 +78,7 @@ impl std::error::Error for StartError {}
 /// A started server. Dropping it stops the shards without flushing the AOF; call
 /// [`RunningServer::shutdown`] for a clean stop.
 pub struct RunningServer {
-    resp: accept::ServerHandle,
+    resp: accept::ListenerHandle,
     binary: Option<corewire::ServerHandle>,
     rdma: Option<RdmaServerHandle>,
     binary_server: corewire::Server,
@@ -121,9 +121,9 @@ impl RunningServer {
     }
 
     /// Each shard's cross-shard batching counters.
-    pub fn mesh_counters(&self) -> Vec<MeshCounters> {
+    pub fn forward_counters(&self) -> Vec<ForwardCounters> {
         self.rt
-            .spawn_on_all(|_| async { shard::current().mesh.counters() })
+            .spawn_on_all(|_| async { shard::current().forward.counters() })
             .into_iter()
             .map(|h| h.wait().unwrap_or_default())
             .collect()
@@ -131,7 +131,7 @@ impl RunningServer {
 
     /// Stops accepting, writes and syncs every shard's AOF, and stops the shards.
     pub fn shutdown(self) {
-        for (i, c) in self.mesh_counters().into_iter().enumerate() {
+        for (i, c) in self.forward_counters().into_iter().enumerate() {
             tracing::info!(
                 shard = i,
                 job_messages = c.job_messages,
@@ -216,7 +216,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
     };
     let addr = config.resp_addr();
-    let resp = TcpServer::bind(addr)
+    let resp = TcpEndpoint::bind(addr)
         .mode(mode.clone())
         .budget(Budget::messages(config.conn_budget))
         .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
@@ -241,7 +241,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
             if config.requirepass.is_some() {
                 tracing::warn!("the binary protocol has no AUTH: --requirepass protects RESP only");
             }
-            let listener = TcpServer::bind(addr).mode(mode);
+            let listener = TcpEndpoint::bind(addr).mode(mode);
             Some(
                 binary_server
                     .serve_tcp(&rt, listener)
@@ -253,7 +253,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         None => None,
         Some(addr) => Some(
             binary_server
-                .serve_rdma(&rt, RdmaServer::bind(addr))
+                .serve_rdma(&rt, RdmaEndpoint::bind(addr))
                 .map_err(rdma_unavailable)?,
         ),
     };
@@ -344,7 +344,7 @@ fn start_shards(
                 let shard = shard::install(Rc::new(Shard::new(
                     id, count, shared, store, aof, mesh_batch,
                 )));
-                spawn_local(mesh::run_flusher(shard.clone()));
+                spawn_local(forward::run_flusher(shard.clone()));
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));
                 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aof_io::AofShard;
-use super::mesh::{Done, Job, Mesh};
+use super::forward::{Done, Forward, Job};
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
 use crate::change::NoLog;
@@ -28,7 +28,7 @@ pub(crate) struct Shard {
     store: RefCell<Store>,
     pub aof: Option<AofShard>,
     sinks: RefCell<SinkRegistry>,
-    pub mesh: Mesh,
+    pub forward: Forward,
 }
 
 thread_local! {
@@ -80,7 +80,7 @@ impl Shard {
             store: RefCell::new(store),
             aof,
             sinks: RefCell::new(SinkRegistry::default()),
-            mesh: Mesh::new(count, mesh_batch),
+            forward: Forward::new(count, mesh_batch),
         }
     }
 
@@ -120,7 +120,7 @@ impl Shard {
                 self.execute(origin, command, now)
             }
             Route::Single { shard, command } => {
-                self.mesh.push_job(shard, Job { origin, command });
+                self.forward.push_job(shard, Job { origin, command });
                 None
             }
             Route::FanOut(FanOut { parts, merger }) => {
@@ -129,7 +129,7 @@ impl Shard {
                 for (i, part) in parts.into_iter().enumerate() {
                     origin.part = Some(i as u32);
                     if part.shard != self.id {
-                        self.mesh.push_job(
+                        self.forward.push_job(
                             part.shard,
                             Job {
                                 origin,
@@ -158,7 +158,7 @@ impl Shard {
     /// Sends a reply to the sink that asked, on this shard or another.
     pub fn deliver(&self, origin: Origin, reply: Reply) {
         if origin.shard != self.id {
-            self.mesh.push_done(origin.shard, Done { origin, reply });
+            self.forward.push_done(origin.shard, Done { origin, reply });
             return;
         }
         // Cloned out of the registry so the sink may register or unregister others.
@@ -175,7 +175,7 @@ impl Shard {
         let now = now_ms();
         for job in jobs {
             if let Some(reply) = self.execute(job.origin, job.command, now) {
-                self.mesh.push_done(
+                self.forward.push_done(
                     job.origin.shard,
                     Done {
                         origin: job.origin,

@@ -1,5 +1,5 @@
-//! Cross-shard traffic in batches. Commands for another shard and replies going back are
-//! queued per peer shard; a flusher task sends each non-empty queue as ONE mesh message. The
+//! Forwarding to other shards, in batches. Commands for another shard and replies going back are
+//! queued per peer shard; a flusher task sends each non-empty queue as ONE runtime mesh message. The
 //! flusher is woken by the first item queued, so it runs after the tasks already scheduled in
 //! this loop iteration: every connection served in the iteration shares the message, pipelined
 //! or not. The receiving shard runs the batch straight from its inbox (no task per message).
@@ -31,7 +31,7 @@ pub(crate) struct Done {
     pub reply: Reply,
 }
 
-pub(crate) struct Mesh {
+pub(crate) struct Forward {
     jobs: RefCell<Vec<Vec<Job>>>,
     dones: RefCell<Vec<Vec<Done>>>,
     flush: Notify,
@@ -50,7 +50,7 @@ struct MeshStats {
 
 /// How well batching works on one shard: items per message is `*_items / *_messages`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MeshCounters {
+pub struct ForwardCounters {
     /// Messages that carried commands to other shards, and the commands they carried.
     pub job_messages: u64,
     pub job_items: u64,
@@ -59,9 +59,9 @@ pub struct MeshCounters {
     pub done_items: u64,
 }
 
-impl Mesh {
-    pub fn new(shards: usize, max_batch: usize) -> Mesh {
-        Mesh {
+impl Forward {
+    pub fn new(shards: usize, max_batch: usize) -> Forward {
+        Forward {
             jobs: RefCell::new((0..shards).map(|_| Vec::new()).collect()),
             dones: RefCell::new((0..shards).map(|_| Vec::new()).collect()),
             flush: Notify::default(),
@@ -70,8 +70,8 @@ impl Mesh {
         }
     }
 
-    pub fn counters(&self) -> MeshCounters {
-        MeshCounters {
+    pub fn counters(&self) -> ForwardCounters {
+        ForwardCounters {
             job_messages: self.stats.job_messages.get(),
             job_items: self.stats.job_items.get(),
             done_messages: self.stats.done_messages.get(),
@@ -100,22 +100,22 @@ impl Mesh {
 
 /// The shard's flusher task: forever sends whatever was queued for other shards.
 pub(crate) async fn run_flusher(shard: Rc<Shard>) {
-    let mesh = &shard.mesh;
-    let stats = &mesh.stats;
+    let forward = &shard.forward;
+    let stats = &forward.stats;
     loop {
-        mesh.flush.notified().await;
+        forward.flush.notified().await;
         for target in 0..shard.count {
             if target == shard.id {
                 continue;
             }
             // Replies first: they complete work that clients are already waiting for.
-            let dones = mesh.take_dones(target);
+            let dones = forward.take_dones(target);
             bump(&stats.done_items, dones.len());
-            let sent = send_batches(target, dones, mesh.max_batch, Shard::deliver_all).await;
+            let sent = send_batches(target, dones, forward.max_batch, Shard::deliver_all).await;
             bump(&stats.done_messages, sent);
-            let jobs = mesh.take_jobs(target);
+            let jobs = forward.take_jobs(target);
             bump(&stats.job_items, jobs.len());
-            let sent = send_batches(target, jobs, mesh.max_batch, Shard::run_jobs).await;
+            let sent = send_batches(target, jobs, forward.max_batch, Shard::run_jobs).await;
             bump(&stats.job_messages, sent);
         }
     }

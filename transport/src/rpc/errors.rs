@@ -1,41 +1,6 @@
 use std::fmt;
 
-use crate::frame::{FrameKind, StatusCode};
-
-/// Why a call did not succeed: a remote Error frame, a local expiry, or a
-/// local failure such as a disconnect.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallError {
-    pub status: StatusCode,
-    pub message: Option<String>,
-}
-
-impl CallError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: Some(message.into()),
-        }
-    }
-
-    pub fn from_status(status: StatusCode) -> Self {
-        Self {
-            status,
-            message: None,
-        }
-    }
-}
-
-impl fmt::Display for CallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.message {
-            Some(msg) => write!(f, "{}: {msg}", self.status),
-            None => write!(f, "{}", self.status),
-        }
-    }
-}
-
-impl std::error::Error for CallError {}
+use crate::frame::FrameKind;
 
 /// The in-flight window is full; the caller's token is handed back so it can
 /// wait for a completion and retry.

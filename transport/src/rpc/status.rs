@@ -1,0 +1,96 @@
+//! Why a call failed, as one typed value on both sides: a service returns it, it travels as
+//! an Error frame (its [`StatusCode`] plus, for the variants that carry text, that text and
+//! nothing else), and the client gets the same value back.
+
+use std::fmt;
+
+use super::server::error_header;
+use crate::frame::{FrameHeader, FrameKind, StatusCode};
+
+/// A failed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    UnknownService(u32),
+    UnknownMethod {
+        service_id: u32,
+        method_id: u32,
+    },
+    /// The payload could not be decoded or is semantically invalid.
+    BadRequest(String),
+    /// The handler failed.
+    Internal(String),
+    /// Shed before running: queue full, too many in flight.
+    Overloaded,
+    DeadlineExceeded,
+    /// The client sent a Cancel for this request.
+    Cancelled,
+}
+
+impl Status {
+    /// The wire code.
+    pub fn code(&self) -> StatusCode {
+        match self {
+            Self::UnknownService(_) => StatusCode::UnknownService,
+            Self::UnknownMethod { .. } => StatusCode::UnknownMethod,
+            Self::BadRequest(_) => StatusCode::BadRequest,
+            Self::Internal(_) => StatusCode::Internal,
+            Self::Overloaded => StatusCode::Overloaded,
+            Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
+            Self::Cancelled => StatusCode::Cancelled,
+        }
+    }
+
+    /// The text the service gave (`BadRequest`, `Internal`), exactly as it gave it.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Self::BadRequest(s) | Self::Internal(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Error reply for `request`: this status's code, and its detail as the message.
+    pub fn to_header(&self, request: &FrameHeader) -> FrameHeader {
+        error_header(request, self.code(), self.detail().unwrap_or(""))
+    }
+
+    /// The status an Error frame carries (`None` for a successful Response). An Error frame
+    /// claiming `Ok` is a peer bug; the call still fails, as `Internal`.
+    pub fn from_reply(header: &FrameHeader) -> Option<Status> {
+        if header.kind == FrameKind::Response && header.status.is_ok() {
+            return None;
+        }
+        let text = || header.error_message.clone().unwrap_or_default();
+        Some(match header.status {
+            StatusCode::UnknownService => Status::UnknownService(header.service_id),
+            StatusCode::UnknownMethod => Status::UnknownMethod {
+                service_id: header.service_id,
+                method_id: header.method_id,
+            },
+            StatusCode::BadRequest => Status::BadRequest(text()),
+            StatusCode::Internal => Status::Internal(text()),
+            StatusCode::Overloaded => Status::Overloaded,
+            StatusCode::DeadlineExceeded => Status::DeadlineExceeded,
+            StatusCode::Cancelled => Status::Cancelled,
+            StatusCode::Ok => Status::Internal("error reply carried status ok".into()),
+        })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownService(id) => write!(f, "unknown service {id}"),
+            Self::UnknownMethod {
+                service_id,
+                method_id,
+            } => write!(f, "unknown method {method_id} of service {service_id}"),
+            Self::BadRequest(why) => write!(f, "bad request: {why}"),
+            Self::Internal(why) => write!(f, "internal error: {why}"),
+            Self::Overloaded => f.write_str("server overloaded"),
+            Self::DeadlineExceeded => f.write_str("deadline exceeded"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for Status {}
