@@ -17,8 +17,10 @@
 
 pub mod accept;
 pub mod coop;
-pub mod driver;
+mod driver;
 mod executor;
+pub mod fs;
+pub mod io;
 pub mod mesh;
 pub mod metrics;
 pub mod net;
@@ -41,8 +43,7 @@ use std::future::Future;
 pub use coop::{Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};
-pub use driver::op::{Op, OpData};
-pub use driver::Features;
+pub use driver::features::Features;
 pub use executor::{yield_now, JoinError, JoinHandle};
 pub use mesh::{send_to, submit_to, MeshError, RemoteHandle};
 pub use poller::{register_poller, unregister_poller, PollOutcome, Poller, PollerId};

@@ -3,8 +3,10 @@
 //! but it never blocks the loop, so tasks, timers and ring I/O on the same shard keep running.
 
 use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+use crate::executor::panic_message;
 use crate::shard::context;
 use crate::shard::stall::{StallDetector, StallSource};
 use crate::shard::{ShardId, ShardStats};
@@ -48,7 +50,8 @@ pub(crate) struct Pollers {
 
 impl Pollers {
     /// Poll every poller once, timing each call when `stall` is on; returns the total
-    /// progress.
+    /// progress. A poller that panics is counted, logged and dropped; the shard and its other
+    /// pollers carry on.
     pub(crate) fn run(
         &self,
         stall: Option<&StallDetector>,
@@ -60,9 +63,28 @@ impl Pollers {
         let mut gone = Vec::new();
         if let Ok(mut active) = self.active.try_borrow_mut() {
             let mut mark = stall.map(|_| Instant::now());
-            for (_, p) in active.iter_mut() {
-                if let PollOutcome::Progress(n) = p.poll() {
-                    progress += n;
+            let mut panicked = Vec::new();
+            for (id, p) in active.iter_mut() {
+                let outcome = catch_unwind(AssertUnwindSafe(|| (p.poll(), p.may_park())));
+                match outcome {
+                    Ok((outcome, parks)) => {
+                        if let PollOutcome::Progress(n) = outcome {
+                            progress += n;
+                        }
+                        may_park &= parks;
+                    }
+                    Err(panic) => {
+                        stats.poller_panics.incr();
+                        let name = catch_unwind(AssertUnwindSafe(|| p.name().to_string()))
+                            .unwrap_or_else(|_| "?".into());
+                        tracing::error!(
+                            poller = %name,
+                            panic = %panic_message(&panic),
+                            "poller panicked; dropped it"
+                        );
+                        panicked.push(*id);
+                        continue;
+                    }
                 }
                 if let (Some(detector), Some(start)) = (stall, mark.as_mut()) {
                     let now = Instant::now();
@@ -71,10 +93,10 @@ impl Pollers {
                     });
                     *start = now;
                 }
-                may_park &= p.may_park();
             }
             active.append(&mut self.added.borrow_mut());
-            let removed = std::mem::take(&mut *self.removed.borrow_mut());
+            let mut removed = std::mem::take(&mut *self.removed.borrow_mut());
+            removed.extend(panicked);
             let mut i = 0;
             while i < active.len() && !removed.is_empty() {
                 if removed.contains(&active[i].0) {
@@ -84,8 +106,14 @@ impl Pollers {
                 }
             }
         }
-        // Dropped outside the borrow: a poller's destructor may touch the shard.
-        drop(gone);
+        // Dropped outside the borrow: a poller's destructor may touch the shard (and may panic
+        // too, which must not take the shard down either).
+        for p in gone {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(p))) {
+                stats.poller_panics.incr();
+                tracing::error!(panic = %panic_message(&panic), "dropping a poller panicked");
+            }
+        }
         self.may_park.set(may_park);
         progress
     }
@@ -103,8 +131,11 @@ impl Pollers {
     pub(crate) fn drop_all(&self) {
         let active = std::mem::take(&mut *self.active.borrow_mut());
         let added = std::mem::take(&mut *self.added.borrow_mut());
-        drop(active);
-        drop(added);
+        for (_, p) in active.into_iter().chain(added) {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(p))) {
+                tracing::error!(panic = %panic_message(&panic), "dropping a poller panicked");
+            }
+        }
     }
 }
 

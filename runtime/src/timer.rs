@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -62,6 +63,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         entry: None,
+        _shard_bound: PhantomData,
     }
 }
 
@@ -70,10 +72,13 @@ pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now() + duration)
 }
 
+/// A timer of the current shard. `!Send`: its registration lives in the timer list of the
+/// shard that polled it, and only that shard fires it.
 #[must_use = "futures do nothing unless awaited"]
 pub struct Sleep {
     deadline: Instant,
     entry: Option<(Instant, u64)>,
+    _shard_bound: PhantomData<*const ()>,
 }
 
 impl Sleep {
@@ -176,6 +181,7 @@ pub fn interval(period: Duration) -> Interval {
     }
 }
 
+/// Periodic ticks on the current shard (`!Send`, like [`Sleep`]).
 pub struct Interval {
     period: Duration,
     sleep: Sleep,

@@ -49,6 +49,14 @@ impl Context {
         Ok(fd)
     }
 
+    /// [`async_fd`](Self::async_fd), borrowed from the context (for waiting on it).
+    pub fn async_event_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        let fd = self.async_fd()?;
+        // SAFETY: the context owns this descriptor until it is closed, which cannot happen
+        // while `self` is borrowed.
+        Ok(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+    }
+
     /// The next asynchronous event, already acknowledged, or `None` when none is pending
     /// (call [`async_fd`](Self::async_fd) first so this never blocks).
     pub fn get_async_event(&self) -> Result<Option<AsyncEvent>> {
@@ -78,14 +86,20 @@ impl Context {
 
 fn decode(raw: &sys::ibv_async_event) -> AsyncEvent {
     use sys::ibv_event_type::*;
-    // SAFETY (each union read below): the event type says which member the provider set,
-    // and the object it points to stays alive until the event is acknowledged.
+    // The event type says which union member the provider set, and the object it points to
+    // stays alive until the event is acknowledged; each reader below is used only for the
+    // event types that set its member.
+    // SAFETY: called only for QP events, whose `qp` is set and alive (see above).
     let qp_num = || unsafe { (*raw.element.qp).qp_num };
+    // SAFETY: called only for SRQ events, which set `srq`.
+    let srq = || unsafe { raw.element.srq };
+    // SAFETY: called only for CQ events, which set `cq`.
+    let cq = || unsafe { raw.element.cq };
+    // SAFETY: called only for port events, which set `port_num`.
+    let port = || unsafe { raw.element.port_num };
     match raw.event_type {
-        IBV_EVENT_SRQ_LIMIT_REACHED => {
-            AsyncEvent::SrqLimitReached(SrqKey::from_ptr(unsafe { raw.element.srq }))
-        }
-        IBV_EVENT_SRQ_ERR => AsyncEvent::SrqError(SrqKey::from_ptr(unsafe { raw.element.srq })),
+        IBV_EVENT_SRQ_LIMIT_REACHED => AsyncEvent::SrqLimitReached(SrqKey::from_ptr(srq())),
+        IBV_EVENT_SRQ_ERR => AsyncEvent::SrqError(SrqKey::from_ptr(srq())),
         IBV_EVENT_QP_LAST_WQE_REACHED => AsyncEvent::QpLastWqeReached { qp_num: qp_num() },
         IBV_EVENT_QP_FATAL | IBV_EVENT_QP_REQ_ERR | IBV_EVENT_QP_ACCESS_ERR => {
             AsyncEvent::QpError {
@@ -94,13 +108,9 @@ fn decode(raw: &sys::ibv_async_event) -> AsyncEvent {
             }
         }
         IBV_EVENT_COMM_EST => AsyncEvent::CommEstablished { qp_num: qp_num() },
-        IBV_EVENT_CQ_ERR => AsyncEvent::CqError(CqKey::from_ptr(unsafe { raw.element.cq })),
-        IBV_EVENT_PORT_ACTIVE => {
-            AsyncEvent::PortActive(u8::try_from(unsafe { raw.element.port_num }).unwrap_or(0))
-        }
-        IBV_EVENT_PORT_ERR => {
-            AsyncEvent::PortError(u8::try_from(unsafe { raw.element.port_num }).unwrap_or(0))
-        }
+        IBV_EVENT_CQ_ERR => AsyncEvent::CqError(CqKey::from_ptr(cq())),
+        IBV_EVENT_PORT_ACTIVE => AsyncEvent::PortActive(u8::try_from(port()).unwrap_or(0)),
+        IBV_EVENT_PORT_ERR => AsyncEvent::PortError(u8::try_from(port()).unwrap_or(0)),
         IBV_EVENT_DEVICE_FATAL => AsyncEvent::DeviceFatal,
         other => AsyncEvent::Other(other),
     }

@@ -103,6 +103,14 @@ impl CompletionChannel {
     }
 }
 
+impl std::os::fd::AsFd for CompletionChannel {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the channel owns this descriptor until it is destroyed, which cannot happen
+        // while `self` is borrowed.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
 impl AsRawFd for CompletionChannel {
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: the channel is live; fd is a plain field.

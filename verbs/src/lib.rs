@@ -42,7 +42,9 @@ pub mod sys {
         non_camel_case_types,
         non_snake_case,
         dead_code,
-        clippy::all
+        clippy::all,
+        // bindgen's layout tests: generated, not reviewed by hand
+        clippy::undocumented_unsafe_blocks
     )]
     include!(concat!(env!("OUT_DIR"), "/sys.rs"));
 }

@@ -19,7 +19,7 @@ pub use stop::StopSignal;
 
 use crate::coop::Budget;
 use crate::mesh::{self, RemoteHandle};
-use crate::net::{ListenOptions, TcpListener, TcpStream};
+use crate::net::{self, ListenOptions, TcpListener, TcpStream};
 use crate::shard::{context, ShardId};
 use crate::{spawn_local, Runtime};
 
@@ -119,8 +119,8 @@ impl TcpEndpoint {
         let mut addr = self.addr;
         let mut acceptors = Vec::with_capacity(listen_on.len());
         for &shard in &listen_on {
-            let listener = TcpListener::bind(addr, opts)?;
-            addr = listener.local_addr();
+            let listener = net::bind_std(addr, opts)?;
+            addr = listener.local_addr()?;
             let ctx = AcceptLoop {
                 listener,
                 counts: counts.clone(),
@@ -142,7 +142,8 @@ impl TcpEndpoint {
 }
 
 struct AcceptLoop<H> {
-    listener: TcpListener,
+    /// Adopted by the acceptor shard when the loop starts there.
+    listener: std::net::TcpListener,
     counts: Arc<ConnCounts>,
     stop: Arc<StopSignal>,
     placement: Option<Placement>,
@@ -157,8 +158,15 @@ where
 {
     async fn run(self) {
         let me = context::current();
+        let listener = match TcpListener::from_std(self.listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot accept on the listener");
+                return;
+            }
+        };
         loop {
-            let accepted = match self.stop.run_until_stopped(self.listener.accept_fd()).await {
+            let accepted = match self.stop.run_until_stopped(listener.accept_fd()).await {
                 None => break,
                 Some(Ok(a)) => a,
                 Some(Err(e)) => {
@@ -192,8 +200,8 @@ where
                 }
             }
         }
-        let _ = self.listener.shutdown();
-        tracing::debug!(addr = %self.listener.local_addr(), "accept loop stopped");
+        let _ = listener.shutdown();
+        tracing::debug!(addr = %listener.local_addr(), "accept loop stopped");
     }
 }
 

@@ -4,9 +4,13 @@
 //! in-flight operation, keyed by the SQE's `user_data`; a completion wakes the slot's waker.
 //! An operation dropped before its completion is cancelled, and its buffers move into the slot
 //! so the kernel never writes into freed memory.
+//!
+//! All of the crate's `unsafe` that talks to the ring lives under this module.
+#![allow(unsafe_code)] // the ring: SQEs carry pointers the kernel dereferences
 
+pub(crate) mod fd;
 pub(crate) mod features;
-pub mod op;
+pub(crate) mod op;
 
 use std::any::Any;
 use std::io;
@@ -23,14 +27,21 @@ pub use features::Features;
 const CANCEL_TOKEN: u64 = u64::MAX;
 /// `user_data` of the read that waits on the shard's wake-up eventfd.
 const WAKE_TOKEN: u64 = u64::MAX - 1;
+/// `user_data` of the closes the driver issues for dropped descriptors.
+const CLOSE_TOKEN: u64 = u64::MAX - 2;
 
 pub(crate) enum Slot {
     /// Submitted; the waker of the task awaiting it, if it was polled.
     Pending(Option<Waker>),
     /// Completed before the future looked again.
     Completed { result: i32, flags: u32 },
-    /// The future was dropped; the data the kernel may still touch lives here until the CQE.
-    Abandoned(#[allow(dead_code)] Box<dyn Any>),
+    /// The future was dropped; the data the kernel may still touch lives here until the CQE,
+    /// and `release` frees whatever resource that completion carries (an accepted socket).
+    Abandoned {
+        #[allow(dead_code)]
+        data: Box<dyn Any>,
+        release: fn(i32, u32),
+    },
 }
 
 /// What one reap pass did.
@@ -52,6 +63,11 @@ pub(crate) struct Driver {
     /// Ops submitted since the last flush; their SQEs reach the ring only at the flush, so
     /// one abandoned before it never reaches the kernel.
     deferred: Vec<(usize, squeue::Entry)>,
+    /// Scratch list for the descriptors [`fd::close_later`] queued.
+    closing: Vec<RawFd>,
+    /// Test hook: make the next parks fail with this errno.
+    #[cfg(test)]
+    fail_park: Option<i32>,
 }
 
 impl Driver {
@@ -65,6 +81,9 @@ impl Driver {
             wake_buf: Box::new(0),
             wake_armed: false,
             deferred: Vec::new(),
+            closing: Vec::new(),
+            #[cfg(test)]
+            fail_park: None,
         };
         driver.arm_wake_read()?;
         Ok(driver)
@@ -83,8 +102,11 @@ impl Driver {
     /// Queue an SQE, flushing the submission queue to the kernel if it is full.
     fn push(&mut self, sqe: &squeue::Entry) -> io::Result<()> {
         loop {
-            // SAFETY: every SQE built by this crate points at memory owned by an op slot, the
-            // op future, or the driver itself, all of which outlive the operation (see Slot).
+            // SAFETY: every SQE comes from an `OpCode` impl, whose contract keeps the memory
+            // and descriptors it names alive until its final completion (the op or its slot
+            // owns them, see Slot), or from the driver itself: the wake-up read into the boxed
+            // `wake_buf` (leaked on drop while armed), and cancels and closes, which carry no
+            // pointers.
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 return Ok(());
@@ -107,7 +129,36 @@ impl Driver {
         Ok(key)
     }
 
+    /// Closes of descriptors whose last holder dropped: fire and forget (a failed close has
+    /// nobody to report to, and the descriptor is gone either way).
+    fn flush_closes(&mut self) -> io::Result<()> {
+        fd::take_pending_closes(&mut self.closing);
+        let mut closing = std::mem::take(&mut self.closing);
+        for raw in closing.drain(..) {
+            let sqe = opcode::Close::new(types::Fd(raw))
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(CLOSE_TOKEN);
+            self.push(&sqe)?;
+        }
+        self.closing = closing;
+        Ok(())
+    }
+
+    /// Close what is still queued without the ring (at shutdown).
+    pub(crate) fn close_pending_now() {
+        let mut closing = Vec::new();
+        fd::take_pending_closes(&mut closing);
+        for raw in closing {
+            // SAFETY: `close_later` took these from OwnedFds; each is closed exactly once.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+        }
+    }
+
     fn flush_deferred(&mut self) -> io::Result<()> {
+        if fd::has_pending_closes() {
+            self.flush_closes()?;
+        }
         if self.deferred.is_empty() {
             return Ok(());
         }
@@ -148,18 +199,22 @@ impl Driver {
                 }
                 None
             }
-            Slot::Abandoned(_) => None,
+            Slot::Abandoned { .. } => None,
         }
     }
 
     /// The op future went away before completion: cancel it and park its data in the slot.
-    pub(crate) fn abandon(&mut self, key: usize, data: Box<dyn Any>) {
+    /// `release` frees the resource a completion nobody takes may carry.
+    pub(crate) fn abandon(&mut self, key: usize, data: Box<dyn Any>, release: fn(i32, u32)) {
         let Some(slot) = self.slots.get_mut(key) else {
             return;
         };
         match slot {
-            Slot::Completed { .. } => {
+            Slot::Completed { result, flags } => {
+                let (result, flags) = (*result, *flags);
                 self.slots.remove(key);
+                drop(data);
+                release(result, flags);
             }
             Slot::Pending(_) => {
                 if let Some(pos) = self.deferred.iter().position(|(k, _)| *k == key) {
@@ -169,7 +224,7 @@ impl Driver {
                     drop(data);
                     return;
                 }
-                *slot = Slot::Abandoned(data);
+                *slot = Slot::Abandoned { data, release };
                 let cancel = opcode::AsyncCancel::new(key as u64)
                     .build()
                     .user_data(CANCEL_TOKEN);
@@ -179,7 +234,7 @@ impl Driver {
                     tracing::warn!(error = %e, "could not queue an io_uring cancel");
                 }
             }
-            Slot::Abandoned(_) => {}
+            Slot::Abandoned { .. } => {}
         }
     }
 
@@ -211,6 +266,10 @@ impl Driver {
     /// Block in the ring until at least one completion, a wake-up through the eventfd, or
     /// `timeout` elapses (`None`: no timer pending).
     pub(crate) fn park(&mut self, timeout: Option<Duration>) -> io::Result<Reaped> {
+        #[cfg(test)]
+        if let Some(errno) = self.fail_park {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
         self.flush_deferred()?;
         if !self.wake_armed {
             self.arm_wake_read()?;
@@ -239,6 +298,11 @@ impl Driver {
             let ud = cqe.user_data();
             match ud {
                 CANCEL_TOKEN => continue,
+                CLOSE_TOKEN => {
+                    // Only failures post a completion (SKIP_SUCCESS).
+                    tracing::debug!(error = %io::Error::from_raw_os_error(-cqe.result()), "close failed");
+                    continue;
+                }
                 WAKE_TOKEN => {
                     self.wake_armed = false;
                     reaped.woke_by_eventfd = true;
@@ -263,8 +327,12 @@ impl Driver {
                         w.wake();
                     }
                 }
-                Slot::Abandoned(_) => {
+                Slot::Abandoned { release, .. } => {
+                    let release = *release;
+                    // Drops the op's data (buffers, its descriptor share) now that the kernel
+                    // is done with it.
                     self.slots.remove(key);
+                    release(cqe.result(), cqe.flags());
                 }
                 Slot::Completed { .. } => {
                     tracing::error!(key, "second completion for a single-shot op");
@@ -281,7 +349,8 @@ impl Driver {
     }
 
     /// At shutdown: cancel whatever is still in flight and wait (bounded) for the kernel to let
-    /// go of the buffers, so dropping the ring frees nothing the kernel still uses.
+    /// go of the buffers, so dropping the ring frees nothing the kernel still uses. Whatever
+    /// is still in flight when the time is up, or when the ring fails, is leaked, never freed.
     pub(crate) fn drain(&mut self, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
         for (key, _) in std::mem::take(&mut self.deferred) {
@@ -303,21 +372,38 @@ impl Driver {
         {
             let now = std::time::Instant::now();
             if now >= deadline {
-                tracing::warn!(
-                    in_flight = self.slots.len(),
-                    "ops still in flight at shard shutdown; leaking their buffers"
-                );
-                // Leak rather than free memory the kernel may still write to.
-                for (_, slot) in std::mem::take(&mut self.slots) {
-                    std::mem::forget(slot);
-                }
+                self.leak_in_flight("ops still in flight at shard shutdown");
                 return;
             }
-            if self.park(Some(deadline - now)).is_err() {
-                break;
+            if let Err(e) = self.park(Some(deadline - now)) {
+                tracing::error!(error = %e, "the ring failed while draining");
+                self.leak_in_flight("the ring failed with ops in flight");
+                return;
             }
         }
         self.slots.clear();
+        // Closes queued while draining go out now, without waiting for their results.
+        let _ = self.flush_closes();
+        let _ = self.ring.submit();
+    }
+
+    /// Forget every slot the kernel may still use; completed slots hold no kernel-visible data
+    /// and are freed.
+    fn leak_in_flight(&mut self, why: &str) {
+        let still = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !matches!(s, Slot::Completed { .. }))
+            .count();
+        tracing::warn!(in_flight = still, "{why}; leaking their buffers");
+        for (_, slot) in std::mem::take(&mut self.slots) {
+            if matches!(slot, Slot::Completed { .. }) {
+                drop(slot);
+            } else {
+                // Leak rather than free memory the kernel may still write to.
+                std::mem::forget(slot);
+            }
+        }
     }
 }
 
@@ -337,4 +423,69 @@ fn is_transient(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// Stands for an op's buffers: records whether it was freed.
+    struct Buffers(Rc<Cell<bool>>);
+
+    impl Drop for Buffers {
+        fn drop(&mut self) {
+            self.0.set(true);
+        }
+    }
+
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        let (r, w) = std::io::pipe().expect("pipe");
+        (r.into(), w.into())
+    }
+
+    /// Issue 8, item 12: when the ring fails while draining at shutdown, the data of ops the
+    /// kernel may still own is leaked, never freed (it used to be freed by `slots.clear()`).
+    #[test]
+    fn drain_leaks_abandoned_buffers_when_the_ring_fails() {
+        let (wake_r, _wake_w) = pipe();
+        let (never_readable, _writer) = pipe();
+        let mut driver = Driver::new(8, wake_r.as_raw_fd()).expect("ring");
+        let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
+            .build();
+        let key = driver.submit_op(sqe).expect("submit");
+        driver
+            .submit_and_reap()
+            .expect("the poll reaches the kernel");
+        let freed = Rc::new(Cell::new(false));
+        driver.abandon(key, Box::new(Buffers(freed.clone())), |_, _| {});
+        driver.fail_park = Some(libc::EFAULT);
+        driver.drain(Duration::from_secs(1));
+        assert!(!freed.get(), "buffers the kernel may still use were freed");
+        assert_eq!(driver.in_flight(), 0, "the slot was forgotten, not kept");
+    }
+
+    /// The same data is freed once its completion arrives (the normal path).
+    #[test]
+    fn drain_frees_abandoned_buffers_after_their_completion() {
+        let (wake_r, _wake_w) = pipe();
+        let (never_readable, _writer) = pipe();
+        let mut driver = Driver::new(8, wake_r.as_raw_fd()).expect("ring");
+        let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
+            .build();
+        let key = driver.submit_op(sqe).expect("submit");
+        driver
+            .submit_and_reap()
+            .expect("the poll reaches the kernel");
+        let freed = Rc::new(Cell::new(false));
+        driver.abandon(key, Box::new(Buffers(freed.clone())), |_, _| {});
+        driver.drain(Duration::from_secs(5));
+        assert!(
+            freed.get(),
+            "the cancelled op's data was not freed after its completion"
+        );
+    }
 }

@@ -1,8 +1,12 @@
 //! Operation futures. Each op owns everything the kernel reads or writes (buffers, socket
-//! addresses, iovecs) until its completion arrives, even if the future is dropped first.
+//! addresses, iovecs, the descriptor itself) until its completion arrives, even if the future
+//! is dropped first. The op layer is private to this crate: users get typed I/O objects
+//! (`net::TcpStream`, `fs::File`, ...), so no safe code outside it can hand the kernel a
+//! pointer.
 
 use std::future::Future;
 use std::io;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -10,39 +14,60 @@ use io_uring::squeue;
 
 use crate::shard::context;
 
-pub mod accept;
-pub mod close;
-pub mod connect;
-pub mod fsync;
-pub mod poll_add;
-pub mod read;
-pub mod recv;
-pub mod send;
-pub mod timeout;
-pub mod write;
-pub mod writev;
+pub(crate) mod accept;
+pub(crate) mod close;
+pub(crate) mod connect;
+pub(crate) mod fsync;
+pub(crate) mod open;
+pub(crate) mod poll_add;
+pub(crate) mod read;
+pub(crate) mod recv;
+pub(crate) mod send;
+pub(crate) mod write;
+pub(crate) mod writev;
 
-/// One kind of io_uring operation: the data it owns and how its result is interpreted.
-pub trait OpData: 'static {
+/// One kind of io_uring operation: the data it owns and how its result is read.
+///
+/// # Safety
+///
+/// Implementors promise, like compio's `OpCode`:
+/// - every pointer in the entry [`OpCode::sqe`] returns points into memory owned by `self`
+///   through a heap allocation (a `Box`, `Vec`, `Bytes`, ...), or into memory owned by the
+///   driver, and that memory is neither moved, freed nor accessed by Rust code in a way that
+///   conflicts with the kernel's access until `complete` or `release` runs (the driver keeps
+///   `self` alive, boxed, until the final completion even when the future is dropped);
+/// - memory the kernel writes through such a pointer is not reachable through any shared
+///   reference while the op is in flight;
+/// - every descriptor in the entry is kept open by `self` (a [`super::fd::SharedFd`] clone) or
+///   is owned by the driver;
+/// - `complete` interprets `result` only as the kernel defines it for that opcode (for
+///   example, trusts a byte count only up to the length it submitted).
+pub(crate) unsafe trait OpCode: 'static {
     type Output;
-    /// Build the SQE. Called once, after `self` has reached its final address (inside a Box).
+    /// Build the SQE. Called once, after `self` has reached its final address (in a Box).
     fn sqe(&mut self) -> squeue::Entry;
     /// Turn the completion into the op's output, giving back the owned buffers.
     fn complete(self, result: io::Result<u32>, flags: u32) -> Self::Output;
+    /// A completion arrived that nobody will take (the future was dropped). Ops whose result
+    /// is a resource (a new descriptor from accept or open) release it here.
+    fn release(_result: i32, _flags: u32) {}
 }
 
 /// A submitted operation. Resolves to `T::Output`; dropping it cancels the operation.
-pub struct Op<T: OpData> {
+///
+/// `!Send`: the slot key means something only in the ring of the shard that submitted it.
+pub(crate) struct Op<T: OpCode> {
     key: Option<usize>,
     data: Option<Box<T>>,
     /// Submission failed (for example the SQ could not be flushed).
     failed: Option<io::Error>,
+    _shard_bound: PhantomData<*const ()>,
 }
 
-impl<T: OpData> Op<T> {
+impl<T: OpCode> Op<T> {
     /// Submit on the current shard's ring. Panics when called outside a shard (a programming
     /// error, not a runtime condition).
-    pub fn submit(data: T) -> Op<T> {
+    pub(crate) fn submit(data: T) -> Op<T> {
         let mut data = Box::new(data);
         let sqe = data.sqe();
         match context::with_driver(|d| d.submit_op(sqe)) {
@@ -50,17 +75,19 @@ impl<T: OpData> Op<T> {
                 key: Some(key),
                 data: Some(data),
                 failed: None,
+                _shard_bound: PhantomData,
             },
             Err(e) => Op {
                 key: None,
                 data: Some(data),
                 failed: Some(e),
+                _shard_bound: PhantomData,
             },
         }
     }
 }
 
-impl<T: OpData> Future for Op<T> {
+impl<T: OpCode> Future for Op<T> {
     type Output = T::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
@@ -87,16 +114,44 @@ impl<T: OpData> Future for Op<T> {
     }
 }
 
-impl<T: OpData> Drop for Op<T> {
+impl<T: OpCode> Drop for Op<T> {
     fn drop(&mut self) {
         if let (Some(key), Some(data)) = (self.key.take(), self.data.take()) {
             let mut data = Some(data);
-            let parked = context::try_with_driver(|d| d.abandon(key, data.take().unwrap()));
+            let parked = context::try_with_driver(|d| {
+                d.abandon(key, data.take().expect("taken once"), T::release)
+            });
             if parked.is_none() {
                 // No driver on this thread any more: the kernel may still own these buffers,
                 // so leak them rather than free memory it could write to.
                 std::mem::forget(data);
             }
         }
+    }
+}
+
+/// Compile-time proof that `Op` is `!Send` (a moved op would poll or abandon its slot in
+/// another shard's driver). If `Op` were `Send`, the two impls below would both apply and
+/// the call in `op_is_not_send` would be ambiguous, which fails to compile.
+#[allow(dead_code)]
+mod not_send {
+    trait AmbiguousIfSend<A> {
+        fn check() {}
+    }
+    impl<T: ?Sized> AmbiguousIfSend<()> for T {}
+    impl<T: ?Sized + Send> AmbiguousIfSend<u8> for T {}
+
+    fn op_is_not_send() {
+        <super::Op<super::close::Close> as AmbiguousIfSend<_>>::check();
+    }
+}
+
+/// Close a descriptor that an accept or open produced for a future nobody polls any more.
+fn release_new_fd(result: i32) {
+    if result >= 0 {
+        // SAFETY: a successful accept/openat result is a new descriptor, and its op was
+        // abandoned, so nothing else will ever own it.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(result) };
+        crate::driver::fd::close_later(fd);
     }
 }

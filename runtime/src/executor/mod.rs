@@ -221,7 +221,12 @@ impl Executor {
                 }
                 tasks.drain().filter_map(|t| t.future).collect()
             };
-            drop(futures);
+            for future in futures {
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| drop(future))) {
+                    self.remote.stats.task_panics.incr();
+                    tracing::error!(panic = %panic_message(&panic), "dropping a task panicked");
+                }
+            }
         }
         self.queue.borrow_mut().clear();
         self.yielded.borrow_mut().clear();

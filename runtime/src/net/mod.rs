@@ -3,5 +3,6 @@
 mod tcp_listener;
 mod tcp_stream;
 
+pub(crate) use tcp_listener::bind_std;
 pub use tcp_listener::{ListenOptions, TcpListener};
-pub use tcp_stream::TcpStream;
+pub use tcp_stream::{RecvFuture, SendFuture, TcpStream};

@@ -1,10 +1,11 @@
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::TcpStream;
+use crate::driver::fd::SharedFd;
 use crate::driver::op::{accept::Accept, Op};
 
 /// How a listening socket is set up.
@@ -24,29 +25,38 @@ impl Default for ListenOptions {
     }
 }
 
-/// A listening TCP socket whose accepts go through the shard's ring.
+/// A listening TCP socket whose accepts go through the shard's ring. `!Send`: made (or
+/// adopted with [`TcpListener::from_std`]) on the shard that accepts on it.
 pub struct TcpListener {
-    fd: OwnedFd,
+    fd: SharedFd,
     local: SocketAddr,
 }
 
+/// Bind and listen with plain syscalls (binding happens once, off the hot path); the result
+/// may travel to the shard that will accept on it.
+pub(crate) fn bind_std(addr: SocketAddr, opts: ListenOptions) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if opts.reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_cloexec(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(opts.backlog)?;
+    Ok(socket.into())
+}
+
 impl TcpListener {
-    /// Bind and listen. Plain syscalls: binding happens once, off the hot path.
+    /// Bind and listen on the current thread.
     pub fn bind(addr: SocketAddr, opts: ListenOptions) -> io::Result<TcpListener> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        if opts.reuse_port {
-            socket.set_reuse_port(true)?;
-        }
-        socket.set_cloexec(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(opts.backlog)?;
-        let local = socket
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        TcpListener::from_std(bind_std(addr, opts)?)
+    }
+
+    /// Adopt a listening std socket.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        let local = listener.local_addr()?;
         Ok(TcpListener {
-            fd: socket.into(),
+            fd: SharedFd::new(listener.into()),
             local,
         })
     }
@@ -55,22 +65,24 @@ impl TcpListener {
         self.local
     }
 
+    /// Stop listening: connections not yet accepted are refused, a pending accept fails.
     pub fn shutdown(&self) -> io::Result<()> {
-        socket2::SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)
+        SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)
     }
 
     /// Accept one connection (TCP_NODELAY set: request/response traffic is the common case).
+    ///
+    /// Not cancel-safe: a connection the kernel accepted for a future that is then dropped is
+    /// closed (never leaked), so that client sees its connection close.
     pub async fn accept(&self) -> io::Result<(TcpStream, Option<SocketAddr>)> {
-        let (fd, peer) = Op::submit(Accept::new(self.fd.as_raw_fd())).await?;
-        let stream = TcpStream::from_fd(fd);
-        stream.set_nodelay(true)?;
-        Ok((stream, peer))
+        let (fd, peer) = self.accept_fd().await?;
+        Ok((TcpStream::from_fd(fd), peer))
     }
 
-    /// Accept a raw descriptor, for handing the connection to another shard.
-    pub async fn accept_fd(&self) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
-        let (fd, peer) = Op::submit(Accept::new(self.fd.as_raw_fd())).await?;
-        socket2::SockRef::from(&fd).set_tcp_nodelay(true)?;
+    /// Accept a descriptor, for handing the connection to another shard.
+    pub(crate) async fn accept_fd(&self) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
+        let (fd, peer) = Op::submit(Accept::new(self.fd.clone())).await?;
+        SockRef::from(&fd).set_tcp_nodelay(true)?;
         Ok((fd, peer))
     }
 }

@@ -1,11 +1,14 @@
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use crate::driver::op::close::Close;
+use crate::driver::fd::SharedFd;
 use crate::driver::op::connect::Connect;
 use crate::driver::op::recv::Recv;
 use crate::driver::op::send::Send;
@@ -14,25 +17,31 @@ use crate::driver::op::Op;
 
 /// A connected TCP socket whose I/O goes through the shard's ring. Buffers are passed by value
 /// and handed back with the result: the kernel owns them while an operation is in flight.
+///
+/// The stream owns its descriptor jointly with its operations in flight: dropping the stream
+/// closes the socket only once they have all completed. `!Send`: it belongs to its shard.
 pub struct TcpStream {
-    fd: OwnedFd,
+    fd: SharedFd,
 }
 
 impl TcpStream {
-    pub fn from_fd(fd: OwnedFd) -> TcpStream {
-        TcpStream { fd }
+    pub(crate) fn from_fd(fd: OwnedFd) -> TcpStream {
+        TcpStream {
+            fd: SharedFd::new(fd),
+        }
     }
 
-    pub fn into_fd(self) -> OwnedFd {
-        self.fd
+    /// Adopt a connected std socket (blocking or not: the ring does not care).
+    pub fn from_std(stream: std::net::TcpStream) -> TcpStream {
+        TcpStream::from_fd(stream.into())
     }
 
+    /// Connect from the current shard. Cancel-safe: dropping it closes the half-made socket.
     pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_cloexec(true)?;
-        let fd: OwnedFd = socket.into();
-        Op::submit(Connect::new(fd.as_raw_fd(), addr)).await?;
-        let stream = TcpStream { fd };
+        let stream = TcpStream::from_fd(socket.into());
+        Op::submit(Connect::new(stream.fd.clone(), addr)).await?;
         stream.set_nodelay(true)?;
         Ok(stream)
     }
@@ -56,21 +65,25 @@ impl TcpStream {
     }
 
     /// Receive into `buf`'s spare capacity (reserved here to at least `min_spare` bytes).
-    /// `Ok(0)` means the peer closed its side.
-    pub async fn recv(&self, mut buf: BytesMut, min_spare: usize) -> (io::Result<usize>, BytesMut) {
+    /// `Ok(0)` means the peer closed its side. The future owns the buffer and the stream's
+    /// descriptor share, so it may outlive the borrow of `self`.
+    ///
+    /// Not cancel-safe: dropping the future drops the buffer and what it held.
+    pub fn recv(&self, mut buf: BytesMut, min_spare: usize) -> RecvFuture {
         let min_spare = min_spare.max(1);
         if buf.capacity() - buf.len() < min_spare {
             buf.reserve(min_spare);
         }
-        Op::submit(Recv::new(self.fd.as_raw_fd(), buf)).await
+        RecvFuture(Op::submit(Recv::new(self.fd.clone(), buf)))
     }
 
-    /// One send; may write only part of `buf`.
-    pub async fn send(&self, buf: Bytes) -> (io::Result<usize>, Bytes) {
-        Op::submit(Send::new(self.fd.as_raw_fd(), buf)).await
+    /// One send; may write only part of `buf`. Like [`TcpStream::recv`], the future owns
+    /// what it needs. Dropping it cancels the send (some bytes may have gone out).
+    pub fn send(&self, buf: Bytes) -> SendFuture {
+        SendFuture(Op::submit(Send::new(self.fd.clone(), buf)))
     }
 
-    /// Send all of `buf`.
+    /// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.
     pub async fn send_all(&self, mut buf: Bytes) -> io::Result<()> {
         while !buf.is_empty() {
             let (res, b) = self.send(buf).await;
@@ -84,7 +97,8 @@ impl TcpStream {
         Ok(())
     }
 
-    /// Send all of several buffers with as few syscalls as the socket allows.
+    /// Send all of several buffers with as few syscalls as the socket allows. Not
+    /// cancel-safe, like [`TcpStream::send_all`].
     pub async fn send_all_vectored(&self, mut bufs: Vec<Bytes>) -> io::Result<()> {
         bufs.retain(|b| !b.is_empty());
         while !bufs.is_empty() {
@@ -93,7 +107,7 @@ impl TcpStream {
                 return self.send_all(b).await;
             }
             let rest = bufs.split_off(bufs.len().min(1024));
-            let (res, b) = Op::submit(Writev::new(self.fd.as_raw_fd(), bufs)).await;
+            let (res, b) = Op::submit(Writev::new(self.fd.clone(), bufs)).await;
             bufs = b;
             bufs.extend(rest);
             let mut n = res?;
@@ -124,12 +138,33 @@ impl TcpStream {
         SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)
     }
 
-    /// Close through the ring (dropping the stream closes it synchronously instead).
+    /// Close through the ring once every operation in flight on the socket has completed,
+    /// and report the close's result (dropping the stream closes it without a report).
     pub async fn close(self) -> io::Result<()> {
-        Op::submit(Close::new(self.fd)).await
+        self.fd.close().await
     }
+}
 
-    pub fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+/// A receive in flight ([`TcpStream::recv`]): `(result, buffer)`.
+#[must_use = "futures do nothing unless awaited"]
+pub struct RecvFuture(Op<Recv>);
+
+impl Future for RecvFuture {
+    type Output = (io::Result<usize>, BytesMut);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+/// A send in flight ([`TcpStream::send`]): `(bytes sent, buffer)`.
+#[must_use = "futures do nothing unless awaited"]
+pub struct SendFuture(Op<Send>);
+
+impl Future for SendFuture {
+    type Output = (io::Result<usize>, Bytes);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
     }
 }

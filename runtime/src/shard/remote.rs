@@ -1,3 +1,7 @@
+//! The thread-safe face of a shard.
+// The wake-up eventfd: eventfd(2) and write(2) have no safe wrapper in std or socket2.
+#![allow(unsafe_code)]
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

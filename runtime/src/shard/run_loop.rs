@@ -80,19 +80,41 @@ pub(crate) fn run_shard(
     tracing::debug!(?features, "shard started");
     let _ = ready.send(Ok(features));
 
-    run(&ctx, &config);
+    // The loop catches every panic of user code (tasks, messages, pollers); one escaping
+    // anyway is a bug of ours, but the shard still must not die with work queued for it.
+    loop {
+        match catch_unwind(AssertUnwindSafe(|| run(&ctx, &config))) {
+            Ok(()) => break,
+            Err(panic) => {
+                ctx.remote.stats.task_panics.incr();
+                tracing::error!(panic = %panic_message(&panic), "shard loop panicked; resuming");
+            }
+        }
+    }
 
     tracing::debug!("shard stopping");
-    ctx.executor.drop_all();
-    ctx.pollers.drop_all();
-    while ctx.remote.inbox.pop().is_some() {}
+    // Each step runs user destructors or hooks; a panic in one must not skip the driver
+    // drain, or the ring's buffers would be freed while the kernel may still use them.
+    let step = |what: &str, f: &dyn Fn()| {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(f)) {
+            tracing::error!(panic = %panic_message(&panic), "{what} panicked at shutdown");
+        }
+    };
+    step("dropping tasks", &|| ctx.executor.drop_all());
+    step("dropping pollers", &|| ctx.pollers.drop_all());
+    step("dropping queued messages", &|| {
+        while ctx.remote.inbox.pop().is_some() {}
+    });
     ctx.remote.wake_senders();
     if let Some(hook) = &hooks.on_stop {
-        hook(id);
+        step("the on_shard_stop hook", &|| hook(id));
     }
     ctx.locals.clear();
     ctx.driver.borrow_mut().drain(Duration::from_secs(2));
     context::exit();
+    // Descriptors dropped after the drain (by the context's own destructors) close at once.
+    drop(ctx);
+    Driver::close_pending_now();
 }
 
 fn run(ctx: &ShardContext, config: &ShardConfig) {

@@ -140,6 +140,8 @@ shard_stats! {
     timers_fired,
     /// Registered poller invocations.
     poller_polls,
+    /// Pollers that panicked (each was dropped; the shard carried on).
+    poller_panics,
     /// Work items (e.g. RDMA completions) pollers reported.
     poller_completions,
     /// Cross-shard messages this shard sent.

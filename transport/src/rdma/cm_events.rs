@@ -4,12 +4,9 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use corewire_runtime::driver::op::poll_add::PollAdd;
-use corewire_runtime::Op;
 use corewire_verbs::{CmEvent, CmEventChannel, CmEventKind, CmIdKey};
 
 /// Events of one id, in arrival order.
@@ -95,7 +92,7 @@ pub async fn run_router(channel: CmEventChannel, router: Rc<CmRouter>) {
                 }
             }
         }
-        if let Err(e) = Op::submit(PollAdd::readable(channel.as_raw_fd())).await {
+        if let Err(e) = corewire_runtime::io::wait_readable(&channel).await {
             tracing::error!(error = %e, "waiting on the rdma_cm channel failed");
             corewire_runtime::sleep(std::time::Duration::from_millis(10)).await;
         }

@@ -7,12 +7,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use corewire_runtime::driver::op::poll_add::PollAdd;
-use corewire_runtime::{register_poller, sleep, spawn_local, Op};
+use corewire_runtime::io::wait_readable;
+use corewire_runtime::{register_poller, sleep, spawn_local};
 use corewire_verbs::{
     AsyncEvent, CompletionChannel, CompletionQueue, Context, ProtectionDomain, QueuePair,
     SharedReceiveQueue,
@@ -148,7 +148,13 @@ impl Device {
             device.cq.req_notify(false).map_err(RdmaError::Device)?;
         }
         spawn_local(wait_for_cq_events(Rc::downgrade(&device)));
-        match device.ctx.async_fd() {
+        // A duplicate owned by the watching task (it holds the device only weakly).
+        match device
+            .ctx
+            .async_event_fd()
+            .map_err(|e| e.to_string())
+            .and_then(|fd| fd.try_clone_to_owned().map_err(|e| e.to_string()))
+        {
             Ok(fd) => {
                 spawn_local(watch_async_events(Rc::downgrade(&device), fd));
             }
@@ -441,12 +447,21 @@ impl Drop for CqReservation {
 
 /// Turn completion-channel readiness into `event_pending` for the poller.
 async fn wait_for_cq_events(device: Weak<Device>) {
-    let fd = match device.upgrade() {
-        Some(d) => d.channel.as_raw_fd(),
+    // A duplicate of the channel's descriptor, owned by this task: the wait must not keep the
+    // device alive (it holds a Weak), and readiness is shared by duplicates.
+    let fd = match device
+        .upgrade()
+        .map(|d| d.channel.as_fd().try_clone_to_owned())
+    {
+        Some(Ok(fd)) => fd,
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "cannot watch the completion channel");
+            return;
+        }
         None => return,
     };
     loop {
-        if let Err(e) = Op::submit(PollAdd::readable(fd)).await {
+        if let Err(e) = wait_readable(&fd).await {
             tracing::error!(error = %e, "waiting on the completion channel failed");
             sleep(Duration::from_millis(10)).await;
             continue;
@@ -476,7 +491,7 @@ async fn wait_for_cq_events(device: Weak<Device>) {
 
 /// Drain the device's asynchronous events whenever its fd is readable: refill the shared
 /// receive queue early, finish retiring queue pairs, fail connections whose queue pair broke.
-async fn watch_async_events(device: Weak<Device>, fd: i32) {
+async fn watch_async_events(device: Weak<Device>, fd: OwnedFd) {
     loop {
         {
             let Some(device) = device.upgrade() else {
@@ -496,7 +511,7 @@ async fn watch_async_events(device: Weak<Device>, fd: i32) {
                 }
             }
         }
-        if let Err(e) = Op::submit(PollAdd::readable(fd)).await {
+        if let Err(e) = wait_readable(&fd).await {
             tracing::error!(error = %e, "waiting on the rdma async event fd failed");
             sleep(Duration::from_millis(10)).await;
         }

@@ -13,9 +13,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use corewire_runtime::driver::op::recv::Recv;
-use corewire_runtime::net::TcpStream;
-use corewire_runtime::{spawn_local, Budget, Op};
+use corewire_runtime::net::{RecvFuture, TcpStream};
+use corewire_runtime::{spawn_local, Budget};
 
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
@@ -64,7 +63,7 @@ struct ReadSide {
     decoder: FrameDecoder,
     /// Received bytes not yet decoded; `None` while lent to the recv in flight.
     buf: Option<BytesMut>,
-    op: Option<Op<Recv>>,
+    op: Option<RecvFuture>,
     /// The peer closed its side (recv returned 0).
     eof: bool,
 }
@@ -113,12 +112,8 @@ impl ReadSide {
                     })
                 });
             }
-            let mut buf = self.buf.take().expect("buffer is home");
-            let min_spare = read_chunk.max(1);
-            if buf.capacity() - buf.len() < min_spare {
-                buf.reserve(min_spare);
-            }
-            self.op = Some(Op::submit(Recv::new(stream.as_raw_fd(), buf)));
+            let buf = self.buf.take().expect("buffer is home");
+            self.op = Some(stream.recv(buf, read_chunk));
         }
     }
 }

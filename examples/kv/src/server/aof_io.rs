@@ -6,15 +6,11 @@ use std::cell::RefCell;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Buf, Bytes, BytesMut};
-use corewire::runtime::driver::op::fsync::Fsync;
-use corewire::runtime::driver::op::read::Read;
-use corewire::runtime::driver::op::write::Write;
-use corewire::runtime::Op;
+use bytes::BytesMut;
+use corewire::runtime::fs::File as RingFile;
 
 use super::config::AofConfig;
 use super::forward::Done;
@@ -92,7 +88,7 @@ pub(crate) fn shard_log_path(dir: &Path, shard: usize) -> PathBuf {
 }
 
 pub(crate) struct AofShard {
-    file: File,
+    file: RingFile,
     path: PathBuf,
     writer: RefCell<AofWriter>,
     gate: RefCell<DurabilityGate<Done>>,
@@ -118,15 +114,17 @@ impl AofShard {
             path: path.clone(),
             error,
         };
-        let file = OpenOptions::new()
+        let std_file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(failed)?;
-        let len = file.metadata().map_err(failed)?.len();
-        let data = read_whole(file.as_raw_fd(), len).await.map_err(failed)?;
+        let len = std_file.metadata().map_err(failed)?.len();
+        // Reads and writes go through the ring; metadata, the cut and its copy stay with std.
+        let file = RingFile::from_std(std_file.try_clone().map_err(failed)?);
+        let data = read_whole(&file, len).await.map_err(failed)?;
         let mut reader = RecordReader::new(data);
         let mut records = 0u64;
         let mut corrupt = None;
@@ -149,7 +147,7 @@ impl AofShard {
             }
             if tail.damage == Damage::Corrupt {
                 // Cut only with --aof-fix, and never without keeping what is cut.
-                let saved = save_cut(&file, &path, tail.offset as u64).map_err(failed)?;
+                let saved = save_cut(&std_file, &path, tail.offset as u64).map_err(failed)?;
                 tracing::warn!(
                     shard,
                     path = %path.display(),
@@ -163,8 +161,8 @@ impl AofShard {
                     "{tail}; cutting the incomplete write (aof-load-truncated yes)"
                 );
             }
-            file.set_len(valid_len).map_err(failed)?;
-            file.sync_all().map_err(failed)?;
+            std_file.set_len(valid_len).map_err(failed)?;
+            std_file.sync_all().map_err(failed)?;
         }
         let summary = ReplaySummary {
             records,
@@ -278,14 +276,13 @@ impl AofShard {
 
     /// Writes out and syncs everything appended so far (used at shutdown).
     pub async fn flush(&self) -> io::Result<()> {
-        let fd = self.file.as_raw_fd();
         let batch = self.writer.borrow_mut().take_batch();
         if let Some(batch) = batch {
             let end = batch.end();
-            write_at(fd, batch.bytes, batch.offset).await?;
+            self.file.write_all_at(batch.bytes, batch.offset).await?;
             let _ = self.writer.borrow_mut().write_completed(end);
         }
-        Op::submit(Fsync::new(fd, true)).await
+        self.file.sync_data().await
     }
 }
 
@@ -297,14 +294,13 @@ pub(crate) async fn run_aof(shard: Rc<Shard>) {
     let Some(aof) = shard.aof.as_ref() else {
         return;
     };
-    let fd = aof.file.as_raw_fd();
     loop {
         aof.kick.notified().await;
         loop {
             let batch = aof.writer.borrow_mut().take_batch();
             if let Some(batch) = batch {
                 let end = batch.end();
-                if let Err(error) = write_at(fd, batch.bytes, batch.offset).await {
+                if let Err(error) = aof.file.write_all_at(batch.bytes, batch.offset).await {
                     aof.fail("write", &error);
                     break;
                 }
@@ -316,7 +312,7 @@ pub(crate) async fn run_aof(shard: Rc<Shard>) {
             let Some(ticket) = ticket else {
                 break;
             };
-            if let Err(error) = Op::submit(Fsync::new(fd, true)).await {
+            if let Err(error) = aof.file.sync_data().await {
                 aof.fail("fsync", &error);
                 break;
             }
@@ -349,27 +345,13 @@ fn save_cut(log: &File, path: &Path, offset: u64) -> io::Result<PathBuf> {
     Ok(saved)
 }
 
-async fn write_at(fd: RawFd, mut bytes: Bytes, mut offset: u64) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let (result, rest) = Op::submit(Write::new(fd, bytes, offset)).await;
-        bytes = rest;
-        let written = result?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        bytes.advance(written);
-        offset += written as u64;
-    }
-    Ok(())
-}
-
 /// Reads `len` bytes from the start of the file through the ring.
-async fn read_whole(fd: RawFd, len: u64) -> io::Result<BytesMut> {
+async fn read_whole(file: &RingFile, len: u64) -> io::Result<BytesMut> {
     let len = usize::try_from(len).map_err(|_| io::Error::other("AOF larger than memory"))?;
     let mut buf = BytesMut::with_capacity(len);
     while buf.len() < len {
         let offset = buf.len() as u64;
-        let (result, back) = Op::submit(Read::new(fd, buf, offset)).await;
+        let (result, back) = file.read_at(buf, offset).await;
         buf = back;
         if result? == 0 {
             // The file shrank under us; replay what there is.

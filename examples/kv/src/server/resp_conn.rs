@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
-use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,9 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
 use corewire::runtime::accept::Accepted;
-use corewire::runtime::driver::op::recv::Recv;
-use corewire::runtime::driver::op::send::Send;
-use corewire::runtime::Op;
+use corewire::runtime::net::{RecvFuture, SendFuture, TcpStream};
 
 use super::shard::{now_ms, Shard};
 use super::shared::ServerShared;
@@ -54,7 +51,7 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         .max(1);
     let mut io = ConnIo {
         peer: accepted.peer,
-        fd: stream.as_raw_fd(),
+        stream,
         recv: None,
         send: None,
         unsent: None,
@@ -62,7 +59,7 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         budget,
     };
     poll_fn(|cx| conn.poll(cx, &mut io, &shard, key)).await;
-    // Dropping an op still in flight cancels it before the stream closes the socket.
+    // Dropping an op still in flight cancels it; the socket closes once it has completed.
     drop(io);
     shard.unregister(key);
 }
@@ -81,9 +78,9 @@ struct RespConn {
 
 struct ConnIo {
     peer: Option<std::net::SocketAddr>,
-    fd: RawFd,
-    recv: Option<Op<Recv>>,
-    send: Option<Op<Send>>,
+    stream: TcpStream,
+    recv: Option<RecvFuture>,
+    send: Option<SendFuture>,
     /// The rest of a short send.
     unsent: Option<Bytes>,
     read_closed: bool,
@@ -193,7 +190,7 @@ impl RespConn {
                     None => session.take_output(),
                 };
                 if let Some(bytes) = next {
-                    io.send = Some(Op::submit(Send::new(io.fd, bytes)));
+                    io.send = Some(io.stream.send(bytes));
                     progress = true;
                 }
             }
@@ -201,11 +198,8 @@ impl RespConn {
             // Only once everything buffered is parsed: the recv takes the buffer with it, and
             // requests left in it would wait for bytes the client may never send.
             if !out_of_budget && io.recv.is_none() && !io.read_closed && session.wants_read() {
-                let mut buf = std::mem::take(session.input_buffer());
-                if buf.capacity() - buf.len() < READ_CHUNK {
-                    buf.reserve(READ_CHUNK);
-                }
-                io.recv = Some(Op::submit(Recv::new(io.fd, buf)));
+                let buf = std::mem::take(session.input_buffer());
+                io.recv = Some(io.stream.recv(buf, READ_CHUNK));
                 progress = true;
             }
 

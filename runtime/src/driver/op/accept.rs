@@ -4,16 +4,17 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// accept(2) on a listening socket; the new socket is close-on-exec.
-pub struct Accept {
-    fd: RawFd,
+pub(crate) struct Accept {
+    fd: SharedFd,
     addr: Box<(libc::sockaddr_storage, libc::socklen_t)>,
 }
 
 impl Accept {
-    pub fn new(fd: RawFd) -> Accept {
+    pub(crate) fn new(fd: SharedFd) -> Accept {
         // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
         let storage = unsafe { std::mem::zeroed::<libc::sockaddr_storage>() };
         let len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -24,13 +25,14 @@ impl Accept {
     }
 }
 
-impl OpData for Accept {
+// SAFETY: the address buffer is boxed and owned by the op; the listener is held by `fd`.
+unsafe impl OpCode for Accept {
     type Output = io::Result<(OwnedFd, Option<SocketAddr>)>;
 
     fn sqe(&mut self) -> squeue::Entry {
         let (storage, len) = &mut *self.addr;
         opcode::Accept::new(
-            types::Fd(self.fd),
+            types::Fd(self.fd.raw()),
             (storage as *mut libc::sockaddr_storage).cast(),
             len,
         )
@@ -45,10 +47,14 @@ impl OpData for Accept {
         let (storage, _len) = &*self.addr;
         Ok((fd, to_socket_addr(storage)))
     }
+
+    fn release(result: i32, _flags: u32) {
+        super::release_new_fd(result);
+    }
 }
 
 /// The peer address the kernel wrote, for the two families a TCP listener can accept.
-fn to_socket_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+pub(crate) fn to_socket_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     let ptr: *const libc::sockaddr_storage = storage;
     match storage.ss_family as libc::c_int {
         libc::AF_INET => {

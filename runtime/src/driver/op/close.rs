@@ -3,22 +3,25 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
 
-/// close(2) through the ring.
-pub struct Close {
+/// close(2) through the ring. Owns the descriptor from submission on: whatever happens to
+/// the future, the kernel closes it.
+pub(crate) struct Close {
     fd: RawFd,
 }
 
 impl Close {
-    pub fn new(fd: OwnedFd) -> Close {
+    pub(crate) fn new(fd: OwnedFd) -> Close {
         Close {
             fd: fd.into_raw_fd(),
         }
     }
 }
 
-impl OpData for Close {
+// SAFETY: no pointers; the descriptor was taken from its OwnedFd and is closed exactly once,
+// by this op.
+unsafe impl OpCode for Close {
     type Output = io::Result<()>;
 
     fn sqe(&mut self) -> squeue::Entry {

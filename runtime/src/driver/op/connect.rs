@@ -1,20 +1,20 @@
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 use socket2::SockAddr;
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// connect(2) on a non-connected socket.
-pub struct Connect {
-    fd: RawFd,
+pub(crate) struct Connect {
+    fd: SharedFd,
     addr: Box<SockAddr>,
 }
 
 impl Connect {
-    pub fn new(fd: RawFd, addr: SocketAddr) -> Connect {
+    pub(crate) fn new(fd: SharedFd, addr: SocketAddr) -> Connect {
         Connect {
             fd,
             addr: Box::new(SockAddr::from(addr)),
@@ -22,12 +22,13 @@ impl Connect {
     }
 }
 
-impl OpData for Connect {
+// SAFETY: the address is boxed and owned by the op; the socket is held by `fd`.
+unsafe impl OpCode for Connect {
     type Output = io::Result<()>;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::Connect::new(
-            types::Fd(self.fd),
+            types::Fd(self.fd.raw()),
             self.addr.as_ptr().cast(),
             self.addr.len(),
         )

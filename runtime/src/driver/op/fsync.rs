@@ -1,27 +1,28 @@
 use std::io;
-use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// fsync(2), or fdatasync(2) when `data_only`.
-pub struct Fsync {
-    fd: RawFd,
+pub(crate) struct Fsync {
+    fd: SharedFd,
     data_only: bool,
 }
 
 impl Fsync {
-    pub fn new(fd: RawFd, data_only: bool) -> Fsync {
+    pub(crate) fn new(fd: SharedFd, data_only: bool) -> Fsync {
         Fsync { fd, data_only }
     }
 }
 
-impl OpData for Fsync {
+// SAFETY: no pointers; the file is held by `fd`.
+unsafe impl OpCode for Fsync {
     type Output = io::Result<()>;
 
     fn sqe(&mut self) -> squeue::Entry {
-        let mut op = opcode::Fsync::new(types::Fd(self.fd));
+        let mut op = opcode::Fsync::new(types::Fd(self.fd.raw()));
         if self.data_only {
             op = op.flags(types::FsyncFlags::DATASYNC);
         }

@@ -3,29 +3,31 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
 
-/// Wait until `fd` is readable (or has `events`): how a shard waits on foreign fds such as an
-/// RDMA completion channel or an rdma_cm event channel without a thread of their own.
-pub struct PollAdd {
+/// Wait until a descriptor is readable: how a shard waits on foreign fds such as an RDMA
+/// completion channel or an rdma_cm event channel without a thread of their own.
+///
+/// The descriptor is borrowed (see `crate::io::wait_readable`): a poll writes no memory, and
+/// the kernel holds its own reference to the file while the poll is armed.
+pub(crate) struct PollAdd {
     fd: RawFd,
     events: u32,
 }
 
 impl PollAdd {
-    pub fn readable(fd: RawFd) -> PollAdd {
+    pub(crate) fn readable(fd: RawFd) -> PollAdd {
         PollAdd {
             fd,
             events: libc::POLLIN as u32,
         }
     }
-
-    pub fn new(fd: RawFd, events: u32) -> PollAdd {
-        PollAdd { fd, events }
-    }
 }
 
-impl OpData for PollAdd {
+// SAFETY: no pointers. The descriptor is alive at submission (the caller borrows it for the
+// future's life; a future dropped before submission removes its SQE) and the kernel takes
+// its own file reference when the poll is armed.
+unsafe impl OpCode for PollAdd {
     /// The events that fired.
     type Output = io::Result<u32>;
 

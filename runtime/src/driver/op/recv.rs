@@ -1,37 +1,45 @@
 use std::io;
-use std::os::fd::RawFd;
 
 use bytes::BytesMut;
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// recv(2) into the spare capacity of a `BytesMut`; the bytes received are appended.
-pub struct Recv {
-    fd: RawFd,
+pub(crate) struct Recv {
+    fd: SharedFd,
     buf: BytesMut,
+    len: u32,
 }
 
 impl Recv {
     /// `buf` must have spare capacity; the op reads at most that many bytes.
-    pub fn new(fd: RawFd, buf: BytesMut) -> Recv {
-        Recv { fd, buf }
+    pub(crate) fn new(fd: SharedFd, buf: BytesMut) -> Recv {
+        Recv { fd, buf, len: 0 }
     }
 }
 
-impl OpData for Recv {
+// SAFETY: the kernel writes only into `buf`'s spare capacity, a heap allocation owned by the
+// op that nothing else references; the socket is held by `fd`.
+unsafe impl OpCode for Recv {
     type Output = (io::Result<usize>, BytesMut);
 
     fn sqe(&mut self) -> squeue::Entry {
         let spare = self.buf.spare_capacity_mut();
-        let len = spare.len().min(u32::MAX as usize) as u32;
-        opcode::Recv::new(types::Fd(self.fd), spare.as_mut_ptr().cast(), len).build()
+        self.len = spare.len().min(u32::MAX as usize) as u32;
+        opcode::Recv::new(
+            types::Fd(self.fd.raw()),
+            spare.as_mut_ptr().cast(),
+            self.len,
+        )
+        .build()
     }
 
     fn complete(mut self, result: io::Result<u32>, _flags: u32) -> Self::Output {
         match result {
             Ok(n) => {
-                let n = n as usize;
+                let n = n.min(self.len) as usize;
                 // SAFETY: the kernel initialised `n` bytes of the spare capacity it was given.
                 unsafe { self.buf.set_len(self.buf.len() + n) };
                 (Ok(n), self.buf)

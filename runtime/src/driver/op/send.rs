@@ -1,29 +1,31 @@
 use std::io;
-use std::os::fd::RawFd;
 
 use bytes::Bytes;
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// send(2) of one buffer (MSG_NOSIGNAL: a closed peer is an error, not a signal).
-pub struct Send {
-    fd: RawFd,
+pub(crate) struct Send {
+    fd: SharedFd,
     buf: Bytes,
 }
 
 impl Send {
-    pub fn new(fd: RawFd, buf: Bytes) -> Send {
+    pub(crate) fn new(fd: SharedFd, buf: Bytes) -> Send {
         Send { fd, buf }
     }
 }
 
-impl OpData for Send {
+// SAFETY: the kernel only reads `buf`, whose heap bytes the op keeps alive (Bytes never
+// moves or mutates its contents); the socket is held by `fd`.
+unsafe impl OpCode for Send {
     type Output = (io::Result<usize>, Bytes);
 
     fn sqe(&mut self) -> squeue::Entry {
         let len = self.buf.len().min(u32::MAX as usize) as u32;
-        opcode::Send::new(types::Fd(self.fd), self.buf.as_ptr(), len)
+        opcode::Send::new(types::Fd(self.fd.raw()), self.buf.as_ptr(), len)
             .flags(libc::MSG_NOSIGNAL)
             .build()
     }

@@ -1,22 +1,22 @@
 use std::io;
-use std::os::fd::RawFd;
 
 use bytes::Bytes;
 use io_uring::{opcode, squeue, types};
 
-use super::OpData;
+use super::OpCode;
+use crate::driver::fd::SharedFd;
 
 /// sendmsg(2) of several buffers at once (a frame header, its payload and its attachment go
 /// out in one syscall without being copied together).
-pub struct Writev {
-    fd: RawFd,
+pub(crate) struct Writev {
+    fd: SharedFd,
     bufs: Vec<Bytes>,
     iovecs: Vec<libc::iovec>,
     msg: Box<libc::msghdr>,
 }
 
 impl Writev {
-    pub fn new(fd: RawFd, bufs: Vec<Bytes>) -> Writev {
+    pub(crate) fn new(fd: SharedFd, bufs: Vec<Bytes>) -> Writev {
         let iovecs = bufs
             .iter()
             .map(|b| libc::iovec {
@@ -35,13 +35,16 @@ impl Writev {
     }
 }
 
-impl OpData for Writev {
+// SAFETY: the msghdr and the iovec array are heap allocations owned by the op, and each iovec
+// points at the heap bytes of a `Bytes` in `bufs`, which the op keeps alive and which the
+// kernel only reads; the socket is held by `fd`.
+unsafe impl OpCode for Writev {
     type Output = (io::Result<usize>, Vec<Bytes>);
 
     fn sqe(&mut self) -> squeue::Entry {
         self.msg.msg_iov = self.iovecs.as_mut_ptr();
         self.msg.msg_iovlen = self.iovecs.len() as _;
-        opcode::SendMsg::new(types::Fd(self.fd), &*self.msg)
+        opcode::SendMsg::new(types::Fd(self.fd.raw()), &*self.msg)
             .flags(libc::MSG_NOSIGNAL as u32)
             .build()
     }

@@ -1,0 +1,120 @@
+//! Owned descriptors shared with the operations in flight on them (monoio's `SharedFd`).
+//!
+//! Every I/O object (stream, listener, file) holds a [`SharedFd`]; every op it submits holds a
+//! clone. The descriptor is closed only when the last holder drops — the object and every
+//! op, including ops whose futures were dropped and whose data the driver keeps until their
+//! completion — so the kernel never sees a closed (or reused) descriptor number on an op of
+//! ours. On a shard the close itself goes through the ring.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+use crate::driver::op::close::Close;
+use crate::driver::op::Op;
+use crate::shard::context;
+
+struct Inner {
+    /// `None` once the descriptor was taken by [`SharedFd::close`].
+    fd: Cell<Option<OwnedFd>>,
+    raw: RawFd,
+    /// A task in [`SharedFd::close`] waiting for the ops in flight to finish.
+    closer: RefCell<Option<Waker>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            close_later(fd);
+        }
+    }
+}
+
+/// A descriptor owned jointly by an I/O object and its in-flight ops. `!Send`: its last
+/// holder closes it through the ring of the shard that owns it.
+#[derive(Clone)]
+pub(crate) struct SharedFd(Rc<Inner>);
+
+impl SharedFd {
+    pub(crate) fn new(fd: OwnedFd) -> SharedFd {
+        let raw = fd.as_raw_fd();
+        SharedFd(Rc::new(Inner {
+            fd: Cell::new(Some(fd)),
+            raw,
+            closer: RefCell::new(None),
+        }))
+    }
+
+    /// The descriptor number, for an SQE or a socket option call. Valid as long as `self`.
+    pub(crate) fn raw(&self) -> RawFd {
+        self.0.raw
+    }
+
+    /// Close through the ring once every op in flight on the descriptor has completed, and
+    /// report the close's own error.
+    pub(crate) async fn close(self) -> io::Result<()> {
+        poll_fn(|cx| {
+            if Rc::strong_count(&self.0) == 1 {
+                Poll::Ready(())
+            } else {
+                *self.0.closer.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        match self.0.fd.take() {
+            Some(fd) => Op::submit(Close::new(fd)).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for SharedFd {
+    fn drop(&mut self) {
+        // After this drop one holder is left: if it is waiting in `close`, let it go on.
+        if Rc::strong_count(&self.0) == 2 {
+            if let Some(w) = self.0.closer.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Descriptors whose last holder dropped on this shard thread, waiting for the driver to
+    /// close them through the ring at its next submit. A list rather than a direct call:
+    /// the last holder often drops inside the driver itself (an abandoned op's data).
+    static PENDING_CLOSE: RefCell<Vec<RawFd>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Close `fd` through the ring of the current shard, or at once off a shard.
+pub(crate) fn close_later(fd: OwnedFd) {
+    if context::try_current().is_some() {
+        let raw = fd.into_raw_fd();
+        PENDING_CLOSE.with(|p| p.borrow_mut().push(raw));
+    } else {
+        drop(fd);
+    }
+}
+
+/// The descriptors queued by [`close_later`] (the driver turns them into close SQEs).
+pub(crate) fn take_pending_closes(out: &mut Vec<RawFd>) {
+    let _ = PENDING_CLOSE.try_with(|p| out.append(&mut p.borrow_mut()));
+}
+
+pub(crate) fn has_pending_closes() -> bool {
+    PENDING_CLOSE
+        .try_with(|p| !p.borrow().is_empty())
+        .unwrap_or(false)
+}
+
+impl std::os::fd::AsFd for SharedFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the descriptor stays open while any SharedFd exists (only the last holder
+        // closes it, and `close` consumes that last holder), so it outlives the borrow.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0.raw) }
+    }
+}
