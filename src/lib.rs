@@ -37,6 +37,9 @@
 
 pub mod service;
 
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
+
 pub use corewire_runtime as runtime;
 pub use corewire_transport as transport;
 

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod accept;
+pub mod compat;
 pub mod coop;
 mod driver;
 mod executor;

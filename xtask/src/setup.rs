@@ -34,6 +34,8 @@ pub const PACKAGES: &[&str] = &[
     // the kv example and its benchmarks
     "redis-tools",
     "redis-server",
+    // HTTP/1.1 keep-alive load for the hyper benchmark (BENCHMARKS.md)
+    "wrk",
 ];
 
 /// Packages of `wanted` that `dpkg-query` output does not list as installed.

@@ -1,0 +1,317 @@
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::driver::op::recv::Recv;
+use crate::driver::op::send::Send;
+use crate::driver::op::Op;
+use crate::net::TcpStream;
+
+/// Bytes asked of each receive (and the most read ahead of the consumer).
+pub const READ_CHUNK: usize = 16 * 1024;
+/// The most bytes a writer may have accepted but not yet handed to the kernel.
+pub const WRITE_BUFFER: usize = 64 * 1024;
+
+/// A corewire stream with poll-based reads and writes (see the [module docs](super)).
+/// `!Send`, like the stream: it lives on its shard.
+pub struct Compat {
+    // Field order matters: in-flight operations are dropped (cancelled, their buffers parked
+    // with the driver) before the descriptor they use is closed.
+    recv: Option<Op<Recv>>,
+    send: Option<Op<Send>>,
+    /// Received and not yet consumed.
+    read_buf: BytesMut,
+    eof: bool,
+    /// Accepted from the writer, not yet sent.
+    write_buf: BytesMut,
+    /// Bytes owned by the send in flight.
+    in_flight: usize,
+    /// A send error not yet reported to the writer.
+    write_error: Option<io::Error>,
+    stream: TcpStream,
+}
+
+impl Compat {
+    pub fn new(stream: TcpStream) -> Compat {
+        Compat {
+            recv: None,
+            send: None,
+            read_buf: BytesMut::new(),
+            eof: false,
+            write_buf: BytesMut::new(),
+            in_flight: 0,
+            write_error: None,
+            stream,
+        }
+    }
+
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Bytes accepted from writers that the kernel has not taken yet (at most
+    /// [`WRITE_BUFFER`]).
+    pub fn pending_write(&self) -> usize {
+        self.write_buf.len() + self.in_flight
+    }
+
+    /// Bytes received and not yet read (at most about [`READ_CHUNK`]).
+    pub fn pending_read(&self) -> usize {
+        self.read_buf.len()
+    }
+
+    /// Make sure received bytes are buffered (or end-of-stream / an error is known).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        loop {
+            if !self.read_buf.is_empty() || self.eof {
+                return Poll::Ready(Ok(&self.read_buf[..]));
+            }
+            let op = match &mut self.recv {
+                Some(op) => op,
+                None => {
+                    let mut buf = std::mem::take(&mut self.read_buf);
+                    buf.reserve(READ_CHUNK);
+                    self.recv
+                        .insert(Op::submit(Recv::new(self.stream.as_raw_fd(), buf)))
+                }
+            };
+            let (res, buf) = ready!(Pin::new(op).poll(cx));
+            self.recv = None;
+            self.read_buf = buf;
+            match res {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Copy buffered bytes into `out` (after receiving some if none are buffered).
+    pub fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        if out.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let available = ready!(self.poll_fill(cx))?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.read_buf.advance(n);
+        Poll::Ready(Ok(n))
+    }
+
+    /// The buffered bytes, receiving if none are (`AsyncBufRead::poll_fill_buf`).
+    pub fn poll_fill_buf(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        self.poll_fill(cx)
+    }
+
+    /// Mark `n` buffered bytes as read (`AsyncBufRead::consume`).
+    pub fn consume(&mut self, n: usize) {
+        self.read_buf.advance(n.min(self.read_buf.len()));
+    }
+
+    /// Drive the send in flight (re-sending what a partial send left). Ready when nothing is
+    /// in flight.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(op) = &mut self.send {
+            let (res, mut sent) = ready!(Pin::new(op).poll(cx));
+            self.send = None;
+            self.in_flight = 0;
+            match res {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    sent.advance(n);
+                    if !sent.is_empty() {
+                        self.start_send(sent);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.start_send(sent),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(&mut self, bytes: Bytes) {
+        self.in_flight = bytes.len();
+        self.send = Some(Op::submit(Send::new(self.stream.as_raw_fd(), bytes)));
+    }
+
+    /// Drive sends: ready when everything accepted is with the kernel; pending (waker
+    /// registered) while a send is in flight.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if let Some(e) = self.write_error.take() {
+                return Poll::Ready(Err(e));
+            }
+            ready!(self.poll_send(cx))?;
+            if self.write_buf.is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+            let bytes = self.write_buf.split().freeze();
+            self.start_send(bytes);
+        }
+    }
+
+    /// Accept bytes into the write buffer, waiting while it is full, and keep a send going.
+    pub fn poll_write_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        // Progress on earlier bytes; a failure is reported now. Pending means a send is in
+        // flight and will wake us.
+        if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        let room = WRITE_BUFFER.saturating_sub(self.write_buf.len() + self.in_flight);
+        if room == 0 {
+            return Poll::Pending;
+        }
+        let n = room.min(data.len());
+        self.write_buf.extend_from_slice(&data[..n]);
+        if self.send.is_none() {
+            let bytes = self.write_buf.split().freeze();
+            self.start_send(bytes);
+            // Registers the waker with the new send; an error is kept for the next call.
+            if let Poll::Ready(Err(e)) = self.poll_send(cx) {
+                self.write_error = Some(e);
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// Wait until every accepted byte is with the kernel.
+    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_drain(cx)
+    }
+
+    /// Flush, then shut the write side down (the peer reads end-of-stream).
+    pub fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_drain(cx))?;
+        match self.stream.shutdown_write() {
+            Err(e) if e.kind() != io::ErrorKind::NotConnected => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl futures_io::AsyncRead for Compat {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_read_into(cx, buf)
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl futures_io::AsyncBufRead for Compat {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        self.get_mut().poll_fill_buf(cx)
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        self.get_mut().consume(amt)
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl futures_io::AsyncWrite for Compat {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_from(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_shutdown(cx)
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl tokio::io::AsyncRead for Compat {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let available = ready!(this.poll_fill(cx))?;
+        let n = available.len().min(buf.remaining());
+        buf.put_slice(&available[..n]);
+        this.read_buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl tokio::io::AsyncWrite for Compat {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_from(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_shutdown(cx)
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl ::hyper::rt::Read for Compat {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ::hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let available = ready!(this.poll_fill(cx))?;
+        let n = available.len().min(buf.remaining());
+        buf.put_slice(&available[..n]);
+        this.read_buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl ::hyper::rt::Write for Compat {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_from(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_shutdown(cx)
+    }
+}
