@@ -16,6 +16,8 @@
 //! 8 KiB or slower than 5 s are closed, and each response is written once and the connection
 //! closed.
 
+#![warn(missing_docs)]
+
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
@@ -69,10 +71,12 @@ impl MetricsServer {
         Ok(MetricsServer { local, stop })
     }
 
+    /// The address it listens on (the port chosen, if `addr` had port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
+    /// Close the listener (same as dropping it).
     pub fn stop(self) {}
 }
 

@@ -1,6 +1,8 @@
 //! Support for `#[corewire::main]` and `#[corewire::test]` (corewire-macros). Not a public
 //! API: the generated code calls these, nothing else should.
 
+#![warn(missing_docs)]
+
 use std::any::Any;
 use std::fmt::Debug;
 use std::future::Future;
@@ -49,6 +51,7 @@ where
     }
 }
 
+/// `#[corewire::main]`: run `f()` on shard 0 of a `shards`-shard runtime; its outcome becomes the exit code.
 pub fn run_main<F, Fut>(shards: usize, f: F) -> ExitCode
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -74,6 +77,7 @@ where
     }
 }
 
+/// `#[corewire::test]`: run `f()` on shard 0 of a fresh unpinned runtime; a panic or an `Err` fails the test.
 pub fn run_test<F, Fut>(shards: usize, f: F)
 where
     F: FnOnce() -> Fut + Send + 'static,

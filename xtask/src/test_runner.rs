@@ -209,6 +209,23 @@ fn run_doc_tests(test_args: &[String], tally: &mut Tally) {
     }
 }
 
+/// `cargo doc --no-deps` of every crate, every feature, with rustdoc warnings (broken
+/// links, malformed docs, missing docs where a crate asks for them) as errors.
+fn check_docs(tally: &mut Tally) {
+    let mut c = cmd::cargo();
+    c.args(["doc", "--workspace", "--no-deps", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    match cmd::run_streaming(&mut c, None, |_| {}) {
+        Ok(f) if f.status.success() => {}
+        Ok(f) => tally.problem(format!(
+            "`RUSTDOCFLAGS=-D warnings cargo doc --workspace --no-deps --all-features` failed \
+             ({})",
+            f.status
+        )),
+        Err(e) => tally.problem(e),
+    }
+}
+
 /// The script the VM runs: each RDMA test binary in its package dir, between markers that
 /// tell xtask which binaries actually ran.
 pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
@@ -345,6 +362,7 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         let started = Instant::now();
         run_host(&host, &opts.test_args, &mut tally);
         run_doc_tests(&opts.test_args, &mut tally);
+        check_docs(&mut tally);
         eprintln!(
             "xtask: host tests took {:.1}s",
             started.elapsed().as_secs_f64()

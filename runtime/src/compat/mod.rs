@@ -1,7 +1,8 @@
 //! Poll-based I/O for the Rust ecosystem: [`Compat`] wraps a corewire stream and implements
 //! `futures-io` (feature `futures-io`), `tokio::io` (feature `tokio-io`) and `hyper::rt`
 //! (feature `hyper`) reads and writes over the ring's owned-buffer operations, and
-//! [`hyper`](self::hyper) has the executor and timer hyper needs to serve on every shard.
+//! `compat::hyper` (feature `hyper`) has the executor and timer hyper needs to serve on every
+//! shard.
 //!
 //! **Cancel-safe**: the receive and send in flight belong to the `Compat`, not to the read or
 //! write future. Dropping a read future (a `select!` branch that lost, a timeout) leaves the
@@ -16,6 +17,8 @@
 //! Writes are write-behind, like a `BufWriter`: `poll_write` returns as soon as the bytes are
 //! in the buffer, a send error shows up on a later write or flush, and `poll_flush` /
 //! `poll_close` (`poll_shutdown`) wait until everything is with the kernel.
+
+#![warn(missing_docs)]
 
 #[cfg(feature = "hyper")]
 pub mod hyper;

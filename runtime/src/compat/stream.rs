@@ -35,6 +35,7 @@ pub struct Compat {
 }
 
 impl Compat {
+    /// Wrap `stream`; nothing is read or written until the first poll.
     pub fn new(stream: TcpStream) -> Compat {
         Compat {
             recv: None,
@@ -48,6 +49,7 @@ impl Compat {
         }
     }
 
+    /// The wrapped stream (for addresses and socket options).
     pub fn get_ref(&self) -> &TcpStream {
         &self.stream
     }

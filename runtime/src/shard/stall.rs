@@ -4,9 +4,11 @@
 //!
 //! Cost when on: one clock read per task poll, poller call and inbox message (the end of one
 //! measurement is the start of the next). Reports are counted (`stalls`, `stall_longest_us`
-//! in [`ShardStats`](super::ShardStats)), logged at most once a second per shard with the
+//! in [`ShardStats`]), logged at most once a second per shard with the
 //! number left unlogged, and passed to the [`on_stall`](crate::RuntimeBuilder::on_stall)
 //! hook if one is set.
+
+#![warn(missing_docs)]
 
 use std::cell::Cell;
 use std::fmt;
@@ -21,10 +23,14 @@ use super::{ShardId, ShardStats};
 pub enum StallSource {
     /// One poll of a task, spawned at this location.
     Task {
+        /// Where `spawn_local` (or `spawn_on`, `submit_to`, `block_on`) was called.
         spawned_at: &'static Location<'static>,
     },
     /// One call of the named poller.
-    Poller { name: String },
+    Poller {
+        /// Its [`Poller::name`](crate::Poller::name).
+        name: String,
+    },
     /// One cross-shard message (a closure another shard sent).
     Message,
 }
@@ -42,8 +48,11 @@ impl fmt::Display for StallSource {
 /// One stall: what held shard `shard`, and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StallReport {
+    /// The shard that was held.
     pub shard: ShardId,
+    /// What held it.
     pub source: StallSource,
+    /// For how long (at least the threshold).
     pub duration: Duration,
 }
 

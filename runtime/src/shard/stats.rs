@@ -36,7 +36,9 @@ impl Counter {
 /// high-water mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatKind {
+    /// Only grows (exported as a Prometheus counter, `_total`).
     Counter,
+    /// Goes up and down, or is a high-water mark.
     Gauge,
 }
 
@@ -84,6 +86,7 @@ macro_rules! shard_stats {
         }
 
         impl ShardStats {
+            /// Read every counter (each read is atomic; together they are not one instant).
             pub fn snapshot(&self) -> ShardStatsSnapshot {
                 ShardStatsSnapshot { $($name: self.$name.get(),)* }
             }

@@ -17,7 +17,6 @@
 //!
 //! State that is only touched between awaits needs none of these: a `Cell` or `RefCell` in
 //! the task, or per-shard state in [`shard_local!`](crate::shard_local).
-
 //!
 //! What the compiler refuses:
 //!
@@ -42,6 +41,8 @@
 //! let m = std::sync::Arc::new(corewire_runtime::sync::Mutex::new(0));
 //! std::thread::spawn(move || drop(m));
 //! ```
+
+#![warn(missing_docs)]
 
 pub mod mpsc;
 mod mutex;

@@ -47,6 +47,7 @@ pub enum TrySendError<T> {
 }
 
 impl<T> TrySendError<T> {
+    /// The message that was not queued.
     pub fn into_inner(self) -> T {
         match self {
             TrySendError::Full(v) | TrySendError::Closed(v) => v,
@@ -367,6 +368,7 @@ impl<T> Receiver<T> {
         self.shared.poll_recv(cx)
     }
 
+    /// Take a queued message without waiting.
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         self.shared.try_recv()
     }
@@ -381,6 +383,7 @@ impl<T> Receiver<T> {
         self.shared.chan.borrow().queue.len()
     }
 
+    /// Whether no message is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -409,6 +412,7 @@ impl<T> UnboundedSender<T> {
         self.shared.push(value).map_err(SendError)
     }
 
+    /// Whether the receiver was dropped or closed.
     pub fn is_closed(&self) -> bool {
         self.shared.chan.borrow().rx_closed
     }
@@ -452,6 +456,7 @@ impl<T> UnboundedReceiver<T> {
         self.shared.poll_recv(cx)
     }
 
+    /// Take a queued message without waiting.
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         self.shared.try_recv()
     }
@@ -461,10 +466,12 @@ impl<T> UnboundedReceiver<T> {
         self.shared.close();
     }
 
+    /// Messages queued now.
     pub fn len(&self) -> usize {
         self.shared.chan.borrow().queue.len()
     }
 
+    /// Whether no message is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

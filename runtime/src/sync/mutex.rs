@@ -44,6 +44,7 @@ impl fmt::Display for TryLockError {
 impl std::error::Error for TryLockError {}
 
 impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
             sem: Semaphore::new(1),
@@ -51,6 +52,7 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// The value (no guard can exist: `self` is owned).
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }

@@ -58,6 +58,7 @@ impl std::fmt::Debug for Notify {
 }
 
 impl Notify {
+    /// A `Notify` with no waiter and no stored permit.
     pub fn new() -> Notify {
         Notify::default()
     }

@@ -20,6 +20,7 @@ pub struct RwLock<T: ?Sized> {
 }
 
 impl<T> RwLock<T> {
+    /// An unlocked lock holding `value`.
     pub fn new(value: T) -> RwLock<T> {
         RwLock {
             sem: Semaphore::new(MAX_READERS),
@@ -27,6 +28,7 @@ impl<T> RwLock<T> {
         }
     }
 
+    /// The value (no guard can exist: `self` is owned).
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }
@@ -49,11 +51,13 @@ impl<T: ?Sized> RwLock<T> {
         self.write_guard(permit)
     }
 
+    /// Shared access now, if no writer holds or waits for the lock.
     pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
         let permit = self.sem.try_acquire(1).map_err(|_| TryLockError)?;
         Ok(self.read_guard(permit))
     }
 
+    /// Exclusive access now, if nobody holds or waits for the lock.
     pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
         let permit = self
             .sem

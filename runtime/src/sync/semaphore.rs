@@ -75,6 +75,7 @@ impl Semaphore {
     /// The most permits a semaphore can hold.
     pub const MAX_PERMITS: usize = usize::MAX >> 3;
 
+    /// A semaphore with `permits` free permits (at most [`Semaphore::MAX_PERMITS`]).
     pub fn new(permits: usize) -> Semaphore {
         assert!(permits <= Self::MAX_PERMITS, "too many permits");
         Semaphore {
@@ -91,6 +92,7 @@ impl Semaphore {
         self.inner.borrow().permits
     }
 
+    /// Whether [`close`](Semaphore::close) was called.
     pub fn is_closed(&self) -> bool {
         self.inner.borrow().closed
     }
