@@ -1,57 +1,39 @@
 //! A shard-local credit window: how many requests a connection may have in flight. The
 //! writer takes credits (waiting when none are left), the reader returns one per reply.
 
-use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
-use std::task::{Poll, Waker};
+use corewire::sync::{Semaphore, TryAcquireError};
 
 pub struct Window {
-    free: Cell<usize>,
-    closed: Cell<bool>,
-    waiter: RefCell<Option<Waker>>,
+    credits: Semaphore,
 }
 
 impl Window {
     pub fn new(credits: usize) -> Window {
         Window {
-            free: Cell::new(credits),
-            closed: Cell::new(false),
-            waiter: RefCell::new(None),
+            credits: Semaphore::new(credits),
         }
     }
 
     /// Between 1 and `max` credits, as many as are free; `None` once closed.
     pub async fn acquire_up_to(&self, max: usize) -> Option<usize> {
-        poll_fn(|cx| {
-            if self.closed.get() {
-                return Poll::Ready(None);
-            }
-            let free = self.free.get();
-            if free > 0 {
-                let n = free.min(max.max(1));
-                self.free.set(free - n);
-                return Poll::Ready(Some(n));
-            }
-            *self.waiter.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        let want = max.max(1).min(self.credits.available_permits()).max(1);
+        let permit = match self.credits.try_acquire(want) {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return None,
+            Err(TryAcquireError::NoPermits) => self.credits.acquire(1).await.ok()?,
+        };
+        let n = permit.num_permits();
+        // Credits come back one per reply through `release`, not when a guard drops.
+        permit.forget();
+        Some(n)
     }
 
     pub fn release(&self, n: usize) {
-        self.free.set(self.free.get() + n);
-        self.wake();
+        self.credits.add_permits(n);
     }
 
     /// Wake the writer for good (the reader failed or finished).
     pub fn close(&self) {
-        self.closed.set(true);
-        self.wake();
-    }
-
-    fn wake(&self) {
-        if let Some(w) = self.waiter.borrow_mut().take() {
-            w.wake();
-        }
+        self.credits.close();
     }
 }

@@ -3,10 +3,9 @@
 //! shards, same durability gate).
 
 use std::cell::RefCell;
-use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 
+use corewire::sync::oneshot;
 use corewire::transport::Connection;
 use corewire::{Request, Response, Service, Status};
 
@@ -33,8 +32,12 @@ impl KvService {
 
     /// Routes `command` like a RESP request and waits for its (merged) reply.
     async fn run(&self, command: Command) -> Reply {
+        let (reply_tx, reply_rx) = oneshot::channel();
         let call = Rc::new(PendingCall {
-            state: RefCell::new(CallState::default()),
+            state: RefCell::new(CallState {
+                merges: Merges::default(),
+                reply: Some(reply_tx),
+            }),
             shared_info: self.shard.shared.clone(),
         });
         let key = self.shard.register(call.clone());
@@ -50,17 +53,11 @@ impl KvService {
         if let Some(reply) = ready {
             return reply;
         }
-        poll_fn(|cx| {
-            let mut state = call.state.borrow_mut();
-            match state.reply.take() {
-                Some(reply) => Poll::Ready(reply),
-                None => {
-                    state.waker = Some(cx.waker().clone());
-                    Poll::Pending
-                }
-            }
-        })
-        .await
+        // The sender lives in the registered call until the merged reply is delivered; it
+        // is dropped unsent only if the shard's sinks are torn down (shutdown).
+        reply_rx
+            .await
+            .unwrap_or_else(|_| Reply::error("ERR the shard stopped before replying"))
     }
 }
 
@@ -103,11 +100,10 @@ pub async fn serve_connection<C: Connection>(server: &corewire::Server, conn: C)
     corewire::service::serve_connection(server, conn).await
 }
 
-#[derive(Default)]
 struct CallState {
     merges: Merges,
-    reply: Option<Reply>,
-    waker: Option<Waker>,
+    /// Taken when the merged reply is complete.
+    reply: Option<oneshot::Sender<Reply>>,
 }
 
 struct PendingCall {
@@ -117,18 +113,17 @@ struct PendingCall {
 
 impl ReplySink for PendingCall {
     fn deliver(&self, seq: u64, part: Part, reply: Reply) {
-        let waker = {
+        let done = {
             let mut state = self.state.borrow_mut();
             let info = || self.shared_info.info();
-            if let Some(reply) = state.merges.accept(seq, part, reply, info) {
-                state.reply = Some(reply);
-                state.waker.take()
-            } else {
-                None
+            match state.merges.accept(seq, part, reply, info) {
+                Some(reply) => state.reply.take().map(|tx| (tx, reply)),
+                None => None,
             }
         };
-        if let Some(waker) = waker {
-            waker.wake();
+        if let Some((tx, reply)) = done {
+            // The caller may have gone (cancelled): then nobody wants the reply.
+            let _ = tx.send(reply);
         }
     }
 }
