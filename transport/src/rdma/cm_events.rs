@@ -3,48 +3,41 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 
+use corewire_runtime::sync::Notify;
 use corewire_verbs::{CmEvent, CmEventChannel, CmEventKind, CmIdKey};
 
-/// Events of one id, in arrival order.
+/// Events of one id, in arrival order (a handful per connection: set-up and tear-down).
 #[derive(Default)]
 pub struct EventQueue {
     events: RefCell<VecDeque<CmEvent>>,
-    waker: RefCell<Option<Waker>>,
+    ready: Notify,
     closed: std::cell::Cell<bool>,
 }
 
 impl EventQueue {
     fn push(&self, ev: CmEvent) {
         self.events.borrow_mut().push_back(ev);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
+        self.ready.notify_one();
     }
 
-    /// The next event; `None` once the queue is closed and empty.
+    /// The next event; `None` once the queue is closed and empty. Cancel-safe.
     pub async fn next(&self) -> Option<CmEvent> {
-        poll_fn(|cx| {
+        loop {
             if let Some(ev) = self.events.borrow_mut().pop_front() {
-                return Poll::Ready(Some(ev));
+                return Some(ev);
             }
             if self.closed.get() {
-                return Poll::Ready(None);
+                return None;
             }
-            *self.waker.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+            self.ready.notified().await;
+        }
     }
 
     pub fn close(&self) {
         self.closed.set(true);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
+        self.ready.notify_one();
     }
 }
 

@@ -5,12 +5,11 @@
 //! dispatches completions.
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
+use corewire_runtime::sync::Notify;
 use corewire_runtime::{spawn_local, Budget};
 use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcStatus, WorkCompletion};
 
@@ -72,14 +71,14 @@ pub(crate) struct ConnCore {
     rx: RefCell<BytesMut>,
     decoder: RefCell<FrameDecoder>,
     encoder: RefCell<FrameEncoder>,
-    reader: RefCell<Option<Waker>>,
+    reader: Notify,
     /// A `recv` is running (one reader at a time).
     reading: Cell<bool>,
     /// That `recv` is waiting for the rest of a frame: grants are given back at once (the
     /// reader is not behind), whatever is buffered; frame limits bound it.
     reader_waiting: Cell<bool>,
     out: OutQueue,
-    writer: RefCell<Option<Waker>>,
+    writer: Notify,
     /// Why the connection ended, once it has.
     ended: RefCell<Option<String>>,
     torn_down: Cell<bool>,
@@ -157,11 +156,11 @@ impl ConnCore {
                 rx: RefCell::new(BytesMut::new()),
                 decoder: RefCell::new(FrameDecoder::new(config.limits)),
                 encoder: RefCell::new(FrameEncoder::new(config.limits)),
-                reader: RefCell::new(None),
+                reader: Notify::new(),
                 reading: Cell::new(false),
                 reader_waiting: Cell::new(false),
                 out: OutQueue::new(config.max_queued_bytes),
-                writer: RefCell::new(None),
+                writer: Notify::new(),
                 ended: RefCell::new(None),
                 torn_down: Cell::new(false),
                 stats: ConnStatsCells::default(),
@@ -321,9 +320,7 @@ impl ConnCore {
             .borrow_mut()
             .extend_from_slice(pool.read(chunk, len));
         drop(pool);
-        if let Some(w) = self.reader.borrow_mut().take() {
-            w.wake();
-        }
+        self.reader.notify_one();
         if !own_buffer {
             // The shared buffer goes back to the queue at once; the grant it used comes
             // back from the shard's budget when the reader keeps up.
@@ -411,9 +408,7 @@ impl ConnCore {
     }
 
     pub(crate) fn wake_writer(&self) {
-        if let Some(w) = self.writer.borrow_mut().take() {
-            w.wake();
-        }
+        self.writer.notify_one();
     }
 
     /// End the connection with `reason` (first reason wins) and release its resources.
@@ -471,9 +466,7 @@ impl ConnCore {
             self.device.serve_grant_waiters(&self.shard);
         }
         self.shard.remove_conn(self.slot, self.generation);
-        if let Some(w) = self.reader.borrow_mut().take() {
-            w.wake();
-        }
+        self.reader.notify_one();
         self.wake_writer();
     }
 
@@ -488,20 +481,20 @@ impl ConnCore {
     async fn reserve_send(&self) -> Result<ChunkId, TransportError> {
         let mut credit_wait_counted = false;
         let mut pool_wait_counted = false;
-        poll_fn(|cx| {
+        loop {
             if let Some(why) = self.ended.borrow().as_ref() {
-                return Poll::Ready(Err(TransportError::Other(why.clone())));
+                return Err(TransportError::Other(why.clone()));
             }
             if self.flow.borrow().can_send_data() {
                 let mut pool = self.device.pool.borrow_mut();
                 match pool.alloc_send() {
                     // The credit and slot are taken when the message is posted.
-                    Ok(chunk) => return Poll::Ready(Ok(chunk)),
+                    Ok(chunk) => return Ok(chunk),
                     Err(PoolError::Register(e)) if pool.send_in_use() == 0 => {
                         drop(pool);
                         let msg = PoolError::Register(e).to_string();
                         self.fail(msg.clone());
-                        return Poll::Ready(Err(TransportError::Other(msg)));
+                        return Err(TransportError::Other(msg));
                     }
                     Err(_) => {
                         drop(pool);
@@ -516,10 +509,9 @@ impl ConnCore {
                 credit_wait_counted = true;
                 self.shard.stats.borrow_mut().credit_waits += 1;
             }
-            *self.writer.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+            // Woken by a credit, a completed send or a freed buffer (`wake_writer`).
+            self.writer.notified().await;
+        }
     }
 
     async fn post_data(&self, chunk: ChunkId, len: usize) -> Result<(), TransportError> {
@@ -589,15 +581,9 @@ async fn write_loop(conn: Rc<ConnCore>) {
         conn.out.sent(total);
     }
     // Closed and flushed: wait for the last sends to complete, then disconnect.
-    poll_fn(|cx| {
-        if conn.flow.borrow().sends_outstanding() == 0 || conn.is_ended() {
-            Poll::Ready(())
-        } else {
-            *conn.writer.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    })
-    .await;
+    while conn.flow.borrow().sends_outstanding() > 0 && !conn.is_ended() {
+        conn.writer.notified().await;
+    }
     conn.teardown("closed".into());
 }
 
@@ -689,33 +675,31 @@ impl Connection for RdmaConnection {
         }
         // Cleared however this future ends, dropped mid-wait included.
         let _reading = ReadingGuard(c);
-        let result = poll_fn(|cx| {
+        let result = loop {
             let decoded = c.decoder.borrow_mut().decode(&mut c.rx.borrow_mut());
             match decoded {
                 Ok(Some(frame)) => {
                     c.stats.add_in(frame.payload.len() + frame.attachment.len());
                     c.reader_waiting.set(false);
                     c.release_held();
-                    return Poll::Ready(Ok(Some(frame)));
+                    break Ok(Some(frame));
                 }
                 Ok(None) => {}
-                Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
+                Err(e) => break Err(TransportError::Protocol(e)),
             }
             if c.is_ended() {
                 let buffered = c.rx.borrow().len();
-                return Poll::Ready(if buffered == 0 {
+                break if buffered == 0 {
                     Ok(None)
                 } else {
                     Err(TransportError::Truncated { buffered })
-                });
+                };
             }
             // Waiting for the rest of a frame: the held buffers are needed to receive it.
             c.reader_waiting.set(true);
             c.release_held();
-            *c.reader.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await;
+            c.reader.notified().await;
+        };
         if let Err(e) = &result {
             if matches!(e, TransportError::Protocol(_)) {
                 c.fail(format!("protocol error: {e}"));
