@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 
-use corewire::runtime::accept::{Accepted, TcpServer};
+use corewire::runtime::accept::{Accepted, TcpEndpoint};
 use corewire::runtime::compat::Compat;
 use corewire::Runtime;
 use futures_util::{SinkExt, StreamExt};
@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args().nth(1);
     let rt = Runtime::builder().build()?;
     let bind = addr.as_deref().unwrap_or("127.0.0.1:0").parse()?;
-    let server = TcpServer::bind(bind).serve(&rt, echo)?;
+    let server = TcpEndpoint::bind(bind).serve(&rt, echo)?;
     println!("codec echo on {}", server.local_addr());
     if addr.is_some() {
         let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;

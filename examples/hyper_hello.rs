@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::runtime::accept::{Accepted, TcpServer};
+use corewire::runtime::accept::{Accepted, TcpEndpoint};
 use corewire::runtime::compat::{hyper::Timer, Compat};
 use corewire::Runtime;
 use http_body_util::Full;
@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.shards(shards.parse()?);
     }
     let rt = builder.build()?;
-    let server = TcpServer::bind(addr).serve(&rt, |conn: Accepted| async move {
+    let server = TcpEndpoint::bind(addr).serve(&rt, |conn: Accepted| async move {
         let served = http1::Builder::new()
             .timer(Timer)
             // A client that opens a connection and says nothing is closed.

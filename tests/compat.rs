@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire::runtime::accept::{Accepted, TcpServer};
+use corewire::runtime::accept::{Accepted, TcpEndpoint};
 use corewire::runtime::compat::{hyper::Timer, Compat, WRITE_BUFFER};
 use corewire::runtime::net::{ListenOptions, TcpListener};
 use corewire::{timeout, Runtime};
@@ -174,7 +174,7 @@ fn hyper_server(rt: &Runtime, body_len: usize) -> (SocketAddr, Arc<AtomicUsize>)
     use hyper::{server::conn::http1, service::service_fn, Request, Response};
     let served = Arc::new(AtomicUsize::new(0));
     let counter = served.clone();
-    let handle = TcpServer::bind("127.0.0.1:0".parse().unwrap())
+    let handle = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
         .serve(rt, move |conn: Accepted| {
             let counter = counter.clone();
             async move {

@@ -3,7 +3,7 @@
 //! With these, `hyper::server::conn::http1` serves on every shard:
 //!
 //! ```no_run
-//! use corewire_runtime::accept::{Accepted, TcpServer};
+//! use corewire_runtime::accept::{Accepted, TcpEndpoint};
 //! use corewire_runtime::compat::{hyper::Timer, Compat};
 //! use corewire_runtime::Runtime;
 //! use hyper::{body::Incoming, server::conn::http1, service::service_fn, Request, Response};
@@ -13,7 +13,7 @@
 //! }
 //!
 //! let rt = Runtime::builder().shards(2).build().unwrap();
-//! let server = TcpServer::bind("127.0.0.1:8080".parse().unwrap())
+//! let server = TcpEndpoint::bind("127.0.0.1:8080".parse().unwrap())
 //!     .serve(&rt, |conn: Accepted| async move {
 //!         let _ = http1::Builder::new()
 //!             .timer(Timer)

@@ -23,7 +23,7 @@ use super::{ShardId, ShardStats};
 pub enum StallSource {
     /// One poll of a task, spawned at this location.
     Task {
-        /// Where `spawn_local` (or `spawn_on`, `submit_to`, `block_on`) was called.
+        /// Where `spawn_local` (or `spawn_on`, `submit_to`, `run_on`) was called.
         spawned_at: &'static Location<'static>,
     },
     /// One call of the named poller.
