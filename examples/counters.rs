@@ -12,9 +12,9 @@ use corewire::{
     Service, Status,
 };
 
-thread_local! {
-    /// This shard's hit count. Shard state lives on its thread: nothing else touches it.
-    static HITS: Cell<u64> = const { Cell::new(0) };
+corewire::shard_local! {
+    /// This shard's hit count. Shard state lives on its shard: nothing else touches it.
+    static HITS: Cell<u64> = Cell::new(0);
 }
 
 struct Hit;

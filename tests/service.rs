@@ -62,8 +62,8 @@ impl Service for Counter {
     }
 }
 
-thread_local! {
-    static COUNTER_HITS: Cell<u64> = const { Cell::new(0) };
+corewire::shard_local! {
+    static COUNTER_HITS: Cell<u64> = Cell::new(0);
 }
 
 struct TlsCounter;
@@ -519,8 +519,8 @@ fn a_client_that_never_reads_keeps_the_server_bounded() {
     write_all.join().unwrap();
 }
 
-thread_local! {
-    static ABANDONED: Cell<u64> = const { Cell::new(0) };
+corewire::shard_local! {
+    static ABANDONED: Cell<u64> = Cell::new(0);
 }
 
 /// Counts handler futures the server dropped before they finished.

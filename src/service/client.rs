@@ -4,21 +4,19 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use corewire_runtime::spawn_local;
+use corewire_runtime::sync::{oneshot, Notify};
 use corewire_transport::frame::{FrameHeader, FrameLimits, StatusCode};
 use corewire_transport::rdma::RdmaConnection;
-use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status};
+use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status, WindowFull};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 use corewire_transport::{Connection, TransportError};
 
-use super::slot::Slot;
 use super::Response;
 
 /// Why a call failed.
@@ -77,8 +75,9 @@ type CallResult = Result<Response, ClientError>;
 
 struct Inner<C> {
     conn: C,
-    calls: RefCell<ClientCalls<Slot<CallResult>>>,
-    window_waiters: RefCell<Vec<Waker>>,
+    calls: RefCell<ClientCalls<oneshot::Sender<CallResult>>>,
+    /// Signalled whenever a window slot frees up (or the connection ends).
+    window: Notify,
     options: ClientOptions,
     /// Set once the reader has seen the end of the connection.
     gone: RefCell<Option<String>>,
@@ -149,7 +148,7 @@ impl<C: Connection> Client<C> {
         let inner = Rc::new(Inner {
             conn,
             calls: RefCell::new(ClientCalls::new(options.window)),
-            window_waiters: RefCell::new(Vec::new()),
+            window: Notify::new(),
             options,
             gone: RefCell::new(None),
         });
@@ -212,20 +211,21 @@ impl<C: Connection> Client<C> {
         let inner = self.inner();
         let now = Instant::now();
         let deadline = timeout.map(|t| now + t);
-        let slot = Slot::new();
-        let id = poll_fn(|cx| {
+        let (reply_tx, mut reply_rx) = oneshot::channel();
+        let mut token = reply_tx;
+        let id = loop {
             if let Some(why) = inner.gone.borrow().as_ref() {
-                return Poll::Ready(Err(ClientError::Disconnected(why.clone())));
+                return Err(ClientError::Disconnected(why.clone()));
             }
-            match inner.calls.borrow_mut().try_start(slot.clone(), deadline) {
-                Ok(id) => Poll::Ready(Ok(id)),
-                Err(_) => {
-                    inner.window_waiters.borrow_mut().push(cx.waker().clone());
-                    Poll::Pending
+            let started = inner.calls.borrow_mut().try_start(token, deadline);
+            match started {
+                Ok(id) => break id,
+                Err(WindowFull(back)) => {
+                    token = back;
+                    inner.window.notified().await;
                 }
             }
-        })
-        .await?;
+        };
         // From here the call holds a window slot: `Pending` gives it back if this future is
         // dropped before the reply arrives (and tells the server once the request was sent).
         let mut pending = PendingCall {
@@ -240,14 +240,17 @@ impl<C: Connection> Client<C> {
             return Err(ClientError::Disconnected(e.to_string()));
         }
         pending.sent = true;
+        // The reader sends the result; the sender is dropped unsent only with the call table
+        // itself (the client is gone).
+        let gone = || Err(ClientError::Disconnected("client dropped".into()));
         let result = match deadline {
-            None => slot.wait().await,
+            None => reply_rx.await.unwrap_or_else(|_| gone()),
             Some(deadline) => corewire_runtime::timeout(
                 deadline.saturating_duration_since(Instant::now()),
-                slot.wait(),
+                &mut reply_rx,
             )
             .await
-            .unwrap_or(Err(ClientError::Timeout)),
+            .map_or(Err(ClientError::Timeout), |r| r.unwrap_or_else(|_| gone())),
         };
         if !matches!(result, Err(ClientError::Timeout)) {
             // Answered (or failed by the reader): the reader already removed the call.
@@ -287,9 +290,7 @@ impl<C: Connection> Drop for PendingCall<'_, C> {
 }
 
 fn wake_window<C>(inner: &Inner<C>) {
-    for w in inner.window_waiters.borrow_mut().drain(..) {
-        w.wake();
-    }
+    inner.window.notify_waiters();
 }
 
 async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
@@ -306,7 +307,8 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             }),
                             Err(status) => Err(ClientError::Status(status)),
                         };
-                        c.token.fill(result);
+                        // The caller may have stopped waiting (timed out): fine.
+                        let _ = c.token.send(result);
                         wake_window(&inner);
                     }
                     // A late reply to a call that timed out or was cancelled.
@@ -345,7 +347,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     *inner.gone.borrow_mut() = Some(why.clone());
     let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
-        c.token.fill(Err(ClientError::Disconnected(why.clone())));
+        let _ = c.token.send(Err(ClientError::Disconnected(why.clone())));
     }
     wake_window(&inner);
 }

@@ -7,7 +7,6 @@ mod dispatch;
 mod pool;
 mod registry;
 mod server;
-mod slot;
 
 use std::future::Future;
 use std::net::SocketAddr;

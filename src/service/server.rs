@@ -93,8 +93,9 @@ pub struct Server {
     inner: Arc<ServerInner>,
 }
 
-thread_local! {
-    /// Service instances of each server on this shard, created on first use.
+corewire_runtime::shard_local! {
+    /// Service instances of each server on this shard, created on first use, dropped with
+    /// the shard.
     static INSTANCES: RefCell<HashMap<u64, Rc<ServiceSet>>> = RefCell::new(HashMap::new());
 }
 
