@@ -18,13 +18,13 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
-    fn insert(&mut self, deadline: Instant, waker: Waker) -> u64 {
+    pub(crate) fn insert(&mut self, deadline: Instant, waker: Waker) -> u64 {
         self.next_id += 1;
         self.entries.insert((deadline, self.next_id), waker);
         self.next_id
     }
 
-    fn update(&mut self, key: (Instant, u64), waker: &Waker) {
+    pub(crate) fn update(&mut self, key: (Instant, u64), waker: &Waker) {
         if let Some(w) = self.entries.get_mut(&key) {
             if !w.will_wake(waker) {
                 *w = waker.clone();
@@ -32,7 +32,7 @@ impl Timers {
         }
     }
 
-    fn remove(&mut self, key: (Instant, u64)) {
+    pub(crate) fn remove(&mut self, key: (Instant, u64)) {
         self.entries.remove(&key);
     }
 

@@ -26,8 +26,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use crate::shard::{context, ShardRemote};
 
 /// Spawns hyper's futures (HTTP/2 streams, upgrades) on the current shard.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,11 +53,11 @@ pub struct Timer;
 
 impl ::hyper::rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
-        Box::pin(Sleep(crate::timer::sleep(duration)))
+        Box::pin(Sleep::until(Instant::now() + duration))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
-        Box::pin(Sleep(crate::timer::sleep_until(deadline)))
+        Box::pin(Sleep::until(deadline))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn ::hyper::rt::Sleep>>, new_deadline: Instant) {
@@ -62,13 +65,65 @@ impl ::hyper::rt::Timer for Timer {
     }
 }
 
-struct Sleep(crate::timer::Sleep);
+/// hyper wants `Send + Sync` sleeps (its trait says so, even for `!Send` connections), and the
+/// shard's own [`Sleep`](crate::timer::Sleep) is `!Send`. This one holds only plain data:
+/// its registration remembers the shard it was made on, and it only touches that shard's
+/// timer list; polled or dropped anywhere else it leaves the old entry to fire harmlessly
+/// (a wake of a task that no longer waits) and registers afresh.
+struct Sleep {
+    deadline: Instant,
+    entry: Option<(Arc<ShardRemote>, (Instant, u64))>,
+}
+
+impl Sleep {
+    fn until(deadline: Instant) -> Sleep {
+        Sleep {
+            deadline,
+            entry: None,
+        }
+    }
+
+    fn cancel(&mut self) {
+        let Some((shard, key)) = self.entry.take() else {
+            return;
+        };
+        if let Some(ctx) = context::try_current() {
+            if Arc::ptr_eq(&ctx.remote, &shard) {
+                ctx.timers.borrow_mut().remove(key);
+            }
+        }
+    }
+}
 
 impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.0).poll(cx)
+        if Instant::now() >= self.deadline {
+            self.cancel();
+            return Poll::Ready(());
+        }
+        let ctx = context::current();
+        match &self.entry {
+            Some((shard, key)) if Arc::ptr_eq(&ctx.remote, shard) => {
+                ctx.timers.borrow_mut().update(*key, cx.waker());
+            }
+            _ => {
+                self.cancel();
+                let id = ctx
+                    .timers
+                    .borrow_mut()
+                    .insert(self.deadline, cx.waker().clone());
+                self.entry = Some((ctx.remote.clone(), (self.deadline, id)));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }
 

@@ -5,10 +5,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::driver::op::recv::Recv;
-use crate::driver::op::send::Send;
-use crate::driver::op::Op;
-use crate::net::TcpStream;
+use crate::net::{RecvFuture, SendFuture, TcpStream};
 
 /// Bytes asked of each receive (and the most read ahead of the consumer).
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -18,10 +15,10 @@ pub const WRITE_BUFFER: usize = 64 * 1024;
 /// A corewire stream with poll-based reads and writes (see the [module docs](super)).
 /// `!Send`, like the stream: it lives on its shard.
 pub struct Compat {
-    // Field order matters: in-flight operations are dropped (cancelled, their buffers parked
-    // with the driver) before the descriptor they use is closed.
-    recv: Option<Op<Recv>>,
-    send: Option<Op<Send>>,
+    // The operations in flight hold their own share of the descriptor: dropping the
+    // `Compat` cancels them and the socket closes once they have completed.
+    recv: Option<RecvFuture>,
+    send: Option<SendFuture>,
     /// Received and not yet consumed.
     read_buf: BytesMut,
     eof: bool,
@@ -74,10 +71,8 @@ impl Compat {
             let op = match &mut self.recv {
                 Some(op) => op,
                 None => {
-                    let mut buf = std::mem::take(&mut self.read_buf);
-                    buf.reserve(READ_CHUNK);
-                    self.recv
-                        .insert(Op::submit(Recv::new(self.stream.as_raw_fd(), buf)))
+                    let buf = std::mem::take(&mut self.read_buf);
+                    self.recv.insert(self.stream.recv(buf, READ_CHUNK))
                 }
             };
             let (res, buf) = ready!(Pin::new(op).poll(cx));
@@ -142,7 +137,7 @@ impl Compat {
 
     fn start_send(&mut self, bytes: Bytes) {
         self.in_flight = bytes.len();
-        self.send = Some(Op::submit(Send::new(self.stream.as_raw_fd(), bytes)));
+        self.send = Some(self.stream.send(bytes));
     }
 
     /// Drive sends: ready when everything accepted is with the kernel; pending (waker
