@@ -50,7 +50,11 @@ fn main() {
     let server = Server::builder()
         .service(|_| Hit)
         .service(|_| Stats)
-        .serve_tcp(&rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .expect("listen");
     let addr = server.local_addr();
 

@@ -222,12 +222,12 @@ fn main() {
         }
         let addr = SocketAddr::new(o.addr, 18515);
         let h = server
-            .serve_rdma(&server_rt, RdmaEndpoint::bind(addr))
+            .serve(&server_rt, RdmaEndpoint::bind(addr))
             .expect("rdma listen");
         (addr, None, Some(h))
     } else {
         let h = server
-            .serve_tcp(
+            .serve(
                 &server_rt,
                 TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
             )

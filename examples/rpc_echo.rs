@@ -40,7 +40,11 @@ fn main() {
     let rt = Runtime::builder().shards(shards).build().expect("runtime");
     let server = Server::builder()
         .service(|_shard| Echo)
-        .serve_tcp(&rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .expect("listen");
     let addr = server.local_addr();
     println!("echo service on {addr}, {shards} shards");

@@ -16,6 +16,7 @@
 //!
 //! ```no_run
 //! use corewire::{service_id, Client, Request, Response, Runtime, Server, Service, Status};
+//! use corewire::TcpEndpoint;
 //!
 //! struct Echo;
 //! impl Service for Echo {
@@ -26,8 +27,9 @@
 //! }
 //!
 //! let rt = Runtime::builder().shards(2).build().unwrap();
-//! let server = Server::builder().service(|_shard| Echo).serve_tcp(&rt, "127.0.0.1:7000".parse().unwrap()).unwrap();
-//! let addr = server.local_addr();
+//! let server = Server::builder().service(|_shard| Echo).build();
+//! let tcp = server.serve(&rt, TcpEndpoint::bind("127.0.0.1:7000".parse().unwrap())).unwrap();
+//! let addr = tcp.local_addr();
 //! let reply = rt.run_on(0, move || async move {
 //!     let client = Client::connect_tcp(addr, Default::default()).await.unwrap();
 //!     client.call(Echo::ID, 0, "hi".into()).await.unwrap()
@@ -40,14 +42,20 @@ pub mod service;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 
+/// README.md's code, compiled (and run) as doc tests so it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use corewire_runtime as runtime;
 pub use corewire_transport as transport;
 
+pub use corewire_runtime::accept::{ListenerHandle, TcpEndpoint};
 pub use corewire_runtime::{
     main, shard_count, shard_id, shard_local, sleep, spawn_local, submit_to, sync, test, timeout,
     Budget, Runtime, ShardId,
 };
 pub use service::{
     service_id, CallBuilder, Client, ClientError, ClientOptions, ClientPool, Request, Response,
-    Server, ServerBuilder, ServerHandle, Service, Status,
+    Server, ServerBuilder, Service, Status,
 };

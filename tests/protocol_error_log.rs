@@ -41,7 +41,11 @@ fn a_flood_of_bad_connections_is_counted_and_sampled() {
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let handle = Server::builder()
         .service(|_| Echo)
-        .serve_tcp(&rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .unwrap();
     let addr = handle.local_addr();
     let start = Instant::now();

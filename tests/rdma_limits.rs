@@ -415,7 +415,7 @@ fn rdma_rpc_client_that_never_reads_keeps_the_server_bounded() {
             ..Default::default()
         })
         .build()
-        .serve_rdma(&rt, RdmaEndpoint::bind(addr))
+        .serve(&rt, RdmaEndpoint::bind(addr))
         .unwrap();
     let tasks_before = rt.stats()[0].tasks_live;
     let crt = runtime(

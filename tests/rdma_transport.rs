@@ -188,7 +188,11 @@ fn rdma_busy_poller_does_not_starve_tcp_on_the_same_shard() {
     let mut s = setup(1, polling());
     let tcp = Server::builder()
         .service(|_| Echo)
-        .serve_tcp(&s.rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &s.rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .unwrap();
     let tcp_addr = tcp.local_addr();
     s.tcp = Some(tcp);
@@ -321,7 +325,7 @@ fn rdma_oversize_message_closes_only_that_connection() {
     let server = Server::builder()
         .service(|_| Echo)
         .build()
-        .serve_rdma(&rt, RdmaEndpoint::bind(addr))
+        .serve(&rt, RdmaEndpoint::bind(addr))
         .unwrap();
     // The client side lives on its own runtime with the default (larger) limits.
     let crt = Runtime::builder().shards(1).pin(false).build().unwrap();

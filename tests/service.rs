@@ -75,7 +75,7 @@ impl Service for TlsCounter {
     }
 }
 
-fn start(shards: usize) -> (Runtime, SocketAddr, corewire::ServerHandle) {
+fn start(shards: usize) -> (Runtime, SocketAddr, corewire::ListenerHandle) {
     let rt = Runtime::builder()
         .shards(shards)
         .pin(false)
@@ -87,7 +87,7 @@ fn start(shards: usize) -> (Runtime, SocketAddr, corewire::ServerHandle) {
         .service(|_| TlsCounter)
         .build();
     let handle = server
-        .serve_tcp(
+        .serve(
             &rt,
             TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
                 .mode(AcceptMode::handoff(Placement::RoundRobin)),
@@ -229,7 +229,11 @@ fn pending_calls_fail_when_the_peer_goes_away() {
     let server_rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let handle = Server::builder()
         .service(|_| Echo)
-        .serve_tcp(&server_rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &server_rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .unwrap();
     let addr = handle.local_addr();
     let client_rt = Runtime::builder().shards(1).pin(false).build().unwrap();
@@ -443,7 +447,7 @@ fn a_client_that_never_reads_keeps_the_server_bounded() {
             ..Default::default()
         })
         .build()
-        .serve_tcp(&rt, TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()))
+        .serve(&rt, TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()))
         .unwrap();
     let tasks_before = rt.stats()[0].tasks_live;
     let rss_before = rss_kib();
@@ -551,7 +555,11 @@ fn a_dropped_call_frees_its_slot_and_cancels_on_the_server() {
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let handle = Server::builder()
         .service(|_| Stuck)
-        .serve_tcp(&rt, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .serve(
+            &rt,
+            corewire::TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()),
+        )
         .unwrap();
     let addr = handle.local_addr();
     let (gave_up, in_flight, next, abandoned) = rt

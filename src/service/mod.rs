@@ -19,7 +19,7 @@ pub use client::{CallBuilder, Client, ClientError, ClientOptions};
 pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
-pub use server::{Server, ServerBuilder, ServerHandle, ServerOptions};
+pub use server::{Server, ServerBuilder, ServerOptions};
 
 /// One call as a service sees it.
 #[derive(Debug)]

@@ -3,17 +3,14 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use corewire_runtime::accept::{self, Accepted, TcpEndpoint};
+use corewire_runtime::accept::ListenerHandle;
 use corewire_runtime::{shard_id, Runtime};
 use corewire_transport::frame::FrameLimits;
-use corewire_transport::rdma::{RdmaAccepted, RdmaEndpoint, RdmaError, RdmaServerHandle};
-use corewire_transport::tcp::{ConnOptions, TcpConnection};
+use corewire_transport::{ConnSettings, Listener};
 
 use super::dispatch;
 use super::registry::{factory, Factory, ServiceSet};
@@ -74,11 +71,6 @@ impl ServerBuilder {
             }),
         }
     }
-
-    /// Build and serve on `addr` over TCP with default accept settings (SO_REUSEPORT).
-    pub fn serve_tcp(self, rt: &Runtime, addr: SocketAddr) -> io::Result<ServerHandle> {
-        self.build().serve_tcp(rt, TcpEndpoint::bind(addr))
-    }
 }
 
 struct ServerInner {
@@ -118,68 +110,25 @@ impl Server {
         })
     }
 
-    /// Serve over TCP with `listener`'s accept mode and fairness budget.
-    pub fn serve_tcp(&self, rt: &Runtime, listener: TcpEndpoint) -> io::Result<ServerHandle> {
-        let server = self.clone();
-        let handle = listener.serve(rt, move |accepted: Accepted| {
-            let server = server.clone();
-            async move {
-                let options = server.options();
-                let conn = TcpConnection::new(
-                    accepted.stream,
-                    ConnOptions {
-                        limits: options.limits,
-                        max_queued_bytes: options.max_queued_bytes,
-                        budget: accepted.budget,
-                        ..ConnOptions::default()
-                    },
-                );
-                dispatch::serve(conn, server.services_here(), options).await;
-            }
-        })?;
-        Ok(ServerHandle { tcp: handle })
-    }
-}
-
-impl Server {
-    /// Serve over RDMA (the transport must be installed on `rt`, see
-    /// [`corewire_transport::rdma::install`]). The same service instances answer TCP and RDMA
-    /// callers on each shard.
-    pub fn serve_rdma(
+    /// Serve on `listener` — a [`TcpEndpoint`](corewire_runtime::accept::TcpEndpoint), an
+    /// [`RdmaEndpoint`](corewire_transport::rdma::RdmaEndpoint) (the RDMA transport installed
+    /// on `rt` first), or any other [`Listener`]. The same service instances answer every
+    /// listener's callers on each shard. Serve as many listeners as you like; each returns its
+    /// own handle.
+    pub fn serve<L: Listener>(
         &self,
         rt: &Runtime,
-        listener: RdmaEndpoint,
-    ) -> Result<RdmaServerHandle, RdmaError> {
+        listener: L,
+    ) -> Result<ListenerHandle, L::Error> {
         let server = self.clone();
-        listener.serve(rt, move |accepted: RdmaAccepted| {
+        let options = self.options();
+        let settings = ConnSettings {
+            limits: options.limits,
+            max_queued_bytes: options.max_queued_bytes,
+        };
+        listener.listen(rt, settings, move |conn| {
             let server = server.clone();
-            async move {
-                dispatch::serve(accepted.conn, server.services_here(), server.options()).await;
-            }
+            async move { dispatch::serve(conn, server.services_here(), server.options()).await }
         })
-    }
-}
-
-/// A server listening on TCP.
-pub struct ServerHandle {
-    tcp: accept::ListenerHandle,
-}
-
-impl ServerHandle {
-    pub fn local_addr(&self) -> SocketAddr {
-        self.tcp.local_addr()
-    }
-
-    pub fn open_connections(&self) -> Vec<usize> {
-        self.tcp.open_connections()
-    }
-
-    pub fn placed_connections(&self) -> Vec<u64> {
-        self.tcp.placed_connections()
-    }
-
-    /// Stop accepting; open connections carry on.
-    pub fn stop(self) {
-        self.tcp.stop()
     }
 }

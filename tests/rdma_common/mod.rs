@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use corewire::runtime::accept::Placement;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, RdmaServerHandle};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 use corewire::{
-    service_id, sleep, Request, Response, Runtime, Server, ServerHandle, Service, Status,
+    service_id, sleep, ListenerHandle, Request, Response, Runtime, Server, Service, Status,
 };
 use corewire_verbs::{
     CmEventChannel, CmEventKind, CmId, CompletionQueue, ConnParams, Context, ProtectionDomain,
@@ -42,8 +42,8 @@ pub fn rdma_listen_addr() -> SocketAddr {
 pub struct Setup {
     pub rt: Runtime,
     pub addr: SocketAddr,
-    pub server: Option<RdmaServerHandle>,
-    pub tcp: Option<ServerHandle>,
+    pub server: Option<ListenerHandle>,
+    pub tcp: Option<ListenerHandle>,
 }
 
 impl Drop for Setup {
@@ -62,7 +62,7 @@ pub fn setup(shards: usize, config: RdmaConfig) -> Setup {
     let server = Server::builder()
         .service(|_| Echo)
         .build()
-        .serve_rdma(
+        .serve(
             &rt,
             RdmaEndpoint::bind(addr).placement(Placement::LeastConnections),
         )

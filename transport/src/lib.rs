@@ -6,8 +6,10 @@
 pub mod conn;
 pub mod frame;
 pub mod length_prefixed;
+pub mod listen;
 pub mod rdma;
 pub mod rpc;
 pub mod tcp;
 
 pub use conn::{ConnStats, Connection, TransportError, TransportKind};
+pub use listen::{ConnSettings, Listener};

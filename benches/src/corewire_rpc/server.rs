@@ -66,7 +66,7 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
     let handle = Server::builder()
         .service(|_shard| Echo)
         .build()
-        .serve_tcp(
+        .serve(
             &rt,
             TcpEndpoint::bind(cfg.addr)
                 .mode(core_mode(cfg.accept))

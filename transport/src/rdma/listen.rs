@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use corewire_runtime::accept::{ConnCounts, ConnGuard, Placement, StopSignal};
-use corewire_runtime::{report_protocol_error, send_to, shard_id, spawn_local, Runtime, ShardId};
+use corewire_runtime::accept::{Arrived, Handoff, ListenerHandle, Placement, StopSignal};
+use corewire_runtime::{report_protocol_error, shard_id, spawn_local, Runtime, ShardId};
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
 use super::cm_events::EventQueue;
@@ -18,6 +18,7 @@ use super::establish::{expect_event, open_connection, reject_with_reason, watch_
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
 use super::RdmaError;
+use crate::listen::{ConnSettings, Listener};
 
 /// A new connection, as its handler receives it on the shard that owns it.
 pub struct RdmaAccepted {
@@ -56,15 +57,14 @@ impl RdmaEndpoint {
 
     /// Listen, and run `handler` for each established connection on its shard. The RDMA
     /// transport must be installed on `rt` ([`super::install`]).
-    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> Result<RdmaServerHandle, RdmaError>
+    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> Result<ListenerHandle, RdmaError>
     where
         H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let counts = Arc::new(ConnCounts::new(rt.shard_count()));
+        let handoff = Handoff::new(rt.shard_count(), Some(self.placement));
         let stop = Arc::new(StopSignal::default());
-        let (counts2, stop2, placement, addr) =
-            (counts.clone(), stop.clone(), self.placement, self.addr);
+        let (handoff2, stop2, addr) = (handoff.clone(), stop.clone(), self.addr);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let acceptor = rt.spawn_on(self.acceptor, move || async move {
             let listening = listen(addr);
@@ -78,7 +78,7 @@ impl RdmaEndpoint {
                     return;
                 }
             };
-            accept_loop(id, queue, counts2, stop2, placement, handler).await;
+            accept_loop(id, queue, handoff2, stop2, handler).await;
         });
         match ready_rx.recv() {
             Ok(Ok(())) => {}
@@ -86,12 +86,12 @@ impl RdmaEndpoint {
             Err(_) => return Err(RdmaError::Connect("the acceptor shard stopped".into())),
         }
         tracing::info!(%addr, "rdma listener ready");
-        Ok(RdmaServerHandle {
+        Ok(ListenerHandle::new(
             addr,
-            counts,
+            handoff.counts().clone(),
             stop,
-            acceptor,
-        })
+            vec![acceptor],
+        ))
     }
 }
 
@@ -107,15 +107,13 @@ fn listen(addr: SocketAddr) -> Result<(CmId, Rc<EventQueue>), RdmaError> {
 async fn accept_loop<H, Fut>(
     id: CmId,
     queue: Rc<EventQueue>,
-    counts: Arc<ConnCounts>,
+    handoff: Handoff,
     stop: Arc<StopSignal>,
-    placement: Placement,
     handler: H,
 ) where
     H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = ()> + 'static,
 {
-    let me = shard_id();
     while let Some(Some(mut ev)) = stop.run_until_stopped(queue.next()).await {
         if ev.kind() != CmEventKind::ConnectRequest {
             tracing::debug!(kind = ?ev.kind(), "listener event");
@@ -133,24 +131,13 @@ async fn accept_loop<H, Fut>(
                 continue;
             }
         };
-        let target = counts.choose(&placement, me, new_id.peer_addr());
-        let guard = counts.open_guard(target);
+        let placed = handoff.place(new_id.peer_addr());
         let handler = handler.clone();
-        let job = move || {
-            spawn_local(accept_on_this_shard(
-                new_id,
-                hello,
-                guard,
-                target != me,
-                handler,
-            ));
-        };
-        if target != me {
-            corewire_runtime::with_local_stats(|s| s.handoffs_out.incr());
-        }
-        if send_to(target, job).await.is_err() {
-            tracing::error!(target, "rdma handoff to a missing shard");
-        }
+        handoff
+            .deliver(placed, move |arrived| {
+                spawn_local(accept_on_this_shard(new_id, hello, arrived, handler));
+            })
+            .await;
     }
     if let Ok(s) = RdmaShard::current() {
         s.cm.unregister(id.key());
@@ -158,13 +145,8 @@ async fn accept_loop<H, Fut>(
     drop(id);
 }
 
-async fn accept_on_this_shard<H, Fut>(
-    mut id: CmId,
-    hello: Handshake,
-    guard: ConnGuard,
-    handed_off: bool,
-    handler: H,
-) where
+async fn accept_on_this_shard<H, Fut>(mut id: CmId, hello: Handshake, arrived: Arrived, handler: H)
+where
     H: Fn(RdmaAccepted) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
@@ -176,9 +158,6 @@ async fn accept_on_this_shard<H, Fut>(
             return;
         }
     };
-    if handed_off {
-        corewire_runtime::with_local_stats(|s| s.handoffs_in.incr());
-    }
     if !id.is_on(&shard.cm_channel) {
         if let Err(e) = id.migrate(&shard.cm_channel) {
             tracing::error!(error = %e, "rdma_migrate_id failed");
@@ -222,43 +201,32 @@ async fn accept_on_this_shard<H, Fut>(
     }
     core.run();
     spawn_local(watch_events(Rc::downgrade(&core), queue));
-    // Counted by hand until the handoff shared with TCP (runtime/src/accept) serves RDMA.
-    corewire_runtime::with_local_stats(|s| s.open_connections.incr());
     let conn = RdmaConnection::new(core);
-    let _guard = guard;
+    let _arrived = arrived;
     handler(RdmaAccepted {
         conn,
         peer,
         shard: shard_id(),
     })
     .await;
-    corewire_runtime::with_local_stats(|s| s.open_connections.sub(1));
 }
 
-/// A running RDMA listener.
-pub struct RdmaServerHandle {
-    addr: SocketAddr,
-    counts: Arc<ConnCounts>,
-    stop: Arc<StopSignal>,
-    acceptor: corewire_runtime::RemoteHandle<()>,
-}
+/// RDMA connections take their frame limits and send-queue bound from the [`super::RdmaConfig`]
+/// the transport was installed with, not from the server's [`ConnSettings`].
+impl Listener for RdmaEndpoint {
+    type Conn = RdmaConnection;
+    type Error = RdmaError;
 
-impl RdmaServerHandle {
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    pub fn open_connections(&self) -> Vec<usize> {
-        self.counts.open()
-    }
-
-    pub fn placed_connections(&self) -> Vec<u64> {
-        self.counts.placed()
-    }
-
-    /// Stop accepting (the listening id is destroyed); open connections carry on.
-    pub fn stop(self) {
-        self.stop.stop();
-        let _ = self.acceptor.wait();
+    fn listen<H, Fut>(
+        self,
+        rt: &Runtime,
+        _settings: ConnSettings,
+        handler: H,
+    ) -> Result<ListenerHandle, RdmaError>
+    where
+        H: Fn(RdmaConnection) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.serve(rt, move |accepted: RdmaAccepted| handler(accepted.conn))
     }
 }

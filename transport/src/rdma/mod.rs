@@ -29,7 +29,7 @@ pub use config::{PollerMode, RdmaConfig, ReceiveQueues};
 pub use conn::RdmaConnection;
 pub use connect::connect;
 pub use cq_slots::CqFull;
-pub use listen::{RdmaAccepted, RdmaEndpoint, RdmaServerHandle};
+pub use listen::{RdmaAccepted, RdmaEndpoint};
 pub use pool::PoolError;
 pub use shard::RdmaStats;
 

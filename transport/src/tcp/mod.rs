@@ -13,11 +13,13 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use corewire_runtime::accept::{Accepted, ListenerHandle, TcpEndpoint};
 use corewire_runtime::net::{RecvFuture, TcpStream};
-use corewire_runtime::{spawn_local, Budget};
+use corewire_runtime::{spawn_local, Budget, Runtime};
 
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
+use crate::listen::{ConnSettings, Listener};
 
 /// Settings of one frame connection.
 #[derive(Debug, Clone, Copy)]
@@ -275,5 +277,31 @@ impl Connection for TcpConnection {
     fn stats(&self) -> ConnStats {
         let s = self.shared();
         s.stats.snapshot(s.out.queued_bytes())
+    }
+}
+
+impl Listener for TcpEndpoint {
+    type Conn = TcpConnection;
+    type Error = std::io::Error;
+
+    fn listen<H, Fut>(
+        self,
+        rt: &Runtime,
+        settings: ConnSettings,
+        handler: H,
+    ) -> std::io::Result<ListenerHandle>
+    where
+        H: Fn(TcpConnection) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.serve(rt, move |accepted: Accepted| {
+            let options = ConnOptions {
+                limits: settings.limits,
+                max_queued_bytes: settings.max_queued_bytes,
+                budget: accepted.budget,
+                ..ConnOptions::default()
+            };
+            handler(TcpConnection::new(accepted.stream, options))
+        })
     }
 }

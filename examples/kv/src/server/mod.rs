@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use corewire::runtime::accept::{self, AcceptMode, Placement, TcpEndpoint};
+use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
 use corewire::runtime::{interval, spawn_local, Budget, Runtime};
-use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, RdmaServerHandle};
+use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
 pub use aof_io::{AofStartError, ReplaySummary};
 pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
@@ -78,9 +78,9 @@ impl std::error::Error for StartError {}
 /// A started server. Dropping it stops the shards without flushing the AOF; call
 /// [`RunningServer::shutdown`] for a clean stop.
 pub struct RunningServer {
-    resp: accept::ListenerHandle,
-    binary: Option<corewire::ServerHandle>,
-    rdma: Option<RdmaServerHandle>,
+    resp: ListenerHandle,
+    binary: Option<ListenerHandle>,
+    rdma: Option<ListenerHandle>,
     binary_server: corewire::Server,
     replay: Vec<Option<ReplaySummary>>,
     // Declared last: dropped after the listeners.
@@ -244,7 +244,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
             let listener = TcpEndpoint::bind(addr).mode(mode);
             Some(
                 binary_server
-                    .serve_tcp(&rt, listener)
+                    .serve(&rt, listener)
                     .map_err(|error| StartError::Listen { addr, error })?,
             )
         }
@@ -253,7 +253,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         None => None,
         Some(addr) => Some(
             binary_server
-                .serve_rdma(&rt, RdmaEndpoint::bind(addr))
+                .serve(&rt, RdmaEndpoint::bind(addr))
                 .map_err(rdma_unavailable)?,
         ),
     };

@@ -1,0 +1,62 @@
+//! The handle of a running listener, whatever its transport.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::placement::ConnCounts;
+use super::stop::StopSignal;
+use crate::mesh::RemoteHandle;
+
+/// A running listener (TCP, RDMA, ...): its address, its connections per shard, and the way
+/// to stop it. Dropping the handle leaves the listener running.
+pub struct ListenerHandle {
+    local_addr: SocketAddr,
+    counts: Arc<ConnCounts>,
+    stop: Arc<StopSignal>,
+    acceptors: Vec<RemoteHandle<()>>,
+}
+
+impl ListenerHandle {
+    /// For transports: a listener at `local_addr` whose accept loops (`acceptors`) end when
+    /// `stop` fires, counting connections in `counts` (its [`Handoff`](super::Handoff)'s).
+    pub fn new(
+        local_addr: SocketAddr,
+        counts: Arc<ConnCounts>,
+        stop: Arc<StopSignal>,
+        acceptors: Vec<RemoteHandle<()>>,
+    ) -> ListenerHandle {
+        ListenerHandle {
+            local_addr,
+            counts,
+            stop,
+            acceptors,
+        }
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Open connections of this listener per shard.
+    pub fn open_connections(&self) -> Vec<usize> {
+        self.counts.open()
+    }
+
+    /// Connections placed on each shard since start.
+    pub fn placed_connections(&self) -> Vec<u64> {
+        self.counts.placed()
+    }
+
+    pub fn counts(&self) -> Arc<ConnCounts> {
+        self.counts.clone()
+    }
+
+    /// Stop accepting (listeners close; open connections carry on) and wait for the accept
+    /// loops to end. Call from outside the shards.
+    pub fn stop(self) {
+        self.stop.stop();
+        for a in self.acceptors {
+            let _ = a.wait();
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Sharded TCP accept: [`TcpEndpoint`] binds one listener per accepting shard and hands each
+//! connection through the listener's [`Handoff`].
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use super::handle::ListenerHandle;
+use super::handoff::{Arrived, Handoff};
+use super::placement::Placement;
+use super::stop::StopSignal;
+use crate::coop::Budget;
+use crate::net::{self, ListenOptions, TcpListener, TcpStream};
+use crate::shard::{context, ShardId};
+use crate::{spawn_local, Runtime};
+
+/// How connections reach shards.
+#[derive(Debug, Clone)]
+pub enum AcceptMode {
+    ReusePort,
+    Handoff {
+        acceptors: Vec<ShardId>,
+        placement: Placement,
+    },
+}
+
+impl AcceptMode {
+    /// One acceptor (shard 0), least-connections placement.
+    pub fn handoff(placement: Placement) -> AcceptMode {
+        AcceptMode::Handoff {
+            acceptors: vec![0],
+            placement,
+        }
+    }
+}
+
+/// A connection as its handler receives it, on the shard that will own it.
+pub struct Accepted {
+    pub stream: TcpStream,
+    pub peer: Option<SocketAddr>,
+    /// The fairness budget configured for this listener.
+    pub budget: Budget,
+    pub shard: ShardId,
+}
+
+/// Configures a sharded TCP server.
+pub struct TcpEndpoint {
+    addr: SocketAddr,
+    mode: AcceptMode,
+    budget: Budget,
+    backlog: i32,
+}
+
+impl TcpEndpoint {
+    pub fn bind(addr: SocketAddr) -> TcpEndpoint {
+        TcpEndpoint {
+            addr,
+            mode: AcceptMode::ReusePort,
+            budget: Budget::default(),
+            backlog: 1024,
+        }
+    }
+
+    pub fn mode(mut self, mode: AcceptMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Per-connection fairness budget (default [`Budget::default`]).
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    pub fn backlog(mut self, backlog: i32) -> Self {
+        self.backlog = backlog;
+        self
+    }
+
+    /// Start listening and serving on `rt`'s shards: `handler` runs once per connection, as a
+    /// task on the shard that owns the connection.
+    pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> io::Result<ListenerHandle>
+    where
+        H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let shards = rt.shard_count();
+        let stop = Arc::new(StopSignal::default());
+        let (listen_on, placement): (Vec<ShardId>, Option<Placement>) = match &self.mode {
+            AcceptMode::ReusePort => ((0..shards).collect(), None),
+            AcceptMode::Handoff {
+                acceptors,
+                placement,
+            } => {
+                if acceptors.is_empty() || acceptors.iter().any(|&a| a >= shards) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "handoff acceptors must be existing shards",
+                    ));
+                }
+                (acceptors.clone(), Some(placement.clone()))
+            }
+        };
+        let handoff = Handoff::new(shards, placement);
+        let opts = ListenOptions {
+            reuse_port: listen_on.len() > 1,
+            backlog: self.backlog,
+        };
+        // Bind one after the other: with port 0 the first bind picks the port the rest share.
+        let mut addr = self.addr;
+        let mut acceptors = Vec::with_capacity(listen_on.len());
+        for &shard in &listen_on {
+            let listener = net::bind_std(addr, opts)?;
+            addr = listener.local_addr()?;
+            let ctx = AcceptLoop {
+                listener,
+                handoff: handoff.clone(),
+                stop: stop.clone(),
+                budget: self.budget,
+                handler: handler.clone(),
+            };
+            acceptors.push(rt.spawn_on(shard, move || ctx.run()));
+        }
+        tracing::info!(%addr, mode = ?self.mode, budget = ?self.budget, "tcp listener ready");
+        Ok(ListenerHandle::new(
+            addr,
+            handoff.counts().clone(),
+            stop,
+            acceptors,
+        ))
+    }
+}
+
+struct AcceptLoop<H> {
+    /// Adopted by the acceptor shard when the loop starts there.
+    listener: std::net::TcpListener,
+    handoff: Handoff,
+    stop: Arc<StopSignal>,
+    budget: Budget,
+    handler: H,
+}
+
+impl<H, Fut> AcceptLoop<H>
+where
+    H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    async fn run(self) {
+        let me = context::current();
+        let listener = match TcpListener::from_std(self.listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot accept on the listener");
+                return;
+            }
+        };
+        loop {
+            let (fd, peer) = match self.stop.run_until_stopped(listener.accept_fd()).await {
+                None => break,
+                Some(Ok(a)) => a,
+                Some(Err(e)) => {
+                    // EMFILE/ENFILE and friends: back off instead of spinning on the error.
+                    tracing::warn!(error = %e, "accept failed");
+                    crate::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            me.remote.stats.accepted.incr();
+            let placed = self.handoff.place(peer);
+            let (budget, handler) = (self.budget, self.handler.clone());
+            self.handoff
+                .deliver(placed, move |arrived| {
+                    start(fd, peer, budget, handler, arrived)
+                })
+                .await;
+        }
+        let _ = listener.shutdown();
+        tracing::debug!(addr = %listener.local_addr(), "accept loop stopped");
+    }
+}
+
+/// On the connection's shard: run its handler as a task that holds the connection's count.
+fn start<H, Fut>(
+    fd: OwnedFd,
+    peer: Option<SocketAddr>,
+    budget: Budget,
+    handler: H,
+    arrived: Arrived,
+) where
+    H: Fn(Accepted) -> Fut,
+    Fut: Future<Output = ()> + 'static,
+{
+    let accepted = Accepted {
+        stream: TcpStream::from_fd(fd),
+        peer,
+        budget,
+        shard: context::current().id,
+    };
+    let fut = handler(accepted);
+    spawn_local(async move {
+        let _arrived = arrived;
+        fut.await;
+    });
+}

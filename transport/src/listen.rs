@@ -1,0 +1,38 @@
+//! What a server listens on: any transport's endpoint that accepts connections on a
+//! runtime's shards and hands each one over as a [`Connection`] on the shard that owns it.
+
+use std::future::Future;
+
+use corewire_runtime::accept::ListenerHandle;
+use corewire_runtime::Runtime;
+
+use crate::frame::FrameLimits;
+use crate::Connection;
+
+/// Per-connection settings a server asks of the listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnSettings {
+    pub limits: FrameLimits,
+    /// Bound of each connection's send queue.
+    pub max_queued_bytes: usize,
+}
+
+/// A listening endpoint of some transport (TCP's [`TcpEndpoint`], RDMA's `RdmaEndpoint`,
+/// ...): `listen` starts accepting and runs `handler` once per connection, as a task on the
+/// shard that owns it, with the connection's fairness budget set by the endpoint.
+///
+/// [`TcpEndpoint`]: corewire_runtime::accept::TcpEndpoint
+pub trait Listener {
+    type Conn: Connection;
+    type Error: std::error::Error + 'static;
+
+    fn listen<H, Fut>(
+        self,
+        rt: &Runtime,
+        settings: ConnSettings,
+        handler: H,
+    ) -> Result<ListenerHandle, Self::Error>
+    where
+        H: Fn(Self::Conn) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static;
+}
