@@ -6,12 +6,13 @@
 //! - A RESP connection lives on the shard that accepted it (`resp_conn`); requests for keys of
 //!   other shards travel in per-shard batches (`mesh`) and their replies come back the same
 //!   way; the session puts replies back in request order.
-//! - The binary protocol ([`crate::binary::KvService`]) shares the same routing and execution.
+//! - The binary protocol ([`KvService`], in `binary_conn`) shares the same routing and execution.
 //! - Per shard, three background tasks: the mesh flusher, the AOF writer (group commit), and
 //!   the active-expiry sweep.
 
 mod aof_dir;
 mod aof_io;
+mod binary_conn;
 pub mod config;
 mod forward;
 mod notify;
@@ -34,10 +35,10 @@ use corewire::runtime::{interval, spawn_local, Budget, Runtime};
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
 pub use aof_io::{AofStartError, ReplaySummary};
+pub use binary_conn::{serve_connection as serve_binary_connection, KvService};
 pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
 pub use forward::ForwardCounters;
 
-use crate::binary::KvService;
 use crate::session::SessionConfig;
 use crate::store::{Store, StoreConfig};
 use aof_io::AofShard;
@@ -111,7 +112,7 @@ impl RunningServer {
 
     /// The service set of the binary protocol: TCP (`--binary-port`) and RDMA (`--rdma`)
     /// serve it; any other [`corewire::transport::Connection`] accepted on a shard of
-    /// [`Self::runtime`] can be served with [`crate::binary::serve_connection`].
+    /// [`Self::runtime`] can be served with [`serve_binary_connection`].
     pub fn binary_server(&self) -> corewire::Server {
         self.binary_server.clone()
     }

@@ -9,8 +9,8 @@ use corewire::sync::oneshot;
 use corewire::transport::Connection;
 use corewire::{Request, Response, Service, Status};
 
-use super::request::{self, RequestError};
-use super::{response, WireError, SERVICE_ID};
+use crate::binary::request::{self, RequestError};
+use crate::binary::{response, WireError, SERVICE_ID};
 use crate::command::Command;
 use crate::reply::Reply;
 use crate::server::shard::{self, Shard};
