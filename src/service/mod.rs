@@ -80,7 +80,10 @@ pub const fn service_id(name: &str) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod id_tests {
     use super::service_id;
 
     #[test]

@@ -7,6 +7,7 @@ pub mod conn;
 pub mod frame;
 pub mod length_prefixed;
 pub mod listen;
+pub mod mem;
 pub mod rdma;
 pub mod rpc;
 pub mod tcp;

@@ -21,6 +21,8 @@ use crate::frame::{Frame, FrameHeader};
 pub enum TransportKind {
     Tcp,
     Rdma,
+    /// An in-memory pair ([`crate::mem::pair`]), for tests.
+    Memory,
 }
 
 /// A connection carrying frames, owned by one shard (`!Send`). Cloning gives another handle to

@@ -1,0 +1,190 @@
+//! The dispatch loop and the client over an in-memory connection pair: no sockets, the same
+//! framing, bounds and backpressure as a real transport.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use corewire_runtime::{sleep, spawn_local, timeout, Runtime};
+use corewire_transport::frame::{FrameHeader, FrameKind};
+use corewire_transport::mem::{pair, MemConnection, MemOptions};
+use corewire_transport::Connection;
+
+use super::{dispatch, service_id, Client, ClientError, ClientOptions, Request, Response};
+use super::{Server, ServerOptions, Service, Status};
+
+corewire_runtime::shard_local! {
+    static STARTED: Cell<u64> = Cell::new(0);
+    static DROPPED: Cell<u64> = Cell::new(0);
+}
+
+struct Abandoned;
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        DROPPED.with(|d| d.set(d.get() + 1));
+    }
+}
+
+struct Test;
+impl Service for Test {
+    const ID: u32 = service_id("test");
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        STARTED.with(|s| s.set(s.get() + 1));
+        match req.method {
+            0 => Ok(Response::new(req.payload).with_attachment(req.attachment)),
+            1 => Err(Status::BadRequest("no".into())),
+            _ => {
+                let guard = Abandoned;
+                std::future::pending::<()>().await;
+                drop(guard);
+                unreachable!()
+            }
+        }
+    }
+}
+
+/// Serve `Test` on one end of a fresh pair; the other end is returned.
+fn serve(server_options: ServerOptions, mem: MemOptions) -> MemConnection {
+    let server = Server::builder()
+        .service(|_| Test)
+        .options(server_options)
+        .build();
+    let (ours, theirs) = pair(mem);
+    spawn_local(
+        async move { dispatch::serve(theirs, server.services_here(), server.options()).await },
+    );
+    ours
+}
+
+fn on_a_shard<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    rt.run_on(0, f).unwrap()
+}
+
+#[test]
+fn calls_and_typed_errors_over_a_memory_pair() {
+    let (echo, bad, unknown) = on_a_shard(|| async {
+        let conn = serve(ServerOptions::default(), MemOptions::default());
+        let client = Client::new(conn, ClientOptions::default());
+        let echo = client
+            .request(Test::ID, 0)
+            .payload("p")
+            .attachment("a")
+            .send()
+            .await
+            .unwrap();
+        let bad = client.call(Test::ID, 1, Bytes::new()).await.unwrap_err();
+        let unknown = client.call(7, 0, Bytes::new()).await.unwrap_err();
+        (echo, bad, unknown)
+    });
+    assert_eq!(
+        echo,
+        Response::new("p").with_attachment(Bytes::from_static(b"a"))
+    );
+    assert_eq!(bad, ClientError::Status(Status::BadRequest("no".into())));
+    assert_eq!(unknown, ClientError::Status(Status::UnknownService(7)));
+}
+
+/// A peer that sends and never reads: the server runs at most the window's requests plus
+/// what its reply queue holds, then reads nothing more, so the peer's own sends stall; once
+/// the peer reads, every request is answered.
+#[test]
+fn a_peer_that_never_reads_is_bounded_by_the_window_and_the_queue() {
+    const WINDOW: usize = 4;
+    const QUEUE: usize = 256 << 10;
+    const SIZE: usize = 64 << 10;
+    const REQUESTS: u64 = 100;
+    let (started, sent, answered) = on_a_shard(|| async {
+        let peer = serve(
+            ServerOptions {
+                max_in_flight_per_conn: WINDOW,
+                max_queued_bytes: QUEUE,
+                ..ServerOptions::default()
+            },
+            MemOptions {
+                max_queued_bytes: QUEUE,
+                ..MemOptions::default()
+            },
+        );
+        let sent = Rc::new(Cell::new(0u64));
+        let (p, s) = (peer.clone(), sent.clone());
+        let writer = spawn_local(async move {
+            let payload = Bytes::from(vec![1u8; SIZE]);
+            for id in 0..REQUESTS {
+                let h = FrameHeader::request(Test::ID, 0, id);
+                p.send(&h, payload.clone(), Bytes::new()).await.unwrap();
+                s.set(id + 1);
+            }
+        });
+        sleep(Duration::from_millis(50)).await;
+        let started = STARTED.with(Cell::get);
+        let sent_before_reading = sent.get();
+        let mut answered = 0;
+        while answered < REQUESTS {
+            let f = timeout(Duration::from_secs(10), peer.recv())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(f.header.kind, FrameKind::Response);
+            answered += 1;
+        }
+        writer.await.unwrap();
+        (started, sent_before_reading, answered)
+    });
+    // Window + what fits in the reply queue (+1 admitted when the queue was empty).
+    let bound = (WINDOW + QUEUE / SIZE + 1) as u64;
+    assert!(started <= bound, "{started} requests ran (bound {bound})");
+    assert!(
+        sent < REQUESTS,
+        "the server kept reading a peer that never reads"
+    );
+    assert_eq!(answered, REQUESTS);
+}
+
+#[test]
+fn a_dropped_call_is_cancelled_on_the_server() {
+    let (gave_up, in_flight, dropped) = on_a_shard(|| async {
+        let client = Client::new(
+            serve(ServerOptions::default(), MemOptions::default()),
+            ClientOptions::default(),
+        );
+        let gave_up = timeout(
+            Duration::from_millis(10),
+            client.call(Test::ID, 2, Bytes::new()),
+        )
+        .await
+        .is_err();
+        let in_flight = client.in_flight();
+        // The Cancel frame reaches the server, which drops the handler.
+        for _ in 0..5000 {
+            if DROPPED.with(Cell::get) > 0 {
+                break;
+            }
+            sleep(Duration::from_millis(1)).await;
+        }
+        (gave_up, in_flight, DROPPED.with(Cell::get))
+    });
+    assert!(gave_up);
+    assert_eq!(in_flight, 0);
+    assert_eq!(dropped, 1);
+}
+
+#[test]
+fn bad_input_closes_the_connection_and_is_counted() {
+    let (end, errors) = on_a_shard(|| async {
+        let peer = serve(ServerOptions::default(), MemOptions::default());
+        peer.send_raw(Bytes::from_static(b"GET / HTTP/1.1\r\n\r\n"));
+        let end = timeout(Duration::from_secs(10), peer.recv()).await.unwrap();
+        let errors = corewire_runtime::with_local_stats(|s| s.protocol_errors.get());
+        (end.map(|f| f.is_none()), errors)
+    });
+    assert!(matches!(end, Ok(true)), "server did not close: {end:?}");
+    assert_eq!(errors, 1);
+}
