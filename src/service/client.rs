@@ -1,17 +1,24 @@
 //! A pipelining client: many calls in flight on one connection, replies matched by
 //! correlation id, per-call deadlines, and every pending call failed (never left hanging)
 //! when the connection goes away.
+//!
+//! Deadlines live in one place: the call table ([`ClientCalls`]) orders them, and the
+//! connection's reader task keeps ONE timer armed for the earliest, expiring calls as it
+//! fires (quinn's model). A call itself arms no timer.
 
 use std::cell::RefCell;
 use std::fmt;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire_runtime::spawn_local;
 use corewire_runtime::sync::{oneshot, Notify};
-use corewire_transport::frame::{FrameHeader, FrameLimits, StatusCode};
+use corewire_runtime::{sleep_until, spawn_local, Sleep};
+use corewire_transport::frame::{Frame, FrameHeader, FrameLimits, StatusCode};
 use corewire_transport::rdma::RdmaConnection;
 use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status, WindowFull};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
@@ -73,11 +80,20 @@ impl Default for ClientOptions {
 
 type CallResult = Result<Response, ClientError>;
 
+/// What the call table keeps for a call: where its result goes, and what a Cancel names.
+struct Waiting {
+    reply: oneshot::Sender<CallResult>,
+    service: u32,
+    method: u32,
+}
+
 struct Inner<C> {
     conn: C,
-    calls: RefCell<ClientCalls<oneshot::Sender<CallResult>>>,
+    calls: RefCell<ClientCalls<Waiting>>,
     /// Signalled whenever a window slot frees up (or the connection ends).
     window: Notify,
+    /// Signalled when a call's deadline became the earliest: the reader re-arms its timer.
+    earliest_deadline: Notify,
     options: ClientOptions,
     /// Set once the reader has seen the end of the connection.
     gone: RefCell<Option<String>>,
@@ -149,6 +165,7 @@ impl<C: Connection> Client<C> {
             conn,
             calls: RefCell::new(ClientCalls::new(options.window)),
             window: Notify::new(),
+            earliest_deadline: Notify::new(),
             options,
             gone: RefCell::new(None),
         });
@@ -211,15 +228,24 @@ impl<C: Connection> Client<C> {
         let inner = self.inner();
         let now = Instant::now();
         let deadline = timeout.map(|t| now + t);
-        let (reply_tx, mut reply_rx) = oneshot::channel();
-        let mut token = reply_tx;
+        let (reply, reply_rx) = oneshot::channel();
+        let mut token = Waiting {
+            reply,
+            service,
+            method,
+        };
         let id = loop {
             if let Some(why) = inner.gone.borrow().as_ref() {
                 return Err(ClientError::Disconnected(why.clone()));
             }
             let started = inner.calls.borrow_mut().try_start(token, deadline);
             match started {
-                Ok(id) => break id,
+                Ok(id) => {
+                    if deadline.is_some() && inner.calls.borrow().next_deadline() == deadline {
+                        inner.earliest_deadline.notify_one();
+                    }
+                    break id;
+                }
                 Err(WindowFull(back)) => {
                     token = back;
                     inner.window.notified().await;
@@ -240,23 +266,13 @@ impl<C: Connection> Client<C> {
             return Err(ClientError::Disconnected(e.to_string()));
         }
         pending.sent = true;
-        // The reader sends the result; the sender is dropped unsent only with the call table
-        // itself (the client is gone).
-        let gone = || Err(ClientError::Disconnected("client dropped".into()));
-        let result = match deadline {
-            None => reply_rx.await.unwrap_or_else(|_| gone()),
-            Some(deadline) => corewire_runtime::timeout(
-                deadline.saturating_duration_since(Instant::now()),
-                &mut reply_rx,
-            )
+        // The reader sends the result (a reply, `Timeout` when the deadline passes, or
+        // `Disconnected`); the sender is dropped unsent only with the call table itself.
+        let result = reply_rx
             .await
-            .map_or(Err(ClientError::Timeout), |r| r.unwrap_or_else(|_| gone())),
-        };
-        if !matches!(result, Err(ClientError::Timeout)) {
-            // Answered (or failed by the reader): the reader already removed the call.
-            pending.sent = false;
-            pending.id = None;
-        }
+            .unwrap_or_else(|_| Err(ClientError::Disconnected("client dropped".into())));
+        // Resolved: the reader already removed the call (and cancelled it if it expired).
+        pending.id = None;
         result
     }
 }
@@ -279,23 +295,99 @@ impl<C: Connection> Drop for PendingCall<'_, C> {
             return;
         }
         wake_window(self.inner);
-        if self.sent && !self.inner.conn.is_closed() {
-            let conn = self.inner.conn.clone();
-            let cancel = FrameHeader::cancel(self.service, self.method, id);
-            spawn_local(async move {
-                let _ = conn.send(&cancel, Bytes::new(), Bytes::new()).await;
-            });
+        if self.sent {
+            send_cancels(&self.inner.conn, vec![(self.service, self.method, id)]);
         }
     }
+}
+
+/// Tell the server to stop working on calls nobody waits for any more. From a small task:
+/// neither a destructor nor the reader may wait for room in the send queue (the reader
+/// waiting on a peer that waits for us to read would deadlock).
+fn send_cancels<C: Connection>(conn: &C, calls: Vec<(u32, u32, u64)>) {
+    if calls.is_empty() || conn.is_closed() {
+        return;
+    }
+    let conn = conn.clone();
+    spawn_local(async move {
+        for (service, method, id) in calls {
+            let cancel = FrameHeader::cancel(service, method, id);
+            if conn
+                .send(&cancel, Bytes::new(), Bytes::new())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
 }
 
 fn wake_window<C>(inner: &Inner<C>) {
     inner.window.notify_waiters();
 }
 
+/// What woke the reader.
+enum Wake {
+    Frame(Result<Option<Frame>, TransportError>),
+    Deadline,
+    Rearm,
+}
+
+/// Fail every call whose deadline has passed with `Timeout` and cancel it on the server.
+fn expire<C: Connection>(inner: &Inner<C>) {
+    let expired = inner.calls.borrow_mut().expire(Instant::now());
+    if expired.is_empty() {
+        return;
+    }
+    let mut cancels = Vec::with_capacity(expired.len());
+    for c in expired {
+        cancels.push((c.token.service, c.token.method, c.correlation_id));
+        let _ = c.token.reply.send(Err(ClientError::Timeout));
+    }
+    wake_window(inner);
+    send_cancels(&inner.conn, cancels);
+}
+
 async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
+    // The connection's one timer, armed for the earliest deadline in the call table.
+    let mut timer: Option<Sleep> = None;
     let why = loop {
-        match inner.conn.recv().await {
+        match inner.calls.borrow().next_deadline() {
+            None => timer = None,
+            Some(at) => match timer.as_mut() {
+                Some(t) if t.deadline() == at => {}
+                Some(t) => t.reset(at),
+                None => timer = Some(sleep_until(at)),
+            },
+        }
+        let mut recv = pin!(inner.conn.recv());
+        let mut rearm = pin!(inner.earliest_deadline.notified());
+        // `recv` is cancel-safe: leaving it for the timer loses nothing.
+        let wake = poll_fn(|cx| {
+            if let Poll::Ready(r) = recv.as_mut().poll(cx) {
+                return Poll::Ready(Wake::Frame(r));
+            }
+            if let Some(t) = timer.as_mut() {
+                if Pin::new(t).poll(cx).is_ready() {
+                    return Poll::Ready(Wake::Deadline);
+                }
+            }
+            if rearm.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Rearm);
+            }
+            Poll::Pending
+        })
+        .await;
+        let received = match wake {
+            Wake::Deadline => {
+                expire(&inner);
+                continue;
+            }
+            Wake::Rearm => continue,
+            Wake::Frame(r) => r,
+        };
+        match received {
             Ok(Some(frame)) => {
                 let done = inner.calls.borrow_mut().complete(&frame.header);
                 match done {
@@ -307,8 +399,8 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             }),
                             Err(status) => Err(ClientError::Status(status)),
                         };
-                        // The caller may have stopped waiting (timed out): fine.
-                        let _ = c.token.send(result);
+                        // The caller may have stopped waiting (dropped its call): fine.
+                        let _ = c.token.reply.send(result);
                         wake_window(&inner);
                     }
                     // A late reply to a call that timed out or was cancelled.
@@ -347,7 +439,10 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     *inner.gone.borrow_mut() = Some(why.clone());
     let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
-        let _ = c.token.send(Err(ClientError::Disconnected(why.clone())));
+        let _ = c
+            .token
+            .reply
+            .send(Err(ClientError::Disconnected(why.clone())));
     }
     wake_window(&inner);
 }

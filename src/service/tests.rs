@@ -188,3 +188,66 @@ fn bad_input_closes_the_connection_and_is_counted() {
     assert!(matches!(end, Ok(true)), "server did not close: {end:?}");
     assert_eq!(errors, 1);
 }
+
+/// Deadlines are kept by the call table and ONE timer per connection: fifty pending calls
+/// with deadlines arm a single timer; the earliest expires first, as `Timeout`, and the peer
+/// is told to cancel it.
+#[test]
+fn one_timer_per_connection_drives_every_deadline() {
+    let (timers_with_50, first, cancelled_id, timed_out_id, still_pending) = on_a_shard(|| async {
+        let (ours, peer) = pair(MemOptions::default());
+        let client = Client::new(ours, ClientOptions::default());
+        let timers_before = corewire_runtime::with_local_stats(|s| s.timers_pending.get());
+        let mut calls = Vec::new();
+        for _ in 0..50 {
+            let c = client.clone();
+            calls.push(spawn_local(async move {
+                c.request(Test::ID, 0)
+                    .timeout(Duration::from_secs(3600))
+                    .send()
+                    .await
+            }));
+        }
+        // Let the calls start and the reader arm its timer.
+        for _ in 0..10 {
+            corewire_runtime::yield_now().await;
+        }
+        let timers_with_50 =
+            corewire_runtime::with_local_stats(|s| s.timers_pending.get()) - timers_before;
+        // A call with an earlier deadline re-arms the one timer and expires first.
+        let first = client
+            .request(Test::ID, 0)
+            .timeout(Duration::from_millis(20))
+            .send()
+            .await;
+        // The peer saw 51 requests, then a Cancel for the expired one.
+        let mut last_request = 0;
+        let cancelled_id = loop {
+            let f = peer.recv().await.unwrap().unwrap();
+            match f.header.kind {
+                FrameKind::Request => last_request = f.header.correlation_id,
+                FrameKind::Cancel => break f.header.correlation_id,
+                k => panic!("unexpected {k:?}"),
+            }
+        };
+        let still_pending = client.in_flight();
+        drop(calls);
+        (
+            timers_with_50,
+            first,
+            cancelled_id,
+            last_request,
+            still_pending,
+        )
+    });
+    assert_eq!(
+        timers_with_50, 1,
+        "one timer for all the connection's deadlines"
+    );
+    assert_eq!(first, Err(ClientError::Timeout));
+    assert_eq!(
+        cancelled_id, timed_out_id,
+        "the expired call is cancelled on the server"
+    );
+    assert_eq!(still_pending, 50);
+}
