@@ -1,9 +1,15 @@
 //! Per-connection fairness budgets: a connection handles at most `max_messages` messages and
 //! `max_bytes` bytes per round, then yields so the rest of its shard (other connections,
 //! pollers, the ring) runs before it continues. Like tokio's coop budget, but counted in the
-//! units a network server cares about.
+//! units a network server cares about — and, as in tokio, charged in the lowest layer:
+//! every frame transport's `Connection::recv` charges each message it hands up and yields
+//! when the round is spent, so no service can forget to. Byte-stream glue that parses its own
+//! messages (the KV store's RESP connection, the raw echo examples) charges the same
+//! [`RoundBudget`] per message it parses.
 
-use crate::executor::yield_now;
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+
 use crate::shard::context;
 
 /// Limits for one round of one connection. `None` means unlimited.
@@ -44,12 +50,15 @@ impl Default for Budget {
     }
 }
 
-/// What a connection has used of its budget in the current round.
+/// What a connection has used of its budget in the current round. A round ends when the
+/// connection yields (budget spent) or has to wait for I/O (it gave the shard a turn anyway).
 #[derive(Debug)]
 pub struct RoundBudget {
     budget: Budget,
     messages: u32,
     bytes: usize,
+    /// A yield is under way: the next poll starts a new round.
+    yielding: bool,
 }
 
 impl RoundBudget {
@@ -58,6 +67,7 @@ impl RoundBudget {
             budget,
             messages: 0,
             bytes: 0,
+            yielding: false,
         }
     }
 
@@ -83,15 +93,32 @@ impl RoundBudget {
         self.bytes = 0;
     }
 
+    /// For a transport's `recv`, before handing up the next message: `Ready` while the round
+    /// has budget left; once it is spent, counts `budget_exhausted`, yields to the rest of
+    /// the shard (the task runs again after the next ring reap) and starts a new round.
+    pub fn poll_proceed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielding {
+            self.yielding = false;
+            self.reset();
+            return Poll::Ready(());
+        }
+        if !self.exhausted() {
+            return Poll::Ready(());
+        }
+        self.yielding = true;
+        match context::try_current() {
+            Some(ctx) => {
+                ctx.remote.stats.budget_exhausted.incr();
+                ctx.executor.defer(cx.waker().clone());
+            }
+            None => cx.waker().wake_by_ref(),
+        }
+        Poll::Pending
+    }
+
     /// If the budget is used up: count it, yield to the rest of the shard, start a new round.
     pub async fn yield_if_exhausted(&mut self) {
-        if self.exhausted() {
-            if let Some(ctx) = context::try_current() {
-                ctx.remote.stats.budget_exhausted.incr();
-            }
-            yield_now().await;
-            self.reset();
-        }
+        poll_fn(|cx| self.poll_proceed(cx)).await
     }
 }
 
@@ -116,6 +143,20 @@ mod tests {
         assert!(r.charge(1));
         r.reset();
         assert!(!r.exhausted());
+    }
+
+    #[test]
+    fn a_spent_round_yields_once_then_starts_over() {
+        use std::task::Waker;
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut r = RoundBudget::new(Budget::messages(2));
+        assert!(r.poll_proceed(&mut cx).is_ready());
+        r.charge(1);
+        assert!(r.poll_proceed(&mut cx).is_ready());
+        r.charge(1);
+        assert!(r.poll_proceed(&mut cx).is_pending(), "spent: yield");
+        assert!(r.poll_proceed(&mut cx).is_ready(), "after the yield");
+        assert!(!r.exhausted(), "a new round");
     }
 
     #[test]

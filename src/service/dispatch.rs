@@ -5,6 +5,8 @@
 //! window (`max_in_flight_per_conn`) from the moment it is read until its reply is queued,
 //! and the reader reads nothing while the window is full or the connection's send queue is
 //! over its limit. A peer that sends without reading fills its own socket buffers and stops.
+//!
+//! Fairness needs nothing here: the connection's `recv` charges its budget and yields.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -13,7 +15,7 @@ use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle, RoundBudget};
+use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
 use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
 use corewire_transport::{Connection, TransportError};
@@ -78,7 +80,6 @@ pub(crate) async fn serve<C: Connection>(
         calls: RefCell::new(ServerCalls::new(options.max_in_flight_per_conn)),
         reader: RefCell::new(None),
     });
-    let mut budget = RoundBudget::new(conn.budget());
     let peer = conn.peer_addr();
     let span = tracing::debug_span!("conn", ?peer, transport = ?conn.kind());
     let _enter = span.enter();
@@ -96,7 +97,6 @@ pub(crate) async fn serve<C: Connection>(
                 break;
             }
         };
-        let size = frame.payload.len() + frame.attachment.len();
         match frame.header.kind {
             FrameKind::Request => {
                 if let Err(e) = dispatch(&conn, frame, &services, &running).await {
@@ -129,9 +129,6 @@ pub(crate) async fn serve<C: Connection>(
                 conn.close();
                 break;
             }
-        }
-        if budget.charge(size) {
-            budget.yield_if_exhausted().await;
         }
     }
     // Requests still running finish and reply; the connection closes when the last one

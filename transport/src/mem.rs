@@ -12,12 +12,14 @@ use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use corewire_runtime::Budget;
+use corewire_runtime::{Budget, RoundBudget};
 
-use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
+use crate::conn::{
+    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
+};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 
 /// Settings of both ends of a [`pair`].
@@ -57,11 +59,51 @@ struct End {
     decoder: RefCell<FrameDecoder>,
     rx: RefCell<BytesMut>,
     reading: Cell<bool>,
+    round: RefCell<RoundBudget>,
     failed: Cell<bool>,
     stats: ConnStatsCells,
 }
 
 impl End {
+    /// The next frame, moving bytes from the peer's queue into this end as needed.
+    fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame>, TransportError>> {
+        loop {
+            if self.failed.get() {
+                return Poll::Ready(Err(TransportError::Closed));
+            }
+            match self.decoder.borrow_mut().decode(&mut self.rx.borrow_mut()) {
+                Ok(Some(frame)) => {
+                    self.stats
+                        .add_in(frame.payload.len() + frame.attachment.len());
+                    return Poll::Ready(Ok(Some(frame)));
+                }
+                Ok(None) => {}
+                Err(err) => return Poll::Ready(Err(TransportError::Protocol(err))),
+            }
+            let batch = match pin!(self.incoming.next_batch(usize::MAX)).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(batch) => batch,
+            };
+            let Some(bufs) = batch else {
+                // The peer closed and everything it sent was read.
+                let buffered = self.rx.borrow().len();
+                return Poll::Ready(if buffered == 0 {
+                    Ok(None)
+                } else {
+                    Err(TransportError::Truncated { buffered })
+                });
+            };
+            let mut rx = self.rx.borrow_mut();
+            let mut n = 0;
+            for b in bufs {
+                n += b.len();
+                rx.extend_from_slice(&b);
+            }
+            drop(rx);
+            self.incoming.sent(n);
+        }
+    }
+
     fn close(&self) {
         // Our queued frames still reach the peer; it cannot send to us any more.
         self.out.close();
@@ -94,6 +136,7 @@ impl MemConnection {
                 decoder: RefCell::new(FrameDecoder::new(options.limits)),
                 rx: RefCell::new(BytesMut::new()),
                 reading: Cell::new(false),
+                round: RefCell::new(RoundBudget::new(options.budget)),
                 failed: Cell::new(false),
                 stats: ConnStatsCells::default(),
             }))),
@@ -146,41 +189,8 @@ impl Connection for MemConnection {
             }
         }
         let _reading = Reading(&e.reading);
-        let result = poll_fn(|cx| loop {
-            if e.failed.get() {
-                return Poll::Ready(Err(TransportError::Closed));
-            }
-            match e.decoder.borrow_mut().decode(&mut e.rx.borrow_mut()) {
-                Ok(Some(frame)) => {
-                    e.stats.add_in(frame.payload.len() + frame.attachment.len());
-                    return Poll::Ready(Ok(Some(frame)));
-                }
-                Ok(None) => {}
-                Err(err) => return Poll::Ready(Err(TransportError::Protocol(err))),
-            }
-            let batch = match pin!(e.incoming.next_batch(usize::MAX)).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(batch) => batch,
-            };
-            let Some(bufs) = batch else {
-                // The peer closed and everything it sent was read.
-                let buffered = e.rx.borrow().len();
-                return Poll::Ready(if buffered == 0 {
-                    Ok(None)
-                } else {
-                    Err(TransportError::Truncated { buffered })
-                });
-            };
-            let mut rx = e.rx.borrow_mut();
-            let mut n = 0;
-            for b in bufs {
-                n += b.len();
-                rx.extend_from_slice(&b);
-            }
-            drop(rx);
-            e.incoming.sent(n);
-        })
-        .await;
+        let result =
+            poll_fn(|cx| poll_charged(&mut e.round.borrow_mut(), cx, |cx| e.poll_frame(cx))).await;
         if result.is_err() {
             e.failed.set(true);
             e.close();

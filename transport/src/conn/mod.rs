@@ -1,6 +1,7 @@
 //! The message-oriented connection interface: TCP and RDMA both implement it, and services and
 //! clients only ever see it.
 
+mod budget;
 mod error;
 mod out_queue;
 mod stats;
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use corewire_runtime::Budget;
 
+pub use budget::poll_charged;
 pub use error::TransportError;
 pub use out_queue::OutQueue;
 pub use stats::{ConnStats, ConnStatsCells};
@@ -69,7 +71,8 @@ pub trait Connection: Clone + 'static {
 
     fn kind(&self) -> TransportKind;
 
-    /// The fairness budget of this connection's listener.
+    /// The fairness budget of this connection (its listener's). `recv` charges it: after a
+    /// round's worth of messages it yields to the rest of the shard before handing up more.
     fn budget(&self) -> Budget;
 
     fn stats(&self) -> ConnStats;

@@ -5,12 +5,13 @@
 //! dispatches completions.
 
 use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::sync::Notify;
-use corewire_runtime::{spawn_local, Budget};
+use corewire_runtime::{spawn_local, Budget, RoundBudget};
 use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcStatus, WorkCompletion};
 
 use super::device::{CqReservation, Device};
@@ -84,6 +85,8 @@ pub(crate) struct ConnCore {
     torn_down: Cell<bool>,
     stats: ConnStatsCells,
     budget: Budget,
+    /// This round's use of `budget`, charged by `recv`.
+    round: RefCell<RoundBudget>,
 }
 
 /// What [`ConnCore::start`] needs besides the shard: the queue pair (created on `device`
@@ -165,6 +168,7 @@ impl ConnCore {
                 torn_down: Cell::new(false),
                 stats: ConnStatsCells::default(),
                 budget: config.budget,
+                round: RefCell::new(RoundBudget::new(config.budget)),
             })
         });
         device.register_qp(qp_num, (conn.slot, conn.generation));
@@ -675,11 +679,16 @@ impl Connection for RdmaConnection {
         }
         // Cleared however this future ends, dropped mid-wait included.
         let _reading = ReadingGuard(c);
+        // The fairness budget, charged here so no reader can forget it (see conn::budget).
+        poll_fn(|cx| c.round.borrow_mut().poll_proceed(cx)).await;
         let result = loop {
             let decoded = c.decoder.borrow_mut().decode(&mut c.rx.borrow_mut());
             match decoded {
                 Ok(Some(frame)) => {
                     c.stats.add_in(frame.payload.len() + frame.attachment.len());
+                    c.round
+                        .borrow_mut()
+                        .charge(frame.payload.len() + frame.attachment.len());
                     c.reader_waiting.set(false);
                     c.release_held();
                     break Ok(Some(frame));
@@ -698,6 +707,8 @@ impl Connection for RdmaConnection {
             // Waiting for the rest of a frame: the held buffers are needed to receive it.
             c.reader_waiting.set(true);
             c.release_held();
+            // Waiting for the peer ends the budget's round.
+            c.round.borrow_mut().reset();
             c.reader.notified().await;
         };
         if let Err(e) = &result {

@@ -15,9 +15,11 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::accept::{Accepted, ListenerHandle, TcpEndpoint};
 use corewire_runtime::net::{RecvFuture, TcpStream};
-use corewire_runtime::{spawn_local, Budget, Runtime};
+use corewire_runtime::{spawn_local, Budget, RoundBudget, Runtime};
 
-use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
+use crate::conn::{
+    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
+};
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 use crate::listen::{ConnSettings, Listener};
 
@@ -51,6 +53,8 @@ struct Shared {
     read: RefCell<ReadSide>,
     /// A `recv` future is alive (a second concurrent one gets `Busy`).
     reading: Cell<bool>,
+    /// This round's use of the connection's fairness budget, charged by `recv`.
+    round: RefCell<RoundBudget>,
     stream: TcpStream,
     peer: Option<SocketAddr>,
     options: ConnOptions,
@@ -157,6 +161,7 @@ impl TcpConnection {
                 eof: false,
             }),
             reading: Cell::new(false),
+            round: RefCell::new(RoundBudget::new(options.budget)),
             stream,
             peer,
             options,
@@ -241,9 +246,11 @@ impl Connection for TcpConnection {
             if s.failed.get() {
                 return Poll::Ready(Err(TransportError::Closed));
             }
-            s.read
-                .borrow_mut()
-                .poll_frame(cx, &s.stream, s.options.read_chunk, &s.stats)
+            poll_charged(&mut s.round.borrow_mut(), cx, |cx| {
+                s.read
+                    .borrow_mut()
+                    .poll_frame(cx, &s.stream, s.options.read_chunk, &s.stats)
+            })
         })
         .await;
         if result.is_err() {

@@ -202,7 +202,6 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         maxclients: config.maxclients,
         connected_clients: Default::default(),
         session: Arc::new(session_config(&config)),
-        conn_budget: config.conn_budget,
     });
 
     let replay = start_shards(&rt, &config, &shared)?;

@@ -12,6 +12,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Buf, Bytes};
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::{RecvFuture, SendFuture, TcpStream};
+use corewire::runtime::RoundBudget;
 
 use super::shard::{now_ms, Shard};
 use super::shared::ServerShared;
@@ -44,11 +45,6 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         shared: shard.shared.clone(),
     });
     let key = shard.register(conn.clone());
-    let budget = accepted
-        .budget
-        .max_messages
-        .unwrap_or(shard.shared.conn_budget)
-        .max(1);
     let mut io = ConnIo {
         peer: accepted.peer,
         stream,
@@ -56,7 +52,7 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         send: None,
         unsent: None,
         read_closed: false,
-        budget,
+        round: RoundBudget::new(accepted.budget),
     };
     poll_fn(|cx| conn.poll(cx, &mut io, &shard, key)).await;
     // Dropping an op still in flight cancels it; the socket closes once it has completed.
@@ -84,8 +80,9 @@ struct ConnIo {
     /// The rest of a short send.
     unsent: Option<Bytes>,
     read_closed: bool,
-    /// Requests handled per poll before yielding to the rest of the shard.
-    budget: u32,
+    /// The listener's fairness budget: requests (and their bytes) parsed per round before
+    /// the connection yields to the rest of its shard.
+    round: RoundBudget,
 }
 
 impl ReplySink for RespConn {
@@ -110,6 +107,12 @@ impl RespConn {
     /// One turn of the connection: collect I/O completions, run what was parsed, start the
     /// next recv and send. `Ready` once the connection is finished.
     fn poll(&self, cx: &mut Context<'_>, io: &mut ConnIo, shard: &Shard, key: SinkKey) -> Poll<()> {
+        // Back from a budget yield: a new round (a spent round that has not yielded yet
+        // yields here).
+        if io.round.poll_proceed(cx).is_pending() {
+            self.park(cx);
+            return Poll::Pending;
+        }
         let mut dispatched = false;
         let mut now = None;
         loop {
@@ -153,11 +156,14 @@ impl RespConn {
             let mut state = self.state.borrow_mut();
             let ConnState { session, merges } = &mut *state;
             let mut handled = 0;
-            while handled < io.budget {
+            while !io.round.exhausted() {
+                let buffered = session.input_buffer().len();
                 let Some(request) = session.next_request() else {
                     break;
                 };
                 handled += 1;
+                io.round
+                    .charge(buffered.saturating_sub(session.input_buffer().len()));
                 // One clock read per batch of requests.
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
@@ -170,7 +176,7 @@ impl RespConn {
             if let Some(reason) = session.take_protocol_error() {
                 corewire::runtime::report_protocol_error("resp", io.peer, &reason);
             }
-            let out_of_budget = handled == io.budget;
+            let out_of_budget = io.round.exhausted();
             progress |= handled > 0;
             dispatched |= handled > 0;
 
@@ -211,12 +217,15 @@ impl RespConn {
                 return Poll::Ready(());
             }
             if out_of_budget {
-                // Let the shard's other connections run; come back at the end of the queue.
+                // Let the shard's other connections run (counted in `budget_exhausted`); come
+                // back after the next ring reap.
                 self.park(cx);
-                cx.waker().wake_by_ref();
+                let _ = io.round.poll_proceed(cx);
                 return Poll::Pending;
             }
             if !progress {
+                // Waiting for I/O or replies gives the shard its turn: a new round.
+                io.round.reset();
                 self.park(cx);
                 return Poll::Pending;
             }

@@ -14,8 +14,6 @@ pub(crate) struct ServerShared {
     pub maxclients: usize,
     pub connected_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
-    /// Requests one connection handles before yielding to the rest of its shard.
-    pub conn_budget: u32,
 }
 
 impl ServerShared {
