@@ -302,3 +302,59 @@ fn hyper_stops_reading_from_a_client_that_stops_reading() {
     );
     drop((client, writer));
 }
+
+/// The adapters over Unix streams: a tokio-util codec echo between a listener's connection
+/// and a client (futures-io on the client side), and a dropped read that loses no bytes.
+#[corewire::test]
+async fn unix_streams_through_the_adapters() {
+    use corewire::runtime::net::{UnixListener, UnixStream};
+    use futures_util::io::{AsyncReadExt, AsyncWriteExt};
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+    let dir = std::env::temp_dir().join(format!("corewire-compat-unix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("codec.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = corewire::spawn_local(async move {
+        let conn = listener.accept().await.unwrap();
+        let mut framed = Framed::new(Compat::new(conn), LengthDelimitedCodec::new());
+        while let Some(frame) = framed.next().await {
+            framed.send(frame.unwrap().freeze()).await.unwrap();
+        }
+    });
+    let mut client = Compat::new(UnixStream::connect(&path).await.unwrap());
+    for i in 0..20u8 {
+        let body = vec![i; i as usize * 301];
+        client
+            .write_all(&(body.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        client.write_all(&body).await.unwrap();
+        client.flush().await.unwrap();
+        let mut len = [0u8; 4];
+        client.read_exact(&mut len).await.unwrap();
+        let mut echoed = vec![0u8; u32::from_be_bytes(len) as usize];
+        client.read_exact(&mut echoed).await.unwrap();
+        assert_eq!(echoed, body);
+    }
+    client.close().await.unwrap();
+    timeout(IO_TIMEOUT, server).await.unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A read dropped while it waits leaves its receive in the Compat: no byte is lost.
+    let (a, b) = UnixStream::pair().unwrap();
+    let (mut a, b) = (Compat::new(a), b);
+    let mut byte = [0u8; 1];
+    assert!(timeout(Duration::from_millis(5), a.read(&mut byte))
+        .await
+        .is_err());
+    b.send_all(Bytes::from_static(b"kept")).await.unwrap();
+    let mut got = [0u8; 4];
+    timeout(IO_TIMEOUT, a.read_exact(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&got, b"kept");
+}

@@ -1,8 +1,8 @@
-//! Poll-based I/O for the Rust ecosystem: [`Compat`] wraps a corewire stream and implements
-//! `futures-io` (feature `futures-io`), `tokio::io` (feature `tokio-io`) and `hyper::rt`
-//! (feature `hyper`) reads and writes over the ring's owned-buffer operations, and
-//! `compat::hyper` (feature `hyper`) has the executor and timer hyper needs to serve on every
-//! shard.
+//! Poll-based I/O for the Rust ecosystem: [`Compat`] wraps a corewire stream (a `TcpStream` or
+//! a `UnixStream`) and implements `futures-io` (feature `futures-io`), `tokio::io` (feature
+//! `tokio-io`) and `hyper::rt` (feature `hyper`) reads and writes over the ring's owned-buffer
+//! operations, and `compat::hyper` (feature `hyper`) has the executor and timer hyper needs to
+//! serve on every shard.
 //!
 //! **Cancel-safe**: the receive and send in flight belong to the `Compat`, not to the read or
 //! write future. Dropping a read future (a `select!` branch that lost, a timeout) leaves the
@@ -24,4 +24,4 @@
 pub mod hyper;
 mod stream;
 
-pub use stream::{Compat, READ_CHUNK, WRITE_BUFFER};
+pub use stream::{Compat, Stream, READ_CHUNK, WRITE_BUFFER};

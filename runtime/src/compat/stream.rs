@@ -5,16 +5,57 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::net::{RecvFuture, SendFuture, TcpStream};
+use crate::net::{RecvFuture, SendFuture, TcpStream, UnixStream};
 
 /// Bytes asked of each receive (and the most read ahead of the consumer).
 pub const READ_CHUNK: usize = 16 * 1024;
 /// The most bytes a writer may have accepted but not yet handed to the kernel.
 pub const WRITE_BUFFER: usize = 64 * 1024;
 
-/// A corewire stream with poll-based reads and writes (see the [module docs](super)).
-/// `!Send`, like the stream: it lives on its shard.
-pub struct Compat {
+/// A byte stream [`Compat`] can wrap: [`TcpStream`] or [`UnixStream`]. Sealed: the adapter
+/// relies on each receive and send owning its buffer and a share of the descriptor.
+pub trait Stream: sealed::Sealed + Unpin {
+    /// Receive into `buf`'s spare capacity (at least `min_spare` bytes of it).
+    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture;
+    /// One send of (a prefix of) `buf`.
+    fn send(&self, buf: Bytes) -> SendFuture;
+    /// Stop sending; the peer reads end-of-stream.
+    fn shutdown_write(&self) -> io::Result<()>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::net::TcpStream {}
+    impl Sealed for crate::net::UnixStream {}
+}
+
+impl Stream for TcpStream {
+    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
+        TcpStream::recv(self, buf, min_spare)
+    }
+    fn send(&self, buf: Bytes) -> SendFuture {
+        TcpStream::send(self, buf)
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        TcpStream::shutdown_write(self)
+    }
+}
+
+impl Stream for UnixStream {
+    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
+        UnixStream::recv(self, buf, min_spare)
+    }
+    fn send(&self, buf: Bytes) -> SendFuture {
+        UnixStream::send(self, buf)
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        UnixStream::shutdown_write(self)
+    }
+}
+
+/// A corewire stream ([`TcpStream`] by default, or [`UnixStream`]) with poll-based reads and
+/// writes (see the [module docs](super)). `!Send`, like the stream: it lives on its shard.
+pub struct Compat<S: Stream = TcpStream> {
     // The operations in flight hold their own share of the descriptor: dropping the
     // `Compat` cancels them and the socket closes once they have completed.
     recv: Option<RecvFuture>,
@@ -28,12 +69,12 @@ pub struct Compat {
     in_flight: usize,
     /// A send error not yet reported to the writer.
     write_error: Option<io::Error>,
-    stream: TcpStream,
+    stream: S,
 }
 
-impl Compat {
+impl<S: Stream> Compat<S> {
     /// Wrap `stream`; nothing is read or written until the first poll.
-    pub fn new(stream: TcpStream) -> Compat {
+    pub fn new(stream: S) -> Compat<S> {
         Compat {
             recv: None,
             send: None,
@@ -47,7 +88,7 @@ impl Compat {
     }
 
     /// The wrapped stream (for addresses and socket options).
-    pub fn get_ref(&self) -> &TcpStream {
+    pub fn get_ref(&self) -> &S {
         &self.stream
     }
 
@@ -203,7 +244,7 @@ impl Compat {
 }
 
 #[cfg(feature = "futures-io")]
-impl futures_io::AsyncRead for Compat {
+impl<S: Stream> futures_io::AsyncRead for Compat<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -214,7 +255,7 @@ impl futures_io::AsyncRead for Compat {
 }
 
 #[cfg(feature = "futures-io")]
-impl futures_io::AsyncBufRead for Compat {
+impl<S: Stream> futures_io::AsyncBufRead for Compat<S> {
     fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         self.get_mut().poll_fill_buf(cx)
     }
@@ -225,7 +266,7 @@ impl futures_io::AsyncBufRead for Compat {
 }
 
 #[cfg(feature = "futures-io")]
-impl futures_io::AsyncWrite for Compat {
+impl<S: Stream> futures_io::AsyncWrite for Compat<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -244,7 +285,7 @@ impl futures_io::AsyncWrite for Compat {
 }
 
 #[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncRead for Compat {
+impl<S: Stream> tokio::io::AsyncRead for Compat<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -260,7 +301,7 @@ impl tokio::io::AsyncRead for Compat {
 }
 
 #[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncWrite for Compat {
+impl<S: Stream> tokio::io::AsyncWrite for Compat<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -279,7 +320,7 @@ impl tokio::io::AsyncWrite for Compat {
 }
 
 #[cfg(feature = "hyper")]
-impl ::hyper::rt::Read for Compat {
+impl<S: Stream> ::hyper::rt::Read for Compat<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -295,7 +336,7 @@ impl ::hyper::rt::Read for Compat {
 }
 
 #[cfg(feature = "hyper")]
-impl ::hyper::rt::Write for Compat {
+impl<S: Stream> ::hyper::rt::Write for Compat<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

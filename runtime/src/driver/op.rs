@@ -22,7 +22,9 @@ pub(crate) mod open;
 pub(crate) mod poll_add;
 pub(crate) mod read;
 pub(crate) mod recv;
+pub(crate) mod recv_from;
 pub(crate) mod send;
+pub(crate) mod send_to;
 pub(crate) mod write;
 pub(crate) mod writev;
 

@@ -1,8 +1,12 @@
-//! TCP on the shard's ring.
+//! Sockets on the shard's ring: TCP, UDP and Unix-domain (stream, listener, datagram).
 
 mod tcp_listener;
 mod tcp_stream;
+mod udp;
+mod unix;
 
 pub(crate) use tcp_listener::bind_std;
 pub use tcp_listener::{ListenOptions, TcpListener};
 pub use tcp_stream::{RecvFuture, SendFuture, TcpStream};
+pub use udp::{Datagram, RecvDatagram, SendDatagram, UdpSocket};
+pub use unix::{UnixAddr, UnixDatagram, UnixListener, UnixStream};

@@ -147,7 +147,7 @@ impl TcpStream {
 
 /// A receive in flight ([`TcpStream::recv`]): `(result, buffer)`.
 #[must_use = "futures do nothing unless awaited"]
-pub struct RecvFuture(Op<Recv>);
+pub struct RecvFuture(pub(super) Op<Recv>);
 
 impl Future for RecvFuture {
     type Output = (io::Result<usize>, BytesMut);
@@ -159,7 +159,7 @@ impl Future for RecvFuture {
 
 /// A send in flight ([`TcpStream::send`]): `(bytes sent, buffer)`.
 #[must_use = "futures do nothing unless awaited"]
-pub struct SendFuture(Op<Send>);
+pub struct SendFuture(pub(super) Op<Send>);
 
 impl Future for SendFuture {
     type Output = (io::Result<usize>, Bytes);

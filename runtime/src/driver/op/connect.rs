@@ -7,7 +7,7 @@ use socket2::SockAddr;
 use super::OpCode;
 use crate::driver::fd::SharedFd;
 
-/// connect(2) on a non-connected socket.
+/// connect(2) on a non-connected socket, to an IP or a Unix address.
 pub(crate) struct Connect {
     fd: SharedFd,
     addr: Box<SockAddr>,
@@ -15,9 +15,13 @@ pub(crate) struct Connect {
 
 impl Connect {
     pub(crate) fn new(fd: SharedFd, addr: SocketAddr) -> Connect {
+        Connect::to(fd, SockAddr::from(addr))
+    }
+
+    pub(crate) fn to(fd: SharedFd, addr: SockAddr) -> Connect {
         Connect {
             fd,
-            addr: Box::new(SockAddr::from(addr)),
+            addr: Box::new(addr),
         }
     }
 }
