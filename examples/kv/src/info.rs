@@ -104,12 +104,54 @@ fn memory_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats])
     );
 }
 
-fn persistence_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
+    // Redis's fields, over all shards: sizes and counts add up, a rewrite is in progress if
+    // any shard's is, a status is `err` if any shard's is, times are the longest.
+    let aof = |f: fn(&crate::aof::AofStats) -> u64| total(shards, |s| f(&s.aof));
+    let any = |f: fn(&crate::aof::AofStats) -> bool| shards.iter().any(|s| f(&s.aof));
+    let longest =
+        |f: fn(&crate::aof::AofStats) -> i64| shards.iter().map(|s| f(&s.aof)).max().unwrap_or(-1);
+    let status = |ok: bool| if ok { "ok" } else { "err" };
     let _ = write!(
         out,
-        "# Persistence\r\nloading:0\r\naof_enabled:{}\r\n",
-        u8::from(server.aof_enabled)
+        "# Persistence\r\n\
+         loading:0\r\n\
+         async_loading:0\r\n\
+         aof_enabled:{}\r\n\
+         aof_rewrite_in_progress:{}\r\n\
+         aof_rewrite_scheduled:0\r\n\
+         aof_last_rewrite_time_sec:{}\r\n\
+         aof_current_rewrite_time_sec:{}\r\n\
+         aof_last_bgrewrite_status:{}\r\n\
+         aof_rewrites:{}\r\n\
+         aof_rewrites_consecutive_failures:{}\r\n\
+         aof_last_write_status:{}\r\n\
+         aof_last_cow_size:0\r\n\
+         module_fork_in_progress:0\r\n\
+         module_fork_last_cow_size:0\r\n",
+        u8::from(server.aof_enabled),
+        u8::from(any(|a| a.rewrite_in_progress)),
+        longest(|a| a.last_rewrite_time_sec),
+        longest(|a| a.current_rewrite_time_sec),
+        status(!any(|a| !a.last_rewrite_ok)),
+        aof(|a| a.rewrites),
+        aof(|a| a.rewrites_consecutive_failures),
+        status(!any(|a| !a.last_write_ok)),
     );
+    if server.aof_enabled {
+        let _ = write!(
+            out,
+            "aof_current_size:{}\r\n\
+             aof_base_size:{}\r\n\
+             aof_pending_rewrite:0\r\n\
+             aof_buffer_length:{}\r\n\
+             aof_pending_bio_fsync:0\r\n\
+             aof_delayed_fsync:0\r\n",
+            aof(|a| a.current_size),
+            aof(|a| a.base_size),
+            aof(|a| a.buffer_length),
+        );
+    }
 }
 
 fn stats_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
@@ -145,7 +187,7 @@ fn shards_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats])
     for (i, s) in shards.iter().enumerate() {
         let _ = write!(
             out,
-            "shard{i}:keys={},expires={},data_bytes={},hits={},misses={},commands={},expired={}\r\n",
+            "shard{i}:keys={},expires={},data_bytes={},hits={},misses={},commands={},expired={}",
             s.keys,
             s.expires,
             s.data_bytes,
@@ -154,6 +196,17 @@ fn shards_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats])
             s.commands_processed,
             s.expired_keys,
         );
+        if s.aof.enabled {
+            let _ = write!(
+                out,
+                ",aof_current_size={},aof_base_size={},aof_rewrites={},aof_rewrite_in_progress={}",
+                s.aof.current_size,
+                s.aof.base_size,
+                s.aof.rewrites,
+                u8::from(s.aof.rewrite_in_progress),
+            );
+        }
+        out.push_str("\r\n");
     }
 }
 

@@ -51,7 +51,8 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit
-        | Command::Select(_) => 0,
+        | Command::Select(_)
+        | Command::BgRewriteAof => 0,
     };
     args + FIXED_OVERHEAD
 }
@@ -87,7 +88,8 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit
-        | Command::Select(_) => {}
+        | Command::Select(_)
+        | Command::BgRewriteAof => {}
     }
 }
 

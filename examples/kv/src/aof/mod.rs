@@ -1,9 +1,11 @@
-//! Append-only file, one per shard: framing, a sans-I/O writer with fsync policy and group
-//! commit bookkeeping, replay that finds where a torn or corrupted tail begins, and the rules
-//! for what start-up may cut off.
+//! Append-only log, one per shard: framing, a sans-I/O writer with fsync policy and group
+//! commit bookkeeping, replay that finds where a torn or corrupted tail begins, the rules for
+//! what start-up may cut off, and the pieces of a rewrite: the [`Manifest`] of a shard's files
+//! (a base and incremental files, as Redis 7), the writer's switch to a new file, the growth
+//! policy, the image buffer and INFO's numbers (see `rewrite.rs` for the steps).
 //!
 //! # File format
-//! A sequence of records `[u32 LE payload length][u32 LE CRC32C of payload][payload]`, where
+//! Every file (base or incremental) is a sequence of records `[u32 LE payload length][u32 LE CRC32C of payload][payload]`, where
 //! the payload is one write as a RESP request array (`SET k v PXAT 1700000000000`, `DEL k`,
 //! ...; see [`crate::change::WriteOp`]). Relative times are logged as absolute ones and
 //! expirations as DELs, so replaying with expiry disabled reproduces the keyspace exactly.

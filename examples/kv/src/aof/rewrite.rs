@@ -60,7 +60,7 @@ impl RewritePolicy {
 }
 
 /// One shard's persistence numbers for INFO, named as Redis names them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AofStats {
     pub enabled: bool,
     /// Bytes of all the shard's log files, including what is appended but not yet written.
@@ -80,6 +80,25 @@ pub struct AofStats {
     pub current_rewrite_time_sec: i64,
     /// Whether the last write or fsync succeeded.
     pub last_write_ok: bool,
+}
+
+impl Default for AofStats {
+    /// A shard without a log (or before anything happened): Redis's values for that.
+    fn default() -> Self {
+        AofStats {
+            enabled: false,
+            current_size: 0,
+            base_size: 0,
+            buffer_length: 0,
+            rewrite_in_progress: false,
+            rewrites: 0,
+            rewrites_consecutive_failures: 0,
+            last_rewrite_ok: true,
+            last_rewrite_time_sec: -1,
+            current_rewrite_time_sec: -1,
+            last_write_ok: true,
+        }
+    }
 }
 
 impl AofStats {

@@ -274,6 +274,12 @@ impl AofWriter {
         }
     }
 
+    /// Nothing appended is waiting to be written, no write is in flight and no switch is
+    /// pending: everything appended is in the current file (maybe not synced).
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.write_in_flight.is_none() && self.next_file_at.is_none()
+    }
+
     /// Whether a switch to a new file was asked for and is not done yet.
     pub fn switch_pending(&self) -> bool {
         self.next_file_at.is_some()

@@ -58,6 +58,8 @@ pub enum Command {
     },
     Quit,
     Select(i64),
+    /// BGREWRITEAOF: every shard rewrites its append-only log in the background.
+    BgRewriteAof,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +206,7 @@ impl Command {
             Command::Auth { .. } => "auth",
             Command::Quit => "quit",
             Command::Select(_) => "select",
+            Command::BgRewriteAof => "bgrewriteaof",
         }
     }
 
@@ -216,7 +219,9 @@ impl Command {
             | Command::Auth { .. }
             | Command::Quit
             | Command::Select(_) => Scope::Connection,
-            Command::DbSize | Command::FlushAll | Command::Info(_) => Scope::AllShards,
+            Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
+                Scope::AllShards
+            }
             _ => Scope::Keyed,
         }
     }

@@ -84,6 +84,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         },
         K::Persist => Command::Persist(rest.next()?),
         K::DbSize => Command::DbSize,
+        K::BgRewriteAof => Command::BgRewriteAof,
         K::FlushAll => {
             if argc > 2 {
                 return Err(CommandError::Syntax);

@@ -41,6 +41,7 @@ pub(crate) enum CommandKind {
     Auth,
     Quit,
     Select,
+    BgRewriteAof,
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -151,7 +152,7 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
     ),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 30] = [
+pub(crate) static COMMANDS: [CommandSpec; 31] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -177,6 +178,13 @@ pub(crate) static COMMANDS: [CommandSpec; 30] = [
     spec(K::DbSize, "dbsize", 1, READ_FAST, NO_KEYS),
     spec(K::FlushAll, "flushall", -1, &["write"], NO_KEYS),
     spec(K::Info, "info", -1, &["loading", "stale"], NO_KEYS),
+    spec(
+        K::BgRewriteAof,
+        "bgrewriteaof",
+        1,
+        &["admin", "noscript", "no_async_loading"],
+        NO_KEYS,
+    ),
     CommandSpec {
         subcommands: &CONFIG_SUBCOMMANDS,
         ..spec(K::Config, "config", -2, &[], NO_KEYS)

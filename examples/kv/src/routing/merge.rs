@@ -20,6 +20,8 @@ enum MergeKind {
     Sum,
     /// MSET, FLUSHALL: OK once every part said OK.
     AllOk,
+    /// Every part gave the same reply, which is the client's.
+    Same,
     /// MGET: `owners[i]` is the part that holds the i-th requested key. Each part lists its
     /// keys in request order, so taking values from the parts in `owners` order restores it.
     Gather { owners: Vec<u32> },
@@ -68,6 +70,10 @@ impl Merger {
 
     pub(super) fn all_ok(parts: usize) -> Merger {
         Merger::new(MergeKind::AllOk, parts)
+    }
+
+    pub(super) fn same(parts: usize) -> Merger {
+        Merger::new(MergeKind::Same, parts)
     }
 
     pub(super) fn gather(owners: Vec<u32>, parts: usize) -> Merger {
@@ -130,6 +136,15 @@ impl Merger {
                     return Err(MergeError::UnexpectedReply { part });
                 }
                 Ok(Reply::ok())
+            }
+            MergeKind::Same => {
+                if let Some(part) = replies.iter().position(|r| *r != replies[0]) {
+                    return Err(MergeError::UnexpectedReply { part });
+                }
+                replies
+                    .into_iter()
+                    .next()
+                    .ok_or(MergeError::Incomplete { missing: 0 })
             }
             MergeKind::Gather { owners } => gather(owners, replies),
             MergeKind::Info { sections } => {

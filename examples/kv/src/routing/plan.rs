@@ -45,11 +45,13 @@ pub fn route(command: Command, shards: usize) -> Route {
         Command::Info(sections) => broadcast(Command::Info(sections.clone()), shards, |n| {
             Merger::info(sections, n)
         }),
-        command @ (Command::DbSize | Command::FlushAll) if shards == 1 => {
+        command @ (Command::DbSize | Command::FlushAll | Command::BgRewriteAof) if shards == 1 => {
             Route::Single { shard: 0, command }
         }
         Command::DbSize => broadcast(Command::DbSize, shards, Merger::sum),
         Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
+        // Each shard rewrites its own log; an error (one already rewriting) wins.
+        Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),
         command => {
             let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }

@@ -1,6 +1,7 @@
-//! The AOF directory: one log per shard plus a manifest recording the shard count. Keys are
-//! placed by `slot % shards`, so logs written with one shard count cannot be replayed with
-//! another: start-up refuses instead of silently putting keys on the wrong shard.
+//! The AOF directory: each shard's log files (see [`crate::aof::Manifest`]) plus a manifest
+//! recording the shard count. Keys are placed by `slot % shards`, so logs written with one
+//! shard count cannot be replayed with another: start-up refuses instead of silently putting
+//! keys on the wrong shard.
 
 use std::fs;
 use std::io::{self, Write};
@@ -47,6 +48,8 @@ fn parse_manifest(text: &str) -> Option<usize> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The highest shard index among the files of shard logs (`shard-<i>.aof`,
+/// `shard-<i>.manifest`, `shard-<i>.<seq>.base.aof`, ...).
 fn highest_shard_log(dir: &Path) -> io::Result<Option<usize>> {
     let mut highest = None;
     for entry in fs::read_dir(dir)? {
@@ -54,8 +57,8 @@ fn highest_shard_log(dir: &Path) -> io::Result<Option<usize>> {
         let index = name
             .to_str()
             .and_then(|n| n.strip_prefix("shard-"))
-            .and_then(|n| n.strip_suffix(".aof"))
-            .and_then(|n| n.parse::<usize>().ok());
+            .and_then(|n| n.split_once('.'))
+            .and_then(|(index, _)| index.parse::<usize>().ok());
         if let Some(index) = index {
             highest = highest.max(Some(index));
         }
@@ -105,7 +108,9 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("shard-3.aof"), b"").unwrap();
         assert!(prepare(&dir, 2).is_err());
-        prepare(&dir, 4).unwrap();
+        fs::write(dir.join("shard-5.7.base.aof"), b"").unwrap();
+        assert!(prepare(&dir, 4).is_err());
+        prepare(&dir, 6).unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 

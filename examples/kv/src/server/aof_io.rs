@@ -1,184 +1,100 @@
-//! A shard's append-only log on disk, written through the shard's io_uring ring: replay at
-//! start-up, the AOF task (group commit: one write and, for `always`, one fdatasync per batch
-//! of records), and the durability gate that holds `always` replies until their fsync.
+//! A shard's append-only log on disk, written through the shard's io_uring ring: the AOF
+//! task (group commit: one write and, for `always`, one fdatasync per batch of records; the
+//! move to a new file at a rewrite's switch point), the durability gate that holds `always`
+//! replies until their fsync, and the hooks a rewrite needs on the write path. Start-up is
+//! in `aof_load.rs`, the rewrite in `aof_rewrite.rs`.
 
-use std::cell::RefCell;
-use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::BytesMut;
-use corewire::runtime::fs::File as RingFile;
+use corewire::runtime::fs::File;
+use corewire::runtime::sleep;
 
+use super::aof_load::{self, AofStartError, ReplaySummary};
+use super::aof_rewrite::RewriteState;
 use super::config::AofConfig;
 use super::forward::Done;
 use super::notify::Notify;
 use super::shard::{now_ms, Shard};
 use super::sink::Origin;
 use crate::aof::{
-    payload_bound, AofWriter, CorruptTail, Damage, DurabilityGate, FsyncPolicy, LoadPolicy,
-    RecordReader, Recovery,
+    for_each_image_key, payload_bound, AofStats, AofWriter, DurabilityGate, FsyncPolicy, Manifest,
+    RewritePolicy,
 };
 use crate::command::Command;
 use crate::reply::Reply;
-use crate::store::{Store, SweepOutcome};
+use crate::store::{ShardStats, Store, SweepOutcome};
 
-/// Why a shard's log could not be opened or replayed.
-#[derive(Debug)]
-pub enum AofStartError {
-    Io {
-        path: PathBuf,
-        error: io::Error,
-    },
-    /// The log is damaged in a way the policy does not let start-up cut; nothing was
-    /// changed on disk.
-    Damaged {
-        path: PathBuf,
-        tail: CorruptTail,
-    },
-}
-
-impl fmt::Display for AofStartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AofStartError::Io { path, error } => write!(f, "AOF {}: {error}", path.display()),
-            AofStartError::Damaged { path, tail } => {
-                let after = tail.file_len - tail.offset;
-                write!(f, "AOF {}: {tail}; ", path.display())?;
-                match tail.damage {
-                    Damage::Corrupt => write!(
-                        f,
-                        "the {after} bytes from offset {} to the end may hold acknowledged \
-                         writes, so the file was left as it is and the server did not start. \
-                         Start with --aof-fix to cut the log at offset {} (the cut bytes are \
-                         saved to {}.cut-{} first)",
-                        tail.offset,
-                        tail.offset,
-                        path.display(),
-                        tail.offset
-                    ),
-                    Damage::TornTail => write!(
-                        f,
-                        "not cutting the {after} bytes of the incomplete last record because \
-                         of --aof-load-truncated no. Start with {} to cut it at offset {}",
-                        LoadPolicy::flag_to_cut(tail.damage),
-                        tail.offset
-                    ),
-                }
-            }
-        }
-    }
-}
-
-impl std::error::Error for AofStartError {}
-
-/// What start-up found in a shard's log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplaySummary {
-    pub records: u64,
-    pub valid_len: u64,
-    /// Bytes cut off the end: a torn last record, or whatever `--aof-fix` cut.
-    pub truncated: u64,
-}
-
-pub(crate) fn shard_log_path(dir: &Path, shard: usize) -> PathBuf {
-    dir.join(format!("shard-{shard}.aof"))
+/// An open log file (reads, writes and syncs through the ring) and its name.
+pub(crate) struct LogFile {
+    pub file: File,
+    pub path: PathBuf,
 }
 
 pub(crate) struct AofShard {
-    file: RingFile,
-    path: PathBuf,
-    writer: RefCell<AofWriter>,
+    pub(super) dir: PathBuf,
+    pub(super) shard: usize,
+    /// The incremental file being appended to. Shared with the op in flight on it, so it
+    /// stays open until that op completes even if a switch replaces it here.
+    log: RefCell<Rc<LogFile>>,
+    /// The next incremental file, from a rewrite's switch point until the AOF task moves to
+    /// it (after syncing the old one).
+    next_log: RefCell<Option<Rc<LogFile>>>,
+    /// The shard's manifest as it is on disk.
+    pub(super) manifest: RefCell<Manifest>,
+    pub(super) writer: RefCell<AofWriter>,
     gate: RefCell<DurabilityGate<Done>>,
-    kick: Notify,
+    pub(super) kick: Notify,
+    /// Told when the AOF task has moved to the next file.
+    pub(super) switched: Notify,
     /// Set when the file could not be written: writes are refused from then on (Redis's
     /// MISCONF), since memory would run ahead of the log.
     broken: RefCell<Option<String>>,
     /// `--aof-max-record-bytes`: see [`Self::admit`].
     max_record_bytes: u64,
+    /// Bytes of the log files other than the one being appended to.
+    pub(super) closed_len: Cell<u64>,
+    /// The log's size after the last rewrite, or at start-up (Redis's `aof_base_size`).
+    pub(super) base_size: Cell<u64>,
+    pub(super) rewrite_policy: RewritePolicy,
+    pub(super) rewrite: RefCell<RewriteState>,
+    /// Wakes the shard's rewrite task.
+    pub(super) rewrite_kick: Notify,
 }
 
 impl AofShard {
-    /// Opens (creating it if needed) shard `shard`'s log in `config.dir`, replays it into
-    /// `store`, and cuts a damaged tail if `config.load` allows it (otherwise fails, leaving
-    /// the file untouched). Runs on the shard: the file is read through its ring.
+    /// Opens shard `shard`'s log in `config.dir` and replays it into `store` (see
+    /// `aof_load.rs`). Runs on the shard: the files are read through its ring.
     pub async fn open(
         config: &AofConfig,
         shard: usize,
         store: &mut Store,
     ) -> Result<(AofShard, ReplaySummary), AofStartError> {
-        let path = shard_log_path(&config.dir, shard);
-        let failed = |error: io::Error| AofStartError::Io {
-            path: path.clone(),
-            error,
-        };
-        let std_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(failed)?;
-        let len = std_file.metadata().map_err(failed)?.len();
-        // Reads and writes go through the ring; metadata, the cut and its copy stay with std.
-        let file = RingFile::from_std(std_file.try_clone().map_err(failed)?);
-        let data = read_whole(&file, len).await.map_err(failed)?;
-        let mut reader = RecordReader::new(data);
-        let mut records = 0u64;
-        let mut corrupt = None;
-        for record in &mut reader {
-            match record {
-                Ok(command) => {
-                    records += 1;
-                    let reply = store.apply_replayed(command);
-                    if reply.is_error() {
-                        tracing::debug!(shard, ?reply, "replayed command failed");
-                    }
-                }
-                Err(tail) => corrupt = Some(tail),
-            }
-        }
-        let valid_len = reader.valid_len() as u64;
-        if let Some(tail) = corrupt {
-            if config.load.recovery(tail.damage) == Recovery::Refuse {
-                return Err(AofStartError::Damaged { path, tail });
-            }
-            if tail.damage == Damage::Corrupt {
-                // Cut only with --aof-fix, and never without keeping what is cut.
-                let saved = save_cut(&std_file, &path, tail.offset as u64).map_err(failed)?;
-                tracing::warn!(
-                    shard,
-                    path = %path.display(),
-                    saved = %saved.display(),
-                    "{tail}; --aof-fix: cutting the AOF to its last good record"
-                );
-            } else {
-                tracing::warn!(
-                    shard,
-                    path = %path.display(),
-                    "{tail}; cutting the incomplete write (aof-load-truncated yes)"
-                );
-            }
-            std_file.set_len(valid_len).map_err(failed)?;
-            std_file.sync_all().map_err(failed)?;
-        }
-        let summary = ReplaySummary {
-            records,
-            valid_len,
-            truncated: len - valid_len,
-        };
+        let loaded = aof_load::load(config, shard, store).await?;
+        let total = loaded.closed_len + loaded.current_len;
         let aof = AofShard {
-            file,
-            path,
-            writer: RefCell::new(AofWriter::new(config.fsync, valid_len, now_ms())),
+            dir: config.dir.clone(),
+            shard,
+            log: RefCell::new(Rc::new(loaded.current)),
+            next_log: RefCell::new(None),
+            manifest: RefCell::new(loaded.manifest),
+            writer: RefCell::new(AofWriter::new(config.fsync, loaded.current_len, now_ms())),
             gate: RefCell::new(DurabilityGate::default()),
             kick: Notify::default(),
+            switched: Notify::default(),
             broken: RefCell::new(None),
             max_record_bytes: config.max_record_bytes,
+            closed_len: Cell::new(loaded.closed_len),
+            base_size: Cell::new(total),
+            rewrite_policy: config.rewrite,
+            rewrite: RefCell::new(RewriteState::default()),
+            rewrite_kick: Notify::default(),
         };
-        Ok((aof, summary))
+        Ok((aof, loaded.summary))
     }
 
     /// Refuses a write whose log record could exceed the record limit, before it is routed
@@ -208,11 +124,29 @@ impl AofShard {
         command: Command,
         now: u64,
     ) -> Option<Reply> {
+        match command {
+            Command::BgRewriteAof => return Some(self.request_rewrite(now)),
+            Command::Info(_) => {
+                let reply = store.execute(command, now, &mut crate::change::NoLog);
+                return Some(match ShardStats::from_reply(&reply) {
+                    Some(mut stats) => {
+                        stats.aof = self.stats(now);
+                        stats.to_reply()
+                    }
+                    None => reply,
+                });
+            }
+            _ => {}
+        }
         if command.is_write() {
             if let Some(why) = self.refusal() {
                 return Some(Reply::error(format!(
                     "MISCONF Errors writing to the AOF file: {why}"
                 )));
+            }
+            // A rewrite's image must hold these keys as they are before this write.
+            if let Some(image) = self.rewrite.borrow_mut().image.as_mut() {
+                for_each_image_key(&command, |key| store.snapshot_touch(key, now, image));
             }
         }
         let mut writer = self.writer.borrow_mut();
@@ -222,7 +156,7 @@ impl AofShard {
         if !failed_before {
             if let Some(error) = writer.failure() {
                 // `admit` should have refused it; from now on every write is refused.
-                tracing::error!(path = %self.path.display(), %error, "AOF record not logged");
+                tracing::error!(path = %self.log.borrow().path.display(), %error, "AOF record not logged");
             }
         }
         let lsn = writer.appended_lsn();
@@ -246,14 +180,45 @@ impl AofShard {
         outcome
     }
 
-    /// Timer tick: `everysec` needs a nudge when its second is up.
+    /// Timer tick: `everysec` needs a nudge when its second is up, and the log may have
+    /// grown enough for an automatic rewrite.
     pub fn tick(&self, now: u64) {
         if self.writer.borrow().fsync_due(now) {
             self.kick.notify();
         }
+        self.maybe_rewrite_by_growth(now);
     }
 
-    fn refusal(&self) -> Option<String> {
+    /// Bytes of all the log's files, counting what is appended but not yet written.
+    pub(super) fn current_size(&self) -> u64 {
+        let writer = self.writer.borrow();
+        self.closed_len.get() + (writer.appended_lsn() - writer.file_start())
+    }
+
+    /// This shard's numbers for INFO's persistence section.
+    pub fn stats(&self, now: u64) -> AofStats {
+        let mut stats = self.rewrite.borrow().stats(now);
+        stats.enabled = true;
+        stats.current_size = self.current_size();
+        stats.base_size = self.base_size.get();
+        stats.buffer_length = self.writer.borrow().pending_len() as u64;
+        stats.last_write_ok = self.refusal().is_none();
+        stats
+    }
+
+    /// Makes `next` the file that records go to from this moment on (a rewrite's switch
+    /// point); the AOF task moves to it once the current file is written out and synced.
+    pub(super) fn begin_next_file(&self, next: LogFile) -> bool {
+        if self.writer.borrow_mut().begin_next_file().is_none() {
+            return false;
+        }
+        *self.next_log.borrow_mut() = Some(Rc::new(next));
+        self.kick.notify();
+        true
+    }
+
+    /// Why writes are refused (Redis's MISCONF), if they are.
+    pub(super) fn refusal(&self) -> Option<String> {
         if let Some(why) = &*self.broken.borrow() {
             return Some(why.clone());
         }
@@ -262,27 +227,94 @@ impl AofShard {
 
     fn fail(&self, what: &str, error: &io::Error) {
         let policy = self.writer.borrow().policy();
-        tracing::error!(path = %self.path.display(), %error, "AOF {what} failed");
+        let path = self.log.borrow().path.clone();
+        tracing::error!(path = %path.display(), %error, "AOF {what} failed");
         if policy == FsyncPolicy::Always {
             // Held replies can never be acknowledged truthfully; Redis exits here too.
             eprintln!(
                 "corewire-kv: can't persist AOF {} ({what}: {error}) with appendfsync always; exiting",
-                self.path.display()
+                path.display()
             );
             std::process::exit(1);
         }
         *self.broken.borrow_mut() = Some(format!("{what}: {error}"));
     }
 
-    /// Writes out and syncs everything appended so far (used at shutdown).
-    pub async fn flush(&self) -> io::Result<()> {
-        let batch = self.writer.borrow_mut().take_batch();
-        if let Some(batch) = batch {
-            let end = batch.end();
-            self.file.write_all_at(batch.bytes, batch.offset).await?;
-            let _ = self.writer.borrow_mut().write_completed(end);
+    /// Writes out what was appended, moves to the next file when a switch is due, and
+    /// fsyncs as the policy says, handing each reply the gate releases to `deliver`. Returns
+    /// once nothing more is due (or after a failure, which [`Self::fail`] recorded).
+    async fn pump(&self, deliver: &impl Fn(Done)) {
+        loop {
+            let log = self.log.borrow().clone();
+            let batch = self.writer.borrow_mut().take_batch();
+            let wrote = batch.is_some();
+            if let Some(batch) = batch {
+                let end = batch.end();
+                if let Err(error) = log.file.write_all_at(batch.bytes, batch.offset).await {
+                    self.fail("write", &error);
+                    return;
+                }
+                if let Err(error) = self.writer.borrow_mut().write_completed(end) {
+                    tracing::error!(%error, "AOF bookkeeping");
+                }
+            }
+            let switch = self.writer.borrow_mut().start_switch_fsync(now_ms());
+            if let Some(ticket) = switch {
+                if let Err(error) = log.file.sync_data().await {
+                    self.fail("fsync", &error);
+                    return;
+                }
+                self.fsynced(ticket, deliver);
+                let next = self.next_log.borrow_mut().take();
+                let mut writer = self.writer.borrow_mut();
+                let old_len = writer.written_lsn() - writer.file_start();
+                writer.switch_completed();
+                if let Some(next) = next {
+                    self.closed_len.set(self.closed_len.get() + old_len);
+                    *self.log.borrow_mut() = next;
+                }
+                drop(writer);
+                self.switched.notify();
+                continue;
+            }
+            let ticket = self.writer.borrow_mut().start_fsync(now_ms());
+            match ticket {
+                Some(ticket) => {
+                    if let Err(error) = log.file.sync_data().await {
+                        self.fail("fsync", &error);
+                        return;
+                    }
+                    self.fsynced(ticket, deliver);
+                }
+                None if wrote => {}
+                None => return,
+            }
         }
-        self.file.sync_data().await
+    }
+
+    fn fsynced(&self, ticket: crate::aof::FsyncTicket, deliver: &impl Fn(Done)) {
+        let durable = self.writer.borrow_mut().fsync_completed(ticket);
+        let released: Vec<Done> = self.gate.borrow_mut().release(durable).collect();
+        for done in released {
+            deliver(done);
+        }
+    }
+
+    /// Writes out and syncs everything appended so far (used at shutdown): waits for the
+    /// AOF task to write it (including a pending switch to a rewrite's new file), then syncs.
+    pub async fn flush(&self) -> io::Result<()> {
+        loop {
+            if let Some(why) = self.refusal() {
+                return Err(io::Error::other(why));
+            }
+            if self.writer.borrow().is_idle() {
+                break;
+            }
+            self.kick.notify();
+            sleep(Duration::from_millis(1)).await;
+        }
+        let log = self.log.borrow().clone();
+        log.file.sync_data().await
     }
 }
 
@@ -294,59 +326,15 @@ pub(crate) async fn run_aof(shard: Rc<Shard>) {
     let Some(aof) = shard.aof.as_ref() else {
         return;
     };
+    let deliver = |done: Done| shard.deliver(done.origin, done.reply);
     loop {
         aof.kick.notified().await;
-        loop {
-            let batch = aof.writer.borrow_mut().take_batch();
-            if let Some(batch) = batch {
-                let end = batch.end();
-                if let Err(error) = aof.file.write_all_at(batch.bytes, batch.offset).await {
-                    aof.fail("write", &error);
-                    break;
-                }
-                if let Err(error) = aof.writer.borrow_mut().write_completed(end) {
-                    tracing::error!(%error, "AOF bookkeeping");
-                }
-            }
-            let ticket = aof.writer.borrow_mut().start_fsync(now_ms());
-            let Some(ticket) = ticket else {
-                break;
-            };
-            if let Err(error) = aof.file.sync_data().await {
-                aof.fail("fsync", &error);
-                break;
-            }
-            let durable = aof.writer.borrow_mut().fsync_completed(ticket);
-            let released: Vec<Done> = aof.gate.borrow_mut().release(durable).collect();
-            for done in released {
-                shard.deliver(done.origin, done.reply);
-            }
-        }
+        aof.pump(&deliver).await;
     }
-}
-
-/// Copies everything from `offset` to the end of `log` to `<path>.cut-<offset>` (synced,
-/// directory too), so `--aof-fix` never destroys anything. Blocking I/O, at start-up only.
-fn save_cut(log: &File, path: &Path, offset: u64) -> io::Result<PathBuf> {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".cut-{offset}"));
-    let saved = PathBuf::from(name);
-    let mut copy = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&saved)?;
-    let mut from = log;
-    from.seek(SeekFrom::Start(offset))?;
-    io::copy(&mut from, &mut copy)?;
-    copy.sync_all()?;
-    if let Some(dir) = saved.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(saved)
 }
 
 /// Reads `len` bytes from the start of the file through the ring.
-async fn read_whole(file: &RingFile, len: u64) -> io::Result<BytesMut> {
+pub(super) async fn read_whole(file: &File, len: u64) -> io::Result<BytesMut> {
     let len = usize::try_from(len).map_err(|_| io::Error::other("AOF larger than memory"))?;
     let mut buf = BytesMut::with_capacity(len);
     while buf.len() < len {

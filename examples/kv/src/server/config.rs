@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use corewire::transport::rdma::PollerMode;
 
-use crate::aof::{FsyncPolicy, LoadPolicy, MAX_PAYLOAD_LEN};
+use crate::aof::{FsyncPolicy, LoadPolicy, RewritePolicy, MAX_PAYLOAD_LEN};
 use crate::resp::ParserLimits;
 
 /// How connections are spread over shards.
@@ -28,6 +28,8 @@ pub struct AofConfig {
     /// Largest record one write may log; a write that could need more is refused before it
     /// runs. At most (and by default) [`MAX_PAYLOAD_LEN`], the format's limit.
     pub max_record_bytes: u64,
+    /// When a shard rewrites its log by itself.
+    pub rewrite: RewritePolicy,
 }
 
 impl AofConfig {
@@ -37,6 +39,7 @@ impl AofConfig {
             fsync,
             load: LoadPolicy::default(),
             max_record_bytes: MAX_PAYLOAD_LEN,
+            rewrite: RewritePolicy::default(),
         }
     }
 }
@@ -141,6 +144,9 @@ Usage: corewire-kv [options]
                              refuse to start; the cut bytes are saved to <log>.cut-<offset>)
   --aof-max-record-bytes B   largest AOF record one write may log; bigger writes are refused
                              (default and most 4294967295)
+  --aof-rewrite-percentage P rewrite a shard's AOF when it has grown P% since its last rewrite
+                             (default 100; 0 = never by itself; BGREWRITEAOF always works)
+  --aof-rewrite-min-size B   ... but not below this size (default 64mb; k/kb/m/mb/g/gb suffixes)
   --requirepass PW           require AUTH PW
   --maxclients N             maximum RESP clients (default 10000)
   --accept handoff|reuseport how connections reach shards (default handoff)
@@ -191,6 +197,7 @@ impl ServerConfig {
         let mut fsync = FsyncPolicy::EverySec;
         let mut load = LoadPolicy::default();
         let mut max_record_bytes = MAX_PAYLOAD_LEN;
+        let mut rewrite = RewritePolicy::default();
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "-h" || flag == "--help" {
@@ -229,6 +236,12 @@ impl ServerConfig {
                             })
                         }
                     }
+                }
+                "--aof-rewrite-percentage" => rewrite.percentage = parse(&flag, value()?)?,
+                "--aof-rewrite-min-size" => {
+                    let size = value()?;
+                    rewrite.min_size = parse_memory(&size)
+                        .ok_or(ConfigError::InvalidValue { flag, value: size })?
                 }
                 "--aof-max-record-bytes" => {
                     let bytes = value()?;
@@ -273,10 +286,30 @@ impl ServerConfig {
         config.aof = aof_dir.map(|dir| AofConfig {
             load,
             max_record_bytes,
+            rewrite,
             ..AofConfig::new(dir, fsync)
         });
         Ok(config)
     }
+}
+
+/// A size as Redis writes them in its config: bytes, or with a k/kb/m/mb/g/gb suffix (the
+/// `b` forms are powers of 1024, the others of 1000, as in Redis).
+fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let units: [(&str, u64); 6] = [
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+    ];
+    let (digits, unit) = units
+        .iter()
+        .find_map(|&(suffix, unit)| lower.strip_suffix(suffix).map(|d| (d, unit)))
+        .unwrap_or((&lower, 1));
+    digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
 fn parse<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
@@ -346,6 +379,21 @@ mod tests {
             }
         );
         assert_eq!(aof.max_record_bytes, 1024);
+        let aof = args("--aof d --aof-rewrite-percentage 50 --aof-rewrite-min-size 64kb")
+            .unwrap()
+            .aof
+            .unwrap();
+        assert_eq!(
+            aof.rewrite,
+            RewritePolicy {
+                percentage: 50,
+                min_size: 64 << 10
+            }
+        );
+        assert_eq!(parse_memory("64mb"), Some(64 << 20));
+        assert_eq!(parse_memory("1G"), Some(1_000_000_000));
+        assert_eq!(parse_memory("1000"), Some(1000));
+        assert_eq!(parse_memory("mb"), None);
         let aof = args("--aof d").unwrap().aof.unwrap();
         assert_eq!(aof.load, LoadPolicy::default());
         assert_eq!(aof.max_record_bytes, MAX_PAYLOAD_LEN);
@@ -353,6 +401,8 @@ mod tests {
             "--aof-load-truncated maybe",
             "--aof-max-record-bytes 0",
             "--aof-max-record-bytes 4294967296",
+            "--aof-rewrite-min-size lots",
+            "--aof-rewrite-percentage -1",
         ] {
             assert!(
                 matches!(args(bad), Err(ConfigError::InvalidValue { .. })),

@@ -12,6 +12,8 @@
 
 mod aof_dir;
 mod aof_io;
+mod aof_load;
+mod aof_rewrite;
 mod binary_conn;
 pub mod config;
 mod forward;
@@ -34,7 +36,7 @@ use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoi
 use corewire::runtime::{interval, spawn_local, Budget, Runtime};
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
-pub use aof_io::{AofStartError, ReplaySummary};
+pub use aof_load::{AofStartError, ReplaySummary};
 pub use binary_conn::{serve_connection as serve_binary_connection, KvService};
 pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
 pub use forward::ForwardCounters;
@@ -291,12 +293,22 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         .aof
         .as_ref()
         .is_none_or(|aof| aof.load.load_truncated);
+    let rewrite = config
+        .aof
+        .as_ref()
+        .map(|aof| aof.rewrite)
+        .unwrap_or_default();
     session.set_parameter("appendonly", appendonly);
     session.set_parameter("appendfsync", fsync);
     session.set_parameter(
         "aof-load-truncated",
         if load_truncated { "yes" } else { "no" },
     );
+    session.set_parameter(
+        "auto-aof-rewrite-percentage",
+        rewrite.percentage.to_string(),
+    );
+    session.set_parameter("auto-aof-rewrite-min-size", rewrite.min_size.to_string());
     session.set_parameter("maxclients", config.maxclients.to_string());
     session.set_parameter("port", config.port.to_string());
     session.set_parameter("bind", config.bind.to_string());
@@ -333,6 +345,7 @@ fn start_shards(
                         let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
                         tracing::info!(
                             shard = id,
+                            files = summary.files,
                             records = summary.records,
                             bytes = summary.valid_len,
                             truncated = summary.truncated,
@@ -347,6 +360,7 @@ fn start_shards(
                 spawn_local(forward::run_flusher(shard.clone()));
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));
+                    spawn_local(aof_rewrite::run_rewrites(shard.clone()));
                 }
                 spawn_local(async move {
                     let mut tick = interval(sweep_interval);

@@ -3,7 +3,7 @@
 //! so the data path takes no locks: other shards reach this state only by sending a message
 //! that runs here.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{OnceCell, RefCell, RefMut};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -150,9 +150,18 @@ impl Shard {
     fn execute(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
         match &self.aof {
+            None if command == Command::BgRewriteAof => Some(Reply::error(
+                "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
+            )),
             None => Some(store.execute(command, now, &mut NoLog)),
             Some(aof) => aof.execute(&mut store, origin, command, now),
         }
+    }
+
+    /// The shard's store, for the AOF rewrite's snapshot steps. Never hold it across an
+    /// await.
+    pub fn store(&self) -> RefMut<'_, Store> {
+        self.store.borrow_mut()
     }
 
     /// Sends a reply to the sink that asked, on this shard or another.

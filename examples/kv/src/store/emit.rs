@@ -1,6 +1,12 @@
 //! Each key as write records that recreate it: what an AOF rewrite writes. Every type of
 //! value contributes its own emitter here; the records are ordinary [`WriteOp`]s, so replay
 //! needs nothing special for them.
+//!
+//! A new value type adds its arm to [`emit_entry`] (a `match` on the type without a catch-all
+//! arm, so the compiler asks for it) that writes the key as that type's commands (RPUSH,
+//! HSET, SADD, ZADD, ... in chunks of a bounded number of elements, the TTL last as
+//! PEXPIREAT), plus a case in `snapshot.rs`'s property test. The command's keys must also be
+//! listed in [`crate::aof::for_each_image_key`] and [`crate::aof::payload_bound`].
 
 use bytes::Bytes;
 

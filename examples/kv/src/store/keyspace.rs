@@ -77,7 +77,7 @@ impl Store {
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
         let len_before = self.map.len();
         let (index, stored_key, entry) = self.map.swap_remove_full(key)?;
-        self.snapshot_fix_removal(index, len_before);
+        self.snapshot_fix_removal(index, len_before, &stored_key);
         self.data_bytes -= stored_key.len() + entry.value.len();
         if let Some(expiry) = entry.expiry {
             self.unindex(expiry.slot);

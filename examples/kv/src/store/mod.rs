@@ -48,10 +48,11 @@ impl Default for StoreConfig {
 /// slice would pin the connection's whole read buffer for as long as the key lives.
 ///
 /// The keyspace is an `IndexMap`: a hash index over a dense vector of entries. Removal is
-/// `swap_remove` (the last entry fills the hole), insertion appends. The stable positions
-/// let a walk over every key resume between loop iterations while commands run, which the
-/// AOF rewrite's snapshot relies on ([`Store::snapshot_begin`]); SCAN and random sampling can
-/// use them too.
+/// `swap_remove` (the last entry fills the hole), insertion appends, and nothing else moves
+/// an entry. A walk downwards over the indices can therefore resume between loop iterations
+/// while commands run and still meet every key that stays (a key moved by `swap_remove` comes
+/// from the part already walked): the AOF rewrite's snapshot relies on it
+/// ([`Store::snapshot_begin`]), and SCAN and random sampling can use the same order.
 #[derive(Debug)]
 pub struct Store {
     map: IndexMap<Bytes, Entry, RandomState>,
@@ -59,8 +60,8 @@ pub struct Store {
     counters: Counters,
     data_bytes: usize,
     config: StoreConfig,
-    /// The cursor of the snapshot in progress: see `snapshot.rs`.
-    snapshot: Option<usize>,
+    /// The snapshot in progress: see `snapshot.rs`.
+    snapshot: Option<snapshot::Snapshot>,
 }
 
 impl Default for Store {
@@ -111,6 +112,7 @@ impl Store {
             keyspace_misses: self.counters.keyspace_misses,
             commands_processed: self.counters.commands_processed,
             expired_keys: self.counters.expired_keys,
+            aof: Default::default(),
         }
     }
 
@@ -147,7 +149,8 @@ impl Store {
             | Command::Introspect(_)
             | Command::Auth { .. }
             | Command::Quit
-            | Command::Select(_)) => Err(CommandError::NotShardCommand {
+            | Command::Select(_)
+            | Command::BgRewriteAof) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
         };

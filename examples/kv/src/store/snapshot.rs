@@ -2,30 +2,46 @@
 //! emits every key as it was when the snapshot began, a bounded number per step, while
 //! commands keep running.
 //!
-//! The keyspace keeps its entries in a dense, indexed order, and a snapshot is one cursor `c`:
-//! the keys at indices `>= c` are done (emitted, or created after the snapshot began, which
-//! the image must not contain), the keys below `c` are not.
+//! The keyspace keeps its entries in a dense, indexed order, which only `swap_remove` changes
+//! (the last entry fills the hole). A snapshot walks it downwards with a cursor `c`; a key is
+//! done (emitted, or created after the snapshot began, which the image must not contain) when
+//! its index is `>= c` or it is in the snapshot's `ahead` set:
 //!
-//! - A step emits the key at `c - 1` and moves the cursor down.
+//! - A step emits the key at `c - 1` (unless it is in `ahead`) and moves the cursor down.
 //! - Before a write touches a key that is not done, the glue calls [`Store::snapshot_touch`]:
-//!   the key is emitted as it still is and swapped to `c - 1`, so the cursor passes it. The
-//!   image therefore holds every key's state from before the snapshot's first write to it.
+//!   the key is emitted as it still is and put in `ahead`. The image therefore holds every
+//!   key's state from before the snapshot's first write to it.
 //! - Deleting a key moves the last key into its place; if that carries a done key below the
-//!   cursor, it is swapped back above it ([`Store::snapshot_fix_removal`]).
+//!   cursor, it goes in `ahead` ([`Store::snapshot_fix_removal`]).
 //! - New keys are appended at the end, above the cursor; FLUSHALL ends the walk.
 //!
-//! So "done" is exactly "index >= c": no per-key flag and no copy of the key set. Deleting a
-//! key that is not done needs no image of it: the deletion is in the log that follows the
-//! image, and replaying it over an image without the key changes nothing.
+//! The snapshot never moves entries, so a walk of the same order (SCAN downwards over the
+//! indices) keeps Redis's guarantee while a rewrite runs. `ahead` holds only keys touched
+//! ahead of the walk. Deleting a key that is not done needs no image of it: the deletion is in
+//! the log that follows the image, and replaying it over an image without the key changes
+//! nothing.
+
+use bytes::Bytes;
+use foldhash::fast::RandomState;
+use std::collections::HashSet;
 
 use super::emit::emit_entry;
 use super::Store;
 use crate::change::ChangeSink;
 
+/// A snapshot in progress.
+#[derive(Debug, Default)]
+pub(super) struct Snapshot {
+    /// Keys at indices `>= cursor` are done.
+    cursor: usize,
+    /// Keys below the cursor that are done already.
+    ahead: HashSet<Bytes, RandomState>,
+}
+
 /// What one [`Store::snapshot_step`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SnapshotProgress {
-    /// Keys passed (emitted, or skipped as already expired).
+    /// Keys passed (emitted, or skipped as already expired or already emitted).
     pub keys: usize,
     /// Whether every key is now done; the snapshot is over.
     pub finished: bool,
@@ -34,7 +50,10 @@ pub struct SnapshotProgress {
 impl Store {
     /// Starts a snapshot of the keyspace as it is now. Any snapshot in progress is dropped.
     pub fn snapshot_begin(&mut self) {
-        self.snapshot = Some(self.map.len());
+        self.snapshot = Some(Snapshot {
+            cursor: self.map.len(),
+            ahead: HashSet::default(),
+        });
     }
 
     /// Drops the snapshot in progress, if any.
@@ -46,9 +65,9 @@ impl Store {
         self.snapshot.is_some()
     }
 
-    /// Keys the snapshot has not passed yet.
+    /// Keys below the snapshot's cursor (an upper bound on the keys it has yet to emit).
     pub fn snapshot_remaining(&self) -> usize {
-        self.snapshot.unwrap_or(0)
+        self.snapshot.as_ref().map_or(0, |s| s.cursor)
     }
 
     /// Emits up to `max_keys` more keys into `sink` as write records that recreate them
@@ -60,20 +79,21 @@ impl Store {
         sink: &mut S,
     ) -> SnapshotProgress {
         let mut progress = SnapshotProgress::default();
-        let Some(cursor) = self.snapshot.as_mut() else {
+        let Some(snapshot) = self.snapshot.as_mut() else {
             progress.finished = true;
             return progress;
         };
-        while *cursor > 0 && progress.keys < max_keys {
-            *cursor -= 1;
-            if let Some((key, entry)) = self.map.get_index(*cursor) {
-                if !entry.is_expired(now) {
+        while snapshot.cursor > 0 && progress.keys < max_keys {
+            snapshot.cursor -= 1;
+            if let Some((key, entry)) = self.map.get_index(snapshot.cursor) {
+                let done = !snapshot.ahead.is_empty() && snapshot.ahead.remove(key);
+                if !done && !entry.is_expired(now) {
                     emit_entry(key, entry, sink);
                 }
             }
             progress.keys += 1;
         }
-        if *cursor == 0 {
+        if snapshot.cursor == 0 {
             self.snapshot = None;
             progress.finished = true;
         }
@@ -83,45 +103,50 @@ impl Store {
     /// Call before a write that may depend on or change `key`: if the snapshot has not passed
     /// the key yet, its current state goes into the image now.
     pub fn snapshot_touch<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) {
-        let Some(cursor) = self.snapshot else {
+        let Some(snapshot) = self.snapshot.as_mut() else {
             return;
         };
-        let Some(index) = self.map.get_index_of(key) else {
+        let Some((index, key, entry)) = self.map.get_full(key) else {
             return;
         };
-        if index >= cursor {
+        if index >= snapshot.cursor || snapshot.ahead.contains(key) {
             return;
         }
-        if let Some((key, entry)) = self.map.get_index(index) {
-            if !entry.is_expired(now) {
-                emit_entry(key, entry, sink);
-            }
+        if !entry.is_expired(now) {
+            emit_entry(key, entry, sink);
         }
-        self.map.swap_indices(index, cursor - 1);
-        self.snapshot = Some(cursor - 1);
+        snapshot.ahead.insert(key.clone());
     }
 
-    /// Keeps the cursor's meaning after `swap_remove` took out index `removed` of a map that
-    /// had `len_before` entries (the last entry moved into `removed`).
-    pub(super) fn snapshot_fix_removal(&mut self, removed: usize, len_before: usize) {
-        let Some(cursor) = self.snapshot else {
+    /// Keeps the snapshot's meaning after `swap_remove` took `removed_key` out of index
+    /// `removed` of a map that had `len_before` entries (the last entry moved into `removed`).
+    pub(super) fn snapshot_fix_removal(
+        &mut self,
+        removed: usize,
+        len_before: usize,
+        removed_key: &[u8],
+    ) {
+        let Some(snapshot) = self.snapshot.as_mut() else {
             return;
         };
+        if !snapshot.ahead.is_empty() {
+            snapshot.ahead.remove(removed_key);
+        }
         let last = len_before - 1;
-        let cursor = if removed < cursor && removed != last && last >= cursor {
-            // A done key moved below the cursor: put it back just above.
-            self.map.swap_indices(removed, cursor - 1);
-            cursor - 1
-        } else {
-            cursor.min(self.map.len())
-        };
-        self.snapshot = Some(cursor);
+        if removed < snapshot.cursor && removed != last && last >= snapshot.cursor {
+            // A done key moved below the cursor.
+            if let Some((moved, _)) = self.map.get_index(removed) {
+                snapshot.ahead.insert(moved.clone());
+            }
+        }
+        snapshot.cursor = snapshot.cursor.min(self.map.len());
     }
 
     /// FLUSHALL: nothing is left to emit (the log after the image holds the FLUSHALL).
     pub(super) fn snapshot_fix_clear(&mut self) {
-        if self.snapshot.is_some() {
-            self.snapshot = Some(0);
+        if let Some(snapshot) = self.snapshot.as_mut() {
+            snapshot.cursor = 0;
+            snapshot.ahead.clear();
         }
     }
 }
@@ -257,6 +282,33 @@ mod tests {
             apply(&mut rebuilt, image);
             apply(&mut rebuilt, log);
             prop_assert_eq!(dump(&rebuilt, now), dump(&store, now));
+        }
+    }
+
+    /// A walk in index order (SCAN) stays valid during a rewrite: the snapshot moves nothing.
+    #[test]
+    fn the_snapshot_never_moves_an_entry() {
+        let mut store = Store::default();
+        for i in 0..50 {
+            let (key, value) = (format!("k{i}"), format!("v{i}"));
+            store.execute(parse(&["SET".into(), key, value]), 1, &mut NoLog);
+        }
+        let order = |store: &Store| store.map.keys().cloned().collect::<Vec<_>>();
+        let before = order(&store);
+        store.snapshot_begin();
+        let mut image = BytesMut::new();
+        store.snapshot_step(1, 10, &mut image);
+        for i in (0..50).step_by(3) {
+            let key = format!("k{i}");
+            store.snapshot_touch(key.as_bytes(), 1, &mut image);
+            store.execute(parse(&["APPEND".into(), key, "x".into()]), 1, &mut NoLog);
+        }
+        while !store.snapshot_step(1, 7, &mut image).finished {}
+        assert_eq!(order(&store), before);
+        // Each key was emitted exactly once.
+        let text = String::from_utf8_lossy(&image).into_owned();
+        for i in 0..50 {
+            assert_eq!(text.matches(&format!("\r\nk{i}\r\n")).count(), 1, "k{i}");
         }
     }
 

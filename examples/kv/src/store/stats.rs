@@ -1,4 +1,8 @@
+use crate::aof::AofStats;
 use crate::reply::Reply;
+
+/// Integers of the store's own fields in [`ShardStats::to_reply`].
+const STORE_FIELDS: usize = 7;
 
 /// One shard's numbers for INFO.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -13,6 +17,8 @@ pub struct ShardStats {
     /// Commands this shard executed; a fanned-out command counts once per shard part.
     pub commands_processed: u64,
     pub expired_keys: u64,
+    /// The shard's log, filled in by the glue (the store knows nothing of it).
+    pub aof: AofStats,
 }
 
 impl ShardStats {
@@ -30,7 +36,9 @@ impl ShardStats {
                 self.expired_keys,
             ]
             .into_iter()
-            .map(|v| Reply::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
+            .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
+            .chain(self.aof.to_integers())
+            .map(Reply::Integer)
             .collect(),
         )
     }
@@ -39,10 +47,17 @@ impl ShardStats {
         let Reply::Array(items) = reply else {
             return None;
         };
-        let mut values = items.iter().map(|item| match item {
-            Reply::Integer(v) => u64::try_from(*v).ok(),
-            _ => None,
-        });
+        if items.len() != STORE_FIELDS + AofStats::FIELDS {
+            return None;
+        }
+        let ints: Vec<i64> = items
+            .iter()
+            .map(|item| match item {
+                Reply::Integer(v) => Some(*v),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let mut values = ints[..STORE_FIELDS].iter().map(|&v| u64::try_from(v).ok());
         let mut next = || values.next().flatten();
         let stats = ShardStats {
             keys: next()?,
@@ -52,8 +67,9 @@ impl ShardStats {
             keyspace_misses: next()?,
             commands_processed: next()?,
             expired_keys: next()?,
+            aof: AofStats::from_integers(&ints[STORE_FIELDS..])?,
         };
-        (items.len() == 7).then_some(stats)
+        Some(stats)
     }
 }
 
@@ -80,6 +96,12 @@ mod tests {
             keyspace_misses: 5,
             commands_processed: 6,
             expired_keys: 7,
+            aof: AofStats {
+                enabled: true,
+                current_size: 8,
+                last_rewrite_time_sec: -1,
+                ..AofStats::default()
+            },
         };
         assert_eq!(ShardStats::from_reply(&stats.to_reply()), Some(stats));
         assert_eq!(ShardStats::from_reply(&Reply::Integer(1)), None);

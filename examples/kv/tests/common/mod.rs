@@ -34,6 +34,16 @@ impl Server {
     }
 
     pub fn try_start(args: &[&str]) -> Result<Server, String> {
+        Server::try_start_with_env(args, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables (test hooks).
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::try_start_with_env(args, env)
+            .unwrap_or_else(|e| panic!("server did not start: {e}"))
+    }
+
+    pub fn try_start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
         let dir = TempDir::new("server");
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
@@ -41,6 +51,7 @@ impl Server {
             .args(["--port", "0"])
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
