@@ -29,7 +29,7 @@ mkdir -p "$OUTDIR"
 #                               without it 'rdma link add' fails with ENOENT ("failed to add")
 #  rdma_rxe                   : soft-RoCE (+ ib_core, ib_uverbs, udp_tunnel, ip6_udp_tunnel)
 #  rdma_ucm                   : rdma_cm userspace (librdmacm, rping, perftest -R)
-MODS="virtio_pci 9pnet_virtio 9p overlay virtio_console dummy veth crc32_generic crc32_pclmul rdma_rxe rdma_ucm"
+MODS="virtio_pci virtio_net 9pnet_virtio 9p overlay virtio_console dummy veth crc32_generic crc32_pclmul rdma_rxe rdma_ucm"
 
 STAGE=$(mktemp -d /tmp/rxe-initramfs.XXXXXX)
 trap 'rm -rf "$STAGE"' EXIT

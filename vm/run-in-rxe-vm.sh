@@ -14,7 +14,10 @@
 #
 # Knobs (environment):
 #   RXE_VM_SMP=2 RXE_VM_MEM=2048(MiB)    vCPUs / memory (2 vCPUs needed for polling tests)
-#   RXE_VM_NETDEV=dummy|lo|veth|none     dummy (default): rxe0 on rxe-d0 10.77.0.1
+#   RXE_VM_NETDEV=dummy2|dummy|lo|veth|nic|none
+#                                        dummy2 (default): rxe0 on rxe-d0 10.77.0.1 and rxe1 on
+#                                        rxe-d1 10.77.1.1; dummy: rxe0 only; nic: rxe0 on a virtio
+#                                        NIC (RXE_VM_NIC, RXE_VM_IP), joined to another VM
 #                                        lo: rxe0 on lo (127.0.0.1); veth: see vm/README.md
 #   RXE_VM_RW="dir1 dir2"                host dirs mounted read-write at the same path
 #                                        (all other writes are discarded when the VM exits)
@@ -70,7 +73,8 @@ trap 'echo "rxe-vm: interrupted" >&2; [ -n "$qpid" ] && kill "$qpid" 2>/dev/null
 RW_DIRS=""
 for p in ${RXE_VM_RW:-}; do p=$(readlink -f "$p") && [ -d "$p" ] && RW_DIRS="$RW_DIRS $p"; done
 cat > "$RUN/vm.conf" <<CONF
-NETDEV=${RXE_VM_NETDEV:-dummy}
+NETDEV=${RXE_VM_NETDEV:-dummy2}
+VM_IP=${RXE_VM_IP:-10.78.0.1}
 RW_DIRS="$RW_DIRS"
 MEMLOCK=${RXE_VM_MEMLOCK:-unlimited}
 HOSTNAME_VM=rxe-vm

@@ -44,3 +44,8 @@ struct sockaddr *corewire_rdma_get_peer_addr(struct rdma_cm_id *id)
 {
 	return rdma_get_peer_addr(id);
 }
+
+ssize_t corewire_ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries, size_t max_entries)
+{
+	return ibv_query_gid_table(context, entries, max_entries, 0);
+}

@@ -17,6 +17,8 @@ int corewire_ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, stru
 int corewire_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr);
 /* ibv_reg_mr is a macro choosing between ibv_reg_mr and ibv_reg_mr_iova2. */
 struct ibv_mr *corewire_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+/* ibv_query_gid_table is inline over _ibv_query_gid_table (with the entry size). */
+ssize_t corewire_ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries, size_t max_entries);
 struct sockaddr *corewire_rdma_get_local_addr(struct rdma_cm_id *id);
 struct sockaddr *corewire_rdma_get_peer_addr(struct rdma_cm_id *id);
 #endif

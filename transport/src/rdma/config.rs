@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use corewire_runtime::Budget;
 
+use super::select::DeviceSelector;
 use crate::frame::FrameLimits;
 
 /// How a shard learns about RDMA completions.
@@ -95,6 +96,12 @@ pub struct RdmaConfig {
     /// that would not fit is refused.
     pub cq_entries: u32,
     pub cq_max_entries: u32,
+    /// Which device, port and GID to use (by default whatever rdma_cm resolves each
+    /// connection to; a shard then serves every device it is handed).
+    pub device: DeviceSelector,
+    pub port: Option<u8>,
+    /// The GID table entry whose address connections resolve from (and listeners bind).
+    pub gid_index: Option<u32>,
     pub limits: FrameLimits,
     /// Received bytes a connection buffers before it stops reposting receive buffers (and so
     /// stops granting credits): a reader that falls behind slows its sender, nothing else.
@@ -118,6 +125,9 @@ impl Default for RdmaConfig {
             poll_batch: 32,
             cq_entries: 4096,
             cq_max_entries: u32::MAX,
+            device: DeviceSelector::Any,
+            port: None,
+            gid_index: None,
             limits: FrameLimits::default(),
             max_rx_buffered: 1 << 20,
             max_queued_bytes: 4 << 20,

@@ -21,7 +21,9 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
     let key = id.key();
     let queue = shard.cm.register(key);
     let result = async {
-        id.resolve_addr(None, addr, RESOLVE_TIMEOUT)
+        // From the chosen device's address, if one was chosen: rdma_cm routes by it.
+        let source = shard.selected.source.map(|ip| SocketAddr::new(ip, 0));
+        id.resolve_addr(source, addr, RESOLVE_TIMEOUT)
             .map_err(RdmaError::Device)?;
         expect_event(&queue, CmEventKind::AddrResolved, "address resolution").await?;
         id.resolve_route(RESOLVE_TIMEOUT).map_err(RdmaError::Device)?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use corewire_runtime::accept::{Arrived, Handoff, ListenerHandle, Placement, StopSignal};
 use corewire_runtime::{report_protocol_error, shard_id, spawn_local, Runtime, ShardId};
-use corewire_verbs::{CmEventKind, CmId, ConnParams};
+use corewire_verbs::{CmEventKind, CmId, ConnParams, Context};
 
 use super::cm_events::EventQueue;
 use super::conn::RdmaConnection;
@@ -70,7 +70,8 @@ impl RdmaEndpoint {
             let listening = listen(addr);
             let (id, queue) = match listening {
                 Ok(l) => {
-                    let _ = ready_tx.send(Ok(()));
+                    let bound = l.0.local_addr().unwrap_or(addr);
+                    let _ = ready_tx.send(Ok(bound));
                     l
                 }
                 Err(e) => {
@@ -80,11 +81,11 @@ impl RdmaEndpoint {
             };
             accept_loop(id, queue, handoff2, stop2, handler).await;
         });
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
+        let addr = match ready_rx.recv() {
+            Ok(Ok(bound)) => bound,
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(RdmaError::Connect("the acceptor shard stopped".into())),
-        }
+        };
         tracing::info!(%addr, "rdma listener ready");
         Ok(ListenerHandle::new(
             addr,
@@ -98,7 +99,21 @@ impl RdmaEndpoint {
 fn listen(addr: SocketAddr) -> Result<(CmId, Rc<EventQueue>), RdmaError> {
     let shard = RdmaShard::current()?;
     let id = CmId::new(&shard.cm_channel).map_err(RdmaError::Device)?;
+    // A wildcard address listens on every device: with a device chosen, on its address only.
+    let addr = match shard.selected.source {
+        Some(ip) if addr.ip().is_unspecified() => SocketAddr::new(ip, addr.port()),
+        _ => addr,
+    };
     id.bind_addr(addr).map_err(RdmaError::Device)?;
+    if let Some(chosen) = &shard.selected.device {
+        let bound = Context::from_cm_id(&id).map(|c| c.device_name());
+        if bound.as_ref().is_ok_and(|name| name != chosen) {
+            return Err(RdmaError::Connect(format!(
+                "{addr} is on RDMA device {:?}, not the chosen {chosen:?} (RdmaConfig::device)",
+                bound.unwrap_or_default()
+            )));
+        }
+    }
     id.listen(128).map_err(RdmaError::Device)?;
     let queue = shard.cm.register(id.key());
     Ok((id, queue))

@@ -17,6 +17,7 @@ pub mod handshake;
 mod listen;
 mod poller;
 mod pool;
+pub mod select;
 mod shard;
 pub mod wr_id;
 
@@ -31,6 +32,7 @@ pub use connect::connect;
 pub use cq_slots::CqFull;
 pub use listen::{RdmaAccepted, RdmaEndpoint};
 pub use pool::PoolError;
+pub use select::DeviceSelector;
 pub use shard::RdmaStats;
 
 use shard::RdmaShard;
@@ -43,6 +45,8 @@ pub enum RdmaError {
     /// A verbs or rdma_cm call failed (no device, memory registration, ...).
     Device(VerbsError),
     Pool(PoolError),
+    /// The device, port or GID asked for is not there (the error lists what is).
+    NoSuchDevice(Box<select::SelectError>),
     /// The shard's completion queue has no room for another queue pair.
     CqFull(CqFull),
     Handshake(handshake::HandshakeError),
@@ -60,6 +64,7 @@ impl fmt::Display for RdmaError {
             ),
             RdmaError::Device(e) => write!(f, "rdma: {e}"),
             RdmaError::Pool(e) => write!(f, "{e}"),
+            RdmaError::NoSuchDevice(e) => write!(f, "rdma: {e}"),
             RdmaError::CqFull(e) => write!(f, "{e}"),
             RdmaError::Rejected(why) => write!(f, "rdma connection rejected by the server: {why}"),
             RdmaError::Handshake(e) => write!(f, "rdma handshake: {e}"),

@@ -9,12 +9,13 @@ use std::time::Instant;
 
 use corewire_runtime::protocol_error::{LogSampler, Sample, LOG_LINES_PER_WINDOW, LOG_WINDOW};
 use corewire_runtime::spawn_local;
-use corewire_verbs::{CmEventChannel, Context};
+use corewire_verbs::{CmEventChannel, Context, VerbsError};
 use slab::Slab;
 
 use super::cm_events::{run_router, CmRouter};
 use super::conn::ConnCore;
 use super::device::Device;
+use super::select::{select, DeviceSelector, SelectError, Selected};
 use super::{PollerMode, RdmaConfig, RdmaError};
 
 /// Counters of a shard's RDMA transport (summed over the devices it uses).
@@ -53,6 +54,9 @@ pub struct RdmaStats {
 }
 
 pub(crate) struct RdmaShard {
+    /// The device, port and source address chosen by `RdmaConfig::device` (all `None`:
+    /// rdma_cm picks per connection).
+    pub selected: Selected,
     config: RefCell<Rc<RdmaConfig>>,
     mode: Cell<PollerMode>,
     devices: RefCell<Vec<Rc<Device>>>,
@@ -85,9 +89,24 @@ impl RdmaShard {
             *existing.config.borrow_mut() = Rc::new(config);
             return Ok(existing);
         }
-        let ctx = Context::from_rdma_cm(None).map_err(RdmaError::Device)?;
+        let selected = choose_device(&config)?;
+        let ctx = Context::from_rdma_cm(selected.device.as_deref()).map_err(|e| match e {
+            // Say what is there instead.
+            VerbsError::NoDevice { .. } => match corewire_verbs::list_devices() {
+                Ok(present) => RdmaError::NoSuchDevice(Box::new(SelectError {
+                    wanted: match &selected.device {
+                        Some(n) => format!("rdma_cm has no device named {n:?}"),
+                        None => "no RDMA device found".into(),
+                    },
+                    present,
+                })),
+                Err(_) => RdmaError::Device(e),
+            },
+            e => RdmaError::Device(e),
+        })?;
         let cm_channel = CmEventChannel::new().map_err(RdmaError::Device)?;
         let shard = Rc::new(RdmaShard {
+            selected,
             mode: Cell::new(config.mode),
             config: RefCell::new(Rc::new(config)),
             devices: RefCell::new(Vec::new()),
@@ -113,9 +132,17 @@ impl RdmaShard {
         self.mode.get()
     }
 
-    /// This shard's resources on `ctx`'s device, opened on first use.
+    /// This shard's resources on `ctx`'s device, opened on first use. With a device
+    /// chosen in the settings, any other is refused (a route that leaves it).
     pub fn device(self: &Rc<Self>, ctx: Context) -> Result<Rc<Device>, RdmaError> {
         let name = ctx.device_name();
+        if let Some(chosen) = &self.selected.device {
+            if *chosen != name {
+                return Err(RdmaError::Connect(format!(
+                    "rdma_cm resolved this connection to device {name:?}, not the chosen                      {chosen:?} (RdmaConfig::device): the peer is not reachable from it"
+                )));
+            }
+        }
         if let Some(d) = self.devices.borrow().iter().find(|d| d.name() == name) {
             return Ok(d.clone());
         }
@@ -197,6 +224,16 @@ impl RdmaShard {
             _ => None,
         }
     }
+}
+
+/// Resolve `RdmaConfig::device`, `port` and `gid_index` against the host's devices.
+fn choose_device(config: &RdmaConfig) -> Result<Selected, RdmaError> {
+    if config.device == DeviceSelector::Any && config.port.is_none() && config.gid_index.is_none() {
+        return Ok(Selected::default());
+    }
+    let present = corewire_verbs::list_devices().map_err(RdmaError::Device)?;
+    select(&present, &config.device, config.port, config.gid_index)
+        .map_err(|e| RdmaError::NoSuchDevice(Box::new(e)))
 }
 
 /// Drop this shard's RDMA state (the runtime drops tasks and pollers at shutdown; this
