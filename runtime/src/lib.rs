@@ -16,6 +16,7 @@
 //! ```
 
 pub mod accept;
+mod blocking;
 pub mod compat;
 pub mod coop;
 mod driver;
@@ -41,6 +42,7 @@ mod private;
 
 use std::future::Future;
 
+pub use blocking::spawn_blocking;
 pub use coop::{Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};

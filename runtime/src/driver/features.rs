@@ -22,6 +22,16 @@ pub struct Features {
     pub send_recv: bool,
     /// IORING_ENTER_EXT_ARG (5.11): park with a timeout without a timeout SQE.
     pub ext_arg: bool,
+    /// IORING_OP_STATX (5.6): `fs` metadata through the ring; else on a helper thread.
+    pub statx: bool,
+    /// IORING_OP_UNLINKAT (5.11): `fs::remove_file`/`remove_dir`; else a helper thread.
+    pub unlinkat: bool,
+    /// IORING_OP_RENAMEAT (5.11): `fs::rename`; else a helper thread.
+    pub renameat: bool,
+    /// IORING_OP_MKDIRAT (5.15): `fs::create_dir(_all)`; else a helper thread.
+    pub mkdirat: bool,
+    /// IORING_OP_FTRUNCATE (6.9): `File::set_len`; else a helper thread.
+    pub ftruncate: bool,
 }
 
 pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
@@ -74,6 +84,11 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     msg_ring: has(opcode::MsgRingData::CODE),
                     send_recv: has(opcode::Send::CODE) && has(opcode::Recv::CODE),
                     ext_arg: ring.params().is_feature_ext_arg(),
+                    statx: has(opcode::Statx::CODE),
+                    unlinkat: has(opcode::UnlinkAt::CODE),
+                    renameat: has(opcode::RenameAt::CODE),
+                    mkdirat: has(opcode::MkDirAt::CODE),
+                    ftruncate: has(opcode::Ftruncate::CODE),
                 };
                 if !features.send_recv || !features.ext_arg {
                     return Err(io::Error::new(

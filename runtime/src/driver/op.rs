@@ -18,13 +18,18 @@ pub(crate) mod accept;
 pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fsync;
+pub(crate) mod ftruncate;
+pub(crate) mod mkdir_at;
 pub(crate) mod open;
 pub(crate) mod poll_add;
 pub(crate) mod read;
 pub(crate) mod recv;
 pub(crate) mod recv_from;
+pub(crate) mod rename_at;
 pub(crate) mod send;
 pub(crate) mod send_to;
+pub(crate) mod statx;
+pub(crate) mod unlink_at;
 pub(crate) mod write;
 pub(crate) mod writev;
 

@@ -4,10 +4,13 @@ use std::path::Path;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::OpenOptions;
+use super::paths::ring_has;
+use super::{fallback, Metadata, OpenOptions};
 use crate::driver::fd::SharedFd;
 use crate::driver::op::fsync::Fsync;
+use crate::driver::op::ftruncate::Ftruncate;
 use crate::driver::op::read::Read;
+use crate::driver::op::statx::Statx;
 use crate::driver::op::write::Write;
 use crate::driver::op::Op;
 
@@ -17,7 +20,7 @@ use crate::driver::op::Op;
 /// Owns its descriptor jointly with its operations in flight; dropping the file closes it
 /// (through the ring) once they have completed. `!Send`: it belongs to its shard.
 pub struct File {
-    fd: SharedFd,
+    pub(super) fd: SharedFd,
 }
 
 impl File {
@@ -53,7 +56,8 @@ impl File {
         Op::submit(Read::new(self.fd.clone(), buf, offset)).await
     }
 
-    /// One write of `buf` at `offset`; may write only part of it.
+    /// One write of `buf` at `offset`; may write only part of it. A full disk is an error
+    /// value (`ErrorKind::StorageFull`, ENOSPC), as is every other failure.
     pub async fn write_at(&self, buf: Bytes, offset: u64) -> (io::Result<usize>, Bytes) {
         Op::submit(Write::new(self.fd.clone(), buf, offset)).await
     }
@@ -79,9 +83,29 @@ impl File {
         Op::submit(Fsync::new(self.fd.clone(), true)).await
     }
 
-    /// fsync(2): data and all metadata.
+    /// fsync(2): data and all metadata. On a directory opened with [`File::open`], this
+    /// makes the entries created, renamed or removed in it durable.
     pub async fn sync_all(&self) -> io::Result<()> {
         Op::submit(Fsync::new(self.fd.clone(), false)).await
+    }
+
+    /// The file's metadata (statx(2) on the open file).
+    pub async fn metadata(&self) -> io::Result<Metadata> {
+        if !ring_has(|f| f.statx) {
+            return fallback::file_metadata(&self.fd).await;
+        }
+        let stx = Op::submit(Statx::file(self.fd.clone())).await?;
+        Ok(Metadata::from_statx(&stx))
+    }
+
+    /// Truncate or extend (with zeros) the file to `len` bytes (ftruncate(2)). Through the
+    /// ring on Linux 6.9 and later; on an older kernel on a helper thread (the shard keeps
+    /// running). Needs a file opened for writing.
+    pub async fn set_len(&self, len: u64) -> io::Result<()> {
+        if !ring_has(|f| f.ftruncate) {
+            return fallback::set_len(&self.fd, len).await;
+        }
+        Op::submit(Ftruncate::new(self.fd.clone(), len)).await
     }
 
     /// Close through the ring once every operation in flight on the file has completed, and

@@ -1,8 +1,7 @@
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::paths::c_path;
 use super::File;
 use crate::driver::op::open::Open;
 use crate::driver::op::Op;
@@ -117,9 +116,7 @@ impl OpenOptions {
     /// dropped future is closed, never leaked.
     pub async fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         let flags = self.flags()?;
-        let path = CString::new(path.as_ref().as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL"))?;
-        let fd = Op::submit(Open::new(path, flags, self.mode)).await?;
+        let fd = Op::submit(Open::new(c_path(path.as_ref())?, flags, self.mode)).await?;
         Ok(File::from_fd(fd))
     }
 }

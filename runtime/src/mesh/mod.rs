@@ -2,7 +2,7 @@
 //! closure on another shard and returns a future of its result. A full inbox makes the sender
 //! wait (backpressure), and a busy receiver is never woken by a syscall.
 
-mod oneshot;
+pub(crate) mod oneshot;
 
 use std::future::Future;
 use std::panic::Location;
