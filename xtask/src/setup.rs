@@ -36,6 +36,8 @@ pub const PACKAGES: &[&str] = &[
     "redis-server",
     // HTTP/1.1 keep-alive load for the hyper benchmark (BENCHMARKS.md)
     "wrk",
+    // the kv cluster test's redis-py client (RedisCluster)
+    "python3-redis",
 ];
 
 /// Packages of `wanted` that `dpkg-query` output does not list as installed.

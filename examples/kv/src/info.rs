@@ -18,16 +18,19 @@ pub struct ServerInfo {
     pub uptime_ms: u64,
     pub connected_clients: u64,
     pub aof_enabled: bool,
+    /// `--cluster-enabled`.
+    pub cluster_enabled: bool,
 }
 
 type SectionRenderer = fn(&mut String, &ServerInfo, &[ShardStats]);
 
-const SECTIONS: [(&str, SectionRenderer); 7] = [
+const SECTIONS: [(&str, SectionRenderer); 8] = [
     ("server", server_section),
     ("clients", clients_section),
     ("memory", memory_section),
     ("persistence", persistence_section),
     ("stats", stats_section),
+    ("cluster", cluster_section),
     ("keyspace", keyspace_section),
     ("shards", shards_section),
 ];
@@ -70,7 +73,7 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
         "# Server\r\n\
          redis_version:{COMPATIBLE_REDIS_VERSION}\r\n\
          corewire_version:{}\r\n\
-         redis_mode:standalone\r\n\
+         redis_mode:{}\r\n\
          arch_bits:{}\r\n\
          multiplexing_api:io_uring\r\n\
          process_id:{}\r\n\
@@ -79,6 +82,11 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
          uptime_in_days:{}\r\n\
          shards:{}\r\n",
         env!("CARGO_PKG_VERSION"),
+        if server.cluster_enabled {
+            "cluster"
+        } else {
+            "standalone"
+        },
         usize::BITS,
         server.process_id,
         server.tcp_port,
@@ -166,6 +174,15 @@ fn stats_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) 
         total(shards, |s| s.keyspace_hits),
         total(shards, |s| s.keyspace_misses),
         total(shards, |s| s.expired_keys),
+    );
+}
+
+/// What `redis-cli --cluster` reads to tell a cluster node from a standalone one.
+fn cluster_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+    let _ = write!(
+        out,
+        "# Cluster\r\ncluster_enabled:{}\r\n",
+        u8::from(server.cluster_enabled)
     );
 }
 

@@ -19,6 +19,9 @@
 //! 4. Replies come back (in any order) through [`session::Session::complete`]; the session
 //!    emits reply bytes strictly in request order via [`session::Session::take_output`].
 //!
+//! In cluster mode ([`cluster`]) a node owns hash slots and redirects the others; the check
+//! runs on the connection and again on the shard that owns the slot.
+//!
 //! [`aof::replay`] rebuilds a shard from its log at start-up; [`info::render`] builds INFO.
 //!
 //! The glue itself is [`server`] (shards, connections, cross-shard batches, AOF I/O, expiry),
@@ -28,6 +31,7 @@
 pub mod aof;
 pub mod binary;
 pub mod change;
+pub mod cluster;
 pub mod command;
 mod glob;
 pub mod info;

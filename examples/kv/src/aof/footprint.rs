@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 
+use crate::cluster::ClusterRequest;
 use crate::command::Command;
 
 /// Room for the command name, the array header and the options a record may carry that the
@@ -42,6 +43,23 @@ pub fn payload_bound(command: &Command) -> u64 {
         Command::Expire(expire) => bulk(expire.key.len()),
         Command::Persist(key) | Command::Get(key) | Command::Strlen(key) => bulk(key.len()),
         Command::Ttl { key, .. } => bulk(key.len()),
+        Command::Cluster(request) => match request {
+            // One rebuild command per record: the key plus at most the whole payload.
+            ClusterRequest::Restore(restore) => {
+                bulk(restore.key.len()) + bulk(restore.payload.len())
+            }
+            // MIGRATE logs the DEL of the keys the target took.
+            ClusterRequest::Migrate(migrate) => keys(&migrate.keys),
+            ClusterRequest::MigrateCommit { keys: keys_, .. } => keys(keys_),
+            ClusterRequest::Dump(key) => bulk(key.len()),
+            ClusterRequest::Node(_)
+            | ClusterRequest::KeySlot(_)
+            | ClusterRequest::CountKeysInSlot(_)
+            | ClusterRequest::GetKeysInSlot { .. }
+            | ClusterRequest::Asking
+            | ClusterRequest::ReadOnly
+            | ClusterRequest::ReadWrite => 0,
+        },
         Command::FlushAll
         | Command::DbSize
         | Command::Info(_)
@@ -73,7 +91,11 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Persist(key) => f(key),
         Command::Expire(expire) => f(&expire.key),
         Command::MSet(pairs) => pairs.iter().for_each(|(key, _)| f(key)),
-        Command::Del(_)
+        // RESTORE rebuilds its key with commands that may append (the image must hold the
+        // value from before); MIGRATE's commit only deletes.
+        Command::Cluster(ClusterRequest::Restore(restore)) => f(&restore.key),
+        Command::Cluster(_)
+        | Command::Del(_)
         | Command::FlushAll
         | Command::Get(_)
         | Command::Strlen(_)

@@ -39,6 +39,12 @@ pub enum CommandError {
     NotShardCommand {
         command: &'static str,
     },
+    /// An error text built at run time, complete (`ERR ...`).
+    Text(String),
+    /// A cluster command without `--cluster-enabled`.
+    ClusterDisabled,
+    /// SELECT of a database other than 0 in cluster mode.
+    SelectInCluster,
 }
 
 /// Redis prints names and arguments with `%.128s`: at most 128 bytes, cut at a NUL.
@@ -151,6 +157,13 @@ impl fmt::Display for CommandError {
                 "ERR AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",
             ),
+            CommandError::Text(text) => f.write_str(text),
+            CommandError::ClusterDisabled => {
+                f.write_str("ERR This instance has cluster support disabled")
+            }
+            CommandError::SelectInCluster => {
+                f.write_str("ERR SELECT is not allowed in cluster mode")
+            }
             CommandError::NotShardCommand { command } => {
                 write!(
                     f,

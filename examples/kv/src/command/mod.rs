@@ -2,12 +2,16 @@
 //! and error wording.
 
 mod error;
+mod keys;
 mod parse;
 pub(crate) mod table;
 
 use bytes::Bytes;
 
 pub use error::CommandError;
+pub use table::key_positions;
+
+use crate::cluster::ClusterRequest;
 
 /// A parsed request. Keys and values are binary-safe `Bytes`, usually slices of the
 /// connection's input buffer.
@@ -60,6 +64,8 @@ pub enum Command {
     Select(i64),
     /// BGREWRITEAOF: every shard rewrites its append-only log in the background.
     BgRewriteAof,
+    /// CLUSTER, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE (see [`crate::cluster`]).
+    Cluster(ClusterRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +213,7 @@ impl Command {
             Command::Quit => "quit",
             Command::Select(_) => "select",
             Command::BgRewriteAof => "bgrewriteaof",
+            Command::Cluster(request) => request.name(),
         }
     }
 
@@ -222,6 +229,7 @@ impl Command {
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards
             }
+            Command::Cluster(request) if request.is_connection_level() => Scope::Connection,
             _ => Scope::Keyed,
         }
     }
@@ -239,7 +247,7 @@ impl Command {
                 | Command::Expire(_)
                 | Command::Persist(_)
                 | Command::FlushAll
-        )
+        ) || matches!(self, Command::Cluster(request) if request.is_write())
     }
 }
 

@@ -120,6 +120,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
             }
         }
         K::Quit => Command::Quit,
+        K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;
             if i32::try_from(index).is_err() {
@@ -132,7 +133,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
 }
 
 /// Finds the spec (the subcommand's for containers) and checks arity.
-fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
+pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
     let spec = args
         .first()
         .and_then(|name| table::lookup(&table::COMMANDS, name))

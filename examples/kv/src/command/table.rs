@@ -42,6 +42,9 @@ pub(crate) enum CommandKind {
     Quit,
     Select,
     BgRewriteAof,
+    /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
+    /// parsed by [`crate::cluster::command::parse`] on the spec's name.
+    Cluster,
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -152,7 +155,70 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
     ),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 31] = [
+const ADMIN: &[&str] = &["admin", "stale", "no_async_loading"];
+const STALE: &[&str] = &["stale"];
+
+static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
+    spec(K::Cluster, "cluster|addslots", -3, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|addslotsrange", -4, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|bumpepoch", 2, ADMIN, NO_KEYS),
+    spec(
+        K::Cluster,
+        "cluster|count-failure-reports",
+        3,
+        &["admin", "stale"],
+        NO_KEYS,
+    ),
+    spec(K::Cluster, "cluster|countkeysinslot", 3, STALE, NO_KEYS),
+    spec(K::Cluster, "cluster|delslots", -3, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|delslotsrange", -4, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|failover", -2, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|flushslots", 2, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|forget", 3, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|getkeysinslot", 4, STALE, NO_KEYS),
+    spec(
+        K::Cluster,
+        "cluster|help",
+        2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+    spec(K::Cluster, "cluster|info", 2, STALE, NO_KEYS),
+    spec(K::Cluster, "cluster|keyslot", 3, STALE, NO_KEYS),
+    spec(K::Cluster, "cluster|links", 2, STALE, NO_KEYS),
+    spec(K::Cluster, "cluster|meet", -4, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|myid", 2, STALE, NO_KEYS),
+    spec(K::Cluster, "cluster|nodes", 2, STALE, NO_KEYS),
+    spec(
+        K::Cluster,
+        "cluster|replicas",
+        3,
+        &["admin", "stale"],
+        NO_KEYS,
+    ),
+    spec(K::Cluster, "cluster|replicate", 3, ADMIN, NO_KEYS),
+    spec(
+        K::Cluster,
+        "cluster|reset",
+        -2,
+        &["admin", "noscript", "stale"],
+        NO_KEYS,
+    ),
+    spec(K::Cluster, "cluster|saveconfig", 2, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|set-config-epoch", 3, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|setslot", -4, ADMIN, NO_KEYS),
+    spec(K::Cluster, "cluster|shards", 2, STALE, NO_KEYS),
+    spec(
+        K::Cluster,
+        "cluster|slaves",
+        3,
+        &["admin", "stale"],
+        NO_KEYS,
+    ),
+    spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
+];
+
+pub(crate) static COMMANDS: [CommandSpec; 39] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -228,7 +294,63 @@ pub(crate) static COMMANDS: [CommandSpec; 31] = [
         &["loading", "stale", "fast"],
         NO_KEYS,
     ),
+    CommandSpec {
+        subcommands: &CLUSTER_SUBCOMMANDS,
+        ..spec(K::Cluster, "cluster", -2, &[], NO_KEYS)
+    },
+    spec(K::Cluster, "asking", 1, &["fast"], NO_KEYS),
+    spec(
+        K::Cluster,
+        "readonly",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+    spec(
+        K::Cluster,
+        "readwrite",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+    // MIGRATE's keys may also follow KEYS (movablekeys); the cluster gate finds them.
+    spec(
+        K::Cluster,
+        "migrate",
+        -6,
+        &["write", "movablekeys"],
+        (3, 3, 1),
+    ),
+    spec(K::Cluster, "dump", 2, &["readonly"], ONE_KEY),
+    spec(K::Cluster, "restore", -4, WRITE, ONE_KEY),
+    spec(
+        K::Cluster,
+        "restore-asking",
+        -4,
+        &["write", "denyoom", "asking"],
+        ONE_KEY,
+    ),
 ];
+
+/// Positions of the keys in a request (`args[0]` is the command name), from the table's
+/// first key, last key and step: what the cluster check hashes. Errors for unknown commands
+/// and wrong arity, as the parser reports them.
+pub fn key_positions(args: &[Bytes]) -> Result<Vec<usize>, super::CommandError> {
+    let spec = super::parse::resolve(args)?;
+    if spec.first_key <= 0 {
+        return Ok(Vec::new());
+    }
+    let argc = args.len() as i64;
+    let last = if spec.last_key < 0 {
+        argc + spec.last_key
+    } else {
+        spec.last_key.min(argc - 1)
+    };
+    Ok((spec.first_key..=last)
+        .step_by(spec.key_step.max(1) as usize)
+        .map(|i| i as usize)
+        .collect())
+}
 
 /// Case-insensitive lookup among `specs` (a command table or a container's subcommands, whose
 /// names are matched after the `|`).

@@ -5,6 +5,7 @@ mod encode;
 mod error;
 mod inline;
 mod parser;
+mod reply_parser;
 
 pub(crate) use encode::put_decimal;
 pub use encode::{
@@ -13,3 +14,4 @@ pub use encode::{
 };
 pub use error::ProtocolError;
 pub use parser::{ParserLimits, RequestParser};
+pub use reply_parser::{parse_reply, MalformedReply};

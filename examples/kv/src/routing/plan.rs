@@ -52,6 +52,10 @@ pub fn route(command: Command, shards: usize) -> Route {
         Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
         // Each shard rewrites its own log; an error (one already rewriting) wins.
         Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),
+        Command::Cluster(request) => Route::Single {
+            shard: request.shard(shards),
+            command: Command::Cluster(request),
+        },
         command => {
             let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }

@@ -44,6 +44,31 @@ impl AofConfig {
     }
 }
 
+/// `--cluster-enabled yes` and its options (Redis's `cluster-*` settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `nodes.conf`: this node's id and cluster configuration, kept across restarts.
+    pub config_file: PathBuf,
+    /// Cluster bus port; `None`: the RESP port + 10000 (any free port when that is 0).
+    pub bus_port: Option<u16>,
+    /// A node silent for this long is shown `fail?`; also the bus's I/O timeout.
+    pub node_timeout_ms: u64,
+    /// The IP this node gives others (default: the bind address, or, when that is a
+    /// wildcard, the address the first node that meets it connected to).
+    pub announce_ip: Option<IpAddr>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            config_file: PathBuf::from("nodes.conf"),
+            bus_port: None,
+            node_timeout_ms: 15_000,
+            announce_ip: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub shards: usize,
@@ -82,6 +107,8 @@ pub struct ServerConfig {
     pub mesh_batch: usize,
     /// `--metrics ADDR`: serve the shards' counters in Prometheus text format there.
     pub metrics: Option<SocketAddr>,
+    /// Cluster mode (`--cluster-enabled yes`).
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl Default for ServerConfig {
@@ -107,6 +134,7 @@ impl Default for ServerConfig {
             pin: None,
             mesh_batch: 0,
             metrics: None,
+            cluster: None,
         }
     }
 }
@@ -119,6 +147,17 @@ impl ServerConfig {
     pub fn binary_addr(&self) -> Option<SocketAddr> {
         self.binary_port
             .map(|port| SocketAddr::new(self.bind, port))
+    }
+
+    /// The cluster bus address, in cluster mode.
+    pub fn cluster_bus_addr(&self) -> Option<SocketAddr> {
+        let cluster = self.cluster.as_ref()?;
+        let port = match (cluster.bus_port, self.port) {
+            (Some(port), _) => port,
+            (None, 0) => 0,
+            (None, port) => port.checked_add(10_000)?,
+        };
+        Some(SocketAddr::new(self.bind, port))
     }
 
     /// Whether shard threads get pinned, given `cpus` available CPUs.
@@ -162,6 +201,14 @@ Usage: corewire-kv [options]
                              1 turns batching off)
   --metrics ADDR:PORT        serve the runtime's per-shard counters in Prometheus text
                              format at http://ADDR:PORT/metrics
+  --cluster-enabled yes|no   Redis Cluster mode: own hash slots, redirect the others (MOVED,
+                             ASK), CLUSTER commands, MIGRATE (default no)
+  --cluster-config-file F    this node's id and cluster configuration, kept across restarts
+                             (default nodes.conf; one file per node)
+  --cluster-port P           cluster bus port (default: --port + 10000)
+  --cluster-node-timeout MS  a node silent this long is shown fail? (default 15000)
+  --cluster-announce-ip IP   the IP other nodes and clients are told (default: --bind, or
+                             learned from the first CLUSTER MEET when bound to 0.0.0.0)
   -h, --help                 this text
 ";
 
@@ -198,6 +245,8 @@ impl ServerConfig {
         let mut load = LoadPolicy::default();
         let mut max_record_bytes = MAX_PAYLOAD_LEN;
         let mut rewrite = RewritePolicy::default();
+        let mut cluster_enabled = false;
+        let mut cluster = ClusterConfig::default();
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "-h" || flag == "--help" {
@@ -270,6 +319,11 @@ impl ServerConfig {
                 "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
                 "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
                 "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,
+                "--cluster-enabled" => cluster_enabled = yes_no(&flag, value()?)?,
+                "--cluster-config-file" => cluster.config_file = PathBuf::from(value()?),
+                "--cluster-port" => cluster.bus_port = Some(parse(&flag, value()?)?),
+                "--cluster-node-timeout" => cluster.node_timeout_ms = parse(&flag, value()?)?,
+                "--cluster-announce-ip" => cluster.announce_ip = Some(parse(&flag, value()?)?),
                 "--idle-spin-us" => {
                     config.idle_spin = Duration::from_micros(parse(&flag, value()?)?)
                 }
@@ -283,6 +337,7 @@ impl ServerConfig {
             });
         }
         config.max_backlog = config.max_backlog.max(1);
+        config.cluster = cluster_enabled.then_some(cluster);
         config.aof = aof_dir.map(|dir| AofConfig {
             load,
             max_record_bytes,
@@ -310,6 +365,17 @@ fn parse_memory(text: &str) -> Option<u64> {
         .find_map(|&(suffix, unit)| lower.strip_suffix(suffix).map(|d| (d, unit)))
         .unwrap_or((&lower, 1));
     digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+fn yes_no(flag: &str, value: String) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(ConfigError::InvalidValue {
+            flag: flag.to_owned(),
+            value,
+        }),
+    }
 }
 
 fn parse<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
@@ -409,6 +475,30 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn cluster_flags() {
+        assert_eq!(args("").unwrap().cluster, None);
+        assert_eq!(args("--cluster-enabled no").unwrap().cluster, None);
+        let config = args(
+            "--port 7000 --cluster-enabled yes --cluster-config-file /tmp/n.conf \
+             --cluster-node-timeout 2000 --cluster-announce-ip 10.0.0.5",
+        )
+        .unwrap();
+        let cluster = config.cluster.clone().unwrap();
+        assert_eq!(cluster.config_file, PathBuf::from("/tmp/n.conf"));
+        assert_eq!(cluster.node_timeout_ms, 2000);
+        assert_eq!(cluster.announce_ip, Some("10.0.0.5".parse().unwrap()));
+        assert_eq!(config.cluster_bus_addr().unwrap().port(), 17000);
+        let own_port = args("--port 0 --cluster-enabled yes --cluster-port 9").unwrap();
+        assert_eq!(own_port.cluster_bus_addr().unwrap().port(), 9);
+        let any = args("--port 0 --cluster-enabled yes").unwrap();
+        assert_eq!(any.cluster_bus_addr().unwrap().port(), 0);
+        assert!(matches!(
+            args("--cluster-enabled maybe"),
+            Err(ConfigError::InvalidValue { .. })
+        ));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod aof_io;
 mod aof_load;
 mod aof_rewrite;
 mod binary_conn;
+mod cluster;
 pub mod config;
 mod forward;
 mod notify;
@@ -38,12 +39,16 @@ use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
 pub use aof_load::{AofStartError, ReplaySummary};
 pub use binary_conn::{serve_connection as serve_binary_connection, KvService};
-pub use config::{AcceptChoice, AofConfig, ConfigError, ServerConfig, USAGE};
+pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConfig, USAGE};
 pub use forward::ForwardCounters;
 
+use crate::cluster::{NodeAddr, SlotMap, Topology};
 use crate::session::SessionConfig;
 use crate::store::{Store, StoreConfig};
 use aof_io::AofShard;
+use cluster::conf_file::ConfFile;
+use cluster::{ClusterNode, ClusterShard};
+use corewire::runtime::net::TcpListener;
 use shard::Shard;
 use shared::ServerShared;
 
@@ -59,6 +64,8 @@ pub enum StartError {
     },
     AofDir(String),
     Aof(AofStartError),
+    /// The cluster configuration could not be read, locked or created.
+    Cluster(String),
     /// A shard thread died during start-up.
     ShardLost(usize),
 }
@@ -71,6 +78,7 @@ impl fmt::Display for StartError {
             StartError::Listen { addr, error } => write!(f, "listening on {addr}: {error}"),
             StartError::AofDir(why) => f.write_str(why),
             StartError::Aof(e) => write!(f, "{e}"),
+            StartError::Cluster(why) => f.write_str(why),
             StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
         }
     }
@@ -86,6 +94,7 @@ pub struct RunningServer {
     rdma: Option<ListenerHandle>,
     binary_server: corewire::Server,
     replay: Vec<Option<ReplaySummary>>,
+    cluster_bus: Option<SocketAddr>,
     // Declared last: dropped after the listeners.
     rt: Runtime,
 }
@@ -101,6 +110,11 @@ impl RunningServer {
 
     pub fn rdma_addr(&self) -> Option<SocketAddr> {
         self.rdma.as_ref().map(|r| r.local_addr())
+    }
+
+    /// The cluster bus address, in cluster mode.
+    pub fn cluster_bus_addr(&self) -> Option<SocketAddr> {
+        self.cluster_bus
     }
 
     pub fn shards(&self) -> usize {
@@ -197,16 +211,19 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         };
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
+    let mut cluster = prepare_cluster(&config)?;
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
         tcp_port: Default::default(),
         aof_enabled: config.aof.is_some(),
+        cluster_enabled: config.cluster.is_some(),
         maxclients: config.maxclients,
         connected_clients: Default::default(),
         session: Arc::new(session_config(&config)),
     });
 
-    let replay = start_shards(&rt, &config, &shared)?;
+    let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));
+    let replay = start_shards(&rt, &config, &shared, map)?;
     if let Some(aof) = &config.aof {
         if let Err(error) = aof_dir::sync_dir(&aof.dir) {
             tracing::warn!(%error, "could not sync the AOF directory");
@@ -226,6 +243,35 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     shared
         .tcp_port
         .store(resp.local_addr().port(), Ordering::Relaxed);
+    let cluster_bus = match cluster.take() {
+        None => None,
+        Some(mut prepared) => {
+            let bus = prepared
+                .listener
+                .local_addr()
+                .map_err(|error| StartError::Listen {
+                    addr: config.resp_addr(),
+                    error,
+                })?;
+            prepared.topology.update_my_addr(NodeAddr {
+                ip: prepared.announce_ip.clone(),
+                port: resp.local_addr().port(),
+                cport: bus.port(),
+            });
+            let shards = rt.shard_count();
+            rt.spawn_on(0, move || async move {
+                let node = ClusterNode::new(prepared.topology, prepared.file, shards);
+                shard::current().cluster.node.get_or_init(|| node.clone());
+                let listener = TcpListener::from_std(prepared.listener)?;
+                node.start(listener).await;
+                Ok::<(), std::io::Error>(())
+            })
+            .wait()
+            .map_err(|_| StartError::ShardLost(0))?
+            .map_err(|error| StartError::Listen { addr: bus, error })?;
+            Some(bus)
+        }
+    };
 
     // The binary protocol's connections get RESP's bounds: at most `max_backlog` requests
     // unanswered (the server stops reading past it) and `max_pending_output` reply bytes.
@@ -265,8 +311,60 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         rdma,
         binary_server,
         replay,
+        cluster_bus,
         rt,
     })
+}
+
+/// Cluster mode before the shards start: the bus port bound, `nodes.conf` loaded (or a new
+/// node made) and locked.
+struct PreparedCluster {
+    topology: Topology,
+    file: ConfFile,
+    /// Bound with std (so it can move to shard 0), served through shard 0's ring.
+    listener: std::net::TcpListener,
+    /// This node's IP as configured; empty: learn it when met.
+    announce_ip: String,
+}
+
+fn prepare_cluster(config: &ServerConfig) -> Result<Option<PreparedCluster>, StartError> {
+    let (Some(cluster), Some(bus)) = (&config.cluster, config.cluster_bus_addr()) else {
+        return match config.cluster {
+            Some(_) => Err(StartError::Cluster(format!(
+                "no cluster bus port for --port {} (port + 10000 is too big; set \
+                 --cluster-port)",
+                config.port
+            ))),
+            None => Ok(None),
+        };
+    };
+    let listen_error = |error| StartError::Listen { addr: bus, error };
+    let listener = std::net::TcpListener::bind(bus).map_err(listen_error)?;
+    let local = listener.local_addr().map_err(listen_error)?;
+    let announce_ip = match cluster.announce_ip {
+        Some(ip) => ip.to_string(),
+        None if config.bind.is_unspecified() => String::new(),
+        None => config.bind.to_string(),
+    };
+    let addr = NodeAddr {
+        ip: announce_ip.clone(),
+        port: config.port,
+        cport: local.port(),
+    };
+    let (topology, file) =
+        cluster::conf_file::load_or_create(cluster, addr).map_err(StartError::Cluster)?;
+    tracing::info!(
+        node = %topology.myself().id,
+        file = %file.path().display(),
+        bus = %local,
+        "cluster mode"
+    );
+    Ok(Some(PreparedCluster {
+        topology,
+        file,
+        listener,
+        announce_ip,
+    }))
 }
 
 fn available_cpus() -> usize {
@@ -325,6 +423,7 @@ fn start_shards(
     rt: &Runtime,
     config: &ServerConfig,
     shared: &Arc<ServerShared>,
+    cluster_map: Option<Arc<SlotMap>>,
 ) -> Result<Vec<Option<ReplaySummary>>, StartError> {
     let count = rt.shard_count();
     let handles: Vec<_> = (0..count)
@@ -337,6 +436,7 @@ fn start_shards(
             let sweep_interval = config.sweep_interval;
             let mesh_batch = config.mesh_batch;
             let sweep_work = config.sweep_work;
+            let cluster_map = cluster_map.clone();
             rt.spawn_on(id, move || async move {
                 let mut store = Store::new(store_config);
                 let (aof, summary) = match aof {
@@ -354,8 +454,17 @@ fn start_shards(
                         (Some(log), Some(summary))
                     }
                 };
+                if cluster_map.is_some() {
+                    store.enable_slot_index();
+                }
                 let shard = shard::install(Rc::new(Shard::new(
-                    id, count, shared, store, aof, mesh_batch,
+                    id,
+                    count,
+                    shared,
+                    store,
+                    aof,
+                    mesh_batch,
+                    ClusterShard::new(cluster_map),
                 )));
                 spawn_local(forward::run_flusher(shard.clone()));
                 if shard.aof.is_some() {

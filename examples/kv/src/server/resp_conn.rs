@@ -36,9 +36,13 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
         return;
     };
+    let mut session = Session::new(shard.shared.session.clone());
+    if let Some(gate) = shard.cluster.gate() {
+        session.set_cluster(gate);
+    }
     let conn = Rc::new(RespConn {
         state: RefCell::new(ConnState {
-            session: Session::new(shard.shared.session.clone()),
+            session,
             merges: Merges::default(),
         }),
         waker: RefCell::new(None),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aof_io::AofShard;
+use super::cluster::{self, ClusterShard};
 use super::forward::{Done, Forward, Job};
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
@@ -29,6 +30,8 @@ pub(crate) struct Shard {
     pub aof: Option<AofShard>,
     sinks: RefCell<SinkRegistry>,
     pub forward: Forward,
+    /// Cluster mode's routing snapshot, and the MIGRATEs running here.
+    pub cluster: ClusterShard,
 }
 
 thread_local! {
@@ -72,6 +75,7 @@ impl Shard {
         store: Store,
         aof: Option<AofShard>,
         mesh_batch: usize,
+        cluster: ClusterShard,
     ) -> Shard {
         Shard {
             id,
@@ -81,7 +85,13 @@ impl Shard {
             aof,
             sinks: RefCell::new(SinkRegistry::default()),
             forward: Forward::new(count, mesh_batch),
+            cluster,
         }
+    }
+
+    /// Reads this shard's store (never across an await).
+    pub fn with_store<R>(&self, f: impl FnOnce(&Store) -> R) -> R {
+        f(&self.store.borrow())
     }
 
     pub fn register(&self, sink: Rc<dyn ReplySink>) -> SinkKey {
@@ -145,9 +155,15 @@ impl Shard {
         }
     }
 
-    /// Runs a command this shard owns. `None`: the durability gate holds the reply until the
-    /// AOF covering it is on disk; it is delivered then.
-    fn execute(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+    /// Runs a command this shard owns, after the cluster check (see [`cluster::execute`]).
+    /// `None`: the reply is delivered later (the durability gate holds it until the AOF
+    /// covering it is on disk, a MIGRATE holds its keys, or the glue runs it).
+    pub fn execute(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        cluster::execute(self, origin, command, now)
+    }
+
+    /// Runs a command on the store, through the AOF when there is one.
+    pub fn execute_plain(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(

@@ -11,6 +11,7 @@ pub(crate) struct ServerShared {
     pub started: Instant,
     pub tcp_port: AtomicU16,
     pub aof_enabled: bool,
+    pub cluster_enabled: bool,
     pub maxclients: usize,
     pub connected_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
@@ -24,6 +25,7 @@ impl ServerShared {
             uptime_ms: self.started.elapsed().as_millis() as u64,
             connected_clients: self.connected_clients.load(Ordering::Relaxed) as u64,
             aof_enabled: self.aof_enabled,
+            cluster_enabled: self.cluster_enabled,
         }
     }
 

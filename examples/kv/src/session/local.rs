@@ -3,6 +3,8 @@
 use bytes::Bytes;
 
 use super::{Lifecycle, Session};
+use crate::cluster::slots::key_slot;
+use crate::cluster::ClusterRequest;
 use crate::command::table::{self, COMMANDS};
 use crate::command::{Command, CommandError, CommandQuery};
 use crate::glob::glob_match;
@@ -19,7 +21,9 @@ impl Session {
                 Reply::ok()
             }
             Command::Select(0) => Reply::ok(),
+            Command::Select(_) if self.cluster.is_some() => CommandError::SelectInCluster.into(),
             Command::Select(_) => CommandError::DbIndexOutOfRange.into(),
+            Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),
             other => CommandError::NotShardCommand {
@@ -56,6 +60,34 @@ impl Session {
             }
         }
         Reply::Array(items)
+    }
+}
+
+impl Session {
+    /// KEYSLOT, ASKING, READONLY, READWRITE (the session refused them without cluster mode).
+    fn run_cluster_local(&mut self, request: ClusterRequest) -> Reply {
+        let Some(gate) = &mut self.cluster else {
+            return CommandError::ClusterDisabled.into();
+        };
+        match request {
+            ClusterRequest::KeySlot(key) => Reply::Integer(i64::from(key_slot(&key))),
+            ClusterRequest::Asking => {
+                gate.set_asking();
+                Reply::ok()
+            }
+            ClusterRequest::ReadOnly => {
+                gate.set_readonly(true);
+                Reply::ok()
+            }
+            ClusterRequest::ReadWrite => {
+                gate.set_readonly(false);
+                Reply::ok()
+            }
+            other => CommandError::NotShardCommand {
+                command: other.name(),
+            }
+            .into(),
+        }
     }
 }
 

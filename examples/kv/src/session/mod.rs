@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::cluster::ClusterGate;
 use crate::command::{self, Command, CommandError, Scope};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
@@ -73,6 +74,8 @@ pub struct Session {
     lifecycle: Lifecycle,
     /// Why parsing stopped, until the glue takes it to report (count and log) it.
     protocol_error: Option<String>,
+    /// Cluster mode: redirections and the ASKING flag.
+    cluster: Option<ClusterGate>,
 }
 
 enum Admission {
@@ -91,7 +94,13 @@ impl Session {
             output: BytesMut::new(),
             lifecycle: Lifecycle::Open,
             protocol_error: None,
+            cluster: None,
         }
+    }
+
+    /// Cluster mode: every request is checked against the node's slots before it runs.
+    pub fn set_cluster(&mut self, gate: ClusterGate) {
+        self.cluster = Some(gate);
     }
 
     /// Appends bytes read from the socket.
@@ -188,6 +197,12 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
+        if let Some(gate) = self.cluster.as_mut().filter(|_| permitted) {
+            // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
+            if let Some(redirect) = gate.check(&args) {
+                return Admission::Answered(redirect);
+            }
+        }
         let command = match Command::parse(args) {
             Ok(command) if permitted => command,
             Err(error) if permitted || error.is_checked_before_auth() => {
@@ -195,6 +210,11 @@ impl Session {
             }
             _ => return Admission::Answered(CommandError::NoAuth.into()),
         };
+        if let Command::Cluster(request) = &command {
+            if self.cluster.is_none() && request.needs_cluster_mode() {
+                return Admission::Answered(CommandError::ClusterDisabled.into());
+            }
+        }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
             Scope::Keyed | Scope::AllShards => Admission::Forward(command),

@@ -78,6 +78,9 @@ impl Store {
         let len_before = self.map.len();
         let (index, stored_key, entry) = self.map.swap_remove_full(key)?;
         self.snapshot_fix_removal(index, len_before, &stored_key);
+        if let Some(slots) = &mut self.slot_index {
+            slots.remove(&stored_key);
+        }
         self.data_bytes -= stored_key.len() + entry.value.len();
         if let Some(expiry) = entry.expiry {
             self.unindex(expiry.slot);
@@ -114,6 +117,9 @@ impl Store {
             slot: self.expiring.push(key.clone()),
         });
         self.data_bytes += key.len() + value.len();
+        if let Some(slots) = &mut self.slot_index {
+            slots.insert(&key);
+        }
         self.map.insert(key, Entry { value, expiry });
     }
 

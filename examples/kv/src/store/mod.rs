@@ -2,6 +2,7 @@
 //! by the shard that owns them. Time comes from the caller (`now_ms`, Unix milliseconds), so
 //! the store never reads a clock and tests control time exactly.
 
+mod cluster;
 mod emit;
 mod entry;
 mod expiring;
@@ -20,6 +21,7 @@ use crate::change::{ChangeSink, NoLog};
 use crate::command::{Command, CommandError};
 use crate::reply::Reply;
 
+use cluster::SlotIndex;
 use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
@@ -62,6 +64,8 @@ pub struct Store {
     config: StoreConfig,
     /// The snapshot in progress: see `snapshot.rs`.
     snapshot: Option<snapshot::Snapshot>,
+    /// The keys of each hash slot, kept in cluster mode only ([`Store::enable_slot_index`]).
+    slot_index: Option<SlotIndex>,
 }
 
 impl Default for Store {
@@ -79,6 +83,7 @@ impl Store {
             data_bytes: 0,
             config,
             snapshot: None,
+            slot_index: None,
         }
     }
 
@@ -153,6 +158,7 @@ impl Store {
             | Command::BgRewriteAof) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
+            Command::Cluster(request) => self.run_cluster(request, now, sink),
         };
         result.unwrap_or_else(Reply::from)
     }
@@ -162,6 +168,9 @@ impl Store {
         self.expiring.clear();
         self.data_bytes = 0;
         self.snapshot_fix_clear();
+        if let Some(index) = &mut self.slot_index {
+            index.clear();
+        }
         sink.record(crate::change::WriteOp::FlushAll);
         Reply::ok()
     }

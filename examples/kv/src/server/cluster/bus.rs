@@ -1,0 +1,295 @@
+//! The cluster bus, on shard 0: a listener on the bus port, one outgoing link per known node
+//! (PING, wait for PONG, once a second and at once after a configuration change), and a
+//! handshake link per CLUSTER MEET in progress. Messages are [`Message`]s; what they change
+//! is decided by [`Topology::receive`], then committed like any change.
+//!
+//! Bounded: a link handles one message at a time (a peer that stops reading stops being
+//! read), messages are capped by the parser's limits, incoming links are capped at
+//! [`MAX_INBOUND`] and closed when idle.
+//!
+//! [`Topology::receive`]: crate::cluster::Topology::receive
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use corewire::runtime::net::{TcpListener, TcpStream};
+use corewire::runtime::{sleep, spawn_local, timeout};
+
+use super::super::shard::now_ms;
+use super::node::ClusterNode;
+use crate::cluster::gossip::{self, Message, MessageKind};
+use crate::cluster::node::{NodeAddr, NodeId};
+use crate::cluster::topology::Link;
+use crate::resp::RequestParser;
+
+/// How often the supervisor looks for links to start and runs the topology's timers.
+const TICK: Duration = Duration::from_millis(100);
+/// Longest pause between two pings to one node.
+const PING_EVERY: Duration = Duration::from_secs(1);
+/// Incoming bus connections at most (the bus port is open to anyone who can reach it).
+const MAX_INBOUND: usize = 1024;
+
+/// Which link tasks run, so each node and each handshake has exactly one.
+#[derive(Default)]
+pub(crate) struct Links {
+    to_nodes: HashSet<NodeId>,
+    handshakes: HashSet<NodeAddr>,
+    inbound: usize,
+}
+
+fn node_timeout(node: &ClusterNode) -> Duration {
+    Duration::from_millis(node.topology().node_timeout_ms().max(100))
+}
+
+/// Reads whole bus messages from one connection.
+struct Reader {
+    buf: BytesMut,
+    parser: RequestParser,
+}
+
+impl Reader {
+    fn new() -> Reader {
+        Reader {
+            buf: BytesMut::new(),
+            parser: RequestParser::new(gossip::parser_limits()),
+        }
+    }
+
+    /// The next message; `Err` when the peer closed, failed, or sent something else. Not
+    /// cancel-safe: a reader whose call was dropped must not be used again.
+    async fn next(&mut self, stream: &TcpStream) -> Result<Message, String> {
+        loop {
+            match self.parser.parse(&mut self.buf) {
+                Ok(Some(fields)) => return Message::decode(&fields),
+                Ok(None) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+            let (result, buf) = stream.recv(std::mem::take(&mut self.buf), 4096).await;
+            self.buf = buf;
+            match result {
+                Ok(0) => return Err("closed by the peer".into()),
+                Ok(_) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+    }
+}
+
+async fn send(stream: &TcpStream, message: &Message) -> Result<(), String> {
+    let mut out = BytesMut::new();
+    message.encode(&mut out);
+    stream
+        .send_all(out.freeze())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn bus_addr(addr: &NodeAddr) -> Option<SocketAddr> {
+    let ip: IpAddr = addr.ip.parse().ok()?;
+    Some(SocketAddr::new(ip, addr.cport))
+}
+
+async fn connect(addr: &NodeAddr, limit: Duration) -> Result<TcpStream, String> {
+    let target = bus_addr(addr).ok_or_else(|| format!("no bus address for {addr:?}"))?;
+    match timeout(limit, TcpStream::connect(target)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("connect timed out".into()),
+    }
+}
+
+/// Accepts incoming bus connections.
+pub(super) async fn listen(node: Rc<ClusterNode>, listener: TcpListener) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "cluster bus accept failed");
+                sleep(TICK).await;
+                continue;
+            }
+        };
+        if node.links.borrow().inbound >= MAX_INBOUND {
+            tracing::warn!(?peer, "too many cluster bus connections; refusing one");
+            continue;
+        }
+        spawn_local(inbound(node.clone(), stream, peer));
+    }
+}
+
+/// Counts an incoming link for as long as it lives.
+struct InboundSlot(Rc<ClusterNode>);
+
+impl Drop for InboundSlot {
+    fn drop(&mut self) {
+        self.0.links.borrow_mut().inbound -= 1;
+    }
+}
+
+/// A connection a peer opened: PING or MEET in, PONG out.
+async fn inbound(node: Rc<ClusterNode>, stream: TcpStream, peer: Option<SocketAddr>) {
+    node.links.borrow_mut().inbound += 1;
+    let _slot = InboundSlot(node.clone());
+    let ip = |addr: Option<SocketAddr>| addr.map_or(String::new(), |a| a.ip().to_string());
+    let link = Link::Inbound {
+        peer_ip: ip(peer),
+        local_ip: ip(stream.local_addr().ok()),
+    };
+    let idle = node_timeout(&node) * 2;
+    let mut reader = Reader::new();
+    loop {
+        let message = match timeout(idle, reader.next(&stream)).await {
+            Ok(Ok(message)) => message,
+            Ok(Err(why)) => {
+                tracing::debug!(?peer, %why, "cluster bus connection closed");
+                return;
+            }
+            Err(_) => return,
+        };
+        let reply = node.topology_mut().receive(&message, &link, now_ms());
+        if let Some(reply) = reply {
+            if send(&stream, &reply).await.is_err() {
+                return;
+            }
+        }
+        node.commit().await;
+    }
+}
+
+/// Runs the topology's timers and starts the links that should run.
+pub(super) async fn supervise(node: Rc<ClusterNode>) {
+    loop {
+        // A MEET wakes this at once; otherwise every tick.
+        let _ = timeout(TICK, node.announce.notified()).await;
+        node.topology_mut().cron(now_ms());
+        let (nodes, handshakes): (Vec<NodeId>, Vec<NodeAddr>) = {
+            let topology = node.topology();
+            let me = topology.myself_index();
+            (
+                topology
+                    .nodes()
+                    .filter(|(i, _)| *i != me)
+                    .map(|(_, n)| n.id)
+                    .collect(),
+                topology
+                    .handshakes()
+                    .iter()
+                    .map(|h| h.addr.clone())
+                    .collect(),
+            )
+        };
+        let mut links = node.links.borrow_mut();
+        for id in nodes {
+            if links.to_nodes.insert(id) {
+                spawn_local(link_to(node.clone(), id));
+            }
+        }
+        for addr in handshakes {
+            if links.handshakes.insert(addr.clone()) {
+                spawn_local(handshake(node.clone(), addr));
+            }
+        }
+    }
+}
+
+/// Our link to a known node, until the node is forgotten: connect (retrying with backoff),
+/// then ping.
+async fn link_to(node: Rc<ClusterNode>, id: NodeId) {
+    let mut backoff = TICK;
+    loop {
+        let addr = {
+            let topology = node.topology();
+            match topology.find(&id).and_then(|i| topology.node(i)) {
+                Some(n) => n.addr.clone(),
+                None => break,
+            }
+        };
+        // An attempt counts as an unanswered ping: a node we cannot reach turns `fail?`.
+        node.topology_mut().ping_sent(&id, now_ms());
+        match connect(&addr, node_timeout(&node)).await {
+            Ok(stream) => {
+                backoff = TICK;
+                node.topology_mut().set_link(&id, true);
+                if let Err(why) = ping(&node, &id, &stream).await {
+                    tracing::debug!(node = %id, %why, "cluster bus link down");
+                }
+                node.topology_mut().set_link(&id, false);
+            }
+            Err(why) => {
+                tracing::trace!(node = %id, %why, "cluster bus connect failed");
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(PING_EVERY);
+            }
+        }
+    }
+    node.links.borrow_mut().to_nodes.remove(&id);
+}
+
+/// PING, PONG, pause, repeat; `Ok` once the node is forgotten.
+async fn ping(node: &ClusterNode, id: &NodeId, stream: &TcpStream) -> Result<(), String> {
+    let limit = node_timeout(node);
+    let pause = PING_EVERY.min(limit / 2);
+    let mut reader = Reader::new();
+    loop {
+        let message = {
+            let mut topology = node.topology_mut();
+            if topology.find(id).is_none() {
+                return Ok(());
+            }
+            topology.ping_sent(id, now_ms());
+            topology.message(MessageKind::Ping)
+        };
+        send(stream, &message).await?;
+        let pong = match timeout(limit, reader.next(stream)).await {
+            Ok(pong) => pong?,
+            Err(_) => return Err("no pong within the node timeout".into()),
+        };
+        if pong.sender != *id {
+            return Err(format!("the node at that address is now {}", pong.sender));
+        }
+        node.topology_mut()
+            .receive(&pong, &Link::ToNode(*id), now_ms());
+        node.commit().await;
+        let _ = timeout(pause, node.announce.notified()).await;
+    }
+}
+
+/// CLUSTER MEET: MEET until the address answers or the handshake expires.
+async fn handshake(node: Rc<ClusterNode>, addr: NodeAddr) {
+    loop {
+        let pending = node.topology().handshakes().iter().any(|h| h.addr == addr);
+        if !pending {
+            break;
+        }
+        match meet(&node, &addr).await {
+            Ok(()) => break,
+            Err(why) => {
+                tracing::debug!(ip = %addr.ip, port = addr.port, %why, "cluster meet failed");
+                sleep(TICK * 5).await;
+            }
+        }
+    }
+    node.links.borrow_mut().handshakes.remove(&addr);
+}
+
+async fn meet(node: &ClusterNode, addr: &NodeAddr) -> Result<(), String> {
+    let limit = node_timeout(node);
+    let stream = connect(addr, limit).await?;
+    let message = node.topology_mut().message(MessageKind::Meet);
+    send(&stream, &message).await?;
+    let mut reader = Reader::new();
+    let pong = match timeout(limit, reader.next(&stream)).await {
+        Ok(pong) => pong?,
+        Err(_) => return Err("no answer to MEET".into()),
+    };
+    if pong.kind != MessageKind::Pong {
+        return Err("answered MEET with something else than PONG".into());
+    }
+    node.topology_mut()
+        .receive(&pong, &Link::Handshake(addr.clone()), now_ms());
+    node.commit().await;
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! The node's configuration on shard 0: the CLUSTER commands that read or change it, and
+//! the commit that follows every change (save `nodes.conf`, send the new routing snapshot to
+//! every shard, ping the other nodes) before the change is acknowledged.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use corewire::runtime::net::TcpListener;
+use corewire::runtime::spawn_local;
+use corewire::runtime::sync::{Mutex, Notify};
+
+use super::super::shard::{self, now_ms};
+use super::super::sink::Origin;
+use super::conf_file::{random_node_id, ConfFile};
+use super::{bulk, bus, count_and_fence, publish, total_keys, unfence};
+use crate::cluster::command::{SetSlot, HELP};
+use crate::cluster::node::NodeId;
+use crate::cluster::slots::ranges;
+use crate::cluster::topology::ClusterError;
+use crate::cluster::{nodes_conf, render, NodeCommand, Topology};
+use crate::reply::Reply;
+
+pub(crate) struct ClusterNode {
+    topology: RefCell<Topology>,
+    file: ConfFile,
+    shards: usize,
+    /// One configuration-changing command at a time (SETSLOT NODE waits on a shard).
+    admin: Mutex<()>,
+    /// One save-and-publish at a time; `published` is the version it last completed.
+    commit_lock: Mutex<()>,
+    published: Cell<u64>,
+    /// Wakes every bus link to ping now.
+    pub(super) announce: Notify,
+    pub(super) links: RefCell<bus::Links>,
+}
+
+impl ClusterNode {
+    pub fn new(topology: Topology, file: ConfFile, shards: usize) -> Rc<ClusterNode> {
+        Rc::new(ClusterNode {
+            topology: RefCell::new(topology),
+            file,
+            shards,
+            admin: Mutex::new(()),
+            commit_lock: Mutex::new(()),
+            // Never published yet: the first commit saves and publishes.
+            published: Cell::new(u64::MAX),
+            announce: Notify::new(),
+            links: RefCell::default(),
+        })
+    }
+
+    /// Starts the bus (on shard 0) and makes the loaded configuration current everywhere.
+    pub async fn start(self: &Rc<Self>, listener: TcpListener) {
+        self.commit().await;
+        spawn_local(bus::listen(self.clone(), listener));
+        spawn_local(bus::supervise(self.clone()));
+    }
+
+    pub(super) fn topology(&self) -> std::cell::Ref<'_, Topology> {
+        self.topology.borrow()
+    }
+
+    pub(super) fn topology_mut(&self) -> std::cell::RefMut<'_, Topology> {
+        self.topology.borrow_mut()
+    }
+
+    /// A CLUSTER subcommand that needs the node's configuration. Reads answer at once;
+    /// changes answer once saved and published (`None`: delivered later).
+    pub fn run(self: &Rc<Self>, origin: Origin, request: NodeCommand) -> Option<Reply> {
+        if let Some(reply) = self.read(&request) {
+            return Some(reply);
+        }
+        let node = self.clone();
+        spawn_local(async move {
+            let reply = node.change(request).await;
+            shard::current().deliver(origin, reply);
+        });
+        None
+    }
+
+    fn read(&self, request: &NodeCommand) -> Option<Reply> {
+        let topology = self.topology();
+        let known = |id: &Bytes| {
+            NodeId::parse(id)
+                .and_then(|id| topology.find(&id))
+                .is_some()
+        };
+        let unknown =
+            |id: &Bytes| Reply::error(format!("ERR Unknown node {}", String::from_utf8_lossy(id)));
+        Some(match request {
+            NodeCommand::Info => render::info(&topology),
+            NodeCommand::MyId => {
+                Reply::Bulk(Bytes::copy_from_slice(topology.myself().id.as_bytes()))
+            }
+            NodeCommand::Nodes => render::nodes(&topology),
+            NodeCommand::Slots => render::slots(&topology),
+            NodeCommand::Shards => render::shards(&topology),
+            NodeCommand::Links => links(&topology),
+            NodeCommand::Help => help(),
+            NodeCommand::CountFailureReports(id) if known(id) => Reply::Integer(0),
+            NodeCommand::Replicas(id) if known(id) => Reply::Array(Vec::new()),
+            NodeCommand::CountFailureReports(id) | NodeCommand::Replicas(id) => unknown(id),
+            NodeCommand::NoReplicas => Reply::error(
+                "ERR corewire-kv clusters have no replicas: REPLICATE and FAILOVER are not \
+                 supported",
+            ),
+            _ => return None,
+        })
+    }
+
+    async fn change(self: &Rc<Self>, request: NodeCommand) -> Reply {
+        let _admin = self.admin.lock().await;
+        let now = now_ms();
+        let result = match request {
+            NodeCommand::UpdateSlots { ranges, delete } => {
+                self.topology_mut().update_slots(&ranges, delete)
+            }
+            NodeCommand::FlushSlots => self.flush_slots().await,
+            NodeCommand::SetSlot { slot, action } => self.set_slot(slot, action).await,
+            NodeCommand::Meet { ip, port, cport } => {
+                let met = self.topology_mut().meet(&ip, port, cport, now);
+                self.announce.notify_waiters();
+                met
+            }
+            NodeCommand::Forget(id) => self.topology_mut().forget(&id, now),
+            NodeCommand::Reset { hard } => self.reset(hard).await,
+            NodeCommand::SaveConfig => {
+                let text = nodes_conf::render(&self.topology());
+                if let Err(error) = self.file.save(text).await {
+                    return Reply::error(format!(
+                        "ERR error saving the cluster node config: {error}"
+                    ));
+                }
+                Ok(())
+            }
+            NodeCommand::SetConfigEpoch(epoch) => self.topology_mut().set_config_epoch(epoch),
+            NodeCommand::BumpEpoch => {
+                let (bumped, epoch) = self.topology_mut().bump_epoch();
+                self.commit().await;
+                let word = if bumped { "BUMPED" } else { "STILL" };
+                return Reply::Simple(Bytes::from(format!("{word} {epoch}")));
+            }
+            read => return self.read(&read).unwrap_or_else(Reply::ok),
+        };
+        self.commit().await;
+        result.map_or_else(Reply::from, |()| Reply::ok())
+    }
+
+    async fn flush_slots(&self) -> Result<(), ClusterError> {
+        if total_keys(self.shards).await != 0 {
+            return Err(ClusterError(
+                "ERR DB must be empty to perform CLUSTER FLUSHSLOTS.".into(),
+            ));
+        }
+        let mut topology = self.topology_mut();
+        let mine = ranges(topology.slots_of(topology.myself_index()).iter());
+        if mine.is_empty() {
+            return Ok(());
+        }
+        topology.update_slots(&mine, true)
+    }
+
+    async fn reset(&self, hard: bool) -> Result<(), ClusterError> {
+        if total_keys(self.shards).await != 0 {
+            return Err(ClusterError(
+                "ERR CLUSTER RESET can't be called with master nodes containing keys".into(),
+            ));
+        }
+        let new_id = match hard {
+            true => Some(random_node_id().map_err(|e| ClusterError(format!("ERR {e}")))?),
+            false => None,
+        };
+        self.topology_mut().reset(new_id);
+        Ok(())
+    }
+
+    /// CLUSTER SETSLOT. Handing a slot to another node checks, on the shard holding the
+    /// slot, that none of its keys is left and closes the slot there in the same turn, so
+    /// no write can land in between; the new configuration then replaces the closure.
+    async fn set_slot(&self, slot: u16, action: SetSlot) -> Result<(), ClusterError> {
+        match action {
+            SetSlot::Migrating(id) => self.topology_mut().set_migrating(slot, &id),
+            SetSlot::Importing(id) => self.topology_mut().set_importing(slot, &id),
+            SetSlot::Stable => {
+                self.topology_mut().set_stable(slot);
+                Ok(())
+            }
+            SetSlot::Node(id) => {
+                let (to, gives_away, endpoint) = {
+                    let topology = self.topology();
+                    let to = topology.check_set_owner(&id)?;
+                    let endpoint = topology
+                        .node(to)
+                        .map(|n| n.addr.client_endpoint())
+                        .unwrap_or_default();
+                    (to, topology.gives_away(slot, to), endpoint)
+                };
+                let holder = usize::from(slot) % self.shards;
+                let keys = count_and_fence(holder, slot, gives_away.then_some(endpoint)).await;
+                let set = self.topology_mut().set_owner(slot, to, keys);
+                if gives_away && keys == 0 {
+                    self.commit().await;
+                    unfence(holder, slot).await;
+                }
+                set
+            }
+        }
+    }
+
+    /// Saves and publishes the configuration if it changed since the last commit. A node
+    /// that cannot save its configuration stops, as Redis does: acknowledging a change it
+    /// would forget on restart is worse.
+    pub(super) async fn commit(&self) {
+        let _commit = self.commit_lock.lock().await;
+        let (version, text, map) = {
+            let topology = self.topology();
+            if topology.version() == self.published.get() {
+                return;
+            }
+            (
+                topology.version(),
+                nodes_conf::render(&topology),
+                Arc::new(topology.slot_map()),
+            )
+        };
+        if let Err(error) = self.file.save(text).await {
+            eprintln!(
+                "corewire-kv: can't save the cluster config file {}: {error}; exiting",
+                self.file.path().display()
+            );
+            std::process::exit(1);
+        }
+        publish(map, self.shards).await;
+        self.published.set(version);
+        self.announce.notify_waiters();
+    }
+}
+
+/// CLUSTER LINKS: this node's outgoing bus links that are up.
+fn links(topology: &Topology) -> Reply {
+    let links = topology
+        .nodes()
+        .filter(|(i, n)| *i != topology.myself_index() && n.link_up)
+        .map(|(_, n)| {
+            Reply::Array(vec![
+                bulk("direction"),
+                bulk("to"),
+                bulk("node"),
+                Reply::Bulk(Bytes::copy_from_slice(n.id.as_bytes())),
+                bulk("create-time"),
+                Reply::Integer(0),
+                bulk("events"),
+                bulk("rw"),
+                bulk("send-buffer-allocated"),
+                Reply::Integer(0),
+                bulk("send-buffer-used"),
+                Reply::Integer(0),
+            ])
+        })
+        .collect();
+    Reply::Array(links)
+}
+
+/// CLUSTER HELP, laid out as Redis's help replies.
+fn help() -> Reply {
+    let mut lines =
+        vec!["CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:".to_owned()];
+    lines.extend(HELP.iter().map(|l| l.to_string()));
+    lines.push("HELP".into());
+    lines.push("    Print this help.".into());
+    Reply::Array(
+        lines
+            .into_iter()
+            .map(|l| Reply::Simple(Bytes::from(l)))
+            .collect(),
+    )
+}
