@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::driver::Features;
 use crate::mesh::{self, RemoteHandle};
+use crate::net::RecvBuffers;
 use crate::shard::stall::{StallHook, StallReport};
 use crate::shard::{
     run_shard, ShardConfig, ShardHook, ShardHooks, ShardId, ShardRemote, ShardStatsSnapshot,
@@ -33,6 +34,7 @@ impl Default for RuntimeBuilder {
             pin: true,
             config: ShardConfig {
                 ring_entries: 256,
+                recv_buffers: RecvBuffers::default(),
                 task_budget: 128,
                 inbox_batch: 256,
                 spin_before_park: Duration::from_micros(50),
@@ -69,6 +71,15 @@ impl RuntimeBuilder {
     /// Submission queue size of each shard's ring (default 256).
     pub fn ring_entries(mut self, n: u32) -> Self {
         self.config.ring_entries = n.max(8);
+        self
+    }
+
+    /// Each shard's receive-buffer ring, which multishot receives of every stream of the
+    /// shard draw from (default 1024 buffers × 4 KiB = 4 MiB a shard, not locked memory).
+    /// The count must be a power of two ≤ 32768 (else `build` fails). Unused where the kernel
+    /// lacks multishot receive, or under `COREWIRE_IO_URING=plain`.
+    pub fn recv_buffers(mut self, buffers: RecvBuffers) -> Self {
+        self.config.recv_buffers = buffers;
         self
     }
 

@@ -160,24 +160,45 @@ fn test_timeout() -> Duration {
         .map_or(DEFAULT_TEST_TIMEOUT, Duration::from_secs)
 }
 
-fn run_host(bins: &[&TestBinary], test_args: &[String], tally: &mut Tally) {
+/// The packages whose host tests run a second time with every io_uring fallback forced
+/// (`COREWIRE_IO_URING=plain`: no set-up flags, no buffer ring, single-shot receives), as on
+/// an old kernel: the runtime, the transports and the KV store.
+const FALLBACK_PACKAGES: &[&str] = &["runtime", "transport", "examples/kv"];
+
+fn runs_with_fallbacks(bin: &TestBinary) -> bool {
+    let root = cmd::repo_root();
+    FALLBACK_PACKAGES
+        .iter()
+        .any(|p| bin.package_dir == root.join(p))
+}
+
+fn run_host(
+    bins: &[&TestBinary],
+    test_args: &[String],
+    env: Option<(&str, &str)>,
+    tally: &mut Tally,
+) {
     let limit = test_timeout();
     for bin in bins {
         let mut seen = Seen::default();
-        let finished = cmd::run_streaming(
-            Command::new(&bin.exe)
-                .args(test_args)
-                .current_dir(&bin.package_dir)
-                .env("CARGO_MANIFEST_DIR", &bin.package_dir),
-            Some(limit),
-            |line| {
-                if let Some(r) = parse_result_line(line) {
-                    tally.add(r);
-                    seen.result = Some(r);
-                }
-            },
-        );
-        let what = format!("test binary {}", bin.name);
+        let mut command = Command::new(&bin.exe);
+        command
+            .args(test_args)
+            .current_dir(&bin.package_dir)
+            .env("CARGO_MANIFEST_DIR", &bin.package_dir);
+        if let Some((k, v)) = env {
+            command.env(k, v);
+        }
+        let finished = cmd::run_streaming(&mut command, Some(limit), |line| {
+            if let Some(r) = parse_result_line(line) {
+                tally.add(r);
+                seen.result = Some(r);
+            }
+        });
+        let what = match env {
+            Some((k, v)) => format!("test binary {} ({k}={v})", bin.name),
+            None => format!("test binary {}", bin.name),
+        };
         match finished {
             Ok(f) if f.timed_out => tally.problem(format!(
                 "{what} ran longer than {}s and was killed (XTASK_TEST_TIMEOUT)",
@@ -360,7 +381,22 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         bins.iter().partition(|b| b.needs_rdma());
     if opts.host {
         let started = Instant::now();
-        run_host(&host, &opts.test_args, &mut tally);
+        run_host(&host, &opts.test_args, None, &mut tally);
+        let fallback: Vec<&TestBinary> = host
+            .iter()
+            .copied()
+            .filter(|b| runs_with_fallbacks(b))
+            .collect();
+        eprintln!(
+            "xtask: {} test binaries again with COREWIRE_IO_URING=plain",
+            fallback.len()
+        );
+        run_host(
+            &fallback,
+            &opts.test_args,
+            Some(("COREWIRE_IO_URING", "plain")),
+            &mut tally,
+        );
         run_doc_tests(&opts.test_args, &mut tally);
         check_docs(&mut tally);
         eprintln!(
@@ -416,6 +452,21 @@ mod tests {
         assert!(bins[1].needs_rdma());
         assert_eq!(bins[1].package_dir, Path::new("/r/verbs"));
         assert_eq!(bins[1].exe, Path::new("/t/rdma_verbs-1"));
+    }
+
+    #[test]
+    fn fallback_pass_covers_runtime_transport_and_kv_only() {
+        let bin = |dir: &str| TestBinary {
+            name: "t".into(),
+            exe: "/t/t".into(),
+            package_dir: cmd::repo_root().join(dir),
+        };
+        for dir in ["runtime", "transport", "examples/kv"] {
+            assert!(runs_with_fallbacks(&bin(dir)), "{dir}");
+        }
+        for dir in ["verbs", "xtask", "", "examples"] {
+            assert!(!runs_with_fallbacks(&bin(dir)), "{dir}");
+        }
     }
 
     #[test]

@@ -32,6 +32,15 @@ pub struct Features {
     pub mkdirat: bool,
     /// IORING_OP_FTRUNCATE (6.9): `File::set_len`; else a helper thread.
     pub ftruncate: bool,
+    /// Multishot receive (6.0) into the shard's provided-buffer ring (5.19), registered at
+    /// start-up; else one single-shot receive at a time into the stream's own buffer.
+    pub recv_multishot: bool,
+}
+
+/// Whether `COREWIRE_IO_URING=plain` asks for every fallback: no set-up flags, and none of
+/// the optional mechanisms (buffer ring and multishot receive), as on an old kernel.
+pub(crate) fn forced_plain() -> bool {
+    std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
 }
 
 pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
@@ -57,8 +66,9 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
         ),
         (|_| {}, false, false, false),
     ];
-    // COREWIRE_IO_URING=coop|plain skips the more capable set-ups (to compare them, or to
-    // work around a kernel whose DEFER_TASKRUN misbehaves).
+    // COREWIRE_IO_URING=coop|plain skips the more capable set-ups (to compare them, to test
+    // the fallbacks, or to work around a kernel whose DEFER_TASKRUN misbehaves); `plain` also
+    // turns off every optional mechanism (see `forced_plain`).
     let skip = match std::env::var("COREWIRE_IO_URING").as_deref() {
         Ok("coop") => 1,
         Ok("plain") => 2,
@@ -89,6 +99,8 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     renameat: has(opcode::RenameAt::CODE),
                     mkdirat: has(opcode::MkDirAt::CODE),
                     ftruncate: has(opcode::Ftruncate::CODE),
+                    // RECV_MULTISHOT shares RECV's opcode; SEND_ZC arrived with it in 6.0.
+                    recv_multishot: has(opcode::SendZc::CODE) && !forced_plain(),
                 };
                 if !features.send_recv || !features.ext_arg {
                     return Err(io::Error::new(

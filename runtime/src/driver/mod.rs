@@ -8,19 +8,23 @@
 //! All of the crate's `unsafe` that talks to the ring lives under this module.
 #![allow(unsafe_code)] // the ring: SQEs carry pointers the kernel dereferences
 
+pub(crate) mod buf_ring;
 pub(crate) mod fd;
 pub(crate) mod features;
 pub(crate) mod op;
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
+use std::rc::Rc;
 use std::task::Waker;
 use std::time::Duration;
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
 
+use buf_ring::{BufRing, RecvBuffers};
 pub use features::Features;
 
 /// `user_data` of the cancel requests the driver issues itself; their completions are ignored.
@@ -42,6 +46,34 @@ pub(crate) enum Slot {
         data: Box<dyn Any>,
         release: fn(i32, u32),
     },
+    /// A multishot op: its completions in arrival order until the consumer takes them. The
+    /// queue is bounded by the op itself: each data completion holds one buffer of the ring.
+    Multi {
+        cqes: VecDeque<(i32, u32)>,
+        waker: Option<Waker>,
+        /// The final completion (no `IORING_CQE_F_MORE`) is in `cqes`.
+        finished: bool,
+        /// What the kernel may use until the final completion (the descriptor's share).
+        #[allow(dead_code)]
+        keep: Box<dyn Any>,
+    },
+    /// A multishot op whose consumer went away: cancelled; buffers its completions carry go
+    /// straight back to the ring, and the slot goes at the final completion.
+    MultiAbandoned {
+        #[allow(dead_code)]
+        keep: Box<dyn Any>,
+    },
+}
+
+impl Slot {
+    /// The kernel will post nothing more for this slot.
+    fn is_settled(&self) -> bool {
+        match self {
+            Slot::Completed { .. } => true,
+            Slot::Multi { finished, .. } => *finished,
+            _ => false,
+        }
+    }
 }
 
 /// What one reap pass did.
@@ -65,14 +97,35 @@ pub(crate) struct Driver {
     deferred: Vec<(usize, squeue::Entry)>,
     /// Scratch list for the descriptors [`fd::close_later`] queued.
     closing: Vec<RawFd>,
+    /// The shard's provided-buffer ring, when the kernel has multishot receive.
+    buf_ring: Option<Rc<BufRing>>,
+    /// Ops were leaked at shutdown: the kernel may still own memory, the buffer ring's too.
+    leaked: bool,
     /// Test hook: make the next parks fail with this errno.
     #[cfg(test)]
     fail_park: Option<i32>,
 }
 
 impl Driver {
-    pub(crate) fn new(entries: u32, wake_fd: RawFd) -> io::Result<Driver> {
-        let (ring, features) = features::build_ring(entries)?;
+    pub(crate) fn new(
+        entries: u32,
+        wake_fd: RawFd,
+        recv_buffers: RecvBuffers,
+    ) -> io::Result<Driver> {
+        let (ring, mut features) = features::build_ring(entries)?;
+        let buf_ring = if features.recv_multishot {
+            match BufRing::register(&ring, recv_buffers) {
+                Ok(r) => Some(r),
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
+                Err(e) => {
+                    tracing::info!(error = %e, "no provided-buffer ring: single-shot receives");
+                    features.recv_multishot = false;
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let mut driver = Driver {
             ring,
             slots: Slab::with_capacity(256),
@@ -82,6 +135,8 @@ impl Driver {
             wake_armed: false,
             deferred: Vec::new(),
             closing: Vec::new(),
+            buf_ring,
+            leaked: false,
             #[cfg(test)]
             fail_park: None,
         };
@@ -105,8 +160,10 @@ impl Driver {
             // SAFETY: every SQE comes from an `OpCode` impl, whose contract keeps the memory
             // and descriptors it names alive until its final completion (the op or its slot
             // owns them, see Slot), or from the driver itself: the wake-up read into the boxed
-            // `wake_buf` (leaked on drop while armed), and cancels and closes, which carry no
-            // pointers.
+            // `wake_buf` (leaked on drop while armed); multishot receives, which name only
+            // their descriptor (a share kept in the slot until the final completion) and the
+            // buffer ring (registered until the driver drops); cancels and closes, which
+            // carry no pointers.
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 return Ok(());
@@ -127,6 +184,92 @@ impl Driver {
         let key = self.slots.insert(Slot::Pending(None));
         self.deferred.push((key, sqe.user_data(key as u64)));
         Ok(key)
+    }
+
+    /// The shard's buffer ring, when multishot receive is in use.
+    pub(crate) fn buf_ring(&self) -> Option<&Rc<BufRing>> {
+        self.buf_ring.as_ref()
+    }
+
+    /// Arm a multishot receive on `fd` into the shard's buffer ring (the caller checked that
+    /// there is one). Its completions come out of [`Driver::poll_multi`].
+    pub(crate) fn submit_recv_multishot(&mut self, fd: &fd::SharedFd) -> usize {
+        let sqe = opcode::RecvMulti::new(types::Fd(fd.raw()), buf_ring::BUF_GROUP).build();
+        self.submit_multi(sqe, Box::new(fd.clone()))
+    }
+
+    /// Submit a multishot op; `keep` holds what the kernel may use until its final completion.
+    fn submit_multi(&mut self, sqe: squeue::Entry, keep: Box<dyn Any>) -> usize {
+        let key = self.slots.insert(Slot::Multi {
+            cqes: VecDeque::new(),
+            waker: None,
+            finished: false,
+            keep,
+        });
+        self.deferred.push((key, sqe.user_data(key as u64)));
+        key
+    }
+
+    /// The next completion of multishot op `key`, or `None` (the waker is kept). The slot
+    /// goes with its final completion (no `IORING_CQE_F_MORE`).
+    pub(crate) fn poll_multi(&mut self, key: usize, waker: &Waker) -> Option<(i32, u32)> {
+        let Some(Slot::Multi {
+            cqes,
+            waker: w,
+            finished,
+            ..
+        }) = self.slots.get_mut(key)
+        else {
+            return None;
+        };
+        match cqes.pop_front() {
+            Some(cqe) => {
+                if *finished && cqes.is_empty() {
+                    self.slots.remove(key);
+                }
+                Some(cqe)
+            }
+            None => {
+                match w {
+                    Some(old) if old.will_wake(waker) => {}
+                    _ => *w = Some(waker.clone()),
+                }
+                None
+            }
+        }
+    }
+
+    /// The consumer of multishot op `key` went away: buffers its queued completions hold go
+    /// back to the ring, and the op is cancelled unless it already ended.
+    pub(crate) fn abandon_multi(&mut self, key: usize) {
+        let Some(Slot::Multi { cqes, finished, .. }) = self.slots.get_mut(key) else {
+            return;
+        };
+        let finished = *finished;
+        let queued = std::mem::take(cqes);
+        for (_, flags) in queued {
+            return_buffer(&self.buf_ring, flags);
+        }
+        if finished {
+            self.slots.remove(key);
+            return;
+        }
+        if let Some(pos) = self.deferred.iter().position(|(k, _)| *k == key) {
+            self.deferred.remove(pos);
+            self.slots.remove(key);
+            return;
+        }
+        let slot = &mut self.slots[key];
+        let placeholder = Slot::MultiAbandoned { keep: Box::new(()) };
+        if let Slot::Multi { keep, .. } = std::mem::replace(slot, placeholder) {
+            *slot = Slot::MultiAbandoned { keep };
+        }
+        let cancel = opcode::AsyncCancel::new(key as u64)
+            .build()
+            .user_data(CANCEL_TOKEN);
+        if let Err(e) = self.push(&cancel) {
+            tracing::warn!(error = %e, "could not queue an io_uring cancel");
+        }
     }
 
     /// Closes of descriptors whose last holder dropped: fire and forget (a failed close has
@@ -199,7 +342,7 @@ impl Driver {
                 }
                 None
             }
-            Slot::Abandoned { .. } => None,
+            Slot::Abandoned { .. } | Slot::Multi { .. } | Slot::MultiAbandoned { .. } => None,
         }
     }
 
@@ -234,7 +377,7 @@ impl Driver {
                     tracing::warn!(error = %e, "could not queue an io_uring cancel");
                 }
             }
-            Slot::Abandoned { .. } => {}
+            Slot::Abandoned { .. } | Slot::Multi { .. } | Slot::MultiAbandoned { .. } => {}
         }
     }
 
@@ -337,6 +480,27 @@ impl Driver {
                 Slot::Completed { .. } => {
                     tracing::error!(key, "second completion for a single-shot op");
                 }
+                Slot::Multi {
+                    cqes,
+                    waker,
+                    finished,
+                    ..
+                } => {
+                    cqes.push_back((cqe.result(), cqe.flags()));
+                    if !cqueue::more(cqe.flags()) {
+                        *finished = true;
+                    }
+                    if let Some(w) = waker.take() {
+                        w.wake();
+                    }
+                }
+                Slot::MultiAbandoned { .. } => {
+                    let flags = cqe.flags();
+                    if !cqueue::more(flags) {
+                        self.slots.remove(key);
+                    }
+                    return_buffer(&self.buf_ring, flags);
+                }
             }
         }
         drop(cq);
@@ -358,18 +522,20 @@ impl Driver {
         }
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         for key in keys {
-            if let Some(Slot::Pending(_)) = self.slots.get(key) {
+            if let Some(
+                Slot::Pending(_)
+                | Slot::Multi {
+                    finished: false, ..
+                },
+            ) = self.slots.get(key)
+            {
                 let cancel = opcode::AsyncCancel::new(key as u64)
                     .build()
                     .user_data(CANCEL_TOKEN);
                 let _ = self.push(&cancel);
             }
         }
-        while self
-            .slots
-            .iter()
-            .any(|(_, s)| !matches!(s, Slot::Completed { .. }))
-        {
+        while self.slots.iter().any(|(_, s)| !s.is_settled()) {
             let now = std::time::Instant::now();
             if now >= deadline {
                 self.leak_in_flight("ops still in flight at shard shutdown");
@@ -390,14 +556,11 @@ impl Driver {
     /// Forget every slot the kernel may still use; completed slots hold no kernel-visible data
     /// and are freed.
     fn leak_in_flight(&mut self, why: &str) {
-        let still = self
-            .slots
-            .iter()
-            .filter(|(_, s)| !matches!(s, Slot::Completed { .. }))
-            .count();
+        let still = self.slots.iter().filter(|(_, s)| !s.is_settled()).count();
         tracing::warn!(in_flight = still, "{why}; leaking their buffers");
+        self.leaked = true;
         for (_, slot) in std::mem::take(&mut self.slots) {
-            if matches!(slot, Slot::Completed { .. }) {
+            if slot.is_settled() {
                 drop(slot);
             } else {
                 // Leak rather than free memory the kernel may still write to.
@@ -409,12 +572,32 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        if let Some(ring) = self.buf_ring.take() {
+            // The kernel reads the ring and writes the buffers until the group is gone: free
+            // them (when the last RecvBuf is back) only once it is, or never.
+            if self.leaked
+                || self
+                    .ring
+                    .submitter()
+                    .unregister_buf_ring(buf_ring::BUF_GROUP)
+                    .is_err()
+            {
+                std::mem::forget(ring);
+            }
+        }
         if self.wake_armed {
             // The kernel may still hold the wake-up read until the ring is torn down, which
             // happens asynchronously after close: keep its 8-byte target alive for good.
             let buf = std::mem::replace(&mut self.wake_buf, Box::new(0));
             Box::leak(buf);
         }
+    }
+}
+
+/// A completion nobody consumes carried a ring buffer: put it back.
+fn return_buffer(ring: &Option<Rc<BufRing>>, flags: u32) {
+    if let (Some(bid), Some(ring)) = (cqueue::buffer_select(flags), ring) {
+        ring.took_and_returned(bid);
     }
 }
 
@@ -453,7 +636,7 @@ mod tests {
     fn drain_leaks_abandoned_buffers_when_the_ring_fails() {
         let (wake_r, _wake_w) = pipe();
         let (never_readable, _writer) = pipe();
-        let mut driver = Driver::new(8, wake_r.as_raw_fd()).expect("ring");
+        let mut driver = Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default()).expect("ring");
         let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
             .build();
         let key = driver.submit_op(sqe).expect("submit");
@@ -473,7 +656,7 @@ mod tests {
     fn drain_frees_abandoned_buffers_after_their_completion() {
         let (wake_r, _wake_w) = pipe();
         let (never_readable, _writer) = pipe();
-        let mut driver = Driver::new(8, wake_r.as_raw_fd()).expect("ring");
+        let mut driver = Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default()).expect("ring");
         let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
             .build();
         let key = driver.submit_op(sqe).expect("submit");

@@ -1,10 +1,13 @@
 //! Sockets on the shard's ring: TCP, UDP and Unix-domain (stream, listener, datagram).
 
+mod receiver;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;
 mod unix;
 
+pub use crate::driver::buf_ring::{RecvBuf, RecvBuffers};
+pub use receiver::RecvChunk;
 pub(crate) use tcp_listener::bind_std;
 pub use tcp_listener::{ListenOptions, TcpListener};
 pub use tcp_stream::{RecvFuture, SendFuture, TcpStream};

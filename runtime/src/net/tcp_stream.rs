@@ -14,6 +14,8 @@ use crate::driver::op::recv::Recv;
 use crate::driver::op::send::Send;
 use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
+use crate::net::receiver::{Receiver, RecvChunk};
+use crate::net::RecvBuf;
 
 /// A connected TCP socket whose I/O goes through the shard's ring. Buffers are passed by value
 /// and handed back with the result: the kernel owns them while an operation is in flight.
@@ -21,12 +23,14 @@ use crate::driver::op::Op;
 /// The stream owns its descriptor jointly with its operations in flight: dropping the stream
 /// closes the socket only once they have all completed. `!Send`: it belongs to its shard.
 pub struct TcpStream {
+    rx: Receiver,
     fd: SharedFd,
 }
 
 impl TcpStream {
     pub(crate) fn from_fd(fd: OwnedFd) -> TcpStream {
         TcpStream {
+            rx: Receiver::new(),
             fd: SharedFd::new(fd),
         }
     }
@@ -62,6 +66,24 @@ impl TcpStream {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("socket has no IP address"))
+    }
+
+    /// Receive the next chunk the peer sent, as the kernel delivered it: `Ok(None)` once the
+    /// peer closed its side. Where the kernel has multishot receive, one receive stays armed
+    /// and chunks land in the shard's buffer ring, so a stream waiting for data holds no
+    /// buffer; drop each [`RecvBuf`] as soon as its bytes are used (copy what must wait for
+    /// more input). Cancel-safe. Use this or [`recv`](Self::recv) on a stream, not both: an
+    /// armed multishot receive takes every byte that arrives.
+    pub fn recv_chunk(&self) -> RecvChunk<'_> {
+        RecvChunk {
+            rx: &self.rx,
+            fd: &self.fd,
+        }
+    }
+
+    /// [`recv_chunk`](Self::recv_chunk) as a poll function, for hand-written futures.
+    pub fn poll_recv_chunk(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>> {
+        self.rx.poll_recv(&self.fd, cx)
     }
 
     /// Receive into `buf`'s spare capacity (reserved here to at least `min_spare` bytes).
@@ -141,6 +163,7 @@ impl TcpStream {
     /// Close through the ring once every operation in flight on the socket has completed,
     /// and report the close's result (dropping the stream closes it without a report).
     pub async fn close(self) -> io::Result<()> {
+        self.rx.stop();
         self.fd.close().await
     }
 }

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
@@ -19,6 +20,8 @@ use crate::driver::op::recv::Recv;
 use crate::driver::op::send::Send;
 use crate::driver::op::send_to::SendTo;
 use crate::driver::op::Op;
+use crate::net::receiver::{Receiver, RecvChunk};
+use crate::net::RecvBuf;
 
 /// The address of a Unix socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,9 +112,7 @@ impl UnixListener {
     /// is closed (never leaked), so that client sees its connection close.
     pub async fn accept(&self) -> io::Result<UnixStream> {
         let (fd, _) = Op::submit(Accept::new(self.fd.clone())).await?;
-        Ok(UnixStream {
-            fd: SharedFd::new(fd),
-        })
+        Ok(UnixStream::from_fd(fd))
     }
 
     /// Close through the ring once every operation in flight has completed.
@@ -125,17 +126,23 @@ impl UnixListener {
 ///
 /// Owns its descriptor jointly with its operations in flight; `!Send`.
 pub struct UnixStream {
+    rx: Receiver,
     fd: SharedFd,
 }
 
 impl UnixStream {
+    fn from_fd(fd: std::os::fd::OwnedFd) -> UnixStream {
+        UnixStream {
+            rx: Receiver::new(),
+            fd: SharedFd::new(fd),
+        }
+    }
+
     /// Connect to the listener at `path`, through the ring. Cancel-safe: dropping it closes
     /// the half-made socket.
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
         let addr = SockAddr::unix(path)?;
-        let stream = UnixStream {
-            fd: SharedFd::new(unix_socket(Type::STREAM)?.into()),
-        };
+        let stream = UnixStream::from_fd(unix_socket(Type::STREAM)?.into());
         Op::submit(Connect::to(stream.fd.clone(), addr)).await?;
         Ok(stream)
     }
@@ -143,21 +150,12 @@ impl UnixStream {
     /// A connected pair (socketpair(2)), for talking to oneself or a child.
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM.cloexec(), None)?;
-        Ok((
-            UnixStream {
-                fd: SharedFd::new(a.into()),
-            },
-            UnixStream {
-                fd: SharedFd::new(b.into()),
-            },
-        ))
+        Ok((UnixStream::from_fd(a.into()), UnixStream::from_fd(b.into())))
     }
 
     /// Adopt a connected std socket.
     pub fn from_std(stream: std::os::unix::net::UnixStream) -> UnixStream {
-        UnixStream {
-            fd: SharedFd::new(stream.into()),
-        }
+        UnixStream::from_fd(stream.into())
     }
 
     /// This end's address (usually unnamed for a connecting socket).
@@ -168,6 +166,24 @@ impl UnixStream {
     /// The peer's address (the listener's path for a connected client).
     pub fn peer_addr(&self) -> io::Result<UnixAddr> {
         peer_addr(&self.fd)
+    }
+
+    /// Receive the next chunk the peer sent, as the kernel delivered it: `Ok(None)` once the
+    /// peer closed its side. Where the kernel has multishot receive, one receive stays armed
+    /// and chunks land in the shard's buffer ring, so a stream waiting for data holds no
+    /// buffer; drop each [`RecvBuf`] as soon as its bytes are used (copy what must wait for
+    /// more input). Cancel-safe. Use this or [`recv`](Self::recv) on a stream, not both: an
+    /// armed multishot receive takes every byte that arrives.
+    pub fn recv_chunk(&self) -> RecvChunk<'_> {
+        RecvChunk {
+            rx: &self.rx,
+            fd: &self.fd,
+        }
+    }
+
+    /// [`recv_chunk`](Self::recv_chunk) as a poll function, for hand-written futures.
+    pub fn poll_recv_chunk(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>> {
+        self.rx.poll_recv(&self.fd, cx)
     }
 
     /// Receive into `buf`'s spare capacity (reserved here to at least `min_spare` bytes).
@@ -215,6 +231,7 @@ impl UnixStream {
     /// Close through the ring once every operation in flight has completed, and report the
     /// close's result (dropping the stream closes it without a report).
     pub async fn close(self) -> io::Result<()> {
+        self.rx.stop();
         self.fd.close().await
     }
 }

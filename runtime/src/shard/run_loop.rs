@@ -20,6 +20,7 @@ use crate::timer::Timers;
 #[derive(Debug, Clone)]
 pub(crate) struct ShardConfig {
     pub ring_entries: u32,
+    pub recv_buffers: crate::net::RecvBuffers,
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
@@ -52,7 +53,7 @@ pub(crate) fn run_shard(
     let id = remote.id;
     let span = tracing::info_span!("shard", id);
     let _entered = span.enter();
-    let driver = match Driver::new(config.ring_entries, remote.wake_fd()) {
+    let driver = match Driver::new(config.ring_entries, remote.wake_fd(), config.recv_buffers) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -178,9 +179,13 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         }
 
         stats.tasks_live.set(ctx.executor.task_count() as u64);
-        stats
-            .ops_in_flight
-            .set(ctx.driver.borrow().in_flight() as u64);
+        {
+            let driver = ctx.driver.borrow();
+            stats.ops_in_flight.set(driver.in_flight() as u64);
+            if let Some(ring) = driver.buf_ring() {
+                stats.recv_buffers_free.set(u64::from(ring.available()));
+            }
+        }
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);
 
         if did_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {

@@ -178,4 +178,15 @@ shard_stats! {
     stalls,
     /// Most microseconds one stall held the shard.
     stall_longest_us,
+    /// Multishot receives armed (a stream's first receive, and each re-arm after one ended:
+    /// end of a buffer-ring shortage, or the kernel stopping it).
+    recv_multishot_arms,
+    /// Multishot receives ended by an empty buffer ring (ENOBUFS): the stream's next receive
+    /// went single-shot into its own buffer until the ring had buffers again.
+    recv_buffers_exhausted,
+    /// Single-shot receives into a stream's own buffer (the fallback: no buffer ring, or the
+    /// ring short of buffers).
+    recv_single_shot,
+    /// Gauge: buffers in the shard's receive ring the kernel can take now.
+    recv_buffers_free,
 }
