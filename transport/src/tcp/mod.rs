@@ -1,20 +1,21 @@
-//! Frames over TCP on the shard's ring: one reader at a time decodes from a reused buffer; one
-//! writer task per connection drains the shared [`OutQueue`] with vectored sends.
+//! Frames over TCP on the shard's ring: one reader at a time decodes the chunks the stream
+//! receives (multishot receive into the shard's buffer ring); one writer task per connection
+//! drains the shared [`OutQueue`] with vectored sends.
 //!
-//! Receiving is cancel-safe: the receive buffer and the recv operation in flight belong to
-//! the connection, not to the `recv` future, so a dropped `recv` leaves the operation running
-//! and the next `recv` picks up its result.
+//! Receiving is cancel-safe: the stream keeps its receive armed and its undelivered chunks,
+//! and the bytes of a partial frame belong to the connection, not to the `recv` future. A
+//! connection waiting for its peer holds no receive buffer: chunks are copied into the
+//! decode buffer and go back to the ring, and the decode buffer is freed when it is empty.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::accept::{Accepted, ListenerHandle, TcpEndpoint};
-use corewire_runtime::net::{RecvFuture, TcpStream};
+use corewire_runtime::net::TcpStream;
 use corewire_runtime::{spawn_local, Budget, RoundBudget, Runtime};
 
 use crate::conn::{
@@ -29,8 +30,6 @@ pub struct ConnOptions {
     pub limits: FrameLimits,
     /// Bytes queued for sending before `send` waits (default 4 MiB).
     pub max_queued_bytes: usize,
-    /// Spare room kept in the receive buffer for each recv (default 64 KiB).
-    pub read_chunk: usize,
     pub budget: Budget,
 }
 
@@ -39,7 +38,6 @@ impl Default for ConnOptions {
         ConnOptions {
             limits: FrameLimits::default(),
             max_queued_bytes: 4 << 20,
-            read_chunk: 64 << 10,
             budget: Budget::default(),
         }
     }
@@ -49,7 +47,6 @@ impl Default for ConnOptions {
 const MAX_IOVECS: usize = 1024;
 
 struct Shared {
-    /// Declared before `stream`: a recv still in flight is cancelled before the socket closes.
     read: RefCell<ReadSide>,
     /// A `recv` future is alive (a second concurrent one gets `Busy`).
     reading: Cell<bool>,
@@ -67,41 +64,22 @@ struct Shared {
 /// The receive side: it outlives any one `recv` future.
 struct ReadSide {
     decoder: FrameDecoder,
-    /// Received bytes not yet decoded; `None` while lent to the recv in flight.
-    buf: Option<BytesMut>,
-    op: Option<RecvFuture>,
-    /// The peer closed its side (recv returned 0).
+    /// Received bytes not yet decoded (empty and unallocated while waiting for the peer).
+    buf: BytesMut,
+    /// The peer closed its side.
     eof: bool,
 }
 
 impl ReadSide {
-    /// The next frame, reading as needed. Never loses bytes when the caller stops polling.
+    /// The next frame, receiving as needed. Never loses bytes when the caller stops polling.
     fn poll_frame(
         &mut self,
         cx: &mut Context<'_>,
         stream: &TcpStream,
-        read_chunk: usize,
         stats: &ConnStatsCells,
     ) -> Poll<Result<Option<Frame>, TransportError>> {
         loop {
-            if let Some(op) = self.op.as_mut() {
-                let (res, buf) = match Pin::new(op).poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(done) => done,
-                };
-                self.op = None;
-                self.buf = Some(buf);
-                match res {
-                    Ok(0) => self.eof = true,
-                    Ok(_) => {}
-                    Err(e) => return Poll::Ready(Err(TransportError::Io(e))),
-                }
-            }
-            let buf = self
-                .buf
-                .as_mut()
-                .expect("buffer is home when no recv is in flight");
-            match self.decoder.decode(buf) {
+            match self.decoder.decode(&mut self.buf) {
                 Ok(Some(frame)) => {
                     stats.add_in(frame.payload.len() + frame.attachment.len());
                     return Poll::Ready(Ok(Some(frame)));
@@ -110,16 +88,25 @@ impl ReadSide {
                 Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
             }
             if self.eof {
-                return Poll::Ready(if buf.is_empty() {
+                return Poll::Ready(if self.buf.is_empty() {
                     Ok(None)
                 } else {
                     Err(TransportError::Truncated {
-                        buffered: buf.len(),
+                        buffered: self.buf.len(),
                     })
                 });
             }
-            let buf = self.buf.take().expect("buffer is home");
-            self.op = Some(stream.recv(buf, read_chunk));
+            match stream.poll_recv_chunk(cx) {
+                Poll::Ready(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
+                Poll::Ready(Ok(None)) => self.eof = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
+                Poll::Pending => {
+                    if self.buf.is_empty() && self.buf.capacity() > 0 {
+                        self.buf = BytesMut::new();
+                    }
+                    return Poll::Pending;
+                }
+            }
         }
     }
 }
@@ -156,8 +143,7 @@ impl TcpConnection {
         let shared = Rc::new(Shared {
             read: RefCell::new(ReadSide {
                 decoder: FrameDecoder::new(options.limits),
-                buf: Some(BytesMut::with_capacity(options.read_chunk)),
-                op: None,
+                buf: BytesMut::new(),
                 eof: false,
             }),
             reading: Cell::new(false),
@@ -247,9 +233,7 @@ impl Connection for TcpConnection {
                 return Poll::Ready(Err(TransportError::Closed));
             }
             poll_charged(&mut s.round.borrow_mut(), cx, |cx| {
-                s.read
-                    .borrow_mut()
-                    .poll_frame(cx, &s.stream, s.options.read_chunk, &s.stats)
+                s.read.borrow_mut().poll_frame(cx, &s.stream, &s.stats)
             })
         })
         .await;
@@ -306,7 +290,6 @@ impl Listener for TcpEndpoint {
                 limits: settings.limits,
                 max_queued_bytes: settings.max_queued_bytes,
                 budget: accepted.budget,
-                ..ConnOptions::default()
             };
             handler(TcpConnection::new(accepted.stream, options))
         })

@@ -1,6 +1,9 @@
-//! One RESP client connection on its shard: a single task drives one recv and one send on the
-//! ring at a time, feeds the [`Session`], dispatches requests, and writes replies in request
-//! order as they complete (locally, from other shards, or out of the durability gate).
+//! One RESP client connection on its shard: a single task takes received chunks from the
+//! stream (multishot receive into the shard's buffer ring), feeds the [`Session`], dispatches
+//! requests, and writes replies in request order, one send on the ring at a time, as they
+//! complete (locally, from other shards, or out of the durability gate). A connection waiting
+//! for its client holds no receive buffer: chunks go back to the ring once copied into the
+//! session, and the session's input buffer is freed when it is empty.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -9,9 +12,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use corewire::runtime::accept::Accepted;
-use corewire::runtime::net::{RecvFuture, SendFuture, TcpStream};
+use corewire::runtime::net::{SendFuture, TcpStream};
 use corewire::runtime::RoundBudget;
 
 use super::shard::{now_ms, Shard};
@@ -19,9 +22,6 @@ use super::shared::ServerShared;
 use super::sink::{Merges, Part, ReplySink, SinkKey};
 use crate::reply::Reply;
 use crate::session::Session;
-
-/// Spare room guaranteed in the input buffer before each recv.
-const READ_CHUNK: usize = 16 * 1024;
 
 /// Output held back (see `hold_output`) is written anyway once it reaches this size.
 const FLUSH_THRESHOLD: usize = 64 * 1024;
@@ -52,7 +52,6 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
     let mut io = ConnIo {
         peer: accepted.peer,
         stream,
-        recv: None,
         send: None,
         unsent: None,
         read_closed: false,
@@ -79,7 +78,6 @@ struct RespConn {
 struct ConnIo {
     peer: Option<std::net::SocketAddr>,
     stream: TcpStream,
-    recv: Option<RecvFuture>,
     send: Option<SendFuture>,
     /// The rest of a short send.
     unsent: Option<Bytes>,
@@ -121,22 +119,6 @@ impl RespConn {
         let mut now = None;
         loop {
             let mut progress = false;
-
-            if let Some(op) = io.recv.as_mut() {
-                if let Poll::Ready((result, buf)) = Pin::new(op).poll(cx) {
-                    io.recv = None;
-                    progress = true;
-                    *self.state.borrow_mut().session.input_buffer() = buf;
-                    match result {
-                        Ok(0) => io.read_closed = true,
-                        Ok(_) => {}
-                        Err(error) => {
-                            tracing::debug!(%error, "recv failed");
-                            io.read_closed = true;
-                        }
-                    }
-                }
-            }
 
             if let Some(op) = io.send.as_mut() {
                 if let Poll::Ready((result, mut buf)) = Pin::new(op).poll(cx) {
@@ -205,12 +187,20 @@ impl RespConn {
                 }
             }
 
-            // Only once everything buffered is parsed: the recv takes the buffer with it, and
-            // requests left in it would wait for bytes the client may never send.
-            if !out_of_budget && io.recv.is_none() && !io.read_closed && session.wants_read() {
-                let buf = std::mem::take(session.input_buffer());
-                io.recv = Some(io.stream.recv(buf, READ_CHUNK));
-                progress = true;
+            // More input only once everything buffered is parsed (or waits for more bytes).
+            // The receive stays armed in between: taking no chunk is the backpressure.
+            if !out_of_budget && !io.read_closed && session.wants_read() {
+                if let Poll::Ready(received) = io.stream.poll_recv_chunk(cx) {
+                    progress = true;
+                    match received {
+                        Ok(Some(chunk)) => session.feed(&chunk),
+                        Ok(None) => io.read_closed = true,
+                        Err(error) => {
+                            tracing::debug!(%error, "recv failed");
+                            io.read_closed = true;
+                        }
+                    }
+                }
             }
 
             let flushed = io.send.is_none() && io.unsent.is_none() && session.pending_output() == 0;
@@ -228,6 +218,14 @@ impl RespConn {
                 return Poll::Pending;
             }
             if !progress {
+                // Waiting: an empty input buffer is not worth keeping (the next chunk may be
+                // a while; idle connections should cost as little as possible).
+                let mut state = self.state.borrow_mut();
+                let input = state.session.input_buffer();
+                if input.is_empty() && input.capacity() > 0 {
+                    *input = BytesMut::new();
+                }
+                drop(state);
                 // Waiting for I/O or replies gives the shard its turn: a new round.
                 io.round.reset();
                 self.park(cx);
