@@ -27,11 +27,15 @@ async fn poll_once<F: Future>(fut: &mut Pin<Box<F>>) {
 }
 
 /// The review's shape: an accept completes and is reaped while nobody polls its future; the
-/// future is then dropped. The accepted socket must be closed (the client reads end-of-stream),
-/// not leaked (the client would wait forever) nor reset with the listener's backlog.
+/// future is then dropped. With a single-shot accept, the accepted socket must be closed (the
+/// client reads end-of-stream), not leaked (the client would wait forever) nor reset with the
+/// listener's backlog. With multishot accept, the connection stays queued for the listener
+/// and the next accept gets it (accept is then cancel-safe); closing it ends the client's
+/// read the same way.
 #[test]
 fn accepted_socket_of_a_dropped_accept_is_closed() {
     let rt = common::runtime(1);
+    let multishot = rt.features().accept_multishot;
     let (addr_tx, addr_rx) = mpsc::channel();
     let (connected_tx, connected_rx) = mpsc::channel::<()>();
     let connected_rx = std::sync::Mutex::new(connected_rx);
@@ -49,6 +53,13 @@ fn accepted_socket_of_a_dropped_accept_is_closed() {
         }
         sleep(Duration::from_millis(50)).await;
         drop(accept);
+        if multishot {
+            let next = corewire_runtime::timeout(Duration::from_secs(5), listener.accept()).await;
+            let (stream, _) = next
+                .expect("the connection of the dropped accept was lost")
+                .expect("accept");
+            drop(stream);
+        }
         dropped_tx.send(()).unwrap();
         // Keep the listener open: only the accepted socket is under test.
         sleep(Duration::from_secs(10)).await;

@@ -14,7 +14,7 @@ pub struct Features {
     pub defer_taskrun: bool,
     /// IORING_SETUP_COOP_TASKRUN (5.19): no IPI to interrupt the shard for task work.
     pub coop_taskrun: bool,
-    /// Multishot accept (5.19).
+    /// Multishot accept (5.19): one armed accept per listener; else one accept at a time.
     pub accept_multishot: bool,
     /// IORING_OP_MSG_RING (5.18).
     pub msg_ring: bool,
@@ -38,7 +38,7 @@ pub struct Features {
 }
 
 /// Whether `COREWIRE_IO_URING=plain` asks for every fallback: no set-up flags, and none of
-/// the optional mechanisms (buffer ring and multishot receive), as on an old kernel.
+/// the optional mechanisms (buffer ring, multishot receive and accept), as on an old kernel.
 pub(crate) fn forced_plain() -> bool {
     std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
 }
@@ -90,7 +90,9 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     coop_taskrun: coop_taskrun || defer_taskrun,
                     // Multishot accept shares ACCEPT's opcode, so it cannot be probed directly;
                     // SEND_ZC arrived in 6.0, after multishot accept (5.19).
-                    accept_multishot: has(opcode::Accept::CODE) && has(opcode::SendZc::CODE),
+                    accept_multishot: has(opcode::Accept::CODE)
+                        && has(opcode::SendZc::CODE)
+                        && !forced_plain(),
                     msg_ring: has(opcode::MsgRingData::CODE),
                     send_recv: has(opcode::Send::CODE) && has(opcode::Recv::CODE),
                     ext_arg: ring.params().is_feature_ext_arg(),

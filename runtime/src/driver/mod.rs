@@ -34,6 +34,10 @@ const WAKE_TOKEN: u64 = u64::MAX - 1;
 /// `user_data` of the closes the driver issues for dropped descriptors.
 const CLOSE_TOKEN: u64 = u64::MAX - 2;
 
+/// Connections a multishot accept may queue for its listener before the driver cancels it
+/// (the consumer re-arms once it took them; meanwhile clients wait in the listen backlog).
+pub(crate) const ACCEPT_QUEUE_LIMIT: usize = 64;
+
 pub(crate) enum Slot {
     /// Submitted; the waker of the task awaiting it, if it was polled.
     Pending(Option<Waker>),
@@ -49,10 +53,13 @@ pub(crate) enum Slot {
     /// A multishot op: its completions in arrival order until the consumer takes them. The
     /// queue is bounded by the op itself: each data completion holds one buffer of the ring.
     Multi {
+        kind: MultiKind,
         cqes: VecDeque<(i32, u32)>,
         waker: Option<Waker>,
         /// The final completion (no `IORING_CQE_F_MORE`) is in `cqes`.
         finished: bool,
+        /// The driver cancelled it because its queue reached its bound.
+        cancelling: bool,
         /// What the kernel may use until the final completion (the descriptor's share).
         #[allow(dead_code)]
         keep: Box<dyn Any>,
@@ -60,9 +67,19 @@ pub(crate) enum Slot {
     /// A multishot op whose consumer went away: cancelled; buffers its completions carry go
     /// straight back to the ring, and the slot goes at the final completion.
     MultiAbandoned {
+        kind: MultiKind,
         #[allow(dead_code)]
         keep: Box<dyn Any>,
     },
+}
+
+/// What a multishot op's completions carry, so the driver can release those nobody takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MultiKind {
+    /// Received bytes in a buffer of the ring.
+    Recv,
+    /// A new connection's descriptor.
+    Accept,
 }
 
 impl Slot {
@@ -195,15 +212,51 @@ impl Driver {
     /// there is one). Its completions come out of [`Driver::poll_multi`].
     pub(crate) fn submit_recv_multishot(&mut self, fd: &fd::SharedFd) -> usize {
         let sqe = opcode::RecvMulti::new(types::Fd(fd.raw()), buf_ring::BUF_GROUP).build();
-        self.submit_multi(sqe, Box::new(fd.clone()))
+        self.submit_multi(MultiKind::Recv, sqe, Box::new(fd.clone()))
+    }
+
+    /// Arm a multishot accept on listener `fd` (new sockets close-on-exec). Its connections
+    /// come out of [`Driver::poll_accept_multishot`].
+    pub(crate) fn submit_accept_multishot(&mut self, fd: &fd::SharedFd) -> usize {
+        let sqe = opcode::AcceptMulti::new(types::Fd(fd.raw()))
+            .flags(libc::SOCK_CLOEXEC)
+            .build();
+        self.submit_multi(MultiKind::Accept, sqe, Box::new(fd.clone()))
+    }
+
+    /// The next connection (or error) of multishot accept `key`, and whether the accept is
+    /// still armed (`false`: it ended, arm a new one).
+    pub(crate) fn poll_accept_multishot(
+        &mut self,
+        key: usize,
+        waker: &Waker,
+    ) -> Option<(io::Result<std::os::fd::OwnedFd>, bool)> {
+        debug_assert!(matches!(
+            self.slots.get(key),
+            Some(Slot::Multi {
+                kind: MultiKind::Accept,
+                ..
+            })
+        ));
+        let (result, flags) = self.poll_multi(key, waker)?;
+        let armed = cqueue::more(flags);
+        if result < 0 {
+            return Some((Err(io::Error::from_raw_os_error(-result)), armed));
+        }
+        // SAFETY: a non-negative completion of an accept is a new descriptor nobody owns yet;
+        // the slot hands each completion out once.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(result) };
+        Some((Ok(fd), armed))
     }
 
     /// Submit a multishot op; `keep` holds what the kernel may use until its final completion.
-    fn submit_multi(&mut self, sqe: squeue::Entry, keep: Box<dyn Any>) -> usize {
+    fn submit_multi(&mut self, kind: MultiKind, sqe: squeue::Entry, keep: Box<dyn Any>) -> usize {
         let key = self.slots.insert(Slot::Multi {
+            kind,
             cqes: VecDeque::new(),
             waker: None,
             finished: false,
+            cancelling: false,
             keep,
         });
         self.deferred.push((key, sqe.user_data(key as u64)));
@@ -239,16 +292,23 @@ impl Driver {
         }
     }
 
-    /// The consumer of multishot op `key` went away: buffers its queued completions hold go
-    /// back to the ring, and the op is cancelled unless it already ended.
+    /// The consumer of multishot op `key` went away: what its queued completions carry is
+    /// released (buffers back to the ring, accepted sockets closed), and the op is cancelled
+    /// unless it already ended.
     pub(crate) fn abandon_multi(&mut self, key: usize) {
-        let Some(Slot::Multi { cqes, finished, .. }) = self.slots.get_mut(key) else {
+        let Some(Slot::Multi {
+            kind,
+            cqes,
+            finished,
+            ..
+        }) = self.slots.get_mut(key)
+        else {
             return;
         };
-        let finished = *finished;
+        let (kind, finished) = (*kind, *finished);
         let queued = std::mem::take(cqes);
-        for (_, flags) in queued {
-            return_buffer(&self.buf_ring, flags);
+        for (result, flags) in queued {
+            discard(kind, &self.buf_ring, result, flags);
         }
         if finished {
             self.slots.remove(key);
@@ -260,9 +320,12 @@ impl Driver {
             return;
         }
         let slot = &mut self.slots[key];
-        let placeholder = Slot::MultiAbandoned { keep: Box::new(()) };
+        let placeholder = Slot::MultiAbandoned {
+            kind,
+            keep: Box::new(()),
+        };
         if let Slot::Multi { keep, .. } = std::mem::replace(slot, placeholder) {
-            *slot = Slot::MultiAbandoned { keep };
+            *slot = Slot::MultiAbandoned { kind, keep };
         }
         let cancel = opcode::AsyncCancel::new(key as u64)
             .build()
@@ -435,6 +498,7 @@ impl Driver {
 
     fn reap(&mut self) -> Reaped {
         let mut reaped = Reaped::default();
+        let mut to_cancel: Vec<u64> = Vec::new();
         let mut cq = self.ring.completion();
         cq.sync();
         for cqe in &mut cq {
@@ -481,29 +545,46 @@ impl Driver {
                     tracing::error!(key, "second completion for a single-shot op");
                 }
                 Slot::Multi {
+                    kind,
                     cqes,
                     waker,
                     finished,
+                    cancelling,
                     ..
                 } => {
                     cqes.push_back((cqe.result(), cqe.flags()));
                     if !cqueue::more(cqe.flags()) {
                         *finished = true;
+                    } else if *kind == MultiKind::Accept
+                        && cqes.len() >= ACCEPT_QUEUE_LIMIT
+                        && !*cancelling
+                    {
+                        *cancelling = true;
+                        to_cancel.push(ud);
                     }
                     if let Some(w) = waker.take() {
                         w.wake();
                     }
                 }
-                Slot::MultiAbandoned { .. } => {
+                Slot::MultiAbandoned { kind, .. } => {
+                    let kind = *kind;
                     let flags = cqe.flags();
                     if !cqueue::more(flags) {
                         self.slots.remove(key);
                     }
-                    return_buffer(&self.buf_ring, flags);
+                    discard(kind, &self.buf_ring, cqe.result(), flags);
                 }
             }
         }
         drop(cq);
+        for key in to_cancel {
+            let cancel = opcode::AsyncCancel::new(key)
+                .build()
+                .user_data(CANCEL_TOKEN);
+            if let Err(e) = self.push(&cancel) {
+                tracing::warn!(error = %e, "could not queue an io_uring cancel");
+            }
+        }
         if !self.wake_armed {
             if let Err(e) = self.arm_wake_read() {
                 tracing::error!(error = %e, "could not re-arm the shard wake-up read");
@@ -594,10 +675,16 @@ impl Drop for Driver {
     }
 }
 
-/// A completion nobody consumes carried a ring buffer: put it back.
-fn return_buffer(ring: &Option<Rc<BufRing>>, flags: u32) {
-    if let (Some(bid), Some(ring)) = (cqueue::buffer_select(flags), ring) {
-        ring.took_and_returned(bid);
+/// Release what a multishot completion nobody consumes carries: a ring buffer goes back, an
+/// accepted socket is closed.
+fn discard(kind: MultiKind, ring: &Option<Rc<BufRing>>, result: i32, flags: u32) {
+    match kind {
+        MultiKind::Recv => {
+            if let (Some(bid), Some(ring)) = (cqueue::buffer_select(flags), ring) {
+                ring.took_and_returned(bid);
+            }
+        }
+        MultiKind::Accept => op::release_new_fd(result),
     }
 }
 

@@ -154,7 +154,7 @@ mod not_send {
 }
 
 /// Close a descriptor that an accept or open produced for a future nobody polls any more.
-fn release_new_fd(result: i32) {
+pub(crate) fn release_new_fd(result: i32) {
     if result >= 0 {
         // SAFETY: a successful accept/openat result is a new descriptor, and its op was
         // abandoned, so nothing else will ever own it.

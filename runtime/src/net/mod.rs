@@ -1,5 +1,6 @@
 //! Sockets on the shard's ring: TCP, UDP and Unix-domain (stream, listener, datagram).
 
+mod acceptor;
 mod receiver;
 mod tcp_listener;
 mod tcp_stream;

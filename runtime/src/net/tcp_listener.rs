@@ -4,9 +4,11 @@ use std::os::fd::OwnedFd;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
+use super::acceptor::Acceptor;
 use super::TcpStream;
 use crate::driver::fd::SharedFd;
 use crate::driver::op::{accept::Accept, Op};
+use crate::shard::context;
 
 /// How a listening socket is set up.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +30,7 @@ impl Default for ListenOptions {
 /// A listening TCP socket whose accepts go through the shard's ring. `!Send`: made (or
 /// adopted with [`TcpListener::from_std`]) on the shard that accepts on it.
 pub struct TcpListener {
+    acceptor: Acceptor,
     fd: SharedFd,
     local: SocketAddr,
 }
@@ -56,6 +59,7 @@ impl TcpListener {
     pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
         let local = listener.local_addr()?;
         Ok(TcpListener {
+            acceptor: Acceptor::new(),
             fd: SharedFd::new(listener.into()),
             local,
         })
@@ -72,16 +76,33 @@ impl TcpListener {
 
     /// Accept one connection (TCP_NODELAY set: request/response traffic is the common case).
     ///
-    /// Not cancel-safe: a connection the kernel accepted for a future that is then dropped is
-    /// closed (never leaked), so that client sees its connection close.
+    /// With multishot accept (`Features::accept_multishot`) cancel-safe: connections wait in
+    /// the listener's queue for the next call. Otherwise not: a connection the kernel
+    /// accepted for a future that is then dropped is closed (never leaked), so that client
+    /// sees its connection close.
     pub async fn accept(&self) -> io::Result<(TcpStream, Option<SocketAddr>)> {
         let (fd, peer) = self.accept_fd().await?;
         Ok((TcpStream::from_fd(fd), peer))
     }
 
-    /// Accept a descriptor, for handing the connection to another shard.
+    /// Accept a descriptor, for handing the connection to another shard. With multishot
+    /// accept one accept stays armed on the listener and connections the kernel accepted
+    /// wait in its queue (bounded by the listen backlog's worth of arrivals between polls),
+    /// so a dropped call loses none; else one single-shot accept at a time.
     pub(crate) async fn accept_fd(&self) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
-        let (fd, peer) = Op::submit(Accept::new(self.fd.clone())).await?;
+        let multishot = context::with_driver(|d| d.features.accept_multishot);
+        let (fd, peer) = if multishot {
+            let fd = std::future::poll_fn(|cx| self.acceptor.poll_accept(&self.fd, cx)).await?;
+            // Multishot accept reports no address: ask the socket (a peer already gone has
+            // none to report).
+            let peer = SockRef::from(&fd)
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_socket());
+            (fd, peer)
+        } else {
+            Op::submit(Accept::new(self.fd.clone())).await?
+        };
         SockRef::from(&fd).set_tcp_nodelay(true)?;
         Ok((fd, peer))
     }
