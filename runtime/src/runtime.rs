@@ -35,6 +35,7 @@ impl Default for RuntimeBuilder {
             config: ShardConfig {
                 ring_entries: 256,
                 recv_buffers: RecvBuffers::default(),
+                send_zc_threshold: None,
                 task_budget: 128,
                 inbox_batch: 256,
                 spin_before_park: Duration::from_micros(50),
@@ -80,6 +81,15 @@ impl RuntimeBuilder {
     /// lacks multishot receive, or under `COREWIRE_IO_URING=plain`.
     pub fn recv_buffers(mut self, buffers: RecvBuffers) -> Self {
         self.config.recv_buffers = buffers;
+        self
+    }
+
+    /// Sends of at least this many bytes go zero-copy (`IORING_OP_SEND_ZC`, where the kernel
+    /// has it): no copy into the socket, at the price of a second completion, and the buffer
+    /// stays alive until the kernel lets go of it. Default `None` (off): not yet measured
+    /// here, and over loopback the kernel copies anyway.
+    pub fn send_zc_threshold(mut self, threshold: Option<usize>) -> Self {
+        self.config.send_zc_threshold = threshold;
         self
     }
 

@@ -35,10 +35,13 @@ pub struct Features {
     /// Multishot receive (6.0) into the shard's provided-buffer ring (5.19), registered at
     /// start-up; else one single-shot receive at a time into the stream's own buffer.
     pub recv_multishot: bool,
+    /// IORING_OP_SEND_ZC (6.0): zero-copy sends above `RuntimeBuilder::send_zc_threshold`.
+    pub send_zc: bool,
 }
 
 /// Whether `COREWIRE_IO_URING=plain` asks for every fallback: no set-up flags, and none of
-/// the optional mechanisms (buffer ring, multishot receive and accept), as on an old kernel.
+/// the optional mechanisms (buffer ring, multishot receive and accept, zero-copy send), as on
+/// an old kernel.
 pub(crate) fn forced_plain() -> bool {
     std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
 }
@@ -103,6 +106,7 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     ftruncate: has(opcode::Ftruncate::CODE),
                     // RECV_MULTISHOT shares RECV's opcode; SEND_ZC arrived with it in 6.0.
                     recv_multishot: has(opcode::SendZc::CODE) && !forced_plain(),
+                    send_zc: has(opcode::SendZc::CODE) && !forced_plain(),
                 };
                 if !features.send_recv || !features.ext_arg {
                     return Err(io::Error::new(

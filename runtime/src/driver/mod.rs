@@ -80,6 +80,8 @@ pub(crate) enum MultiKind {
     Recv,
     /// A new connection's descriptor.
     Accept,
+    /// A zero-copy send: its result, then the notification that the bytes are free.
+    SendZc,
 }
 
 impl Slot {
@@ -116,6 +118,8 @@ pub(crate) struct Driver {
     closing: Vec<RawFd>,
     /// The shard's provided-buffer ring, when the kernel has multishot receive.
     buf_ring: Option<Rc<BufRing>>,
+    /// Sends of at least this many bytes go zero-copy (`None`: never, or no SEND_ZC).
+    pub(crate) send_zc_threshold: Option<usize>,
     /// Ops were leaked at shutdown: the kernel may still own memory, the buffer ring's too.
     leaked: bool,
     /// Test hook: make the next parks fail with this errno.
@@ -153,6 +157,7 @@ impl Driver {
             deferred: Vec::new(),
             closing: Vec::new(),
             buf_ring,
+            send_zc_threshold: None,
             leaked: false,
             #[cfg(test)]
             fail_park: None,
@@ -179,8 +184,9 @@ impl Driver {
             // owns them, see Slot), or from the driver itself: the wake-up read into the boxed
             // `wake_buf` (leaked on drop while armed); multishot receives, which name only
             // their descriptor (a share kept in the slot until the final completion) and the
-            // buffer ring (registered until the driver drops); cancels and closes, which
-            // carry no pointers.
+            // buffer ring (registered until the driver drops); zero-copy sends, whose bytes
+            // and descriptor share the slot keeps until their notification; cancels and
+            // closes, which carry no pointers.
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 return Ok(());
@@ -222,6 +228,16 @@ impl Driver {
             .flags(libc::SOCK_CLOEXEC)
             .build();
         self.submit_multi(MultiKind::Accept, sqe, Box::new(fd.clone()))
+    }
+
+    /// Submit a zero-copy send of `buf` on `fd`. The slot keeps `buf` and the descriptor's
+    /// share until the kernel's notification that it no longer uses them.
+    pub(crate) fn submit_send_zc(&mut self, fd: &fd::SharedFd, buf: bytes::Bytes) -> usize {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let sqe = opcode::SendZc::new(types::Fd(fd.raw()), buf.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        self.submit_multi(MultiKind::SendZc, sqe, Box::new((fd.clone(), buf)))
     }
 
     /// The next connection (or error) of multishot accept `key`, and whether the accept is
@@ -296,6 +312,16 @@ impl Driver {
     /// released (buffers back to the ring, accepted sockets closed), and the op is cancelled
     /// unless it already ended.
     pub(crate) fn abandon_multi(&mut self, key: usize) {
+        self.let_go_multi(key, true);
+    }
+
+    /// Like [`Driver::abandon_multi`], without cancelling: the op runs to its end (a
+    /// zero-copy send waiting only for its notification).
+    pub(crate) fn detach_multi(&mut self, key: usize) {
+        self.let_go_multi(key, false);
+    }
+
+    fn let_go_multi(&mut self, key: usize, cancel: bool) {
         let Some(Slot::Multi {
             kind,
             cqes,
@@ -326,6 +352,9 @@ impl Driver {
         };
         if let Slot::Multi { keep, .. } = std::mem::replace(slot, placeholder) {
             *slot = Slot::MultiAbandoned { kind, keep };
+        }
+        if !cancel {
+            return;
         }
         let cancel = opcode::AsyncCancel::new(key as u64)
             .build()
@@ -685,6 +714,7 @@ fn discard(kind: MultiKind, ring: &Option<Rc<BufRing>>, result: i32, flags: u32)
             }
         }
         MultiKind::Accept => op::release_new_fd(result),
+        MultiKind::SendZc => {}
     }
 }
 

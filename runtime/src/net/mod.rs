@@ -2,15 +2,18 @@
 
 mod acceptor;
 mod receiver;
+mod send;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;
 mod unix;
+mod zc_send;
 
 pub use crate::driver::buf_ring::{RecvBuf, RecvBuffers};
 pub use receiver::RecvChunk;
+pub use send::SendFuture;
 pub(crate) use tcp_listener::bind_std;
 pub use tcp_listener::{ListenOptions, TcpListener};
-pub use tcp_stream::{RecvFuture, SendFuture, TcpStream};
+pub use tcp_stream::{RecvFuture, TcpStream};
 pub use udp::{Datagram, RecvDatagram, SendDatagram, UdpSocket};
 pub use unix::{UnixAddr, UnixDatagram, UnixListener, UnixStream};

@@ -11,11 +11,10 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use crate::driver::fd::SharedFd;
 use crate::driver::op::connect::Connect;
 use crate::driver::op::recv::Recv;
-use crate::driver::op::send::Send;
 use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
 use crate::net::receiver::{Receiver, RecvChunk};
-use crate::net::RecvBuf;
+use crate::net::{RecvBuf, SendFuture};
 
 /// A connected TCP socket whose I/O goes through the shard's ring. Buffers are passed by value
 /// and handed back with the result: the kernel owns them while an operation is in flight.
@@ -101,8 +100,11 @@ impl TcpStream {
 
     /// One send; may write only part of `buf`. Like [`TcpStream::recv`], the future owns
     /// what it needs. Dropping it cancels the send (some bytes may have gone out).
+    ///
+    /// At or above the shard's `send_zc_threshold` (off by default) the send is zero-copy:
+    /// the kernel keeps a share of `buf` until it has finished with the bytes.
     pub fn send(&self, buf: Bytes) -> SendFuture {
-        SendFuture(Op::submit(Send::new(self.fd.clone(), buf)))
+        super::send::send(&self.fd, buf)
     }
 
     /// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.
@@ -129,6 +131,7 @@ impl TcpStream {
                 return self.send_all(b).await;
             }
             let rest = bufs.split_off(bufs.len().min(1024));
+            super::send::count_vectored(bufs.len());
             let (res, b) = Op::submit(Writev::new(self.fd.clone(), bufs)).await;
             bufs = b;
             bufs.extend(rest);
@@ -174,18 +177,6 @@ pub struct RecvFuture(pub(super) Op<Recv>);
 
 impl Future for RecvFuture {
     type Output = (io::Result<usize>, BytesMut);
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-/// A send in flight ([`TcpStream::send`]): `(bytes sent, buffer)`.
-#[must_use = "futures do nothing unless awaited"]
-pub struct SendFuture(pub(super) Op<Send>);
-
-impl Future for SendFuture {
-    type Output = (io::Result<usize>, Bytes);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.0).poll(cx)

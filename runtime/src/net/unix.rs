@@ -17,7 +17,6 @@ use crate::driver::fd::SharedFd;
 use crate::driver::op::accept::Accept;
 use crate::driver::op::connect::Connect;
 use crate::driver::op::recv::Recv;
-use crate::driver::op::send::Send;
 use crate::driver::op::send_to::SendTo;
 use crate::driver::op::Op;
 use crate::net::receiver::{Receiver, RecvChunk};
@@ -202,7 +201,7 @@ impl UnixStream {
     /// One send; may write only part of `buf`. Dropping the future cancels the send (some
     /// bytes may have gone out).
     pub fn send(&self, buf: Bytes) -> SendFuture {
-        SendFuture(Op::submit(Send::new(self.fd.clone(), buf)))
+        super::send::send(&self.fd, buf)
     }
 
     /// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.

@@ -21,6 +21,7 @@ use crate::timer::Timers;
 pub(crate) struct ShardConfig {
     pub ring_entries: u32,
     pub recv_buffers: crate::net::RecvBuffers,
+    pub send_zc_threshold: Option<usize>,
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
@@ -60,6 +61,8 @@ pub(crate) fn run_shard(
             return;
         }
     };
+    let mut driver = driver;
+    driver.send_zc_threshold = config.send_zc_threshold.filter(|_| driver.features.send_zc);
     let features = driver.features;
     let ctx = Rc::new(ShardContext {
         id,

@@ -192,4 +192,12 @@ shard_stats! {
     /// Multishot accepts armed on TCP listeners (the first accept, and each re-arm after
     /// the kernel ended one, e.g. after an error).
     accept_multishot_arms,
+    /// Sends (send or writev operations) TCP and Unix streams submitted.
+    sends,
+    /// Buffers those sends carried: `send_buffers / sends` is the buffers per flush (a
+    /// frame transport's writer sends every queued frame in one writev).
+    send_buffers,
+    /// Zero-copy sends (SEND_ZC): sends of at least `RuntimeBuilder::send_zc_threshold`
+    /// bytes, whose buffers stay alive until the kernel's notification.
+    send_zc,
 }
