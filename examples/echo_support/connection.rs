@@ -1,12 +1,14 @@
 //! The echo server's per-connection task.
 //!
-//! It reads, answers every whole frame of that read in one (vectored) send, and only then
-//! reads again. Because the send is awaited before the next recv, a client that stops
-//! reading stalls its own connection: the server's send waits for socket buffer space, no
-//! more is read, and the client's own sends back up. What one connection holds in user
-//! space is therefore bounded by the read buffer (one frame of at most `max_msg` plus one
-//! read) and one batch of replies (`FrameBatch` asks to be sent at 256 KiB), most of which
-//! are slices of the read buffer rather than copies.
+//! It takes the next received chunk (multishot receive into the shard's buffer ring),
+//! answers every whole frame buffered in one (vectored) send, and only then takes the next
+//! chunk. Because the send is awaited first, a client that stops reading stalls its own
+//! connection: the server's send waits for socket buffer space, no more is taken, and the
+//! client's own sends back up. What one connection holds in user space is therefore bounded
+//! by the input buffer (one frame of at most `max_msg` plus one chunk) and one batch of
+//! replies (`FrameBatch` asks to be sent at 256 KiB), most of which are slices of the input
+//! buffer rather than copies. A connection waiting for its client holds no buffer: the chunk
+//! went back to the ring and an empty input buffer is freed.
 
 use std::fmt;
 use std::io;
@@ -20,7 +22,7 @@ use corewire::transport::length_prefixed::PREFIX_LEN;
 use super::frame_batch::FrameBatch;
 use super::frame_reader::{FrameReader, ProtocolError};
 
-/// Spare room each recv asks for.
+/// Spare room each recv of the load generator asks for.
 pub const READ_CHUNK: usize = 64 * 1024;
 
 /// Per-server settings of the echo handler.
@@ -88,17 +90,20 @@ pub async fn serve_echo(accepted: Accepted, limits: EchoLimits) {
 async fn echo(stream: &TcpStream, budget: Budget, limits: EchoLimits) -> Result<(), ConnError> {
     let mut reader = FrameReader::new(limits.max_msg);
     let mut round = RoundBudget::new(budget);
-    let mut inbound = BytesMut::with_capacity(READ_CHUNK);
+    let mut inbound = BytesMut::new();
     let mut replies = FrameBatch::new();
     loop {
-        let (res, buf) = stream.recv(inbound, READ_CHUNK).await;
-        inbound = buf;
-        let n = res?;
-        if n == 0 {
+        if inbound.is_empty() {
+            // Nothing partial to keep while waiting for the client.
+            inbound = BytesMut::new();
+        }
+        let Some(chunk) = stream.recv_chunk().await? else {
             reader.finish()?;
             return Ok(());
-        }
-        reader.received(n);
+        };
+        inbound.extend_from_slice(&chunk);
+        reader.received(chunk.len());
+        drop(chunk);
         while let Some(payload) = reader.next(&mut inbound)? {
             let cost = PREFIX_LEN + payload.len();
             replies.push(payload);
