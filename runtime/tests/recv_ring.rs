@@ -6,8 +6,10 @@
 
 mod common;
 
+use std::future::Future;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
+use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
@@ -122,19 +124,27 @@ fn idle_streams_hold_no_receive_buffer() {
         (0..CONNS).map(|_| listener.accept().unwrap().0).collect();
     let (free, stats) = rt
         .run_on(0, move || async move {
+            let greeted = std::rc::Rc::new(std::cell::Cell::new(0usize));
             let mut tasks = Vec::new();
             for s in servers {
+                let greeted = greeted.clone();
                 tasks.push(spawn_local(async move {
                     let stream = TcpStream::from_std(s);
                     let first = stream.recv_chunk().await.unwrap().unwrap();
                     assert_eq!(&first[..], b"hello");
                     drop(first);
+                    greeted.set(greeted.get() + 1);
                     // Idle from here: the next receive waits until the client closes.
                     let end = stream.recv_chunk().await.unwrap();
                     assert!(end.is_none());
                 }));
             }
-            sleep(Duration::from_millis(100)).await;
+            // Every stream got its greeting and waits for more.
+            let deadline = std::time::Instant::now() + IO_TIMEOUT;
+            while greeted.get() < CONNS && std::time::Instant::now() < deadline {
+                sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(greeted.get(), CONNS, "not every stream got its greeting");
             let free = free_buffers().await;
             let stats = with_local_stats(|s| s.snapshot());
             drop(tasks);
@@ -157,19 +167,25 @@ fn idle_streams_hold_no_receive_buffer() {
     }
 }
 
-/// A receive future dropped at any point loses nothing: the next one delivers it.
+/// A receive future dropped while it waits loses nothing: the bytes that arrive after the
+/// drop come out of the next receive. (Each round: poll a receive once, drop it, only then
+/// let the client send its next piece.)
 #[test]
 fn dropped_receives_lose_no_bytes() {
+    const PIECES: usize = 100;
     let rt = runtime_with(RecvBuffers::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().unwrap();
-    let payload = pattern(11, 200_000);
+    let payload = pattern(11, PIECES * 1_000);
     let sent = payload.clone();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let client = thread::spawn(move || {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         for piece in sent.chunks(1_000) {
+            if go_rx.recv().is_err() {
+                return;
+            }
             s.write_all(piece).unwrap();
-            thread::sleep(Duration::from_micros(200));
         }
     });
     let (server, _) = listener.accept().unwrap();
@@ -178,21 +194,31 @@ fn dropped_receives_lose_no_bytes() {
             let stream = TcpStream::from_std(server);
             let mut got = Vec::new();
             let mut dropped = 0u32;
-            loop {
-                match timeout(Duration::from_micros(300), stream.recv_chunk()).await {
-                    Err(_) => dropped += 1,
-                    Ok(Ok(Some(chunk))) => got.extend_from_slice(&chunk),
-                    Ok(Ok(None)) => break,
-                    Ok(Err(e)) => panic!("recv: {e}"),
+            for _ in 0..PIECES {
+                let mut receive = Box::pin(stream.recv_chunk());
+                let first = std::future::poll_fn(|cx| Poll::Ready(receive.as_mut().poll(cx))).await;
+                match first {
+                    Poll::Pending => dropped += 1,
+                    Poll::Ready(chunk) => got.extend_from_slice(&chunk.unwrap().unwrap()),
                 }
+                drop(receive);
+                go_tx.send(()).unwrap();
+                sleep(Duration::from_millis(1)).await;
             }
+            drop(go_tx);
+            got.extend(
+                timeout(IO_TIMEOUT, read_to_end(&stream))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
             (got, dropped)
         })
         .unwrap();
     client.join().unwrap();
     assert!(
         dropped > 0,
-        "no receive was dropped; the test proved nothing"
+        "no receive was dropped while waiting; the test proved nothing"
     );
     assert!(got == payload, "a dropped receive lost or reordered bytes");
 }
