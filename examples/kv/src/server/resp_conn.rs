@@ -193,7 +193,12 @@ impl RespConn {
                 if let Poll::Ready(received) = io.stream.poll_recv_chunk(cx) {
                     progress = true;
                     match received {
-                        Ok(Some(chunk)) => session.feed(&chunk),
+                        Ok(Some(chunk)) => {
+                            session.feed(&chunk);
+                            // New input, maybe long after the last clock read (chunks
+                            // already queued are taken in the same poll): read it again.
+                            now = None;
+                        }
                         Ok(None) => io.read_closed = true,
                         Err(error) => {
                             tracing::debug!(%error, "recv failed");
