@@ -39,6 +39,14 @@ pub enum WriteOp<'a> {
     Persist { key: &'a [u8] },
     /// `FLUSHALL`
     FlushAll,
+    /// A collection command replayed as written, `name key args...`: the commands of the
+    /// collection types are deterministic given the prior state, or are logged in a form that
+    /// is (SPOP as SREM, a blocking pop as the pop it did).
+    Command {
+        name: &'a str,
+        key: &'a [u8],
+        args: &'a [Bytes],
+    },
 }
 
 impl WriteOp<'_> {
@@ -75,6 +83,14 @@ impl WriteOp<'_> {
             }
             WriteOp::Persist { key } => encode_args(out, &[b"PERSIST", key]),
             WriteOp::FlushAll => encode_args(out, &[b"FLUSHALL"]),
+            WriteOp::Command { name, key, args } => {
+                resp::write_array_header(out, 2 + args.len());
+                resp::write_bulk(out, name.as_bytes());
+                resp::write_bulk(out, key);
+                for arg in args {
+                    resp::write_bulk(out, arg);
+                }
+            }
         }
     }
 }

@@ -51,6 +51,7 @@ fn compare_keyspace(pair: &mut Pair) {
             &[b"TTL".to_vec(), key.to_vec()],
             diff::Cmp::Ttl { tolerance: 2 },
         );
+        pair.check(&[b"TYPE".to_vec(), key.to_vec()], diff::Cmp::Exact);
     }
 }
 
@@ -60,6 +61,21 @@ fn strings_and_keys() {
         match gen.rng.weighted(&[10, 6, 1]) {
             0 => gen.strings(),
             1 => gen.keyspace(),
+            _ => gen.errors(),
+        }
+    });
+}
+
+/// Lists, hashes, sets and sorted sets, mixed with strings so types clash (WRONGTYPE) and
+/// with malformed options. Commands over several keys use hash-tagged keys (corewire-kv
+/// refuses keys spread over shards for these; see README).
+#[test]
+fn collections() {
+    run_script("collections", &[11, 12, 13], 4_000, |gen| {
+        match gen.rng.weighted(&[12, 3, 1, 1]) {
+            0 => gen.collections(),
+            1 => gen.strings(),
+            2 => gen.keyspace(),
             _ => gen.errors(),
         }
     });

@@ -51,3 +51,65 @@ fn redis_benchmark_set_get_pipelined() {
         .unwrap_or_else(|| panic!("no total_commands_processed in {info}"));
     assert!(processed >= 40_000, "only {processed} commands processed");
 }
+
+/// `redis-benchmark` with its full default test list (what `redis-benchmark -q` runs), plain
+/// and pipelined: every test reports a rate, none reports an error, and the data types it
+/// wrote are there afterwards with the right types.
+#[test]
+fn redis_benchmark_full_default_list() {
+    require_tool("redis-benchmark");
+    let server = Server::start(&["--shards", "2"]);
+    for pipeline in ["1", "16"] {
+        let out = Command::new("redis-benchmark")
+            .args(["-p", &server.port.to_string()])
+            .args(["-n", "3000", "-c", "8", "-P", pipeline, "--csv"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running redis-benchmark");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "-P {pipeline}:\n{stdout}\n{stderr}");
+        assert!(
+            !stderr.to_lowercase().contains("error") && !stdout.contains("ERR"),
+            "-P {pipeline}: redis-benchmark reported errors:\n{stdout}\n{stderr}"
+        );
+        for test in [
+            "PING_INLINE",
+            "PING_MBULK",
+            "SET",
+            "GET",
+            "INCR",
+            "LPUSH",
+            "RPUSH",
+            "LPOP",
+            "RPOP",
+            "SADD",
+            "HSET",
+            "SPOP",
+            "ZADD",
+            "ZPOPMIN",
+            "LPUSH (needed to benchmark LRANGE)",
+            "LRANGE_100 (first 100 elements)",
+            "LRANGE_300 (first 300 elements)",
+            "LRANGE_500 (first 500 elements)",
+            "LRANGE_600 (first 600 elements)",
+            "MSET (10 keys)",
+        ] {
+            let rps: f64 = stdout
+                .lines()
+                .find(|line| line.starts_with(&format!("\"{test}\",")))
+                .and_then(|line| line.split('"').nth(3))
+                .and_then(|rps| rps.parse().ok())
+                .unwrap_or_else(|| panic!("-P {pipeline}: no {test} result in:\n{stdout}"));
+            assert!(rps > 0.0, "-P {pipeline}: {test}: {stdout}");
+        }
+    }
+    assert_eq!(server.cli(&["TYPE", "mylist"]), "list");
+    assert_eq!(server.cli(&["TYPE", "myhash"]), "hash");
+    let length: u64 = server.cli(&["LLEN", "mylist"]).parse().unwrap();
+    assert!(
+        length >= 600,
+        "LRANGE_600 needs 600 elements, mylist has {length}"
+    );
+    assert_eq!(server.cli(&["HLEN", "myhash"]), "1");
+}

@@ -70,6 +70,11 @@ fn serve(input: &[u8], shards: usize, seed: u64, max_backlog: usize) -> Vec<u8> 
                     }
                     mergers.insert(request.seq, merger);
                 }
+                Route::Refused(reply) => done.push(Done {
+                    seq: request.seq,
+                    part: None,
+                    reply,
+                }),
             }
         }
         if let Some(bytes) = session.take_output() {

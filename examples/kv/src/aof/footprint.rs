@@ -60,6 +60,9 @@ pub fn payload_bound(command: &Command) -> u64 {
             | ClusterRequest::ReadOnly
             | ClusterRequest::ReadWrite => 0,
         },
+        // The command is logged as written (SPOP as one SREM per member, each no larger than
+        // the record that once added it).
+        Command::Typed(typed) => keys(&typed.args),
         Command::FlushAll
         | Command::DbSize
         | Command::Info(_)
@@ -94,6 +97,9 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         // RESTORE rebuilds its key with commands that may append (the image must hold the
         // value from before); MIGRATE's commit only deletes.
         Command::Cluster(ClusterRequest::Restore(restore)) => f(&restore.key),
+        // Reads of other keys need no image: the log holds every write after the switch.
+        Command::Typed(typed) if typed.op.is_write() => typed.keys().into_iter().for_each(f),
+        Command::Typed(_) => {}
         Command::Cluster(_)
         | Command::Del(_)
         | Command::FlushAll

@@ -45,6 +45,16 @@ pub enum CommandError {
     ClusterDisabled,
     /// SELECT of a database other than 0 in cluster mode.
     SelectInCluster,
+    /// A key holds another type than the command works on.
+    WrongType,
+    /// A float argument that does not parse (or is NaN).
+    NotAFloat,
+    /// A count that must be positive (LPOP, SPOP, ZPOPMIN with a count).
+    MustBePositive,
+    /// A command whose keys live on several shards, which it does not gather.
+    KeysOnSeveralShards {
+        command: &'static str,
+    },
 }
 
 /// Redis prints names and arguments with `%.128s`: at most 128 bytes, cut at a NUL.
@@ -164,6 +174,18 @@ impl fmt::Display for CommandError {
             CommandError::SelectInCluster => {
                 f.write_str("ERR SELECT is not allowed in cluster mode")
             }
+            CommandError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            CommandError::NotAFloat => f.write_str("ERR value is not a valid float"),
+            CommandError::MustBePositive => {
+                f.write_str("ERR value is out of range, must be positive")
+            }
+            CommandError::KeysOnSeveralShards { command } => write!(
+                f,
+                "ERR '{command}' needs all its keys on one shard here: give them a common hash \
+                 tag, e.g. {{user1}}:a and {{user1}}:b"
+            ),
             CommandError::NotShardCommand { command } => {
                 write!(
                     f,

@@ -5,11 +5,13 @@ mod error;
 mod keys;
 mod parse;
 pub(crate) mod table;
+mod typed;
 
 use bytes::Bytes;
 
 pub use error::CommandError;
 pub use table::key_positions;
+pub use typed::{TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
 
@@ -66,6 +68,8 @@ pub enum Command {
     BgRewriteAof,
     /// CLUSTER, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE (see [`crate::cluster`]).
     Cluster(ClusterRequest),
+    /// A command of the collection types, or TYPE.
+    Typed(TypedCommand),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,6 +218,7 @@ impl Command {
             Command::Select(_) => "select",
             Command::BgRewriteAof => "bgrewriteaof",
             Command::Cluster(request) => request.name(),
+            Command::Typed(typed) => typed.op.name(),
         }
     }
 
@@ -248,11 +253,12 @@ impl Command {
                 | Command::Persist(_)
                 | Command::FlushAll
         ) || matches!(self, Command::Cluster(request) if request.is_write())
+            || matches!(self, Command::Typed(typed) if typed.op.is_write())
     }
 }
 
 /// Whether the command named `name` is flagged `no_auth` (AUTH, QUIT): usable before a
 /// successful AUTH. Decided on the name so that even its argument errors reach the client.
 pub fn allowed_without_auth(name: &[u8]) -> bool {
-    table::lookup(&table::COMMANDS, name).is_some_and(|spec| spec.flags.contains(&"no_auth"))
+    table::find(name).is_some_and(|spec| spec.flags.contains(&"no_auth"))
 }

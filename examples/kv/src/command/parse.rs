@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
     Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind, SetCommand,
-    SetCondition, SetExpiry, TimeUnit,
+    SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -26,6 +26,14 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
             Command::Ping(rest.next_opt())
         }
         K::Echo => Command::Echo(rest.next()?),
+        K::Typed(op) => {
+            let args = rest.collect();
+            // HSET and HMSET take field-value pairs: an even count after the key.
+            if matches!(op, TypedOp::HSet | TypedOp::HMSet) && !argc.is_multiple_of(2) {
+                return Err(CommandError::WrongArity { command: spec.name });
+            }
+            Command::Typed(TypedCommand { op, args })
+        }
         K::Get => Command::Get(rest.next()?),
         K::Set => parse_set(rest)?,
         K::GetSet => Command::GetSet {
@@ -136,7 +144,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
 pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
     let spec = args
         .first()
-        .and_then(|name| table::lookup(&table::COMMANDS, name))
+        .and_then(|name| table::find(name))
         .ok_or_else(|| CommandError::unknown_command(args))?;
     if !spec.accepts_arg_count(args.len()) {
         return Err(CommandError::WrongArity { command: spec.name });

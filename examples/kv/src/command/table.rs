@@ -45,6 +45,8 @@ pub(crate) enum CommandKind {
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
     Cluster,
+    /// A collection command or TYPE (see [`super::typed`]).
+    Typed(super::typed::TypedOp),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -95,7 +97,7 @@ impl CommandSpec {
     }
 }
 
-const fn spec(
+pub(super) const fn spec(
     kind: CommandKind,
     name: &'static str,
     arity: i64,
@@ -331,6 +333,16 @@ pub(crate) static COMMANDS: [CommandSpec; 39] = [
         ONE_KEY,
     ),
 ];
+
+/// The command named `name` (case-insensitive), from either table.
+pub(crate) fn find(name: &[u8]) -> Option<&'static CommandSpec> {
+    lookup(&COMMANDS, name).or_else(|| lookup(super::typed::TYPED_COMMANDS, name))
+}
+
+/// Every top-level command, as `COMMAND` lists them.
+pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
+    COMMANDS.iter().chain(super::typed::TYPED_COMMANDS)
+}
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
 /// first key, last key and step: what the cluster check hashes. Errors for unknown commands

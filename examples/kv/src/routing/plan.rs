@@ -2,7 +2,8 @@ use bytes::Bytes;
 
 use super::merge::Merger;
 use super::slot::shard_of;
-use crate::command::Command;
+use crate::command::{Command, CommandError};
+use crate::reply::Reply;
 
 /// Where a command executes.
 #[derive(Debug)]
@@ -12,6 +13,9 @@ pub enum Route {
     /// Send each part to its shard (`parts[i]` answers as part `i`), feed the replies to the
     /// merger in any order, and reply with [`Merger::finish`].
     FanOut(FanOut),
+    /// Not executed: the reply says why (a collection command whose keys live on several
+    /// shards).
+    Refused(Reply),
 }
 
 #[derive(Debug)]
@@ -56,6 +60,23 @@ pub fn route(command: Command, shards: usize) -> Route {
             shard: request.shard(shards),
             command: Command::Cluster(request),
         },
+        Command::Typed(typed) => {
+            let mut owners = typed.keys().into_iter().map(|key| shard_of(key, shards));
+            let shard = owners.next().unwrap_or(0);
+            if owners.all(|owner| owner == shard) {
+                Route::Single {
+                    shard,
+                    command: Command::Typed(typed),
+                }
+            } else {
+                Route::Refused(
+                    CommandError::KeysOnSeveralShards {
+                        command: typed.op.name(),
+                    }
+                    .into(),
+                )
+            }
+        }
         command => {
             let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }

@@ -16,6 +16,7 @@ fn command(line: &str) -> Command {
 fn execute(stores: &mut [Store], line: &str) -> Reply {
     match route(command(line), stores.len()) {
         Route::Single { shard, command } => stores[shard].execute(command, 0, &mut NoLog),
+        Route::Refused(reply) => reply,
         Route::FanOut(FanOut { parts, mut merger }) => {
             assert_eq!(merger.parts(), parts.len());
             let replies: Vec<(usize, Reply)> = parts
@@ -83,7 +84,7 @@ fn keys_on_one_shard_are_not_split() {
             let keys = ["{u}a", "{u}b", "{u}c"].map(Bytes::from).to_vec();
             assert_eq!(command, Command::MGet(keys));
         }
-        Route::FanOut(_) => panic!("hash-tagged keys must stay on one shard"),
+        Route::FanOut(_) | Route::Refused(_) => panic!("hash-tagged keys must stay on one shard"),
     }
     assert!(matches!(
         route(command("MSET {u}a 1 {u}b 2"), 8),
@@ -125,7 +126,7 @@ fn single_key_commands_go_to_the_owning_shard() {
     ] {
         match route(command(line), 16) {
             Route::Single { shard, .. } => assert_eq!(shard, shard_of(b"foo", 16), "{line}"),
-            Route::FanOut(_) => panic!("{line} must not fan out"),
+            Route::FanOut(_) | Route::Refused(_) => panic!("{line} must not fan out"),
         }
     }
 }
@@ -151,7 +152,7 @@ fn info_merges_every_shard() {
 fn part_errors_and_misuse() {
     let mut merger = match route(command("DBSIZE"), 2) {
         Route::FanOut(fan_out) => fan_out.merger,
-        Route::Single { .. } => panic!("two shards fan out"),
+        Route::Single { .. } | Route::Refused(_) => panic!("two shards fan out"),
     };
     assert_eq!(
         merger.accept(2, Reply::Integer(1)),
@@ -170,7 +171,7 @@ fn part_errors_and_misuse() {
 
     let merger = match route(command("FLUSHALL"), 3) {
         Route::FanOut(fan_out) => fan_out.merger,
-        Route::Single { .. } => panic!("three shards fan out"),
+        Route::Single { .. } | Route::Refused(_) => panic!("three shards fan out"),
     };
     assert_eq!(
         merger.finish(&ServerInfo::default()),

@@ -126,6 +126,7 @@ impl Shard {
             }
         }
         match route(command, self.count) {
+            Route::Refused(reply) => Some(reply),
             Route::Single { shard, command } if shard == self.id => {
                 self.execute(origin, command, now)
             }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::{Lifecycle, Session};
 use crate::cluster::slots::key_slot;
 use crate::cluster::ClusterRequest;
-use crate::command::table::{self, COMMANDS};
+use crate::command::table;
 use crate::command::{Command, CommandError, CommandQuery};
 use crate::glob::glob_match;
 use crate::reply::Reply;
@@ -93,17 +93,15 @@ impl Session {
 
 fn introspect(query: CommandQuery) -> Reply {
     match query {
-        CommandQuery::List => Reply::Array(COMMANDS.iter().map(|spec| spec.info_reply()).collect()),
-        CommandQuery::Count => Reply::Integer(COMMANDS.len() as i64),
+        CommandQuery::List => Reply::Array(table::all().map(|spec| spec.info_reply()).collect()),
+        CommandQuery::Count => Reply::Integer(table::all().count() as i64),
         // No documentation is shipped; redis-cli accepts an empty reply and shows no hints.
         CommandQuery::Docs(_) => Reply::Array(Vec::new()),
         CommandQuery::Info(names) if names.is_empty() => introspect(CommandQuery::List),
         CommandQuery::Info(names) => Reply::Array(
             names
                 .iter()
-                .map(|name| {
-                    table::lookup(&COMMANDS, name).map_or(Reply::NullBulk, |spec| spec.info_reply())
-                })
+                .map(|name| table::find(name).map_or(Reply::NullBulk, |spec| spec.info_reply()))
                 .collect(),
         ),
     }

@@ -231,11 +231,14 @@ fn command_introspection() {
     s.feed(b"COMMAND DOCS\r\nCOMMAND COUNT\r\nCOMMAND INFO get nope\r\n");
     requests(&mut s);
     let text = output(&mut s);
-    assert!(text.starts_with("*0\r\n:39\r\n*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"));
+    let count = crate::command::table::all().count();
+    assert!(count > 100, "{count}");
+    let text = text.replacen(&format!(":{count}\r\n"), ":N\r\n", 1);
+    assert!(text.starts_with("*0\r\n:N\r\n*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"));
     assert!(text.ends_with("$-1\r\n"));
     s.feed(b"COMMAND\r\n");
     requests(&mut s);
-    assert!(output(&mut s).starts_with("*39\r\n"));
+    assert!(output(&mut s).starts_with(&format!("*{count}\r\n")));
 }
 
 #[test]

@@ -1,26 +1,51 @@
-//! Each key as write records that recreate it: what an AOF rewrite writes. Every type of
-//! value contributes its own emitter here; the records are ordinary [`WriteOp`]s, so replay
-//! needs nothing special for them.
+//! Each key as write records that recreate it: what an AOF rewrite writes, and what DUMP
+//! carries. Every type of value has its own emitter here; the records are ordinary
+//! [`WriteOp`]s, so replay needs nothing special for them.
 //!
 //! A new value type adds its arm to [`emit_entry`] (a `match` on the type without a catch-all
-//! arm, so the compiler asks for it) that writes the key as that type's commands (RPUSH,
-//! HSET, SADD, ZADD, ... in chunks of a bounded number of elements, the TTL last as
-//! PEXPIREAT), plus a case in `snapshot.rs`'s property test. The command's keys must also be
-//! listed in [`crate::aof::for_each_image_key`] and [`crate::aof::payload_bound`].
+//! arm, so the compiler asks for it), plus a case in `snapshot.rs`'s property test. The
+//! command's keys must also be listed in [`crate::aof::for_each_image_key`] and
+//! [`crate::aof::payload_bound`].
 
 use bytes::Bytes;
 
 use super::entry::Entry;
+use super::value::Value;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 
 /// Largest piece of a value put in one record, so records stay far below the format's 4 GiB
 /// and replay never needs one huge allocation per record.
 pub(crate) const EMIT_CHUNK: usize = 64 << 20;
 
+/// Elements per record for collections (Redis's `AOF_REWRITE_ITEMS_PER_CMD`).
+const ITEMS_PER_RECORD: usize = 64;
+
 /// Writes the records that recreate `key` with `entry`'s value and expiry.
 pub(crate) fn emit_entry<S: ChangeSink>(key: &Bytes, entry: &Entry, sink: &mut S) {
     let ttl = entry.expire_at().map_or(LoggedTtl::None, LoggedTtl::At);
-    emit_string(key, &entry.value, ttl, sink);
+    match &entry.value {
+        Value::Str(value) => return emit_string(key, value, ttl, sink),
+        Value::List(list) => emit_items(key, "rpush", list.items.iter().cloned(), sink),
+        Value::Hash(hash) => emit_items(
+            key,
+            "hset",
+            hash.map.iter().flat_map(|(f, v)| [f.clone(), v.clone()]),
+            sink,
+        ),
+        Value::Set(set) => emit_items(key, "sadd", set.members.iter().cloned(), sink),
+        Value::ZSet(zset) => emit_items(
+            key,
+            "zadd",
+            zset.scores.iter().flat_map(|(member, score)| {
+                // `{}` prints the shortest text that parses back to the same f64 ("inf" too).
+                [Bytes::from(format!("{score}")), member.clone()]
+            }),
+            sink,
+        ),
+    }
+    if let LoggedTtl::At(at_ms) = ttl {
+        sink.record(WriteOp::PExpireAt { key, at_ms });
+    }
 }
 
 /// A string: `SET key value [PXAT ms]`, or for a long value, `SET` of its first chunk and an
@@ -35,5 +60,34 @@ fn emit_string<S: ChangeSink>(key: &[u8], value: &[u8], ttl: LoggedTtl, sink: &m
     });
     for chunk in chunks {
         sink.record(WriteOp::Append { key, value: chunk });
+    }
+}
+
+/// A collection as `name key items...` records of at most [`ITEMS_PER_RECORD`] elements
+/// (pairs count as two items, and stay together since the limit is even).
+fn emit_items<S: ChangeSink>(
+    key: &[u8],
+    name: &str,
+    items: impl Iterator<Item = Bytes>,
+    sink: &mut S,
+) {
+    let mut batch = Vec::with_capacity(ITEMS_PER_RECORD);
+    for item in items {
+        batch.push(item);
+        if batch.len() == ITEMS_PER_RECORD {
+            sink.record(WriteOp::Command {
+                name,
+                key,
+                args: &batch,
+            });
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        sink.record(WriteOp::Command {
+            name,
+            key,
+            args: &batch,
+        });
     }
 }

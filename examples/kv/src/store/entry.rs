@@ -1,9 +1,9 @@
-use bytes::Bytes;
+use super::value::Value;
 
 /// One key's value and optional expiry.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    pub value: Bytes,
+    pub value: Value,
     pub expiry: Option<Expiry>,
 }
 

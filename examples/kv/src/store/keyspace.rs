@@ -4,8 +4,10 @@
 use bytes::Bytes;
 
 use super::entry::{Entry, Expiry};
+use super::value::{Value, ValueType};
 use super::Store;
 use crate::change::{ChangeSink, WriteOp};
+use crate::command::CommandError;
 
 /// What a write does to the key's TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,32 +31,109 @@ impl Store {
         }
     }
 
-    /// The value of a live key.
+    /// The value of a live key, of any type.
+    pub(super) fn lookup<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+    ) -> Option<&Value> {
+        if self.map.get(key)?.is_expired(now) {
+            self.remove_expired(key, sink);
+            return None;
+        }
+        self.map.get(key).map(|entry| &entry.value)
+    }
+
+    /// The string value of a live key; WRONGTYPE for another type.
     pub(super) fn read<S: ChangeSink>(
         &mut self,
         key: &[u8],
         now: u64,
         sink: &mut S,
-    ) -> Option<Bytes> {
-        match self.map.get(key) {
-            None => return None,
-            Some(entry) if !entry.is_expired(now) => return Some(entry.value.clone()),
-            Some(_) => {}
+    ) -> Result<Option<Bytes>, CommandError> {
+        match self.lookup(key, now, sink) {
+            None => Ok(None),
+            Some(Value::Str(value)) => Ok(Some(value.clone())),
+            Some(_) => Err(CommandError::WrongType),
         }
-        self.remove_expired(key, sink);
-        None
     }
 
-    /// [`Self::read`], counted as a keyspace hit or miss.
+    /// [`Self::read`], counted as a keyspace hit (the key exists) or miss.
     pub(super) fn read_counted<S: ChangeSink>(
         &mut self,
         key: &[u8],
         now: u64,
         sink: &mut S,
-    ) -> Option<Bytes> {
+    ) -> Result<Option<Bytes>, CommandError> {
         let value = self.read(key, now, sink);
-        self.count_lookup(value.is_some());
+        self.count_lookup(!matches!(value, Ok(None)));
         value
+    }
+
+    /// The live value at `key` if it has type `kind`, counted as a hit or miss; WRONGTYPE for
+    /// another type.
+    pub(super) fn view<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        kind: ValueType,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<Option<&Value>, CommandError> {
+        let found = self.lookup(key, now, sink).is_some();
+        self.count_lookup(found);
+        match self.map.get(key).map(|entry| &entry.value) {
+            Some(value) if value.value_type() != kind => Err(CommandError::WrongType),
+            other => Ok(other),
+        }
+    }
+
+    /// Fails with WRONGTYPE when `key` is live and not of type `kind`.
+    pub(super) fn check_type<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        kind: ValueType,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<(), CommandError> {
+        match self.lookup(key, now, sink) {
+            Some(value) if value.value_type() != kind => Err(CommandError::WrongType),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `change` on the collection of type `kind` at `key`, which is created empty when
+    /// absent if `create` (otherwise `Ok(None)`). Afterwards the byte count follows the
+    /// change and an emptied collection is removed, as Redis never keeps an empty one.
+    pub(super) fn update<S: ChangeSink, T>(
+        &mut self,
+        key: &[u8],
+        kind: ValueType,
+        create: bool,
+        now: u64,
+        sink: &mut S,
+        change: impl FnOnce(&mut Value) -> T,
+    ) -> Result<Option<T>, CommandError> {
+        match self.lookup(key, now, sink) {
+            Some(value) if value.value_type() != kind => return Err(CommandError::WrongType),
+            Some(_) => {}
+            None if create => {
+                self.insert_new(Bytes::copy_from_slice(key), Value::empty(kind), None);
+            }
+            None => return Ok(None),
+        }
+        let Some(entry) = self.map.get_mut(key) else {
+            return Ok(None);
+        };
+        let before = entry.value.payload_len();
+        let out = change(&mut entry.value);
+        let after = entry.value.payload_len();
+        let emptied = entry.value.is_empty_collection();
+        self.data_bytes = self.data_bytes + after - before;
+        if emptied {
+            self.remove(key);
+        }
+        Ok(Some(out))
     }
 
     pub(super) fn count_lookup(&mut self, hit: bool) {
@@ -81,7 +160,7 @@ impl Store {
         if let Some(slots) = &mut self.slot_index {
             slots.remove(&stored_key);
         }
-        self.data_bytes -= stored_key.len() + entry.value.len();
+        self.data_bytes -= stored_key.len() + entry.value.payload_len();
         if let Some(expiry) = entry.expiry {
             self.unindex(expiry.slot);
         }
@@ -90,6 +169,11 @@ impl Store {
 
     /// Stores `value` (already owned by the store, never a slice of a request) under `key`.
     pub(super) fn upsert(&mut self, key: &[u8], value: Bytes, ttl: TtlUpdate) {
+        self.upsert_value(key, Value::Str(value), ttl);
+    }
+
+    /// Stores `value` under `key`, replacing whatever value of any type was there.
+    pub(super) fn upsert_value(&mut self, key: &[u8], value: Value, ttl: TtlUpdate) {
         let Some(entry) = self.map.get_mut(key) else {
             let at = match ttl {
                 TtlUpdate::At(at) => Some(at),
@@ -98,7 +182,7 @@ impl Store {
             self.insert_new(Bytes::copy_from_slice(key), value, at);
             return;
         };
-        self.data_bytes = self.data_bytes + value.len() - entry.value.len();
+        self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
         entry.value = value;
         match ttl {
             TtlUpdate::Keep => {}
@@ -111,12 +195,12 @@ impl Store {
         }
     }
 
-    pub(super) fn insert_new(&mut self, key: Bytes, value: Bytes, expire_at: Option<u64>) {
+    pub(super) fn insert_new(&mut self, key: Bytes, value: Value, expire_at: Option<u64>) {
         let expiry = expire_at.map(|at_ms| Expiry {
             at_ms,
             slot: self.expiring.push(key.clone()),
         });
-        self.data_bytes += key.len() + value.len();
+        self.data_bytes += key.len() + value.payload_len();
         if let Some(slots) = &mut self.slot_index {
             slots.insert(&key);
         }
@@ -169,7 +253,7 @@ impl Store {
         let mut with_ttl = 0;
         let mut bytes = 0;
         for (key, entry) in &self.map {
-            bytes += key.len() + entry.value.len();
+            bytes += key.len() + entry.value.payload_len();
             if let Some(expiry) = entry.expiry {
                 with_ttl += 1;
                 assert_eq!(self.expiring.key(expiry.slot), Some(key), "slot of {key:?}");

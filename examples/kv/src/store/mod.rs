@@ -12,6 +12,8 @@ mod snapshot;
 mod stats;
 mod strings;
 mod sweep;
+mod types;
+mod value;
 
 use bytes::Bytes;
 use foldhash::fast::RandomState;
@@ -29,6 +31,7 @@ use stats::Counters;
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
+pub use value::ValueType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -132,12 +135,12 @@ impl Store {
 
     fn run<S: ChangeSink>(&mut self, command: Command, now: u64, sink: &mut S) -> Reply {
         let result = match command {
-            Command::Get(key) => Ok(Reply::bulk_or_null(self.read_counted(&key, now, sink))),
+            Command::Get(key) => self.read_counted(&key, now, sink).map(Reply::bulk_or_null),
             Command::Set(set) => self.set(set, now, sink),
-            Command::GetSet { key, value } => Ok(self.getset(key, value, now, sink)),
+            Command::GetSet { key, value } => self.getset(key, value, now, sink),
             Command::IncrBy { key, delta } => self.incr_by(key, delta, now, sink),
             Command::Append { key, value } => self.append(key, value, now, sink),
-            Command::Strlen(key) => Ok(self.strlen(&key, now, sink)),
+            Command::Strlen(key) => self.strlen(&key, now, sink),
             Command::MGet(keys) => Ok(self.mget(&keys, now, sink)),
             Command::MSet(pairs) => Ok(self.mset(pairs, sink)),
             Command::Del(keys) => Ok(self.del(keys, now, sink)),
@@ -159,6 +162,7 @@ impl Store {
                 command: other.name(),
             }),
             Command::Cluster(request) => self.run_cluster(request, now, sink),
+            Command::Typed(typed) => self.run_typed(typed, now, sink),
         };
         result.unwrap_or_else(Reply::from)
     }

@@ -194,8 +194,39 @@ mod tests {
             1 => (key(), -5..5i64).prop_map(|(k, s)| vec!["EXPIRE".into(), k, s.to_string()]),
             1 => key().prop_map(|k| vec!["PERSIST".into(), k]),
             2 => key().prop_map(|k| vec!["GET".into(), k]),
+            6 => collection_command(),
             // Rare: it ends the image.
             1 => Just(vec!["FLUSHALL".into()]),
+        ]
+    }
+
+    /// Writes of every collection type, random ones (SPOP) included: the image plus the log
+    /// must rebuild them exactly like strings.
+    fn collection_command() -> impl Strategy<Value = Vec<String>> {
+        let v = "[a-d]{0,2}";
+        let words = |cmd: &'static str, parts: Vec<String>| {
+            let mut args = vec![cmd.to_string()];
+            args.extend(parts);
+            args
+        };
+        prop_oneof![
+            (key(), v, v).prop_map(move |(k, a, b)| words("RPUSH", vec![k, a, b])),
+            (key(), v).prop_map(move |(k, a)| words("LPUSH", vec![k, a])),
+            key().prop_map(move |k| words("LPOP", vec![k])),
+            (key(), key())
+                .prop_map(move |(a, b)| words("LMOVE", vec![a, b, "LEFT".into(), "RIGHT".into()])),
+            (key(), v, v).prop_map(move |(k, f, x)| words("HSET", vec![k, f, x])),
+            (key(), v).prop_map(move |(k, f)| words("HDEL", vec![k, f])),
+            (key(), v).prop_map(move |(k, f)| words("HINCRBY", vec![k, f, "3".into()])),
+            (key(), v, v).prop_map(move |(k, a, b)| words("SADD", vec![k, a, b])),
+            (key(), v).prop_map(move |(k, a)| words("SREM", vec![k, a])),
+            key().prop_map(move |k| words("SPOP", vec![k, "2".into()])),
+            (key(), key(), key()).prop_map(move |(d, a, b)| words("SUNIONSTORE", vec![d, a, b])),
+            (key(), -3..3i64, v)
+                .prop_map(move |(k, s, m)| words("ZADD", vec![k, s.to_string(), m])),
+            (key(), v).prop_map(move |(k, m)| words("ZINCRBY", vec![k, "1.5".into(), m])),
+            key().prop_map(move |k| words("ZPOPMIN", vec![k])),
+            (key(), key()).prop_map(move |(d, a)| words("ZUNIONSTORE", vec![d, "1".into(), a])),
         ]
     }
 
@@ -213,7 +244,7 @@ mod tests {
     }
 
     /// Live keys at `now`: value and expiry.
-    fn dump(store: &Store, now: u64) -> BTreeMap<Bytes, (Bytes, Option<u64>)> {
+    fn dump(store: &Store, now: u64) -> BTreeMap<Bytes, (crate::store::value::Value, Option<u64>)> {
         store
             .map
             .iter()

@@ -3,6 +3,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::keyspace::TtlUpdate;
+use super::value::Value;
 use super::Store;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, SetCommand, SetCondition, SetExpiry};
@@ -28,7 +29,7 @@ impl Store {
             },
         };
         let old = if set.get {
-            self.read_counted(&set.key, now, sink)
+            self.read_counted(&set.key, now, sink)?
         } else {
             None
         };
@@ -63,15 +64,15 @@ impl Store {
         value: Bytes,
         now: u64,
         sink: &mut S,
-    ) -> Reply {
-        let old = self.read_counted(&key, now, sink);
+    ) -> Result<Reply, CommandError> {
+        let old = self.read_counted(&key, now, sink)?;
         sink.record(WriteOp::Set {
             key: &key,
             value: &value,
             ttl: LoggedTtl::None,
         });
         self.upsert(&key, Bytes::copy_from_slice(&value), TtlUpdate::Clear);
-        Reply::bulk_or_null(old)
+        Ok(Reply::bulk_or_null(old))
     }
 
     pub(super) fn incr_by<S: ChangeSink>(
@@ -81,7 +82,7 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let current = match self.read(&key, now, sink) {
+        let current = match self.read(&key, now, sink)? {
             Some(value) => parse_i64(&value).ok_or(CommandError::NotAnInteger)?,
             None => 0,
         };
@@ -106,7 +107,7 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let old = self.read(&key, now, sink);
+        let old = self.read(&key, now, sink)?;
         let new_len = old.as_ref().map_or(0, Bytes::len) + value.len();
         if new_len > self.config.max_value_len {
             return Err(CommandError::StringTooLong);
@@ -121,8 +122,8 @@ impl Store {
                 // Release the map's handle so a uniquely held value can grow in place, making
                 // repeated APPENDs amortised O(appended bytes) like Redis's sds.
                 if let Some(entry) = self.map.get_mut(&key[..]) {
-                    self.data_bytes -= entry.value.len();
-                    entry.value = Bytes::new();
+                    self.data_bytes -= entry.value.payload_len();
+                    entry.value = Value::Str(Bytes::new());
                 }
                 let mut buffer = old.try_into_mut().unwrap_or_else(|shared| {
                     let mut copy = BytesMut::with_capacity(new_len);
@@ -137,15 +138,21 @@ impl Store {
         Ok(Reply::Integer(new_len as i64))
     }
 
-    pub(super) fn strlen<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) -> Reply {
-        let len = self.read_counted(key, now, sink).map_or(0, |v| v.len());
-        Reply::Integer(len as i64)
+    pub(super) fn strlen<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+    ) -> Result<Reply, CommandError> {
+        let len = self.read_counted(key, now, sink)?.map_or(0, |v| v.len());
+        Ok(Reply::Integer(len as i64))
     }
 
     pub(super) fn mget<S: ChangeSink>(&mut self, keys: &[Bytes], now: u64, sink: &mut S) -> Reply {
         Reply::Array(
             keys.iter()
-                .map(|key| Reply::bulk_or_null(self.read_counted(key, now, sink)))
+                // MGET answers nil for a key of another type.
+                .map(|key| Reply::bulk_or_null(self.read_counted(key, now, sink).ok().flatten()))
                 .collect(),
         )
     }

@@ -1,0 +1,195 @@
+//! The commands of the collection types (lists, hashes, sets, sorted sets) and TYPE: one
+//! table row each, and one typed request shape. Their options are parsed by the store when
+//! the command runs, which is also where Redis parses them: a syntax error in a queued
+//! MULTI command surfaces at EXEC, as in Redis, and the parse order (options, then the key's
+//! type) follows each command's Redis implementation.
+
+use bytes::Bytes;
+
+use super::table::{spec, CommandKind, CommandSpec};
+use crate::number::parse_i64;
+
+/// A collection command: which one, and its arguments after the name (the first is a key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedCommand {
+    pub op: TypedOp,
+    pub args: Vec<Bytes>,
+}
+
+/// How a command's keys sit among its arguments (after the name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyShape {
+    /// `args[0]`
+    One,
+    /// `args[0]` and `args[1]` (LMOVE, SMOVE, ZRANGESTORE)
+    Two,
+    /// every argument (SINTER, SINTERSTORE, ...)
+    All,
+    /// `numkeys key...` (SINTERCARD)
+    Counted,
+    /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
+    DestCounted,
+}
+
+const RO: &[&str] = &["readonly"];
+const RO_FAST: &[&str] = &["readonly", "fast"];
+const W: &[&str] = &["write"];
+const W_FAST: &[&str] = &["write", "fast"];
+const WD: &[&str] = &["write", "denyoom"];
+const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
+const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
+const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+
+macro_rules! typed_ops {
+    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident;)*) => {
+        /// One variant per command name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum TypedOp { $($op,)* }
+
+        impl TypedOp {
+            /// The lowercase Redis name.
+            pub fn name(self) -> &'static str {
+                match self { $(TypedOp::$op => $name,)* }
+            }
+
+            fn flags(self) -> &'static [&'static str] {
+                match self { $(TypedOp::$op => $flags,)* }
+            }
+
+            fn shape(self) -> KeyShape {
+                match self { $(TypedOp::$op => KeyShape::$shape,)* }
+            }
+        }
+
+        pub(crate) static TYPED_COMMANDS: &[CommandSpec] = &[
+            $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape)),)*
+        ];
+    };
+}
+
+/// The table's (first, last, step) for a shape; movable keys list only the fixed ones, as in
+/// Redis's legacy key positions.
+const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
+    match shape {
+        KeyShape::One | KeyShape::DestCounted => (1, 1, 1),
+        KeyShape::Two => (1, 2, 1),
+        KeyShape::All => (1, -1, 1),
+        KeyShape::Counted => (0, 0, 0),
+    }
+}
+
+typed_ops! {
+    Type "type" 2 RO_FAST One;
+    // Lists
+    LPush "lpush" -3 WD_FAST One;
+    RPush "rpush" -3 WD_FAST One;
+    LPushX "lpushx" -3 WD_FAST One;
+    RPushX "rpushx" -3 WD_FAST One;
+    LPop "lpop" -2 W_FAST One;
+    RPop "rpop" -2 W_FAST One;
+    LRange "lrange" 4 RO One;
+    LLen "llen" 2 RO_FAST One;
+    LIndex "lindex" 3 RO One;
+    LSet "lset" 4 WD One;
+    LInsert "linsert" 5 WD One;
+    LRem "lrem" 4 W One;
+    LTrim "ltrim" 4 W One;
+    LPos "lpos" -3 RO One;
+    LMove "lmove" 5 WD Two;
+    RPopLPush "rpoplpush" 3 WD Two;
+    // Hashes
+    HSet "hset" -4 WD_FAST One;
+    HMSet "hmset" -4 WD_FAST One;
+    HSetNx "hsetnx" 4 WD_FAST One;
+    HGet "hget" 3 RO_FAST One;
+    HMGet "hmget" -3 RO_FAST One;
+    HGetAll "hgetall" 2 RO One;
+    HDel "hdel" -3 W_FAST One;
+    HExists "hexists" 3 RO_FAST One;
+    HLen "hlen" 2 RO_FAST One;
+    HKeys "hkeys" 2 RO One;
+    HVals "hvals" 2 RO One;
+    HIncrBy "hincrby" 4 WD_FAST One;
+    HIncrByFloat "hincrbyfloat" 4 WD_FAST One;
+    HStrLen "hstrlen" 3 RO_FAST One;
+    HRandField "hrandfield" -2 RO One;
+    HScan "hscan" -3 RO One;
+    // Sets
+    SAdd "sadd" -3 WD_FAST One;
+    SRem "srem" -3 W_FAST One;
+    SMembers "smembers" 2 RO One;
+    SIsMember "sismember" 3 RO_FAST One;
+    SMIsMember "smismember" -3 RO_FAST One;
+    SCard "scard" 2 RO_FAST One;
+    SPop "spop" -2 W_FAST One;
+    SRandMember "srandmember" -2 RO One;
+    SMove "smove" 4 W_FAST Two;
+    SInter "sinter" -2 RO All;
+    SUnion "sunion" -2 RO All;
+    SDiff "sdiff" -2 RO All;
+    SInterStore "sinterstore" -3 WD All;
+    SUnionStore "sunionstore" -3 WD All;
+    SDiffStore "sdiffstore" -3 WD All;
+    SInterCard "sintercard" -3 RO_MOVABLE Counted;
+    SScan "sscan" -3 RO One;
+    // Sorted sets
+    ZAdd "zadd" -4 WD_FAST One;
+    ZRem "zrem" -3 W_FAST One;
+    ZScore "zscore" 3 RO_FAST One;
+    ZMScore "zmscore" -3 RO_FAST One;
+    ZIncrBy "zincrby" 4 WD_FAST One;
+    ZCard "zcard" 2 RO_FAST One;
+    ZCount "zcount" 4 RO_FAST One;
+    ZLexCount "zlexcount" 4 RO_FAST One;
+    ZRange "zrange" -4 RO One;
+    ZRangeByScore "zrangebyscore" -4 RO One;
+    ZRevRangeByScore "zrevrangebyscore" -4 RO One;
+    ZRangeByLex "zrangebylex" -4 RO One;
+    ZRevRangeByLex "zrevrangebylex" -4 RO One;
+    ZRevRange "zrevrange" -4 RO One;
+    ZRank "zrank" 3 RO_FAST One;
+    ZRevRank "zrevrank" 3 RO_FAST One;
+    ZPopMin "zpopmin" -2 W_FAST One;
+    ZPopMax "zpopmax" -2 W_FAST One;
+    ZRangeStore "zrangestore" -5 WD Two;
+    ZUnionStore "zunionstore" -4 WD_MOVABLE DestCounted;
+    ZInterStore "zinterstore" -4 WD_MOVABLE DestCounted;
+    ZScan "zscan" -3 RO One;
+}
+
+impl TypedOp {
+    pub fn is_write(self) -> bool {
+        self.flags().contains(&"write")
+    }
+}
+
+impl TypedCommand {
+    /// The keys, in request order (movable keys included; a malformed count yields the keys
+    /// it can, and the command's own parse reports the error).
+    pub fn keys(&self) -> Vec<&[u8]> {
+        let args = &self.args;
+        let counted = |from: usize| -> Vec<&[u8]> {
+            let count = args
+                .get(from)
+                .and_then(|n| parse_i64(n))
+                .filter(|&n| n > 0)
+                .map_or(0, |n| n as usize);
+            args.iter()
+                .skip(from + 1)
+                .take(count)
+                .map(|k| &k[..])
+                .collect()
+        };
+        match self.op.shape() {
+            KeyShape::One => args.iter().take(1).map(|k| &k[..]).collect(),
+            KeyShape::Two => args.iter().take(2).map(|k| &k[..]).collect(),
+            KeyShape::All => args.iter().map(|k| &k[..]).collect(),
+            KeyShape::Counted => counted(0),
+            KeyShape::DestCounted => {
+                let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
+                keys.extend(counted(1));
+                keys
+            }
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Lists: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LRANGE, LLEN, LINDEX, LSET, LINSERT, LREM,
+//! LTRIM, LPOS, LMOVE, RPOPLPUSH (Redis 7.0's t_list.c).
+
+use bytes::Bytes;
+
+use super::args::{clamp_range, int, is, optional_count};
+use super::Cx;
+use crate::change::ChangeSink;
+use crate::command::{CommandError, TypedOp as Op};
+use crate::reply::Reply;
+use crate::store::value::{List, Value, ValueType};
+
+const LIST: ValueType = ValueType::List;
+
+fn list(value: &mut Value) -> &mut List {
+    match value {
+        Value::List(list) => list,
+        // `Store::update` checked the type.
+        _ => unreachable!("checked list"),
+    }
+}
+
+fn list_ref(value: Option<&Value>) -> Option<&List> {
+    match value {
+        Some(Value::List(list)) => Some(list),
+        _ => None,
+    }
+}
+
+/// An element owned by the store, never a slice of the request buffer.
+fn own(arg: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(arg)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Left,
+    Right,
+}
+
+fn end(arg: &[u8]) -> Result<End, CommandError> {
+    if is(arg, "left") {
+        Ok(End::Left)
+    } else if is(arg, "right") {
+        Ok(End::Right)
+    } else {
+        Err(CommandError::Syntax)
+    }
+}
+
+fn pop_end(list: &mut List, end: End) -> Option<Bytes> {
+    match end {
+        End::Left => list.pop_front(),
+        End::Right => list.pop_back(),
+    }
+}
+
+impl<S: ChangeSink> Cx<'_, S> {
+    pub fn push(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let left = matches!(self.op, Op::LPush | Op::LPushX);
+        let create = matches!(self.op, Op::LPush | Op::RPush);
+        let pushed = self
+            .store
+            .update(&a[0], LIST, create, self.now, self.sink, |value| {
+                let list = list(value);
+                for item in &a[1..] {
+                    if left {
+                        list.push_front(own(item));
+                    } else {
+                        list.push_back(own(item));
+                    }
+                }
+                list.items.len()
+            })?;
+        match pushed {
+            None => Ok(Reply::Integer(0)),
+            Some(len) => {
+                self.log_as_written(a);
+                Ok(Reply::Integer(len as i64))
+            }
+        }
+    }
+
+    pub fn pop(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let at = if self.op == Op::LPop {
+            End::Left
+        } else {
+            End::Right
+        };
+        let count = optional_count(a, 1)?;
+        let popped = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                let list = list(value);
+                let n = count.unwrap_or(1).min(list.items.len());
+                (0..n).filter_map(|_| pop_end(list, at)).collect::<Vec<_>>()
+            })?;
+        let Some(popped) = popped else {
+            return Ok(match count {
+                Some(_) => Reply::NullArray,
+                None => Reply::NullBulk,
+            });
+        };
+        if !popped.is_empty() {
+            let logged = [a[0].clone(), Bytes::from(popped.len().to_string())];
+            self.log(self.op.name(), &logged);
+        }
+        Ok(match count {
+            Some(_) => Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
+            None => Reply::bulk_or_null(popped.into_iter().next()),
+        })
+    }
+
+    pub fn lrange(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (start, stop) = (int(&a[1])?, int(&a[2])?);
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        let Some(list) = list_ref(value) else {
+            return Ok(Reply::Array(Vec::new()));
+        };
+        let items = match clamp_range(start, stop, list.items.len()) {
+            None => Vec::new(),
+            Some((from, to)) => list
+                .items
+                .range(from..=to)
+                .map(|item| Reply::Bulk(item.clone()))
+                .collect(),
+        };
+        Ok(Reply::Array(items))
+    }
+
+    pub fn llen(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        Ok(Reply::Integer(
+            list_ref(value).map_or(0, |l| l.items.len()) as i64
+        ))
+    }
+
+    pub fn lindex(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        // Redis looks the key up before it parses the index.
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        if value.is_none() {
+            return Ok(Reply::NullBulk);
+        }
+        let index = int(&a[1])?;
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        let item = list_ref(value).and_then(|list| {
+            let len = list.items.len() as i64;
+            let i = if index < 0 { len + index } else { index };
+            (0..len)
+                .contains(&i)
+                .then(|| list.items[i as usize].clone())
+        });
+        Ok(Reply::bulk_or_null(item))
+    }
+
+    pub fn lset(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        // Redis looks the key up before it parses the index.
+        if self.store.view(&a[0], LIST, self.now, self.sink)?.is_none() {
+            return Err(CommandError::Text("ERR no such key".into()));
+        }
+        let index = int(&a[1])?;
+        let done = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                let list = list(value);
+                let len = list.items.len() as i64;
+                let i = if index < 0 { len + index } else { index };
+                if !(0..len).contains(&i) {
+                    return false;
+                }
+                list.set(i as usize, own(&a[2]));
+                true
+            })?;
+        match done {
+            None => Err(CommandError::Text("ERR no such key".into())),
+            Some(false) => Err(CommandError::Text("ERR index out of range".into())),
+            Some(true) => {
+                self.log_as_written(a);
+                Ok(Reply::ok())
+            }
+        }
+    }
+
+    pub fn linsert(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let after = if is(&a[1], "after") {
+            true
+        } else if is(&a[1], "before") {
+            false
+        } else {
+            return Err(CommandError::Syntax);
+        };
+        let result = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                let list = list(value);
+                let Some(at) = list.items.iter().position(|item| item == &a[2]) else {
+                    return -1;
+                };
+                list.insert(at + usize::from(after), own(&a[3]));
+                list.items.len() as i64
+            })?;
+        let result = result.unwrap_or(0);
+        if result > 0 {
+            self.log_as_written(a);
+        }
+        Ok(Reply::Integer(result))
+    }
+
+    pub fn lrem(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let count = int(&a[1])?;
+        let removed = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                let list = list(value);
+                let limit = if count == 0 {
+                    usize::MAX
+                } else {
+                    count.unsigned_abs() as usize
+                };
+                let mut removed = 0;
+                if count >= 0 {
+                    let mut i = 0;
+                    while i < list.items.len() && removed < limit {
+                        if list.items[i] == a[2] {
+                            list.remove(i);
+                            removed += 1;
+                        } else {
+                            i += 1;
+                        }
+                    }
+                } else {
+                    let mut i = list.items.len();
+                    while i > 0 && removed < limit {
+                        i -= 1;
+                        if list.items[i] == a[2] {
+                            list.remove(i);
+                            removed += 1;
+                        }
+                    }
+                }
+                removed
+            })?
+            .unwrap_or(0);
+        if removed > 0 {
+            self.log_as_written(a);
+        }
+        Ok(Reply::Integer(removed as i64))
+    }
+
+    pub fn ltrim(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (start, stop) = (int(&a[1])?, int(&a[2])?);
+        let changed = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                let list = list(value);
+                let len = list.items.len();
+                let range = clamp_range(start, stop, len);
+                list.retain_range(range);
+                list.items.len() != len
+            })?;
+        if changed == Some(true) {
+            self.log_as_written(a);
+        }
+        Ok(Reply::ok())
+    }
+
+    pub fn lpos(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let mut rank: i64 = 1;
+        let mut count: Option<usize> = None;
+        let mut maxlen: usize = 0;
+        let mut i = 2;
+        while i < a.len() {
+            let option = &a[i];
+            let Some(arg) = a.get(i + 1) else {
+                return Err(CommandError::Syntax);
+            };
+            if is(option, "rank") {
+                rank = int(arg)?;
+                if rank == 0 {
+                    return Err(CommandError::Text(
+                        "ERR RANK can't be zero: use 1 to start from the first match, 2 from \
+                         the second ... or use negative to start from the end of the list"
+                            .into(),
+                    ));
+                }
+            } else if is(option, "count") {
+                // Redis reports a non-number with the same words as a negative one.
+                let n = int(arg).unwrap_or(-1);
+                if n < 0 {
+                    return Err(CommandError::Text("ERR COUNT can't be negative".into()));
+                }
+                count = Some(n as usize);
+            } else if is(option, "maxlen") {
+                let n = int(arg).unwrap_or(-1);
+                if n < 0 {
+                    return Err(CommandError::Text("ERR MAXLEN can't be negative".into()));
+                }
+                maxlen = n as usize;
+            } else {
+                return Err(CommandError::Syntax);
+            }
+            i += 2;
+        }
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        let Some(list) = list_ref(value) else {
+            return Ok(match count {
+                Some(_) => Reply::Array(Vec::new()),
+                None => Reply::NullBulk,
+            });
+        };
+        let len = list.items.len();
+        let scan = if maxlen == 0 { len } else { maxlen.min(len) };
+        let want = match count {
+            Some(0) => usize::MAX,
+            Some(n) => n,
+            None => 1,
+        };
+        let mut skip = rank.unsigned_abs() as usize - 1;
+        let mut found = Vec::new();
+        let positions: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+            Box::new(0..scan)
+        } else {
+            Box::new((len - scan..len).rev())
+        };
+        for position in positions {
+            if list.items[position] != a[1] {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            found.push(Reply::Integer(position as i64));
+            if found.len() == want {
+                break;
+            }
+        }
+        Ok(match count {
+            Some(_) => Reply::Array(found),
+            None => found.pop().unwrap_or(Reply::NullBulk),
+        })
+    }
+
+    /// LMOVE and RPOPLPUSH: both keys on this shard (the router refuses otherwise).
+    pub fn lmove(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (from, to) = if self.op == Op::RPopLPush {
+            (End::Right, End::Left)
+        } else {
+            (end(&a[2])?, end(&a[3])?)
+        };
+        // Redis: the source first (missing: nil), then the destination's type.
+        let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
+        if list_ref(value).is_none() {
+            return Ok(Reply::NullBulk);
+        }
+        self.check(&a[1], LIST)?;
+        let item = self
+            .store
+            .update(&a[0], LIST, false, self.now, self.sink, |value| {
+                pop_end(list(value), from)
+            })?
+            .flatten();
+        let Some(item) = item else {
+            return Ok(Reply::NullBulk);
+        };
+        self.store
+            .update(&a[1], LIST, true, self.now, self.sink, |value| {
+                let list = list(value);
+                match to {
+                    End::Left => list.push_front(item.clone()),
+                    End::Right => list.push_back(item.clone()),
+                }
+            })?;
+        self.log_as_written(a);
+        Ok(Reply::Bulk(item))
+    }
+}

@@ -1,0 +1,287 @@
+//! What a key holds: a string or one of the collection types, each keeping a running count of
+//! the bytes it stores (elements and fields, not allocator overhead) so the store's byte
+//! count stays exact without walking a collection.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use foldhash::fast::RandomState;
+use indexmap::{IndexMap, IndexSet};
+
+/// The type names TYPE reports and WRONGTYPE is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    String,
+    List,
+    Hash,
+    Set,
+    ZSet,
+}
+
+impl ValueType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+            ValueType::List => "list",
+            ValueType::Hash => "hash",
+            ValueType::Set => "set",
+            ValueType::ZSet => "zset",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Value {
+    Str(Bytes),
+    List(List),
+    Hash(Hash),
+    Set(Set),
+    ZSet(ZSet),
+}
+
+impl Value {
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Value::Str(_) => ValueType::String,
+            Value::List(_) => ValueType::List,
+            Value::Hash(_) => ValueType::Hash,
+            Value::Set(_) => ValueType::Set,
+            Value::ZSet(_) => ValueType::ZSet,
+        }
+    }
+
+    /// An empty collection of `kind` (a string for [`ValueType::String`]).
+    pub fn empty(kind: ValueType) -> Value {
+        match kind {
+            ValueType::String => Value::Str(Bytes::new()),
+            ValueType::List => Value::List(List::default()),
+            ValueType::Hash => Value::Hash(Hash::default()),
+            ValueType::Set => Value::Set(Set::default()),
+            ValueType::ZSet => Value::ZSet(ZSet::default()),
+        }
+    }
+
+    /// Bytes of payload held: a string's length, a collection's elements (and fields).
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Value::Str(bytes) => bytes.len(),
+            Value::List(list) => list.bytes,
+            Value::Hash(hash) => hash.bytes,
+            Value::Set(set) => set.bytes,
+            Value::ZSet(zset) => zset.bytes,
+        }
+    }
+
+    /// Elements in a collection (Redis removes a collection when it becomes empty).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::List(list) => list.items.is_empty(),
+            Value::Hash(hash) => hash.map.is_empty(),
+            Value::Set(set) => set.members.is_empty(),
+            Value::ZSet(zset) => zset.scores.is_empty(),
+        }
+    }
+}
+
+/// A list: a ring buffer of elements.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct List {
+    pub items: VecDeque<Bytes>,
+    bytes: usize,
+}
+
+impl List {
+    pub fn push_front(&mut self, item: Bytes) {
+        self.bytes += item.len();
+        self.items.push_front(item);
+    }
+
+    pub fn push_back(&mut self, item: Bytes) {
+        self.bytes += item.len();
+        self.items.push_back(item);
+    }
+
+    pub fn pop_front(&mut self) -> Option<Bytes> {
+        let item = self.items.pop_front()?;
+        self.bytes -= item.len();
+        Some(item)
+    }
+
+    pub fn pop_back(&mut self) -> Option<Bytes> {
+        let item = self.items.pop_back()?;
+        self.bytes -= item.len();
+        Some(item)
+    }
+
+    pub fn set(&mut self, index: usize, item: Bytes) {
+        self.bytes = self.bytes + item.len() - self.items[index].len();
+        self.items[index] = item;
+    }
+
+    pub fn insert(&mut self, index: usize, item: Bytes) {
+        self.bytes += item.len();
+        self.items.insert(index, item);
+    }
+
+    pub fn remove(&mut self, index: usize) {
+        if let Some(item) = self.items.remove(index) {
+            self.bytes -= item.len();
+        }
+    }
+
+    /// Keeps `start..=end` (already clamped, `start <= end < len`), or nothing.
+    pub fn retain_range(&mut self, range: Option<(usize, usize)>) {
+        match range {
+            None => {
+                self.items.clear();
+                self.bytes = 0;
+            }
+            Some((start, end)) => {
+                self.items.truncate(end + 1);
+                self.items.drain(..start);
+                self.bytes = self.items.iter().map(Bytes::len).sum();
+            }
+        }
+    }
+}
+
+/// A hash. Small hashes keep insertion order on removal (as Redis's listpack does); large
+/// ones remove in O(1) and let the last field take the hole, as order is unspecified then.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Hash {
+    pub map: IndexMap<Bytes, Bytes, RandomState>,
+    bytes: usize,
+}
+
+const ORDERED_REMOVE_UP_TO: usize = 128;
+
+impl Hash {
+    /// Sets `field`; returns whether it is new.
+    pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
+        let (field_len, value_len) = (field.len(), value.len());
+        match self.map.insert(field, value) {
+            // The stored field stays; only the value changed.
+            Some(old) => {
+                self.bytes = self.bytes + value_len - old.len();
+                false
+            }
+            None => {
+                self.bytes += field_len + value_len;
+                true
+            }
+        }
+    }
+
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        let removed = if self.map.len() <= ORDERED_REMOVE_UP_TO {
+            self.map.shift_remove_entry(field)
+        } else {
+            self.map.swap_remove_entry(field)
+        };
+        match removed {
+            Some((field, value)) => {
+                self.bytes -= field.len() + value.len();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A set of members.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Set {
+    pub members: IndexSet<Bytes, RandomState>,
+    bytes: usize,
+}
+
+impl Set {
+    pub fn insert(&mut self, member: Bytes) -> bool {
+        let len = member.len();
+        let added = self.members.insert(member);
+        if added {
+            self.bytes += len;
+        }
+        added
+    }
+
+    pub fn remove(&mut self, member: &[u8]) -> bool {
+        let removed = if self.members.len() <= ORDERED_REMOVE_UP_TO {
+            self.members.shift_remove(member)
+        } else {
+            self.members.swap_remove(member)
+        };
+        if removed {
+            self.bytes -= member.len();
+        }
+        removed
+    }
+
+    /// Removes the member at `index` (random pops).
+    pub fn remove_index(&mut self, index: usize) -> Option<Bytes> {
+        let member = self.members.swap_remove_index(index)?;
+        self.bytes -= member.len();
+        Some(member)
+    }
+}
+
+/// A score in total order; scores are never NaN (commands refuse NaN before storing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Score(pub f64);
+
+impl Eq for Score {}
+
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A sorted set: member → score, and (score, member) in Redis's order (score, then member
+/// bytes).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ZSet {
+    pub scores: IndexMap<Bytes, f64, RandomState>,
+    pub order: BTreeSet<(Score, Bytes)>,
+    bytes: usize,
+}
+
+impl ZSet {
+    /// Sets `member`'s score; returns the previous score.
+    pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
+        // -0.0 and 0.0 are one score in Redis.
+        let score = if score == 0.0 { 0.0 } else { score };
+        let old = self.scores.insert(member.clone(), score);
+        match old {
+            Some(old) => {
+                self.order.remove(&(Score(old), member.clone()));
+            }
+            None => self.bytes += member.len() + 8,
+        }
+        self.order.insert((Score(score), member));
+        old
+    }
+
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let (member, score) = self.scores.swap_remove_entry(member)?;
+        self.order.remove(&(Score(score), member.clone()));
+        self.bytes -= member.len() + 8;
+        Some(score)
+    }
+
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Rank (0-based, ascending) of `member` with `score`.
+    pub fn rank(&self, member: &Bytes, score: f64) -> usize {
+        self.order.range(..(Score(score), member.clone())).count()
+    }
+}
