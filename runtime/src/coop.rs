@@ -59,6 +59,11 @@ pub struct RoundBudget {
     bytes: usize,
     /// A yield is under way: the next poll starts a new round.
     yielding: bool,
+    /// The connection waited for I/O since it last handed up a message: the next message came
+    /// with new bytes, whose arrival is when the task was woken.
+    waited: bool,
+    /// The shard's [`message_clock`] when the bytes of the last message charged arrived.
+    arrived_at: u64,
 }
 
 impl RoundBudget {
@@ -68,6 +73,8 @@ impl RoundBudget {
             messages: 0,
             bytes: 0,
             yielding: false,
+            waited: true,
+            arrived_at: 0,
         }
     }
 
@@ -75,8 +82,13 @@ impl RoundBudget {
         self.budget
     }
 
-    /// Count one message of `bytes`; true when the round's budget is used up.
+    /// Count one message of `bytes`; true when the round's budget is used up. It also ticks
+    /// the shard's [`message_clock`] and stamps the message's arrival ([`Self::arrived_at`]).
     pub fn charge(&mut self, bytes: usize) -> bool {
+        if std::mem::take(&mut self.waited) {
+            self.arrived_at = woken_at();
+        }
+        tick_message_clock();
         self.messages = self.messages.saturating_add(1);
         self.bytes = self.bytes.saturating_add(bytes);
         self.exhausted()
@@ -89,8 +101,21 @@ impl RoundBudget {
 
     /// Start a new round without yielding (the connection had to wait for I/O anyway).
     pub fn reset(&mut self) {
+        self.new_round();
+        self.waited = true;
+    }
+
+    fn new_round(&mut self) {
         self.messages = 0;
         self.bytes = 0;
+    }
+
+    /// The shard's [`message_clock`] when the bytes of the last message charged arrived: when
+    /// the connection's task was woken by the I/O that brought them (its completion reaped).
+    /// Messages that came in one read share it. [`message_clock`] minus this, when the
+    /// message's reply is queued, is its head-of-line count ([`crate::head_of_line`]).
+    pub fn arrived_at(&self) -> u64 {
+        self.arrived_at
     }
 
     /// For a transport's `recv`, before handing up the next message: `Ready` while the round
@@ -99,7 +124,7 @@ impl RoundBudget {
     pub fn poll_proceed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.yielding {
             self.yielding = false;
-            self.reset();
+            self.new_round();
             return Poll::Ready(());
         }
         if !self.exhausted() {
@@ -120,6 +145,23 @@ impl RoundBudget {
     pub async fn yield_if_exhausted(&mut self) {
         poll_fn(|cx| self.poll_proceed(cx)).await
     }
+}
+
+/// Messages handed up by every connection on the current shard so far (each
+/// [`RoundBudget::charge`] ticks it); 0 off a shard. A clock that counts work, not time: the
+/// difference between two readings is how many messages the shard handled in between, however
+/// fast or slow the CPU was.
+pub fn message_clock() -> u64 {
+    context::try_with_executor(|e| e.messages()).unwrap_or(0)
+}
+
+fn tick_message_clock() {
+    context::try_with_executor(|e| e.tick_messages());
+}
+
+/// The [`message_clock`] when the task now running was woken (or spawned); 0 off a shard.
+pub fn woken_at() -> u64 {
+    context::try_with_executor(|e| e.woken_at()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod coop;
 mod driver;
 mod executor;
 pub mod fs;
+pub mod head_of_line;
 pub mod io;
 pub mod mesh;
 pub mod metrics;

@@ -11,10 +11,12 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
+use corewire_runtime::head_of_line::HeadOfLine;
 use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
 use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
@@ -70,11 +72,13 @@ impl Drop for InFlight {
 }
 
 /// Serve `conn` until the peer closes it or breaks the protocol. Any transport works: this is
-/// how TCP and RDMA listeners hand their connections to a server.
+/// how TCP and RDMA listeners hand their connections to a server. Each request's head-of-line
+/// count goes to `head_of_line` (its listener's) when its reply is queued.
 pub(crate) async fn serve<C: Connection>(
     conn: C,
     services: Rc<ServiceSet>,
     options: ServerOptions,
+    head_of_line: Option<Arc<HeadOfLine>>,
 ) {
     let running = Rc::new(Running {
         calls: RefCell::new(ServerCalls::new(options.max_in_flight_per_conn)),
@@ -99,7 +103,11 @@ pub(crate) async fn serve<C: Connection>(
         };
         match frame.header.kind {
             FrameKind::Request => {
-                if let Err(e) = dispatch(&conn, frame, &services, &running).await {
+                let arrived = Arrived {
+                    at: conn.arrived_at(),
+                    record: head_of_line.clone(),
+                };
+                if let Err(e) = dispatch(&conn, frame, &services, &running, arrived).await {
                     report_protocol_error("rpc", conn.peer_addr(), &e);
                     conn.close();
                     break;
@@ -150,6 +158,21 @@ async fn reply_error<C: Connection>(conn: &C, request: &FrameHeader, status: Sta
     let _ = conn.send(&header, Bytes::new(), Bytes::new()).await;
 }
 
+/// When a request's bytes arrived, and where its head-of-line count goes.
+struct Arrived {
+    at: u64,
+    record: Option<Arc<HeadOfLine>>,
+}
+
+impl Arrived {
+    /// The reply is queued now.
+    fn replied(&self) {
+        if let Some(h) = &self.record {
+            h.record_since(self.at);
+        }
+    }
+}
+
 /// Start one request. `Err` only for a protocol violation (a correlation id reused while its
 /// request runs): the connection must close.
 async fn dispatch<C: Connection>(
@@ -157,6 +180,7 @@ async fn dispatch<C: Connection>(
     frame: Frame,
     services: &ServiceSet,
     running: &Rc<Running>,
+    arrived: Arrived,
 ) -> Result<(), StartError> {
     let header = frame.header;
     let id = header.correlation_id;
@@ -204,8 +228,9 @@ async fn dispatch<C: Connection>(
                 conn.send(&h, Bytes::new(), Bytes::new()).await
             }
         };
-        if let Err(e) = sent {
-            tracing::debug!(error = %e, "reply not sent");
+        match sent {
+            Ok(()) => arrived.replied(),
+            Err(e) => tracing::debug!(error = %e, "reply not sent"),
         }
     });
     // The task has not run yet (spawned tasks run from the queue), so the id is still free.
@@ -216,5 +241,5 @@ async fn dispatch<C: Connection>(
 /// Public entry point for transports: serve `conn` with `server`'s services on this shard.
 pub async fn serve_connection<C: Connection>(server: &super::Server, conn: C) {
     let services = server.services_here();
-    serve(conn, services, server.options()).await
+    serve(conn, services, server.options(), None).await
 }

@@ -83,6 +83,9 @@ pub const fn service_id(name: &str) -> u32 {
 mod tests;
 
 #[cfg(test)]
+mod head_of_line_tests;
+
+#[cfg(test)]
 mod id_tests {
     use super::service_id;
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use corewire_runtime::accept::ListenerHandle;
+use corewire_runtime::head_of_line::HeadOfLine;
 use corewire_runtime::{shard_id, Runtime};
 use corewire_transport::frame::FrameLimits;
 use corewire_transport::{ConnSettings, Listener};
@@ -114,7 +115,8 @@ impl Server {
     /// [`RdmaEndpoint`](corewire_transport::rdma::RdmaEndpoint) (the RDMA transport installed
     /// on `rt` first), or any other [`Listener`]. The same service instances answer every
     /// listener's callers on each shard. Serve as many listeners as you like; each returns its
-    /// own handle.
+    /// own handle, which also holds the listener's head-of-line counts
+    /// ([`ListenerHandle::head_of_line`]).
     pub fn serve<L: Listener>(
         &self,
         rt: &Runtime,
@@ -126,9 +128,16 @@ impl Server {
             limits: options.limits,
             max_queued_bytes: options.max_queued_bytes,
         };
-        listener.listen(rt, settings, move |conn| {
+        let head_of_line = Arc::new(HeadOfLine::new());
+        let recorder = head_of_line.clone();
+        let handle = listener.listen(rt, settings, move |conn| {
             let server = server.clone();
-            async move { dispatch::serve(conn, server.services_here(), server.options()).await }
-        })
+            let recorder = recorder.clone();
+            async move {
+                let services = server.services_here();
+                dispatch::serve(conn, services, server.options(), Some(recorder)).await
+            }
+        })?;
+        Ok(handle.with_head_of_line(head_of_line))
     }
 }

@@ -26,7 +26,7 @@ impl Drop for Abandoned {
     }
 }
 
-struct Test;
+pub(super) struct Test;
 impl Service for Test {
     const ID: u32 = service_id("test");
     async fn call(&self, req: Request) -> Result<Response, Status> {
@@ -51,13 +51,13 @@ fn serve(server_options: ServerOptions, mem: MemOptions) -> MemConnection {
         .options(server_options)
         .build();
     let (ours, theirs) = pair(mem);
-    spawn_local(
-        async move { dispatch::serve(theirs, server.services_here(), server.options()).await },
-    );
+    spawn_local(async move {
+        dispatch::serve(theirs, server.services_here(), server.options(), None).await
+    });
     ours
 }
 
-fn on_a_shard<F, Fut, T>(f: F) -> T
+pub(super) fn on_a_shard<F, Fut, T>(f: F) -> T
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = T> + 'static,

@@ -219,6 +219,10 @@ impl Connection for MemConnection {
         self.end().options.budget
     }
 
+    fn arrived_at(&self) -> u64 {
+        self.end().round.borrow().arrived_at()
+    }
+
     fn stats(&self) -> ConnStats {
         let e = self.end();
         e.stats.snapshot(e.out.queued_bytes())

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::placement::ConnCounts;
 use super::stop::StopSignal;
+use crate::head_of_line::{HeadOfLine, HeadOfLineSnapshot};
 use crate::mesh::RemoteHandle;
 
 /// A running listener (TCP, RDMA, ...): its address, its connections per shard, and the way
@@ -14,6 +15,7 @@ pub struct ListenerHandle {
     counts: Arc<ConnCounts>,
     stop: Arc<StopSignal>,
     acceptors: Vec<RemoteHandle<()>>,
+    head_of_line: Arc<HeadOfLine>,
 }
 
 impl ListenerHandle {
@@ -30,7 +32,21 @@ impl ListenerHandle {
             counts,
             stop,
             acceptors,
+            head_of_line: Arc::new(HeadOfLine::new()),
         }
+    }
+
+    /// For servers: the histogram this listener's connections record their requests'
+    /// head-of-line counts in.
+    pub fn with_head_of_line(mut self, head_of_line: Arc<HeadOfLine>) -> ListenerHandle {
+        self.head_of_line = head_of_line;
+        self
+    }
+
+    /// Head-of-line counts of the requests served on this listener (empty for a listener
+    /// whose server records none): see [`crate::head_of_line`].
+    pub fn head_of_line(&self) -> HeadOfLineSnapshot {
+        self.head_of_line.snapshot()
     }
 
     pub fn local_addr(&self) -> SocketAddr {

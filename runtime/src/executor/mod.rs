@@ -48,7 +48,12 @@ struct Task {
 
 pub(crate) struct Executor {
     tasks: RefCell<Slab<Task>>,
-    queue: RefCell<VecDeque<TaskKey>>,
+    /// Ready tasks, each with the shard's message clock when it was woken.
+    queue: RefCell<VecDeque<(TaskKey, u64)>>,
+    /// Messages handed up by connections on this shard (see [`crate::coop::message_clock`]).
+    messages: Cell<u64>,
+    /// The message clock when the task being polled was woken.
+    woken_at: Cell<u64>,
     generation: Cell<u32>,
     remote: Arc<ShardRemote>,
     /// Tasks that yielded: woken only after the shard's pollers and ring had their turn.
@@ -63,7 +68,23 @@ impl Executor {
             generation: Cell::new(0),
             remote,
             yielded: RefCell::new(Vec::new()),
+            messages: Cell::new(0),
+            woken_at: Cell::new(0),
         }
+    }
+
+    /// One more message handed up on this shard.
+    pub(crate) fn tick_messages(&self) {
+        self.messages.set(self.messages.get().wrapping_add(1));
+    }
+
+    pub(crate) fn messages(&self) -> u64 {
+        self.messages.get()
+    }
+
+    /// The message clock when the task now being polled was woken (or spawned).
+    pub(crate) fn woken_at(&self) -> u64 {
+        self.woken_at.get()
     }
 
     pub(crate) fn spawn<F, T>(
@@ -91,7 +112,9 @@ impl Executor {
             spawned_at,
         });
         drop(tasks);
-        self.queue.borrow_mut().push_back(key);
+        self.queue
+            .borrow_mut()
+            .push_back((key, self.messages.get()));
         handle
     }
 
@@ -112,7 +135,9 @@ impl Executor {
 
     /// Queue a woken task (called by wakers on the shard's own thread).
     pub(crate) fn schedule(&self, key: TaskKey) {
-        self.queue.borrow_mut().push_back(key);
+        self.queue
+            .borrow_mut()
+            .push_back((key, self.messages.get()));
     }
 
     pub(crate) fn has_ready(&self) -> bool {
@@ -135,7 +160,7 @@ impl Executor {
         // One clock read per poll: each poll's end is the next one's start.
         let mut mark = stall.map(|_| Instant::now());
         while polled < budget {
-            let Some(key) = self.queue.borrow_mut().pop_front() else {
+            let Some((key, woken_at)) = self.queue.borrow_mut().pop_front() else {
                 break;
             };
             let (index, generation) = split(key);
@@ -152,6 +177,7 @@ impl Executor {
                 continue;
             };
             polled += 1;
+            self.woken_at.set(woken_at);
             // Clear before polling so a wake during the poll queues the task again.
             task_waker.scheduled.store(false, Ordering::Release);
             let waker = Waker::from(task_waker);

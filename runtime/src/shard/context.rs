@@ -65,6 +65,15 @@ pub(crate) fn with_executor<R>(f: impl FnOnce(&Executor) -> R) -> R {
     f(&current().executor)
 }
 
+/// `f` on the current shard's executor, without taking a reference to the shard; `None` off a
+/// shard thread.
+pub(crate) fn try_with_executor<R>(f: impl FnOnce(&Executor) -> R) -> Option<R> {
+    CURRENT
+        .try_with(|c| c.borrow().as_ref().map(|ctx| f(&ctx.executor)))
+        .ok()
+        .flatten()
+}
+
 /// Queue `key` locally when this thread runs the shard `remote` belongs to.
 pub(crate) fn schedule_if_current(remote: &Arc<ShardRemote>, key: TaskKey) -> bool {
     CURRENT

@@ -75,5 +75,10 @@ pub trait Connection: Clone + 'static {
     /// round's worth of messages it yields to the rest of the shard before handing up more.
     fn budget(&self) -> Budget;
 
+    /// The shard's message clock when the bytes of the frame `recv` last handed up arrived
+    /// ([`RoundBudget::arrived_at`](corewire_runtime::RoundBudget::arrived_at)): a server
+    /// records its request's head-of-line count from it when the reply is queued.
+    fn arrived_at(&self) -> u64;
+
     fn stats(&self) -> ConnStats;
 }

@@ -739,6 +739,10 @@ impl Connection for RdmaConnection {
         self.core().budget
     }
 
+    fn arrived_at(&self) -> u64 {
+        self.core().round.borrow().arrived_at()
+    }
+
     fn stats(&self) -> ConnStats {
         let c = self.core();
         c.stats.snapshot(c.out.queued_bytes())

@@ -265,6 +265,10 @@ impl Connection for TcpConnection {
         self.shared().options.budget
     }
 
+    fn arrived_at(&self) -> u64 {
+        self.shared().round.borrow().arrived_at()
+    }
+
     fn stats(&self) -> ConnStats {
         let s = self.shared();
         s.stats.snapshot(s.out.queued_bytes())
