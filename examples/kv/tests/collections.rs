@@ -246,14 +246,29 @@ fn dump_and_restore_carry_every_type() {
 }
 
 #[test]
-fn keys_on_several_shards_are_refused_with_a_reason() {
+fn set_reads_gather_over_shards_and_moves_are_refused_with_a_reason() {
     let server = Server::start(&["--shards", "4"]);
     let mut conn = server.connect();
-    // Find two plain keys on different shards: SINTER over them is refused, with the hint.
+    // Plain keys land on various shards: SINTER / SUNION / SDIFF / SINTERCARD gather over
+    // them, while SINTERSTORE over two shards is refused with the hint.
     let mut refused = None;
     for i in 0..64 {
         let (a, b) = (format!("a{i}"), format!("b{i}"));
-        if let Reply::Error(error) = conn.call(&["SINTER", &a, &b]) {
+        assert_eq!(conn.call(&["SADD", &a, "x", "y", "only-a"]), Reply::Int(3));
+        assert_eq!(conn.call(&["SADD", &b, "x", "y", "only-b"]), Reply::Int(3));
+        let missing = format!("missing{i}");
+        assert_eq!(sorted(&conn.call(&["SINTER", &a, &b, &missing])), "[]");
+        assert_eq!(sorted(&conn.call(&["SINTER", &a, &b])), "[x,y]");
+        assert_eq!(sorted(&conn.call(&["SDIFF", &a, &b])), "[only-a]");
+        assert_eq!(
+            sorted(&conn.call(&["SUNION", &a, &b])),
+            "[only-a,only-b,x,y]"
+        );
+        assert_eq!(
+            conn.call(&["SINTERCARD", "2", &a, &b, "LIMIT", "1"]),
+            Reply::Int(1)
+        );
+        if let Reply::Error(error) = conn.call(&["SINTERSTORE", &a, &a, &b]) {
             refused = Some(error);
             break;
         }
@@ -261,8 +276,8 @@ fn keys_on_several_shards_are_refused_with_a_reason() {
     let error = refused.expect("some pair of keys lands on two shards");
     assert!(error.contains("hash tag"), "{error}");
     assert!(matches!(
-        conn.call(&["SINTER", "{u}a", "{u}b"]),
-        Reply::Array(Some(_))
+        conn.call(&["SINTERSTORE", "{u}a", "{u}b"]),
+        Reply::Int(_)
     ));
     assert_eq!(
         conn.call(&["LPUSH", "k", "v"]),

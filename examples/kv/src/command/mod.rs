@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 pub use error::CommandError;
 pub use table::key_positions;
-pub use typed::{TypedCommand, TypedOp};
+pub use typed::{sintercard_args, TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
 

@@ -157,6 +157,35 @@ typed_ops! {
     ZScan "zscan" -3 RO One;
 }
 
+/// SINTERCARD's `numkeys key... [LIMIT n]`: the number of keys and the limit (0 = none), with
+/// Redis's errors. Shared by the store and the router (which gathers over shards).
+pub fn sintercard_args(a: &[Bytes]) -> Result<(usize, usize), super::CommandError> {
+    use super::CommandError;
+    let numkeys = parse_i64(&a[0])
+        .filter(|&n| n > 0)
+        .ok_or_else(|| CommandError::Text("ERR numkeys should be greater than 0".into()))?
+        as usize;
+    if numkeys > a.len() - 1 {
+        return Err(CommandError::Text(
+            "ERR Number of keys can't be greater than number of args".into(),
+        ));
+    }
+    let mut limit = 0usize;
+    let mut i = 1 + numkeys;
+    while i < a.len() {
+        if a[i].eq_ignore_ascii_case(b"limit") && i + 1 < a.len() {
+            let n = parse_i64(&a[i + 1])
+                .filter(|&n| n >= 0)
+                .ok_or_else(|| CommandError::Text("ERR LIMIT can't be negative".into()))?;
+            limit = n as usize;
+            i += 2;
+        } else {
+            return Err(CommandError::Syntax);
+        }
+    }
+    Ok((numkeys, limit))
+}
+
 impl TypedOp {
     pub fn is_write(self) -> bool {
         self.flags().contains(&"write")

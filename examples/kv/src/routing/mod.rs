@@ -5,7 +5,7 @@ mod merge;
 mod plan;
 mod slot;
 
-pub use merge::{MergeError, Merger};
+pub use merge::{MergeError, Merger, SetAlgebra};
 pub use plan::{route, FanOut, Route, ShardPart};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 

@@ -1,8 +1,9 @@
 use bytes::Bytes;
 
 use super::merge::Merger;
+use super::merge::SetAlgebra;
 use super::slot::shard_of;
-use crate::command::{Command, CommandError};
+use crate::command::{sintercard_args, Command, CommandError, TypedCommand, TypedOp};
 use crate::reply::Reply;
 
 /// Where a command executes.
@@ -69,12 +70,7 @@ pub fn route(command: Command, shards: usize) -> Route {
                     command: Command::Typed(typed),
                 }
             } else {
-                Route::Refused(
-                    CommandError::KeysOnSeveralShards {
-                        command: typed.op.name(),
-                    }
-                    .into(),
-                )
+                gather_set_algebra(typed, shards)
             }
         }
         command => {
@@ -82,6 +78,42 @@ pub fn route(command: Command, shards: usize) -> Route {
             Route::Single { shard, command }
         }
     }
+}
+
+/// SINTER, SUNION, SDIFF and SINTERCARD over keys of several shards: one SMEMBERS per key,
+/// the algebra done by the merger (not atomic across shards, like a fanned-out MGET). The
+/// other collection commands over several shards write, or move an element, and are refused.
+fn gather_set_algebra(typed: TypedCommand, shards: usize) -> Route {
+    let (keys, algebra) = match typed.op {
+        TypedOp::SInter => (&typed.args[..], SetAlgebra::Inter { limit: None }),
+        TypedOp::SUnion => (&typed.args[..], SetAlgebra::Union),
+        TypedOp::SDiff => (&typed.args[..], SetAlgebra::Diff),
+        TypedOp::SInterCard => match sintercard_args(&typed.args) {
+            Ok((numkeys, limit)) => (
+                &typed.args[1..=numkeys],
+                SetAlgebra::Inter { limit: Some(limit) },
+            ),
+            Err(error) => return Route::Refused(error.into()),
+        },
+        op => {
+            return Route::Refused(CommandError::KeysOnSeveralShards { command: op.name() }.into())
+        }
+    };
+    let parts: Vec<ShardPart> = keys
+        .iter()
+        .map(|key| ShardPart {
+            shard: shard_of(key, shards),
+            command: Command::Typed(TypedCommand {
+                op: TypedOp::SMembers,
+                args: vec![key.clone()],
+            }),
+        })
+        .collect();
+    let count = parts.len();
+    Route::FanOut(FanOut {
+        parts,
+        merger: Merger::set_algebra(algebra, count),
+    })
 }
 
 fn single_key(command: &Command) -> Option<&[u8]> {

@@ -178,3 +178,54 @@ fn part_errors_and_misuse() {
         Err(MergeError::Incomplete { missing: 3 })
     );
 }
+
+/// SINTER / SUNION / SDIFF / SINTERCARD over keys of several shards gather the members and
+/// answer as one store holding every key would (as sets: the order of members is free).
+#[test]
+fn set_algebra_gathers_like_a_single_store() {
+    let keys = keys_on_distinct_shards(4);
+    let (a, b, c) = (&keys[0], &keys[1], &keys[2]);
+    let setup = [
+        format!("SADD {a} x y z only-a"),
+        format!("SADD {b} x y only-b"),
+        format!("SADD {c} y"),
+        format!("SET {} string", keys[3]),
+    ];
+    let queries = [
+        format!("SINTER {a} {b} {c}"),
+        format!("SINTER {a} {b} missing"),
+        format!("SUNION {a} {b} {c} missing"),
+        format!("SDIFF {a} {b} {c}"),
+        format!("SDIFF missing {a}"),
+        format!("SINTERCARD 2 {a} {b}"),
+        format!("SINTERCARD 2 {a} {b} LIMIT 1"),
+        format!("SINTERCARD 0 {a} {b}"),
+        format!("SINTER {a} {}", keys[3]),
+        format!("SINTERSTORE {a} {a} {b}"),
+    ];
+    let mut single = vec![Store::default()];
+    let mut sharded: Vec<Store> = (0..4).map(|_| Store::default()).collect();
+    for line in &setup {
+        execute(&mut single, line);
+        execute(&mut sharded, line);
+    }
+    let as_set = |reply: Reply| match reply {
+        Reply::Array(mut items) => {
+            items.sort_by_key(|item| format!("{item:?}"));
+            Reply::Array(items)
+        }
+        other => other,
+    };
+    for line in &queries[..9] {
+        assert_eq!(
+            as_set(execute(&mut sharded, line)),
+            as_set(execute(&mut single, line)),
+            "{line}"
+        );
+    }
+    // Writes over several shards are refused, with the reason.
+    let Reply::Error(error) = execute(&mut sharded, &queries[9]) else {
+        panic!("SINTERSTORE over shards is refused");
+    };
+    assert!(String::from_utf8_lossy(&error).contains("hash tag"));
+}

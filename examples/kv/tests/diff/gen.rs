@@ -172,7 +172,15 @@ impl Gen {
         match self.rng.weighted(&[6, 2, 1, 1]) {
             0 => num(self.rng.range(1_000, 100_000)),
             1 => num(self.rng.range(-5, 0)),
-            2 => b(self.rng.pick(NUMBERISH)),
+            2 => {
+                // Not a short positive TTL: with PX, "1" or "42" expire while the script runs,
+                // at a moment that differs between the servers by a millisecond.
+                let arg = self.rng.pick(NUMBERISH);
+                match arg.parse::<i64>() {
+                    Ok(n) if (1..1_000_000).contains(&n) => num(n * 1_000_000),
+                    _ => b(arg),
+                }
+            }
             _ => num(i64::MAX / 100),
         }
     }
@@ -522,10 +530,11 @@ impl Gen {
             ),
             10 => exact(vec![b("SMOVE"), self.tagged(), self.tagged(), self.elem()]),
             11 => {
+                // Any keys: corewire-kv gathers these across shards.
                 let name = self.rng.pick(&["SINTER", "SUNION", "SDIFF"]);
                 let mut parts = vec![b(name)];
                 for _ in 0..1 + self.rng.below(3) {
-                    parts.push(self.tagged());
+                    parts.push(self.key());
                 }
                 Step::new(parts, Cmp::Unordered)
             }
@@ -541,7 +550,7 @@ impl Gen {
                 let n = 1 + self.rng.below(3);
                 let mut parts = vec![b("SINTERCARD"), num(n as i64)];
                 for _ in 0..n {
-                    parts.push(self.tagged());
+                    parts.push(self.key());
                 }
                 if self.rng.chance(40) {
                     parts.push(b("LIMIT"));

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::args::{int, is, optional_count};
+use super::args::{int, optional_count};
 use super::hash::random_indexes;
 use super::{scan, Cx};
 use crate::change::ChangeSink;
@@ -259,30 +259,7 @@ impl<S: ChangeSink> Cx<'_, S> {
     }
 
     pub fn sintercard(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
-        let numkeys = int(&a[0])
-            .ok()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| CommandError::Text("ERR numkeys should be greater than 0".into()))?
-            as usize;
-        if numkeys > a.len() - 1 {
-            return Err(CommandError::Text(
-                "ERR Number of keys can't be greater than number of args".into(),
-            ));
-        }
-        let mut limit = 0usize;
-        let mut i = 1 + numkeys;
-        while i < a.len() {
-            if is(&a[i], "limit") && i + 1 < a.len() {
-                let n = int(&a[i + 1])
-                    .ok()
-                    .filter(|&n| n >= 0)
-                    .ok_or_else(|| CommandError::Text("ERR LIMIT can't be negative".into()))?;
-                limit = n as usize;
-                i += 2;
-            } else {
-                return Err(CommandError::Syntax);
-            }
-        }
+        let (numkeys, limit) = crate::command::sintercard_args(a)?;
         let members = self.algebra(Algebra::Inter, &a[1..=numkeys])?;
         let count = if limit == 0 {
             members.len()
