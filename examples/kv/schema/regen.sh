@@ -3,7 +3,7 @@
 #
 # The generated code must match the `flatbuffers` runtime crate (25.12.19), so
 # this needs flatc 25.12.19 exactly (Debian's flatc 2.0.8 does NOT match); see
-# transport/schema/regen.sh for how to get one. The normal cargo build never
+# wire/schema/regen.sh for how to get one. The normal cargo build never
 # runs this: the output is committed.
 #
 # Usage: examples/kv/schema/regen.sh            (uses $FLATC, else /work/tools/flatc)

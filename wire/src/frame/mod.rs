@@ -10,7 +10,7 @@
 //!  \______________ 8-byte preamble ________/   header_len B    lengths come from header
 //! ```
 //!
-//! The header schema is `transport/schema/frame.fbs`; every received header goes
+//! The header schema is `wire/schema/frame.fbs`; every received header goes
 //! through the flatbuffers verifier with tight limits before any field is read.
 //! Payload and attachment are opaque: the payload is the serialized message, the
 //! attachment is bulk data kept separate so it can be sent/received without copies.

