@@ -2,11 +2,14 @@
 //! `corewire-wire` crate (sans-I/O: no sockets, clocks, runtime or verbs) and is re-exported
 //! here under the same paths. `conn` is the one
 //! message-oriented connection interface services and clients see, and `tcp` its
-//! implementation over the shard's io_uring ring (RDMA implements the same interface).
+//! implementation over the shard's io_uring ring (RDMA implements the same interface; it is the
+//! `rdma` cargo feature, on by default, the one part that needs rdma-core to build).
 
 pub mod conn;
 pub mod listen;
 pub mod mem;
+// The one module that needs rdma-core (through corewire-verbs) to build.
+#[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod tcp;
 

@@ -247,6 +247,21 @@ fn check_docs(tally: &mut Tally) {
     }
 }
 
+/// The transport without its `rdma` feature builds without rdma-core: keeps the RDMA
+/// transport the one part that needs verbs (corewire-verbs is then not in the build at all).
+fn check_without_rdma(tally: &mut Tally) {
+    let mut c = cmd::cargo();
+    c.args(["check", "-p", "corewire-transport", "--no-default-features"]);
+    match cmd::run_streaming(&mut c, None, |_| {}) {
+        Ok(f) if f.status.success() => {}
+        Ok(f) => tally.problem(format!(
+            "`cargo check -p corewire-transport --no-default-features` failed ({})",
+            f.status
+        )),
+        Err(e) => tally.problem(e),
+    }
+}
+
 /// The script the VM runs: each RDMA test binary in its package dir, between markers that
 /// tell xtask which binaries actually ran.
 pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
@@ -399,6 +414,7 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         );
         run_doc_tests(&opts.test_args, &mut tally);
         check_docs(&mut tally);
+        check_without_rdma(&mut tally);
         eprintln!(
             "xtask: host tests took {:.1}s",
             started.elapsed().as_secs_f64()
