@@ -17,7 +17,12 @@ pub const PREFIX_LEN: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LengthPrefixedError {
     /// The message (declared by a peer, or handed to the encoder) exceeds the limit.
-    MessageTooLarge { len: u64, max: usize },
+    MessageTooLarge {
+        /// The message's length.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl fmt::Display for LengthPrefixedError {
@@ -54,6 +59,7 @@ impl LengthPrefixedDecoder {
         }
     }
 
+    /// The largest message this decoder accepts.
     pub fn max_len(&self) -> usize {
         self.max_len
     }

@@ -6,6 +6,8 @@
 //! - [`rpc`]: RPC call state on a connection (which calls are in flight, how replies are formed).
 //! - [`length_prefixed`]: the raw-echo codec (u32 little-endian length, then the payload).
 
+#![deny(missing_docs)]
+
 pub mod frame;
 pub mod length_prefixed;
 pub mod rpc;

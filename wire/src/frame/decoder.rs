@@ -14,8 +14,11 @@ use super::preamble::{self, PREAMBLE_LEN};
 /// allocation (split off, not copied).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// The frame's header, verified and decoded.
     pub header: FrameHeader,
+    /// The serialized message.
     pub payload: Bytes,
+    /// Bulk bytes carried beside the payload (empty when the frame has none).
     pub attachment: Bytes,
 }
 
@@ -30,6 +33,8 @@ enum State {
 }
 
 #[derive(Debug)]
+/// Incremental frame decoder: feed it whatever bytes arrived, take out whole frames. Limits
+/// are checked as soon as the preamble and header arrive, before the body is buffered.
 pub struct FrameDecoder {
     limits: FrameLimits,
     verifier: VerifierOptions,
@@ -37,6 +42,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder enforcing `limits` (the header verifier is bounded by `max_header_len`).
     pub fn new(limits: FrameLimits) -> Self {
         // The header is one flat table with one string: anything nested or
         // bigger than the declared header cannot be ours.
@@ -53,6 +59,7 @@ impl FrameDecoder {
         }
     }
 
+    /// The limits this decoder enforces.
     pub fn limits(&self) -> FrameLimits {
         self.limits
     }

@@ -15,6 +15,8 @@ use super::preamble::{self, PREAMBLE_LEN, VERSION};
 /// stream of frames costs one allocation per few dozen headers, not one each.
 const ARENA_CHUNK: usize = 4096;
 
+/// Frame encoder: preamble and header for a payload and attachment the caller keeps in its own
+/// buffers (sent vectored, without copies), or a whole frame appended to one buffer.
 pub struct FrameEncoder {
     limits: FrameLimits,
     /// Reused across frames: `reset()` keeps its allocation.
@@ -33,6 +35,7 @@ impl std::fmt::Debug for FrameEncoder {
 }
 
 impl FrameEncoder {
+    /// An encoder that refuses frames over `limits` (the peer's decoder would reject them).
     pub fn new(limits: FrameLimits) -> Self {
         Self {
             limits,
@@ -41,6 +44,7 @@ impl FrameEncoder {
         }
     }
 
+    /// The limits this encoder enforces.
     pub fn limits(&self) -> FrameLimits {
         self.limits
     }

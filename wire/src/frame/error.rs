@@ -12,7 +12,12 @@ pub enum FrameError {
     /// Preamble flags other than 0.
     UnsupportedFlags(u8),
     /// Declared (decode) or built (encode) header exceeds `FrameLimits::max_header_len`.
-    HeaderTooLarge { len: usize, max: usize },
+    HeaderTooLarge {
+        /// The header's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The flatbuffers verifier rejected the header; the verifier's explanation.
     InvalidHeader(String),
     /// The header's frame kind is not one this build knows.
@@ -21,7 +26,12 @@ pub enum FrameError {
     UnknownStatus(u8),
     /// Payload + attachment exceed `FrameLimits::max_body_len` (or a length does
     /// not fit the wire's `u32`).
-    FrameTooLarge { len: u64, max: usize },
+    FrameTooLarge {
+        /// The body's length.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl fmt::Display for FrameError {

@@ -9,8 +9,11 @@ use super::header_generated::corewire::wire;
 /// What a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameKind {
+    /// A call: the server answers with a Response or an Error.
     Request,
+    /// The successful reply to the Request with the same correlation id.
     Response,
+    /// The failed reply to the Request with the same correlation id (see `status`).
     Error,
     /// Client asks the server to stop working on a request; no reply is owed.
     Cancel,
@@ -41,13 +44,21 @@ impl FrameKind {
 /// Outcome of a call as carried on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StatusCode {
+    /// The call succeeded.
     Ok,
+    /// No service with this id on the server.
     UnknownService,
+    /// The service has no method with this id.
     UnknownMethod,
+    /// The payload could not be decoded or is invalid.
     BadRequest,
+    /// The handler failed.
     Internal,
+    /// Shed before running (queue full, too many in flight).
     Overloaded,
+    /// The request's deadline passed before it completed.
     DeadlineExceeded,
+    /// The client cancelled the request.
     Cancelled,
 }
 
@@ -79,6 +90,7 @@ impl StatusCode {
         }
     }
 
+    /// Whether this is [`StatusCode::Ok`].
     pub fn is_ok(self) -> bool {
         self == Self::Ok
     }
@@ -105,11 +117,15 @@ impl fmt::Display for StatusCode {
 /// encode they are passed alongside, so the two can never disagree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// What the frame is for.
     pub kind: FrameKind,
+    /// The service addressed (see `service_id` in the service framework).
     pub service_id: u32,
+    /// The method within the service.
     pub method_id: u32,
     /// Pairs a Response/Error/Cancel with its Request; chosen by the client.
     pub correlation_id: u64,
+    /// Outcome; [`StatusCode::Ok`] except on Error frames.
     pub status: StatusCode,
     /// Remaining time budget, as measured by the sender when it sent the frame;
     /// the receiver anchors it to its own receive time (no shared clock needed,
@@ -142,6 +158,7 @@ impl FrameHeader {
         }
     }
 
+    /// Sets the remaining time budget the receiver should honour.
     pub fn with_deadline(mut self, budget: Duration) -> Self {
         self.deadline = Some(budget);
         self

@@ -10,7 +10,9 @@ pub struct FrameLimits {
 }
 
 impl FrameLimits {
+    /// Default [`FrameLimits::max_header_len`] (1 KiB).
     pub const DEFAULT_MAX_HEADER_LEN: usize = 1024;
+    /// Default [`FrameLimits::max_body_len`] (16 MiB).
     pub const DEFAULT_MAX_BODY_LEN: usize = 16 * 1024 * 1024;
 }
 

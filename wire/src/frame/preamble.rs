@@ -2,12 +2,14 @@
 
 use super::error::FrameError;
 
+/// The two bytes every frame starts with.
 pub const MAGIC: [u8; 2] = *b"CW";
 /// Wire format version carried in the preamble and in the header.
 pub const VERSION: u8 = 1;
 /// No flags are defined yet; nonzero flags are rejected so that defining one
 /// later cannot be silently misread by an old peer.
 pub const FLAGS: u8 = 0;
+/// Bytes in the preamble: magic, version, flags, header length (`u32` little endian).
 pub const PREAMBLE_LEN: usize = 8;
 
 /// Fails fast on a wrong magic even before the whole preamble has arrived, so a

@@ -10,8 +10,11 @@ use crate::frame::{FrameHeader, FrameKind};
 /// A call that left the pending set, with the token the caller stored for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completed<T> {
+    /// The call's correlation id.
     pub correlation_id: u64,
+    /// What the caller stored with the call.
     pub token: T,
+    /// `Ok` for a Response, the failure otherwise (Error frame, timeout, cancel, connection lost).
     pub result: Result<(), Status>,
 }
 
@@ -48,18 +51,22 @@ impl<T> ClientCalls<T> {
         }
     }
 
+    /// Most calls in flight at once.
     pub fn window(&self) -> usize {
         self.window
     }
 
+    /// Calls in flight now.
     pub fn in_flight(&self) -> usize {
         self.pending.len()
     }
 
+    /// Whether another call may start now.
     pub fn has_capacity(&self) -> bool {
         self.pending.len() < self.window
     }
 
+    /// Whether the call `correlation_id` still waits for its reply.
     pub fn is_pending(&self, correlation_id: u64) -> bool {
         self.pending.contains_key(&correlation_id)
     }

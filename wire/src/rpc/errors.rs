@@ -24,7 +24,9 @@ pub enum ResponseError {
     UnknownCorrelationId(u64),
     /// A Request or Cancel arrived where only Response/Error are valid.
     NotAResponse {
+        /// What arrived instead.
         kind: FrameKind,
+        /// The frame's correlation id.
         correlation_id: u64,
     },
 }

@@ -45,14 +45,17 @@ impl<T> ServerCalls<T> {
         }
     }
 
+    /// Most requests running at once.
     pub fn window(&self) -> usize {
         self.window
     }
 
+    /// Requests running now.
     pub fn len(&self) -> usize {
         self.running.len()
     }
 
+    /// Whether no request is running.
     pub fn is_empty(&self) -> bool {
         self.running.is_empty()
     }
@@ -73,6 +76,7 @@ impl<T> ServerCalls<T> {
         }
     }
 
+    /// Starts request `id` with the caller's `token` (see [`ServerCalls::check`]).
     pub fn start(&mut self, id: u64, token: T) -> Result<(), StartError> {
         self.check(id)?;
         self.running.insert(id, token);

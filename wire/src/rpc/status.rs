@@ -10,9 +10,13 @@ use crate::frame::{FrameHeader, FrameKind, StatusCode};
 /// A failed call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
+    /// No service with this id on the server.
     UnknownService(u32),
+    /// The service has no method with this id.
     UnknownMethod {
+        /// The service addressed.
         service_id: u32,
+        /// The method asked for.
         method_id: u32,
     },
     /// The payload could not be decoded or is semantically invalid.
@@ -21,6 +25,7 @@ pub enum Status {
     Internal(String),
     /// Shed before running: queue full, too many in flight.
     Overloaded,
+    /// The request's deadline passed before it completed.
     DeadlineExceeded,
     /// The client sent a Cancel for this request.
     Cancelled,
