@@ -22,8 +22,10 @@
 //! switch point) or the new incremental file (everything after it). `kill -9` at each step
 //! is tested in `tests/aof_rewrite.rs`, using the test hooks at the end of this file.
 //!
-//! Opening files, every write and every sync go through the shard's ring; renaming and
-//! removing are blocking calls for now (short metadata operations).
+//! Opening files, every write, every sync, renaming and removing go through the shard's ring
+//! (`corewire::runtime::fs`). One blocking call is kept: `Unnamed`'s `Drop` removes the files
+//! of a rewrite that stopped early with `std::fs::remove_file` (a drop cannot await; it is the
+//! error path only, and start-up removes any leftover anyway).
 
 use std::fs;
 use std::io;
@@ -32,7 +34,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire::runtime::fs::{File, OpenOptions};
+use corewire::runtime::fs::{self as ring_fs, File, OpenOptions};
 use corewire::runtime::{sleep, yield_now};
 
 use super::aof_io::{AofShard, LogFile};
@@ -244,7 +246,7 @@ async fn rewrite(shard: &Shard, aof: &AofShard, hooks: &TestHooks) -> io::Result
 
     // 5. Remove what the manifest no longer names.
     for name in during.files().filter(|f| !done.files().any(|d| d == *f)) {
-        if let Err(error) = fs::remove_file(aof.dir.join(name)) {
+        if let Err(error) = ring_fs::remove_file(aof.dir.join(name)).await {
             tracing::warn!(file = name, %error, "could not remove an old AOF file");
         }
     }
@@ -297,7 +299,7 @@ async fn install_manifest(
     file.write_all_at(Bytes::from(manifest.render()), 0).await?;
     file.sync_all().await?;
     file.close().await?;
-    fs::rename(&temp, aof.dir.join(&name))?;
+    ring_fs::rename(&temp, aof.dir.join(&name)).await?;
     for file in manifest.files() {
         unnamed.named(&aof.dir.join(file));
     }
@@ -315,6 +317,7 @@ impl Unnamed {
 }
 
 impl Drop for Unnamed {
+    // Blocking on purpose: a drop cannot await (see the module docs).
     fn drop(&mut self) {
         for path in &self.0 {
             let _ = fs::remove_file(path);

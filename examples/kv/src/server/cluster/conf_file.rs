@@ -87,8 +87,8 @@ impl ConfFile {
         &self.path
     }
 
-    /// Writes `text` as the new file, durably, through the ring (the rename is a plain
-    /// syscall: metadata only).
+    /// Writes `text` as the new file, durably, through the ring (write, sync, rename, directory
+    /// sync).
     pub async fn save(&self, text: String) -> io::Result<()> {
         let mut tmp = self.path.as_os_str().to_owned();
         tmp.push(".tmp");
@@ -97,7 +97,7 @@ impl ConfFile {
         file.write_all_at(Bytes::from(text), 0).await?;
         file.sync_all().await?;
         file.close().await?;
-        fs::rename(&tmp, &self.path)?;
+        corewire::runtime::fs::rename(&tmp, &self.path).await?;
         let dir = match self.path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
