@@ -1,6 +1,8 @@
 //! What a server listens on: any transport's endpoint that accepts connections on a
 //! runtime's shards and hands each one over as a [`Connection`] on the shard that owns it.
 
+#![deny(missing_docs)]
+
 use std::future::Future;
 
 use corewire_runtime::accept::ListenerHandle;
@@ -12,6 +14,7 @@ use crate::Connection;
 /// Per-connection settings a server asks of the listener.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnSettings {
+    /// Frame size limits each connection enforces.
     pub limits: FrameLimits,
     /// Bound of each connection's send queue.
     pub max_queued_bytes: usize,
@@ -23,9 +26,12 @@ pub struct ConnSettings {
 ///
 /// [`TcpEndpoint`]: corewire_runtime::accept::TcpEndpoint
 pub trait Listener {
+    /// The connection type the listener hands to `handler`.
     type Conn: Connection;
+    /// Why the listener could not start.
     type Error: std::error::Error + 'static;
 
+    /// Starts accepting on `rt`'s shards; the handle stops it.
     fn listen<H, Fut>(
         self,
         rt: &Runtime,

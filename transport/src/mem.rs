@@ -7,6 +7,8 @@
 //! network": a peer that never calls `recv` makes its partner's sends wait at the limit. No
 //! task is involved.
 
+#![deny(missing_docs)]
+
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -25,9 +27,11 @@ use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 /// Settings of both ends of a [`pair`].
 #[derive(Debug, Clone, Copy)]
 pub struct MemOptions {
+    /// Frame size limits both ends enforce.
     pub limits: FrameLimits,
     /// Bytes each direction holds before `send` waits (default 4 MiB).
     pub max_queued_bytes: usize,
+    /// Fairness budget of each end's `recv`.
     pub budget: Budget,
 }
 

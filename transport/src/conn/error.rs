@@ -8,11 +8,13 @@ use crate::frame::FrameError;
 pub enum TransportError {
     /// The connection was closed (by us, by the peer, or after an earlier error).
     Closed,
+    /// An I/O error from the socket or the ring.
     Io(io::Error),
     /// The peer sent bytes that are not a valid frame.
     Protocol(FrameError),
     /// The peer closed in the middle of a frame.
     Truncated {
+        /// Bytes of the unfinished frame that had arrived.
         buffered: usize,
     },
     /// A second task tried to receive while another one was receiving.

@@ -1,6 +1,8 @@
 //! The message-oriented connection interface: TCP and RDMA both implement it, and services and
 //! clients only ever see it.
 
+#![deny(missing_docs)]
+
 mod budget;
 mod error;
 mod out_queue;
@@ -20,8 +22,11 @@ pub use stats::{ConnStats, ConnStatsCells};
 use crate::frame::{Frame, FrameHeader};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which transport a connection runs over.
 pub enum TransportKind {
+    /// TCP on the shard's ring.
     Tcp,
+    /// RDMA (the `rdma` module).
     Rdma,
     /// An in-memory pair ([`crate::mem::pair`]), for tests.
     Memory,
@@ -65,10 +70,13 @@ pub trait Connection: Clone + 'static {
     /// Flush what is queued, then close. Pending and later calls fail with `Closed`.
     fn close(&self);
 
+    /// Whether the connection is closed (by either side or after an error).
     fn is_closed(&self) -> bool;
 
+    /// The peer's address, when the transport knows one.
     fn peer_addr(&self) -> Option<SocketAddr>;
 
+    /// Which transport this is.
     fn kind(&self) -> TransportKind;
 
     /// The fairness budget of this connection (its listener's). `recv` charges it: after a
@@ -80,5 +88,6 @@ pub trait Connection: Clone + 'static {
     /// records its request's head-of-line count from it when the reply is queued.
     fn arrived_at(&self) -> u64;
 
+    /// This connection's counters now.
     fn stats(&self) -> ConnStats;
 }

@@ -32,6 +32,7 @@ pub struct OutQueue {
 }
 
 impl OutQueue {
+    /// A queue that holds at most `limit` bytes.
     pub fn new(limit: usize) -> OutQueue {
         OutQueue {
             bufs: RefCell::new(VecDeque::new()),
@@ -45,14 +46,17 @@ impl OutQueue {
         }
     }
 
+    /// The most bytes the queue holds.
     pub fn limit(&self) -> usize {
         self.limit
     }
 
+    /// Bytes queued and not yet sent.
     pub fn queued_bytes(&self) -> usize {
         self.bytes.get()
     }
 
+    /// Whether the queue was closed (nothing more is accepted).
     pub fn is_closed(&self) -> bool {
         self.closed.get()
     }

@@ -7,6 +7,8 @@
 //! connection waiting for its peer holds no receive buffer: chunks are copied into the
 //! decode buffer and go back to the ring, and the decode buffer is freed when it is empty.
 
+#![deny(missing_docs)]
+
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -27,9 +29,11 @@ use crate::listen::{ConnSettings, Listener};
 /// Settings of one frame connection.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnOptions {
+    /// Frame size limits the connection enforces.
     pub limits: FrameLimits,
     /// Bytes queued for sending before `send` waits (default 4 MiB).
     pub max_queued_bytes: usize,
+    /// Fairness budget charged by `recv`.
     pub budget: Budget,
 }
 
