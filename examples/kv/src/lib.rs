@@ -30,6 +30,7 @@
 
 pub mod aof;
 pub mod binary;
+pub mod blocking;
 pub mod change;
 pub mod cluster;
 pub mod command;
