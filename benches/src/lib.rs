@@ -5,6 +5,7 @@
 //!
 //! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`, `benchctl`.
 
+pub mod alloc_count;
 pub mod args;
 pub mod benchctl;
 pub mod byte_queue;
@@ -17,5 +18,6 @@ pub mod loadgen;
 pub mod pipeline;
 pub mod report;
 pub mod rpc;
+pub mod server_metrics;
 pub mod servers;
 pub mod stats_line;

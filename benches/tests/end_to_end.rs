@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use corewire_bench::benchctl::process::{run_client, ServerProcess};
+use corewire_bench::server_metrics::parse_metric_line;
 use corewire_bench::stats_line::ShardLine;
 
 const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
@@ -202,6 +203,23 @@ fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
         assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 4, "{accept}");
         assert_eq!(stats.iter().map(|s| s.served()).sum::<u64>(), 4, "{accept}");
         assert!(stats.iter().all(|s| s.open == 0));
+        // The cost figures `benchctl rpc` shows: every request answered was counted (the
+        // client's window plus warm-up and drain at least), reading them polled tasks, and
+        // each reply recorded one head-of-line count.
+        let metrics: std::collections::BTreeMap<String, f64> = exit
+            .stdout
+            .iter()
+            .filter_map(|l| parse_metric_line(l))
+            .flatten()
+            .collect();
+        let served = metrics["server_requests"];
+        assert!(served >= num(&r, "requests"), "{metrics:?} {r}");
+        assert!(metrics["server_polls_per_req"] > 0.0, "{metrics:?}");
+        assert!(metrics.contains_key("server_allocs_per_req"), "{metrics:?}");
+        assert_eq!(
+            metrics["hol_count"], served,
+            "one head-of-line count per reply"
+        );
         if accept == "handoff" {
             // One acceptor; least-connections placement of 4 connections on 2 shards.
             assert_eq!(stats[0].accepted, 4, "{stats:?}");

@@ -10,6 +10,7 @@ use super::process::{self, ServerProcess};
 use super::record::{RunRecord, RunResult};
 use super::suite::Suite;
 use super::template::{self, TemplateError, Vars};
+use crate::server_metrics::parse_metric_line;
 use crate::stats_line::ShardLine;
 
 /// Settings shared by every measurement of a run.
@@ -240,6 +241,12 @@ impl Plan {
             .iter()
             .filter_map(|l| ShardLine::parse(l))
             .collect();
+        let server_metrics: Vec<(String, f64)> = exit
+            .stdout
+            .iter()
+            .filter_map(|l| parse_metric_line(l))
+            .flatten()
+            .collect();
         record.result = client.map_err(|e| e.to_string()).map(|run| {
             let mut notes = Vec::new();
             if !run.status.success() {
@@ -254,6 +261,7 @@ impl Plan {
                 report: run.report,
                 shards,
                 notes,
+                server_metrics,
             }
         });
         Ok(record)

@@ -13,6 +13,8 @@ pub struct RunResult {
     pub shards: Vec<ShardLine>,
     /// Irregularities worth showing next to the numbers (non-zero exits, forced kills).
     pub notes: Vec<String>,
+    /// `metric` lines the server printed on SIGTERM ([`crate::server_metrics`]).
+    pub server_metrics: Vec<(String, f64)>,
 }
 
 impl RunResult {
@@ -32,6 +34,7 @@ impl RunResult {
         if let Some(dev) = max_deviation_pct(&accepted) {
             metrics.insert("balance_max_dev_pct".into(), dev);
         }
+        metrics.extend(self.server_metrics.iter().cloned());
         metrics
     }
 
@@ -105,8 +108,13 @@ mod tests {
                 },
             ],
             notes: vec![],
+            server_metrics: vec![("hol_p99".into(), 7.0)],
         };
         let m = r.metrics();
+        assert_eq!(
+            m["hol_p99"], 7.0,
+            "the server's metric lines join the client's"
+        );
         assert_eq!(m["qps"], 10.5);
         assert_eq!(m["balance_max_dev_pct"], 50.0);
         assert!(!m.contains_key("mode"));

@@ -320,7 +320,16 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     servers_or(opts, &["corewire-rpc", "tonic", "corewire-raw"])?,
                 ),
                 baseline: opts.baseline.clone().unwrap_or_else(|| "tonic".into()),
-                columns: LATENCY_COLUMNS.to_vec(),
+                // Allocations and task polls per request: printed by the corewire RPC
+                // server (counting allocator, runtime counters); empty for the other peers.
+                columns: [
+                    &LATENCY_COLUMNS[..],
+                    &[
+                        col("server_allocs_per_req", "srv allocs/req", 2),
+                        col("server_polls_per_req", "srv polls/req", 2),
+                    ],
+                ]
+                .concat(),
                 ratios: LATENCY_RATIOS.to_vec(),
                 varied: vec![],
             }
@@ -367,6 +376,11 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     col("hot_msgs_per_s", "hot msgs/s", 0),
                     col("hot_mb_per_s", "hot MB/s", 1),
                     col("server_cpu_us_per_req", "srv CPU µs/req", 2),
+                    // Head-of-line counts (messages handled while a request waited), from
+                    // servers that print them (the corewire RPC server); all requests of the
+                    // listener, hot and probe alike.
+                    col("hol_p99", "HOL p99 msgs", 0),
+                    col("hol_max", "HOL max msgs", 0),
                 ],
                 ratios: vec![
                     col("hot_msgs_per_s", "hot tput", 2),

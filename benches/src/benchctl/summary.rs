@@ -275,6 +275,7 @@ mod tests {
                     ..ShardLine::default()
                 }],
                 notes: vec![],
+                server_metrics: vec![],
             }),
         }
     }

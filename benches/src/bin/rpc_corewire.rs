@@ -1,10 +1,11 @@
 //! corewire RPC echo: `rpc_corewire server --addr A [--shards N] [--accept reuseport|handoff]
-//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]` or `rpc_corewire client --addr A
-//! [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
+//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N]` or
+//! `rpc_corewire client --addr A [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
 //! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc").
 
 use std::process::ExitCode;
 
+use corewire_bench::alloc_count::CountingAlloc;
 use corewire_bench::args::{Args, ArgsError};
 use corewire_bench::corewire_rpc::budget::budget_from_flags;
 use corewire_bench::corewire_rpc::client::run_corewire_closed_loop;
@@ -16,8 +17,13 @@ use corewire_bench::servers::accept_mode::AcceptMode;
 const USAGE: &str = "\
 rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handoff (reuseport)]
                     [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]
+                    [--hash-rounds N (0: FNV-1a passes over each payload, the handler's cost)]
 rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
                     [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]";
+
+/// Counts allocations, so the server can print allocations per request.
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
 
 fn usage_error(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("rpc_corewire: {e}\nusage:\n{USAGE}");
@@ -32,9 +38,11 @@ fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
         let pin = !args.switch("no-pin");
         let messages: Option<String> = args.opt("budget-msgs")?;
         let bytes: Option<usize> = args.opt("budget-bytes")?;
-        Ok((addr, shards, accept, pin, messages, bytes))
+        let hash_rounds = args.get("hash-rounds", 0u32)?;
+        Ok((addr, shards, accept, pin, messages, bytes, hash_rounds))
     })();
-    let (addr, shards, accept, pin, messages, bytes) = parsed.map_err(|e| e.to_string())?;
+    let (addr, shards, accept, pin, messages, bytes, hash_rounds) =
+        parsed.map_err(|e| e.to_string())?;
     args.finish().map_err(|e| e.to_string())?;
     let budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
     Ok(CorewireRpcServerConfig {
@@ -43,6 +51,7 @@ fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
         accept,
         pin,
         budget,
+        hash_rounds,
     })
 }
 

@@ -1,17 +1,21 @@
 //! The corewire RPC echo server: `shards` corewire shards serving [`Echo`] over TCP, stopped by
-//! SIGTERM, after which it prints the per-shard `stats` lines benchctl reads (and the runtime's
-//! own counters, for investigation).
+//! SIGTERM, after which it prints the per-shard `stats` lines benchctl reads, a `metric` line
+//! (allocations and task polls per request, the listener's head-of-line counts; see
+//! [`crate::server_metrics`]) and the runtime's own counters, for investigation.
 
 use std::fmt;
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use corewire::{Budget, Runtime, Server};
 use corewire_runtime::accept::{AcceptMode as CoreAcceptMode, Placement, TcpEndpoint};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use super::Echo;
+use super::{Echo, Served};
+use crate::alloc_count::alloc_count;
+use crate::server_metrics::{metric_line, per_request};
 use crate::servers::accept_mode::AcceptMode;
 use crate::stats_line::ShardLine;
 
@@ -24,6 +28,8 @@ pub struct CorewireRpcServerConfig {
     /// Pin shard `i` to CPU `i` of the allowed set (corewire's default).
     pub pin: bool,
     pub budget: Budget,
+    /// FNV-1a passes over each payload before echoing it (the handler's CPU cost).
+    pub hash_rounds: u32,
 }
 
 /// Why the server could not run.
@@ -63,8 +69,14 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .name("rpc-server")
         .build()
         .map_err(CorewireRpcServerError::Runtime)?;
+    let served = Arc::new(Served::new(rt.shard_count()));
+    let hash_rounds = cfg.hash_rounds;
+    let counters = served.clone();
     let handle = Server::builder()
-        .service(|_shard| Echo)
+        .service(move |shard| Echo {
+            hash_rounds,
+            served: Some((counters.clone(), shard)),
+        })
         .build()
         .serve(
             &rt,
@@ -74,14 +86,19 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         )
         .map_err(CorewireRpcServerError::Listen)?;
     eprintln!(
-        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?})",
+        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={})",
         handle.local_addr(),
         rt.shard_count(),
         cfg.accept,
         cfg.pin,
-        cfg.budget
+        cfg.budget,
+        cfg.hash_rounds
     );
+    // Counted from here: what connections and requests cost, not start-up.
+    let polls = || rt.stats().iter().map(|s| s.tasks_polled).sum::<u64>();
+    let (allocs_before, polls_before) = (alloc_count(), polls());
     let _ = signals.forever().next();
+    let (allocs, task_polls) = (alloc_count() - allocs_before, polls() - polls_before);
 
     // Same keys as corewire's echo_server: `accepted` counts each shard's own listener,
     // `placed` where connections went (they differ in handoff mode).
@@ -100,6 +117,17 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .line();
         let _ = writeln!(out, "{line}");
     }
+    let mut metrics = Vec::new();
+    per_request(&mut metrics, served.total(), allocs, task_polls);
+    let hol = handle.head_of_line();
+    metrics.extend([
+        ("hol_count", hol.count as f64),
+        ("hol_p50", hol.quantile(0.5) as f64),
+        ("hol_p99", hol.quantile(0.99) as f64),
+        ("hol_p999", hol.quantile(0.999) as f64),
+        ("hol_max", hol.max as f64),
+    ]);
+    let _ = writeln!(out, "{}", metric_line(&metrics));
     for (shard, snap) in runtime_stats.iter().enumerate() {
         let _ = writeln!(out, "runtime shard={shard} {snap}");
     }
