@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::future::poll_fn;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
@@ -22,9 +23,9 @@ use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
 use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
 use corewire_transport::{Connection, TransportError};
 
-use super::registry::ServiceSet;
+use super::registry::{CallFuture, ServiceSet};
 use super::server::ServerOptions;
-use super::{Request, Status};
+use super::{Request, Response, Status};
 
 /// The requests running on one connection, shared by the reader and the handler tasks.
 struct Running {
@@ -153,11 +154,6 @@ fn close_for<C: Connection>(conn: &C, e: &TransportError) {
     conn.close();
 }
 
-async fn reply_error<C: Connection>(conn: &C, request: &FrameHeader, status: Status) {
-    let header = status.to_header(request);
-    let _ = conn.send(&header, Bytes::new(), Bytes::new()).await;
-}
-
 /// When a request's bytes arrived, and where its head-of-line count goes.
 struct Arrived {
     at: u64,
@@ -186,13 +182,18 @@ async fn dispatch<C: Connection>(
     let id = header.correlation_id;
     running.calls.borrow().check(id)?;
     let Some(service) = services.get(header.service_id) else {
-        reply_error(conn, &header, Status::UnknownService(header.service_id)).await;
+        reply(
+            conn,
+            &header,
+            Err(Status::UnknownService(header.service_id)),
+        )
+        .await;
         return Ok(());
     };
     let now = Instant::now();
     let deadline = request_deadline(&header, now);
     if deadline.is_some_and(|d| d <= now) {
-        reply_error(conn, &header, Status::DeadlineExceeded).await;
+        reply(conn, &header, Err(Status::DeadlineExceeded)).await;
         return Ok(());
     }
     let request = Request {
@@ -203,7 +204,16 @@ async fn dispatch<C: Connection>(
         peer: conn.peer_addr(),
         shard: corewire_runtime::shard_id(),
     };
-    let call = service.call(request);
+    let mut call = service.call(request);
+    // The fast path: most handlers answer on their first poll, so poll it here, in the
+    // reader, and queue the reply: no task, no run-queue round trip. Only a handler that has
+    // to wait gets a task (the reader goes on reading meanwhile).
+    if let Poll::Ready(result) = poll_once(&mut call).await {
+        if reply(conn, &header, result).await {
+            arrived.replied();
+        }
+        return Ok(());
+    }
     let conn = conn.clone();
     // Counted from here until the reply is queued.
     let in_flight = InFlight {
@@ -218,24 +228,59 @@ async fn dispatch<C: Connection>(
                 .unwrap_or(Err(Status::DeadlineExceeded)),
             None => call.await,
         };
-        let sent = match result {
-            Ok(resp) => {
-                conn.send(&response_header(&header), resp.payload, resp.attachment)
-                    .await
-            }
-            Err(status) => {
-                let h = status.to_header(&header);
-                conn.send(&h, Bytes::new(), Bytes::new()).await
-            }
-        };
-        match sent {
-            Ok(()) => arrived.replied(),
-            Err(e) => tracing::debug!(error = %e, "reply not sent"),
+        if reply(&conn, &header, result).await {
+            arrived.replied();
         }
     });
     // The task has not run yet (spawned tasks run from the queue), so the id is still free.
     running.calls.borrow_mut().start(id, task)?;
     Ok(())
+}
+
+/// One poll of a handler's call. A panic in it is the handler's bug: the call fails as
+/// `Internal` and the connection carries on.
+async fn poll_once(call: &mut CallFuture) -> Poll<Result<Response, Status>> {
+    poll_fn(|cx| {
+        let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
+        Poll::Ready(polled.unwrap_or_else(|panic| {
+            tracing::error!(panic = %panic_text(&panic), "service handler panicked");
+            Poll::Ready(Err(Status::Internal("the handler panicked".into())))
+        }))
+    })
+    .await
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+/// Queue the reply to `request`; false when the connection could not take it.
+async fn reply<C: Connection>(
+    conn: &C,
+    request: &FrameHeader,
+    result: Result<Response, Status>,
+) -> bool {
+    let sent = match result {
+        Ok(resp) => {
+            conn.send(&response_header(request), resp.payload, resp.attachment)
+                .await
+        }
+        Err(status) => {
+            conn.send(&status.to_header(request), Bytes::new(), Bytes::new())
+                .await
+        }
+    };
+    match sent {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(error = %e, "reply not sent");
+            false
+        }
+    }
 }
 
 /// Public entry point for transports: serve `conn` with `server`'s services on this shard.

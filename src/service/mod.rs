@@ -86,6 +86,9 @@ mod tests;
 mod head_of_line_tests;
 
 #[cfg(test)]
+mod fast_path_tests;
+
+#[cfg(test)]
 mod id_tests {
     use super::service_id;
 

@@ -1,0 +1,78 @@
+//! The dispatch's fast path: a handler that answers on its first poll is run in the
+//! connection's reader, with no task of its own; one that panics fails its call, not the
+//! connection.
+
+use bytes::Bytes;
+use corewire_runtime::{spawn_local, with_local_stats};
+use corewire_transport::frame::{FrameHeader, FrameKind};
+use corewire_transport::mem::{pair, MemOptions};
+use corewire_transport::Connection;
+
+use super::tests::on_a_shard;
+use super::{dispatch, service_id, Client, ClientError, ClientOptions, Request, Response};
+use super::{Server, Service, Status};
+
+struct Quick;
+impl Service for Quick {
+    const ID: u32 = service_id("quick");
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        match req.method {
+            0 => Ok(Response::new(req.payload)),
+            _ => panic!("method {} panics", req.method),
+        }
+    }
+}
+
+fn serve_quick() -> corewire_transport::mem::MemConnection {
+    let server = Server::builder().service(|_| Quick).build();
+    let (ours, theirs) = pair(MemOptions::default());
+    spawn_local(async move {
+        let services = server.services_here();
+        dispatch::serve(theirs, services, server.options(), None).await
+    });
+    ours
+}
+
+/// 512 pipelined requests cost fewer task polls than requests: the server's reader answers
+/// them itself, a budget's worth per poll, instead of polling one task per request.
+#[test]
+fn handlers_that_answer_at_once_get_no_task() {
+    const REQUESTS: u64 = 512;
+    let polls = on_a_shard(|| async {
+        let peer = serve_quick();
+        let before = with_local_stats(|s| s.tasks_polled.get());
+        for id in 0..REQUESTS {
+            let h = FrameHeader::request(Quick::ID, 0, id);
+            peer.send(&h, Bytes::from_static(b"x"), Bytes::new())
+                .await
+                .unwrap();
+        }
+        for id in 0..REQUESTS {
+            let f = peer.recv().await.unwrap().unwrap();
+            assert_eq!(f.header.kind, FrameKind::Response);
+            assert_eq!(f.header.correlation_id, id, "answered in order");
+        }
+        with_local_stats(|s| s.tasks_polled.get()) - before
+    });
+    assert!(
+        polls < REQUESTS,
+        "{polls} task polls for {REQUESTS} requests: a task per request?"
+    );
+}
+
+#[test]
+fn a_panicking_handler_fails_its_call_and_the_connection_carries_on() {
+    let (panicked, after) = on_a_shard(|| async {
+        let client = Client::new(serve_quick(), ClientOptions::default());
+        let panicked = client.call(Quick::ID, 1, Bytes::new()).await;
+        let after = client.call(Quick::ID, 0, Bytes::from_static(b"ok")).await;
+        (panicked, after)
+    });
+    assert_eq!(
+        panicked,
+        Err(ClientError::Status(Status::Internal(
+            "the handler panicked".into()
+        )))
+    );
+    assert_eq!(after.unwrap(), Bytes::from_static(b"ok"));
+}
