@@ -29,6 +29,7 @@ fn status() -> impl Strategy<Value = StatusCode> {
         Just(StatusCode::Overloaded),
         Just(StatusCode::DeadlineExceeded),
         Just(StatusCode::Cancelled),
+        Just(StatusCode::Failed),
     ]
 }
 

@@ -115,6 +115,7 @@ fn serve_errors_map_to_statuses() {
         (Status::Overloaded, StatusCode::Overloaded),
         (Status::DeadlineExceeded, StatusCode::DeadlineExceeded),
         (Status::Cancelled, StatusCode::Cancelled),
+        (Status::Failed("WRONGTYPE".into()), StatusCode::Failed),
     ];
     for (err, status) in cases {
         assert_eq!(err.code(), status);

@@ -60,6 +60,8 @@ pub enum StatusCode {
     DeadlineExceeded,
     /// The client cancelled the request.
     Cancelled,
+    /// The service answered with its own error (see `rpc::Status::Failed`).
+    Failed,
 }
 
 impl StatusCode {
@@ -73,6 +75,7 @@ impl StatusCode {
             Self::Overloaded => wire::StatusCode::Overloaded,
             Self::DeadlineExceeded => wire::StatusCode::DeadlineExceeded,
             Self::Cancelled => wire::StatusCode::Cancelled,
+            Self::Failed => wire::StatusCode::Failed,
         }
     }
 
@@ -86,6 +89,7 @@ impl StatusCode {
             wire::StatusCode::Overloaded => Some(Self::Overloaded),
             wire::StatusCode::DeadlineExceeded => Some(Self::DeadlineExceeded),
             wire::StatusCode::Cancelled => Some(Self::Cancelled),
+            wire::StatusCode::Failed => Some(Self::Failed),
             _ => None,
         }
     }
@@ -107,6 +111,7 @@ impl fmt::Display for StatusCode {
             Self::Overloaded => "overloaded",
             Self::DeadlineExceeded => "deadline exceeded",
             Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
         };
         f.write_str(name)
     }

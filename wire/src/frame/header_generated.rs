@@ -105,10 +105,10 @@ impl ::flatbuffers::SimpleToVerifyInSlice for FrameKind {}
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_STATUS_CODE: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_STATUS_CODE: u8 = 7;
+pub const ENUM_MAX_STATUS_CODE: u8 = 8;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 8] = [
+pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 9] = [
   StatusCode::Ok,
   StatusCode::UnknownService,
   StatusCode::UnknownMethod,
@@ -117,6 +117,7 @@ pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 8] = [
   StatusCode::Overloaded,
   StatusCode::DeadlineExceeded,
   StatusCode::Cancelled,
+  StatusCode::Failed,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -132,9 +133,10 @@ impl StatusCode {
   pub const Overloaded: Self = Self(5);
   pub const DeadlineExceeded: Self = Self(6);
   pub const Cancelled: Self = Self(7);
+  pub const Failed: Self = Self(8);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 7;
+  pub const ENUM_MAX: u8 = 8;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Ok,
     Self::UnknownService,
@@ -144,6 +146,7 @@ impl StatusCode {
     Self::Overloaded,
     Self::DeadlineExceeded,
     Self::Cancelled,
+    Self::Failed,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -156,6 +159,7 @@ impl StatusCode {
       Self::Overloaded => Some("Overloaded"),
       Self::DeadlineExceeded => Some("DeadlineExceeded"),
       Self::Cancelled => Some("Cancelled"),
+      Self::Failed => Some("Failed"),
       _ => None,
     }
   }

@@ -29,6 +29,10 @@ pub enum Status {
     DeadlineExceeded,
     /// The client sent a Cancel for this request.
     Cancelled,
+    /// The service ran the call and answered with its own error, as text the caller may show
+    /// as is (a KV store's `WRONGTYPE ...`): an outcome of the request, not a fault of the
+    /// request (`BadRequest`) or of the server (`Internal`).
+    Failed(String),
 }
 
 impl Status {
@@ -42,13 +46,14 @@ impl Status {
             Self::Overloaded => StatusCode::Overloaded,
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
             Self::Cancelled => StatusCode::Cancelled,
+            Self::Failed(_) => StatusCode::Failed,
         }
     }
 
-    /// The text the service gave (`BadRequest`, `Internal`), exactly as it gave it.
+    /// The text the service gave (`BadRequest`, `Internal`, `Failed`), exactly as it gave it.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            Self::BadRequest(s) | Self::Internal(s) => Some(s),
+            Self::BadRequest(s) | Self::Internal(s) | Self::Failed(s) => Some(s),
             _ => None,
         }
     }
@@ -76,6 +81,7 @@ impl Status {
             StatusCode::Overloaded => Status::Overloaded,
             StatusCode::DeadlineExceeded => Status::DeadlineExceeded,
             StatusCode::Cancelled => Status::Cancelled,
+            StatusCode::Failed => Status::Failed(text()),
             StatusCode::Ok => Status::Internal("error reply carried status ok".into()),
         })
     }
@@ -94,6 +100,7 @@ impl fmt::Display for Status {
             Self::Overloaded => f.write_str("server overloaded"),
             Self::DeadlineExceeded => f.write_str("deadline exceeded"),
             Self::Cancelled => f.write_str("cancelled"),
+            Self::Failed(why) => f.write_str(why),
         }
     }
 }

@@ -64,8 +64,8 @@ impl From<WireError> for KvError {
 impl From<ClientError> for KvError {
     fn from(error: ClientError) -> Self {
         match error {
-            // The service fails a command with Redis's error text as the status's detail.
-            ClientError::Status(Status::BadRequest(text)) => KvError::Server(text),
+            // A command that ran and failed comes back typed, with Redis's error text.
+            ClientError::Status(Status::Failed(text)) => KvError::Server(text),
             other => KvError::Rpc(other),
         }
     }

@@ -74,16 +74,18 @@ impl Service for KvService {
                 })
             }
             Err(RequestError::Wire(error)) => return Err(Status::BadRequest(error.to_string())),
+            // Well-formed, but a command Redis would refuse with this error reply.
             Err(RequestError::Command(error)) => {
-                return Err(Status::BadRequest(
+                return Err(Status::Failed(
                     String::from_utf8_lossy(&error.message()).into_owned(),
                 ))
             }
         };
         match self.run(command).await {
-            // A Redis error (WRONGTYPE-like, not an integer, MISCONF...): the RPC fails with
-            // Redis's text, which the client surfaces as `KvError::Server`.
-            Reply::Error(message) => Err(Status::BadRequest(
+            // A Redis error (WRONGTYPE-like, not an integer, MISCONF...): the command ran and
+            // failed; Redis's text travels typed as `Failed`, which the client surfaces as
+            // `KvError::Server`.
+            Reply::Error(message) => Err(Status::Failed(
                 String::from_utf8_lossy(&message).into_owned(),
             )),
             reply => response::encode(request.method, reply)
