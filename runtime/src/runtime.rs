@@ -36,6 +36,7 @@ impl Default for RuntimeBuilder {
                 ring_entries: 256,
                 recv_buffers: RecvBuffers::default(),
                 send_zc_threshold: None,
+                msg_ring_wakeups: true,
                 task_budget: 128,
                 inbox_batch: 256,
                 spin_before_park: Duration::from_micros(50),
@@ -90,6 +91,15 @@ impl RuntimeBuilder {
     /// here, and over loopback the kernel copies anyway.
     pub fn send_zc_threshold(mut self, threshold: Option<usize>) -> Self {
         self.config.send_zc_threshold = threshold;
+        self
+    }
+
+    /// Whether a shard wakes a parked peer by posting a completion into the peer's ring
+    /// (`IORING_OP_MSG_RING`, where the kernel has it; counted in `msg_ring_wakeups`) rather
+    /// than by writing its eventfd (counted in `wakeups_sent`). Default on. Wake-ups from
+    /// threads that are not shards always use the eventfd.
+    pub fn msg_ring_wakeups(mut self, on: bool) -> Self {
+        self.config.msg_ring_wakeups = on;
         self
     }
 

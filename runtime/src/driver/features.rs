@@ -16,7 +16,8 @@ pub struct Features {
     pub coop_taskrun: bool,
     /// Multishot accept (5.19): one armed accept per listener; else one accept at a time.
     pub accept_multishot: bool,
-    /// IORING_OP_MSG_RING (5.18).
+    /// IORING_OP_MSG_RING (5.18): shards wake each other by posting a completion into the
+    /// parked shard's ring; else by writing its eventfd.
     pub msg_ring: bool,
     /// IORING_OP_SEND/RECV (5.6).
     pub send_recv: bool,
@@ -40,8 +41,8 @@ pub struct Features {
 }
 
 /// Whether `COREWIRE_IO_URING=plain` asks for every fallback: no set-up flags, and none of
-/// the optional mechanisms (buffer ring, multishot receive and accept, zero-copy send), as on
-/// an old kernel.
+/// the optional mechanisms (buffer ring, multishot receive and accept, zero-copy send,
+/// MSG_RING wake-ups), as on an old kernel.
 pub(crate) fn forced_plain() -> bool {
     std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
 }
@@ -96,7 +97,7 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     accept_multishot: has(opcode::Accept::CODE)
                         && has(opcode::SendZc::CODE)
                         && !forced_plain(),
-                    msg_ring: has(opcode::MsgRingData::CODE),
+                    msg_ring: has(opcode::MsgRingData::CODE) && !forced_plain(),
                     send_recv: has(opcode::Send::CODE) && has(opcode::Recv::CODE),
                     ext_arg: ring.params().is_feature_ext_arg(),
                     statx: has(opcode::Statx::CODE),

@@ -33,6 +33,12 @@ const CANCEL_TOKEN: u64 = u64::MAX;
 const WAKE_TOKEN: u64 = u64::MAX - 1;
 /// `user_data` of the closes the driver issues for dropped descriptors.
 const CLOSE_TOKEN: u64 = u64::MAX - 2;
+/// `user_data` of the wake-ups other shards post into this ring with MSG_RING.
+const MSG_WAKE_TOKEN: u64 = u64::MAX - 3;
+/// `user_data` of the MSG_RING wake-ups this ring sends, plus the target shard's id: only a
+/// failure posts a completion (SKIP_SUCCESS), and the target is then woken by its eventfd.
+/// Slot keys (a slab's indices) never come near it.
+const MSG_SENT_BASE: u64 = 1 << 62;
 
 /// Connections a multishot accept may queue for its listener before the driver cancels it
 /// (the consumer re-arms once it took them; meanwhile clients wait in the listen backlog).
@@ -100,6 +106,7 @@ impl Slot {
 pub(crate) struct Reaped {
     pub completions: usize,
     pub woke_by_eventfd: bool,
+    pub woke_by_msg_ring: bool,
 }
 
 pub(crate) struct Driver {
@@ -118,6 +125,8 @@ pub(crate) struct Driver {
     closing: Vec<RawFd>,
     /// The shard's provided-buffer ring, when the kernel has multishot receive.
     buf_ring: Option<Rc<BufRing>>,
+    /// Shards whose MSG_RING wake-up failed: the run loop wakes them by their eventfd.
+    pub(crate) msg_ring_failed: Vec<usize>,
     /// Sends of at least this many bytes go zero-copy (`None`: never, or no SEND_ZC).
     pub(crate) send_zc_threshold: Option<usize>,
     /// Ops were leaked at shutdown: the kernel may still own memory, the buffer ring's too.
@@ -158,6 +167,7 @@ impl Driver {
             closing: Vec::new(),
             buf_ring,
             send_zc_threshold: None,
+            msg_ring_failed: Vec::new(),
             leaked: false,
             #[cfg(test)]
             fail_park: None,
@@ -207,6 +217,25 @@ impl Driver {
         let key = self.slots.insert(Slot::Pending(None));
         self.deferred.push((key, sqe.user_data(key as u64)));
         Ok(key)
+    }
+
+    /// The ring's own descriptor (other shards post MSG_RING wake-ups into it).
+    pub(crate) fn ring_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&self.ring);
+        // SAFETY: the ring owns this descriptor and keeps it open as long as `self`, which
+        // the borrow outlives not.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) }
+    }
+
+    /// Post a wake-up completion into `target`, the ring of shard `shard` (kept open by its
+    /// `ShardRemote` for as long as any shard can reach it). It goes out with this ring's
+    /// next submit; a failure comes back as shard `shard` in `msg_ring_failed`.
+    pub(crate) fn post_wake(&mut self, target: RawFd, shard: usize) -> io::Result<()> {
+        let sqe = opcode::MsgRingData::new(types::Fd(target), 0, MSG_WAKE_TOKEN, None)
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(MSG_SENT_BASE + shard as u64);
+        self.push(&sqe)
     }
 
     /// The shard's buffer ring, when multishot receive is in use.
@@ -542,6 +571,15 @@ impl Driver {
                 WAKE_TOKEN => {
                     self.wake_armed = false;
                     reaped.woke_by_eventfd = true;
+                    continue;
+                }
+                MSG_WAKE_TOKEN => {
+                    reaped.woke_by_msg_ring = true;
+                    continue;
+                }
+                ud if ud >= MSG_SENT_BASE => {
+                    tracing::debug!(error = %io::Error::from_raw_os_error(-cqe.result()), "MSG_RING wake-up failed; using the eventfd");
+                    self.msg_ring_failed.push((ud - MSG_SENT_BASE) as usize);
                     continue;
                 }
                 _ => {}

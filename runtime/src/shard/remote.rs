@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
 use crossbeam_queue::{ArrayQueue, SegQueue};
@@ -23,6 +23,10 @@ pub struct ShardRemote {
     /// for an eventfd write. A busy shard finds new work on its next loop iteration.
     parked: AtomicBool,
     wake_fd: OwnedFd,
+    /// A duplicate of the shard's ring descriptor, set when MSG_RING wake-ups are on: other
+    /// shards post wake-ups into it. Kept here (not borrowed from the driver) so the number
+    /// stays valid as long as any shard can reach this one.
+    msg_ring_fd: OnceLock<OwnedFd>,
     pub(crate) stop: AtomicBool,
     wakes: SegQueue<TaskKey>,
     pub(crate) inbox: ArrayQueue<Message>,
@@ -43,6 +47,7 @@ impl ShardRemote {
             parked: AtomicBool::new(false),
             // SAFETY: `fd` is a fresh descriptor owned by nobody else.
             wake_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            msg_ring_fd: OnceLock::new(),
             stop: AtomicBool::new(false),
             wakes: SegQueue::new(),
             inbox: ArrayQueue::new(inbox_capacity.max(1)),
@@ -110,23 +115,43 @@ impl ShardRemote {
         !self.wakes.is_empty() || !self.inbox.is_empty() || self.stop.load(Ordering::Relaxed)
     }
 
+    /// Let other shards wake this one through its ring (MSG_RING).
+    pub(crate) fn accept_msg_ring_wakeups(&self, ring_fd: OwnedFd) {
+        let _ = self.msg_ring_fd.set(ring_fd);
+    }
+
     /// Wake the shard if it is parked in its ring.
     pub(crate) fn notify(&self) {
         // Pairs with the fence in `set_parked`: either the shard sees our work before it
-        // sleeps, or we see `parked` and write the eventfd.
+        // sleeps, or we see `parked` and wake it.
         fence(Ordering::SeqCst);
         if self.parked.load(Ordering::Relaxed) {
-            self.stats.wakeups_sent.incr();
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to an eventfd we own.
-            let rc =
-                unsafe { libc::write(self.wake_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-            if rc < 0 {
-                // EAGAIN: the counter is saturated, so the shard is being woken anyway.
-                let err = std::io::Error::last_os_error();
-                if err.raw_os_error() != Some(libc::EAGAIN) {
-                    tracing::error!(shard = self.id, error = %err, "shard wake-up write failed");
+            // From another shard's thread: post a completion into the parked ring from the
+            // sender's own ring (no syscall now: it goes out with the sender's next submit).
+            if let Some(target) = self.msg_ring_fd.get() {
+                let posted = crate::shard::context::try_with_driver(|d| {
+                    d.features.msg_ring && d.post_wake(target.as_raw_fd(), self.id).is_ok()
+                });
+                if posted == Some(true) {
+                    self.stats.msg_ring_wakeups.incr();
+                    return;
                 }
+            }
+            self.write_eventfd();
+        }
+    }
+
+    /// Wake the shard by its eventfd (also after a failed MSG_RING wake-up).
+    pub(crate) fn write_eventfd(&self) {
+        self.stats.wakeups_sent.incr();
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a valid u64 to an eventfd we own.
+        let rc = unsafe { libc::write(self.wake_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if rc < 0 {
+            // EAGAIN: the counter is saturated, so the shard is being woken anyway.
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EAGAIN) {
+                tracing::error!(shard = self.id, error = %err, "shard wake-up write failed");
             }
         }
     }

@@ -22,6 +22,7 @@ pub(crate) struct ShardConfig {
     pub ring_entries: u32,
     pub recv_buffers: crate::net::RecvBuffers,
     pub send_zc_threshold: Option<usize>,
+    pub msg_ring_wakeups: bool,
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
@@ -64,6 +65,12 @@ pub(crate) fn run_shard(
     let mut driver = driver;
     driver.send_zc_threshold = config.send_zc_threshold.filter(|_| driver.features.send_zc);
     let features = driver.features;
+    if features.msg_ring && config.msg_ring_wakeups {
+        match driver.ring_fd().try_clone_to_owned() {
+            Ok(fd) => remote.accept_msg_ring_wakeups(fd),
+            Err(e) => tracing::warn!(error = %e, "no MSG_RING wake-ups: eventfd only"),
+        }
+    }
     let ctx = Rc::new(ShardContext {
         id,
         remote: remote.clone(),
@@ -172,6 +179,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
                 return;
             }
         };
+        wake_where_msg_ring_failed(ctx);
         if reaped.completions > 0 {
             did_work = true;
             stats.completions.add(reaped.completions as u64);
@@ -257,5 +265,16 @@ fn park(ctx: &ShardContext) {
     match reaped {
         Ok(r) => ctx.remote.stats.completions.add(r.completions as u64),
         Err(e) => tracing::error!(error = %e, "parking in the ring failed"),
+    }
+    wake_where_msg_ring_failed(ctx);
+}
+
+/// Shards this one failed to wake through their ring get an eventfd write instead.
+fn wake_where_msg_ring_failed(ctx: &ShardContext) {
+    let failed = std::mem::take(&mut ctx.driver.borrow_mut().msg_ring_failed);
+    for shard in failed {
+        if let Some(peer) = ctx.peers.get(shard) {
+            peer.write_eventfd();
+        }
     }
 }

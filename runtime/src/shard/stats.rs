@@ -139,6 +139,9 @@ shard_stats! {
     parks,
     /// Eventfd writes other threads made to wake this shard.
     wakeups_sent,
+    /// Wake-ups other shards posted into this shard's ring with MSG_RING instead of an
+    /// eventfd write (`RuntimeBuilder::msg_ring_wakeups`).
+    msg_ring_wakeups,
     /// Timers that fired.
     timers_fired,
     /// Registered poller invocations.
