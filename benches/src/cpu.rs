@@ -39,13 +39,20 @@ pub fn self_cpu_seconds() -> Result<f64, CpuError> {
 
 /// User + system CPU seconds used so far by process `pid` (all its threads).
 pub fn process_cpu_seconds(pid: u32) -> Result<f64, CpuError> {
+    let (user, sys) = process_user_sys_seconds(pid)?;
+    Ok(user + sys)
+}
+
+/// User and system CPU seconds (separately) used so far by process `pid`.
+pub fn process_user_sys_seconds(pid: u32) -> Result<(f64, f64), CpuError> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(CpuError::Io)?;
-    let ticks = stat_cpu_ticks(&stat)?;
+    let (user, sys) = stat_user_sys_ticks(&stat)?;
     let per_sec = sysconf(SysconfVar::CLK_TCK)
         .map_err(CpuError::Sys)?
         .filter(|t| *t > 0)
-        .ok_or_else(|| CpuError::Malformed("CLK_TCK unavailable".to_string()))?;
-    Ok(ticks as f64 / per_sec as f64)
+        .ok_or_else(|| CpuError::Malformed("CLK_TCK unavailable".to_string()))?
+        as f64;
+    Ok((user as f64 / per_sec, sys as f64 / per_sec))
 }
 
 /// utime + stime (fields 14 and 15) from the text of /proc/PID/stat.
@@ -53,6 +60,12 @@ pub fn process_cpu_seconds(pid: u32) -> Result<f64, CpuError> {
 /// The command name (field 2) is parenthesised and may contain spaces or parentheses, so fields
 /// are counted from the last `)`.
 pub fn stat_cpu_ticks(stat: &str) -> Result<u64, CpuError> {
+    let (user, sys) = stat_user_sys_ticks(stat)?;
+    Ok(user + sys)
+}
+
+/// utime and stime (fields 14 and 15) from the text of /proc/PID/stat, separately.
+pub fn stat_user_sys_ticks(stat: &str) -> Result<(u64, u64), CpuError> {
     let after_comm = stat
         .rfind(')')
         .map(|i| &stat[i + 1..])
@@ -66,7 +79,7 @@ pub fn stat_cpu_ticks(stat: &str) -> Result<u64, CpuError> {
             .parse()
             .map_err(|e| CpuError::Malformed(format!("field {}: {e}", i + 3)))
     };
-    Ok(field(11)? + field(12)?)
+    Ok((field(11)?, field(12)?))
 }
 
 #[cfg(test)]

@@ -21,3 +21,4 @@ pub mod rpc;
 pub mod server_metrics;
 pub mod servers;
 pub mod stats_line;
+pub mod syscalls;

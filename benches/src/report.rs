@@ -4,6 +4,11 @@
 use serde::Serialize;
 
 use crate::latency::{round2, LatencySummary};
+use crate::syscalls::SyscallCounts;
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
 
 /// What every report says about where it ran: client and server share the machine's cores,
 /// so absolute numbers are only comparable on the same machine with the same pinning.
@@ -42,6 +47,16 @@ pub struct CpuUsage {
     pub client_cpu_us_per_req: f64,
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_req: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_user_us_per_req: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_sys_us_per_req: Option<f64>,
+    /// `io_uring_enter` calls per request (perf, with `--server-syscalls`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_enters_per_req: Option<f64>,
+    /// All system calls per request (perf, with `--server-syscalls`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_syscalls_per_req: Option<f64>,
 }
 
 impl CpuUsage {
@@ -59,7 +74,27 @@ impl CpuUsage {
             client_cpu_us_per_req: per_req(client_s),
             server_cpu_s: server_s.map(round2),
             server_cpu_us_per_req: server_s.map(per_req),
+            ..CpuUsage::default()
         }
+    }
+
+    /// Adds the server's user/system split and syscall counts, per request.
+    pub fn with_server_detail(
+        mut self,
+        user_sys_s: Option<(f64, f64)>,
+        syscalls: Option<SyscallCounts>,
+        requests: u64,
+    ) -> CpuUsage {
+        let per_req = |x: f64| (requests > 0).then(|| x / requests as f64);
+        self.server_user_us_per_req = user_sys_s.and_then(|(u, _)| per_req(u * 1e6)).map(round2);
+        self.server_sys_us_per_req = user_sys_s.and_then(|(_, s)| per_req(s * 1e6)).map(round2);
+        self.server_enters_per_req = syscalls
+            .and_then(|c| per_req(c.uring_enters as f64))
+            .map(round3);
+        self.server_syscalls_per_req = syscalls
+            .and_then(|c| per_req(c.syscalls as f64))
+            .map(round3);
+        self
     }
 }
 

@@ -24,6 +24,31 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Waits (up to 10 s) until no TCP socket on `port` is in a state other than LISTEN or
+/// TIME_WAIT in /proc/net/tcp{,6}: every connection to the server has been closed on its side.
+fn wait_until_no_connections(port: u16) {
+    let busy = || {
+        ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    let local_port = cols
+                        .get(1)
+                        .and_then(|a| a.rsplit(':').next())
+                        .and_then(|p| u16::from_str_radix(p, 16).ok());
+                    local_port == Some(port) && !matches!(cols.get(3), Some(&"0A") | Some(&"06"))
+                })
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while busy() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn start(cmd: &str, port: u16) -> ServerProcess {
     ServerProcess::start(
         cmd,
@@ -187,6 +212,9 @@ fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
             "{r}"
         );
         assert!(num(&r, "server_cpu_us_per_req") > 0.0, "{r}");
+        // The client has exited, but the server may not have seen the closes yet: stopping it
+        // now would race `open` against them.
+        wait_until_no_connections(port);
         let exit = server.stop(Duration::from_secs(10));
         assert!(!exit.killed, "server ignored SIGTERM");
         assert!(
@@ -279,4 +307,59 @@ fn benchctl_runs_a_suite_and_prints_medians() {
     );
     assert!(md.contains("echo_tokio --addr 127.0.0.1:"), "{md}");
     assert!(!md.contains("Irregular runs"), "{md}");
+}
+
+/// `benches/run.sh percore` in its QUICK smoke mode, on one workload: every per-core peer
+/// (corewire's echo example, tokio current-thread, monoio, glommio, the raw-ring floor) serves
+/// the timing pass and the perf pass without a failed run, so the suite keeps working.
+#[test]
+fn percore_suite_quick_mode_runs_every_peer() {
+    let bin_dir = std::path::Path::new(BENCHCTL).parent().unwrap();
+    let profile = bin_dir.file_name().unwrap().to_str().unwrap();
+    let target_dir = bin_dir.parent().unwrap();
+    let mut build = std::process::Command::new(env!("CARGO"));
+    build.args([
+        "build",
+        "-q",
+        "-p",
+        "corewire",
+        "--example",
+        "echo_server",
+        "--target-dir",
+    ]);
+    build.arg(target_dir);
+    if profile == "release" {
+        build.arg("--release");
+    }
+    assert!(build.status().unwrap().success(), "building echo_server");
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/run.sh"))
+        .arg("percore")
+        .env("QUICK", "1")
+        .env("BIN_DIR", bin_dir)
+        .env("COREWIRE_ECHO", bin_dir.join("examples/echo_server"))
+        .env("WORKLOAD", "64 conn × depth 4, 64 B")
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{md}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for peer in ["corewire", "tokio-ct", "monoio", "glommio-1", "floor"] {
+        let row = format!("| 64 conn × depth 4, 64 B | {peer} | 1/1 |");
+        assert_eq!(md.matches(&row).count(), 2, "{peer} in both passes:\n{md}");
+    }
+    assert!(md.contains("+ "), "prints its commands: {md}");
+    assert!(!md.contains("Irregular runs"), "{md}");
+    if md.contains("perf not found") {
+        return;
+    }
+    // The perf pass fills enters/req for the io_uring servers: the floor's row has a figure.
+    let floor_rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| 64 conn × depth 4, 64 B | floor |"))
+        .collect();
+    let enters = floor_rows[1].split('|').nth(10).unwrap().trim();
+    assert!(enters.parse::<f64>().is_ok_and(|e| e > 0.0), "{md}");
 }

@@ -49,6 +49,20 @@ impl Catalog {
             "{bin}/echo_glommio --addr {addr} --shards {shards}",
             None,
         );
+        // Per-core peers: one thread each, pinned by benchctl's `--server-cpus`.
+        add(
+            "tokio-ct",
+            "{bin}/echo_tokio --addr {addr} --current-thread",
+            None,
+        );
+        add("monoio", "{bin}/echo_monoio --addr {addr}", None);
+        // Unpinned so taskset decides its CPU (glommio's own placement ignores the mask).
+        add(
+            "glommio-1",
+            "{bin}/echo_glommio --addr {addr} --shards 1 --no-pin",
+            None,
+        );
+        add("floor", "{bin}/echo_floor --addr {addr}", None);
         add(
             "corewire",
             "{corewire_echo} --addr {addr} --shards {shards}{accept_flag}{budget_flag}",
@@ -126,6 +140,8 @@ pub fn default_vars(bin_dir: &str) -> Vars {
             "corewire_rpc_client",
             format!("{bin_dir}/rpc_corewire client"),
         ),
+        // Extra closed-loop loadgen flags (the per-core suite's `--syscalls` sets them).
+        ("loadgen_flags", String::new()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -11,14 +11,16 @@ use crate::args::{Args, ArgsError};
 
 /// Usage text.
 pub const USAGE: &str = "\
-benchctl SUITE [options]      SUITE: echo | fairness | accept | rpc
+benchctl SUITE [options]      SUITE: echo | percore | fairness | accept | rpc
 benchctl list                 show built-in server templates and variables
 
   --rounds N (5)              measurements per (workload, variant); table shows medians
   --servers A,B,...           variants to compare (echo: corewire,tokio,glommio;
+                              percore: corewire,tokio-ct,monoio,glommio-1,floor;
                               rpc: corewire-rpc,tonic,corewire-raw;
                               fairness/accept: first one, corewire)
-  --baseline LABEL            ratio baseline (echo: tokio, rpc: tonic,
+  --baseline LABEL            ratio baseline (echo: tokio, percore: tokio-ct (+ monoio,
+                              floor), rpc: tonic,
                               fairness: budget=unlimited, accept: accept=reuseport)
   --server NAME=TEMPLATE      define/override a server command (repeatable)
   --client NAME=TEMPLATE      closed-loop client for NAME (repeatable; default: loadgen)
@@ -35,6 +37,8 @@ benchctl list                 show built-in server templates and variables
   --accept-modes LIST (reuseport,handoff)  --cycles N (20000)   (accept)
   --workload TEXT             only workloads whose label contains TEXT (repeatable;
                               e.g. --workload '1 conn')
+  --syscalls                  percore: loadgen counts the server's io_uring enters and
+                              syscalls per request with perf stat (perturbs timing)
   --json-out FILE             append every measurement as a JSON line
   --dry-run                   print the commands and exit";
 
@@ -145,6 +149,7 @@ pub fn parse(mut args: Args, exe_dir: &str) -> Result<Command, CliError> {
         probe_size: args.get("probe-size", defaults.probe_size)?,
         // Repeatable, not a comma list: workload labels contain commas.
         workloads: Some(args.take_all("workload")?).filter(|w| !w.is_empty()),
+        count_syscalls: args.switch("syscalls"),
     };
     let d = RunConfig::default();
     let cfg = RunConfig {
@@ -175,7 +180,7 @@ pub fn parse(mut args: Args, exe_dir: &str) -> Result<Command, CliError> {
 }
 
 /// Switches (flags without a value).
-pub const SWITCHES: &[&str] = &["dry-run"];
+pub const SWITCHES: &[&str] = &["dry-run", "syscalls"];
 
 #[cfg(test)]
 mod tests {

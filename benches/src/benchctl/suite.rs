@@ -33,6 +33,19 @@ fn bytes_label(size: usize) -> String {
     }
 }
 
+impl Suite {
+    /// The baseline and the further variants ratios are shown against.
+    pub fn baselines(&self) -> Vec<String> {
+        let mut all = vec![self.baseline.clone()];
+        for label in &self.also_vs {
+            if !all.contains(label) && self.variants.iter().any(|v| &v.label == label) {
+                all.push(label.clone());
+            }
+        }
+        all
+    }
+}
+
 impl Workload {
     /// Short human label for tables.
     pub fn label(&self) -> String {
@@ -87,7 +100,7 @@ impl Workload {
             Workload::ClosedLoop { .. } => {
                 "{bin}/loadgen --addr {addr} --conns {conns} --depth {depth} --size {size} \
                  --duration-ms {duration_ms} --warmup-ms {warmup_ms} --threads {threads} \
-                 --server-pid {server_pid}"
+                 --server-pid {server_pid}{loadgen_flags}"
             }
             Workload::Probe { .. } => {
                 "{bin}/loadgen --probe --addr {addr} --hot-conns {hot_conns} \
@@ -143,6 +156,9 @@ pub struct Suite {
     pub variants: Vec<Variant>,
     /// Label of the variant the ratios are relative to.
     pub baseline: String,
+    /// Further variants to show the same ratios against (the per-core suite compares with
+    /// tokio, monoio and the kernel floor at once); labels not among the variants are skipped.
+    pub also_vs: Vec<String>,
     /// Medians shown per row.
     pub columns: Vec<Column>,
     /// Keys shown as "row median / baseline median".
@@ -169,6 +185,9 @@ pub struct SuiteOptions {
     pub probe_size: usize,
     /// Keep only workloads whose label contains one of these (e.g. "1 conn").
     pub workloads: Option<Vec<String>>,
+    /// Per-core suite: loadgen counts the server's io_uring enters and syscalls with perf
+    /// (a tracepoint per syscall perturbs timing, so this is a separate pass).
+    pub count_syscalls: bool,
 }
 
 impl Default for SuiteOptions {
@@ -189,6 +208,7 @@ impl Default for SuiteOptions {
             hot_depth: 32,
             probe_size: 64,
             workloads: None,
+            count_syscalls: false,
         }
     }
 }
@@ -228,7 +248,24 @@ impl fmt::Display for SuiteError {
 impl std::error::Error for SuiteError {}
 
 /// Names of the suites.
-pub const SUITES: [&str; 4] = ["echo", "fairness", "accept", "rpc"];
+pub const SUITES: [&str; 5] = ["echo", "percore", "fairness", "accept", "rpc"];
+
+/// The per-core suite's peers, in table order: corewire with one shard, tokio's current-thread
+/// runtime, monoio (io_uring, one thread), glommio (one executor) and the raw-ring kernel floor.
+pub const PERCORE_SERVERS: [&str; 5] = ["corewire", "tokio-ct", "monoio", "glommio-1", "floor"];
+
+/// Columns of the per-core table: the latency columns plus the server's CPU split and syscalls.
+const PERCORE_COLUMNS: [Column; 9] = [
+    col("qps", "QPS", 0),
+    col("p50_us", "p50 µs", 1),
+    col("p99_us", "p99 µs", 1),
+    col("server_user_us_per_req", "srv user µs/req", 3),
+    col("server_sys_us_per_req", "srv sys µs/req", 3),
+    col("server_cpu_us_per_req", "srv CPU µs/req", 2),
+    col("server_enters_per_req", "enters/req", 3),
+    col("server_syscalls_per_req", "syscalls/req", 3),
+    col("client_cpu_us_per_req", "cli CPU µs/req", 2),
+];
 
 fn base_vars(opts: &SuiteOptions) -> Vars {
     [
@@ -303,6 +340,34 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                 columns: LATENCY_COLUMNS.to_vec(),
                 ratios: LATENCY_RATIOS.to_vec(),
                 varied: vec![],
+                also_vs: vec![],
+            }
+        }
+        "percore" => {
+            let small = opts.size.unwrap_or(64);
+            let mut variants = per_server(opts, servers_or(opts, &PERCORE_SERVERS)?);
+            for v in &mut variants {
+                v.vars.insert("shards".into(), "1".into());
+                v.vars.insert("workers".into(), "1".into());
+                if opts.count_syscalls {
+                    v.vars
+                        .insert("loadgen_flags".into(), " --server-syscalls".into());
+                }
+            }
+            Suite {
+                name: name.to_string(),
+                workloads: vec![
+                    closed(64, 4, small),
+                    closed(64, 4, 4096),
+                    closed(256, 4, small),
+                    closed(256, 4, 4096),
+                ],
+                variants,
+                baseline: opts.baseline.clone().unwrap_or_else(|| "tokio-ct".into()),
+                columns: PERCORE_COLUMNS.to_vec(),
+                ratios: LATENCY_RATIOS.to_vec(),
+                varied: vec![],
+                also_vs: vec!["monoio".into(), "floor".into()],
             }
         }
         "rpc" => {
@@ -332,6 +397,7 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                 .concat(),
                 ratios: LATENCY_RATIOS.to_vec(),
                 varied: vec![],
+                also_vs: vec![],
             }
         }
         "fairness" => {
@@ -387,6 +453,7 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     col("probe_p99_us", "probe p99", 2),
                 ],
                 varied: vec!["budget_flag", "budget_msgs"],
+                also_vs: vec![],
             }
         }
         "accept" => {
@@ -425,6 +492,7 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                 ],
                 ratios: vec![col("cycles_per_s", "cycles/s", 2)],
                 varied: vec!["accept", "accept_flag"],
+                also_vs: vec![],
             }
         }
         other => return Err(SuiteError::UnknownSuite(other.to_string())),
@@ -460,6 +528,41 @@ mod tests {
         assert_eq!(s.baseline, "tokio");
         assert_eq!(s.workloads[2].label(), "64 conn × depth 4, 64 B");
         assert_eq!(s.workloads[1].label(), "1 conn × depth 1, 4 KiB");
+    }
+
+    #[test]
+    fn percore_suite_runs_one_thread_peers_against_three_baselines() {
+        let s = build("percore", &SuiteOptions::default()).unwrap();
+        let labels: Vec<_> = s.variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, PERCORE_SERVERS);
+        assert!(s.variants.iter().all(|v| v.vars["shards"] == "1"));
+        assert!(s
+            .variants
+            .iter()
+            .all(|v| !v.vars.contains_key("loadgen_flags")));
+        assert_eq!(s.baselines(), ["tokio-ct", "monoio", "floor"]);
+        let w: Vec<_> = s.workloads.iter().map(Workload::label).collect();
+        assert_eq!(
+            w,
+            [
+                "64 conn × depth 4, 64 B",
+                "64 conn × depth 4, 4 KiB",
+                "256 conn × depth 4, 64 B",
+                "256 conn × depth 4, 4 KiB"
+            ]
+        );
+        let opts = SuiteOptions {
+            count_syscalls: true,
+            servers: Some(vec!["corewire".into(), "tokio-ct".into()]),
+            ..SuiteOptions::default()
+        };
+        let s = build("percore", &opts).unwrap();
+        assert_eq!(s.variants[0].vars["loadgen_flags"], " --server-syscalls");
+        assert_eq!(
+            s.baselines(),
+            ["tokio-ct"],
+            "absent peers are not baselines"
+        );
     }
 
     #[test]

@@ -154,8 +154,8 @@ pub fn render(suite: &Suite, rows: &[Row], records: &[RunRecord], ctx: &ReportCo
     );
     let _ = writeln!(
         md,
-        "- Ratios are row median / `{}` median for the same workload.",
-        suite.baseline
+        "- Ratios are row median / baseline median (`{}`) for the same workload.",
+        suite.baselines().join("`, `")
     );
     for w in &ctx.warnings {
         let _ = writeln!(md, "- **Warning:** {w}");
@@ -169,19 +169,14 @@ pub fn render(suite: &Suite, rows: &[Row], records: &[RunRecord], ctx: &ReportCo
         header.push("conns/shard".into());
     }
     header.push("errors (sum)".into());
-    header.extend(
-        suite
-            .ratios
-            .iter()
-            .map(|c| format!("{} vs {}", c.header, suite.baseline)),
-    );
+    let baselines = suite.baselines();
+    for b in &baselines {
+        header.extend(suite.ratios.iter().map(|c| format!("{} vs {b}", c.header)));
+    }
     let _ = writeln!(md, "\n| {} |", header.join(" | "));
     let _ = writeln!(md, "|{}", " --- |".repeat(header.len()));
     for row in rows {
         let variant = &suite.variants[row.variant];
-        let base = rows.iter().find(|b| {
-            b.workload == row.workload && suite.variants[b.variant].label == suite.baseline
-        });
         let mut cells = vec![
             suite.workloads[row.workload].label(),
             variant.label.clone(),
@@ -197,7 +192,12 @@ pub fn render(suite: &Suite, rows: &[Row], records: &[RunRecord], ctx: &ReportCo
             });
         }
         cells.push(fmt_num(row.errors, 0));
-        cells.extend(suite.ratios.iter().map(|c| ratio(row, base, c)));
+        for label in &baselines {
+            let base = rows
+                .iter()
+                .find(|b| b.workload == row.workload && &suite.variants[b.variant].label == label);
+            cells.extend(suite.ratios.iter().map(|c| ratio(row, base, c)));
+        }
         let _ = writeln!(md, "| {} |", cells.join(" | "));
     }
 

@@ -9,7 +9,7 @@ use corewire_bench::loadgen::closed_loop::{run_closed_loop, run_probe};
 use corewire_bench::report::print_json;
 
 fn main() -> ExitCode {
-    let command = match Args::from_env(&["probe"]).and_then(cli::parse) {
+    let command = match Args::from_env(&["probe", "server-syscalls"]).and_then(cli::parse) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("loadgen: {e}\nusage: {USAGE}");

@@ -10,6 +10,7 @@ use crate::args::{Args, ArgsError};
 /// Usage text.
 pub const USAGE: &str = "\
 loadgen --addr HOST:PORT [--threads T] [--duration-ms MS] [--warmup-ms MS] [--server-pid PID]
+        [--server-syscalls] (count the server's io_uring enters and syscalls with perf stat)
         (closed loop)   [--conns C] [--depth D] [--size S]
         (fairness)      --probe [--hot-conns 8] [--hot-depth 32] [--size S] [--probe-size 64]
         (accept storm)  --accept-storm N [--size S]
@@ -28,6 +29,7 @@ pub fn parse(mut args: Args) -> Result<Command, ArgsError> {
     let addr: SocketAddr = args.require("addr")?;
     let threads = args.get("threads", 1usize)?.max(1);
     let server_pid = args.opt("server-pid")?;
+    super::harness::count_server_syscalls(args.switch("server-syscalls"));
     let size = args.get("size", 64usize)?;
     if size > crate::frame::MAX_PAYLOAD {
         return Err(ArgsError::Invalid {

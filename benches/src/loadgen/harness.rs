@@ -2,12 +2,14 @@
 //! start together; completions before the warm-up ends are discarded; CPU time is sampled at the
 //! window's edges by the coordinating thread, so connection setup and warm-up are not counted.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::cpu;
 use crate::latency::LatencyHistogram;
+use crate::syscalls::{SyscallCounter, SyscallCounts};
 
 /// Warm-up end and measurement end, as nanoseconds from a common base instant.
 #[derive(Debug, Clone, Copy)]
@@ -136,12 +138,24 @@ pub struct Outcome {
     pub window: Duration,
     pub client_cpu_s: f64,
     pub server_cpu_s: Option<f64>,
+    /// The server's user and system CPU seconds (their sum is `server_cpu_s`).
+    pub server_user_sys_s: Option<(f64, f64)>,
+    /// The server's io_uring enters and syscalls in the window, when counting was asked for.
+    pub server_syscalls: Option<SyscallCounts>,
+}
+
+static COUNT_SERVER_SYSCALLS: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later `run` with a server pid count the server's syscalls with `perf stat`
+/// (loadgen's `--server-syscalls`).
+pub fn count_server_syscalls(on: bool) {
+    COUNT_SERVER_SYSCALLS.store(on, Ordering::Relaxed);
 }
 
 /// CPU counters at one instant.
 struct CpuSample {
     client: f64,
-    server: Option<f64>,
+    server: Option<(f64, f64)>,
 }
 
 impl CpuSample {
@@ -150,7 +164,7 @@ impl CpuSample {
             eprintln!("loadgen: cannot read own CPU time: {e}");
             0.0
         });
-        let server = server_pid.and_then(|pid| match cpu::process_cpu_seconds(pid) {
+        let server = server_pid.and_then(|pid| match cpu::process_user_sys_seconds(pid) {
             Ok(s) => Some(s),
             Err(e) => {
                 eprintln!("loadgen: cannot read CPU time of server pid {pid}: {e}");
@@ -205,10 +219,32 @@ pub fn run<B: ThreadBody>(
     let _ = shared.timeline.set(timeline);
     shared.go.wait();
 
+    let mut counter = server_pid
+        .filter(|_| COUNT_SERVER_SYSCALLS.load(Ordering::Relaxed))
+        .and_then(|pid| match SyscallCounter::attach(pid) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("loadgen: cannot start perf to count syscalls: {e}");
+                None
+            }
+        });
     sleep_until(timeline.warm_end());
+    if let Some(c) = counter.as_mut() {
+        if let Err(e) = c.enable() {
+            eprintln!("loadgen: perf: {e}");
+            counter = None;
+        }
+    }
     let before = CpuSample::take(server_pid);
     sleep_until(timeline.end());
     let after = CpuSample::take(server_pid);
+    let server_syscalls = counter.and_then(|c| match c.finish() {
+        Ok(counts) => Some(counts),
+        Err(e) => {
+            eprintln!("loadgen: perf: {e}");
+            None
+        }
+    });
 
     let mut totals = vec![GroupStats::default(); groups];
     for handle in handles {
@@ -237,7 +273,15 @@ pub fn run<B: ThreadBody>(
         groups: totals,
         window: timeline.window(),
         client_cpu_s: after.client - before.client,
-        server_cpu_s: after.server.zip(before.server).map(|(a, b)| a - b),
+        server_cpu_s: after
+            .server
+            .zip(before.server)
+            .map(|(a, b)| (a.0 + a.1) - (b.0 + b.1)),
+        server_user_sys_s: after
+            .server
+            .zip(before.server)
+            .map(|(a, b)| (a.0 - b.0, a.1 - b.1)),
+        server_syscalls,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Echo server on tokio's multi-thread runtime.
+//! Echo server on tokio's multi-thread runtime, or (`--current-thread`) on one current-thread
+//! runtime: the per-core peer.
 //!
 //! `--accept reuseport` binds one SO_REUSEPORT listener per worker (each with its own accept
 //! task; tokio still schedules connections on any worker); `handoff` binds one listener. The
@@ -24,14 +25,22 @@ pub struct TokioEchoConfig {
     pub addr: SocketAddr,
     pub workers: usize,
     pub accept: AcceptMode,
+    /// One current-thread runtime (the per-core peer) instead of `workers` worker threads.
+    pub current_thread: bool,
 }
 
 /// Runs until SIGTERM or SIGINT, then prints per-listener stats.
 pub fn run(cfg: &TokioEchoConfig) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.workers.max(1))
-        .enable_all()
-        .build()?;
+    let runtime = if cfg.current_thread {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.workers.max(1))
+            .enable_all()
+            .build()?
+    };
     runtime.block_on(serve_until_signal(cfg))
 }
 
@@ -53,6 +62,7 @@ async fn serve_until_signal(cfg: &TokioEchoConfig) -> io::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let listeners = match cfg.accept {
+        AcceptMode::Reuseport if cfg.current_thread => 1,
         AcceptMode::Reuseport => cfg.workers.max(1),
         AcceptMode::Handoff => 1,
     };
@@ -63,8 +73,8 @@ async fn serve_until_signal(cfg: &TokioEchoConfig) -> io::Result<()> {
         tokio::spawn(accept_loop(listener, Arc::clone(&counters), shard));
     }
     eprintln!(
-        "echo_tokio: listening on {} (workers={}, accept={})",
-        cfg.addr, cfg.workers, cfg.accept
+        "echo_tokio: listening on {} (workers={}, accept={}, current_thread={})",
+        cfg.addr, cfg.workers, cfg.accept, cfg.current_thread
     );
     tokio::select! {
         _ = term.recv() => {}
