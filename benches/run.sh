@@ -8,6 +8,10 @@
 #                              interleaved rounds), then a shorter pass with perf counting the
 #                              server's io_uring enters and syscalls per request (perf adds a
 #                              tracepoint hit per syscall, so those figures come from their own pass).
+#   benches/run.sh idle-memory RSS per idle connection (issue 9): IDLE_CONNS (10000) connections,
+#                              each after one exchange, to corewire's echo server (1 shard),
+#                              corewire-kv (1 shard) and redis-server, in the same run;
+#                              (VmRSS with them open - VmRSS before) / N. Raises nofile.
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -17,6 +21,7 @@
 #   WORKLOAD         only workloads whose label contains this (e.g. '256 conn')
 #   BIN_DIR          where benchctl, loadgen and the peers are (default: build them, release)
 #   COREWIRE_ECHO    corewire's echo_server example (default: built with the peers)
+#   COREWIRE_KV      corewire-kv (default: built, release)
 #   JSON_OUT         append every raw measurement here
 set -euo pipefail
 
@@ -42,6 +47,8 @@ build() {
     for exe in "$BIN_DIR/benchctl" "$COREWIRE_ECHO"; do
         [[ -x "$exe" ]] || { echo "run.sh: $exe missing" >&2; exit 1; }
     done
+    BIN_DIR="$(realpath "$BIN_DIR")"
+    COREWIRE_ECHO="$(realpath "$COREWIRE_ECHO")"
 }
 
 # Prints the command, then runs it.
@@ -71,8 +78,78 @@ percore() {
         --duration-ms "$(( duration < 1000 ? duration : 1000 ))"
 }
 
+# Waits until something listens on 127.0.0.1:$1 (without connecting to it).
+wait_listen() {
+    for _ in $(seq 1 500); do
+        [[ -n "$(ss -Hltn "sport = :$1")" ]] && return 0
+        sleep 0.02
+    done
+    echo "run.sh: nothing listens on port $1" >&2
+    return 1
+}
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+idle_memory() {
+    build
+    local kv="${COREWIRE_KV:-}"
+    if [[ -z "$kv" ]]; then
+        (cd "$repo" && cargo build --release -p corewire-kv --bin corewire-kv >&2)
+        kv="$target/release/corewire-kv"
+    fi
+    kv="$(realpath "$kv")"
+    local n="${IDLE_CONNS:-$([[ $quick == 1 ]] && echo 300 || echo 10000)}"
+    ulimit -n $(( n * 2 + 4096 )) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+    local work; work="$(mktemp -d)"
+    local port=$(( 30000 + RANDOM % 20000 ))
+    echo "# Idle memory: $n idle connections (each after one exchange), server on CPU $server_cpu"
+    echo
+    echo "| server | RSS before KiB | RSS with $n conns KiB | per connection (bytes) |"
+    echo "| --- | --- | --- | --- |"
+    local cmds=()
+    for name in corewire-echo corewire-kv redis-server; do
+        port=$(( port + 1 ))
+        local cmd proto
+        case "$name" in
+            corewire-echo) cmd=("$COREWIRE_ECHO" --addr "127.0.0.1:$port" --shards 1); proto=echo ;;
+            corewire-kv) cmd=("$kv" --shards 1 --port "$port"); proto=resp ;;
+            redis-server)
+                command -v redis-server >/dev/null || { echo "| redis-server | not installed | | |"; continue; }
+                mkdir -p "$work/redis"
+                cmd=(redis-server --port "$port" --save "" --appendonly no --dir "$work/redis"
+                    --maxclients $(( n + 100 )))
+                proto=resp ;;
+        esac
+        cmds+=("taskset -c $server_cpu $(printf '%q ' "${cmd[@]}")"
+            "taskset -c $client_cpu $repo/benches/idle_conns.py $port $n $proto")
+        (cd "$work" && exec taskset -c "$server_cpu" "${cmd[@]}" >"$work/$name.log" 2>&1) &
+        local spid=$!
+        wait_listen "$port"
+        sleep 0.5
+        local before; before="$(rss_kib "$spid")"
+        coproc IDLE { exec taskset -c "$client_cpu" python3 "$repo/benches/idle_conns.py" "$port" "$n" "$proto"; }
+        local ready=""
+        read -r ready <&"${IDLE[0]}" || true
+        sleep 1
+        local after; after="$(rss_kib "$spid")"
+        exec {IDLE[1]}>&-
+        wait "$IDLE_PID" 2>/dev/null || true
+        kill -TERM "$spid"; wait "$spid" 2>/dev/null || true
+        if [[ "$ready" != "ready $n" ]]; then
+            echo "| $name | $before | failed: ${ready:-client gave up} | |"
+            continue
+        fi
+        echo "| $name | $before | $after | $(( (after - before) * 1024 / n )) |"
+    done
+    echo
+    echo "Commands:"
+    printf '    %s\n' "${cmds[@]}"
+    rm -rf "$work"
+}
+
 case "$suite" in
     percore) percore ;;
-    -h|--help|"") sed -n '2,25p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore)" >&2; exit 2 ;;
+    idle-memory) idle_memory ;;
+    -h|--help|"") sed -n '2,32p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory)" >&2; exit 2 ;;
 esac

@@ -309,29 +309,63 @@ fn benchctl_runs_a_suite_and_prints_medians() {
     assert!(!md.contains("Irregular runs"), "{md}");
 }
 
+/// Builds `what` in the profile and target directory these tests were built in.
+fn cargo_build(what: &[&str]) {
+    let bin_dir = std::path::Path::new(BENCHCTL).parent().unwrap();
+    let mut build = std::process::Command::new(env!("CARGO"));
+    build.args(["build", "-q"]).args(what).arg("--target-dir");
+    build.arg(bin_dir.parent().unwrap());
+    if bin_dir.ends_with("release") {
+        build.arg("--release");
+    }
+    assert!(build.status().unwrap().success(), "cargo build {what:?}");
+}
+
+/// `benches/run.sh idle-memory` in QUICK mode (300 connections): each server's row has an RSS
+/// figure per connection; redis-server's row may instead say it is not installed.
+#[test]
+fn idle_memory_quick_mode_measures_every_server() {
+    cargo_build(&["-p", "corewire", "--example", "echo_server"]);
+    cargo_build(&["-p", "corewire-kv", "--bin", "corewire-kv"]);
+    let bin_dir = std::path::Path::new(BENCHCTL).parent().unwrap();
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/run.sh"))
+        .arg("idle-memory")
+        .env("QUICK", "1")
+        .env("BIN_DIR", bin_dir)
+        .env("COREWIRE_ECHO", bin_dir.join("examples/echo_server"))
+        .env("COREWIRE_KV", bin_dir.join("corewire-kv"))
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{md}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for server in ["corewire-echo", "corewire-kv", "redis-server"] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {server} |")))
+            .unwrap_or_else(|| panic!("no {server} row:\n{md}"));
+        if server == "redis-server" && row.contains("not installed") {
+            continue;
+        }
+        let per_conn = row.split('|').nth(4).unwrap().trim();
+        assert!(
+            per_conn.parse::<i64>().is_ok_and(|b| b > 0),
+            "{server}: {row}\n{md}"
+        );
+    }
+    assert!(md.contains("idle_conns.py"), "prints its commands: {md}");
+}
+
 /// `benches/run.sh percore` in its QUICK smoke mode, on one workload: every per-core peer
 /// (corewire's echo example, tokio current-thread, monoio, glommio, the raw-ring floor) serves
 /// the timing pass and the perf pass without a failed run, so the suite keeps working.
 #[test]
 fn percore_suite_quick_mode_runs_every_peer() {
+    cargo_build(&["-p", "corewire", "--example", "echo_server"]);
     let bin_dir = std::path::Path::new(BENCHCTL).parent().unwrap();
-    let profile = bin_dir.file_name().unwrap().to_str().unwrap();
-    let target_dir = bin_dir.parent().unwrap();
-    let mut build = std::process::Command::new(env!("CARGO"));
-    build.args([
-        "build",
-        "-q",
-        "-p",
-        "corewire",
-        "--example",
-        "echo_server",
-        "--target-dir",
-    ]);
-    build.arg(target_dir);
-    if profile == "release" {
-        build.arg("--release");
-    }
-    assert!(build.status().unwrap().success(), "building echo_server");
     let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/run.sh"))
         .arg("percore")
         .env("QUICK", "1")
