@@ -12,6 +12,10 @@
 #                                 [--keyspace K] [--quick] [--no-persistence] [--no-build]
 #                                 [--kv-args "EXTRA corewire-kv ARGS"]
 #   --quick = --requests 200000 --rounds 3
+#   --percore [ARGS]  per-core run instead (issue 13): runs percore.sh ARGS (1 shard vs
+#                     redis-server on CPU 0, redis-benchmark on CPU 1, full default test list at
+#                     -P 1 and -P 16, memory per key/element per type); see percore.sh --help
+#   --cluster [ARGS]  3-node cluster run instead (issue 14): runs cluster.sh ARGS
 # Needs redis-tools and redis-server (apt-get install redis-tools redis-server).
 set -euo pipefail
 
@@ -25,6 +29,8 @@ build=1
 kv_args=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --percore) shift; exec "$(dirname "$0")/percore.sh" "$@" ;;
+        --cluster) shift; exec "$(dirname "$0")/cluster.sh" "$@" ;;
         --requests) requests="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --shards) shards="$2"; shift 2 ;;

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Per-core KV benchmark (issue 13): corewire-kv with 1 shard and redis-server, each alone on
+# SERVER_CPU (0), redis-benchmark on CLIENT_CPU (1); the full default redis-benchmark test list
+# at -P 1 and -P 16, one test per run so each command gets its own server CPU figure.
+# Reports medians of ROUNDS interleaved rounds (tests × pipelines × servers inside each round):
+# requests/s, p50 latency, server CPU seconds per million requests (utime+stime from
+# /proc/PID/stat around the run). Commands corewire does not support (probed with redis-cli
+# before the run) are reported as such and not benchmarked. Then memory per key / element per
+# type: VmRSS delta after loading N keys (strings) or N elements into one key (hash, list, set,
+# zset), divided by N.
+#
+# Usage: examples/kv/bench/percore.sh [--requests N (100000)] [--rounds R (5)] [--clients C (50)]
+#            [--keyspace K (100000)] [--mem-items N (100000)] [--quick] [--no-build]
+#   --quick = --requests 2000 --rounds 1 --mem-items 2000 and three tests (smoke run)
+# Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
+set -euo pipefail
+
+requests=100000
+rounds=5
+clients=50
+keyspace=100000
+mem_items=100000
+build=1
+tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop zadd zpopmin
+    lrange_100 lrange_300 lrange_500 lrange_600 mset xadd)
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --requests) requests="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
+        --clients) clients="$2"; shift 2 ;;
+        --keyspace) keyspace="$2"; shift 2 ;;
+        --mem-items) mem_items="$2"; shift 2 ;;
+        --quick) requests=2000; rounds=1; mem_items=2000; tests=(ping_mbulk set get); shift ;;
+        --no-build) build=0; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "percore.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+server_cpu="${SERVER_CPU:-0}"
+client_cpu="${CLIENT_CPU:-1}"
+
+for tool in redis-benchmark redis-server redis-cli; do
+    command -v "$tool" >/dev/null || { echo "percore.sh: $tool not found (apt-get install redis-tools redis-server)" >&2; exit 1; }
+done
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+kv="${COREWIRE_KV:-}"
+if [[ -z "$kv" ]]; then
+    [[ $build == 1 ]] && (cd "$repo" && cargo build --release -p corewire-kv --bin corewire-kv >&2)
+    kv="${CARGO_TARGET_DIR:-$repo/target}/release/corewire-kv"
+fi
+[[ -x "$kv" ]] || { echo "percore.sh: $kv missing" >&2; exit 1; }
+
+work="$(mktemp -d)"
+declare -A pid port cmdline
+cleanup() {
+    for name in "${!pid[@]}"; do kill "${pid[$name]}" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+tck="$(getconf CLK_TCK)"
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+start() {
+    local name="$1"
+    port[$name]="$(free_port)"
+    local cmd
+    if [[ $name == corewire ]]; then
+        cmd=("$kv" --shards 1 --port "${port[$name]}")
+    else
+        mkdir -p "$work/redis"
+        cmd=(redis-server --port "${port[$name]}" --save "" --appendonly no --dir "$work/redis")
+    fi
+    cmdline[$name]="taskset -c $server_cpu $(printf '%q ' "${cmd[@]}")"
+    taskset -c "$server_cpu" "${cmd[@]}" >"$work/$name.log" 2>&1 &
+    pid[$name]=$!
+    for _ in $(seq 1 100); do
+        redis-cli -p "${port[$name]}" ping >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "percore.sh: $name did not come up: $(tail -3 "$work/$name.log")" >&2
+    exit 1
+}
+stop() { kill "${pid[$1]}" 2>/dev/null || true; wait "${pid[$1]}" 2>/dev/null || true; unset "pid[$1]"; }
+
+# The command each test sends, to probe support.
+probe_cmd() {
+    case "$1" in
+        ping_inline|ping_mbulk) echo "PING" ;;
+        set) echo "SET probe:k v" ;; get) echo "GET probe:k" ;; incr) echo "INCR probe:n" ;;
+        lpush) echo "LPUSH probe:l a" ;; rpush) echo "RPUSH probe:l a" ;;
+        lpop) echo "LPOP probe:l" ;; rpop) echo "RPOP probe:l" ;;
+        sadd) echo "SADD probe:s a" ;; hset) echo "HSET probe:h f v" ;; spop) echo "SPOP probe:s" ;;
+        zadd) echo "ZADD probe:z 1 a" ;; zpopmin) echo "ZPOPMIN probe:z" ;;
+        lrange_*) echo "LRANGE probe:l 0 99" ;;
+        mset) echo "MSET probe:a 1 probe:b 2" ;; xadd) echo "XADD probe:x * f v" ;;
+    esac
+}
+
+start redis; start corewire
+declare -A supported
+for t in "${tests[@]}"; do
+    # shellcheck disable=SC2046 # the probe command is split into words on purpose
+    if redis-cli -p "${port[corewire]}" $(probe_cmd "$t") 2>&1 | grep -q '^ERR\|^(error)'; then
+        supported[$t]=0
+    else
+        supported[$t]=1
+    fi
+done
+redis-cli -p "${port[corewire]}" flushall >/dev/null 2>&1 || true
+
+# One run: "rps p50_ms cpu_s_per_Mreq".
+bench_once() {
+    local name="$1" t="$2" p="$3" before after csv
+    before="$(cpu_ticks "${pid[$name]}")"
+    csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -t "$t" -n "$requests" \
+        -r "$keyspace" -c "$clients" -P "$p" --csv 2>/dev/null | tail -n 1)"
+    after="$(cpu_ticks "${pid[$name]}")"
+    echo "$csv" | awk -F'"' -v b="$before" -v a="$after" -v tk="$tck" -v n="$requests" \
+        '{ printf "%s %s %.3f\n", $4, $10, (a - b) / tk / (n / 1e6) }'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+pipelines=(1 16)
+for round in $(seq 1 "$rounds"); do
+    for p in "${pipelines[@]}"; do
+        for t in "${tests[@]}"; do
+            for name in redis corewire; do
+                [[ $name == corewire && ${supported[$t]} == 0 ]] && continue
+                line="$(bench_once "$name" "$t" "$p")"
+                echo "$line" >>"$work/runs.$name.$t.$p"
+                echo "  round $round $name ${t^^} -P $p: $line" >&2
+            done
+        done
+    done
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+col() { awk -v c="$1" '{ print $c }' "$2" | median; }
+
+echo "## Per-core KV: corewire-kv (1 shard) vs redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//')"
+echo
+echo "Servers on CPU $server_cpu (taskset), redis-benchmark on CPU $client_cpu; $(nproc) CPUs online."
+echo "Medians of $rounds interleaved rounds; $requests requests per run, $clients clients, -r $keyspace, 3-byte values."
+echo "CPU = server utime+stime per million requests (s/Mreq)."
+echo
+echo "| test | -P | redis rps | corewire rps | ratio | redis p50 ms | corewire p50 ms | redis CPU s/Mreq | corewire CPU s/Mreq | CPU ratio |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for p in "${pipelines[@]}"; do
+    for t in "${tests[@]}"; do
+        r="$work/runs.redis.$t.$p"; c="$work/runs.corewire.$t.$p"
+        if [[ ${supported[$t]} == 0 ]]; then
+            printf "| %s | %s | %.0f | not supported | | %s | | %s | | |\n" "${t^^}" "$p" \
+                "$(col 1 "$r")" "$(col 2 "$r")" "$(col 3 "$r")"
+            continue
+        fi
+        printf "| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %s |\n" "${t^^}" "$p" \
+            "$(col 1 "$r")" "$(col 1 "$c")" "$(ratio "$(col 1 "$c")" "$(col 1 "$r")")" \
+            "$(col 2 "$r")" "$(col 2 "$c")" "$(col 3 "$r")" "$(col 3 "$c")" \
+            "$(ratio "$(col 3 "$c")" "$(col 3 "$r")")"
+    done
+done
+stop redis; stop corewire
+
+# Memory per key (strings) and per element (one big hash, list, set, zset), both servers fresh.
+gen() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+kind, n = sys.argv[1], int(sys.argv[2])
+def resp(*a):
+    return "*%d\r\n" % len(a) + "".join("$%d\r\n%s\r\n" % (len(x), x) for x in a)
+out = []
+for i in range(n):
+    if kind == "string": out.append(resp("SET", "key:%d" % i, "val%06d" % i))
+    elif kind == "hash": out.append(resp("HSET", "h", "field:%d" % i, "val%06d" % i))
+    elif kind == "list": out.append(resp("RPUSH", "l", "val%06d" % i))
+    elif kind == "set": out.append(resp("SADD", "s", "member:%d" % i))
+    elif kind == "zset": out.append(resp("ZADD", "z", str(i), "member:%d" % i))
+sys.stdout.write("".join(out))
+PY
+}
+echo
+echo "### Memory per key / element ($mem_items items, VmRSS delta / items)"
+echo
+echo "| type | redis bytes/item | corewire bytes/item | ratio |"
+echo "|---|---|---|---|"
+for kind in string hash list set zset; do
+    declare -A per
+    for name in redis corewire; do
+        start "$name"
+        sleep 0.3
+        before="$(rss_kib "${pid[$name]}")"
+        if gen "$kind" "$mem_items" | redis-cli -p "${port[$name]}" --pipe >"$work/pipe.log" 2>&1 &&
+            grep -q 'errors: 0' "$work/pipe.log"; then
+            sleep 0.3
+            per[$name]=$(( ($(rss_kib "${pid[$name]}") - before) * 1024 / mem_items ))
+        else
+            if grep -q 'unknown command' "$work/pipe.log"; then
+                per[$name]="not supported"
+            else
+                per[$name]="failed ($(grep -m1 -i 'err' "$work/pipe.log" | head -c 80))"
+            fi
+        fi
+        stop "$name"
+    done
+    echo "| $kind | ${per[redis]} | ${per[corewire]} | $(ratio "${per[corewire]}" "${per[redis]}") |"
+done
+echo
+echo "Commands (ports vary per run):"
+echo
+echo "    ${cmdline[redis]}"
+echo "    ${cmdline[corewire]}"
+echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests -r $keyspace -c $clients -P 1|16 --csv"
+echo "    python3 (RESP generator in this script) | redis-cli -p PORT --pipe   # memory per item"
