@@ -12,6 +12,16 @@
 #                              each after one exchange, to corewire's echo server (1 shard),
 #                              corewire-kv (1 shard) and redis-server, in the same run;
 #                              (VmRSS with them open - VmRSS before) / N. Raises nofile.
+#   benches/run.sh rpc         RPC per core (issue 12): corewire RPC vs corewire raw echo vs tonic,
+#                              one shard / worker on SERVER_CPU, client on CLIENT_CPU; 1 conn and
+#                              64 conns x depth 4, 64 B and 4 KiB; ratios to the raw echo and to
+#                              tonic (plus allocations / task polls per request where the corewire
+#                              RPC client reports them).
+#   benches/run.sh fairness    fairness (issues 12.4/12.5): corewire, 1 shard on SERVER_CPU,
+#                              8 hot conns x depth 256 + 1 probe at depth 1; budgets
+#                              unlimited,256,64,32,16,4: probe p50/p99/p99.9, hot throughput (and
+#                              the HOL count where the server prints it). FAIRNESS_ARGS adds flags
+#                              (e.g. the handler-cost service's).
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -147,9 +157,38 @@ idle_memory() {
     rm -rf "$work"
 }
 
+pinned_common() {
+    common=(--var "corewire_echo=$COREWIRE_ECHO" --server-cpus "$server_cpu"
+        --client-cpus "$client_cpu" --warmup-ms "$warmup" --rounds "$rounds"
+        --duration-ms "$duration")
+    [[ -n "${WORKLOAD:-}" ]] && common+=(--workload "$WORKLOAD")
+    [[ -n "${JSON_OUT:-}" ]] && common+=(--json-out "$JSON_OUT")
+    return 0
+}
+
+rpc() {
+    build
+    local common; pinned_common
+    echo "# RPC per core: corewire RPC vs raw echo vs tonic (one shard / worker)"
+    run "$BIN_DIR/benchctl" rpc "${common[@]}" --shards 1 --workers 1 --baseline corewire-raw \
+        ${SERVERS:+--servers "$SERVERS"}
+}
+
+fairness() {
+    build
+    local common; pinned_common
+    echo "# Fairness: 8 hot conns x depth 256 + probe, budgets"
+    # shellcheck disable=SC2086 # FAIRNESS_ARGS is split into flags on purpose
+    run "$BIN_DIR/benchctl" fairness "${common[@]}" --hot-conns 8 --hot-depth 256 \
+        --budgets "${BUDGETS:-unlimited,256,64,32,16,4}" ${SERVERS:+--servers "$SERVERS"} \
+        ${FAIRNESS_ARGS:-}
+}
+
 case "$suite" in
     percore) percore ;;
+    rpc) rpc ;;
+    fairness) fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,32p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,44p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness)" >&2; exit 2 ;;
 esac
