@@ -244,6 +244,8 @@ impl Floor {
             return;
         }
         let conn = self.conns[id].take().expect("checked above");
+        // A slot may be reused by the next accept: never re-arm a receive for it later.
+        self.starved.retain(|&s| s != id);
         for chunk in conn.queue {
             self.give_back(chunk.bid);
         }
