@@ -7,6 +7,8 @@
 mod common;
 mod diff;
 
+use std::collections::BTreeSet;
+
 use diff::gen::{Gen, KEYS};
 use diff::{servers, Pair, Step};
 
@@ -79,6 +81,66 @@ fn collections() {
             _ => gen.errors(),
         }
     });
+}
+
+/// Keyspace and string commands of issue 13 item 2 mixed with the strings and key commands
+/// they interact with; at the end SCAN (plain, MATCH, TYPE, COUNT) walks both servers to the
+/// same set of keys.
+#[test]
+fn keyspace_commands() {
+    let (oracle, server) = servers(SHARDS, &[]);
+    for seed in diff::seeds(&[21, 22, 23]) {
+        let mut pair = Pair::new(&oracle, &server, format!("keyops seed {seed}"));
+        pair.check_str(&["FLUSHALL"]);
+        let mut gen = Gen::new(seed);
+        for i in 0..diff::steps(3_000) {
+            let step = match gen.rng.weighted(&[10, 4, 3, 2, 1]) {
+                0 => gen.keyops(),
+                1 => gen.strings(),
+                2 => gen.keyspace(),
+                3 => gen.collections(),
+                _ => gen.errors(),
+            };
+            pair.run(&step);
+            if i % 100 == 99 {
+                settle(&mut pair);
+                compare_scans(&mut pair);
+            }
+        }
+        compare_keyspace(&mut pair);
+        compare_scans(&mut pair);
+        pair.report();
+    }
+}
+
+/// SCAN to completion on both servers, with and without options: the same keys (a key may
+/// come back twice from either; the sets are compared).
+fn compare_scans(pair: &mut Pair) {
+    let options: [&[&str]; 5] = [
+        &[],
+        &["COUNT", "3"],
+        &["MATCH", "{t}*"],
+        &["TYPE", "string"],
+        &["MATCH", "*", "TYPE", "list", "COUNT", "1000"],
+    ];
+    for suffix in options {
+        let suffix = diff::args(suffix);
+        let prefix = diff::args(&["SCAN"]);
+        let expected = diff::scan_all(&mut pair.redis, &prefix, &suffix).expect("redis SCAN");
+        let actual = diff::scan_all(&mut pair.kv, &prefix, &suffix).expect("corewire-kv SCAN");
+        let (expected, actual): (BTreeSet<_>, BTreeSet<_>) = (
+            expected.into_iter().map(|v| v.show()).collect(),
+            actual.into_iter().map(|v| v.show()).collect(),
+        );
+        assert_eq!(expected, actual, "[{}] SCAN {suffix:?}", pair.label);
+    }
+    for args in [
+        &["SCAN", "x"][..],
+        &["SCAN", "0", "COUNT", "0"],
+        &["SCAN", "0", "MATCH"],
+    ] {
+        pair.check_str(args);
+    }
 }
 
 /// The comparison is not vacuous: replies that differ are caught.

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eventually, require_tool, Server};
+use common::{eventually, require_tool, Server, TempDir};
 
 #[test]
 fn string_commands_through_redis_cli() {
@@ -146,4 +146,67 @@ fn requirepass_gates_commands() {
         server.cli(&["-a", "s3cret", "--no-auth-warning", "GET", "k"]),
         "v"
     );
+}
+
+/// `redis-cli --scan` (SCAN with its cursor), `KEYS` and `RANDOMKEY` see the keys of every
+/// shard, and AOF-logged keyspace commands survive a restart.
+#[test]
+fn keyspace_commands_through_redis_cli() {
+    require_tool("redis-cli");
+    let dir = TempDir::new("keyspace-cli");
+    let args = ["--shards", "3", "--aof", dir.arg(), "--fsync", "always"];
+    let mut server = Server::start(&args);
+    let cli = |args: &[&str]| server.cli(args);
+    let mut expected = Vec::new();
+    for i in 0..500 {
+        let key = format!("key:{i}");
+        assert_eq!(cli(&["SET", &key, "v"]), "OK");
+        expected.push(key);
+    }
+    expected.sort();
+    for pattern in ["*", "key:1*"] {
+        let wanted: Vec<&String> = expected
+            .iter()
+            .filter(|k| pattern == "*" || k.starts_with("key:1"))
+            .collect();
+        let scanned = server.cli(&["--scan", "--pattern", pattern]);
+        let mut scanned: Vec<&str> = scanned.lines().collect();
+        scanned.sort();
+        scanned.dedup();
+        assert_eq!(scanned, wanted, "--scan --pattern {pattern}");
+        let keys = cli(&["KEYS", pattern]);
+        let mut keys: Vec<&str> = keys.lines().collect();
+        keys.sort();
+        assert_eq!(keys, wanted, "KEYS {pattern}");
+    }
+    assert!(cli(&["RANDOMKEY"]).starts_with("key:"));
+    assert_eq!(cli(&["UNLINK", "key:1", "key:2", "key:3", "nope"]), "3");
+    assert_eq!(
+        cli(&["RENAME", "{t}a", "{t}b"]).trim_end(),
+        "ERR no such key"
+    );
+    assert_eq!(cli(&["SETEX", "{t}a", "1000", "x"]), "OK");
+    assert_eq!(cli(&["RENAME", "{t}a", "{t}b"]), "OK");
+    assert_eq!(cli(&["COPY", "{t}b", "{t}c"]), "1");
+    assert_eq!(cli(&["SETRANGE", "{t}c", "3", "yz"]), "5");
+    assert_eq!(cli(&["INCRBYFLOAT", "f", "2.5"]), "2.5");
+    assert_eq!(cli(&["MSETNX", "{t}m", "1", "{t}n", "2"]), "1");
+    // Existing keys: MSETNX writes nothing on one shard and is refused over several.
+    let replies: Vec<String> = (5..40)
+        .map(|n| cli(&["MSETNX", "key:4", "v", &format!("key:{n}"), "v"]))
+        .collect();
+    assert!(replies.iter().all(|r| r == "0" || r.contains("one shard")));
+    assert!(replies.iter().any(|r| r.contains("one shard")));
+    server.stop();
+
+    let server = Server::start(&args);
+    let cli = |args: &[&str]| server.cli(args);
+    assert_eq!(cli(&["DBSIZE"]), "502");
+    assert_eq!(cli(&["GET", "{t}c"]), "x\0\0yz");
+    let ttl: i64 = cli(&["TTL", "{t}c"]).parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "TTL {ttl}");
+    assert_eq!(cli(&["EXISTS", "{t}a", "{t}b", "key:1"]), "1");
+    assert_eq!(cli(&["GET", "f"]), "2.5");
+    assert_eq!(cli(&["FLUSHDB"]), "OK");
+    assert_eq!(cli(&["DBSIZE"]), "0");
 }

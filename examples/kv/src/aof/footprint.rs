@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use crate::cluster::ClusterRequest;
-use crate::command::Command;
+use crate::command::{Command, KeyOp};
 
 /// Room for the command name, the array header and the options a record may carry that the
 /// request did not (`PXAT <ms>` for `EX`, `KEEPTTL` for INCR logged as SET, ...).
@@ -63,6 +63,19 @@ pub fn payload_bound(command: &Command) -> u64 {
         // The command is logged as written (SPOP as one SREM per member, each no larger than
         // the record that once added it).
         Command::Typed(typed) => keys(&typed.args),
+        // Logged as written, except SETRANGE (the SET of the result: at most offset + value)
+        // and INCRBYFLOAT (the SET of a number).
+        Command::Key(key) => {
+            keys(&key.args)
+                + match key.op {
+                    KeyOp::SetRange => key
+                        .args
+                        .get(1)
+                        .and_then(|offset| crate::number::parse_i64(offset))
+                        .map_or(0, |offset| offset.max(0) as u64),
+                    _ => 0,
+                }
+        }
         Command::FlushAll
         | Command::DbSize
         | Command::Info(_)
@@ -100,6 +113,9 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         // Reads of other keys need no image: the log holds every write after the switch.
         Command::Typed(typed) if typed.op.is_write() => typed.keys().into_iter().for_each(f),
         Command::Typed(_) => {}
+        // RENAME and COPY replay over both keys' state: both are imaged.
+        Command::Key(key) if key.op.is_write() => key.keys().into_iter().for_each(f),
+        Command::Key(_) => {}
         Command::Cluster(_)
         | Command::Del(_)
         | Command::FlushAll

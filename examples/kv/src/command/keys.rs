@@ -22,6 +22,7 @@ impl Command {
             Command::MSet(pairs) => pairs.iter().map(|(k, _)| &k[..]).collect(),
             Command::Cluster(request) => request.keys(),
             Command::Typed(typed) => typed.keys(),
+            Command::Key(key) => key.keys(),
             Command::Ping(_)
             | Command::Echo(_)
             | Command::DbSize

@@ -2,6 +2,7 @@
 //! and error wording.
 
 mod error;
+mod keyops;
 mod keys;
 mod parse;
 pub(crate) mod table;
@@ -10,6 +11,8 @@ mod typed;
 use bytes::Bytes;
 
 pub use error::CommandError;
+pub(crate) use keyops::KeyShape;
+pub use keyops::{KeyCommand, KeyOp};
 pub use table::key_positions;
 pub use typed::{sintercard_args, TypedCommand, TypedOp};
 
@@ -70,6 +73,8 @@ pub enum Command {
     Cluster(ClusterRequest),
     /// A command of the collection types, or TYPE.
     Typed(TypedCommand),
+    /// A keyspace or string command of [`keyops`].
+    Key(KeyCommand),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,6 +224,7 @@ impl Command {
             Command::BgRewriteAof => "bgrewriteaof",
             Command::Cluster(request) => request.name(),
             Command::Typed(typed) => typed.op.name(),
+            Command::Key(key) => key.op.name(),
         }
     }
 
@@ -254,6 +260,7 @@ impl Command {
                 | Command::FlushAll
         ) || matches!(self, Command::Cluster(request) if request.is_write())
             || matches!(self, Command::Typed(typed) if typed.op.is_write())
+            || matches!(self, Command::Key(key) if key.op.is_write())
     }
 }
 

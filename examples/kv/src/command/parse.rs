@@ -5,8 +5,8 @@ use bytes::Bytes;
 
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
-    Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind, SetCommand,
-    SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
+    Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind, KeyCommand,
+    KeyOp, SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -34,6 +34,15 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
             }
             Command::Typed(TypedCommand { op, args })
         }
+        K::Key(KeyOp::FlushDb) => parse_flush(argc, rest)?,
+        // MSETNX takes key-value pairs: an odd count with the name.
+        K::Key(KeyOp::MSetNx) if argc.is_multiple_of(2) => {
+            return Err(CommandError::WrongArity { command: spec.name });
+        }
+        K::Key(op) => Command::Key(KeyCommand {
+            op,
+            args: rest.collect(),
+        }),
         K::Get => Command::Get(rest.next()?),
         K::Set => parse_set(rest)?,
         K::GetSet => Command::GetSet {
@@ -93,17 +102,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         K::Persist => Command::Persist(rest.next()?),
         K::DbSize => Command::DbSize,
         K::BgRewriteAof => Command::BgRewriteAof,
-        K::FlushAll => {
-            if argc > 2 {
-                return Err(CommandError::Syntax);
-            }
-            if let Some(mode) = rest.next_opt() {
-                if !is(&mode, "async") && !is(&mode, "sync") {
-                    return Err(CommandError::Syntax);
-                }
-            }
-            Command::FlushAll
-        }
+        K::FlushAll => parse_flush(argc, rest)?,
         K::Info => Command::Info(rest.collect()),
         K::ConfigGet => Command::ConfigGet(rest.collect()),
         // A container without subcommand: only COMMAND allows that (CONFIG's arity forbids it).
@@ -138,6 +137,20 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         }
     };
     Ok(command)
+}
+
+/// FLUSHALL and FLUSHDB `[ASYNC|SYNC]`: both modes flush synchronously, and with one
+/// database FLUSHDB is FLUSHALL.
+fn parse_flush(argc: usize, mut rest: Args) -> Result<Command, CommandError> {
+    if argc > 2 {
+        return Err(CommandError::Syntax);
+    }
+    if let Some(mode) = rest.next_opt() {
+        if !is(&mode, "async") && !is(&mode, "sync") {
+            return Err(CommandError::Syntax);
+        }
+    }
+    Ok(Command::FlushAll)
 }
 
 /// Finds the spec (the subcommand's for containers) and checks arity.

@@ -47,6 +47,8 @@ pub(crate) enum CommandKind {
     Cluster,
     /// A collection command or TYPE (see [`super::typed`]).
     Typed(super::typed::TypedOp),
+    /// A keyspace or string command of [`super::keyops`].
+    Key(super::keyops::KeyOp),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -336,12 +338,17 @@ pub(crate) static COMMANDS: [CommandSpec; 39] = [
 
 /// The command named `name` (case-insensitive), from either table.
 pub(crate) fn find(name: &[u8]) -> Option<&'static CommandSpec> {
-    lookup(&COMMANDS, name).or_else(|| lookup(super::typed::TYPED_COMMANDS, name))
+    lookup(&COMMANDS, name)
+        .or_else(|| lookup(super::typed::TYPED_COMMANDS, name))
+        .or_else(|| lookup(super::keyops::KEY_COMMANDS, name))
 }
 
 /// Every top-level command, as `COMMAND` lists them.
 pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
-    COMMANDS.iter().chain(super::typed::TYPED_COMMANDS)
+    COMMANDS
+        .iter()
+        .chain(super::typed::TYPED_COMMANDS)
+        .chain(super::keyops::KEY_COMMANDS)
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's

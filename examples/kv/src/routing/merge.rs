@@ -25,6 +25,13 @@ enum MergeKind {
     /// MGET: `owners[i]` is the part that holds the i-th requested key. Each part lists its
     /// keys in request order, so taking values from the parts in `owners` order restores it.
     Gather { owners: Vec<u32> },
+    /// KEYS: every part's array, concatenated.
+    Concat,
+    /// RANDOMKEY: one of the parts' non-null replies, picked at random.
+    AnyOf,
+    /// SCAN on one shard: its cursor becomes the client's
+    /// ([`super::keyops::join_cursor`]).
+    Scan { shard: usize, shards: usize },
     /// INFO: part `i` carries shard `i`'s [`ShardStats`].
     Info { sections: Vec<Bytes> },
     /// SINTER / SUNION / SDIFF / SINTERCARD: part `i` holds the members of the i-th key.
@@ -97,6 +104,18 @@ impl Merger {
         Merger::new(MergeKind::SetAlgebra(algebra), parts)
     }
 
+    pub(super) fn concat(parts: usize) -> Merger {
+        Merger::new(MergeKind::Concat, parts)
+    }
+
+    pub(super) fn any_of(parts: usize) -> Merger {
+        Merger::new(MergeKind::AnyOf, parts)
+    }
+
+    pub(super) fn scan(shard: usize, shards: usize) -> Merger {
+        Merger::new(MergeKind::Scan { shard, shards }, 1)
+    }
+
     pub(super) fn info(sections: Vec<Bytes>, parts: usize) -> Merger {
         Merger::new(MergeKind::Info { sections }, parts)
     }
@@ -165,6 +184,27 @@ impl Merger {
             }
             MergeKind::Gather { owners } => gather(owners, replies),
             MergeKind::SetAlgebra(algebra) => set_algebra(algebra, replies),
+            MergeKind::Concat => {
+                let mut all = Vec::new();
+                for (part, reply) in replies.into_iter().enumerate() {
+                    let Reply::Array(items) = reply else {
+                        return Err(MergeError::UnexpectedReply { part });
+                    };
+                    all.extend(items);
+                }
+                Ok(Reply::Array(all))
+            }
+            MergeKind::AnyOf => {
+                let mut found: Vec<Reply> = replies
+                    .into_iter()
+                    .filter(|reply| *reply != Reply::NullBulk)
+                    .collect();
+                if found.is_empty() {
+                    return Ok(Reply::NullBulk);
+                }
+                Ok(found.swap_remove(fastrand::usize(..found.len())))
+            }
+            MergeKind::Scan { shard, shards } => scan_reply(shard, shards, replies),
             MergeKind::Info { sections } => {
                 let mut stats = Vec::with_capacity(replies.len());
                 for (part, reply) in replies.iter().enumerate() {
@@ -232,6 +272,23 @@ fn set_algebra(algebra: SetAlgebra, replies: Vec<Reply>) -> Result<Reply, MergeE
         }
         _ => Reply::Array(members.into_iter().map(Reply::Bulk).collect()),
     })
+}
+
+fn scan_reply(shard: usize, shards: usize, replies: Vec<Reply>) -> Result<Reply, MergeError> {
+    let unexpected = MergeError::UnexpectedReply { part: 0 };
+    let Some(Reply::Array(mut pair)) = replies.into_iter().next() else {
+        return Err(unexpected);
+    };
+    let next = match pair.first() {
+        Some(Reply::Bulk(cursor)) if pair.len() == 2 => std::str::from_utf8(cursor)
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .ok_or(unexpected)?,
+        _ => return Err(unexpected),
+    };
+    let cursor = super::keyops::join_cursor(shard, next, shards);
+    pair[0] = Reply::Bulk(Bytes::from(cursor.to_string()));
+    Ok(Reply::Array(pair))
 }
 
 fn gather(owners: Vec<u32>, replies: Vec<Reply>) -> Result<Reply, MergeError> {

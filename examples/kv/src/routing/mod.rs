@@ -1,6 +1,7 @@
 //! Which shard owns a key, how a command splits into per-shard parts, and how the parts'
 //! replies merge back into one client reply.
 
+mod keyops;
 mod merge;
 mod plan;
 mod slot;

@@ -73,6 +73,7 @@ pub fn route(command: Command, shards: usize) -> Route {
                 gather_set_algebra(typed, shards)
             }
         }
+        Command::Key(key) => super::keyops::route(key, shards),
         command => {
             let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }
@@ -133,7 +134,7 @@ fn single_key(command: &Command) -> Option<&[u8]> {
 
 /// Groups keys by shard, keeping each shard's keys in request order. `merger` receives, for
 /// each requested key, the index of the part that holds it.
-fn split_keys(
+pub(super) fn split_keys(
     keys: Vec<Bytes>,
     shards: usize,
     rebuild: fn(Vec<Bytes>) -> Command,
@@ -204,7 +205,11 @@ fn split_pairs(pairs: Vec<(Bytes, Bytes)>, shards: usize) -> Route {
 }
 
 /// One part per shard, part `i` on shard `i`.
-fn broadcast(command: Command, shards: usize, merger: impl FnOnce(usize) -> Merger) -> Route {
+pub(super) fn broadcast(
+    command: Command,
+    shards: usize,
+    merger: impl FnOnce(usize) -> Merger,
+) -> Route {
     Route::FanOut(FanOut {
         parts: (0..shards)
             .map(|shard| ShardPart {

@@ -6,6 +6,7 @@ mod cluster;
 mod emit;
 mod entry;
 mod expiring;
+mod keyops;
 mod keys;
 mod keyspace;
 mod snapshot;
@@ -163,6 +164,7 @@ impl Store {
             }),
             Command::Cluster(request) => self.run_cluster(request, now, sink),
             Command::Typed(typed) => self.run_typed(typed, now, sink),
+            Command::Key(key) => self.run_key_op(key, now, sink),
         };
         result.unwrap_or_else(Reply::from)
     }

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod gen;
+pub mod keyops;
 pub mod resp;
 
 use std::collections::VecDeque;

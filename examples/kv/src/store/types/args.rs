@@ -6,11 +6,11 @@ use bytes::Bytes;
 use crate::command::CommandError;
 use crate::number::parse_i64;
 
-pub(super) fn is(arg: &[u8], option: &str) -> bool {
+pub(in crate::store) fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())
 }
 
-pub(super) fn int(arg: &[u8]) -> Result<i64, CommandError> {
+pub(in crate::store) fn int(arg: &[u8]) -> Result<i64, CommandError> {
     parse_i64(arg).ok_or(CommandError::NotAnInteger)
 }
 
@@ -20,7 +20,7 @@ pub(super) fn float(arg: &[u8]) -> Result<f64, CommandError> {
     parse_float(arg).ok_or(CommandError::NotAFloat)
 }
 
-pub(super) fn parse_float(arg: &[u8]) -> Option<f64> {
+pub(in crate::store) fn parse_float(arg: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(arg).ok()?;
     if text.is_empty() || text.starts_with(|c: char| c.is_whitespace()) {
         return None;
@@ -35,9 +35,40 @@ pub(super) fn parse_float(arg: &[u8]) -> Option<f64> {
             }
         }
         "nan" => return None,
+        rest if rest.starts_with("0x") => {
+            let magnitude = parse_hex_float(&rest[2..])?;
+            if lower.starts_with('-') {
+                -magnitude
+            } else {
+                magnitude
+            }
+        }
         _ => text.parse::<f64>().ok()?,
     };
     (!value.is_nan()).then_some(value)
+}
+
+/// The digits of a C99 hexadecimal float after `0x` (`1f`, `1.8`, `1p-3`), as `strtod`
+/// reads them.
+fn parse_hex_float(text: &str) -> Option<f64> {
+    let (mantissa, exponent) = match text.split_once('p') {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let (int_part, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut value = 0f64;
+    for digit in int_part.chars() {
+        value = value * 16.0 + f64::from(digit.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for digit in fraction.chars() {
+        value += f64::from(digit.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    Some(value * 2f64.powi(exponent))
 }
 
 /// A double as Redis 7.0 replies it (`%.17g`; `inf` / `-inf`).
@@ -159,6 +190,9 @@ mod tests {
         assert_eq!(parse_float(b"nan"), None);
         assert_eq!(parse_float(b" 1"), None);
         assert_eq!(parse_float(b"abc"), None);
+        assert_eq!(parse_float(b"0x10"), Some(16.0));
+        assert_eq!(parse_float(b"-0X1.8p1"), Some(-3.0));
+        assert_eq!(parse_float(b"0x"), None);
     }
 
     #[test]

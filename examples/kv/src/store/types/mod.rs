@@ -3,7 +3,7 @@
 //! are logged as the command itself (deterministic given the prior state) unless a file says
 //! otherwise.
 
-mod args;
+pub(super) mod args;
 mod hash;
 mod list;
 mod scan;

@@ -1,0 +1,246 @@
+//! RENAME, RENAMENX, COPY, KEYS, SCAN, RANDOMKEY and OBJECT ENCODING.
+
+use bytes::Bytes;
+
+use super::Cx;
+use crate::change::ChangeSink;
+use crate::command::{CommandError, KeyOp};
+use crate::glob::glob_match;
+use crate::reply::Reply;
+use crate::store::types::args::{int, is};
+use crate::store::value::Value;
+
+/// Collection encodings Redis 7.0 reports while a collection is small.
+const SMALL_ENTRIES: usize = 128;
+const SMALL_VALUE: usize = 64;
+const INTSET_ENTRIES: usize = 512;
+
+impl<S: ChangeSink> Cx<'_, S> {
+    /// Port of Redis 7.0's `renameGenericCommand`; logged as `RENAME src dst`, which replays
+    /// exactly once both keys are as they were (the AOF rewrite images both).
+    pub fn rename(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let nx = self.op == KeyOp::RenameNx;
+        let (src, dst) = (&a[0], &a[1]);
+        if !self.store.is_live(src, self.now, self.sink) {
+            return Err(CommandError::Text("ERR no such key".into()));
+        }
+        let done = if nx { Reply::Integer(1) } else { Reply::ok() };
+        if src == dst {
+            return Ok(if nx { Reply::Integer(0) } else { done });
+        }
+        if self.store.is_live(dst, self.now, self.sink) {
+            if nx {
+                return Ok(Reply::Integer(0));
+            }
+            self.store.remove(dst);
+        }
+        self.log("rename", a);
+        if let Some((_, entry)) = self.store.remove(src) {
+            let at = entry.expire_at();
+            self.store
+                .insert_new(Bytes::copy_from_slice(dst), entry.value, at);
+        }
+        Ok(done)
+    }
+
+    /// Port of Redis 7.0's `copyCommand` with one database; logged as `COPY src dst REPLACE`.
+    pub fn copy(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (src, dst) = (&a[0], &a[1]);
+        let mut replace = false;
+        let mut i = 2;
+        while i < a.len() {
+            if is(&a[i], "replace") {
+                replace = true;
+            } else if is(&a[i], "db") && i + 1 < a.len() {
+                let db = int(&a[i + 1])?;
+                if i32::try_from(db).is_err() {
+                    return Err(CommandError::NotAnInteger);
+                }
+                if db != 0 {
+                    return Err(if self.store.slot_index.is_some() {
+                        CommandError::Text(
+                            "ERR Copying to another database is not allowed in cluster mode".into(),
+                        )
+                    } else {
+                        CommandError::DbIndexOutOfRange
+                    });
+                }
+                i += 1;
+            } else {
+                return Err(CommandError::Syntax);
+            }
+            i += 1;
+        }
+        if src == dst {
+            return Err(CommandError::Text(
+                "ERR source and destination objects are the same".into(),
+            ));
+        }
+        let live = self.store.is_live(src, self.now, self.sink);
+        self.store.count_lookup(live);
+        if !live {
+            return Ok(Reply::Integer(0));
+        }
+        if self.store.is_live(dst, self.now, self.sink) {
+            if !replace {
+                return Ok(Reply::Integer(0));
+            }
+            self.store.remove(dst);
+        }
+        self.log(
+            "copy",
+            &[src.clone(), dst.clone(), Bytes::from_static(b"REPLACE")],
+        );
+        let copied = self
+            .store
+            .map
+            .get(&src[..])
+            .map(|entry| (entry.value.clone(), entry.expire_at()));
+        if let Some((value, at)) = copied {
+            self.store
+                .insert_new(Bytes::copy_from_slice(dst), value, at);
+        }
+        Ok(Reply::Integer(1))
+    }
+
+    /// KEYS: the live keys matching the pattern (expired ones are skipped, not removed).
+    pub fn keys(&mut self, a: &[Bytes]) -> Reply {
+        let pattern = &a[0];
+        let all = &pattern[..] == b"*";
+        let now = self.now;
+        Reply::Array(
+            self.store
+                .map
+                .iter()
+                .filter(|(key, entry)| {
+                    !entry.is_expired(now) && (all || glob_match(pattern, key, false))
+                })
+                .map(|(key, _)| Reply::Bulk(key.clone()))
+                .collect(),
+        )
+    }
+
+    /// SCAN `cursor [MATCH pattern] [COUNT count] [TYPE type]` over this shard: the cursor
+    /// is the number of map positions still to visit, walked downwards (see
+    /// [`crate::store::Store`] on why a downward walk meets every key that stays), 0 to start.
+    pub fn scan(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let cursor = std::str::from_utf8(&a[0])
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .ok_or_else(|| CommandError::Text("ERR invalid cursor".into()))?;
+        let (mut pattern, mut kind, mut count) = (None, None, 10usize);
+        let mut i = 1;
+        while i < a.len() {
+            let Some(value) = a.get(i + 1) else {
+                return Err(CommandError::Syntax);
+            };
+            if is(&a[i], "count") {
+                let n = int(value)?;
+                if n < 1 {
+                    return Err(CommandError::Syntax);
+                }
+                count = n as usize;
+            } else if is(&a[i], "match") {
+                pattern = Some(value.clone()).filter(|p| &p[..] != b"*");
+            } else if is(&a[i], "type") {
+                kind = Some(value.clone());
+            } else {
+                return Err(CommandError::Syntax);
+            }
+            i += 2;
+        }
+        let len = self.store.map.len();
+        let top = if cursor == 0 {
+            len
+        } else {
+            (cursor as usize).min(len)
+        };
+        let bottom = top.saturating_sub(count);
+        let mut keys = Vec::new();
+        for index in (bottom..top).rev() {
+            let Some((key, entry)) = self.store.map.get_index(index) else {
+                continue;
+            };
+            let wanted = !entry.is_expired(self.now)
+                && pattern.as_ref().is_none_or(|p| glob_match(p, key, false))
+                && kind
+                    .as_ref()
+                    .is_none_or(|t| is(t, entry.value.value_type().name()));
+            if wanted {
+                keys.push(Reply::Bulk(key.clone()));
+            }
+        }
+        Ok(Reply::Array(vec![
+            Reply::Bulk(Bytes::from(bottom.to_string())),
+            Reply::Array(keys),
+        ]))
+    }
+
+    /// RANDOMKEY: a random live key; expired ones met on the way are removed (and logged), as
+    /// Redis does.
+    pub fn random_key(&mut self) -> Reply {
+        while !self.store.map.is_empty() {
+            let index = fastrand::usize(..self.store.map.len());
+            let Some((key, entry)) = self.store.map.get_index(index) else {
+                break;
+            };
+            if !entry.is_expired(self.now) {
+                return Reply::Bulk(key.clone());
+            }
+            let key = key.clone();
+            self.store.remove_expired(&key, self.sink);
+        }
+        Reply::NullBulk
+    }
+
+    /// OBJECT ENCODING: the name Redis 7.0 would report for a value of this size and content.
+    pub fn object_encoding(&mut self, a: &[Bytes]) -> Reply {
+        let Some(value) = self.store.lookup(&a[0], self.now, self.sink) else {
+            return Reply::NullBulk;
+        };
+        Reply::Bulk(Bytes::from_static(encoding(value).as_bytes()))
+    }
+}
+
+fn encoding(value: &Value) -> &'static str {
+    match value {
+        Value::Str(bytes) if bytes.len() <= 20 && crate::number::parse_i64(bytes).is_some() => {
+            "int"
+        }
+        Value::Str(bytes) if bytes.len() <= 44 => "embstr",
+        Value::Str(_) => "raw",
+        Value::List(_) => "quicklist",
+        Value::Hash(hash) => {
+            let sizes = hash.map.iter().flat_map(|(f, v)| [f.len(), v.len()]);
+            if small(hash.map.len(), sizes) {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::Set(set) => {
+            let ints = set.members.len() <= INTSET_ENTRIES
+                && set
+                    .members
+                    .iter()
+                    .all(|m| crate::number::parse_i64(m).is_some());
+            if ints {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::ZSet(zset) => {
+            if small(zset.scores.len(), zset.scores.keys().map(Bytes::len)) {
+                "listpack"
+            } else {
+                "skiplist"
+            }
+        }
+    }
+}
+
+/// Whether a collection still has Redis's compact encoding.
+fn small(entries: usize, mut sizes: impl Iterator<Item = usize>) -> bool {
+    entries <= SMALL_ENTRIES && sizes.all(|size| size <= SMALL_VALUE)
+}
