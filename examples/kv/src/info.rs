@@ -104,10 +104,12 @@ fn clients_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]
 }
 
 fn memory_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
-    // Only payload bytes are known here; allocator totals would need the glue's help.
+    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs), not the
+    // allocator's total; `used_memory_dataset` is payload bytes only.
     let _ = write!(
         out,
-        "# Memory\r\nused_memory_dataset:{}\r\n",
+        "# Memory\r\nused_memory:{}\r\nused_memory_dataset:{}\r\n",
+        total(shards, |s| s.used_memory),
         total(shards, |s| s.data_bytes)
     );
 }
@@ -169,11 +171,13 @@ fn stats_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) 
          total_commands_processed:{}\r\n\
          keyspace_hits:{}\r\n\
          keyspace_misses:{}\r\n\
-         expired_keys:{}\r\n",
+         expired_keys:{}\r\n\
+         evicted_keys:{}\r\n",
         total(shards, |s| s.commands_processed),
         total(shards, |s| s.keyspace_hits),
         total(shards, |s| s.keyspace_misses),
         total(shards, |s| s.expired_keys),
+        total(shards, |s| s.evicted_keys),
     );
 }
 

@@ -279,6 +279,7 @@ fn a_value_over_512_mib_replays() {
     let size = ParserLimits::default().max_bulk_len + 1;
     let mut store = Store::new(StoreConfig {
         max_value_len: 1 << 30,
+        ..StoreConfig::default()
     });
     let mut aof = AofWriter::new(FsyncPolicy::Always, 0, 0);
     let big = Command::parse(vec![

@@ -45,6 +45,9 @@ pub enum CommandError {
     ClusterDisabled,
     /// SELECT of a database other than 0 in cluster mode.
     SelectInCluster,
+    /// A command that may grow memory, refused past `--maxmemory` (policy `noeviction`, or
+    /// nothing left to evict).
+    OutOfMemory,
     /// A key holds another type than the command works on.
     WrongType,
     /// A float argument that does not parse (or is NaN).
@@ -173,6 +176,9 @@ impl fmt::Display for CommandError {
             }
             CommandError::SelectInCluster => {
                 f.write_str("ERR SELECT is not allowed in cluster mode")
+            }
+            CommandError::OutOfMemory => {
+                f.write_str("OOM command not allowed when used memory > 'maxmemory'.")
             }
             CommandError::WrongType => {
                 f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")

@@ -73,7 +73,7 @@ pub enum Command {
     Cluster(ClusterRequest),
     /// A command of the collection types, or TYPE.
     Typed(TypedCommand),
-    /// A keyspace or string command of [`keyops`].
+    /// A keyspace or string command ([`KeyOp`]).
     Key(KeyCommand),
 }
 

@@ -9,6 +9,7 @@ use corewire::transport::rdma::PollerMode;
 
 use crate::aof::{FsyncPolicy, LoadPolicy, RewritePolicy, MAX_PAYLOAD_LEN};
 use crate::resp::ParserLimits;
+use crate::store::EvictionPolicy;
 
 /// How connections are spread over shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,10 @@ pub struct ServerConfig {
     pub metrics: Option<SocketAddr>,
     /// Cluster mode (`--cluster-enabled yes`).
     pub cluster: Option<ClusterConfig>,
+    /// `--maxmemory BYTES` (0 = no limit), shared equally by the shards.
+    pub maxmemory: u64,
+    /// `--maxmemory-policy`: what a shard over its share does.
+    pub maxmemory_policy: EvictionPolicy,
 }
 
 impl Default for ServerConfig {
@@ -135,6 +140,8 @@ impl Default for ServerConfig {
             mesh_batch: 0,
             metrics: None,
             cluster: None,
+            maxmemory: 0,
+            maxmemory_policy: EvictionPolicy::NoEviction,
         }
     }
 }
@@ -190,6 +197,10 @@ Usage: corewire-kv [options]
   --maxclients N             maximum RESP clients (default 10000)
   --accept handoff|reuseport how connections reach shards (default handoff)
   --proto-max-bulk-len B     largest bulk string accepted (default 536870912)
+  --maxmemory B              memory limit for the keyspace, shared equally by the shards (default 0
+                             = none; k/kb/m/mb/g/gb suffixes); estimated from keys and values
+  --maxmemory-policy P       past the limit: noeviction (refuse writes with OOM, default),
+                             allkeys-lru or allkeys-lfu (evict sampled keys, per shard)
   --max-backlog N            unanswered requests per connection before reading pauses (default 1024;
                              RESP and the binary protocol)
   --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;
@@ -316,6 +327,14 @@ impl ServerConfig {
                 "--proto-max-bulk-len" => {
                     config.parser_limits.max_bulk_len = parse(&flag, value()?)?
                 }
+                "--maxmemory" => {
+                    let text = value()?;
+                    config.maxmemory = parse_memory(&text).ok_or(ConfigError::InvalidValue {
+                        flag: flag.clone(),
+                        value: text,
+                    })?;
+                }
+                "--maxmemory-policy" => config.maxmemory_policy = parse(&flag, value()?)?,
                 "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
                 "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
                 "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,

@@ -44,7 +44,7 @@ pub use forward::ForwardCounters;
 
 use crate::cluster::{NodeAddr, SlotMap, Topology};
 use crate::session::SessionConfig;
-use crate::store::{Store, StoreConfig};
+use crate::store::{MemoryLimit, Store, StoreConfig};
 use aof_io::AofShard;
 use cluster::conf_file::ConfFile;
 use cluster::{ClusterNode, ClusterShard};
@@ -408,6 +408,8 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
     );
     session.set_parameter("auto-aof-rewrite-min-size", rewrite.min_size.to_string());
     session.set_parameter("maxclients", config.maxclients.to_string());
+    session.set_parameter("maxmemory", config.maxmemory.to_string());
+    session.set_parameter("maxmemory-policy", config.maxmemory_policy.name());
     session.set_parameter("port", config.port.to_string());
     session.set_parameter("bind", config.bind.to_string());
     session.set_parameter(
@@ -432,6 +434,10 @@ fn start_shards(
             let aof = config.aof.clone();
             let store_config = StoreConfig {
                 max_value_len: config.parser_limits.max_bulk_len,
+                memory: MemoryLimit {
+                    max_bytes: config.maxmemory.div_ceil(count as u64),
+                    policy: config.maxmemory_policy,
+                },
             };
             let sweep_interval = config.sweep_interval;
             let mesh_batch = config.mesh_batch;

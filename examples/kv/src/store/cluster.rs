@@ -58,10 +58,7 @@ impl SlotIndex {
 /// (RESTORE's TTL argument carries it). RESTORE replays them through [`Store::run`], so it
 /// needs nothing per type.
 fn rebuild(key: &Bytes, entry: &Entry) -> Vec<KeylessCommand> {
-    let timeless = Entry {
-        value: entry.value.clone(),
-        expiry: None,
-    };
+    let timeless = Entry::new(entry.value.clone(), None, 0);
     let mut records = BytesMut::new();
     emit_entry(key, &timeless, &mut records);
     // Nothing in the records is longer than the records.

@@ -5,6 +5,11 @@ use super::value::Value;
 pub(crate) struct Entry {
     pub value: Value,
     pub expiry: Option<Expiry>,
+    /// When the key was last used, on the store's access clock: what `allkeys-lru` evicts
+    /// by (see `memory.rs`).
+    pub access: u32,
+    /// Redis's logarithmic access counter: what `allkeys-lfu` evicts by.
+    pub freq: u8,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +21,16 @@ pub(crate) struct Expiry {
 }
 
 impl Entry {
+    /// A new entry, counted as used once at `access`.
+    pub fn new(value: Value, expiry: Option<Expiry>, access: u32) -> Entry {
+        Entry {
+            value,
+            expiry,
+            access,
+            freq: super::memory::LFU_INIT,
+        }
+    }
+
     /// Redis semantics: a key expiring at `t` is still visible at `t` and gone at `t + 1`.
     pub fn is_expired(&self, now_ms: u64) -> bool {
         matches!(self.expiry, Some(expiry) if now_ms > expiry.at_ms)

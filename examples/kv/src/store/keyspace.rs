@@ -204,7 +204,8 @@ impl Store {
         if let Some(slots) = &mut self.slot_index {
             slots.insert(&key);
         }
-        self.map.insert(key, Entry { value, expiry });
+        let access = self.memory.clock;
+        self.map.insert(key, Entry::new(value, expiry, access));
     }
 
     /// Sets the expiry of an existing key.

@@ -9,6 +9,7 @@ mod expiring;
 mod keyops;
 mod keys;
 mod keyspace;
+mod memory;
 mod snapshot;
 mod stats;
 mod strings;
@@ -29,6 +30,7 @@ use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
 
+pub use memory::{EvictionPolicy, MemoryLimit};
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
@@ -38,12 +40,15 @@ pub use value::ValueType;
 pub struct StoreConfig {
     /// Largest value APPEND may build (Redis `proto-max-bulk-len`).
     pub max_value_len: usize,
+    /// This shard's share of `--maxmemory`, and what happens past it.
+    pub memory: MemoryLimit,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             max_value_len: 512 * 1024 * 1024,
+            memory: MemoryLimit::default(),
         }
     }
 }
@@ -70,6 +75,8 @@ pub struct Store {
     snapshot: Option<snapshot::Snapshot>,
     /// The keys of each hash slot, kept in cluster mode only ([`Store::enable_slot_index`]).
     slot_index: Option<SlotIndex>,
+    /// The access clock and eviction counters of `--maxmemory`.
+    memory: memory::MemoryState,
 }
 
 impl Default for Store {
@@ -88,6 +95,7 @@ impl Store {
             config,
             snapshot: None,
             slot_index: None,
+            memory: memory::MemoryState::default(),
         }
     }
 
@@ -99,6 +107,9 @@ impl Store {
     /// parts into the INFO text.
     pub fn execute<S: ChangeSink>(&mut self, command: Command, now_ms: u64, sink: &mut S) -> Reply {
         self.counters.commands_processed += 1;
+        if let Err(error) = self.make_room(&command, now_ms, sink) {
+            return error.into();
+        }
         self.run(command, now_ms, sink)
     }
 
@@ -121,6 +132,8 @@ impl Store {
             keyspace_misses: self.counters.keyspace_misses,
             commands_processed: self.counters.commands_processed,
             expired_keys: self.counters.expired_keys,
+            used_memory: self.used_memory(),
+            evicted_keys: self.memory.evicted_keys,
             aof: Default::default(),
         }
     }

@@ -2,7 +2,7 @@ use crate::aof::AofStats;
 use crate::reply::Reply;
 
 /// Integers of the store's own fields in [`ShardStats::to_reply`].
-const STORE_FIELDS: usize = 7;
+const STORE_FIELDS: usize = 9;
 
 /// One shard's numbers for INFO.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -17,6 +17,10 @@ pub struct ShardStats {
     /// Commands this shard executed; a fanned-out command counts once per shard part.
     pub commands_processed: u64,
     pub expired_keys: u64,
+    /// Estimated bytes the keyspace takes (see `memory.rs`): what `--maxmemory` limits.
+    pub used_memory: u64,
+    /// Keys removed by the `--maxmemory` policy.
+    pub evicted_keys: u64,
     /// The shard's log, filled in by the glue (the store knows nothing of it).
     pub aof: AofStats,
 }
@@ -34,6 +38,8 @@ impl ShardStats {
                 self.keyspace_misses,
                 self.commands_processed,
                 self.expired_keys,
+                self.used_memory,
+                self.evicted_keys,
             ]
             .into_iter()
             .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
@@ -67,6 +73,8 @@ impl ShardStats {
             keyspace_misses: next()?,
             commands_processed: next()?,
             expired_keys: next()?,
+            used_memory: next()?,
+            evicted_keys: next()?,
             aof: AofStats::from_integers(&ints[STORE_FIELDS..])?,
         };
         Some(stats)
@@ -96,6 +104,8 @@ mod tests {
             keyspace_misses: 5,
             commands_processed: 6,
             expired_keys: 7,
+            used_memory: 9,
+            evicted_keys: 10,
             aof: AofStats {
                 enabled: true,
                 current_size: 8,

@@ -168,7 +168,10 @@ fn append_and_strlen() {
 
 #[test]
 fn append_respects_the_size_limit() {
-    let mut store = Store::new(StoreConfig { max_value_len: 4 });
+    let mut store = Store::new(StoreConfig {
+        max_value_len: 4,
+        ..StoreConfig::default()
+    });
     assert_eq!(run(&mut store, "APPEND k abcd", 0), Reply::Integer(4));
     assert_eq!(
         run(&mut store, "APPEND k e", 0),

@@ -1,0 +1,300 @@
+//! `--maxmemory`: each shard gets an equal share of the limit and keeps its own keyspace
+//! under it, as Redis does for the whole server. Before a command flagged `denyoom` (one that
+//! may grow the keyspace) runs on a shard that is over its share, the policy acts:
+//! `noeviction` refuses the command with Redis's OOM error; `allkeys-lru` and `allkeys-lfu`
+//! evict keys, each chosen as the least recently (or least frequently) used of
+//! [`SAMPLES`] random keys, Redis's `maxmemory-samples` approximation. Evictions are logged
+//! as DELs, so the AOF replays them.
+//!
+//! Memory is estimated from the keyspace, not read from the allocator: payload bytes plus a
+//! fixed cost per key for the table slot, the key's handle and the entry.
+
+use std::fmt;
+use std::str::FromStr;
+
+use bytes::Bytes;
+
+use super::entry::Entry;
+use super::Store;
+use crate::change::{ChangeSink, WriteOp};
+use crate::command::{table, Command, CommandError};
+
+/// Keys sampled per eviction (Redis's `maxmemory-samples` default).
+pub(crate) const SAMPLES: usize = 5;
+
+/// A new key's LFU counter (Redis's `LFU_INIT_VAL`), so new keys are not evicted first.
+pub(crate) const LFU_INIT: u8 = 5;
+
+/// Redis's `lfu-log-factor` default: the counter grows logarithmically with accesses.
+const LFU_LOG_FACTOR: f64 = 10.0;
+
+/// What a shard does past its share of `--maxmemory`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    /// Refuse commands that may grow memory (Redis's default).
+    #[default]
+    NoEviction,
+    /// Evict an approximately least recently used key.
+    AllKeysLru,
+    /// Evict an approximately least frequently used key.
+    AllKeysLfu,
+}
+
+impl EvictionPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionPolicy::NoEviction => "noeviction",
+            EvictionPolicy::AllKeysLru => "allkeys-lru",
+            EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+        }
+    }
+}
+
+impl fmt::Display for EvictionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EvictionPolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        [
+            EvictionPolicy::NoEviction,
+            EvictionPolicy::AllKeysLru,
+            EvictionPolicy::AllKeysLfu,
+        ]
+        .into_iter()
+        .find(|policy| policy.name().eq_ignore_ascii_case(text))
+        .ok_or_else(|| format!("{text}: expected noeviction, allkeys-lru or allkeys-lfu"))
+    }
+}
+
+/// One shard's memory limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryLimit {
+    /// Bytes this shard may use; 0 = no limit.
+    pub max_bytes: u64,
+    pub policy: EvictionPolicy,
+}
+
+/// The access clock (a count of commands that touched keys, so the order of accesses is
+/// exact) and what eviction did.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryState {
+    pub clock: u32,
+    pub evicted_keys: u64,
+}
+
+/// Fixed cost of one key besides its payload: the entry, the key's handle, the table's hash
+/// and index slots.
+fn per_key_overhead() -> u64 {
+    (std::mem::size_of::<Entry>() + std::mem::size_of::<Bytes>() + 2 * std::mem::size_of::<usize>())
+        as u64
+}
+
+impl Store {
+    /// The estimated bytes this shard's keyspace takes.
+    pub fn used_memory(&self) -> u64 {
+        self.data_bytes as u64 + self.map.len() as u64 * per_key_overhead()
+    }
+
+    /// Runs before every command from a client: records the access to its keys (for the
+    /// eviction policies), then, when the shard is over its limit and the command may grow
+    /// memory, evicts or refuses.
+    pub(super) fn make_room<S: ChangeSink>(
+        &mut self,
+        command: &Command,
+        now: u64,
+        sink: &mut S,
+    ) -> Result<(), CommandError> {
+        let limit = self.config.memory;
+        if limit.max_bytes == 0 {
+            return Ok(());
+        }
+        if limit.policy != EvictionPolicy::NoEviction {
+            self.record_access(command);
+        }
+        if self.used_memory() <= limit.max_bytes || !may_grow(command) {
+            return Ok(());
+        }
+        if limit.policy == EvictionPolicy::NoEviction {
+            return Err(CommandError::OutOfMemory);
+        }
+        while self.used_memory() > limit.max_bytes {
+            let Some(victim) = self.pick_victim(limit.policy) else {
+                return Err(CommandError::OutOfMemory);
+            };
+            if let Some((key, entry)) = self.remove(&victim) {
+                if entry.is_expired(now) {
+                    self.counters.expired_keys += 1;
+                } else {
+                    self.memory.evicted_keys += 1;
+                }
+                sink.record(WriteOp::Del(std::slice::from_ref(&key)));
+            }
+        }
+        Ok(())
+    }
+
+    fn record_access(&mut self, command: &Command) {
+        self.memory.clock = self.memory.clock.wrapping_add(1);
+        let clock = self.memory.clock;
+        for key in command.keys() {
+            if let Some(entry) = self.map.get_mut(key) {
+                entry.access = clock;
+                entry.freq = lfu_increment(entry.freq);
+            }
+        }
+    }
+
+    /// The least recently (or frequently) used of [`SAMPLES`] random keys.
+    fn pick_victim(&self, policy: EvictionPolicy) -> Option<Bytes> {
+        if self.map.is_empty() {
+            return None;
+        }
+        let clock = self.memory.clock;
+        (0..SAMPLES)
+            .filter_map(|_| self.map.get_index(fastrand::usize(..self.map.len())))
+            .min_by_key(|(_, entry)| {
+                // Age on the wrapping clock: larger is older.
+                let age = clock.wrapping_sub(entry.access);
+                match policy {
+                    EvictionPolicy::AllKeysLfu => (entry.freq, u32::MAX - age),
+                    _ => (0, u32::MAX - age),
+                }
+            })
+            .map(|(key, _)| key.clone())
+    }
+}
+
+/// Whether the command is flagged `denyoom` in the command table (it may add memory).
+fn may_grow(command: &Command) -> bool {
+    table::find(command.name().as_bytes()).is_some_and(|spec| spec.flags.contains(&"denyoom"))
+}
+
+/// Redis's `LFULogIncr`: the counter grows with probability `1 / ((counter - init) *
+/// factor + 1)`, so it takes about a million accesses to saturate.
+fn lfu_increment(counter: u8) -> u8 {
+    if counter == u8::MAX {
+        return counter;
+    }
+    let base = f64::from(counter.saturating_sub(LFU_INIT));
+    if fastrand::f64() < 1.0 / (base * LFU_LOG_FACTOR + 1.0) {
+        counter + 1
+    } else {
+        counter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::NoLog;
+    use crate::reply::Reply;
+    use crate::store::StoreConfig;
+    use bytes::BytesMut;
+
+    fn store(max_bytes: u64, policy: EvictionPolicy) -> Store {
+        Store::new(StoreConfig {
+            memory: MemoryLimit { max_bytes, policy },
+            ..StoreConfig::default()
+        })
+    }
+
+    fn run(store: &mut Store, line: &str, sink: &mut impl ChangeSink) -> Reply {
+        let args = line.split(' ').map(|s| Bytes::from(s.to_owned())).collect();
+        let reply = store.execute(Command::parse(args).unwrap(), 0, sink);
+        store.assert_consistent();
+        reply
+    }
+
+    #[test]
+    fn noeviction_refuses_growth_but_not_reads_or_deletes() {
+        let mut store = store(2_000, EvictionPolicy::NoEviction);
+        let value = "x".repeat(100);
+        let mut i = 0;
+        let refused = loop {
+            let reply = run(&mut store, &format!("SET k{i} {value}"), &mut NoLog);
+            if reply.is_error() {
+                break reply;
+            }
+            i += 1;
+        };
+        assert_eq!(
+            refused,
+            Reply::error("OOM command not allowed when used memory > 'maxmemory'.")
+        );
+        assert!(store.used_memory() > 2_000 && i > 5, "{i} keys");
+        assert!(matches!(
+            run(&mut store, "GET k0", &mut NoLog),
+            Reply::Bulk(_)
+        ));
+        assert_eq!(
+            run(&mut store, "DEL k0 k1 k2", &mut NoLog),
+            Reply::Integer(3)
+        );
+        assert_eq!(run(&mut store, "SET again v", &mut NoLog), Reply::ok());
+    }
+
+    #[test]
+    fn lru_keeps_the_limit_and_the_hot_key() {
+        let mut store = store(20_000, EvictionPolicy::AllKeysLru);
+        let mut log = BytesMut::new();
+        let value = "x".repeat(100);
+        run(&mut store, "SET hot 1", &mut log);
+        for i in 0..2_000 {
+            assert_eq!(
+                run(&mut store, &format!("SET k{i} {value}"), &mut log),
+                Reply::ok()
+            );
+            assert_eq!(
+                run(&mut store, "GET hot", &mut log),
+                Reply::Bulk("1".into())
+            );
+            // One command of slack: a write evicts before it runs.
+            assert!(store.used_memory() <= 20_000 + 300);
+        }
+        let stats = store.stats();
+        assert!(stats.evicted_keys > 1_000, "{stats:?}");
+        // Every eviction is logged as a DEL.
+        let logged = log.windows(5).filter(|w| w == b"\r\nDEL").count();
+        assert_eq!(logged as u64, stats.evicted_keys);
+        // Recent keys survive far more often than old ones.
+        let alive = |range: std::ops::Range<i32>, store: &mut Store| {
+            range
+                .filter(|i| run(store, &format!("EXISTS k{i}"), &mut NoLog) == Reply::Integer(1))
+                .count()
+        };
+        assert!(alive(1_900..2_000, &mut store) > alive(0..100, &mut store) + 50);
+    }
+
+    #[test]
+    fn lfu_keeps_the_frequently_used_key() {
+        let mut store = store(20_000, EvictionPolicy::AllKeysLfu);
+        run(&mut store, "SET hot 1", &mut NoLog);
+        for _ in 0..200 {
+            run(&mut store, "GET hot", &mut NoLog);
+        }
+        let value = "x".repeat(100);
+        for i in 0..2_000 {
+            assert_eq!(
+                run(&mut store, &format!("SET k{i} {value}"), &mut NoLog),
+                Reply::ok()
+            );
+        }
+        assert_eq!(
+            run(&mut store, "GET hot", &mut NoLog),
+            Reply::Bulk("1".into())
+        );
+        assert!(store.stats().evicted_keys > 1_000);
+    }
+
+    #[test]
+    fn policies_parse_by_name() {
+        assert_eq!("ALLKEYS-LRU".parse(), Ok(EvictionPolicy::AllKeysLru));
+        assert_eq!("noeviction".parse(), Ok(EvictionPolicy::NoEviction));
+        assert!("volatile-lru".parse::<EvictionPolicy>().is_err());
+    }
+}
