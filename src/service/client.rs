@@ -19,7 +19,7 @@ use bytes::Bytes;
 use corewire_runtime::sync::{oneshot, Notify};
 use corewire_runtime::{sleep_until, spawn_local, Sleep};
 use corewire_transport::frame::{Frame, FrameHeader, FrameLimits, StatusCode};
-use corewire_transport::rdma::RdmaConnection;
+use corewire_transport::rdma::{RdmaConnection, RdmaOrTcp, TcpFallback};
 use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status, WindowFull};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 use corewire_transport::{Connection, TransportError};
@@ -66,6 +66,9 @@ pub struct ClientOptions {
     /// Deadline of calls that set none (default: none).
     pub default_timeout: Option<Duration>,
     pub limits: FrameLimits,
+    /// Where [`Client::connect_rdma_or_tcp`] connects over TCP when RDMA set-up fails
+    /// (default: nowhere, the RDMA error is returned).
+    pub tcp_fallback: Option<SocketAddr>,
 }
 
 impl Default for ClientOptions {
@@ -74,6 +77,7 @@ impl Default for ClientOptions {
             window: 128,
             default_timeout: None,
             limits: FrameLimits::default(),
+            tcp_fallback: None,
         }
     }
 }
@@ -152,6 +156,29 @@ impl Client<RdmaConnection> {
         options: ClientOptions,
     ) -> Result<Self, ClientError> {
         let conn = corewire_transport::rdma::connect(addr)
+            .await
+            .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+        Ok(Client::new(conn, options))
+    }
+}
+
+impl Client<RdmaOrTcp> {
+    /// Connect over RDMA from the current shard; when that fails and
+    /// [`ClientOptions::tcp_fallback`] is set, connect there over TCP instead (counted in
+    /// [`rdma::tcp_fallbacks`](corewire_transport::rdma::tcp_fallbacks), with a warning).
+    /// The client works the same either way; `Connection::kind` tells which it got.
+    pub async fn connect_rdma_or_tcp(
+        addr: SocketAddr,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let fallback = options.tcp_fallback.map(|addr| TcpFallback {
+            addr,
+            options: ConnOptions {
+                limits: options.limits,
+                ..ConnOptions::default()
+            },
+        });
+        let conn = corewire_transport::rdma::connect_or_tcp(addr, fallback.as_ref())
             .await
             .map_err(|e| ClientError::Disconnected(e.to_string()))?;
         Ok(Client::new(conn, options))
