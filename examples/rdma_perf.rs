@@ -5,9 +5,13 @@
 //!     rdma_perf [--transport rdma|tcp] [--mode polling|polling-yield|event|adaptive[:US]]
 //!               [--conns 1] [--depth 1] [--size 4096] [--echo on|off]
 //!               [--duration-ms 3000] [--warmup-ms 500] [--idle-ms 1000]
-//!               [--addr IP] [--server-cpu N] [--client-cpu N]
+//!               [--addr IP] [--server-cpu N] [--client-cpu N] [--bandwidth on|off]
 //!
-//! Latency is the full round trip (request out, response back). `--idle-ms` keeps the
+//! Latency is the full round trip (request out, response back). `--bandwidth on` is the
+//! bandwidth mode: requests carry `--size` bytes and replies none (`--echo off`), with 16
+//! calls in flight unless `--depth` says otherwise; `send_mib_s` is then the one-way
+//! throughput, in perftest's unit (MiB/s, 2^20 bytes), to set beside `ib_send_bw -R` and
+//! `ib_write_bw -R` (vm/bench/rdma-bw.sh). `--idle-ms` keeps the
 //! connections open and idle after the load and reports the server's CPU while idle (what
 //! adaptive mode saves over polling). Needs an RDMA device for `--transport rdma`: run it
 //! inside the soft-RoCE VM with `cargo xtask vm -- target/release/examples/rdma_perf ...`.
@@ -56,6 +60,7 @@ struct Opts {
     addr: std::net::IpAddr,
     server_cpu: usize,
     client_cpu: usize,
+    bandwidth: bool,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -73,7 +78,9 @@ fn parse() -> Result<Opts, String> {
         addr: corewire_verbs::testing::rdma_addr(),
         server_cpu: 0,
         client_cpu: 1,
+        bandwidth: false,
     };
+    let mut depth_given = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -89,7 +96,10 @@ fn parse() -> Result<Opts, String> {
                 o.mode_name = v;
             }
             "--conns" => o.conns = num(&v)? as usize,
-            "--depth" => o.depth = num(&v)? as usize,
+            "--depth" => {
+                o.depth = num(&v)? as usize;
+                depth_given = true;
+            }
             "--size" => o.size = num(&v)? as usize,
             "--echo" => o.echo = v == "on",
             "--duration-ms" => o.duration = Duration::from_millis(num(&v)?),
@@ -98,9 +108,16 @@ fn parse() -> Result<Opts, String> {
             "--addr" => o.addr = v.parse().map_err(|_| format!("bad address {v:?}"))?,
             "--server-cpu" => o.server_cpu = num(&v)? as usize,
             "--client-cpu" => o.client_cpu = num(&v)? as usize,
+            "--bandwidth" => o.bandwidth = v == "on",
             other => return Err(format!("unknown flag {other}")),
         }
         i += 2;
+    }
+    if o.bandwidth {
+        o.echo = false;
+        if !depth_given {
+            o.depth = 16;
+        }
     }
     if o.transport != "rdma" && o.transport != "tcp" {
         return Err("--transport is rdma or tcp".into());
@@ -141,6 +158,7 @@ async fn drive<C: Connection>(client: Client<C>, o: Opts, start: Instant, hist: 
     let method = if o.echo { 0 } else { 1 };
     let measure_from = start + o.warmup;
     let end = measure_from + o.duration;
+    let bandwidth = o.bandwidth;
     let tasks: Vec<_> = (0..o.depth)
         .map(|_| {
             let client = client.clone();
@@ -168,6 +186,13 @@ async fn drive<C: Connection>(client: Client<C>, o: Opts, start: Instant, hist: 
                         let _ = hist
                             .borrow_mut()
                             .record(t1.duration_since(t0).as_nanos() as u64);
+                        if !bandwidth {
+                            n += 1;
+                        }
+                    }
+                    // Large calls at depth take long: throughput counts every call that
+                    // completes in the window, wherever it started.
+                    if bandwidth && t1 >= measure_from && t1 <= end {
                         n += 1;
                     }
                 }
@@ -273,19 +298,22 @@ fn main() {
     let qps = requests as f64 / secs;
     let bytes_per_req = o.size * if o.echo { 2 } else { 1 };
     let mbps = qps * bytes_per_req as f64 / 1e6;
+    // What the client sent, in perftest's unit.
+    let send_mib_s = qps * o.size as f64 / (1u64 << 20) as f64;
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let server_cpu = 100.0 * (cpu1.0 - cpu0.0 - idle_cpu) / wall.max(1e-9);
     let client_cpu = 100.0 * (cpu1.1 - cpu0.1) / wall.max(1e-9);
     let idle_pct = 100.0 * idle_cpu / o.idle.as_secs_f64().max(1e-9);
     println!("command: {}", command.join(" "));
     println!(
-        "transport={} mode={} conns={} depth={} size={} echo={} | avg={:.1}us p90={:.1}us p99={:.1}us p99.9={:.1}us | {:.0} qps {:.2} MB/s | server_cpu={:.0}% client_cpu={:.0}% server_idle_cpu={:.1}%",
+        "transport={} mode={} conns={} depth={} size={} echo={} | {:.2} MiB/s sent | avg={:.1}us p90={:.1}us p99={:.1}us p99.9={:.1}us | {:.0} qps {:.2} MB/s | server_cpu={:.0}% client_cpu={:.0}% server_idle_cpu={:.1}%",
         o.transport,
         if o.transport == "rdma" { o.mode_name.as_str() } else { "-" },
         o.conns,
         o.depth,
         o.size,
         if o.echo { "on" } else { "off" },
+        send_mib_s,
         hist.mean() / 1000.0,
         us(0.90),
         us(0.99),
@@ -297,7 +325,7 @@ fn main() {
         idle_pct,
     );
     println!(
-        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2}}}",
+        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2},\"bandwidth\":{},\"send_mib_s\":{:.3}}}",
         o.transport,
         o.mode_name,
         o.conns,
@@ -314,7 +342,9 @@ fn main() {
         mbps,
         server_cpu,
         client_cpu,
-        idle_pct
+        idle_pct,
+        o.bandwidth,
+        send_mib_s
     );
     if let Some(h) = rdma_handle {
         h.stop();
