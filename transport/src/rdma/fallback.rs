@@ -169,6 +169,13 @@ impl Connection for RdmaOrTcp {
         }
     }
 
+    fn arrived_at(&self) -> u64 {
+        match self {
+            RdmaOrTcp::Rdma(c) => c.arrived_at(),
+            RdmaOrTcp::Tcp(c) => c.arrived_at(),
+        }
+    }
+
     fn stats(&self) -> ConnStats {
         match self {
             RdmaOrTcp::Rdma(c) => c.stats(),
