@@ -10,7 +10,8 @@
 # zset), divided by N.
 #
 # Usage: examples/kv/bench/percore.sh [--requests N (100000)] [--rounds R (5)] [--clients C (50)]
-#            [--keyspace K (100000)] [--mem-items N (100000)] [--quick] [--no-build]
+#            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
+#   --tests = a comma list of redis-benchmark test names (default: the full default list)
 #   --quick = --requests 2000 --rounds 1 --mem-items 2000 and three tests (smoke run)
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
 set -euo pipefail
@@ -30,6 +31,7 @@ while [[ $# -gt 0 ]]; do
         --clients) clients="$2"; shift 2 ;;
         --keyspace) keyspace="$2"; shift 2 ;;
         --mem-items) mem_items="$2"; shift 2 ;;
+        --tests) IFS=, read -r -a tests <<<"$2"; shift 2 ;;
         --quick) requests=2000; rounds=1; mem_items=2000; tests=(ping_mbulk set get); shift ;;
         --no-build) build=0; shift ;;
         -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
