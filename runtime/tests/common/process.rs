@@ -44,6 +44,14 @@ pub fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
+/// Whether every thread named `prefix*` has left `/proc/self/task` within a second. A
+/// joined thread can still be listed for a moment: `pthread_join` returns when the kernel
+/// clears the thread's tid (in `exit_mm`), which comes before the task is released from
+/// `/proc` (`release_task`). So "joined" is checked as "gone shortly after", not "gone at once".
+pub fn threads_gone(prefix: &str) -> bool {
+    wait_until(Duration::from_secs(1), || threads_named(prefix) == 0)
+}
+
 /// Poll `cond` until it holds or `limit` passes; returns whether it held. For state that
 /// another thread updates with no event to wait on (counters, gauges, fd tables).
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
