@@ -3,6 +3,7 @@
 mod acceptor;
 mod receiver;
 mod send;
+mod split;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;
@@ -12,6 +13,7 @@ mod zc_send;
 pub use crate::driver::buf_ring::{RecvBuf, RecvBuffers};
 pub use receiver::RecvChunk;
 pub use send::SendFuture;
+pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, SplitStream, WriteHalf};
 pub(crate) use tcp_listener::bind_std;
 pub use tcp_listener::{ListenOptions, TcpListener};
 pub use tcp_stream::{RecvFuture, TcpStream};

@@ -1,16 +1,18 @@
 //! Sending on streams: one `send` (copying, or zero-copy at or above the shard's
-//! `send_zc_threshold`), counted in the shard's `sends` and `send_buffers`.
+//! `send_zc_threshold`), counted in the shard's `sends` and `send_buffers`, and the loops
+//! that send all of one or several buffers (shared by every stream type and write half).
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 use super::zc_send::ZcSend;
 use crate::driver::fd::SharedFd;
 use crate::driver::op::send::Send;
+use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
 use crate::shard::context;
 
@@ -42,8 +44,53 @@ pub(crate) fn send(fd: &SharedFd, buf: Bytes) -> SendFuture {
     })
 }
 
+/// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.
+pub(crate) async fn send_all(fd: &SharedFd, mut buf: Bytes) -> io::Result<()> {
+    while !buf.is_empty() {
+        let (res, b) = send(fd, buf).await;
+        buf = b;
+        match res? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => buf.advance(n),
+        }
+    }
+    Ok(())
+}
+
+/// Send all of several buffers, one `writev` per batch of at most 1024 (IOV_MAX) while the
+/// socket takes them whole. Not cancel-safe, like [`send_all`].
+pub(crate) async fn send_all_vectored(fd: &SharedFd, mut bufs: Vec<Bytes>) -> io::Result<()> {
+    bufs.retain(|b| !b.is_empty());
+    while !bufs.is_empty() {
+        if bufs.len() == 1 {
+            let b = bufs.pop().expect("one buffer");
+            return send_all(fd, b).await;
+        }
+        let rest = bufs.split_off(bufs.len().min(1024));
+        count_vectored(bufs.len());
+        let (res, b) = Op::submit(Writev::new(fd.clone(), bufs)).await;
+        bufs = b;
+        bufs.extend(rest);
+        let mut n = res?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let first = &mut bufs[0];
+            if n >= first.len() {
+                n -= first.len();
+                bufs.remove(0);
+            } else {
+                first.advance(n);
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Count one vectored send of `buffers` buffers.
-pub(crate) fn count_vectored(buffers: usize) {
+fn count_vectored(buffers: usize) {
     let ctx = context::current();
     ctx.remote.stats.sends.incr();
     ctx.remote.stats.send_buffers.add(buffers as u64);

@@ -5,13 +5,12 @@ use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::driver::fd::SharedFd;
 use crate::driver::op::connect::Connect;
 use crate::driver::op::recv::Recv;
-use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
 use crate::net::receiver::{Receiver, RecvChunk};
 use crate::net::{RecvBuf, SendFuture};
@@ -90,12 +89,8 @@ impl TcpStream {
     /// descriptor share, so it may outlive the borrow of `self`.
     ///
     /// Not cancel-safe: dropping the future drops the buffer and what it held.
-    pub fn recv(&self, mut buf: BytesMut, min_spare: usize) -> RecvFuture {
-        let min_spare = min_spare.max(1);
-        if buf.capacity() - buf.len() < min_spare {
-            buf.reserve(min_spare);
-        }
-        RecvFuture(Op::submit(Recv::new(self.fd.clone(), buf)))
+    pub fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
+        RecvFuture::submit(&self.fd, buf, min_spare)
     }
 
     /// One send; may write only part of `buf`. Like [`TcpStream::recv`], the future owns
@@ -108,49 +103,39 @@ impl TcpStream {
     }
 
     /// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.
-    pub async fn send_all(&self, mut buf: Bytes) -> io::Result<()> {
-        while !buf.is_empty() {
-            let (res, b) = self.send(buf).await;
-            buf = b;
-            let n = res?;
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            buf.advance(n);
-        }
-        Ok(())
+    pub async fn send_all(&self, buf: Bytes) -> io::Result<()> {
+        super::send::send_all(&self.fd, buf).await
     }
 
     /// Send all of several buffers with as few syscalls as the socket allows. Not
     /// cancel-safe, like [`TcpStream::send_all`].
-    pub async fn send_all_vectored(&self, mut bufs: Vec<Bytes>) -> io::Result<()> {
-        bufs.retain(|b| !b.is_empty());
-        while !bufs.is_empty() {
-            if bufs.len() == 1 {
-                let b = bufs.pop().expect("one buffer");
-                return self.send_all(b).await;
-            }
-            let rest = bufs.split_off(bufs.len().min(1024));
-            super::send::count_vectored(bufs.len());
-            let (res, b) = Op::submit(Writev::new(self.fd.clone(), bufs)).await;
-            bufs = b;
-            bufs.extend(rest);
-            let mut n = res?;
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            while n > 0 {
-                let first = &mut bufs[0];
-                if n >= first.len() {
-                    n -= first.len();
-                    bufs.remove(0);
-                } else {
-                    first.advance(n);
-                    n = 0;
-                }
-            }
-        }
-        Ok(())
+    pub async fn send_all_vectored(&self, bufs: Vec<Bytes>) -> io::Result<()> {
+        super::send::send_all_vectored(&self.fd, bufs).await
+    }
+
+    /// Split into an owned receive half and send half, each movable into its own task of
+    /// this shard: one task can wait for input while another sends. Dropping the write half
+    /// shuts the write direction down; dropping the read half stops receiving; the socket
+    /// closes once both are gone. [`OwnedReadHalf::reunite`](super::OwnedReadHalf::reunite)
+    /// puts them back together.
+    pub fn into_split(
+        self,
+    ) -> (
+        super::OwnedReadHalf<TcpStream>,
+        super::OwnedWriteHalf<TcpStream>,
+    ) {
+        super::split::into_split(self)
+    }
+
+    /// Borrow the receive side and the send side separately, for two futures of one task
+    /// (e.g. a receive loop and a send loop under `join`).
+    pub fn split(
+        &mut self,
+    ) -> (
+        super::ReadHalf<'_, TcpStream>,
+        super::WriteHalf<'_, TcpStream>,
+    ) {
+        super::split::split(self)
     }
 
     /// Stop sending (the peer reads end-of-stream); receiving continues.
@@ -173,12 +158,40 @@ impl TcpStream {
 
 /// A receive in flight ([`TcpStream::recv`]): `(result, buffer)`.
 #[must_use = "futures do nothing unless awaited"]
-pub struct RecvFuture(pub(super) Op<Recv>);
+pub struct RecvFuture(Op<Recv>);
+
+impl RecvFuture {
+    /// Submit a receive on `fd` into `buf`'s spare capacity, reserved to `min_spare` (≥ 1).
+    pub(crate) fn submit(fd: &SharedFd, mut buf: BytesMut, min_spare: usize) -> RecvFuture {
+        let min_spare = min_spare.max(1);
+        if buf.capacity() - buf.len() < min_spare {
+            buf.reserve(min_spare);
+        }
+        RecvFuture(Op::submit(Recv::new(fd.clone(), buf)))
+    }
+}
 
 impl Future for RecvFuture {
     type Output = (io::Result<usize>, BytesMut);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl super::split::sealed::Sealed for TcpStream {
+    fn parts(&self) -> super::split::sealed::Parts<'_> {
+        super::split::sealed::Parts {
+            rx: &self.rx,
+            fd: &self.fd,
+        }
+    }
+
+    fn addr(&self, peer: bool) -> io::Result<SocketAddr> {
+        if peer {
+            self.peer_addr()
+        } else {
+            self.local_addr()
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
 use super::udp::{RecvDatagram, SendDatagram};
@@ -16,7 +16,6 @@ use super::{RecvFuture, SendFuture};
 use crate::driver::fd::SharedFd;
 use crate::driver::op::accept::Accept;
 use crate::driver::op::connect::Connect;
-use crate::driver::op::recv::Recv;
 use crate::driver::op::send_to::SendTo;
 use crate::driver::op::Op;
 use crate::net::receiver::{Receiver, RecvChunk};
@@ -190,12 +189,8 @@ impl UnixStream {
     ///
     /// Not cancel-safe: dropping the future drops the buffer and what it held (wrap the
     /// stream in [`Compat`](crate::compat::Compat) for cancel-safe reads).
-    pub fn recv(&self, mut buf: BytesMut, min_spare: usize) -> RecvFuture {
-        let min_spare = min_spare.max(1);
-        if buf.capacity() - buf.len() < min_spare {
-            buf.reserve(min_spare);
-        }
-        RecvFuture(Op::submit(Recv::new(self.fd.clone(), buf)))
+    pub fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
+        RecvFuture::submit(&self.fd, buf, min_spare)
     }
 
     /// One send; may write only part of `buf`. Dropping the future cancels the send (some
@@ -205,16 +200,39 @@ impl UnixStream {
     }
 
     /// Send all of `buf`. Not cancel-safe: dropped midway, an unknown prefix was sent.
-    pub async fn send_all(&self, mut buf: Bytes) -> io::Result<()> {
-        while !buf.is_empty() {
-            let (res, b) = self.send(buf).await;
-            buf = b;
-            match res? {
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                n => buf.advance(n),
-            }
-        }
-        Ok(())
+    pub async fn send_all(&self, buf: Bytes) -> io::Result<()> {
+        super::send::send_all(&self.fd, buf).await
+    }
+
+    /// Send all of several buffers with as few syscalls as the socket allows. Not
+    /// cancel-safe, like [`UnixStream::send_all`].
+    pub async fn send_all_vectored(&self, bufs: Vec<Bytes>) -> io::Result<()> {
+        super::send::send_all_vectored(&self.fd, bufs).await
+    }
+
+    /// Split into an owned receive half and send half, each movable into its own task of
+    /// this shard: one task can wait for input while another sends. Dropping the write half
+    /// shuts the write direction down; dropping the read half stops receiving; the socket
+    /// closes once both are gone. [`OwnedReadHalf::reunite`](super::OwnedReadHalf::reunite)
+    /// puts them back together.
+    pub fn into_split(
+        self,
+    ) -> (
+        super::OwnedReadHalf<UnixStream>,
+        super::OwnedWriteHalf<UnixStream>,
+    ) {
+        super::split::into_split(self)
+    }
+
+    /// Borrow the receive side and the send side separately, for two futures of one task
+    /// (e.g. a receive loop and a send loop under `join`).
+    pub fn split(
+        &mut self,
+    ) -> (
+        super::ReadHalf<'_, UnixStream>,
+        super::WriteHalf<'_, UnixStream>,
+    ) {
+        super::split::split(self)
     }
 
     /// Stop sending (the peer reads end-of-stream); receiving continues.
@@ -319,5 +337,22 @@ impl UnixDatagram {
     /// Close through the ring once every operation in flight has completed.
     pub async fn close(self) -> io::Result<()> {
         self.fd.close().await
+    }
+}
+
+impl super::split::sealed::Sealed for UnixStream {
+    fn parts(&self) -> super::split::sealed::Parts<'_> {
+        super::split::sealed::Parts {
+            rx: &self.rx,
+            fd: &self.fd,
+        }
+    }
+
+    fn addr(&self, peer: bool) -> io::Result<UnixAddr> {
+        if peer {
+            self.peer_addr()
+        } else {
+            self.local_addr()
+        }
     }
 }
