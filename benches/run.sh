@@ -33,6 +33,10 @@
 #   COREWIRE_ECHO    corewire's echo_server example (default: built with the peers)
 #   COREWIRE_KV      corewire-kv (default: built, release)
 #   JSON_OUT         append every raw measurement here
+#   PORT_BASE (20000) first port the servers may take (below the kernel's ephemeral range, so
+#                    no client's port can collide with a server's)
+#   SETTLE_S (15)    idle-memory: also reads RSS this many seconds after the connections are
+#                    open (redis-server frees idle clients' query buffers in its cron; QUICK: 2)
 set -euo pipefail
 
 suite="${1:-}"
@@ -46,6 +50,7 @@ else
 fi
 server_cpu="${SERVER_CPU:-0}"
 client_cpu="${CLIENT_CPU:-1}"
+port_base="${PORT_BASE:-20000}"
 
 build() {
     if [[ -z "${BIN_DIR:-}" ]]; then
@@ -72,7 +77,7 @@ run() {
 percore() {
     build
     local common=(--var "corewire_echo=$COREWIRE_ECHO" --server-cpus "$server_cpu"
-        --client-cpus "$client_cpu" --warmup-ms "$warmup")
+        --client-cpus "$client_cpu" --warmup-ms "$warmup" --port-base "$port_base")
     [[ -n "${SERVERS:-}" ]] && common+=(--servers "$SERVERS")
     [[ -n "${WORKLOAD:-}" ]] && common+=(--workload "$WORKLOAD")
     [[ -n "${JSON_OUT:-}" ]] && common+=(--json-out "$JSON_OUT")
@@ -88,17 +93,32 @@ percore() {
         --duration-ms "$(( duration < 1000 ? duration : 1000 ))"
 }
 
-# Waits until something listens on 127.0.0.1:$1 (without connecting to it).
+# The first port at or after $1 that no TCP socket uses in any state (listening, connected,
+# TIME_WAIT): a server bound there cannot meet an old client's port.
+free_port() {
+    local p=$1
+    while [[ -n "$(ss -Htan "sport = :$p")" ]]; do p=$(( p + 1 )); done
+    echo "$p"
+}
+
+# Waits (up to 30 s) until something listens on 127.0.0.1:$1 (without connecting to it);
+# gives up at once if the server process $2 has exited, showing its log $3.
 wait_listen() {
-    for _ in $(seq 1 500); do
+    for _ in $(seq 1 1500); do
         [[ -n "$(ss -Hltn "sport = :$1")" ]] && return 0
+        if ! kill -0 "$2" 2>/dev/null; then
+            echo "run.sh: the server exited before listening on port $1; its log:" >&2
+            cat "$3" >&2
+            return 1
+        fi
         sleep 0.02
     done
-    echo "run.sh: nothing listens on port $1" >&2
+    echo "run.sh: nothing listens on port $1 after 30 s; the server's log:" >&2
+    cat "$3" >&2
     return 1
 }
 
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 idle_memory() {
     build
@@ -110,21 +130,24 @@ idle_memory() {
     kv="$(realpath "$kv")"
     local n="${IDLE_CONNS:-$([[ $quick == 1 ]] && echo 300 || echo 10000)}"
     ulimit -n $(( n * 2 + 4096 )) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+    local settle="${SETTLE_S:-$([[ $quick == 1 ]] && echo 2 || echo 15)}"
     local work; work="$(mktemp -d)"
-    local port=$(( 30000 + RANDOM % 20000 ))
+    local port=$(( port_base - 1 ))
     echo "# Idle memory: $n idle connections (each after one exchange), server on CPU $server_cpu"
     echo
-    echo "| server | RSS before KiB | RSS with $n conns KiB | per connection (bytes) |"
-    echo "| --- | --- | --- | --- |"
+    echo "RSS is read 1 s after the last connection is open and again ${settle} s after it."
+    echo
+    echo "| server | RSS before KiB | RSS at 1 s KiB | per connection at 1 s (bytes) | RSS at ${settle} s KiB | per connection at ${settle} s (bytes) |"
+    echo "| --- | --- | --- | --- | --- | --- |"
     local cmds=()
     for name in corewire-echo corewire-kv redis-server; do
-        port=$(( port + 1 ))
+        port="$(free_port $(( port + 1 )))"
         local cmd proto
         case "$name" in
             corewire-echo) cmd=("$COREWIRE_ECHO" --addr "127.0.0.1:$port" --shards 1); proto=echo ;;
             corewire-kv) cmd=("$kv" --shards 1 --port "$port"); proto=resp ;;
             redis-server)
-                command -v redis-server >/dev/null || { echo "| redis-server | not installed | | |"; continue; }
+                command -v redis-server >/dev/null || { echo "| redis-server | not installed | | | | |"; continue; }
                 mkdir -p "$work/redis"
                 cmd=(redis-server --port "$port" --save "" --appendonly no --dir "$work/redis"
                     --maxclients $(( n + 100 )))
@@ -134,22 +157,33 @@ idle_memory() {
             "taskset -c $client_cpu $repo/benches/idle_conns.py $port $n $proto")
         (cd "$work" && exec taskset -c "$server_cpu" "${cmd[@]}" >"$work/$name.log" 2>&1) &
         local spid=$!
-        wait_listen "$port"
-        sleep 0.5
-        local before; before="$(rss_kib "$spid")"
-        coproc IDLE { exec taskset -c "$client_cpu" python3 "$repo/benches/idle_conns.py" "$port" "$n" "$proto"; }
-        local ready=""
-        read -r ready <&"${IDLE[0]}" || true
-        sleep 1
-        local after; after="$(rss_kib "$spid")"
-        exec {IDLE[1]}>&-
-        wait "$IDLE_PID" 2>/dev/null || true
-        kill -TERM "$spid"; wait "$spid" 2>/dev/null || true
-        if [[ "$ready" != "ready $n" ]]; then
-            echo "| $name | $before | failed: ${ready:-client gave up} | |"
+        if ! wait_listen "$port" "$spid" "$work/$name.log"; then
+            echo "| $name | failed: did not listen (log above) | | | | |"
             continue
         fi
-        echo "| $name | $before | $after | $(( (after - before) * 1024 / n )) |"
+        sleep 0.5
+        local before after settled ready=""
+        before="$(rss_kib "$spid")" || true
+        coproc IDLE { exec taskset -c "$client_cpu" python3 "$repo/benches/idle_conns.py" "$port" "$n" "$proto"; }
+        read -r ready <&"${IDLE[0]}" || true
+        sleep 1
+        after="$(rss_kib "$spid")" || true
+        sleep $(( settle > 1 ? settle - 1 : 0 ))
+        settled="$(rss_kib "$spid")" || true
+        exec {IDLE[1]}>&-
+        wait "$IDLE_PID" 2>/dev/null || true
+        kill -TERM "$spid" 2>/dev/null; wait "$spid" 2>/dev/null || true
+        if [[ -z "$before" || -z "$after" || -z "$settled" ]]; then
+            echo "run.sh: $name exited during the measurement; its log:" >&2
+            cat "$work/$name.log" >&2
+            echo "| $name | failed: the server exited (log above) | | | | |"
+            continue
+        fi
+        if [[ "$ready" != "ready $n" ]]; then
+            echo "| $name | $before | failed: ${ready:-client gave up} | | | |"
+            continue
+        fi
+        echo "| $name | $before | $after | $(( (after - before) * 1024 / n )) | $settled | $(( (settled - before) * 1024 / n )) |"
     done
     echo
     echo "Commands:"
@@ -160,7 +194,7 @@ idle_memory() {
 pinned_common() {
     common=(--var "corewire_echo=$COREWIRE_ECHO" --server-cpus "$server_cpu"
         --client-cpus "$client_cpu" --warmup-ms "$warmup" --rounds "$rounds"
-        --duration-ms "$duration")
+        --duration-ms "$duration" --port-base "$port_base")
     [[ -n "${WORKLOAD:-}" ]] && common+=(--workload "$WORKLOAD")
     [[ -n "${JSON_OUT:-}" ]] && common+=(--json-out "$JSON_OUT")
     return 0
@@ -189,6 +223,6 @@ case "$suite" in
     rpc) rpc ;;
     fairness) fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,44p' "$0"; [[ -n "$suite" ]] ;;
+    -h|--help|"") sed -n '2,39p' "$0"; [[ -n "$suite" ]] ;;
     *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness)" >&2; exit 2 ;;
 esac

@@ -3,6 +3,8 @@
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -31,6 +33,16 @@ impl Service for Echo {
                 method_id: m,
             }),
         }
+    }
+}
+
+/// Never answers: counts each call it then holds forever.
+struct Hang(Arc<AtomicUsize>);
+impl Service for Hang {
+    const ID: u32 = service_id("hang");
+    async fn call(&self, _req: Request) -> Result<Response, Status> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
     }
 }
 
@@ -227,8 +239,10 @@ fn shard_local_state_gathered_across_shards() {
 #[test]
 fn pending_calls_fail_when_the_peer_goes_away() {
     let server_rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    let held = Arc::new(AtomicUsize::new(0));
+    let counted = held.clone();
     let handle = Server::builder()
-        .service(|_| Echo)
+        .service(move |_| Hang(counted.clone()))
         .build()
         .serve(
             &server_rt,
@@ -245,7 +259,7 @@ fn pending_calls_fail_when_the_peer_goes_away() {
         for _ in 0..10 {
             let c = c.clone();
             hs.push(corewire::spawn_local(async move {
-                c.call(Echo::ID, 1, Bytes::from(vec![250u8])).await
+                c.call(Hang::ID, 0, Bytes::from_static(b"x")).await
             }));
         }
         let mut out = Vec::new();
@@ -254,7 +268,15 @@ fn pending_calls_fail_when_the_peer_goes_away() {
         }
         out
     });
-    std::thread::sleep(Duration::from_millis(50));
+    // Every call is in the server's hands before it goes away.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while held.load(Ordering::SeqCst) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the calls never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     server_rt.shutdown();
     let results = calls.wait().unwrap();
     assert_eq!(results.len(), 10);

@@ -1,11 +1,13 @@
-//! CPU time of this process (getrusage) and of another process (/proc/PID/stat), so a report
-//! can say what each side spent per request.
+//! CPU time of this process (getrusage) and of another process (its CPU-time clock, and
+//! /proc/PID/stat for the user/system split), so a report can say what each side spent per
+//! request.
 
 use std::fmt;
 
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::time::TimeValLike;
-use nix::unistd::{sysconf, SysconfVar};
+use nix::time::{clock_getcpuclockid, clock_gettime};
+use nix::unistd::{sysconf, Pid, SysconfVar};
 
 /// Why a CPU time could not be read.
 #[derive(Debug)]
@@ -37,13 +39,20 @@ pub fn self_cpu_seconds() -> Result<f64, CpuError> {
     Ok(micros as f64 / 1e6)
 }
 
-/// User + system CPU seconds used so far by process `pid` (all its threads).
+/// CPU seconds used so far by process `pid` (all its threads, exited ones included), with
+/// nanosecond resolution: the kernel's per-process CPU-time clock (`clock_getcpuclockid`),
+/// which anyone may read. /proc/PID/stat counts in clock ticks (10 ms at CLK_TCK 100), so a
+/// short window on a busy machine could read 0 there; this clock cannot while the process
+/// ran at all.
 pub fn process_cpu_seconds(pid: u32) -> Result<f64, CpuError> {
-    let (user, sys) = process_user_sys_seconds(pid)?;
-    Ok(user + sys)
+    let raw = i32::try_from(pid).map_err(|_| CpuError::Sys(nix::Error::ESRCH))?;
+    let clock = clock_getcpuclockid(Pid::from_raw(raw)).map_err(CpuError::Sys)?;
+    let t = clock_gettime(clock).map_err(CpuError::Sys)?;
+    Ok(t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
 }
 
-/// User and system CPU seconds (separately) used so far by process `pid`.
+/// User and system CPU seconds (separately) used so far by process `pid`, in clock ticks'
+/// resolution (/proc/PID/stat): for the split only; [`process_cpu_seconds`] is the total.
 pub fn process_user_sys_seconds(pid: u32) -> Result<(f64, f64), CpuError> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(CpuError::Io)?;
     let (user, sys) = stat_user_sys_ticks(&stat)?;
@@ -109,10 +118,23 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         std::hint::black_box(x);
-        assert!(self_cpu_seconds().unwrap() > 0.0);
-        assert!(process_cpu_seconds(std::process::id()).unwrap() >= 0.0);
+        let own = self_cpu_seconds().unwrap();
+        assert!(own > 0.0);
+        // The clock counts what this process ran up to now, the burn above included; getrusage
+        // was read first, so the clock cannot be behind it by more than rounding.
+        let clock = process_cpu_seconds(std::process::id()).unwrap();
+        assert!(
+            clock > 0.0 && clock + 1e-6 >= own,
+            "clock {clock} getrusage {own}"
+        );
+        let (user, sys) = process_user_sys_seconds(std::process::id()).unwrap();
+        assert!(user >= 0.0 && sys >= 0.0);
         assert!(matches!(
             process_cpu_seconds(u32::MAX),
+            Err(CpuError::Sys(_))
+        ));
+        assert!(matches!(
+            process_user_sys_seconds(u32::MAX),
             Err(CpuError::Io(_))
         ));
     }

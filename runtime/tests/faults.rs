@@ -365,8 +365,14 @@ fn exhausted_budget_yields_to_a_probe_on_the_same_shard() {
     assert!(wait_until(Duration::from_secs(10), || frames_sent
         .load(Ordering::Relaxed)
         >= 20_000));
+    // Frames the writer has sent may still sit in the socket buffers: wait for the shard to
+    // have read enough of them to run out of budget.
+    assert!(
+        wait_until(Duration::from_secs(10), || rt.stats()[0].budget_exhausted
+            > 0),
+        "the hot connection never exhausted its budget"
+    );
     let exhausted_before_probe = rt.stats()[0].budget_exhausted;
-    assert!(exhausted_before_probe > 0);
 
     let mut probe = FramedClient::connect(addr).unwrap();
     for i in 0..50 {

@@ -298,30 +298,42 @@ async fn a_full_disk_is_an_error_value_from_write_at() {
 
 #[corewire_runtime::test]
 async fn spawn_blocking_runs_off_the_shard_while_it_keeps_running() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let shard_thread = std::thread::current().id();
-    let ticks = std::rc::Rc::new(std::cell::Cell::new(0));
+    let ticks = std::sync::Arc::new(AtomicUsize::new(0));
     let ticker = spawn_local({
         let ticks = ticks.clone();
         async move {
             loop {
                 sleep(Duration::from_millis(2)).await;
-                ticks.set(ticks.get() + 1);
+                ticks.fetch_add(1, Ordering::SeqCst);
             }
         }
     });
-    let (thread, name) = spawn_blocking(|| {
-        std::thread::sleep(Duration::from_millis(100));
+    // The blocking work waits for the shard's timer to tick 5 times: it can only see that if
+    // the shard keeps running meanwhile (bounded, so a shard held by it fails instead of
+    // hanging).
+    let watched = ticks.clone();
+    let (thread, name, seen) = spawn_blocking(move || {
+        let start = watched.load(Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while watched.load(Ordering::SeqCst) < start + 5 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let t = std::thread::current();
-        (t.id(), t.name().map(str::to_owned))
+        (
+            t.id(),
+            t.name().map(str::to_owned),
+            watched.load(Ordering::SeqCst) - start,
+        )
     })
     .await
     .unwrap();
     assert_ne!(thread, shard_thread);
     assert_eq!(name.as_deref(), Some("corewire-blocking"));
     assert!(
-        ticks.get() >= 5,
-        "the shard ran {} timer ticks",
-        ticks.get()
+        seen >= 5,
+        "the shard ran {seen} timer ticks while the blocking work ran"
     );
     ticker.abort();
     // A panic is reported, not propagated into the shard.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use corewire_runtime::{send_to, shard_id, sleep, submit_to, MeshError, Runtime};
+use corewire_runtime::{send_to, shard_id, sleep, submit_to, with_local_stats, MeshError, Runtime};
 
 #[test]
 fn submit_to_runs_on_the_target_and_returns_its_value() {
@@ -58,10 +58,11 @@ fn full_inbox_applies_backpressure_without_loss() {
         .unwrap();
     let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let r2 = received.clone();
-    // Keep shard 1 busy so its inbox fills.
+    // Keep shard 1 busy (draining nothing) until a sender has found its inbox full, however
+    // the two threads get scheduled; the limit only keeps a broken runtime from hanging here.
     let _busy = rt.spawn_on(1, || async {
-        let until = std::time::Instant::now() + Duration::from_millis(50);
-        while std::time::Instant::now() < until {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while with_local_stats(|s| s.mesh_full.get()) == 0 && std::time::Instant::now() < until {
             std::hint::spin_loop();
         }
     });
@@ -76,7 +77,7 @@ fn full_inbox_applies_backpressure_without_loss() {
         }
     })
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while received.load(std::sync::atomic::Ordering::SeqCst) < 500 {
         assert!(std::time::Instant::now() < deadline, "messages lost");
         std::thread::sleep(Duration::from_millis(1));

@@ -137,7 +137,9 @@ fn busy_runtime_shuts_down_promptly_and_releases_everything() {
     rt.shutdown();
     let took = began.elapsed();
 
-    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
+    // Prompt means not waiting for the hour-long sleep or the send nobody reads; the bound is
+    // generous so a loaded machine cannot fail it.
+    assert!(took < Duration::from_secs(30), "shutdown took {took:?}");
     assert!(threads_gone("sdtest-shard"), "shard threads not joined");
     assert_eq!(hooks_ran.load(Ordering::SeqCst), SHARDS);
     assert_eq!(flags.dropped.load(Ordering::SeqCst), parked);
@@ -158,7 +160,7 @@ fn busy_runtime_shuts_down_promptly_and_releases_everything() {
     drop(sink);
     drop(server);
     assert!(
-        wait_until(Duration::from_secs(2), || open_fds() == baseline_fds),
+        wait_until(Duration::from_secs(10), || open_fds() == baseline_fds),
         "fds {} -> {}\nbefore: {:?}\nafter: {:?}",
         baseline_fds,
         open_fds(),
@@ -182,7 +184,7 @@ fn server_handle_outliving_its_runtime_holds_no_descriptors() {
     drop(c);
     rt.shutdown();
     assert!(
-        wait_until(Duration::from_secs(2), || open_fds() == baseline_fds),
+        wait_until(Duration::from_secs(10), || open_fds() == baseline_fds),
         "fds {} -> {} with the handle alive\nbefore: {:?}\nafter: {:?}",
         baseline_fds,
         open_fds(),
@@ -217,8 +219,13 @@ fn dropping_the_runtime_shuts_it_down() {
         == 2));
     let began = Instant::now();
     drop(rt);
-    assert!(began.elapsed() < Duration::from_secs(5));
+    assert!(began.elapsed() < Duration::from_secs(30));
     assert_eq!(dropped.load(Ordering::SeqCst), 2);
     assert!(threads_gone("droptest-shard"));
-    assert_eq!(open_fds(), baseline_fds);
+    assert!(
+        wait_until(Duration::from_secs(10), || open_fds() == baseline_fds),
+        "fds {} -> {}",
+        baseline_fds,
+        open_fds()
+    );
 }

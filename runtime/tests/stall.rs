@@ -45,18 +45,15 @@ fn a_blocking_task_is_reported_with_its_spawn_location() {
         .unwrap();
     let reports = reports.lock().unwrap().clone();
     let stats = &rt.stats()[0];
+    // On a loaded machine a preempted poll of another task (run_on's own) can pass the 10 ms
+    // threshold too: look for the report that names the spawn_local call.
     let task_report = reports
         .iter()
-        .find(|r| matches!(r.source, StallSource::Task { .. }))
-        .unwrap_or_else(|| panic!("no task stall among {reports:?}"));
-    let StallSource::Task { spawned_at: loc } = &task_report.source else {
-        unreachable!()
-    };
-    assert_eq!(
-        (loc.file(), loc.line()),
-        spawned_at,
-        "points at the spawn_local call"
-    );
+        .find(|r| {
+            matches!(&r.source, StallSource::Task { spawned_at: loc }
+                if (loc.file(), loc.line()) == spawned_at)
+        })
+        .unwrap_or_else(|| panic!("no task stall at {spawned_at:?} among {reports:?}"));
     assert_eq!(task_report.shard, 0);
     assert!(task_report.duration >= Duration::from_millis(40));
     assert!(stats.stalls >= 1);
@@ -118,12 +115,12 @@ fn a_blocking_poller_and_message_are_reported() {
 #[test]
 fn waiting_is_not_a_stall_and_the_detector_can_be_off() {
     // Tasks that sleep longer than the threshold: the shard parks meanwhile, and parked time
-    // must not count. (The threshold is generous so a preempted poll on a loaded machine
-    // does not count either.)
-    let (rt, reports) = runtime_with_threshold(1, Duration::from_millis(40));
+    // must not count. (The threshold is generous, a second, so a poll preempted on a loaded
+    // machine does not count either.)
+    let (rt, reports) = runtime_with_threshold(1, Duration::from_secs(1));
     rt.run_on(0, || async {
-        for _ in 0..5 {
-            spawn_local(async { sleep(Duration::from_millis(60)).await })
+        for _ in 0..2 {
+            spawn_local(async { sleep(Duration::from_millis(1500)).await })
                 .await
                 .unwrap();
         }

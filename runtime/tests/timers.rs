@@ -19,7 +19,9 @@ fn sleep_waits_at_least_its_duration() {
         })
         .unwrap();
     assert!(took >= Duration::from_millis(30), "{took:?}");
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    // It does wake: the bound is only there to fail rather than hang, generous for a loaded
+    // machine.
+    assert!(took < Duration::from_secs(30), "{took:?}");
 }
 
 #[test]
@@ -59,8 +61,12 @@ fn timeout_expires_and_drops_the_future() {
         })
         .unwrap();
     assert_eq!(r, (Err(Elapsed), Ok(5)));
-    // The abandoned 60 s sleep must not stay armed.
-    std::thread::sleep(Duration::from_millis(20));
+    // The abandoned 60 s sleep must not stay armed. The gauge is refreshed once per loop
+    // iteration: wait (bounded, well under the 60 s) for the shard to run one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rt.stats()[0].timers_pending != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(rt.stats()[0].timers_pending, 0);
 }
 

@@ -81,13 +81,17 @@ fn recv_dropped_mid_frame_loses_no_bytes() {
 /// the connection reads again (the "busy" state does not outlive the future).
 #[test]
 fn a_dropped_recv_does_not_leave_the_connection_busy() {
-    let (_rt, addr, h) = serve_one(|conn| async move {
+    // The peer writes only once the second recv was refused: until then there is nothing to
+    // read, so the first recv is still waiting, however the threads are scheduled.
+    let (refused_tx, refused_rx) = mpsc::channel::<()>();
+    let (_rt, addr, h) = serve_one(move |conn| async move {
         let first = conn.recv();
         let mut first = Box::pin(first);
         // Start the first recv so it holds the reader role, then try a second one.
         let _ = timeout(Duration::from_millis(5), first.as_mut()).await;
         let second = conn.recv().await;
         drop(first);
+        let _ = refused_tx.send(());
         let third = timeout(Duration::from_secs(10), conn.recv()).await;
         (
             matches!(second, Err(TransportError::Busy)),
@@ -95,7 +99,9 @@ fn a_dropped_recv_does_not_leave_the_connection_busy() {
         )
     });
     let mut peer = std::net::TcpStream::connect(addr).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    refused_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server never tried a second recv");
     peer.write_all(&frame(9, b"late")).unwrap();
     let (second_busy, third) = h.wait().unwrap();
     assert!(second_busy);

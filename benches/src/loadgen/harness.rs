@@ -138,7 +138,8 @@ pub struct Outcome {
     pub window: Duration,
     pub client_cpu_s: f64,
     pub server_cpu_s: Option<f64>,
-    /// The server's user and system CPU seconds (their sum is `server_cpu_s`).
+    /// The server's user and system CPU seconds, in clock ticks' resolution (their sum is
+    /// `server_cpu_s` give or take a tick or two).
     pub server_user_sys_s: Option<(f64, f64)>,
     /// The server's io_uring enters and syscalls in the window, when counting was asked for.
     pub server_syscalls: Option<SyscallCounts>,
@@ -155,7 +156,14 @@ pub fn count_server_syscalls(on: bool) {
 /// CPU counters at one instant.
 struct CpuSample {
     client: f64,
-    server: Option<(f64, f64)>,
+    server: Option<ServerCpu>,
+}
+
+/// The server's CPU time at one instant: the precise total and the tick-resolution split.
+#[derive(Clone, Copy)]
+struct ServerCpu {
+    total: f64,
+    user_sys: Option<(f64, f64)>,
 }
 
 impl CpuSample {
@@ -164,8 +172,11 @@ impl CpuSample {
             eprintln!("loadgen: cannot read own CPU time: {e}");
             0.0
         });
-        let server = server_pid.and_then(|pid| match cpu::process_user_sys_seconds(pid) {
-            Ok(s) => Some(s),
+        let server = server_pid.and_then(|pid| match cpu::process_cpu_seconds(pid) {
+            Ok(total) => Some(ServerCpu {
+                total,
+                user_sys: cpu::process_user_sys_seconds(pid).ok(),
+            }),
             Err(e) => {
                 eprintln!("loadgen: cannot read CPU time of server pid {pid}: {e}");
                 None
@@ -276,10 +287,11 @@ pub fn run<B: ThreadBody>(
         server_cpu_s: after
             .server
             .zip(before.server)
-            .map(|(a, b)| (a.0 + a.1) - (b.0 + b.1)),
+            .map(|(a, b)| a.total - b.total),
         server_user_sys_s: after
             .server
             .zip(before.server)
+            .and_then(|(a, b)| a.user_sys.zip(b.user_sys))
             .map(|(a, b)| (a.0 - b.0, a.1 - b.1)),
         server_syscalls,
     }

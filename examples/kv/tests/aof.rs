@@ -54,7 +54,9 @@ fn replay_after_restart() {
     let Reply::Int(ttl) = conn.call(&["TTL", "key:1"]) else {
         panic!("TTL is an integer");
     };
-    assert!((990..=1000).contains(&ttl), "TTL after replay: {ttl}");
+    // The deadline survives the restart (not dropped, not reset); the slack is for a slow
+    // restart on a loaded machine.
+    assert!((900..=1000).contains(&ttl), "TTL after replay: {ttl}");
     assert_eq!(conn.call(&["TTL", "key:4"]), Reply::Int(-1));
     let stderr = server.stderr();
     assert!(stderr.contains("AOF replayed"), "{stderr}");

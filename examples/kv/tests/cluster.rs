@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -256,8 +256,12 @@ fn slots_move_under_load_without_losing_or_duplicating_a_write() {
         .map(|(slot, keys)| (*slot, format!("{}counter", keys[0])))
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
+    // Full rounds over every counter the writer has finished: progress to wait on, instead
+    // of sleeping and hoping the writer got the CPU meanwhile.
+    let rounds = Arc::new(AtomicU64::new(0));
     let writer = {
         let stop = stop.clone();
+        let rounds = rounds.clone();
         let counters = counters.clone();
         let seed = ports[2];
         thread::spawn(move || {
@@ -278,12 +282,19 @@ fn slots_move_under_load_without_losing_or_duplicating_a_write() {
                     created.push((*slot, fresh));
                 }
                 round += 1;
+                rounds.store(round, Ordering::Relaxed);
             }
             (acked, created, client.moved + client.asked)
         })
     };
 
-    thread::sleep(Duration::from_millis(300));
+    // A writer that stopped early has panicked: its join below says why.
+    let rounds_done = || rounds.load(Ordering::Relaxed);
+    assert!(
+        eventually(Duration::from_secs(60), || rounds_done() >= 3
+            || writer.is_finished()),
+        "the writer made no progress before the reshard"
+    );
     let from = cluster.nodes[source].id();
     let to = cluster.nodes[target].id();
     let out = Command::new("redis-cli")
@@ -300,7 +311,16 @@ fn slots_move_under_load_without_losing_or_duplicating_a_write() {
         "reshard failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    thread::sleep(Duration::from_millis(300));
+    // Two more full rounds after the reshard: each moved slot's counter is then written at
+    // least once more through a slot map that still names the source, so the writer must
+    // have been redirected (a MOVED now, or an ASK during the migration).
+    let after_reshard = rounds_done();
+    assert!(
+        eventually(Duration::from_secs(60), || rounds_done()
+            >= after_reshard + 2
+            || writer.is_finished()),
+        "the writer made no progress after the reshard"
+    );
     stop.store(true, Ordering::Relaxed);
     let (acked, created, redirects) = writer.join().expect("the writer saw no anomaly");
     assert!(redirects > 0, "the writer never met the moved slots");

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Server, IO_TIMEOUT};
+use common::{eventually, Server, IO_TIMEOUT};
 
 const CONNS: usize = 50;
 
@@ -57,9 +57,21 @@ fn idle_connections_hold_no_ring_buffers() {
             c
         })
         .collect();
-    // The gauges are refreshed each loop iteration; give the shard a moment.
-    std::thread::sleep(Duration::from_millis(100));
-    let text = scrape(metrics);
+    // The gauges are refreshed each loop iteration: scrape until they show every connection
+    // (or the limit passes; the assertions below then say what they show).
+    let settled = |text: &str| {
+        if value(text, "corewire_recv_multishot_arms_total") > 0 {
+            value(text, "corewire_recv_buffers_free") >= 1023
+                && value(text, "corewire_recv_multishot_arms_total") >= CONNS as u64
+        } else {
+            value(text, "corewire_recv_single_shot_total") >= CONNS as u64
+        }
+    };
+    let mut text = scrape(metrics);
+    eventually(Duration::from_secs(10), || {
+        text = scrape(metrics);
+        settled(&text)
+    });
     let arms = value(&text, "corewire_recv_multishot_arms_total");
     let free = value(&text, "corewire_recv_buffers_free");
     let single = value(&text, "corewire_recv_single_shot_total");

@@ -38,7 +38,7 @@ fn string_commands_through_redis_cli() {
     assert_eq!(cli(&["TTL", "nope"]), "-2");
     assert_eq!(cli(&["EXPIRE", "b", "100"]), "1");
     let ttl: i64 = cli(&["TTL", "b"]).parse().unwrap();
-    assert!((99..=100).contains(&ttl), "TTL {ttl}");
+    assert!((90..=100).contains(&ttl), "TTL {ttl}");
     let pttl: i64 = cli(&["PTTL", "b"]).parse().unwrap();
     assert!((90_000..=100_000).contains(&pttl), "PTTL {pttl}");
     assert_eq!(cli(&["PERSIST", "b"]), "1");
@@ -204,7 +204,10 @@ fn keyspace_commands_through_redis_cli() {
     assert_eq!(cli(&["DBSIZE"]), "502");
     assert_eq!(cli(&["GET", "{t}c"]), "x\0\0yz");
     let ttl: i64 = cli(&["TTL", "{t}c"]).parse().unwrap();
-    assert!((990..=1000).contains(&ttl), "TTL {ttl}");
+    assert!(
+        (900..=1000).contains(&ttl),
+        "TTL {ttl} (the deadline survives the restart)"
+    );
     assert_eq!(cli(&["EXISTS", "{t}a", "{t}b", "key:1"]), "1");
     assert_eq!(cli(&["GET", "f"]), "2.5");
     assert_eq!(cli(&["FLUSHDB"]), "OK");

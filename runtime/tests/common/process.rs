@@ -44,12 +44,13 @@ pub fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
-/// Whether every thread named `prefix*` has left `/proc/self/task` within a second. A
+/// Whether every thread named `prefix*` has left `/proc/self/task` (waiting up to 10 s: the
+/// exiting threads need the CPU to get there, and a loaded machine may not give it at once). A
 /// joined thread can still be listed for a moment: `pthread_join` returns when the kernel
 /// clears the thread's tid (in `exit_mm`), which comes before the task is released from
 /// `/proc` (`release_task`). So "joined" is checked as "gone shortly after", not "gone at once".
 pub fn threads_gone(prefix: &str) -> bool {
-    wait_until(Duration::from_secs(1), || threads_named(prefix) == 0)
+    wait_until(Duration::from_secs(10), || threads_named(prefix) == 0)
 }
 
 /// Poll `cond` until it holds or `limit` passes; returns whether it held. For state that
