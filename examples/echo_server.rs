@@ -4,7 +4,10 @@
 //! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --shards 2 \
 //!     [--accept reuseport|handoff] [--placement least|rr|fixed:N] \
 //!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]
+//!     [--recv-buffers COUNTxSIZE]
 //! ```
+//!
+//! `--recv-buffers` sizes each shard's receive-buffer ring (default 1024x4096).
 //!
 //! Frames are a u32 little-endian length and that many bytes; each one comes back as is.
 //! On SIGINT/SIGTERM it prints per-shard counters and exits 0.
@@ -17,6 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
+use corewire::runtime::net::RecvBuffers;
 use corewire::runtime::{Budget, Runtime, ShardStatsSnapshot};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -33,6 +37,7 @@ struct ServerConfig {
     limits: EchoLimits,
     spin: Option<Duration>,
     pin: bool,
+    recv_buffers: RecvBuffers,
 }
 
 fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
@@ -72,6 +77,10 @@ fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
     }
     let spin = flags.optional::<u64>("spin-us")?.map(Duration::from_micros);
     let pin = !flags.switch("no-pin");
+    let recv_buffers = match flags.raw("recv-buffers")? {
+        None => RecvBuffers::default(),
+        Some(text) => parse_recv_buffers(&text)?,
+    };
     flags.finish()?;
     Ok(ServerConfig {
         addr,
@@ -81,6 +90,17 @@ fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
         limits,
         spin,
         pin,
+        recv_buffers,
+    })
+}
+
+/// `COUNTxSIZE`, e.g. `1024x4096` (the runtime checks the count is a power of two).
+fn parse_recv_buffers(text: &str) -> Result<RecvBuffers, ArgError> {
+    let bad = || invalid("recv-buffers", text, "expected COUNTxSIZE, e.g. 1024x4096");
+    let (count, size) = text.split_once('x').ok_or_else(bad)?;
+    Ok(RecvBuffers {
+        count: count.parse().map_err(|_| bad())?,
+        size: size.parse().map_err(|_| bad())?,
     })
 }
 
@@ -139,7 +159,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: echo_server --addr IP:PORT --shards N [--accept reuseport|handoff] \
                  [--placement least|rr|fixed:N] [--budget-msgs N|unlimited] \
-                 [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]"
+                 [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin] \
+                 [--recv-buffers COUNTxSIZE]"
             );
             return ExitCode::from(2);
         }
@@ -156,7 +177,10 @@ fn main() -> ExitCode {
 fn run(config: ServerConfig) -> std::io::Result<()> {
     // Registered before the shards start, so no signal can arrive unhandled.
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
-    let mut builder = Runtime::builder().shards(config.shards).pin(config.pin);
+    let mut builder = Runtime::builder()
+        .shards(config.shards)
+        .pin(config.pin)
+        .recv_buffers(config.recv_buffers);
     if let Some(spin) = config.spin {
         builder = builder.spin_before_park(spin);
     }
@@ -226,6 +250,19 @@ mod tests {
         ));
         assert_eq!(c.budget, Budget::messages(4));
         assert_eq!(c.limits.max_msg, 1024);
+        assert_eq!(c.recv_buffers, RecvBuffers::default());
+
+        let c = parse(flags(
+            "--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.recv_buffers,
+            RecvBuffers {
+                count: 256,
+                size: 16384
+            }
+        );
 
         let c = parse(flags(
             "--addr 127.0.0.1:0 --shards 1 --budget-msgs unlimited",
@@ -240,6 +277,8 @@ mod tests {
             "--addr 127.0.0.1:0 --shards 2 --accept sideways",
             "--addr 127.0.0.1:0 --shards 2 --budget-msgs 0",
             "--addr 127.0.0.1:0 --shards 2 --colour blue",
+            "--addr 127.0.0.1:0 --shards 1 --recv-buffers 1024",
+            "--addr 127.0.0.1:0 --shards 1 --recv-buffers ax4096",
             "--shards 2",
         ] {
             assert!(parse(flags(bad)).is_err(), "{bad}");

@@ -337,6 +337,11 @@ impl Driver {
         }
     }
 
+    /// Whether multishot op `key` has a completion waiting to be taken.
+    pub(crate) fn multi_has_queued(&self, key: usize) -> bool {
+        matches!(self.slots.get(key), Some(Slot::Multi { cqes, .. }) if !cqes.is_empty())
+    }
+
     /// The consumer of multishot op `key` went away: what its queued completions carry is
     /// released (buffers back to the ring, accepted sockets closed), and the op is cancelled
     /// unless it already ended.

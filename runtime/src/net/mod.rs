@@ -11,7 +11,7 @@ mod unix;
 mod zc_send;
 
 pub use crate::driver::buf_ring::{RecvBuf, RecvBuffers};
-pub use receiver::RecvChunk;
+pub use receiver::{RecvAvailable, RecvChunk};
 pub use send::SendFuture;
 pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, SplitStream, WriteHalf};
 pub(crate) use tcp_listener::bind_std;

@@ -5,15 +5,19 @@
 //! The state lives in the stream, not in a future: dropping a receive future leaves the
 //! operation running, and the next receive takes what it delivered (cancel-safe).
 //!
+//! [`Receiver::poll_recv_available`] appends every chunk already received in one go, so a
+//! request/response loop answers all the requests that arrived together with one send
+//! instead of one send per chunk (see its docs).
+//!
 //! An empty ring (ENOBUFS) ends the multishot receive with the data still in the socket. The
 //! stream then receives single-shot into its own buffer (no busy loop: that receive waits for
 //! data like any other) and re-arms the multishot receive once the ring has buffers again.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
 use io_uring::cqueue;
@@ -26,6 +30,9 @@ use crate::shard::context;
 
 pub(crate) struct Receiver {
     state: RefCell<State>,
+    /// An error met while taking chunks already received after others: reported by the
+    /// next receive, after the bytes before it.
+    failed: Cell<Option<io::Error>>,
 }
 
 enum State {
@@ -43,6 +50,66 @@ impl Receiver {
     pub(crate) fn new() -> Receiver {
         Receiver {
             state: RefCell::new(State::Idle),
+            failed: Cell::new(None),
+        }
+    }
+
+    /// Append the next chunk to `buf` (waiting for it), then every chunk already received
+    /// behind it, up to [`AVAILABLE_LIMIT`] bytes appended: the bytes appended, `Ok(0)` once
+    /// the peer closed its side (after the bytes before the end). Cancel-safe: bytes are
+    /// taken only in the poll that returns them. Each chunk's buffer goes back to the ring
+    /// at once.
+    ///
+    /// Why it exists: the shard's ring buffers are small (4 KiB by default) and a multishot
+    /// receive delivers one completion per buffer, so requests that arrived together come
+    /// out as several chunks; a loop that answered after each chunk would send one reply
+    /// per chunk (one TCP segment each), and on loopback each segment costs the sender
+    /// about as much kernel time as the bytes.
+    pub(crate) fn poll_recv_available(
+        &self,
+        fd: &SharedFd,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        let mut appended = match std::task::ready!(self.poll_recv(fd, cx)) {
+            Ok(Some(chunk)) => {
+                buf.extend_from_slice(&chunk);
+                chunk.len()
+            }
+            Ok(None) => return Poll::Ready(Ok(0)),
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        // What is already here, without registering for more: the task's waker stays with
+        // the poll above, and the next receive registers it again if it must wait.
+        let mut no_wake = Context::from_waker(Waker::noop());
+        while appended < AVAILABLE_LIMIT && self.has_queued() {
+            match self.poll_recv(fd, &mut no_wake) {
+                Poll::Ready(Ok(Some(chunk))) => {
+                    buf.extend_from_slice(&chunk);
+                    appended += chunk.len();
+                }
+                // The end stays the stream's state: the next receive returns it.
+                Poll::Ready(Ok(None)) | Poll::Pending => break,
+                Poll::Ready(Err(e)) => {
+                    self.failed.set(Some(e));
+                    break;
+                }
+            }
+        }
+        Poll::Ready(Ok(appended))
+    }
+
+    /// Whether a chunk (or the end) is waiting to be taken without a new operation.
+    fn has_queued(&self) -> bool {
+        match &*self.state.borrow() {
+            State::Armed { key } => {
+                let key = *key;
+                context::with_driver(|d| d.multi_has_queued(key))
+            }
+            State::Eof => true,
+            // A single-shot receive completes on its own; taking its result would mean
+            // submitting the next one, which is the next call's business.
+            State::Idle | State::Single(_) => false,
         }
     }
 
@@ -53,6 +120,9 @@ impl Receiver {
         fd: &SharedFd,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<Option<RecvBuf>>> {
+        if let Some(e) = self.failed.take() {
+            return Poll::Ready(Err(e));
+        }
         let mut state = self.state.borrow_mut();
         loop {
             match &mut *state {
@@ -165,6 +235,11 @@ fn single(fd: &SharedFd) -> State {
     )))
 }
 
+/// The most bytes [`Receiver::poll_recv_available`] appends in one call (the first chunk
+/// always goes in whole): what one connection copies out of the ring before its consumer
+/// gets to the bytes.
+pub(crate) const AVAILABLE_LIMIT: usize = 64 * 1024;
+
 /// The own buffer of a single-shot receive where there is no ring to take the size from.
 const FALLBACK_CHUNK: usize = 16 * 1024;
 
@@ -182,5 +257,25 @@ impl Future for RecvChunk<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.rx.poll_recv(self.fd, cx)
+    }
+}
+
+/// A receive of everything already received
+/// ([`TcpStream::recv_available`](super::TcpStream::recv_available),
+/// [`UnixStream::recv_available`](super::UnixStream::recv_available)): the bytes appended to
+/// the buffer, `0` at end-of-stream. Cancel-safe.
+#[must_use = "futures do nothing unless awaited"]
+pub struct RecvAvailable<'a> {
+    pub(super) rx: &'a Receiver,
+    pub(super) fd: &'a SharedFd,
+    pub(super) buf: &'a mut BytesMut,
+}
+
+impl Future for RecvAvailable<'_> {
+    type Output = io::Result<usize>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.rx.poll_recv_available(this.fd, cx, this.buf)
     }
 }

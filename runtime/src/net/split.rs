@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use socket2::SockRef;
 
-use super::receiver::RecvChunk;
+use super::receiver::{RecvAvailable, RecvChunk};
 use super::{RecvBuf, RecvFuture, SendFuture, TcpStream, UnixAddr, UnixStream};
 
 /// A stream that splits into a receive half and a send half: [`TcpStream`] or
@@ -60,6 +60,17 @@ macro_rules! read_half_methods {
             RecvChunk {
                 rx: parts.rx,
                 fd: parts.fd,
+            }
+        }
+
+        /// Append every chunk already received (waiting for the first); see
+        /// [`TcpStream::recv_available`]. Cancel-safe.
+        pub fn recv_available<'b>(&'b self, buf: &'b mut BytesMut) -> RecvAvailable<'b> {
+            let parts = self.stream().parts();
+            RecvAvailable {
+                rx: parts.rx,
+                fd: parts.fd,
+                buf,
             }
         }
 

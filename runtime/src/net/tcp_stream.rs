@@ -12,7 +12,7 @@ use crate::driver::fd::SharedFd;
 use crate::driver::op::connect::Connect;
 use crate::driver::op::recv::Recv;
 use crate::driver::op::Op;
-use crate::net::receiver::{Receiver, RecvChunk};
+use crate::net::receiver::{Receiver, RecvAvailable, RecvChunk};
 use crate::net::{RecvBuf, SendFuture};
 
 /// A connected TCP socket whose I/O goes through the shard's ring. Buffers are passed by value
@@ -76,6 +76,22 @@ impl TcpStream {
         RecvChunk {
             rx: &self.rx,
             fd: &self.fd,
+        }
+    }
+
+    /// Append the next chunk received to `buf` (waiting for one), and with it every chunk
+    /// already received behind it (up to 64 KiB in all): the number of bytes appended,
+    /// `Ok(0)` once the peer closed its side. For request/response loops that answer what
+    /// arrived together with one send: requests that arrive together often span several
+    /// of the ring's 4 KiB chunks, and answering chunk by chunk would cost one send (and
+    /// one TCP segment) per chunk. Cancel-safe; each chunk's buffer goes back to the ring
+    /// at once. Like [`recv_chunk`](Self::recv_chunk), not to be mixed with
+    /// [`recv`](Self::recv).
+    pub fn recv_available<'a>(&'a self, buf: &'a mut BytesMut) -> RecvAvailable<'a> {
+        RecvAvailable {
+            rx: &self.rx,
+            fd: &self.fd,
+            buf,
         }
     }
 
