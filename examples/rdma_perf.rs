@@ -6,8 +6,10 @@
 //!               [--conns 1] [--depth 1] [--size 4096] [--echo on|off]
 //!               [--duration-ms 3000] [--warmup-ms 500] [--idle-ms 1000]
 //!               [--addr IP] [--server-cpu N] [--client-cpu N] [--bandwidth on|off]
+//!               [--solicited on|off]
 //!
-//! Latency is the full round trip (request out, response back). `--bandwidth on` is the
+//! `--solicited on` sets `RdmaConfig::solicited_wakeups` (event and adaptive modes: a send's
+//! own completion wakes nobody). Latency is the full round trip (request out, response back). `--bandwidth on` is the
 //! bandwidth mode: requests carry `--size` bytes and replies none (`--echo off`), with 16
 //! calls in flight unless `--depth` says otherwise; `send_mib_s` is then the one-way
 //! throughput, in perftest's unit (MiB/s, 2^20 bytes), to set beside `ib_send_bw -R` and
@@ -61,6 +63,7 @@ struct Opts {
     server_cpu: usize,
     client_cpu: usize,
     bandwidth: bool,
+    solicited: bool,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -79,6 +82,7 @@ fn parse() -> Result<Opts, String> {
         server_cpu: 0,
         client_cpu: 1,
         bandwidth: false,
+        solicited: false,
     };
     let mut depth_given = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -109,6 +113,7 @@ fn parse() -> Result<Opts, String> {
             "--server-cpu" => o.server_cpu = num(&v)? as usize,
             "--client-cpu" => o.client_cpu = num(&v)? as usize,
             "--bandwidth" => o.bandwidth = v == "on",
+            "--solicited" => o.solicited = v == "on",
             other => return Err(format!("unknown flag {other}")),
         }
         i += 2;
@@ -233,6 +238,7 @@ fn main() {
     let server = Server::builder().service(|_| Echo).build();
     let rdma_config = RdmaConfig {
         mode: o.mode,
+        solicited_wakeups: o.solicited,
         ..RdmaConfig::default()
     };
     let (addr, _tcp_handle, rdma_handle): (SocketAddr, _, _) = if o.transport == "rdma" {
@@ -325,7 +331,7 @@ fn main() {
         idle_pct,
     );
     println!(
-        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2},\"bandwidth\":{},\"send_mib_s\":{:.3}}}",
+        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2},\"bandwidth\":{},\"send_mib_s\":{:.3},\"solicited\":{}}}",
         o.transport,
         o.mode_name,
         o.conns,
@@ -344,7 +350,8 @@ fn main() {
         client_cpu,
         idle_pct,
         o.bandwidth,
-        send_mib_s
+        send_mib_s,
+        o.solicited
     );
     if let Some(h) = rdma_handle {
         h.stop();

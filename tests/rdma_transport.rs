@@ -53,13 +53,18 @@ fn rdma_echo_of_every_size_including_multi_chunk_attachments() {
 /// overruns the receiver, everything arrives.
 #[test]
 fn rdma_pipelining_beyond_the_credit_window() {
-    let s = setup(
-        1,
-        RdmaConfig {
-            window: 4,
-            ..polling()
-        },
-    );
+    pipelining_beyond_the_credit_window(polling());
+}
+
+/// The same with both sides sleeping on solicited completions only (credit acks and send
+/// completions awaited by a writer must still wake them).
+#[test]
+fn rdma_pipelining_beyond_the_credit_window_with_solicited_wakeups() {
+    pipelining_beyond_the_credit_window(solicited_event_mode());
+}
+
+fn pipelining_beyond_the_credit_window(base: RdmaConfig) {
+    let s = setup(1, RdmaConfig { window: 4, ..base });
     let addr = s.addr;
     let n =
         s.rt.run_on(0, move || async move {
@@ -128,7 +133,11 @@ fn rdma_handoff_places_connections_least_connections_first() {
 }
 
 fn run_modes(mode: PollerMode) -> Vec<rdma::RdmaStats> {
-    let s = setup(1, RdmaConfig { mode, ..polling() });
+    run_config(RdmaConfig { mode, ..polling() })
+}
+
+fn run_config(config: RdmaConfig) -> Vec<rdma::RdmaStats> {
+    let s = setup(1, config);
     let addr = s.addr;
     s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
@@ -154,6 +163,60 @@ fn run_modes(mode: PollerMode) -> Vec<rdma::RdmaStats> {
 fn rdma_event_mode_completes_calls_through_the_completion_channel() {
     let st = run_modes(PollerMode::Event);
     assert!(st[0].cq_events > 0, "{:?}", st[0]);
+}
+
+/// One multishot poll on the completion channel serves every event (single-shot polls where
+/// the kernel lacks it, or under `COREWIRE_IO_URING=plain`).
+#[test]
+fn rdma_event_mode_keeps_one_poll_armed_on_the_completion_channel() {
+    let st = run_modes(PollerMode::Event);
+    assert!(st[0].cq_events > 1, "{:?}", st[0]);
+    let plain = std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain");
+    if plain {
+        assert!(st[0].cq_channel_arms >= st[0].cq_events, "{:?}", st[0]);
+    } else {
+        assert_eq!(st[0].cq_channel_arms, st[0].devices, "{:?}", st[0]);
+    }
+}
+
+/// With solicited wake-ups only received messages wake the client's shard, never its
+/// requests' own send completions. The client runs on a runtime of its own, so its CQ holds
+/// one send and one receive completion per call: events (one per arming, each fired by a
+/// distinct solicited completion) cannot exceed half its completions, with 8 to spare
+/// for the armings that ask for every completion (at start, and while a close waits for its
+/// last sends). Without the setting the send completions wake it too: 189 events for 200
+/// completions in the VM, against 101 with it.
+#[test]
+fn rdma_solicited_wakeups_wake_on_messages_not_on_send_completions() {
+    let config = RdmaConfig {
+        mode: PollerMode::Event,
+        solicited_wakeups: true,
+        ..polling()
+    };
+    let server = setup(1, config.clone());
+    let client = rdma_common::runtime(1, config);
+    let addr = server.addr;
+    client
+        .run_on(0, move || async move {
+            let c = Client::connect_rdma(addr, ClientOptions::default())
+                .await
+                .unwrap();
+            for i in 0..100u32 {
+                let r = c
+                    .call(Echo::ID, 0, Bytes::from(i.to_le_bytes().to_vec()))
+                    .await
+                    .unwrap();
+                assert_eq!(&r[..], &i.to_le_bytes());
+            }
+        })
+        .unwrap();
+    let st = &rdma::stats(&client)[0];
+    assert!(st.solicited_arms > 0, "{st:?}");
+    assert!(st.cq_events > 0, "{st:?}");
+    assert!(
+        st.cq_events <= st.completions / 2 + 8,
+        "send completions woke the shard: {st:?}"
+    );
 }
 
 #[test]
@@ -231,11 +294,21 @@ fn rdma_busy_poller_does_not_starve_tcp_on_the_same_shard() {
 
 #[test]
 fn rdma_peer_disconnect_fails_pending_calls() {
-    let s = setup(1, polling());
+    peer_disconnect_fails_pending_calls(polling());
+}
+
+/// The same with both sides sleeping on solicited completions only.
+#[test]
+fn rdma_peer_disconnect_fails_pending_calls_with_solicited_wakeups() {
+    peer_disconnect_fails_pending_calls(solicited_event_mode());
+}
+
+fn peer_disconnect_fails_pending_calls(config: RdmaConfig) {
+    let s = setup(1, config.clone());
     let addr = s.addr;
     // A second runtime plays the client, so the server can go away under it.
     let crt = Runtime::builder().shards(1).pin(false).build().unwrap();
-    rdma::install(&crt, polling()).unwrap();
+    rdma::install(&crt, config).unwrap();
     let (warm_tx, warm_rx) = std::sync::mpsc::channel();
     let calls = crt.spawn_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
@@ -424,12 +497,23 @@ fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
 /// the reader is behind, and everything still arrives in order.
 #[test]
 fn rdma_slow_reader_backpressures_the_sender() {
+    slow_reader_backpressures_the_sender(polling());
+}
+
+/// The same with both sides sleeping on solicited completions only (credit acks and send
+/// completions awaited by a writer must still wake them).
+#[test]
+fn rdma_slow_reader_backpressures_the_sender_with_solicited_wakeups() {
+    slow_reader_backpressures_the_sender(solicited_event_mode());
+}
+
+fn slow_reader_backpressures_the_sender(base: RdmaConfig) {
     let s = setup(
         1,
         RdmaConfig {
             window: 4,
             max_rx_buffered: 16 * 1024,
-            ..polling()
+            ..base
         },
     );
     let addr = s.addr;
@@ -481,4 +565,12 @@ fn rdma_connection_reports_its_stats_and_kind() {
         assert!(conn.peer_addr().is_some());
     })
     .unwrap();
+}
+
+fn solicited_event_mode() -> RdmaConfig {
+    RdmaConfig {
+        mode: PollerMode::Event,
+        solicited_wakeups: true,
+        ..polling()
+    }
 }

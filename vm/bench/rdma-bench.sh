@@ -39,8 +39,10 @@ for r in $(seq 1 "$ROUNDS"); do
   perftest "perftest ib_send_lat -R -e (event)" -e
   corewire "corewire rdma polling" --transport rdma --mode polling
   corewire "corewire rdma event" --transport rdma --mode event
+  corewire "corewire rdma event+solicited" --transport rdma --mode event --solicited on
   corewire "corewire rdma adaptive" --transport rdma --mode adaptive
   corewire "corewire rdma adaptive:2000" --transport rdma --mode adaptive:2000
+  corewire "corewire rdma adaptive+solicited" --transport rdma --mode adaptive --solicited on
   corewire "corewire tcp" --transport tcp
 done | tee "$OUT/all.jsonl"
 
@@ -68,7 +70,11 @@ ap, aa = get("corewire rdma polling", "avg_us"), get("corewire rdma event", "avg
 print()
 if pp and cp: print(f"- polling round trip vs perftest polling (p50): {cp/pp:.2f}x (target <= 1.5x)")
 if pe and ce: print(f"- event round trip vs perftest event (p50): {ce/pe:.2f}x (target <= 1.5x)")
+ces = get("corewire rdma event+solicited", "p50_us")
+if pe and ces: print(f"- event+solicited round trip vs perftest event (p50): {ces/pe:.2f}x (target <= 1.5x)")
 if ap and aa: print(f"- event avg / polling avg: {aa/ap:.2f}x (target >= 2x)")
+aas = get("corewire rdma event+solicited", "avg_us")
+if ap and aas: print(f"- event+solicited avg / polling avg: {aas/ap:.2f}x (target >= 2x)")
 if cp and ca: print(f"- adaptive p50 / polling p50 under load: {ca/cp:.2f}x (target <= 1.25x)")
 ca2 = get("corewire rdma adaptive:2000", "p50_us")
 if cp and ca2: print(f"- adaptive (2 ms idle spin) p50 / polling p50: {ca2/cp:.2f}x")

@@ -38,6 +38,9 @@ pub struct Features {
     pub recv_multishot: bool,
     /// IORING_OP_SEND_ZC (6.0): zero-copy sends above `RuntimeBuilder::send_zc_threshold`.
     pub send_zc: bool,
+    /// Multishot poll (5.13): `io::ReadableEvents` keeps one poll armed; else it re-arms a
+    /// single-shot poll after each wake-up.
+    pub poll_multishot: bool,
 }
 
 /// Whether `COREWIRE_IO_URING=plain` asks for every fallback: no set-up flags, and none of
@@ -108,6 +111,8 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     // RECV_MULTISHOT shares RECV's opcode; SEND_ZC arrived with it in 6.0.
                     recv_multishot: has(opcode::SendZc::CODE) && !forced_plain(),
                     send_zc: has(opcode::SendZc::CODE) && !forced_plain(),
+                    // Multishot poll shares POLL_ADD's opcode; MKDIRAT (5.15) came after it.
+                    poll_multishot: has(opcode::MkDirAt::CODE) && !forced_plain(),
                 };
                 if !features.send_recv || !features.ext_arg {
                     return Err(io::Error::new(

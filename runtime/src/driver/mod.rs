@@ -88,6 +88,9 @@ pub(crate) enum MultiKind {
     Accept,
     /// A zero-copy send: its result, then the notification that the bytes are free.
     SendZc,
+    /// Readiness of a descriptor: carries nothing, so completions that queue up merge into
+    /// one (the queue holds at most one live wake-up and the final completion).
+    Poll,
 }
 
 impl Slot {
@@ -257,6 +260,16 @@ impl Driver {
             .flags(libc::SOCK_CLOEXEC)
             .build();
         self.submit_multi(MultiKind::Accept, sqe, Box::new(fd.clone()))
+    }
+
+    /// Arm a multishot poll for readability of `fd` (the caller checked
+    /// `Features::poll_multishot` and keeps `fd` open while it is armed: the kernel holds its
+    /// own reference to the file meanwhile). Its wake-ups come out of [`Driver::poll_multi`].
+    pub(crate) fn submit_poll_multishot(&mut self, fd: RawFd) -> usize {
+        let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build();
+        self.submit_multi(MultiKind::Poll, sqe, Box::new(()))
     }
 
     /// Submit a zero-copy send of `buf` on `fd`. The slot keeps `buf` and the descriptor's
@@ -624,7 +637,17 @@ impl Driver {
                     cancelling,
                     ..
                 } => {
-                    cqes.push_back((cqe.result(), cqe.flags()));
+                    let merged = *kind == MultiKind::Poll
+                        && cqueue::more(cqe.flags())
+                        && cqe.result() >= 0
+                        && cqes
+                            .back_mut()
+                            .filter(|(r, f)| *r >= 0 && cqueue::more(*f))
+                            .map(|last| last.0 |= cqe.result())
+                            .is_some();
+                    if !merged {
+                        cqes.push_back((cqe.result(), cqe.flags()));
+                    }
                     if !cqueue::more(cqe.flags()) {
                         *finished = true;
                     } else if *kind == MultiKind::Accept
@@ -757,7 +780,7 @@ fn discard(kind: MultiKind, ring: &Option<Rc<BufRing>>, result: i32, flags: u32)
             }
         }
         MultiKind::Accept => op::release_new_fd(result),
-        MultiKind::SendZc => {}
+        MultiKind::SendZc | MultiKind::Poll => {}
     }
 }
 

@@ -18,6 +18,7 @@ use super::device::{CqReservation, Device};
 use super::flow::{Flow, Incoming, RESERVED_FOR_ACKS};
 use super::pool::{ChunkId, PoolError};
 use super::shard::RdmaShard;
+use super::wakeups::SendWait;
 use super::wr_id::{WrId, WrKind};
 use super::{RdmaConfig, ReceiveQueues};
 use crate::conn::{ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind};
@@ -234,7 +235,10 @@ impl ConnCore {
             sges: data.as_slice(),
             op: SendOp::SendWithImm(imm),
             signaled: true,
-            solicited: false,
+            // Every message is solicited: its receiver has work to do (data to deliver,
+            // credits a waiting writer may need). Only our own send completions are not
+            // (see `wakeups`).
+            solicited: true,
             inline: false,
         };
         let res = match self.qp.borrow().as_ref() {
@@ -514,6 +518,7 @@ impl ConnCore {
                 self.shard.stats.borrow_mut().credit_waits += 1;
             }
             // Woken by a credit, a completed send or a freed buffer (`wake_writer`).
+            let _awaiting = SendWait::new(&self.device);
             self.writer.notified().await;
         }
     }
@@ -586,6 +591,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
     }
     // Closed and flushed: wait for the last sends to complete, then disconnect.
     while conn.flow.borrow().sends_outstanding() > 0 && !conn.is_ended() {
+        let _awaiting = SendWait::new(&conn.device);
         conn.writer.notified().await;
     }
     conn.teardown("closed".into());

@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use corewire_runtime::io::wait_readable;
+use corewire_runtime::io::{wait_readable, ReadableEvents};
 use corewire_runtime::{register_poller, sleep, spawn_local};
 use corewire_verbs::{
     AsyncEvent, CompletionChannel, CompletionQueue, Context, ProtectionDomain, QueuePair,
@@ -23,6 +23,7 @@ use super::grants::{ConnKey, SharedGrants};
 use super::poller::CqPoller;
 use super::pool::{BufferPool, ChunkId};
 use super::shard::RdmaShard;
+use super::wakeups::{self, Wakeups};
 use super::wr_id::{WrId, WrKind};
 use super::{PollerMode, RdmaConfig, RdmaError, ReceiveQueues};
 
@@ -48,8 +49,11 @@ pub(crate) struct Device {
     by_qp_num: RefCell<HashMap<u32, ConnKey>>,
     /// Queue pairs of closed connections waiting for their last shared receive.
     retiring: RefCell<HashMap<u32, Retiring>>,
-    /// Set by the completion-channel task when the CQ signalled an event.
+    /// Set by the completion-channel task when the CQ signalled an event (and to force a
+    /// drain and re-arm: see `wakeups`).
     pub event_pending: Cell<bool>,
+    /// Which completions wake the shard (solicited-only arming and its sweep).
+    pub wakeups: Rc<Wakeups>,
     shard: Weak<RdmaShard>,
 }
 
@@ -133,6 +137,7 @@ impl Device {
             by_qp_num: RefCell::new(HashMap::new()),
             retiring: RefCell::new(HashMap::new()),
             event_pending: Cell::new(false),
+            wakeups: Rc::new(Wakeups::default()),
             shard: Rc::downgrade(shard),
         });
         if let Some(s) = &device.srq {
@@ -148,6 +153,10 @@ impl Device {
             device.cq.req_notify(false).map_err(RdmaError::Device)?;
         }
         spawn_local(wait_for_cq_events(Rc::downgrade(&device)));
+        spawn_local(wakeups::sweep(
+            Rc::downgrade(&device),
+            device.wakeups.clone(),
+        ));
         // A duplicate owned by the watching task (it holds the device only weakly).
         match device
             .ctx
@@ -247,6 +256,25 @@ impl Device {
 
     pub fn conn_of_qp(&self, qp_num: u32) -> Option<ConnKey> {
         self.by_qp_num.borrow().get(&qp_num).copied()
+    }
+
+    /// Whether any queue pair is open on this device.
+    pub fn has_connections(&self) -> bool {
+        !self.by_qp_num.borrow().is_empty()
+    }
+
+    /// Arm the CQ for the next completion: solicited ones only when the setting allows and
+    /// nothing waits for a send completion (see `wakeups`).
+    pub fn arm(&self, solicited_wakeups: bool) -> corewire_verbs::Result<()> {
+        let solicited_only = self.wakeups.solicited_only(solicited_wakeups);
+        self.cq.req_notify(solicited_only)?;
+        self.wakeups.armed(solicited_only);
+        if solicited_only {
+            if let Some(shard) = self.shard.upgrade() {
+                shard.stats.borrow_mut().solicited_arms += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Post shared receive buffers until `upto` are posted (or the pool has no more).
@@ -429,6 +457,12 @@ impl CqReservation {
     }
 }
 
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.wakeups.close();
+    }
+}
+
 impl Drop for CqReservation {
     fn drop(&mut self) {
         let Some(device) = self.device.upgrade() else {
@@ -460,8 +494,11 @@ async fn wait_for_cq_events(device: Weak<Device>) {
         }
         None => return,
     };
+    // One multishot poll stays armed on the channel: a wake-up costs no re-arming syscall.
+    let mut events = ReadableEvents::new(fd);
+    let mut arms_counted = 0;
     loop {
-        if let Err(e) = wait_readable(&fd).await {
+        if let Err(e) = events.readable().await {
             tracing::error!(error = %e, "waiting on the completion channel failed");
             sleep(Duration::from_millis(10)).await;
             continue;
@@ -480,11 +517,16 @@ async fn wait_for_cq_events(device: Weak<Device>) {
                 }
             }
         }
+        if let Some(shard) = device.shard.upgrade() {
+            let mut st = shard.stats.borrow_mut();
+            st.cq_channel_arms += events.arms() - arms_counted;
+            arms_counted = events.arms();
+            if got {
+                st.cq_events += 1;
+            }
+        }
         if got {
             device.event_pending.set(true);
-            if let Some(shard) = device.shard.upgrade() {
-                shard.stats.borrow_mut().cq_events += 1;
-            }
         }
     }
 }

@@ -20,6 +20,7 @@ mod poller;
 mod pool;
 pub mod select;
 mod shard;
+mod wakeups;
 pub mod wr_id;
 
 use std::fmt;

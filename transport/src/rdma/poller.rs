@@ -105,7 +105,8 @@ impl CqPoller {
     /// Arm the CQ, then poll once more: a completion that arrived between the last poll and
     /// the arming raises no event (brpc lost CQEs exactly there).
     fn arm_and_recheck(&mut self) -> usize {
-        if let Err(e) = self.device.cq.req_notify(false) {
+        let solicited = self.shard.config().solicited_wakeups;
+        if let Err(e) = self.device.arm(solicited) {
             tracing::error!(error = %e, "ibv_req_notify_cq failed");
         }
         self.drain()

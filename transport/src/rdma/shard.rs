@@ -51,6 +51,11 @@ pub struct RdmaStats {
     pub srq_grants_outstanding: u64,
     /// Shared receive queue limit events (the poller fell behind; refilled early).
     pub srq_limit_events: u64,
+    /// Polls armed on completion channels: one per device for as long as a multishot poll
+    /// serves every event (else one per event).
+    pub cq_channel_arms: u64,
+    /// Times the CQ was armed for solicited completions only (`RdmaConfig::solicited_wakeups`).
+    pub solicited_arms: u64,
 }
 
 pub(crate) struct RdmaShard {
@@ -160,6 +165,7 @@ impl RdmaShard {
         if !matches!(mode, PollerMode::Polling { .. }) {
             for d in self.devices.borrow().iter() {
                 d.cq.req_notify(false).map_err(RdmaError::Device)?;
+                d.wakeups.armed(false);
             }
         }
         Ok(())
