@@ -17,17 +17,24 @@
 #                              64 conns x depth 4, 64 B and 4 KiB; ratios to the raw echo and to
 #                              tonic (plus allocations / task polls per request where the corewire
 #                              RPC client reports them).
-#   benches/run.sh fairness    fairness (issues 12.4/12.5): corewire, 1 shard on SERVER_CPU,
-#                              8 hot conns x depth 256 + 1 probe at depth 1; budgets
-#                              unlimited,256,64,32,16,4: probe p50/p99/p99.9, hot throughput (and
-#                              the HOL count where the server prints it). FAIRNESS_ARGS adds flags
-#                              (e.g. the handler-cost service's).
+#   benches/run.sh fairness    fairness (issues 12.4/12.5): the corewire RPC echo service with a
+#                              handler cost (HASH_ROUNDS, default 32 FNV-1a passes per message),
+#                              1 shard on SERVER_CPU, client on CLIENT_CPU; 8 hot conns x depth
+#                              256 on one listener + 1 probe at depth 1 on its own listener;
+#                              budgets BUDGETS (unlimited,256,64,32,16,4): probe p50/p99/p99.9,
+#                              the probe's head-of-line count (messages the shard handled while
+#                              a probe request waited), hot throughput, server and client CPU %
+#                              (the client must stay well below 100 x its threads). SERVERS=corewire
+#                              runs the raw echo example instead (no handler cost, no HOL);
+#                              FAIRNESS_ARGS adds benchctl flags.
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
 #   ROUNDS (5)  DURATION_MS (2000)  WARMUP_MS (500)
 #   SERVER_CPU (0)  CLIENT_CPU (1)
-#   SERVERS          comma list (default corewire,tokio-ct,monoio,glommio-1,floor)
+#   SERVERS          comma list (percore default corewire,tokio-ct,monoio,glommio-1,floor;
+#                    fairness: corewire-rpc)
+#   BUDGETS, HASH_ROUNDS  fairness: budgets compared, handler cost
 #   WORKLOAD         only workloads whose label contains this (e.g. '256 conn')
 #   BIN_DIR          where benchctl, loadgen and the peers are (default: build them, release)
 #   COREWIRE_ECHO    corewire's echo_server example (default: built with the peers)
@@ -211,11 +218,11 @@ rpc() {
 fairness() {
     build
     local common; pinned_common
-    echo "# Fairness: 8 hot conns x depth 256 + probe, budgets"
+    echo "# Fairness: 8 hot conns x depth 256 + probe (own listener), handler cost, budgets"
     # shellcheck disable=SC2086 # FAIRNESS_ARGS is split into flags on purpose
     run "$BIN_DIR/benchctl" fairness "${common[@]}" --hot-conns 8 --hot-depth 256 \
-        --budgets "${BUDGETS:-unlimited,256,64,32,16,4}" ${SERVERS:+--servers "$SERVERS"} \
-        ${FAIRNESS_ARGS:-}
+        --hash-rounds "${HASH_ROUNDS:-32}" --budgets "${BUDGETS:-unlimited,256,64,32,16,4}" \
+        --servers "${SERVERS:-corewire-rpc}" ${FAIRNESS_ARGS:-}
 }
 
 case "$suite" in
@@ -223,6 +230,6 @@ case "$suite" in
     rpc) rpc ;;
     fairness) fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,39p' "$0"; [[ -n "$suite" ]] ;;
+    -h|--help|"") sed -n '2,46p' "$0"; [[ -n "$suite" ]] ;;
     *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness)" >&2; exit 2 ;;
 esac

@@ -125,6 +125,8 @@ pub struct ClosedLoopReport {
 pub struct ProbeReport {
     pub mode: &'static str,
     pub addr: String,
+    /// Where the probe connected (its own listener, or `addr`).
+    pub probe_addr: String,
     pub hot_conns: usize,
     pub hot_depth: usize,
     pub size: usize,
@@ -146,6 +148,11 @@ pub struct ProbeReport {
     pub errors: u64,
     /// Requests counted for CPU per request: hot + probe.
     pub requests: u64,
+    /// The client's CPU time over the window, in % of one CPU: near 100 × its threads, the
+    /// client (not the server) limits the hot throughput.
+    pub client_cpu_pct: f64,
+    /// The server's CPU time over the window, in % of one CPU.
+    pub server_cpu_pct: Option<f64>,
     #[serde(flatten)]
     pub cpu: CpuUsage,
     #[serde(flatten)]

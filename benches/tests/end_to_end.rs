@@ -263,10 +263,62 @@ fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
     }
 }
 
+/// The fairness layout on the RPC service (issue 12 point 4): hot connections on one listener,
+/// the probe on its own, a handler with a CPU cost. Both listeners' head-of-line histograms
+/// count every reply of their own connections, so `probe_hol_*` is the probe's alone.
+#[test]
+fn corewire_rpc_probe_gets_its_own_listener_and_head_of_line_counts() {
+    let (port, probe_port) = loop {
+        let (a, b) = (free_port(), free_port());
+        if a != b {
+            break (a, b);
+        }
+    };
+    let server = start(
+        &format!(
+            "{RPC_COREWIRE} server --addr 127.0.0.1:{port} --probe-addr 127.0.0.1:{probe_port} \
+             --shards 1 --no-pin --budget-msgs 16 --hash-rounds 2"
+        ),
+        port,
+    );
+    let r = client(&format!(
+        "{RPC_COREWIRE} client --probe --addr 127.0.0.1:{port} --probe-addr 127.0.0.1:{probe_port} \
+         --hot-conns 2 --hot-depth 32 --duration-ms 300 --warmup-ms 100 --server-pid {}",
+        server.pid()
+    ));
+    assert_eq!(r["mode"], "corewire-rpc-probe");
+    assert_eq!(r["probe_addr"], format!("127.0.0.1:{probe_port}"));
+    assert_eq!(num(&r, "errors"), 0.0);
+    assert!(num(&r, "probe_requests") > 0.0, "{r}");
+    assert!(num(&r, "hot_requests") > num(&r, "probe_requests"), "{r}");
+    assert!(num(&r, "probe_p99_us") >= num(&r, "probe_p50_us"), "{r}");
+    assert!(num(&r, "client_cpu_pct") > 0.0, "{r}");
+    assert!(num(&r, "server_cpu_pct") > 0.0, "{r}");
+    wait_until_no_connections(port);
+    wait_until_no_connections(probe_port);
+    let exit = server.stop(Duration::from_secs(10));
+    assert!(exit.status.is_some_and(|s| s.success()), "{exit:?}");
+    let metrics: std::collections::BTreeMap<String, f64> = exit
+        .stdout
+        .iter()
+        .filter_map(|l| parse_metric_line(l))
+        .flatten()
+        .collect();
+    // One count per reply on each listener; the window's requests are a subset of them.
+    let (hot, probe) = (metrics["hol_count"], metrics["probe_hol_count"]);
+    assert_eq!(hot + probe, metrics["server_requests"], "{metrics:?}");
+    assert!(probe >= num(&r, "probe_requests"), "{metrics:?} {r}");
+    assert!(hot >= num(&r, "hot_requests"), "{metrics:?} {r}");
+    assert!(
+        metrics["probe_hol_max"] >= metrics["probe_hol_p50"],
+        "{metrics:?}"
+    );
+}
+
 #[test]
 fn corewire_rpc_client_rejects_raw_echo_only_modes() {
     let out = std::process::Command::new(RPC_COREWIRE)
-        .args(["client", "--addr", "127.0.0.1:1", "--probe"])
+        .args(["client", "--addr", "127.0.0.1:1", "--accept-storm", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -408,4 +460,59 @@ fn percore_suite_quick_mode_runs_every_peer() {
         .collect();
     let enters = floor_rows[1].split('|').nth(10).unwrap().trim();
     assert!(enters.parse::<f64>().is_ok_and(|e| e > 0.0), "{md}");
+}
+
+/// `benches/run.sh fairness` in QUICK mode with two budgets: the RPC service with its handler
+/// cost serves every row, and the probe's head-of-line and CPU columns hold figures (the
+/// server printed them for the probe's own listener), so the suite keeps working.
+#[test]
+fn fairness_suite_quick_mode_fills_the_probe_columns() {
+    let bin_dir = std::path::Path::new(BENCHCTL).parent().unwrap();
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/run.sh"))
+        .arg("fairness")
+        .env("QUICK", "1")
+        .env("BIN_DIR", bin_dir)
+        // Not used by the RPC service; run.sh checks it exists.
+        .env("COREWIRE_ECHO", BENCHCTL)
+        .env("BUDGETS", "unlimited,4")
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{md}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = md
+        .lines()
+        .find(|l| l.starts_with("| workload | variant |"))
+        .unwrap_or_else(|| panic!("no table:\n{md}"));
+    let columns: Vec<&str> = header.split('|').map(str::trim).collect();
+    let at = |name: &str| {
+        columns
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("no {name:?} column: {header}"))
+    };
+    for budget in ["unlimited", "4"] {
+        let prefix = format!("| 8 hot × depth 256 (64 B) + probe (64 B) | budget={budget} | 1/1 |");
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no budget={budget} row:\n{md}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        for column in ["probe HOL p99", "probe HOL max", "srv CPU %", "cli CPU %"] {
+            assert!(
+                cells[at(column)].parse::<f64>().is_ok(),
+                "{column} of budget={budget}: {row}"
+            );
+        }
+        assert_eq!(cells[at("errors (sum)")], "0", "{row}");
+    }
+    assert!(
+        md.contains("--hash-rounds 32 --probe-addr 127.0.0.1:"),
+        "{md}"
+    );
+    assert!(md.contains("+ "), "prints its commands: {md}");
+    assert!(!md.contains("Irregular runs"), "{md}");
 }

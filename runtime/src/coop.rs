@@ -25,6 +25,15 @@ impl Budget {
         max_bytes: None,
     };
 
+    /// The default budget, used by every listener not given one: 32 messages (SPDK's NVMe/TCP
+    /// figure) or 256 KiB per round. This is the one place to change it; the fairness suite
+    /// (`benches/run.sh fairness`) measures the trade-off per
+    /// budget and BENCHMARKS.md ("Fairness") records the figures and why this value.
+    pub const DEFAULT: Budget = Budget {
+        max_messages: Some(32),
+        max_bytes: Some(256 * 1024),
+    };
+
     pub fn messages(n: u32) -> Budget {
         Budget {
             max_messages: Some(n.max(1)),
@@ -43,10 +52,9 @@ impl Budget {
 }
 
 impl Default for Budget {
-    /// 32 messages or 256 KiB per round: SPDK's NVMe/TCP figure; see BENCHMARKS.md for the
-    /// fairness/throughput trade-off measured here.
+    /// [`Budget::DEFAULT`].
     fn default() -> Budget {
-        Budget::messages(32).with_bytes(256 * 1024)
+        Budget::DEFAULT
     }
 }
 

@@ -13,12 +13,19 @@ pub struct ServerDef {
     /// Client for closed-loop workloads; `None` means the raw-echo `loadgen`. Probe and
     /// accept-storm workloads always use `loadgen`.
     pub client: Option<String>,
+    /// Client for the fairness probe workload; `None` means `loadgen --probe`.
+    pub probe_client: Option<String>,
 }
 
 /// Closed-loop client flags shared by `loadgen` and any plugged-in client: a client template
 /// should accept these and print loadgen's JSON keys (qps, p50_us, …, server_cpu_us_per_req).
 pub const CLOSED_LOOP_FLAGS: &str = "--addr {addr} --conns {conns} --depth {depth} --size {size} \
      --duration-ms {duration_ms} --warmup-ms {warmup_ms} --threads {threads} --server-pid {server_pid}";
+
+/// Fairness-probe client flags shared by `loadgen --probe` and a plugged-in probe client.
+pub const PROBE_FLAGS: &str = "--addr {addr} --hot-conns {hot_conns} --hot-depth {hot_depth} \
+     --size {size} --probe-size {probe_size} --duration-ms {duration_ms} \
+     --warmup-ms {warmup_ms} --threads {threads} --server-pid {server_pid}";
 
 /// Server templates by name.
 #[derive(Debug, Clone)]
@@ -36,6 +43,7 @@ impl Catalog {
                 ServerDef {
                     server: server.to_string(),
                     client,
+                    probe_client: None,
                 },
             );
         };
@@ -80,11 +88,19 @@ impl Catalog {
             "{bin}/rpc_tonic server --addr {addr} --workers {workers}",
             Some(format!("{{bin}}/rpc_tonic client {CLOSED_LOOP_FLAGS}")),
         );
+        // `{probe_listener_flag}` gives the fairness probe its own listener (so the server's
+        // head-of-line counts for it are the probe's alone); empty for other workloads.
         add(
             "corewire-rpc",
-            "{corewire_rpc_server} --addr {addr} --shards {shards}",
+            "{corewire_rpc_server} --addr {addr} --shards {shards}{budget_flag}{handler_flags}\
+             {probe_listener_flag}",
             Some(format!("{{corewire_rpc_client}} {CLOSED_LOOP_FLAGS}")),
         );
+        if let Some(rpc) = defs.get_mut("corewire-rpc") {
+            rpc.probe_client = Some(format!(
+                "{{corewire_rpc_client}} --probe --probe-addr {{probe_addr}} {PROBE_FLAGS}"
+            ));
+        }
         Catalog { defs }
     }
 
@@ -96,6 +112,7 @@ impl Catalog {
             .or_insert_with(|| ServerDef {
                 server: template.to_string(),
                 client: None,
+                probe_client: None,
             });
     }
 

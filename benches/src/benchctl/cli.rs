@@ -18,7 +18,8 @@ benchctl list                 show built-in server templates and variables
   --servers A,B,...           variants to compare (echo: corewire,tokio,glommio;
                               percore: corewire,tokio-ct,monoio,glommio-1,floor;
                               rpc: corewire-rpc,tonic,corewire-raw;
-                              fairness/accept: first one, corewire)
+                              fairness: first one, corewire-rpc (corewire: the raw echo
+                              example, one listener); accept: first one, corewire)
   --baseline LABEL            ratio baseline (echo: tokio, percore: tokio-ct (+ monoio,
                               floor), rpc: tonic,
                               fairness: budget=unlimited, accept: accept=reuseport)
@@ -34,6 +35,8 @@ benchctl list                 show built-in server templates and variables
   --shards N (2)  --workers N (2)  --size S (64)
   --budgets LIST (unlimited,64,32,16,4)  --budget-bytes N      (fairness)
   --hot-conns N (8)  --hot-depth N (32)  --probe-size S (64)    (fairness)
+  --hash-rounds N (32)        fairness: the corewire RPC handler's cost, FNV-1a passes over
+                              each payload (0: plain echo)
   --accept-modes LIST (reuseport,handoff)  --cycles N (20000)   (accept)
   --workload TEXT             only workloads whose label contains TEXT (repeatable;
                               e.g. --workload '1 conn')
@@ -147,6 +150,7 @@ pub fn parse(mut args: Args, exe_dir: &str) -> Result<Command, CliError> {
         hot_conns: args.get("hot-conns", defaults.hot_conns)?,
         hot_depth: args.get("hot-depth", defaults.hot_depth)?,
         probe_size: args.get("probe-size", defaults.probe_size)?,
+        hash_rounds: args.get("hash-rounds", defaults.hash_rounds)?,
         // Repeatable, not a comma list: workload labels contain commas.
         workloads: Some(args.take_all("workload")?).filter(|w| !w.is_empty()),
         count_syscalls: args.switch("syscalls"),

@@ -103,9 +103,18 @@ impl Plan {
             vars.insert(k.to_string(), v);
         }
         let c = &self.cfg;
+        // The port after `port` is kept free too (see `free_port`): the probe's own listener.
+        let probe_addr = format!("127.0.0.1:{}", port.wrapping_add(1));
+        let probe_listener_flag = if self.suite.workloads[workload].is_probe() {
+            format!(" --probe-addr {probe_addr}")
+        } else {
+            String::new()
+        };
         for (k, v) in [
             ("port", port.to_string()),
             ("addr", format!("127.0.0.1:{port}")),
+            ("probe_addr", probe_addr),
+            ("probe_listener_flag", probe_listener_flag),
             ("server_pid", server_pid.to_string()),
             ("duration_ms", c.duration_ms.to_string()),
             ("warmup_ms", c.warmup_ms.to_string()),
@@ -149,10 +158,14 @@ impl Plan {
             .get(name)
             .ok_or_else(|| PlanError::UnknownServer(name.clone()))?;
         let w = &self.suite.workloads[workload];
-        let tpl = match (&def.client, w.is_closed_loop()) {
-            (Some(client), true) => client.as_str(),
-            _ => w.loadgen_template(),
+        let own = if w.is_closed_loop() {
+            &def.client
+        } else if w.is_probe() {
+            &def.probe_client
+        } else {
+            &None
         };
+        let tpl = own.as_deref().unwrap_or_else(|| w.loadgen_template());
         let vars = self.run_vars(workload, variant, port, server_pid);
         Ok(pinned(&self.cfg.client_cpus, template::render(tpl, &vars)?))
     }
@@ -202,7 +215,7 @@ impl Plan {
                 for v in 0..self.suite.variants.len() {
                     port = free_port(port)?;
                     let record = self.measure(round, w, v, port)?;
-                    port = port.wrapping_add(1).max(self.cfg.port_base);
+                    port = port.wrapping_add(2).max(self.cfg.port_base);
                     progress(&record);
                     records.push(record);
                 }
@@ -268,14 +281,16 @@ impl Plan {
     }
 }
 
-/// The first port at or after `from` with nothing listening (a leftover SO_REUSEPORT listener
-/// would silently share a port with the next server) and nothing else bound (a client's
-/// ephemeral port, if the range overlaps).
+/// The first port at or after `from` that is free, with the next one free as well (for a
+/// probe's own listener). Free: nothing listening (a leftover SO_REUSEPORT listener would
+/// silently share a port with the next server) and nothing else bound (a client's ephemeral
+/// port, if the range overlaps).
 fn free_port(from: u16) -> Result<u16, PlanError> {
-    (from..=u16::MAX)
-        .find(|&p| {
-            listen::listeners_on(p) == 0 && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
-        })
+    let free = |p: u16| {
+        listen::listeners_on(p) == 0 && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+    };
+    (from..u16::MAX)
+        .find(|&p| free(p) && free(p + 1))
         .ok_or(PlanError::NoFreePort(from))
 }
 
@@ -327,6 +342,19 @@ mod tests {
             .server_command(0, 2, 1)
             .unwrap()
             .ends_with("--shards 1 --budget-msgs 32"));
+        let fair_rpc = plan("fairness", &["corewire-rpc"]);
+        assert_eq!(
+            fair_rpc.server_command(0, 0, 20001).unwrap(),
+            "taskset -c 1 /b/rpc_corewire server --addr 127.0.0.1:20001 --shards 1 \
+             --budget-msgs unlimited --hash-rounds 32 --probe-addr 127.0.0.1:20002"
+        );
+        assert!(fair_rpc
+            .client_command(0, 0, 20001, "42")
+            .unwrap()
+            .starts_with(
+                "/b/rpc_corewire client --probe --probe-addr 127.0.0.1:20002 \
+                 --addr 127.0.0.1:20001 --hot-conns 8"
+            ));
         let rpc = plan("rpc", &["tonic"]);
         assert!(rpc
             .client_command(0, 0, 1, "7")

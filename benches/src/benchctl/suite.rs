@@ -119,6 +119,11 @@ impl Workload {
     pub fn is_closed_loop(&self) -> bool {
         matches!(self, Workload::ClosedLoop { .. })
     }
+
+    /// True for the fairness probe (whose probe may have its own listener).
+    pub fn is_probe(&self) -> bool {
+        matches!(self, Workload::Probe { .. })
+    }
 }
 
 /// One server configuration compared in a suite.
@@ -183,6 +188,9 @@ pub struct SuiteOptions {
     pub hot_conns: usize,
     pub hot_depth: usize,
     pub probe_size: usize,
+    /// Fairness: FNV-1a passes the corewire RPC server's handler makes over each payload
+    /// (`--hash-rounds`, its CPU cost per message; 0 = a plain echo).
+    pub hash_rounds: u32,
     /// Keep only workloads whose label contains one of these (e.g. "1 conn").
     pub workloads: Option<Vec<String>>,
     /// Per-core suite: loadgen counts the server's io_uring enters and syscalls with perf
@@ -207,6 +215,7 @@ impl Default for SuiteOptions {
             hot_conns: 8,
             hot_depth: 32,
             probe_size: 64,
+            hash_rounds: DEFAULT_HASH_ROUNDS,
             workloads: None,
             count_syscalls: false,
         }
@@ -247,6 +256,10 @@ impl fmt::Display for SuiteError {
 
 impl std::error::Error for SuiteError {}
 
+/// The fairness suite's handler cost: FNV-1a passes over each 64 B payload, a few µs of real
+/// work per message (the server's CPU per request shows what it costs on the machine at hand).
+pub const DEFAULT_HASH_ROUNDS: u32 = 32;
+
 /// Names of the suites.
 pub const SUITES: [&str; 5] = ["echo", "percore", "fairness", "accept", "rpc"];
 
@@ -275,6 +288,7 @@ fn base_vars(opts: &SuiteOptions) -> Vars {
         ("accept_flag", String::new()),
         ("budget_msgs", "unlimited".to_string()),
         ("budget_flag", String::new()),
+        ("handler_flags", String::new()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -401,7 +415,11 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
             }
         }
         "fairness" => {
-            let server = servers_or(opts, &["corewire"])?.remove(0);
+            let server = servers_or(opts, &["corewire-rpc"])?.remove(0);
+            let handler_flags = match opts.hash_rounds {
+                0 => String::new(),
+                n => format!(" --hash-rounds {n}"),
+            };
             let variants = opts
                 .budgets
                 .iter()
@@ -415,6 +433,7 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                         flag.push_str(&format!(" --budget-bytes {bytes}"));
                     }
                     vars.insert("budget_flag".into(), flag);
+                    vars.insert("handler_flags".into(), handler_flags.clone());
                     Variant {
                         label: format!("budget={budget}"),
                         server: server.clone(),
@@ -439,18 +458,23 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     col("probe_p50_us", "probe p50 µs", 1),
                     col("probe_p99_us", "probe p99 µs", 1),
                     col("probe_p999_us", "probe p99.9 µs", 1),
+                    // Head-of-line counts (messages the shard handled while a probe request
+                    // waited), from servers that give the probe its own listener and print
+                    // them (the corewire RPC server's probe_hol_*).
+                    col("probe_hol_p50", "probe HOL p50", 0),
+                    col("probe_hol_p99", "probe HOL p99", 0),
+                    col("probe_hol_max", "probe HOL max", 0),
                     col("hot_msgs_per_s", "hot msgs/s", 0),
-                    col("hot_mb_per_s", "hot MB/s", 1),
                     col("server_cpu_us_per_req", "srv CPU µs/req", 2),
-                    // Head-of-line counts (messages handled while a request waited), from
-                    // servers that print them (the corewire RPC server); all requests of the
-                    // listener, hot and probe alike.
-                    col("hol_p99", "HOL p99 msgs", 0),
-                    col("hol_max", "HOL max msgs", 0),
+                    // % of one CPU over the window: the server should be near 100 (it is the
+                    // bottleneck), the client well below 100 × its threads.
+                    col("server_cpu_pct", "srv CPU %", 0),
+                    col("client_cpu_pct", "cli CPU %", 0),
                 ],
                 ratios: vec![
                     col("hot_msgs_per_s", "hot tput", 2),
                     col("probe_p99_us", "probe p99", 2),
+                    col("probe_hol_p99", "probe HOL p99", 2),
                 ],
                 varied: vec!["budget_flag", "budget_msgs"],
                 also_vs: vec![],
@@ -594,6 +618,22 @@ mod tests {
             build("echo", &opts),
             Err(SuiteError::NoWorkloads(_))
         ));
+    }
+
+    #[test]
+    fn fairness_defaults_to_the_rpc_service_with_a_handler_cost() {
+        let s = build("fairness", &SuiteOptions::default()).unwrap();
+        assert!(s.variants.iter().all(|v| v.server == "corewire-rpc"));
+        assert_eq!(
+            s.variants[0].vars["handler_flags"],
+            format!(" --hash-rounds {DEFAULT_HASH_ROUNDS}")
+        );
+        let opts = SuiteOptions {
+            hash_rounds: 0,
+            ..SuiteOptions::default()
+        };
+        let s = build("fairness", &opts).unwrap();
+        assert_eq!(s.variants[0].vars["handler_flags"], "");
     }
 
     #[test]

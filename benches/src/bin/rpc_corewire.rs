@@ -1,14 +1,15 @@
 //! corewire RPC echo: `rpc_corewire server --addr A [--shards N] [--accept reuseport|handoff]
-//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N]` or
+//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N] [--probe-addr P]` or
 //! `rpc_corewire client --addr A [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
-//! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc").
+//! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc"), or the fairness probe
+//! `rpc_corewire client --probe --addr A [--probe-addr P] [--hot-conns H] [--hot-depth D] ...`.
 
 use std::process::ExitCode;
 
 use corewire_bench::alloc_count::CountingAlloc;
 use corewire_bench::args::{Args, ArgsError};
 use corewire_bench::corewire_rpc::budget::budget_from_flags;
-use corewire_bench::corewire_rpc::client::run_corewire_closed_loop;
+use corewire_bench::corewire_rpc::client::{run_corewire_closed_loop, run_corewire_probe};
 use corewire_bench::corewire_rpc::server::{self, CorewireRpcServerConfig};
 use corewire_bench::loadgen::cli::{self, Command};
 use corewire_bench::report::print_json;
@@ -18,8 +19,13 @@ const USAGE: &str = "\
 rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handoff (reuseport)]
                     [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]
                     [--hash-rounds N (0: FNV-1a passes over each payload, the handler's cost)]
+                    [--probe-addr HOST:PORT (a second listener, for the fairness probe: its
+                     head-of-line counts are printed as probe_hol_*)]
 rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
-                    [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]";
+                    [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]
+rpc_corewire client --probe --addr HOST:PORT [--probe-addr HOST:PORT] [--hot-conns 8]
+                    [--hot-depth 32] [--size S] [--probe-size 64] [--duration-ms MS]
+                    [--warmup-ms MS] [--threads T (hot client shards)] [--server-pid PID]";
 
 /// Counts allocations, so the server can print allocations per request.
 #[global_allocator]
@@ -39,9 +45,19 @@ fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
         let messages: Option<String> = args.opt("budget-msgs")?;
         let bytes: Option<usize> = args.opt("budget-bytes")?;
         let hash_rounds = args.get("hash-rounds", 0u32)?;
-        Ok((addr, shards, accept, pin, messages, bytes, hash_rounds))
+        let probe_addr = args.opt("probe-addr")?;
+        Ok((
+            addr,
+            shards,
+            accept,
+            pin,
+            messages,
+            bytes,
+            hash_rounds,
+            probe_addr,
+        ))
     })();
-    let (addr, shards, accept, pin, messages, bytes, hash_rounds) =
+    let (addr, shards, accept, pin, messages, bytes, hash_rounds, probe_addr) =
         parsed.map_err(|e| e.to_string())?;
     args.finish().map_err(|e| e.to_string())?;
     let budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
@@ -52,6 +68,7 @@ fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
         pin,
         budget,
         hash_rounds,
+        probe_addr,
     })
 }
 
@@ -70,24 +87,25 @@ fn server_main(args: Args) -> ExitCode {
 }
 
 fn client_main(args: Args) -> ExitCode {
-    let cfg = match cli::parse(args) {
-        Ok(Command::ClosedLoop(cfg)) => cfg,
-        Ok(_) => {
+    let run = match cli::parse(args) {
+        Ok(Command::ClosedLoop(cfg)) => run_corewire_closed_loop(&cfg).map(|r| {
+            print_json(&r);
+            r.errors
+        }),
+        Ok(Command::Probe(cfg)) => run_corewire_probe(&cfg).map(|r| {
+            print_json(&r);
+            r.errors
+        }),
+        Ok(Command::AcceptStorm(_)) => {
             return usage_error(ArgsError::Unexpected(vec![
-                "--probe / --accept-storm (raw echo only)".to_string(),
+                "--accept-storm (raw echo only)".to_string(),
             ]))
         }
         Err(e) => return usage_error(e),
     };
-    match run_corewire_closed_loop(&cfg) {
-        Ok(report) => {
-            print_json(&report);
-            if report.errors == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+    match run {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("rpc_corewire: {e}");
             ExitCode::FAILURE
@@ -96,8 +114,8 @@ fn client_main(args: Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // `--no-pin` is the only switch; every other flag takes a value.
-    let mut args = match Args::from_env(&["no-pin"]) {
+    // Switches: the server's `--no-pin`, the client's `--probe`; every other flag takes a value.
+    let mut args = match Args::from_env(&["no-pin", "probe"]) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
     };

@@ -2,7 +2,7 @@
 //! threads; pin from outside with `taskset`), each shard opening its share of the connections
 //! and keeping `depth` calls in flight on each one (`depth` tasks sharing the connection's
 //! pipelining [`Client`]). Same timeline, histogram and JSON report as the raw-echo loadgen,
-//! with `mode` = "corewire-rpc".
+//! with `mode` = "corewire-rpc"; the fairness probe likewise ("corewire-rpc-probe").
 
 use std::cell::RefCell;
 use std::fmt;
@@ -15,10 +15,12 @@ use bytes::Bytes;
 use corewire::{spawn_local, Client, ClientError, ClientOptions, Runtime, Service};
 
 use super::{Echo, ECHO_METHOD};
-use crate::loadgen::closed_loop::{closed_loop_report, spread, ClosedLoopConfig};
+use crate::loadgen::closed_loop::{
+    closed_loop_report, probe_report, spread, ClosedLoopConfig, ProbeConfig, RunShape,
+};
 use crate::loadgen::echo_conn::ConnSpec;
-use crate::loadgen::harness::{self, GroupStats, StartGate, ThreadBody, Timeline};
-use crate::report::ClosedLoopReport;
+use crate::loadgen::harness::{self, GroupStats, Outcome, StartGate, ThreadBody, Timeline};
+use crate::report::{ClosedLoopReport, ProbeReport};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long after the window a call may still be outstanding before its loop counts as hung.
@@ -189,20 +191,14 @@ impl fmt::Display for ClientRuntimeError {
 
 impl std::error::Error for ClientRuntimeError {}
 
-/// Runs a closed-loop benchmark against a corewire RPC echo server.
-pub fn run_corewire_closed_loop(
-    cfg: &ClosedLoopConfig,
-) -> Result<ClosedLoopReport, ClientRuntimeError> {
-    let spec = ConnSpec {
-        group: 0,
-        size: cfg.size,
-        depth: cfg.depth,
-    };
-    let s = &cfg.shape;
-    let lists: Vec<Vec<ConnSpec>> = spread(&vec![spec; cfg.conns], s.threads)
-        .into_iter()
-        .filter(|l| !l.is_empty())
-        .collect();
+/// Runs `lists` of connections, one client shard per list (each list to its address), through
+/// the harness's warm-up and window.
+fn run_shards(
+    lists: Vec<(SocketAddr, Vec<ConnSpec>)>,
+    groups: usize,
+    shape: &RunShape,
+) -> Result<Outcome, ClientRuntimeError> {
+    let lists: Vec<_> = lists.into_iter().filter(|(_, l)| !l.is_empty()).collect();
     let rt = Runtime::builder()
         .shards(lists.len().max(1))
         .pin(false)
@@ -213,14 +209,54 @@ pub fn run_corewire_closed_loop(
     let bodies = lists
         .into_iter()
         .enumerate()
-        .map(|(shard, conns)| ShardBody {
+        .map(|(shard, (addr, conns))| ShardBody {
             rt: Arc::clone(&rt),
             shard,
-            addr: s.addr,
+            addr,
             conns,
         })
         .collect();
-    let out = harness::run(bodies, 1, s.warmup, s.duration, s.server_pid);
+    let out = harness::run(
+        bodies,
+        groups,
+        shape.warmup,
+        shape.duration,
+        shape.server_pid,
+    );
     drop(rt);
+    Ok(out)
+}
+
+/// Runs a closed-loop benchmark against a corewire RPC echo server.
+pub fn run_corewire_closed_loop(
+    cfg: &ClosedLoopConfig,
+) -> Result<ClosedLoopReport, ClientRuntimeError> {
+    let spec = ConnSpec {
+        group: 0,
+        size: cfg.size,
+        depth: cfg.depth,
+    };
+    let s = &cfg.shape;
+    let lists = spread(&vec![spec; cfg.conns], s.threads)
+        .into_iter()
+        .map(|l| (s.addr, l))
+        .collect();
+    let out = run_shards(lists, 1, s)?;
     Ok(closed_loop_report("corewire-rpc", cfg, &out))
+}
+
+/// Runs the fairness probe against a corewire RPC echo server: the hot connections on
+/// `threads` client shards, the probe alone on one more (to `--probe-addr`, the server's probe
+/// listener, when given), with the raw-echo probe's report.
+pub fn run_corewire_probe(cfg: &ProbeConfig) -> Result<ProbeReport, ClientRuntimeError> {
+    let mut lists: Vec<_> = cfg
+        .conn_lists()
+        .into_iter()
+        .map(|l| (cfg.shape.addr, l))
+        .collect();
+    if let Some(probe) = lists.last_mut() {
+        probe.0 = cfg.probe_addr();
+    }
+    let out = run_shards(lists, 2, &cfg.shape)?;
+    Ok(probe_report("corewire-rpc-probe", cfg, &out))
 }

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use corewire::{Budget, Runtime, Server};
-use corewire_runtime::accept::{AcceptMode as CoreAcceptMode, Placement, TcpEndpoint};
+use corewire_runtime::accept::{
+    AcceptMode as CoreAcceptMode, ListenerHandle, Placement, TcpEndpoint,
+};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -30,6 +32,9 @@ pub struct CorewireRpcServerConfig {
     pub budget: Budget,
     /// FNV-1a passes over each payload before echoing it (the handler's CPU cost).
     pub hash_rounds: u32,
+    /// A second listener, same service and budget, for the fairness probe alone: its own
+    /// head-of-line histogram is then the probe's (printed as `probe_hol_*`).
+    pub probe_addr: Option<SocketAddr>,
 }
 
 /// Why the server could not run.
@@ -72,18 +77,25 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
     let served = Arc::new(Served::new(rt.shard_count()));
     let hash_rounds = cfg.hash_rounds;
     let counters = served.clone();
-    let handle = Server::builder()
+    let server = Server::builder()
         .service(move |shard| Echo {
             hash_rounds,
             served: Some((counters.clone(), shard)),
         })
-        .build()
-        .serve(
-            &rt,
-            TcpEndpoint::bind(cfg.addr)
-                .mode(core_mode(cfg.accept))
-                .budget(cfg.budget),
-        )
+        .build();
+    let endpoint = |addr| {
+        TcpEndpoint::bind(addr)
+            .mode(core_mode(cfg.accept))
+            .budget(cfg.budget)
+    };
+    // The probe's listener first: benchctl counts the server as up once `addr` listens.
+    let probe = cfg
+        .probe_addr
+        .map(|addr| server.serve(&rt, endpoint(addr)))
+        .transpose()
+        .map_err(CorewireRpcServerError::Listen)?;
+    let handle = server
+        .serve(&rt, endpoint(cfg.addr))
         .map_err(CorewireRpcServerError::Listen)?;
     eprintln!(
         "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={})",
@@ -119,20 +131,47 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
     }
     let mut metrics = Vec::new();
     per_request(&mut metrics, served.total(), allocs, task_polls);
-    let hol = handle.head_of_line();
-    metrics.extend([
-        ("hol_count", hol.count as f64),
-        ("hol_p50", hol.quantile(0.5) as f64),
-        ("hol_p99", hol.quantile(0.99) as f64),
-        ("hol_p999", hol.quantile(0.999) as f64),
-        ("hol_max", hol.max as f64),
-    ]);
+    hol_metrics(&mut metrics, HOL_KEYS, &handle);
+    if let Some(probe) = &probe {
+        hol_metrics(&mut metrics, PROBE_HOL_KEYS, probe);
+    }
     let _ = writeln!(out, "{}", metric_line(&metrics));
     for (shard, snap) in runtime_stats.iter().enumerate() {
         let _ = writeln!(out, "runtime shard={shard} {snap}");
     }
     let _ = out.flush();
     handle.stop();
+    if let Some(probe) = probe {
+        probe.stop();
+    }
     rt.shutdown();
     Ok(())
+}
+
+/// Metric names of the hot listener's head-of-line counts: count, p50, p99, p99.9, max.
+const HOL_KEYS: [&str; 5] = ["hol_count", "hol_p50", "hol_p99", "hol_p999", "hol_max"];
+/// The same for the probe's listener.
+const PROBE_HOL_KEYS: [&str; 5] = [
+    "probe_hol_count",
+    "probe_hol_p50",
+    "probe_hol_p99",
+    "probe_hol_p999",
+    "probe_hol_max",
+];
+
+/// The listener's head-of-line counts under `keys`.
+fn hol_metrics(
+    metrics: &mut Vec<(&'static str, f64)>,
+    keys: [&'static str; 5],
+    l: &ListenerHandle,
+) {
+    let hol = l.head_of_line();
+    let values = [
+        hol.count as f64,
+        hol.quantile(0.5) as f64,
+        hol.quantile(0.99) as f64,
+        hol.quantile(0.999) as f64,
+        hol.max as f64,
+    ];
+    metrics.extend(keys.into_iter().zip(values));
 }

@@ -13,6 +13,7 @@ loadgen --addr HOST:PORT [--threads T] [--duration-ms MS] [--warmup-ms MS] [--se
         [--server-syscalls] (count the server's io_uring enters and syscalls with perf stat)
         (closed loop)   [--conns C] [--depth D] [--size S]
         (fairness)      --probe [--hot-conns 8] [--hot-depth 32] [--size S] [--probe-size 64]
+                        [--probe-addr HOST:PORT (the probe's own listener; default --addr)]
         (accept storm)  --accept-storm N [--size S]
 Prints one JSON line. Defaults: threads 1, duration 5000, warmup 1000, conns 1, depth 1, size 64.";
 
@@ -62,6 +63,7 @@ pub fn parse(mut args: Args) -> Result<Command, ArgsError> {
             hot_depth: args.get("hot-depth", 32)?,
             size,
             probe_size: args.get("probe-size", 64)?,
+            probe_addr: args.opt("probe-addr")?,
         })
     } else {
         Command::ClosedLoop(ClosedLoopConfig {

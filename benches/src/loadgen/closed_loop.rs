@@ -43,6 +43,35 @@ pub struct ProbeConfig {
     pub hot_depth: usize,
     pub size: usize,
     pub probe_size: usize,
+    /// Where the probe connects; `None`: the hot connections' address. A server that gives
+    /// the probe its own listener reports head-of-line counts for the probe alone.
+    pub probe_addr: Option<SocketAddr>,
+}
+
+impl ProbeConfig {
+    /// The probe connection's address.
+    pub fn probe_addr(&self) -> SocketAddr {
+        self.probe_addr.unwrap_or(self.shape.addr)
+    }
+
+    /// The hot connections dealt onto `threads` lists, then the probe's own list (last), so
+    /// its latency reflects the server, not a busy client loop.
+    pub fn conn_lists(&self) -> Vec<Vec<ConnSpec>> {
+        let hot = ConnSpec {
+            group: HOT,
+            size: self.size,
+            depth: self.hot_depth,
+        };
+        let probe = ConnSpec {
+            group: PROBE,
+            size: self.probe_size,
+            depth: 1,
+        };
+        let mut lists = spread(&vec![hot; self.hot_conns], self.shape.threads);
+        lists.retain(|l| !l.is_empty());
+        lists.push(vec![probe]);
+        lists
+    }
 }
 
 /// Deals `conns` round-robin onto `threads` lists (at least one).
@@ -192,38 +221,33 @@ pub fn closed_loop_report(
     }
 }
 
-const HOT: usize = 0;
-const PROBE: usize = 1;
+/// Group of the hot connections' statistics.
+pub const HOT: usize = 0;
+/// Group of the probe's statistics.
+pub const PROBE: usize = 1;
 
-/// Runs the fairness probe: hot connections on `threads` threads, the probe on its own thread
-/// so its latency reflects the server, not a busy client loop.
+/// Runs the fairness probe: hot connections on `threads` threads, the probe on its own thread.
 pub fn run_probe(cfg: &ProbeConfig) -> ProbeReport {
-    let hot = ConnSpec {
-        group: HOT,
-        size: cfg.size,
-        depth: cfg.hot_depth,
-    };
-    let probe = ConnSpec {
-        group: PROBE,
-        size: cfg.probe_size,
-        depth: 1,
-    };
+    let mut lists = cfg.conn_lists();
+    let probe = lists.pop().unwrap_or_default();
+    let mut threads = threads_for(cfg.shape.addr, lists);
+    threads.extend(threads_for(cfg.probe_addr(), vec![probe]));
     let s = &cfg.shape;
-    let mut lists = spread(&vec![hot; cfg.hot_conns], s.threads);
-    lists.push(vec![probe]);
-    let out = harness::run(
-        threads_for(s.addr, lists),
-        2,
-        s.warmup,
-        s.duration,
-        s.server_pid,
-    );
+    let out = harness::run(threads, 2, s.warmup, s.duration, s.server_pid);
+    probe_report("probe", cfg, &out)
+}
+
+/// Builds the fairness report from a harness outcome (groups [`HOT`] and [`PROBE`]).
+pub fn probe_report(mode: &'static str, cfg: &ProbeConfig, out: &Outcome) -> ProbeReport {
+    let s = &cfg.shape;
     let (h, p) = (&out.groups[HOT], &out.groups[PROBE]);
     let probe_lat = p.latency.summary();
     let requests = h.requests + p.requests;
+    let busy_pct = |cpu_s: f64| round2(cpu_s * 100.0 / out.window.as_secs_f64());
     ProbeReport {
-        mode: "probe",
+        mode,
         addr: s.addr.to_string(),
+        probe_addr: cfg.probe_addr().to_string(),
         hot_conns: cfg.hot_conns,
         hot_depth: cfg.hot_depth,
         size: cfg.size,
@@ -243,6 +267,8 @@ pub fn run_probe(cfg: &ProbeConfig) -> ProbeReport {
         hot_p99_us: h.latency.summary().p99_us,
         errors: h.errors + p.errors,
         requests,
+        client_cpu_pct: busy_pct(out.client_cpu_s),
+        server_cpu_pct: out.server_cpu_s.map(busy_pct),
         cpu: CpuUsage::new(out.client_cpu_s, out.server_cpu_s, requests),
         machine: MachineNote::current(),
     }
