@@ -167,3 +167,64 @@ fn a_dropped_call_loses_nothing() {
     .unwrap();
     client.join().unwrap();
 }
+
+#[test]
+fn a_reset_queued_behind_data_comes_after_the_data_and_is_not_lost() {
+    let rt = common::runtime(1);
+    let multishot = rt.features().recv_multishot;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let go = Arc::new(AtomicBool::new(false));
+    let go2 = go.clone();
+    let client = std::thread::spawn(move || {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while !go2.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (&s).write_all(&[5u8; 100]).unwrap();
+        // Linger 0: the close resets the connection.
+        socket2::SockRef::from(&s)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    });
+    let (server, _) = listener.accept().unwrap();
+    rt.run_on(0, move || async move {
+        let stream = TcpStream::from_std(server);
+        let mut buf = BytesMut::new();
+        {
+            // Arm the stream's receive on the empty socket.
+            let mut call = Box::pin(stream.recv_available(&mut buf));
+            let pending =
+                std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx).is_pending())).await;
+            assert!(pending);
+        }
+        corewire_runtime::yield_now().await;
+        let before = with_local_stats(|s| s.completions.get());
+        go.store(true, Ordering::Release);
+        if multishot {
+            // One completion for the 100 bytes, one for the reset: both queued before the
+            // call, so the call meets the reset while taking what is there, and keeps it.
+            let deadline = Instant::now() + IO_TIMEOUT;
+            while with_local_stats(|s| s.completions.get()) < before + 2 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the bytes and the reset never came"
+                );
+                corewire_runtime::sleep(Duration::from_millis(1)).await;
+            }
+            assert_eq!(stream.recv_available(&mut buf).await.unwrap(), 100);
+        }
+        let error = loop {
+            match stream.recv_available(&mut buf).await {
+                Ok(0) => panic!("end-of-stream instead of the reset"),
+                Ok(_) => continue,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+        assert_eq!(&buf[..], &[5u8; 100][..], "bytes lost or changed");
+    })
+    .unwrap();
+    client.join().unwrap();
+}
