@@ -4,10 +4,12 @@
 //! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --shards 2 \
 //!     [--accept reuseport|handoff] [--placement least|rr|fixed:N] \
 //!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]
-//!     [--recv-buffers COUNTxSIZE]
+//!     [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]
 //! ```
 //!
-//! `--recv-buffers` sizes each shard's receive-buffer ring (default 1024x4096).
+//! `--recv-buffers` sizes each shard's receive-buffer ring (default 1024x4096);
+//! `--registered-fds` gives each shard a registered file table of that many slots (default 0:
+//! none), so connections' receives and sends name a slot instead of a descriptor.
 //!
 //! Frames are a u32 little-endian length and that many bytes; each one comes back as is.
 //! On SIGINT/SIGTERM it prints per-shard counters and exits 0.
@@ -38,6 +40,7 @@ struct ServerConfig {
     spin: Option<Duration>,
     pin: bool,
     recv_buffers: RecvBuffers,
+    registered_fds: u32,
 }
 
 fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
@@ -81,6 +84,7 @@ fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
         None => RecvBuffers::default(),
         Some(text) => parse_recv_buffers(&text)?,
     };
+    let registered_fds = flags.optional("registered-fds")?.unwrap_or(0);
     flags.finish()?;
     Ok(ServerConfig {
         addr,
@@ -91,6 +95,7 @@ fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
         spin,
         pin,
         recv_buffers,
+        registered_fds,
     })
 }
 
@@ -160,7 +165,7 @@ fn main() -> ExitCode {
                 "usage: echo_server --addr IP:PORT --shards N [--accept reuseport|handoff] \
                  [--placement least|rr|fixed:N] [--budget-msgs N|unlimited] \
                  [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin] \
-                 [--recv-buffers COUNTxSIZE]"
+                 [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]"
             );
             return ExitCode::from(2);
         }
@@ -180,7 +185,8 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
     let mut builder = Runtime::builder()
         .shards(config.shards)
         .pin(config.pin)
-        .recv_buffers(config.recv_buffers);
+        .recv_buffers(config.recv_buffers)
+        .registered_fds(config.registered_fds);
     if let Some(spin) = config.spin {
         builder = builder.spin_before_park(spin);
     }
@@ -251,11 +257,13 @@ mod tests {
         assert_eq!(c.budget, Budget::messages(4));
         assert_eq!(c.limits.max_msg, 1024);
         assert_eq!(c.recv_buffers, RecvBuffers::default());
+        assert_eq!(c.registered_fds, 0);
 
         let c = parse(flags(
-            "--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384",
+            "--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384 --registered-fds 4096",
         ))
         .unwrap();
+        assert_eq!(c.registered_fds, 4096);
         assert_eq!(
             c.recv_buffers,
             RecvBuffers {

@@ -21,17 +21,53 @@ struct Inner {
     /// `None` once the descriptor was taken by [`SharedFd::close`].
     fd: Cell<Option<OwnedFd>>,
     raw: RawFd,
+    /// Its slot in the shard's registered file table, if it has one: ops name the slot.
+    /// The slot holds its own reference to the file, released (through the ring) when the
+    /// last holder goes, like the descriptor.
+    slot: Option<u32>,
     /// A task in [`SharedFd::close`] waiting for the ops in flight to finish.
     closer: RefCell<Option<Waker>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            // Off the shard (its context gone at teardown) the table went with the ring.
+            if context::try_current().is_some() {
+                PENDING_SLOT_CLOSE.with(|p| p.borrow_mut().push(slot));
+            }
+        }
         if let Some(fd) = self.fd.take() {
             close_later(fd);
         }
     }
 }
+
+/// What an SQE names the descriptor by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Fd(RawFd),
+    /// A slot of the shard's registered file table (`IOSQE_FIXED_FILE`).
+    Fixed(u32),
+}
+
+/// Build an SQE naming `$fd` (a [`SharedFd`]) by its registered slot if it has one, else by
+/// its descriptor: `on_fd!(fd, t => opcode::Send::new(t, ..).build())`.
+macro_rules! on_fd {
+    ($fd:expr, $t:ident => $build:expr) => {
+        match $fd.target() {
+            $crate::driver::fd::Target::Fd(raw) => {
+                let $t = io_uring::types::Fd(raw);
+                $build
+            }
+            $crate::driver::fd::Target::Fixed(slot) => {
+                let $t = io_uring::types::Fixed(slot);
+                $build
+            }
+        }
+    };
+}
+pub(crate) use on_fd;
 
 /// A descriptor owned jointly by an I/O object and its in-flight ops. `!Send`: its last
 /// holder closes it through the ring of the shard that owns it.
@@ -44,8 +80,44 @@ impl SharedFd {
         SharedFd(Rc::new(Inner {
             fd: Cell::new(Some(fd)),
             raw,
+            slot: None,
             closer: RefCell::new(None),
         }))
+    }
+
+    /// A stream's descriptor: put into a slot of the shard's registered file table while
+    /// one is free (counted in `fds_registered` / `fds_not_registered`), else plain. Off a
+    /// shard, or with no table (`RuntimeBuilder::registered_fds` 0, an old kernel,
+    /// `COREWIRE_IO_URING=plain`), plain and not counted.
+    pub(crate) fn for_stream(fd: OwnedFd) -> SharedFd {
+        let raw = fd.as_raw_fd();
+        let slot = context::try_current().and_then(|ctx| {
+            let mut driver = ctx.driver.borrow_mut();
+            if !driver.has_fixed_table() {
+                return None;
+            }
+            let slot = driver.register_fd(raw);
+            let stats = &ctx.remote.stats;
+            match slot {
+                Some(_) => stats.fds_registered.incr(),
+                None => stats.fds_not_registered.incr(),
+            }
+            slot
+        });
+        SharedFd(Rc::new(Inner {
+            fd: Cell::new(Some(fd)),
+            raw,
+            slot,
+            closer: RefCell::new(None),
+        }))
+    }
+
+    /// What SQEs on this descriptor name: its registered slot, or the descriptor.
+    pub(crate) fn target(&self) -> Target {
+        match self.0.slot {
+            Some(slot) => Target::Fixed(slot),
+            None => Target::Fd(self.0.raw),
+        }
     }
 
     /// The descriptor number, for an SQE or a socket option call. Valid as long as `self`.
@@ -88,6 +160,21 @@ thread_local! {
     /// close them through the ring at its next submit. A list rather than a direct call:
     /// the last holder often drops inside the driver itself (an abandoned op's data).
     static PENDING_CLOSE: RefCell<Vec<RawFd>> = const { RefCell::new(Vec::new()) };
+    /// Registered slots whose last holder dropped, for the same reason.
+    static PENDING_SLOT_CLOSE: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The slots queued for a close through the ring (the driver frees each at its completion).
+pub(crate) fn take_pending_slot_closes() -> Vec<u32> {
+    PENDING_SLOT_CLOSE
+        .try_with(|p| std::mem::take(&mut *p.borrow_mut()))
+        .unwrap_or_default()
+}
+
+pub(crate) fn has_pending_slot_closes() -> bool {
+    PENDING_SLOT_CLOSE
+        .try_with(|p| !p.borrow().is_empty())
+        .unwrap_or(false)
 }
 
 /// Close `fd` through the ring of the current shard, or at once off a shard.

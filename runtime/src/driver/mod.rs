@@ -35,6 +35,10 @@ const WAKE_TOKEN: u64 = u64::MAX - 1;
 const CLOSE_TOKEN: u64 = u64::MAX - 2;
 /// `user_data` of the wake-ups other shards post into this ring with MSG_RING.
 const MSG_WAKE_TOKEN: u64 = u64::MAX - 3;
+/// `user_data` of the closes of registered file slots, plus the slot: the slot is free again
+/// at the completion (not before: a slot reused before its close ran would lose its new
+/// file). Below `MSG_SENT_BASE`; slot keys never come near either.
+const FIXED_CLOSE_BASE: u64 = 1 << 61;
 /// `user_data` of the MSG_RING wake-ups this ring sends, plus the target shard's id: only a
 /// failure posts a completion (SKIP_SUCCESS), and the target is then woken by its eventfd.
 /// Slot keys (a slab's indices) never come near it.
@@ -128,6 +132,8 @@ pub(crate) struct Driver {
     closing: Vec<RawFd>,
     /// The shard's provided-buffer ring, when the kernel has multishot receive.
     buf_ring: Option<Rc<BufRing>>,
+    /// Free slots of the registered file table, when there is one.
+    fixed: Option<Vec<u32>>,
     /// Shards whose MSG_RING wake-up failed: the run loop wakes them by their eventfd.
     pub(crate) msg_ring_failed: Vec<usize>,
     /// Sends of at least this many bytes go zero-copy (`None`: never, or no SEND_ZC).
@@ -144,6 +150,7 @@ impl Driver {
         entries: u32,
         wake_fd: RawFd,
         recv_buffers: RecvBuffers,
+        registered_fds: u32,
     ) -> io::Result<Driver> {
         let (ring, mut features) = features::build_ring(entries)?;
         let buf_ring = if features.recv_multishot {
@@ -159,8 +166,21 @@ impl Driver {
         } else {
             None
         };
+        let fixed = if registered_fds > 0 && !features::forced_plain() {
+            match ring.submitter().register_files_sparse(registered_fds) {
+                // Handed out from slot 0 up.
+                Ok(()) => Some((0..registered_fds).rev().collect()),
+                Err(e) => {
+                    tracing::info!(error = %e, "no registered file table: plain descriptors");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let mut driver = Driver {
             ring,
+            fixed,
             slots: Slab::with_capacity(256),
             features,
             wake_fd,
@@ -241,6 +261,27 @@ impl Driver {
         self.push(&sqe)
     }
 
+    /// Whether the shard has a registered file table.
+    pub(crate) fn has_fixed_table(&self) -> bool {
+        self.fixed.is_some()
+    }
+
+    /// Put `raw` into a free slot of the registered file table: the slot, or `None` when
+    /// there is no table, it is full, or the kernel refused.
+    pub(crate) fn register_fd(&mut self, raw: RawFd) -> Option<u32> {
+        let slot = self.fixed.as_mut()?.pop()?;
+        match self.ring.submitter().register_files_update(slot, &[raw]) {
+            Ok(_) => Some(slot),
+            Err(e) => {
+                tracing::debug!(error = %e, "registering a descriptor failed");
+                if let Some(free) = self.fixed.as_mut() {
+                    free.push(slot);
+                }
+                None
+            }
+        }
+    }
+
     /// The shard's buffer ring, when multishot receive is in use.
     pub(crate) fn buf_ring(&self) -> Option<&Rc<BufRing>> {
         self.buf_ring.as_ref()
@@ -249,7 +290,7 @@ impl Driver {
     /// Arm a multishot receive on `fd` into the shard's buffer ring (the caller checked that
     /// there is one). Its completions come out of [`Driver::poll_multi`].
     pub(crate) fn submit_recv_multishot(&mut self, fd: &fd::SharedFd) -> usize {
-        let sqe = opcode::RecvMulti::new(types::Fd(fd.raw()), buf_ring::BUF_GROUP).build();
+        let sqe = fd::on_fd!(fd, t => opcode::RecvMulti::new(t, buf_ring::BUF_GROUP).build());
         self.submit_multi(MultiKind::Recv, sqe, Box::new(fd.clone()))
     }
 
@@ -276,9 +317,9 @@ impl Driver {
     /// share until the kernel's notification that it no longer uses them.
     pub(crate) fn submit_send_zc(&mut self, fd: &fd::SharedFd, buf: bytes::Bytes) -> usize {
         let len = buf.len().min(u32::MAX as usize) as u32;
-        let sqe = opcode::SendZc::new(types::Fd(fd.raw()), buf.as_ptr(), len)
+        let sqe = fd::on_fd!(fd, t => opcode::SendZc::new(t, buf.as_ptr(), len)
             .flags(libc::MSG_NOSIGNAL)
-            .build();
+            .build());
         self.submit_multi(MultiKind::SendZc, sqe, Box::new((fd.clone(), buf)))
     }
 
@@ -414,6 +455,12 @@ impl Driver {
     /// Closes of descriptors whose last holder dropped: fire and forget (a failed close has
     /// nobody to report to, and the descriptor is gone either way).
     fn flush_closes(&mut self) -> io::Result<()> {
+        for slot in fd::take_pending_slot_closes() {
+            let sqe = opcode::Close::new(types::Fixed(slot))
+                .build()
+                .user_data(FIXED_CLOSE_BASE + u64::from(slot));
+            self.push(&sqe)?;
+        }
         fd::take_pending_closes(&mut self.closing);
         let mut closing = std::mem::take(&mut self.closing);
         for raw in closing.drain(..) {
@@ -438,7 +485,7 @@ impl Driver {
     }
 
     fn flush_deferred(&mut self) -> io::Result<()> {
-        if fd::has_pending_closes() {
+        if fd::has_pending_closes() || fd::has_pending_slot_closes() {
             self.flush_closes()?;
         }
         if self.deferred.is_empty() {
@@ -593,6 +640,15 @@ impl Driver {
                 }
                 MSG_WAKE_TOKEN => {
                     reaped.woke_by_msg_ring = true;
+                    continue;
+                }
+                ud if (FIXED_CLOSE_BASE..MSG_SENT_BASE).contains(&ud) => {
+                    if cqe.result() < 0 {
+                        tracing::debug!(error = %io::Error::from_raw_os_error(-cqe.result()), "closing a registered slot failed");
+                    }
+                    if let Some(free) = self.fixed.as_mut() {
+                        free.push((ud - FIXED_CLOSE_BASE) as u32);
+                    }
                     continue;
                 }
                 ud if ud >= MSG_SENT_BASE => {
@@ -819,7 +875,8 @@ mod tests {
     fn drain_leaks_abandoned_buffers_when_the_ring_fails() {
         let (wake_r, _wake_w) = pipe();
         let (never_readable, _writer) = pipe();
-        let mut driver = Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default()).expect("ring");
+        let mut driver =
+            Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default(), 0).expect("ring");
         let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
             .build();
         let key = driver.submit_op(sqe).expect("submit");
@@ -839,7 +896,8 @@ mod tests {
     fn drain_frees_abandoned_buffers_after_their_completion() {
         let (wake_r, _wake_w) = pipe();
         let (never_readable, _writer) = pipe();
-        let mut driver = Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default()).expect("ring");
+        let mut driver =
+            Driver::new(8, wake_r.as_raw_fd(), RecvBuffers::default(), 0).expect("ring");
         let sqe = opcode::PollAdd::new(types::Fd(never_readable.as_raw_fd()), libc::POLLIN as u32)
             .build();
         let key = driver.submit_op(sqe).expect("submit");

@@ -29,7 +29,7 @@ impl TcpStream {
     pub(crate) fn from_fd(fd: OwnedFd) -> TcpStream {
         TcpStream {
             rx: Receiver::new(),
-            fd: SharedFd::new(fd),
+            fd: SharedFd::for_stream(fd),
         }
     }
 

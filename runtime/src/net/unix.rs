@@ -132,7 +132,7 @@ impl UnixStream {
     fn from_fd(fd: std::os::fd::OwnedFd) -> UnixStream {
         UnixStream {
             rx: Receiver::new(),
-            fd: SharedFd::new(fd),
+            fd: SharedFd::for_stream(fd),
         }
     }
 

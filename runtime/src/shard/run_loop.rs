@@ -21,6 +21,7 @@ use crate::timer::Timers;
 pub(crate) struct ShardConfig {
     pub ring_entries: u32,
     pub recv_buffers: crate::net::RecvBuffers,
+    pub registered_fds: u32,
     pub send_zc_threshold: Option<usize>,
     pub msg_ring_wakeups: bool,
     pub task_budget: usize,
@@ -55,7 +56,12 @@ pub(crate) fn run_shard(
     let id = remote.id;
     let span = tracing::info_span!("shard", id);
     let _entered = span.enter();
-    let driver = match Driver::new(config.ring_entries, remote.wake_fd(), config.recv_buffers) {
+    let driver = match Driver::new(
+        config.ring_entries,
+        remote.wake_fd(),
+        config.recv_buffers,
+        config.registered_fds,
+    ) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(e));

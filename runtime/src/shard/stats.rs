@@ -195,6 +195,12 @@ shard_stats! {
     /// Multishot accepts armed on TCP listeners (the first accept, and each re-arm after
     /// the kernel ended one, e.g. after an error).
     accept_multishot_arms,
+    /// Streams whose descriptor got a slot of the shard's registered file table
+    /// (`RuntimeBuilder::registered_fds`); their receives and sends name the slot.
+    fds_registered,
+    /// Streams that found the table full (or its registration failing) and use their plain
+    /// descriptor.
+    fds_not_registered,
     /// Sends (send or writev operations) TCP and Unix streams submitted.
     sends,
     /// Buffers those sends carried: `send_buffers / sends` is the buffers per flush (a

@@ -1,10 +1,10 @@
 use std::io;
 
 use bytes::BytesMut;
-use io_uring::{opcode, squeue, types};
+use io_uring::{opcode, squeue};
 
 use super::OpCode;
-use crate::driver::fd::SharedFd;
+use crate::driver::fd::{on_fd, SharedFd};
 
 /// recv(2) into the spare capacity of a `BytesMut`; the bytes received are appended.
 pub(crate) struct Recv {
@@ -28,12 +28,8 @@ unsafe impl OpCode for Recv {
     fn sqe(&mut self) -> squeue::Entry {
         let spare = self.buf.spare_capacity_mut();
         self.len = spare.len().min(u32::MAX as usize) as u32;
-        opcode::Recv::new(
-            types::Fd(self.fd.raw()),
-            spare.as_mut_ptr().cast(),
-            self.len,
-        )
-        .build()
+        let (ptr, len) = (spare.as_mut_ptr().cast(), self.len);
+        on_fd!(self.fd, t => opcode::Recv::new(t, ptr, len).build())
     }
 
     fn complete(mut self, result: io::Result<u32>, _flags: u32) -> Self::Output {

@@ -1,10 +1,10 @@
 use std::io;
 
 use bytes::Bytes;
-use io_uring::{opcode, squeue, types};
+use io_uring::{opcode, squeue};
 
 use super::OpCode;
-use crate::driver::fd::SharedFd;
+use crate::driver::fd::{on_fd, SharedFd};
 
 /// send(2) of one buffer (MSG_NOSIGNAL: a closed peer is an error, not a signal).
 pub(crate) struct Send {
@@ -25,9 +25,10 @@ unsafe impl OpCode for Send {
 
     fn sqe(&mut self) -> squeue::Entry {
         let len = self.buf.len().min(u32::MAX as usize) as u32;
-        opcode::Send::new(types::Fd(self.fd.raw()), self.buf.as_ptr(), len)
+        let ptr = self.buf.as_ptr();
+        on_fd!(self.fd, t => opcode::Send::new(t, ptr, len)
             .flags(libc::MSG_NOSIGNAL)
-            .build()
+            .build())
     }
 
     fn complete(self, result: io::Result<u32>, _flags: u32) -> Self::Output {

@@ -1,10 +1,10 @@
 use std::io;
 
 use bytes::Bytes;
-use io_uring::{opcode, squeue, types};
+use io_uring::{opcode, squeue};
 
 use super::OpCode;
-use crate::driver::fd::SharedFd;
+use crate::driver::fd::{on_fd, SharedFd};
 
 /// sendmsg(2) of several buffers at once (a frame header, its payload and its attachment go
 /// out in one syscall without being copied together).
@@ -44,9 +44,10 @@ unsafe impl OpCode for Writev {
     fn sqe(&mut self) -> squeue::Entry {
         self.msg.msg_iov = self.iovecs.as_mut_ptr();
         self.msg.msg_iovlen = self.iovecs.len() as _;
-        opcode::SendMsg::new(types::Fd(self.fd.raw()), &*self.msg)
+        let msg: *const libc::msghdr = &*self.msg;
+        on_fd!(self.fd, t => opcode::SendMsg::new(t, msg)
             .flags(libc::MSG_NOSIGNAL as u32)
-            .build()
+            .build())
     }
 
     fn complete(self, result: io::Result<u32>, _flags: u32) -> Self::Output {
