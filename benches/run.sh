@@ -27,6 +27,10 @@
 #                              (the client must stay well below 100 x its threads). SERVERS=corewire
 #                              runs the raw echo example instead (no handler cost, no HOL);
 #                              FAIRNESS_ARGS adds benchctl flags.
+#   benches/run.sh kv-fairness the same layout over corewire-kv (issue 12.6): 1 shard on SERVER_CPU,
+#                              8 connections pipelining MSET/MGET batches + 1 probe GET, budgets
+#                              unlimited,default (examples/kv/bench/fairness.sh; KV_FAIRNESS_ARGS
+#                              adds its flags, QUICK=1 its --quick)
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -225,11 +229,19 @@ fairness() {
         --servers "${SERVERS:-corewire-rpc}" ${FAIRNESS_ARGS:-}
 }
 
+kv_fairness() {
+    local args=(--rounds "$rounds")
+    [[ $quick == 1 ]] && args=(--quick)
+    # shellcheck disable=SC2086 # KV_FAIRNESS_ARGS is split into flags on purpose
+    run "$repo/examples/kv/bench/fairness.sh" "${args[@]}" ${KV_FAIRNESS_ARGS:-}
+}
+
 case "$suite" in
     percore) percore ;;
     rpc) rpc ;;
     fairness) fairness ;;
+    kv-fairness) kv_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,46p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,50p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness)" >&2; exit 2 ;;
 esac

@@ -23,9 +23,9 @@ use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
 use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
 use corewire_transport::{Connection, TransportError};
 
-use super::registry::{CallFuture, ServiceSet};
+use super::registry::{CallFuture, DynService, ServiceSet};
 use super::server::ServerOptions;
-use super::{Request, Response, Status};
+use super::{CallNow, Request, Response, Status};
 
 /// The requests running on one connection, shared by the reader and the handler tasks.
 struct Running {
@@ -204,6 +204,16 @@ async fn dispatch<C: Connection>(
         peer: conn.peer_addr(),
         shard: corewire_runtime::shard_id(),
     };
+    // The fastest path: a handler that answers in `call_now` costs no future at all.
+    let request = match call_now(&*service, request) {
+        CallNow::Done(result) => {
+            if reply(conn, &header, result).await {
+                arrived.replied();
+            }
+            return Ok(());
+        }
+        CallNow::Later(request) => request,
+    };
     let mut call = service.call(request);
     // The fast path: most handlers answer on their first poll, so poll it here, in the
     // reader, and queue the reply: no task, no run-queue round trip. Only a handler that has
@@ -235,6 +245,14 @@ async fn dispatch<C: Connection>(
     // The task has not run yet (spawned tasks run from the queue), so the id is still free.
     running.calls.borrow_mut().start(id, task)?;
     Ok(())
+}
+
+/// A handler's `call_now`. A panic in it fails the call as `Internal`, like one in `call`.
+fn call_now(service: &dyn DynService, request: Request) -> CallNow {
+    catch_unwind(AssertUnwindSafe(|| service.call_now(request))).unwrap_or_else(|panic| {
+        tracing::error!(panic = %panic_text(&panic), "service handler panicked");
+        CallNow::Done(Err(Status::Internal("the handler panicked".into())))
+    })
 }
 
 /// One poll of a handler's call. A panic in it is the handler's bug: the call fails as

@@ -10,7 +10,7 @@ use corewire_transport::Connection;
 
 use super::tests::on_a_shard;
 use super::{dispatch, service_id, Client, ClientError, ClientOptions, Request, Response};
-use super::{Server, Service, Status};
+use super::{CallNow, Server, Service, Status};
 
 struct Quick;
 impl Service for Quick {
@@ -68,6 +68,62 @@ fn a_panicking_handler_fails_its_call_and_the_connection_carries_on() {
         let after = client.call(Quick::ID, 0, Bytes::from_static(b"ok")).await;
         (panicked, after)
     });
+    assert_eq!(
+        panicked,
+        Err(ClientError::Status(Status::Internal(
+            "the handler panicked".into()
+        )))
+    );
+    assert_eq!(after.unwrap(), Bytes::from_static(b"ok"));
+}
+
+thread_local! {
+    /// Requests [`Now`] answered in `call_now` and in `call`, on this shard's thread.
+    static ANSWERED: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Answers method 0 in `call_now`, hands method 1 on to `call`, panics in `call_now` for
+/// method 2.
+struct Now;
+impl Service for Now {
+    const ID: u32 = service_id("now");
+    async fn call(&self, _req: Request) -> Result<Response, Status> {
+        ANSWERED.with(|a| a.set((a.get().0, a.get().1 + 1)));
+        Ok(Response::new(Bytes::from_static(b"later")))
+    }
+    fn call_now(&self, req: Request) -> CallNow {
+        match req.method {
+            0 => {
+                ANSWERED.with(|a| a.set((a.get().0 + 1, a.get().1)));
+                CallNow::Done(Ok(Response::new(req.payload)))
+            }
+            1 => CallNow::Later(req),
+            m => panic!("call_now of method {m} panics"),
+        }
+    }
+}
+
+/// A request answered in `call_now` never reaches `call`; one handed back does; a panic in
+/// `call_now` fails its call as Internal and the connection carries on.
+#[test]
+fn call_now_answers_or_hands_the_request_to_call() {
+    let (answered, panicked, after) = on_a_shard(|| async {
+        let server = Server::builder().service(|_| Now).build();
+        let (ours, theirs) = pair(MemOptions::default());
+        let services = server.services_here();
+        spawn_local(dispatch::serve(theirs, services, server.options(), None));
+        let client = Client::new(ours, ClientOptions::default());
+        for _ in 0..3 {
+            let r = client.call(Now::ID, 0, Bytes::from_static(b"n")).await;
+            assert_eq!(r.unwrap(), Bytes::from_static(b"n"));
+        }
+        let r = client.call(Now::ID, 1, Bytes::from_static(b"l")).await;
+        assert_eq!(r.unwrap(), Bytes::from_static(b"later"));
+        let panicked = client.call(Now::ID, 2, Bytes::new()).await;
+        let after = client.call(Now::ID, 0, Bytes::from_static(b"ok")).await;
+        (ANSWERED.with(|a| a.get()), panicked, after)
+    });
+    assert_eq!(answered, (4, 1), "(in call_now, in call)");
     assert_eq!(
         panicked,
         Err(ClientError::Status(Status::Internal(

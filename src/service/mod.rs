@@ -64,6 +64,24 @@ pub trait Service: 'static {
     const ID: u32;
 
     fn call(&self, request: Request) -> impl Future<Output = Result<Response, Status>>;
+
+    /// The fast path, for handlers that can answer without waiting: answer here
+    /// ([`CallNow::Done`]) or hand the request back ([`CallNow::Later`]) to be served by
+    /// [`call`](Service::call). The server asks this first; a request answered here costs no
+    /// future (`call`'s is boxed, so the server can keep it if it has to wait) and no task.
+    /// The default hands every request back.
+    fn call_now(&self, request: Request) -> CallNow {
+        CallNow::Later(request)
+    }
+}
+
+/// What [`Service::call_now`] did with a request.
+#[derive(Debug)]
+pub enum CallNow {
+    /// Answered: the reply is queued at once.
+    Done(Result<Response, Status>),
+    /// Not answered here: the server calls [`Service::call`] with it.
+    Later(Request),
 }
 
 /// A stable service id from a name (FNV-1a), usable in `const ID`.

@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use corewire_runtime::ShardId;
 
-use super::{Request, Response, Service, Status};
+use super::{CallNow, Request, Response, Service, Status};
 
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Result<Response, Status>>>>;
 
 /// Object-safe view of a [`Service`] instance.
 pub(crate) trait DynService {
     fn call(self: Rc<Self>, request: Request) -> CallFuture;
+    fn call_now(&self, request: Request) -> CallNow;
 }
 
 struct Instance<S>(S);
@@ -22,6 +23,10 @@ struct Instance<S>(S);
 impl<S: Service> DynService for Instance<S> {
     fn call(self: Rc<Self>, request: Request) -> CallFuture {
         Box::pin(async move { self.0.call(request).await })
+    }
+
+    fn call_now(&self, request: Request) -> CallNow {
+        self.0.call_now(request)
     }
 }
 

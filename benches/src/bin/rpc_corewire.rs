@@ -1,11 +1,13 @@
 //! corewire RPC echo: `rpc_corewire server --addr A [--shards N] [--accept reuseport|handoff]
-//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N] [--probe-addr P]` or
+//! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N] [--probe-addr P]
+//! [--no-call-now]` or
 //! `rpc_corewire client --addr A [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
 //! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc"), or the fairness probe
 //! `rpc_corewire client --probe --addr A [--probe-addr P] [--hot-conns H] [--hot-depth D] ...`.
 
 use std::process::ExitCode;
 
+use corewire::Budget;
 use corewire_bench::alloc_count::CountingAlloc;
 use corewire_bench::args::{Args, ArgsError};
 use corewire_bench::corewire_rpc::budget::budget_from_flags;
@@ -21,6 +23,8 @@ rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handof
                     [--hash-rounds N (0: FNV-1a passes over each payload, the handler's cost)]
                     [--probe-addr HOST:PORT (a second listener, for the fairness probe: its
                      head-of-line counts are printed as probe_hol_*)]
+                    [--no-call-now (answer through the handler's boxed future, not call_now:
+                     the slow path, to compare allocations and polls per request)]
 rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
                     [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]
 rpc_corewire client --probe --addr HOST:PORT [--probe-addr HOST:PORT] [--hot-conns 8]
@@ -37,39 +41,25 @@ fn usage_error(e: impl std::fmt::Display) -> ExitCode {
 }
 
 fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
-    let parsed = (|| -> Result<_, ArgsError> {
-        let addr = args.require("addr")?;
-        let shards = args.get("shards", 2usize)?;
-        let accept = args.get("accept", AcceptMode::Reuseport)?;
-        let pin = !args.switch("no-pin");
+    let mut parse = || -> Result<_, ArgsError> {
         let messages: Option<String> = args.opt("budget-msgs")?;
         let bytes: Option<usize> = args.opt("budget-bytes")?;
-        let hash_rounds = args.get("hash-rounds", 0u32)?;
-        let probe_addr = args.opt("probe-addr")?;
-        Ok((
-            addr,
-            shards,
-            accept,
-            pin,
-            messages,
-            bytes,
-            hash_rounds,
-            probe_addr,
-        ))
-    })();
-    let (addr, shards, accept, pin, messages, bytes, hash_rounds, probe_addr) =
-        parsed.map_err(|e| e.to_string())?;
+        let cfg = CorewireRpcServerConfig {
+            addr: args.require("addr")?,
+            shards: args.get("shards", 2usize)?,
+            accept: args.get("accept", AcceptMode::Reuseport)?,
+            pin: !args.switch("no-pin"),
+            budget: Budget::UNLIMITED,
+            hash_rounds: args.get("hash-rounds", 0u32)?,
+            probe_addr: args.opt("probe-addr")?,
+            no_call_now: args.switch("no-call-now"),
+        };
+        Ok((cfg, messages, bytes))
+    };
+    let (mut cfg, messages, bytes) = parse().map_err(|e| e.to_string())?;
     args.finish().map_err(|e| e.to_string())?;
-    let budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
-    Ok(CorewireRpcServerConfig {
-        addr,
-        shards,
-        accept,
-        pin,
-        budget,
-        hash_rounds,
-        probe_addr,
-    })
+    cfg.budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
+    Ok(cfg)
 }
 
 fn server_main(args: Args) -> ExitCode {
@@ -114,8 +104,9 @@ fn client_main(args: Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // Switches: the server's `--no-pin`, the client's `--probe`; every other flag takes a value.
-    let mut args = match Args::from_env(&["no-pin", "probe"]) {
+    // Switches: the server's `--no-pin` and `--no-call-now`, the client's `--probe`; every other
+    // flag takes a value.
+    let mut args = match Args::from_env(&["no-pin", "no-call-now", "probe"]) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
     };

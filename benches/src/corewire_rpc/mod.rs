@@ -9,7 +9,7 @@ pub mod server;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use corewire::{service_id, Request, Response, Service, Status};
+use corewire::{service_id, CallNow, Request, Response, Service, Status};
 
 /// Returns each request's payload as the response (like the tonic peer's `Echo/Echo`), after
 /// spending `hash_rounds` passes of FNV-1a over it: the handler cost of the fairness workload
@@ -19,6 +19,9 @@ pub struct Echo {
     pub hash_rounds: u32,
     /// Requests answered, counted by the shard that answered them (see [`Served`]).
     pub served: Option<(Arc<Served>, usize)>,
+    /// Answer through `call`'s future only, not `call_now` (the server's `--no-call-now`: the
+    /// path before `call_now` existed, to compare allocations and polls per request).
+    pub no_call_now: bool,
 }
 
 /// The method clients call on [`Echo`].
@@ -62,10 +65,8 @@ pub fn spend(bytes: &[u8], rounds: u32) -> u64 {
     hash
 }
 
-impl Service for Echo {
-    const ID: u32 = service_id("corewire.bench.Echo");
-
-    async fn call(&self, req: Request) -> Result<Response, Status> {
+impl Echo {
+    fn answer(&self, req: Request) -> Response {
         if self.hash_rounds > 0 {
             std::hint::black_box(spend(std::hint::black_box(&req.payload), self.hash_rounds));
         }
@@ -74,7 +75,23 @@ impl Service for Echo {
         }
         // The payload is a slice of the connection's read buffer: echoing it copies nothing,
         // as the raw echo servers do.
-        Ok(Response::new(req.payload))
+        Response::new(req.payload)
+    }
+}
+
+impl Service for Echo {
+    const ID: u32 = service_id("corewire.bench.Echo");
+
+    async fn call(&self, req: Request) -> Result<Response, Status> {
+        Ok(self.answer(req))
+    }
+
+    /// Echo never waits: every request is answered on the fast path (no future, no task).
+    fn call_now(&self, req: Request) -> CallNow {
+        if self.no_call_now {
+            return CallNow::Later(req);
+        }
+        CallNow::Done(Ok(self.answer(req)))
     }
 }
 

@@ -35,6 +35,8 @@ pub struct CorewireRpcServerConfig {
     /// A second listener, same service and budget, for the fairness probe alone: its own
     /// head-of-line histogram is then the probe's (printed as `probe_hol_*`).
     pub probe_addr: Option<SocketAddr>,
+    /// Serve through the handler's boxed future only (see [`Echo::no_call_now`]).
+    pub no_call_now: bool,
 }
 
 /// Why the server could not run.
@@ -75,12 +77,13 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .build()
         .map_err(CorewireRpcServerError::Runtime)?;
     let served = Arc::new(Served::new(rt.shard_count()));
-    let hash_rounds = cfg.hash_rounds;
+    let (hash_rounds, no_call_now) = (cfg.hash_rounds, cfg.no_call_now);
     let counters = served.clone();
     let server = Server::builder()
         .service(move |shard| Echo {
             hash_rounds,
             served: Some((counters.clone(), shard)),
+            no_call_now,
         })
         .build();
     let endpoint = |addr| {
@@ -98,13 +101,14 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .serve(&rt, endpoint(cfg.addr))
         .map_err(CorewireRpcServerError::Listen)?;
     eprintln!(
-        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={})",
+        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={}, call_now={})",
         handle.local_addr(),
         rt.shard_count(),
         cfg.accept,
         cfg.pin,
         cfg.budget,
-        cfg.hash_rounds
+        cfg.hash_rounds,
+        !cfg.no_call_now
     );
     // Counted from here: what connections and requests cost, not start-up.
     let polls = || rt.stats().iter().map(|s| s.tasks_polled).sum::<u64>();

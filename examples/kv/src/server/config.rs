@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use corewire::runtime::Budget;
 use corewire::transport::rdma::PollerMode;
 
 use crate::aof::{FsyncPolicy, LoadPolicy, RewritePolicy, MAX_PAYLOAD_LEN};
@@ -91,8 +92,9 @@ pub struct ServerConfig {
     pub max_backlog: usize,
     /// Reply bytes not yet written, per connection, before parsing pauses.
     pub max_pending_output: usize,
-    /// Requests one connection handles before it lets the rest of its shard run.
-    pub conn_budget: u32,
+    /// Requests one RESP connection handles per round before it lets the rest of its shard run
+    /// (`--budget N|unlimited`; default 64 requests, no byte limit).
+    pub conn_budget: Budget,
     pub sweep_interval: Duration,
     /// Keys with a TTL examined per sweep pass.
     pub sweep_work: usize,
@@ -132,7 +134,7 @@ impl Default for ServerConfig {
             parser_limits: ParserLimits::default(),
             max_backlog: 1024,
             max_pending_output: 16 << 20,
-            conn_budget: 64,
+            conn_budget: Budget::messages(64),
             sweep_interval: Duration::from_millis(100),
             sweep_work: 256,
             idle_spin: Duration::from_micros(50),
@@ -201,6 +203,8 @@ Usage: corewire-kv [options]
                              = none; k/kb/m/mb/g/gb suffixes); estimated from keys and values
   --maxmemory-policy P       past the limit: noeviction (refuse writes with OOM, default),
                              allkeys-lru or allkeys-lfu (evict sampled keys, per shard)
+  --budget N|unlimited       requests one RESP connection handles per round before the rest of
+                             its shard runs (fairness; default 64)
   --max-backlog N            unanswered requests per connection before reading pauses (default 1024;
                              RESP and the binary protocol)
   --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;
@@ -335,6 +339,7 @@ impl ServerConfig {
                     })?;
                 }
                 "--maxmemory-policy" => config.maxmemory_policy = parse(&flag, value()?)?,
+                "--budget" => config.conn_budget = parse_budget(&flag, value()?)?,
                 "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
                 "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
                 "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,
@@ -369,6 +374,18 @@ impl ServerConfig {
 
 /// A size as Redis writes them in its config: bytes, or with a k/kb/m/mb/g/gb suffix (the
 /// `b` forms are powers of 1024, the others of 1000, as in Redis).
+/// `unlimited` or a positive number of requests per round.
+fn parse_budget(flag: &str, value: String) -> Result<Budget, ConfigError> {
+    match value.parse::<u32>() {
+        _ if value == "unlimited" => Ok(Budget::UNLIMITED),
+        Ok(n) if n > 0 => Ok(Budget::messages(n)),
+        _ => Err(ConfigError::InvalidValue {
+            flag: flag.to_string(),
+            value,
+        }),
+    }
+}
+
 fn parse_memory(text: &str) -> Option<u64> {
     let lower = text.to_ascii_lowercase();
     let units: [(&str, u64); 6] = [
@@ -419,6 +436,22 @@ mod tests {
         assert_eq!(config.resp_addr().to_string(), "127.0.0.1:6379");
         assert_eq!(config.aof, None);
         assert!(config.shards >= 1);
+    }
+
+    #[test]
+    fn budget_is_a_count_or_unlimited() {
+        assert_eq!(args("").unwrap().conn_budget, Budget::messages(64));
+        assert_eq!(args("--budget 8").unwrap().conn_budget, Budget::messages(8));
+        assert_eq!(
+            args("--budget unlimited").unwrap().conn_budget,
+            Budget::UNLIMITED
+        );
+        for bad in ["--budget 0", "--budget lots", "--budget -1"] {
+            assert!(
+                matches!(args(bad), Err(ConfigError::InvalidValue { .. })),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
-use corewire::runtime::{interval, spawn_local, Budget, Runtime};
+use corewire::runtime::{interval, spawn_local, Runtime};
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
 pub use aof_load::{AofStartError, ReplaySummary};
@@ -237,7 +237,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     let addr = config.resp_addr();
     let resp = TcpEndpoint::bind(addr)
         .mode(mode.clone())
-        .budget(Budget::messages(config.conn_budget))
+        .budget(config.conn_budget)
         .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
         .map_err(|error| StartError::Listen { addr, error })?;
     shared
