@@ -17,6 +17,8 @@ pub struct ServerInfo {
     pub tcp_port: u16,
     pub uptime_ms: u64,
     pub connected_clients: u64,
+    /// Requests waiting in BLPOP / BRPOP.
+    pub blocked_clients: u64,
     pub aof_enabled: bool,
     /// `--cluster-enabled`.
     pub cluster_enabled: bool,
@@ -98,8 +100,8 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
 fn clients_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\n",
-        server.connected_clients
+        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n",
+        server.connected_clients, server.blocked_clients
     );
 }
 
@@ -273,7 +275,10 @@ mod tests {
         );
         assert_eq!(text, "# Keyspace\r\n");
         let text = render(&[Bytes::from("clients"), Bytes::from("nope")], &server, &[]);
-        assert_eq!(text, "# Clients\r\nconnected_clients:0\r\n");
+        assert_eq!(
+            text,
+            "# Clients\r\nconnected_clients:0\r\nblocked_clients:0\r\n"
+        );
         assert_eq!(render(&[Bytes::from("nope")], &server, &[]), "");
         assert!(render(&[Bytes::from("all")], &server, &[]).contains("# Shards"));
     }

@@ -27,6 +27,8 @@ enum KeyShape {
     All,
     /// `numkeys key...` (SINTERCARD)
     Counted,
+    /// every argument but the last (BLPOP, BRPOP: `key... timeout`)
+    AllButLast,
     /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
     DestCounted,
 }
@@ -37,6 +39,7 @@ const W: &[&str] = &["write"];
 const W_FAST: &[&str] = &["write", "fast"];
 const WD: &[&str] = &["write", "denyoom"];
 const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
+const W_BLOCKING: &[&str] = &["write", "blocking"];
 const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 
@@ -74,6 +77,7 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::One | KeyShape::DestCounted => (1, 1, 1),
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
+        KeyShape::AllButLast => (1, -2, 1),
         KeyShape::Counted => (0, 0, 0),
     }
 }
@@ -97,6 +101,8 @@ typed_ops! {
     LPos "lpos" -3 RO One;
     LMove "lmove" 5 WD Two;
     RPopLPush "rpoplpush" 3 WD Two;
+    BLPop "blpop" -3 W_BLOCKING AllButLast;
+    BRPop "brpop" -3 W_BLOCKING AllButLast;
     // Hashes
     HSet "hset" -4 WD_FAST One;
     HMSet "hmset" -4 WD_FAST One;
@@ -213,6 +219,10 @@ impl TypedCommand {
             KeyShape::One => args.iter().take(1).map(|k| &k[..]).collect(),
             KeyShape::Two => args.iter().take(2).map(|k| &k[..]).collect(),
             KeyShape::All => args.iter().map(|k| &k[..]).collect(),
+            KeyShape::AllButLast => args[..args.len().saturating_sub(1)]
+                .iter()
+                .map(|k| &k[..])
+                .collect(),
             KeyShape::Counted => counted(0),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();

@@ -15,7 +15,7 @@ use corewire::runtime::send_to;
 
 use super::notify::Notify;
 use super::shard::{self, Shard};
-use super::sink::Origin;
+use super::sink::{Origin, SinkKey};
 use crate::command::Command;
 use crate::reply::Reply;
 
@@ -31,9 +31,18 @@ pub(crate) struct Done {
     pub reply: Reply,
 }
 
+/// A closed connection of shard `shard`: drop its blocked pops (see `blocking.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct Cancel {
+    pub shard: usize,
+    pub sink: SinkKey,
+}
+
 pub(crate) struct Forward {
     jobs: RefCell<Vec<Vec<Job>>>,
     dones: RefCell<Vec<Vec<Done>>>,
+    /// Sent after the jobs, so a cancel reaches a shard after every job its connection sent.
+    cancels: RefCell<Vec<Vec<Cancel>>>,
     flush: Notify,
     /// Items per message at most; 0: no limit. 1 turns batching off (for measuring it).
     max_batch: usize,
@@ -64,6 +73,7 @@ impl Forward {
         Forward {
             jobs: RefCell::new((0..shards).map(|_| Vec::new()).collect()),
             dones: RefCell::new((0..shards).map(|_| Vec::new()).collect()),
+            cancels: RefCell::new((0..shards).map(|_| Vec::new()).collect()),
             flush: Notify::default(),
             max_batch,
             stats: MeshStats::default(),
@@ -87,6 +97,15 @@ impl Forward {
     pub fn push_done(&self, target: usize, done: Done) {
         self.dones.borrow_mut()[target].push(done);
         self.flush.notify();
+    }
+
+    pub fn push_cancel(&self, target: usize, cancel: Cancel) {
+        self.cancels.borrow_mut()[target].push(cancel);
+        self.flush.notify();
+    }
+
+    fn take_cancels(&self, target: usize) -> Vec<Cancel> {
+        std::mem::take(&mut self.cancels.borrow_mut()[target])
     }
 
     fn take_jobs(&self, target: usize) -> Vec<Job> {
@@ -113,10 +132,14 @@ pub(crate) async fn run_flusher(shard: Rc<Shard>) {
             bump(&stats.done_items, dones.len());
             let sent = send_batches(target, dones, forward.max_batch, Shard::deliver_all).await;
             bump(&stats.done_messages, sent);
+            // Jobs and cancels taken together (no await between), cancels sent after the
+            // jobs: a connection's jobs were queued before its cancel, so they go first.
             let jobs = forward.take_jobs(target);
+            let cancels = forward.take_cancels(target);
             bump(&stats.job_items, jobs.len());
             let sent = send_batches(target, jobs, forward.max_batch, Shard::run_jobs).await;
             bump(&stats.job_messages, sent);
+            send_batches(target, cancels, forward.max_batch, Shard::cancel_all).await;
         }
     }
 }

@@ -15,6 +15,7 @@ mod aof_io;
 mod aof_load;
 mod aof_rewrite;
 mod binary_conn;
+mod blocking;
 mod cluster;
 pub mod config;
 mod forward;
@@ -219,6 +220,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         cluster_enabled: config.cluster.is_some(),
         maxclients: config.maxclients,
         connected_clients: Default::default(),
+        blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),
     });
 

@@ -209,8 +209,11 @@ impl RespConn {
             }
 
             let flushed = io.send.is_none() && io.unsent.is_none() && session.pending_output() == 0;
+            // A client that went away while blocked is done at once, as in Redis: its pop
+            // may never be answered, and closing cancels it (see `blocking.rs`).
             let done = !out_of_budget
-                && (session.is_closed() || (io.read_closed && session.backlog() == 0));
+                && (session.is_closed()
+                    || (io.read_closed && (session.backlog() == 0 || shard.may_be_blocked(key))));
             drop(state);
             if flushed && done {
                 return Poll::Ready(());

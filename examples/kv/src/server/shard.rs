@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aof_io::AofShard;
+use super::blocking::Blocked;
 use super::cluster::{self, ClusterShard};
 use super::forward::{Done, Forward, Job};
 use super::shared::ServerShared;
@@ -30,6 +31,8 @@ pub(crate) struct Shard {
     pub aof: Option<AofShard>,
     sinks: RefCell<SinkRegistry>,
     pub forward: Forward,
+    /// Blocked list pops waiting on this shard's keys.
+    pub(crate) blocked: Blocked,
     /// Cluster mode's routing snapshot, and the MIGRATEs running here.
     pub cluster: ClusterShard,
 }
@@ -85,6 +88,7 @@ impl Shard {
             aof,
             sinks: RefCell::new(SinkRegistry::default()),
             forward: Forward::new(count, mesh_batch),
+            blocked: Blocked::default(),
             cluster,
         }
     }
@@ -98,8 +102,14 @@ impl Shard {
         self.sinks.borrow_mut().insert(sink)
     }
 
+    /// See [`super::blocking::Blocked::may_be_blocked`].
+    pub fn may_be_blocked(&self, key: SinkKey) -> bool {
+        self.blocked.may_be_blocked(key)
+    }
+
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
+        self.cancel_waits(key);
     }
 
     /// Routes request `seq` of `sink`: parts this shard owns run now (at `now`, Unix ms), the
@@ -125,6 +135,7 @@ impl Shard {
                 return Some(refusal);
             }
         }
+        self.blocked.note_dispatch(sink, &command);
         match route(command, self.count) {
             Route::Refused(reply) => Some(reply),
             Route::Single { shard, command } if shard == self.id => {
@@ -163,8 +174,20 @@ impl Shard {
         cluster::execute(self, origin, command, now)
     }
 
-    /// Runs a command on the store, through the AOF when there is one.
+    /// Runs a command on the store, through the AOF when there is one; a blocking pop with
+    /// nothing to pop waits, and a write serves the pops waiting on its keys (see
+    /// [`super::blocking`]).
     pub fn execute_plain(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        self.execute_blocking_aware(origin, command, now)
+    }
+
+    /// Runs a command on the store, through the AOF when there is one.
+    pub(super) fn execute_store(
+        &self,
+        origin: Origin,
+        command: Command,
+        now: u64,
+    ) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
@@ -232,6 +255,8 @@ impl Shard {
                 break;
             }
         }
+        drop(store);
+        self.expire_waiters(now);
         if let Some(aof) = &self.aof {
             aof.tick(now);
         }

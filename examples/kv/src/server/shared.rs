@@ -14,6 +14,8 @@ pub(crate) struct ServerShared {
     pub cluster_enabled: bool,
     pub maxclients: usize,
     pub connected_clients: AtomicUsize,
+    /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`).
+    pub blocked_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
 }
 
@@ -24,6 +26,7 @@ impl ServerShared {
             tcp_port: self.tcp_port.load(Ordering::Relaxed),
             uptime_ms: self.started.elapsed().as_millis() as u64,
             connected_clients: self.connected_clients.load(Ordering::Relaxed) as u64,
+            blocked_clients: self.blocked_clients.load(Ordering::Relaxed) as u64,
             aof_enabled: self.aof_enabled,
             cluster_enabled: self.cluster_enabled,
         }

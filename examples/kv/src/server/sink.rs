@@ -15,7 +15,7 @@ use crate::routing::Merger;
 
 /// A registered sink on its shard: slab index plus a generation, so a reply for a sink that
 /// went away never reaches the one that reused its slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct SinkKey {
     index: u32,
     generation: u32,

@@ -143,6 +143,30 @@ impl Store {
         self.map.len()
     }
 
+    /// Whether `key` holds a live, non-empty list at `now_ms`: a blocked pop would be served.
+    /// Looks only (no lazy expiry, nothing logged).
+    pub fn has_list_items(&self, key: &[u8], now_ms: u64) -> bool {
+        self.map.get(key).is_some_and(|entry| {
+            !entry.is_expired(now_ms)
+                && matches!(&entry.value, value::Value::List(list) if !list.items.is_empty())
+        })
+    }
+
+    /// Whether a blocking pop on `keys` answers at once at `now_ms` (an item to pop, or a key
+    /// of another type: WRONGTYPE) rather than waiting. Looks only, like
+    /// [`Store::has_list_items`].
+    pub fn pop_would_answer(&self, keys: &[&[u8]], now_ms: u64) -> bool {
+        keys.iter().any(|key| {
+            self.map.get(*key).is_some_and(|entry| {
+                !entry.is_expired(now_ms)
+                    && match &entry.value {
+                        value::Value::List(list) => !list.items.is_empty(),
+                        _ => true,
+                    }
+            })
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -111,6 +111,40 @@ impl<S: ChangeSink> Cx<'_, S> {
         })
     }
 
+    /// BLPOP / BRPOP `key... timeout` without the waiting (Redis's order: the timeout, then
+    /// each key in turn; a key of another type fails, the first non-empty list is popped):
+    /// `[key, item]`, or a nil array when every list is empty. The shard blocks the request
+    /// on a nil (see `server::blocking`); inside MULTI it is the reply, as in Redis. Logged
+    /// as the plain pop Redis propagates.
+    pub fn blocking_pop(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (keys, timeout) = a.split_at(a.len() - 1);
+        crate::blocking::parse_timeout(&timeout[0], self.now)?;
+        let (at, name) = if self.op == Op::BLPop {
+            (End::Left, "lpop")
+        } else {
+            (End::Right, "rpop")
+        };
+        for key in keys {
+            let value = self.store.view(key, LIST, self.now, self.sink)?;
+            if list_ref(value).is_none() {
+                continue;
+            }
+            let item = self
+                .store
+                .update(key, LIST, false, self.now, self.sink, |value| {
+                    pop_end(list(value), at)
+                })?;
+            if let Some(Some(item)) = item {
+                self.log(name, std::slice::from_ref(key));
+                return Ok(Reply::Array(vec![
+                    Reply::Bulk(key.clone()),
+                    Reply::Bulk(item),
+                ]));
+            }
+        }
+        Ok(Reply::NullArray)
+    }
+
     pub fn lrange(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let (start, stop) = (int(&a[1])?, int(&a[2])?);
         let value = self.store.view(&a[0], LIST, self.now, self.sink)?;

@@ -37,6 +37,7 @@ impl Store {
             Op::Type => cx.type_of(a),
             Op::LPush | Op::RPush | Op::LPushX | Op::RPushX => cx.push(a),
             Op::LPop | Op::RPop => cx.pop(a),
+            Op::BLPop | Op::BRPop => cx.blocking_pop(a),
             Op::LRange => cx.lrange(a),
             Op::LLen => cx.llen(a),
             Op::LIndex => cx.lindex(a),

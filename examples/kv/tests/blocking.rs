@@ -1,0 +1,190 @@
+//! BLPOP and BRPOP with real processes: replies that need no waiting against `redis-server`,
+//! timeouts, wake-ups in the order clients blocked, a push serving waiters on another
+//! connection's shard, and a closed connection leaving no waiter behind (no item popped for
+//! nobody). Waits are observed through INFO's `blocked_clients`, never by sleeping.
+
+mod common;
+mod diff;
+
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server, TempDir};
+use diff::{servers, Pair};
+
+/// Generous: the machine running the tests may be loaded.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn blocked_clients(conn: &mut Resp) -> u64 {
+    let Reply::Bulk(Some(text)) = conn.call(&["INFO", "clients"]) else {
+        panic!("INFO is a bulk string");
+    };
+    let text = String::from_utf8(text).expect("utf-8 INFO");
+    text.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .expect("INFO clients has blocked_clients")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+fn wait_blocked(conn: &mut Resp, count: u64) {
+    assert!(
+        eventually(WAIT, || blocked_clients(conn) == count),
+        "blocked_clients never reached {count} (now {})",
+        blocked_clients(conn)
+    );
+}
+
+fn pair(key: &str, item: &str) -> Reply {
+    Reply::Array(Some(vec![Reply::bulk(key), Reply::bulk(item)]))
+}
+
+#[test]
+fn pops_that_need_not_wait_answer_as_redis() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "blocking pops");
+    for step in [
+        &["FLUSHALL"][..],
+        &["RPUSH", "{b}l", "a", "b", "c", "d"],
+        &["BLPOP", "{b}l", "0"],
+        &["BRPOP", "{b}missing", "{b}l", "0"],
+        &["SET", "{b}s", "x"],
+        &["BLPOP", "{b}s", "0"],
+        &["BLPOP", "{b}missing", "{b}s", "{b}l", "0"],
+        &["BLPOP", "{b}l", "{b}s", "0"],
+        &["BLPOP", "{b}l", "abc"],
+        &["BLPOP", "{b}l", "-1"],
+        &["BLPOP", "{b}l"],
+        &["BRPOP", "{b}l", "{b}l", "0.5"],
+        // Empty now: both wait out a short timeout and answer nil.
+        &["BLPOP", "{b}l", "0.05"],
+        &["BRPOP", "{b}missing", "0.01"],
+        &["EXISTS", "{b}l"],
+    ] {
+        pair.check_str(step);
+    }
+    pair.report();
+}
+
+#[test]
+fn a_timeout_answers_nil_and_leaves_no_waiter() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["BLPOP", "{t}k", "0.1"]), Reply::Array(None));
+    assert_eq!(
+        conn.call(&["BRPOP", "{t}k", "{t}other", "0.2"]),
+        Reply::Array(None)
+    );
+    let mut observer = server.connect();
+    wait_blocked(&mut observer, 0);
+    // The connection is still usable, and a later push is not taken by a waiter that left.
+    assert_eq!(conn.call(&["LPUSH", "{t}k", "x"]), Reply::Int(1));
+    assert_eq!(conn.call(&["LLEN", "{t}k"]), Reply::Int(1));
+}
+
+#[test]
+fn clients_are_served_in_the_order_they_blocked() {
+    let server = Server::start(&["--shards", "3"]);
+    let mut observer = server.connect();
+    let mut waiters: Vec<Resp> = (0..3).map(|_| server.connect()).collect();
+    for (i, waiter) in waiters.iter_mut().enumerate() {
+        waiter
+            .send(&common::request(&["BLPOP", "{q}other", "{q}k", "0"]))
+            .unwrap();
+        wait_blocked(&mut observer, i as u64 + 1);
+    }
+    // One push of three items serves all three, first blocked first, one item each.
+    assert_eq!(
+        observer.call(&["RPUSH", "{q}k", "a", "b", "c"]),
+        Reply::Int(3)
+    );
+    for (waiter, item) in waiters.iter_mut().zip(["a", "b", "c"]) {
+        assert_eq!(waiter.read().unwrap(), pair("{q}k", item));
+    }
+    wait_blocked(&mut observer, 0);
+    assert_eq!(observer.call(&["EXISTS", "{q}k"]), Reply::Int(0));
+
+    // A push of one item serves only the first; the next push the second (from the right).
+    waiters[0]
+        .send(&common::request(&["BRPOP", "{q}k", "0"]))
+        .unwrap();
+    wait_blocked(&mut observer, 1);
+    waiters[1]
+        .send(&common::request(&["BRPOP", "{q}k", "0"]))
+        .unwrap();
+    wait_blocked(&mut observer, 2);
+    assert_eq!(observer.call(&["LPUSH", "{q}k", "x"]), Reply::Int(1));
+    assert_eq!(waiters[0].read().unwrap(), pair("{q}k", "x"));
+    wait_blocked(&mut observer, 1);
+    assert_eq!(observer.call(&["RPUSH", "{q}k", "y", "z"]), Reply::Int(2));
+    assert_eq!(waiters[1].read().unwrap(), pair("{q}k", "z"));
+    assert_eq!(
+        observer.call(&["LRANGE", "{q}k", "0", "-1"]),
+        Reply::Array(Some(vec![Reply::bulk("y")]))
+    );
+    // The waiters' connections go on as usual.
+    assert_eq!(waiters[2].call(&["LPOP", "{q}k"]), Reply::bulk("y"));
+}
+
+#[test]
+fn closed_connections_leave_their_waits_on_every_shard() {
+    let server = Server::start(&["--shards", "4"]);
+    let mut observer = server.connect();
+    // Keys and connections spread over the shards: some waits sit on another shard than
+    // their connection's, and go through the cross-shard cancel.
+    let keys = ["ka", "kb", "kc", "kd", "ke", "kf", "kg", "kh"];
+    let mut gone = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let mut conn = server.connect();
+        conn.send(&common::request(&["BLPOP", key, "0"])).unwrap();
+        wait_blocked(&mut observer, i as u64 + 1);
+        gone.push(conn);
+    }
+    drop(gone);
+    wait_blocked(&mut observer, 0);
+    for key in keys {
+        assert_eq!(observer.call(&["LPUSH", key, "kept"]), Reply::Int(1));
+        assert_eq!(observer.call(&["LLEN", key]), Reply::Int(1), "{key}");
+    }
+}
+
+#[test]
+fn pops_are_logged_and_answered_through_the_durability_gate() {
+    let dir = TempDir::new("blocking-aof");
+    let args = ["--shards", "3", "--aof", dir.arg(), "--fsync", "always"];
+    let mut server = Server::start(&args);
+    let mut observer = server.connect();
+    let mut waiter = server.connect();
+    assert_eq!(observer.call(&["RPUSH", "{a}k", "first"]), Reply::Int(1));
+    assert_eq!(waiter.call(&["BLPOP", "{a}k", "0"]), pair("{a}k", "first"));
+    waiter
+        .send(&common::request(&["BRPOP", "{a}k", "0"]))
+        .unwrap();
+    wait_blocked(&mut observer, 1);
+    assert_eq!(observer.call(&["RPUSH", "{a}k", "a", "b"]), Reply::Int(2));
+    assert_eq!(waiter.read().unwrap(), pair("{a}k", "b"));
+    drop((observer, waiter));
+    server.stop();
+
+    // Both pops were logged: only "a" is left after replay.
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["LRANGE", "{a}k", "0", "-1"]),
+        Reply::Array(Some(vec![Reply::bulk("a")]))
+    );
+}
+
+#[test]
+fn keys_on_several_shards_are_refused_with_the_hash_tag_hint() {
+    let server = Server::start(&["--shards", "4"]);
+    let mut conn = server.connect();
+    let names: Vec<String> = (0..16).map(|i| format!("key{i}")).collect();
+    let mut args = vec!["BLPOP"];
+    args.extend(names.iter().map(String::as_str));
+    args.push("0");
+    let Reply::Error(error) = conn.call(&args) else {
+        panic!("16 plain keys over 4 shards must be refused");
+    };
+    assert!(error.contains("hash tag"), "{error}");
+}
