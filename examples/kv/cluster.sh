@@ -9,6 +9,8 @@
 #
 # Node i listens on base-port+i (bus: +10000), keeps its nodes.conf and log in DIR/<port>/
 # and its pid in DIR/<port>/pid. `start` returns once `redis-cli --cluster check` passes.
+# Keep both ports below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range,
+# usually from 32768): a client socket may hold a port inside it, and the node then cannot bind.
 # corewire-kv defaults: --shards 1 --bind 127.0.0.1; add e.g. `-- --shards 2 --pin` to change.
 # Examples:
 #   cargo build --release -p corewire-kv
@@ -79,7 +81,10 @@ start() {
                     --cluster-config-file "$node/nodes.conf" --dir "$node" --save '' \
                     --appendonly no "${extra[@]}" >"$node/log" 2>&1 &
                 echo $! >"$node/pid"
-                for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done ;;
+                for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+                redis-cli -p "$port" ping >/dev/null 2>&1 || {
+                    echo "cluster.sh: redis-server on port $port did not come up; its log:" >&2
+                    cat "$node/log" >&2; exit 1; } ;;
             *) echo "cluster.sh: --server corewire|redis" >&2; exit 2 ;;
         esac
         addrs+=("127.0.0.1:$port")
@@ -106,5 +111,5 @@ case $cmd in
     start) start ;;
     stop) stop ;;
     cpu) cpu ;;
-    *) sed -n '2,18p' "$0"; exit 2 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

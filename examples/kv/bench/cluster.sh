@@ -36,9 +36,33 @@ kv="$(realpath "$kv")"
 cluster="$repo/examples/kv/cluster.sh"
 
 work="$(mktemp -d)"
+# Ports: each node takes PORT and its cluster bus PORT+10000. Both must lie below the kernel's
+# ephemeral range: a port in it may be held by some client socket (a loaded machine keeps
+# thousands in TIME_WAIT), and then redis-server cannot bind it and exits (how the redis
+# cluster once failed to come up: "Could not connect to Redis at 127.0.0.1:31712").
+ephemeral_low="$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range)"
+# Whether no TCP socket in any state uses a port of a cluster based at $1.
+cluster_ports_free() {
+    local p
+    for i in $(seq 0 $((nodes - 1))); do
+        for p in $(($1 + i)) $(($1 + i + 10000)); do
+            [[ -z "$(ss -Htan "sport = :$p")" ]] || return 1
+        done
+    done
+}
+# The first base at or after $1 whose ports are all free and below the ephemeral range.
+pick_base() {
+    local b=$1
+    until cluster_ports_free "$b"; do b=$((b + nodes)); done
+    if ((b + nodes - 1 + 10000 >= ephemeral_low)); then
+        echo "cluster.sh: no free cluster ports below the ephemeral range ($ephemeral_low)" >&2
+        exit 1
+    fi
+    echo "$b"
+}
 declare -A base
-base[redis]=$(( 30000 + RANDOM % 10000 ))
-base[corewire]=$(( base[redis] + 100 ))
+base[redis]="$(pick_base $((11000 + RANDOM % 4000)))"
+base[corewire]="$(pick_base $((base[redis] + nodes)))"
 cleanup() {
     for name in redis corewire; do "$cluster" stop --dir "$work/$name" >/dev/null 2>&1 || true; done
     rm -rf "$work"
