@@ -280,6 +280,15 @@ const PERCORE_COLUMNS: [Column; 9] = [
     col("client_cpu_us_per_req", "cli CPU µs/req", 2),
 ];
 
+/// Ratios of the per-core table: the latency ratios plus p50, for issue 9's 1-connection
+/// target (p50 at 1 conn × depth 1 no worse than tokio's).
+const PERCORE_RATIOS: [Column; 4] = [
+    col("qps", "QPS", 2),
+    col("p50_us", "p50", 2),
+    col("p99_us", "p99", 2),
+    col("server_cpu_us_per_req", "srv CPU/req", 2),
+];
+
 fn base_vars(opts: &SuiteOptions) -> Vars {
     [
         ("shards", opts.shards.to_string()),
@@ -375,11 +384,13 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     closed(64, 4, 4096),
                     closed(256, 4, small),
                     closed(256, 4, 4096),
+                    // Latency alone: one request in flight (issue 9: p50 <= tokio's).
+                    closed(1, 1, small),
                 ],
                 variants,
                 baseline: opts.baseline.clone().unwrap_or_else(|| "tokio-ct".into()),
                 columns: PERCORE_COLUMNS.to_vec(),
-                ratios: LATENCY_RATIOS.to_vec(),
+                ratios: PERCORE_RATIOS.to_vec(),
                 varied: vec![],
                 also_vs: vec!["monoio".into(), "floor".into()],
             }
@@ -572,8 +583,15 @@ mod tests {
                 "64 conn × depth 4, 64 B",
                 "64 conn × depth 4, 4 KiB",
                 "256 conn × depth 4, 64 B",
-                "256 conn × depth 4, 4 KiB"
+                "256 conn × depth 4, 4 KiB",
+                "1 conn × depth 1, 64 B"
             ]
+        );
+        let ratios: Vec<_> = s.ratios.iter().map(|c| c.key).collect();
+        assert_eq!(
+            ratios,
+            ["qps", "p50_us", "p99_us", "server_cpu_us_per_req"],
+            "the 1-connection target is a p50 ratio"
         );
         let opts = SuiteOptions {
             count_syscalls: true,

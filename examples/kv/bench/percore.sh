@@ -4,19 +4,23 @@
 # at -P 1 and -P 16, one test per run so each command gets its own server CPU figure.
 # Reports medians of ROUNDS interleaved rounds (tests × pipelines × servers inside each round):
 # requests/s, p50 latency, server CPU seconds per million requests (utime+stime from
-# /proc/PID/stat around the run). Commands corewire does not support (probed with redis-cli
+# /proc/PID/stat around the run, in 10 ms ticks: -P 16 runs get --requests-p16, 10^6 by default,
+# so a run lasts long enough for the ticks to resolve CPU per request). Commands corewire does not support (probed with redis-cli
 # before the run) are reported as such and not benchmarked. Then memory per key / element per
 # type: VmRSS delta after loading N keys (strings) or N elements into one key (hash, list, set,
 # zset), divided by N.
 #
-# Usage: examples/kv/bench/percore.sh [--requests N (100000)] [--rounds R (5)] [--clients C (50)]
+# Usage: examples/kv/bench/percore.sh [--requests N (100000, at -P 1)]
+#            [--requests-p16 N (1000000, at -P 16)] [--rounds R (5)] [--clients C (50)]
 #            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
 #   --tests = a comma list of redis-benchmark test names (default: the full default list)
-#   --quick = --requests 2000 --rounds 1 --mem-items 2000 and three tests (smoke run)
+#   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
+#             (smoke run)
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
 set -euo pipefail
 
 requests=100000
+requests_p16=1000000
 rounds=5
 clients=50
 keyspace=100000
@@ -27,14 +31,16 @@ tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop 
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
+        --requests-p16) requests_p16="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --clients) clients="$2"; shift 2 ;;
         --keyspace) keyspace="$2"; shift 2 ;;
         --mem-items) mem_items="$2"; shift 2 ;;
         --tests) IFS=, read -r -a tests <<<"$2"; shift 2 ;;
-        --quick) requests=2000; rounds=1; mem_items=2000; tests=(ping_mbulk set get); shift ;;
+        --quick) requests=2000; requests_p16=4000; rounds=1; mem_items=2000
+            tests=(ping_mbulk set get); shift ;;
         --no-build) build=0; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "percore.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -114,14 +120,18 @@ for t in "${tests[@]}"; do
 done
 redis-cli -p "${port[corewire]}" flushall >/dev/null 2>&1 || true
 
+# Requests per run at pipeline depth $1.
+requests_at() { if [[ $1 == 1 ]]; then echo "$requests"; else echo "$requests_p16"; fi; }
+
 # One run: "rps p50_ms cpu_s_per_Mreq".
 bench_once() {
-    local name="$1" t="$2" p="$3" before after csv
+    local name="$1" t="$2" p="$3" before after csv n
+    n="$(requests_at "$p")"
     before="$(cpu_ticks "${pid[$name]}")"
-    csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -t "$t" -n "$requests" \
+    csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -t "$t" -n "$n" \
         -r "$keyspace" -c "$clients" -P "$p" --csv 2>/dev/null | tail -n 1)"
     after="$(cpu_ticks "${pid[$name]}")"
-    echo "$csv" | awk -F'"' -v b="$before" -v a="$after" -v tk="$tck" -v n="$requests" \
+    echo "$csv" | awk -F'"' -v b="$before" -v a="$after" -v tk="$tck" -v n="$n" \
         '{ printf "%s %s %.3f\n", $4, $10, (a - b) / tk / (n / 1e6) }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -146,8 +156,9 @@ col() { awk -v c="$1" '{ print $c }' "$2" | median; }
 echo "## Per-core KV: corewire-kv (1 shard) vs redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//')"
 echo
 echo "Servers on CPU $server_cpu (taskset), redis-benchmark on CPU $client_cpu; $(nproc) CPUs online."
-echo "Medians of $rounds interleaved rounds; $requests requests per run, $clients clients, -r $keyspace, 3-byte values."
-echo "CPU = server utime+stime per million requests (s/Mreq)."
+echo "Medians of $rounds interleaved rounds; requests per run: $requests at -P 1, $requests_p16 at -P 16;"
+echo "$clients clients, -r $keyspace, 3-byte values."
+echo "CPU = server utime+stime per million requests (s/Mreq; 10 ms ticks over each run)."
 echo
 echo "| test | -P | redis rps | corewire rps | ratio | redis p50 ms | corewire p50 ms | redis CPU s/Mreq | corewire CPU s/Mreq | CPU ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -215,5 +226,6 @@ echo "Commands (ports vary per run):"
 echo
 echo "    ${cmdline[redis]}"
 echo "    ${cmdline[corewire]}"
-echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests -r $keyspace -c $clients -P 1|16 --csv"
+echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests -r $keyspace -c $clients -P 1 --csv"
+echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests_p16 -r $keyspace -c $clients -P 16 --csv"
 echo "    python3 (RESP generator in this script) | redis-cli -p PORT --pipe   # memory per item"
