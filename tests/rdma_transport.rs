@@ -427,21 +427,37 @@ fn rdma_oversize_message_closes_only_that_connection() {
 
 #[test]
 fn rdma_listener_stop_keeps_live_connections() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let mut s = setup(1, polling());
     let addr = s.addr;
+    // Handshakes both ways instead of fixed delays (set-up is slow on a loaded machine): the
+    // listener stops once the connection is live, and the client goes on once it has stopped.
+    let (live_tx, live_rx) = std::sync::mpsc::channel();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let seen_stopped = stopped.clone();
     let client = s.rt.spawn_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
             .await
             .unwrap();
         c.call(Echo::ID, 0, "before".into()).await.unwrap();
-        // Wait for the listener to stop, then keep using the connection.
-        sleep(Duration::from_millis(500)).await;
+        live_tx.send(()).unwrap();
+        for _ in 0..6000 {
+            if seen_stopped.load(Ordering::SeqCst) {
+                break;
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen_stopped.load(Ordering::SeqCst), "the listener never stopped");
         let after = c.call(Echo::ID, 0, "after".into()).await.unwrap();
         let refused = Client::connect_rdma(addr, ClientOptions::default()).await;
         (after, refused.is_err())
     });
-    std::thread::sleep(Duration::from_millis(200));
+    live_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the client never connected");
     s.server.take().unwrap().stop();
+    stopped.store(true, Ordering::SeqCst);
     let (after, refused) = client.wait().unwrap();
     assert_eq!(&after[..], b"after");
     assert!(refused, "a stopped listener still accepted");

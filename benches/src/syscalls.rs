@@ -20,7 +20,9 @@ use nix::unistd::{mkfifo, Pid};
 
 const ENTER_EVENT: &str = "syscalls:sys_enter_io_uring_enter";
 const ALL_EVENT: &str = "raw_syscalls:sys_enter";
-const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// A bound on perf's answer to one command, not an expectation: perf sets its events up
+/// before it reads the control FIFO, which takes seconds on a loaded machine.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Counts over one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +40,9 @@ pub struct SyscallCounter {
 }
 
 impl SyscallCounter {
-    /// Attaches perf to `pid` (counters off).
+    /// Attaches perf to `pid` (counters off) and returns once perf answers on its control
+    /// FIFO, so a later [`SyscallCounter::enable`] is quick and the counted window is the
+    /// caller's.
     pub fn attach(pid: u32) -> io::Result<SyscallCounter> {
         let dir = std::env::temp_dir().join(format!("loadgen-perf-{}-{pid}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -70,12 +74,21 @@ impl SyscallCounter {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
-        Ok(SyscallCounter {
+        let mut counter = SyscallCounter {
             child,
             dir,
             ctl,
             ack,
-        })
+        };
+        // The counters start disabled: disabling them again changes nothing, and the ack says
+        // perf is set up and listening.
+        if let Err(e) = counter.command("disable") {
+            let _ = counter.child.kill();
+            let _ = counter.child.wait();
+            let _ = std::fs::remove_dir_all(&counter.dir);
+            return Err(e);
+        }
+        Ok(counter)
     }
 
     fn command(&mut self, word: &str) -> io::Result<()> {

@@ -98,7 +98,7 @@ fn file_of_a_dropped_open_is_closed() {
         drop(open);
     })
     .unwrap();
-    let closed = wait_until(Duration::from_secs(5), || !fd_targets().contains(&shown));
+    let closed = wait_until(Duration::from_secs(30), || !fd_targets().contains(&shown));
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(closed, "{shown} is still open: {:?}", fd_targets());
 }

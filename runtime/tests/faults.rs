@@ -163,7 +163,7 @@ fn each_bad_peer_closes_only_its_own_connection() {
         }
         // The server counts before it closes, and the client saw the close.
         assert!(
-            wait_until(Duration::from_secs(5), || server
+            wait_until(Duration::from_secs(30), || server
                 .config
                 .counters
                 .connections_ended
@@ -180,7 +180,7 @@ fn each_bad_peer_closes_only_its_own_connection() {
         good.wait_for_rounds(before + 10);
     }
     assert!(good.finish() > 50);
-    assert!(wait_until(Duration::from_secs(5), || rt.stats()[0]
+    assert!(wait_until(Duration::from_secs(30), || rt.stats()[0]
         .open_connections
         == 0));
 }

@@ -214,7 +214,7 @@ fn dropping_the_runtime_shuts_it_down() {
             sleep(Duration::from_secs(3600)).await;
         });
     }
-    assert!(wait_until(Duration::from_secs(5), || started
+    assert!(wait_until(Duration::from_secs(30), || started
         .load(Ordering::SeqCst)
         == 2));
     let began = Instant::now();

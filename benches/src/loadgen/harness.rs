@@ -225,11 +225,8 @@ pub fn run<B: ThreadBody>(
         })
         .collect();
 
-    shared.ready.wait();
-    let timeline = Timeline::starting_now(warmup, duration);
-    let _ = shared.timeline.set(timeline);
-    shared.go.wait();
-
+    // perf is set up before the clock starts: on a loaded machine that takes longer than a
+    // warm-up, and the counted window must still be the measured one.
     let mut counter = server_pid
         .filter(|_| COUNT_SERVER_SYSCALLS.load(Ordering::Relaxed))
         .and_then(|pid| match SyscallCounter::attach(pid) {
@@ -239,6 +236,11 @@ pub fn run<B: ThreadBody>(
                 None
             }
         });
+
+    shared.ready.wait();
+    let timeline = Timeline::starting_now(warmup, duration);
+    let _ = shared.timeline.set(timeline);
+    shared.go.wait();
     sleep_until(timeline.warm_end());
     if let Some(c) = counter.as_mut() {
         if let Err(e) = c.enable() {
