@@ -448,7 +448,10 @@ fn rdma_listener_stop_keeps_live_connections() {
             }
             sleep(Duration::from_millis(10)).await;
         }
-        assert!(seen_stopped.load(Ordering::SeqCst), "the listener never stopped");
+        assert!(
+            seen_stopped.load(Ordering::SeqCst),
+            "the listener never stopped"
+        );
         let after = c.call(Echo::ID, 0, "after".into()).await.unwrap();
         let refused = Client::connect_rdma(addr, ClientOptions::default()).await;
         (after, refused.is_err())
