@@ -82,6 +82,7 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Ping(_)
         | Command::Echo(_)
         | Command::ConfigGet(_)
+        | Command::Client(_)
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit
@@ -129,6 +130,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Ping(_)
         | Command::Echo(_)
         | Command::ConfigGet(_)
+        | Command::Client(_)
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit

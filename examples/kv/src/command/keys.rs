@@ -30,6 +30,7 @@ impl Command {
             | Command::Info(_)
             | Command::ConfigGet(_)
             | Command::Introspect(_)
+            | Command::Client(_)
             | Command::Auth { .. }
             | Command::Quit
             | Command::Select(_)

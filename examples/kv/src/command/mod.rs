@@ -1,6 +1,7 @@
 //! Typed client commands, parsed from a request's arguments with Redis 7's validation order
 //! and error wording.
 
+mod client;
 mod error;
 mod keyops;
 mod keys;
@@ -10,6 +11,7 @@ mod typed;
 
 use bytes::Bytes;
 
+pub use client::{ClientRequest, LibAttribute};
 pub use error::CommandError;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
@@ -61,6 +63,8 @@ pub enum Command {
     ConfigGet(Vec<Bytes>),
     /// COMMAND and its subcommands.
     Introspect(CommandQuery),
+    /// CLIENT SETNAME/GETNAME/ID/SETINFO.
+    Client(ClientRequest),
     Auth {
         username: Option<Bytes>,
         password: Bytes,
@@ -218,6 +222,7 @@ impl Command {
             Command::Info(_) => "info",
             Command::ConfigGet(_) => "config|get",
             Command::Introspect(_) => "command",
+            Command::Client(request) => request.name(),
             Command::Auth { .. } => "auth",
             Command::Quit => "quit",
             Command::Select(_) => "select",
@@ -234,6 +239,7 @@ impl Command {
             | Command::Echo(_)
             | Command::ConfigGet(_)
             | Command::Introspect(_)
+            | Command::Client(_)
             | Command::Auth { .. }
             | Command::Quit
             | Command::Select(_) => Scope::Connection,

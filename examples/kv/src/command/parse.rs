@@ -5,8 +5,8 @@ use bytes::Bytes;
 
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
-    Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind, KeyCommand,
-    KeyOp, SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
+    ClientRequest, Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind,
+    KeyCommand, KeyOp, SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -106,7 +106,14 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         K::Info => Command::Info(rest.collect()),
         K::ConfigGet => Command::ConfigGet(rest.collect()),
         // A container without subcommand: only COMMAND allows that (CONFIG's arity forbids it).
-        K::Config | K::Command => Command::Introspect(CommandQuery::List),
+        K::Config | K::Client | K::Command => Command::Introspect(CommandQuery::List),
+        K::ClientSetName => Command::Client(ClientRequest::set_name(rest.next()?)?),
+        K::ClientGetName => Command::Client(ClientRequest::GetName),
+        K::ClientId => Command::Client(ClientRequest::Id),
+        K::ClientSetInfo => {
+            let attribute = rest.next()?;
+            Command::Client(ClientRequest::set_info(&attribute, rest.next()?)?)
+        }
         K::CommandCount => Command::Introspect(CommandQuery::Count),
         K::CommandDocs => Command::Introspect(CommandQuery::Docs(rest.collect())),
         K::CommandInfo => Command::Introspect(CommandQuery::Info(rest.collect())),

@@ -38,6 +38,11 @@ pub(crate) enum CommandKind {
     CommandCount,
     CommandDocs,
     CommandInfo,
+    Client,
+    ClientSetName,
+    ClientGetName,
+    ClientId,
+    ClientSetInfo,
     Auth,
     Quit,
     Select,
@@ -135,6 +140,15 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 1] = [spec(
     NO_KEYS,
 )];
 
+const CLIENT_FLAGS: &[&str] = &["noscript", "loading", "stale"];
+
+static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
+    spec(K::ClientSetName, "client|setname", 3, CLIENT_FLAGS, NO_KEYS),
+    spec(K::ClientGetName, "client|getname", 2, CLIENT_FLAGS, NO_KEYS),
+    spec(K::ClientId, "client|id", 2, CLIENT_FLAGS, NO_KEYS),
+    spec(K::ClientSetInfo, "client|setinfo", 4, CLIENT_FLAGS, NO_KEYS),
+];
+
 static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
     spec(
         K::CommandCount,
@@ -222,7 +236,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 39] = [
+pub(crate) static COMMANDS: [CommandSpec; 40] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -258,6 +272,10 @@ pub(crate) static COMMANDS: [CommandSpec; 39] = [
     CommandSpec {
         subcommands: &CONFIG_SUBCOMMANDS,
         ..spec(K::Config, "config", -2, &[], NO_KEYS)
+    },
+    CommandSpec {
+        subcommands: &CLIENT_SUBCOMMANDS,
+        ..spec(K::Client, "client", -2, &[], NO_KEYS)
     },
     CommandSpec {
         subcommands: &COMMAND_SUBCOMMANDS,

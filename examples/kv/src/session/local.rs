@@ -26,6 +26,7 @@ impl Session {
             Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),
+            Command::Client(request) => self.identity.run(request),
             other => CommandError::NotShardCommand {
                 command: other.name(),
             }

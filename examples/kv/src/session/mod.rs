@@ -11,6 +11,7 @@
 //! after the write finishes:                        if session.is_closed() && nothing pending { close }
 //! ```
 
+mod client;
 mod config;
 mod local;
 mod order;
@@ -76,6 +77,8 @@ pub struct Session {
     protocol_error: Option<String>,
     /// Cluster mode: redirections and the ASKING flag.
     cluster: Option<ClusterGate>,
+    /// CLIENT ID, SETNAME, SETINFO.
+    identity: client::ClientIdentity,
 }
 
 enum Admission {
@@ -95,6 +98,7 @@ impl Session {
             lifecycle: Lifecycle::Open,
             protocol_error: None,
             cluster: None,
+            identity: client::ClientIdentity::new(),
         }
     }
 

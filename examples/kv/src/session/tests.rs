@@ -263,3 +263,46 @@ fn completing_unknown_or_answered_requests_is_an_error() {
         Err(SessionError::AlreadyAnswered(2))
     );
 }
+
+#[test]
+fn client_setname_getname_and_setinfo() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"CLIENT GETNAME\r\nCLIENT SETNAME worker-1\r\nclient getname\r\n");
+    s.feed(
+        b"CLIENT SETNAME \"a b\"\r\nCLIENT GETNAME\r\nCLIENT SETNAME \"\"\r\nCLIENT GETNAME\r\n",
+    );
+    s.feed(b"CLIENT SETINFO lib-name redis-py\r\nCLIENT SETINFO LIB-VER 5.0\r\n");
+    s.feed(b"CLIENT SETINFO lib-os linux\r\nCLIENT SETINFO lib-ver \"1 2\"\r\n");
+    s.feed(b"CLIENT NOPE\r\nCLIENT SETNAME\r\n");
+    assert!(requests(&mut s).is_empty());
+    assert_eq!(
+        output(&mut s),
+        "$-1\r\n+OK\r\n$8\r\nworker-1\r\n\
+         -ERR Client names cannot contain spaces, newlines or special characters.\r\n\
+         $8\r\nworker-1\r\n+OK\r\n$-1\r\n\
+         +OK\r\n+OK\r\n\
+         -ERR Unrecognized option 'lib-os'\r\n\
+         -ERR lib-ver cannot contain spaces, newlines or special characters.\r\n\
+         -ERR unknown subcommand 'NOPE'. Try CLIENT HELP.\r\n\
+         -ERR wrong number of arguments for 'client|setname' command\r\n"
+    );
+}
+
+#[test]
+fn client_ids_are_distinct_and_increasing() {
+    let mut first = session(SessionConfig::default());
+    let mut second = session(SessionConfig::default());
+    let id = |s: &mut Session| {
+        s.feed(b"CLIENT ID\r\nclient id\r\n");
+        assert!(requests(s).is_empty());
+        let text = output(s);
+        let (a, b) = text.split_once("\r\n").expect("two replies");
+        assert_eq!(b, format!("{a}\r\n"), "stable per connection");
+        a.strip_prefix(':')
+            .expect("integer")
+            .parse::<u64>()
+            .expect("id")
+    };
+    let (a, b) = (id(&mut first), id(&mut second));
+    assert!(a >= 1 && b > a, "{a} {b}");
+}

@@ -192,6 +192,7 @@ impl Store {
             Command::Ping(None) => Ok(Reply::simple("PONG")),
             Command::Ping(Some(message)) | Command::Echo(message) => Ok(Reply::Bulk(message)),
             other @ (Command::ConfigGet(_)
+            | Command::Client(_)
             | Command::Introspect(_)
             | Command::Auth { .. }
             | Command::Quit
