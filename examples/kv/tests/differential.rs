@@ -143,7 +143,7 @@ fn compare_scans(pair: &mut Pair) {
     }
 }
 
-/// CLIENT SETNAME/GETNAME and their errors (SETINFO is newer than Debian's redis-server 7.0;
+/// CLIENT SETNAME/GETNAME, RESET and their errors (SETINFO is newer than Debian's redis-server 7.0;
 /// CLIENT ID differs by design: ids count connections, which differ between the servers).
 #[test]
 fn client_identity_commands() {
@@ -163,6 +163,12 @@ fn client_identity_commands() {
         &["CLIENT", "ID", "extra"],
         &["CLIENT", "NOPE"],
         &["CLIENT"],
+        &["CLIENT", "SETNAME", "again"],
+        &["RESET"],
+        &["CLIENT", "GETNAME"],
+        &["reset", "extra"],
+        &["SET", "k", "v"],
+        &["GET", "k"],
     ] {
         pair.check_str(args);
     }

@@ -86,6 +86,7 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit
+        | Command::Reset
         | Command::Select(_)
         | Command::BgRewriteAof => 0,
     };
@@ -134,6 +135,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Quit
+        | Command::Reset
         | Command::Select(_)
         | Command::BgRewriteAof => {}
     }

@@ -33,6 +33,7 @@ impl Command {
             | Command::Client(_)
             | Command::Auth { .. }
             | Command::Quit
+            | Command::Reset
             | Command::Select(_)
             | Command::BgRewriteAof => Vec::new(),
         }

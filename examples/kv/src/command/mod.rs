@@ -70,6 +70,8 @@ pub enum Command {
         password: Bytes,
     },
     Quit,
+    /// RESET: the connection back to its state right after connecting.
+    Reset,
     Select(i64),
     /// BGREWRITEAOF: every shard rewrites its append-only log in the background.
     BgRewriteAof,
@@ -225,6 +227,7 @@ impl Command {
             Command::Client(request) => request.name(),
             Command::Auth { .. } => "auth",
             Command::Quit => "quit",
+            Command::Reset => "reset",
             Command::Select(_) => "select",
             Command::BgRewriteAof => "bgrewriteaof",
             Command::Cluster(request) => request.name(),
@@ -242,6 +245,7 @@ impl Command {
             | Command::Client(_)
             | Command::Auth { .. }
             | Command::Quit
+            | Command::Reset
             | Command::Select(_) => Scope::Connection,
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards

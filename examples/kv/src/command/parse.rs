@@ -134,6 +134,7 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
             }
         }
         K::Quit => Command::Quit,
+        K::Reset => Command::Reset,
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

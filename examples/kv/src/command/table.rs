@@ -45,6 +45,7 @@ pub(crate) enum CommandKind {
     ClientSetInfo,
     Auth,
     Quit,
+    Reset,
     Select,
     BgRewriteAof,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
@@ -236,7 +237,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 40] = [
+pub(crate) static COMMANDS: [CommandSpec; 41] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -306,6 +307,20 @@ pub(crate) static COMMANDS: [CommandSpec; 40] = [
             "stale",
             "fast",
             "no_auth",
+        ],
+        NO_KEYS,
+    ),
+    spec(
+        K::Reset,
+        "reset",
+        1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy",
         ],
         NO_KEYS,
     ),

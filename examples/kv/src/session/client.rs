@@ -29,6 +29,11 @@ impl ClientIdentity {
         }
     }
 
+    /// What RESET clears: the name (Redis keeps the id and the library info).
+    pub(super) fn reset(&mut self) {
+        self.name = None;
+    }
+
     pub(super) fn run(&mut self, request: ClientRequest) -> Reply {
         match request {
             // An empty name clears it (GETNAME then answers nil).

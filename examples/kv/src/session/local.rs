@@ -20,6 +20,7 @@ impl Session {
                 self.lifecycle = Lifecycle::ClosingAfter(seq);
                 Reply::ok()
             }
+            Command::Reset => self.reset(),
             Command::Select(0) => Reply::ok(),
             Command::Select(_) if self.cluster.is_some() => CommandError::SelectInCluster.into(),
             Command::Select(_) => CommandError::DbIndexOutOfRange.into(),
@@ -47,6 +48,17 @@ impl Session {
             }
             _ => CommandError::WrongPass.into(),
         }
+    }
+
+    /// RESET (Redis 6.2): database 0 (the only one), cluster READWRITE, no name, and
+    /// authenticated again only if no password is required. The id and library info stay.
+    fn reset(&mut self) -> Reply {
+        self.authenticated = self.config.requirepass.is_none();
+        if let Some(gate) = &mut self.cluster {
+            gate.set_readonly(false);
+        }
+        self.identity.reset();
+        Reply::simple("RESET")
     }
 
     fn config_get(&self, patterns: &[Bytes]) -> Reply {

@@ -306,3 +306,39 @@ fn client_ids_are_distinct_and_increasing() {
     let (a, b) = (id(&mut first), id(&mut second));
     assert!(a >= 1 && b > a, "{a} {b}");
 }
+
+#[test]
+fn reset_forgets_name_and_authentication_keeps_id() {
+    let mut s = session(SessionConfig {
+        requirepass: Some(Bytes::from("secret")),
+        ..SessionConfig::default()
+    });
+    s.feed(b"RESET\r\nAUTH secret\r\nCLIENT ID\r\nCLIENT SETNAME w\r\nRESET\r\n");
+    assert!(requests(&mut s).is_empty());
+    assert!(!s.is_authenticated());
+    let before = output(&mut s);
+    s.feed(b"CLIENT GETNAME\r\nAUTH secret\r\nCLIENT GETNAME\r\nCLIENT ID\r\nRESET x\r\n");
+    assert!(requests(&mut s).is_empty());
+    let after = output(&mut s);
+    let id = before
+        .strip_prefix("+RESET\r\n+OK\r\n")
+        .and_then(|rest| rest.strip_suffix("+OK\r\n+RESET\r\n"))
+        .expect(&before);
+    assert!(id.starts_with(':'), "{before}");
+    assert_eq!(
+        after,
+        format!(
+            "-NOAUTH Authentication required.\r\n+OK\r\n$-1\r\n{id}\
+             -ERR wrong number of arguments for 'reset' command\r\n"
+        )
+    );
+}
+
+#[test]
+fn reset_without_requirepass_stays_authenticated() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"CLIENT SETNAME w\r\nreset\r\nCLIENT GETNAME\r\nGET k\r\n");
+    assert_eq!(requests(&mut s).len(), 1);
+    assert!(s.is_authenticated());
+    assert_eq!(output(&mut s), "+OK\r\n+RESET\r\n$-1\r\n");
+}

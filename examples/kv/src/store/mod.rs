@@ -196,6 +196,7 @@ impl Store {
             | Command::Introspect(_)
             | Command::Auth { .. }
             | Command::Quit
+            | Command::Reset
             | Command::Select(_)
             | Command::BgRewriteAof) => Err(CommandError::NotShardCommand {
                 command: other.name(),
