@@ -13,12 +13,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use corewire::runtime::fs::File;
 use corewire::runtime::sleep;
+use corewire::sync::Notify;
 
 use super::aof_load::{self, AofStartError, ReplaySummary};
 use super::aof_rewrite::RewriteState;
 use super::config::AofConfig;
 use super::forward::Done;
-use super::notify::Notify;
 use super::shard::{now_ms, Shard};
 use super::sink::Origin;
 use crate::aof::{
@@ -161,7 +161,7 @@ impl AofShard {
         }
         let lsn = writer.appended_lsn();
         if lsn > before {
-            self.kick.notify();
+            self.kick.notify_one();
         }
         if writer.must_hold_reply(lsn) {
             self.gate.borrow_mut().hold(lsn, Done { origin, reply });
@@ -175,7 +175,7 @@ impl AofShard {
         let before = writer.appended_lsn();
         let outcome = store.sweep(now, work, &mut *writer);
         if writer.appended_lsn() > before {
-            self.kick.notify();
+            self.kick.notify_one();
         }
         outcome
     }
@@ -184,7 +184,7 @@ impl AofShard {
     /// grown enough for an automatic rewrite.
     pub fn tick(&self, now: u64) {
         if self.writer.borrow().fsync_due(now) {
-            self.kick.notify();
+            self.kick.notify_one();
         }
         self.maybe_rewrite_by_growth(now);
     }
@@ -213,7 +213,7 @@ impl AofShard {
             return false;
         }
         *self.next_log.borrow_mut() = Some(Rc::new(next));
-        self.kick.notify();
+        self.kick.notify_one();
         true
     }
 
@@ -274,7 +274,7 @@ impl AofShard {
                     *self.log.borrow_mut() = next;
                 }
                 drop(writer);
-                self.switched.notify();
+                self.switched.notify_one();
                 continue;
             }
             let ticket = self.writer.borrow_mut().start_fsync(now_ms());
@@ -310,7 +310,7 @@ impl AofShard {
             if self.writer.borrow().is_idle() {
                 break;
             }
-            self.kick.notify();
+            self.kick.notify_one();
             sleep(Duration::from_millis(1)).await;
         }
         let log = self.log.borrow().clone();

@@ -94,7 +94,7 @@ impl AofShard {
             return Reply::error("ERR Background append only file rewriting already in progress");
         }
         state.started_ms = Some(now);
-        self.rewrite_kick.notify();
+        self.rewrite_kick.notify_one();
         Reply::simple("Background append only file rewriting started")
     }
 
@@ -236,7 +236,7 @@ async fn rewrite(shard: &Shard, aof: &AofShard, hooks: &TestHooks) -> io::Result
         if let Some(why) = aof.refusal() {
             return Err(io::Error::other(why));
         }
-        aof.kick.notify();
+        aof.kick.notify_one();
         aof.switched.notified().await;
     }
     install_manifest(aof, &dir, done.clone(), &mut unnamed).await?;

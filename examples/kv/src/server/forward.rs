@@ -12,8 +12,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use corewire::runtime::send_to;
+use corewire::sync::Notify;
 
-use super::notify::Notify;
 use super::shard::{self, Shard};
 use super::sink::{Origin, SinkKey};
 use crate::command::Command;
@@ -91,12 +91,12 @@ impl Forward {
 
     pub fn push_job(&self, target: usize, job: Job) {
         self.jobs.borrow_mut()[target].push(job);
-        self.flush.notify();
+        self.flush.notify_one();
     }
 
     pub fn push_done(&self, target: usize, done: Done) {
         self.dones.borrow_mut()[target].push(done);
-        self.flush.notify();
+        self.flush.notify_one();
     }
 
     pub fn push_cancel(&self, target: usize, cancel: Cancel) {

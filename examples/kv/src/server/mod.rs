@@ -19,7 +19,6 @@ mod blocking;
 mod cluster;
 pub mod config;
 mod forward;
-mod notify;
 mod resp_conn;
 pub(crate) mod shard;
 pub(crate) mod shared;
