@@ -101,7 +101,7 @@ impl Forward {
 
     pub fn push_cancel(&self, target: usize, cancel: Cancel) {
         self.cancels.borrow_mut()[target].push(cancel);
-        self.flush.notify();
+        self.flush.notify_one();
     }
 
     fn take_cancels(&self, target: usize) -> Vec<Cancel> {
