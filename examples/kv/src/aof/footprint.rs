@@ -88,7 +88,14 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Quit
         | Command::Reset
         | Command::Select(_)
-        | Command::BgRewriteAof => 0,
+        | Command::BgRewriteAof
+        | Command::Multi
+        | Command::Exec
+        | Command::Discard
+        | Command::Watch(_)
+        | Command::Unwatch => 0,
+        // Each queued command is admitted on its own when EXEC plans the transaction.
+        Command::Transaction(_) => 0,
     };
     args + FIXED_OVERHEAD
 }
@@ -137,7 +144,13 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Quit
         | Command::Reset
         | Command::Select(_)
-        | Command::BgRewriteAof => {}
+        | Command::BgRewriteAof
+        | Command::Multi
+        | Command::Exec
+        | Command::Discard
+        | Command::Watch(_)
+        | Command::Unwatch
+        | Command::Transaction(_) => {}
     }
 }
 

@@ -23,6 +23,7 @@ impl Command {
             Command::Cluster(request) => request.keys(),
             Command::Typed(typed) => typed.keys(),
             Command::Key(key) => key.keys(),
+            Command::Watch(keys) => keys.iter().map(|k| &k[..]).collect(),
             Command::Ping(_)
             | Command::Echo(_)
             | Command::DbSize
@@ -35,7 +36,12 @@ impl Command {
             | Command::Quit
             | Command::Reset
             | Command::Select(_)
-            | Command::BgRewriteAof => Vec::new(),
+            | Command::BgRewriteAof
+            | Command::Multi
+            | Command::Exec
+            | Command::Discard
+            | Command::Unwatch
+            | Command::Transaction(_) => Vec::new(),
         }
     }
 }

@@ -19,6 +19,7 @@ pub use table::key_positions;
 pub use typed::{sintercard_args, TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
+use crate::reply::Reply;
 
 /// A parsed request. Keys and values are binary-safe `Bytes`, usually slices of the
 /// connection's input buffer.
@@ -81,6 +82,32 @@ pub enum Command {
     Typed(TypedCommand),
     /// A keyspace or string command ([`KeyOp`]).
     Key(KeyCommand),
+    /// MULTI, EXEC, DISCARD: the session queues and submits (see `session/multi.rs`).
+    Multi,
+    Exec,
+    Discard,
+    /// WATCH key [key ...]: registered on the shards owning the keys.
+    Watch(Vec<Bytes>),
+    /// UNWATCH (also what DISCARD, EXEC and RESET do to a connection's watches).
+    Unwatch,
+    /// What EXEC submits: the queued commands, run without any other client's command in
+    /// between on the keys they touch (see `server/txn`). Built by the session, never parsed.
+    Transaction(Box<Transaction>),
+}
+
+/// A transaction EXEC submits, in the order the client queued it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transaction {
+    pub items: Vec<TxnItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnItem {
+    /// Runs on the shard(s) owning its keys.
+    Run(Command),
+    /// Already answered at EXEC time: a connection-level command, or a command whose
+    /// arguments Redis rejects only when it runs (so it does not abort the transaction).
+    Answered(Reply),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +221,12 @@ impl Command {
         parse::parse(args)
     }
 
+    /// The checks Redis makes before it queues a command inside MULTI (the command table's:
+    /// unknown command or subcommand, arity); the command's own checks come when it runs.
+    pub fn check_table(args: &[Bytes]) -> Result<(), CommandError> {
+        parse::resolve(args).map(|_| ())
+    }
+
     /// Lowercase Redis name of the command (INCR and friends report `incrby`).
     pub fn name(&self) -> &'static str {
         match self {
@@ -233,6 +266,11 @@ impl Command {
             Command::Cluster(request) => request.name(),
             Command::Typed(typed) => typed.op.name(),
             Command::Key(key) => key.op.name(),
+            Command::Multi => "multi",
+            Command::Exec | Command::Transaction(_) => "exec",
+            Command::Discard => "discard",
+            Command::Watch(_) => "watch",
+            Command::Unwatch => "unwatch",
         }
     }
 
@@ -246,7 +284,10 @@ impl Command {
             | Command::Auth { .. }
             | Command::Quit
             | Command::Reset
-            | Command::Select(_) => Scope::Connection,
+            | Command::Select(_)
+            | Command::Multi
+            | Command::Exec
+            | Command::Discard => Scope::Connection,
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards
             }

@@ -135,6 +135,11 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         }
         K::Quit => Command::Quit,
         K::Reset => Command::Reset,
+        K::Multi => Command::Multi,
+        K::Exec => Command::Exec,
+        K::Discard => Command::Discard,
+        K::Watch => Command::Watch(rest.collect()),
+        K::Unwatch => Command::Unwatch,
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -48,6 +48,11 @@ pub(crate) enum CommandKind {
     Reset,
     Select,
     BgRewriteAof,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
     Cluster,
@@ -128,6 +133,9 @@ const READ_FAST: &[&str] = &["readonly", "fast"];
 const WRITE: &[&str] = &["write", "denyoom"];
 const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
 const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
+
+/// MULTI, DISCARD, WATCH and UNWATCH, as Redis 7 flags them.
+const TXN_FLAGS: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
 const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
 const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 
@@ -237,7 +245,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 41] = [
+pub(crate) static COMMANDS: [CommandSpec; 46] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -331,6 +339,17 @@ pub(crate) static COMMANDS: [CommandSpec; 41] = [
         &["loading", "stale", "fast"],
         NO_KEYS,
     ),
+    spec(K::Multi, "multi", 1, TXN_FLAGS, NO_KEYS),
+    spec(
+        K::Exec,
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        NO_KEYS,
+    ),
+    spec(K::Discard, "discard", 1, TXN_FLAGS, NO_KEYS),
+    spec(K::Watch, "watch", -2, TXN_FLAGS, (1, -1, 1)),
+    spec(K::Unwatch, "unwatch", 1, TXN_FLAGS, NO_KEYS),
     CommandSpec {
         subcommands: &CLUSTER_SUBCOMMANDS,
         ..spec(K::Cluster, "cluster", -2, &[], NO_KEYS)

@@ -7,7 +7,7 @@ mod plan;
 mod slot;
 
 pub use merge::{MergeError, Merger, SetAlgebra};
-pub use plan::{route, FanOut, Route, ShardPart};
+pub use plan::{route, to_shards, FanOut, Route, ShardPart};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 
 #[cfg(test)]

@@ -47,6 +47,9 @@ pub fn route(command: Command, shards: usize) -> Route {
             split_keys(keys, shards, Command::Exists, |_, parts| Merger::sum(parts))
         }
         Command::MSet(pairs) => split_pairs(pairs, shards),
+        Command::Watch(keys) => split_keys(keys, shards, Command::Watch, |_, parts| {
+            Merger::all_ok(parts)
+        }),
         Command::Info(sections) => broadcast(Command::Info(sections.clone()), shards, |n| {
             Merger::info(sections, n)
         }),
@@ -79,6 +82,21 @@ pub fn route(command: Command, shards: usize) -> Route {
             Route::Single { shard, command }
         }
     }
+}
+
+/// `command` to each of `targets` (distinct shards), answered OK once every one has: UNWATCH,
+/// to the shards where the glue knows the connection watches keys.
+pub fn to_shards(command: Command, targets: &[usize]) -> Route {
+    Route::FanOut(FanOut {
+        parts: targets
+            .iter()
+            .map(|&shard| ShardPart {
+                shard,
+                command: command.clone(),
+            })
+            .collect(),
+        merger: Merger::all_ok(targets.len()),
+    })
 }
 
 /// SINTER, SUNION, SDIFF and SINTERCARD over keys of several shards: one SMEMBERS per key,

@@ -4,6 +4,7 @@
 //! replies until their fsync, and the hooks a rewrite needs on the write path. Start-up is
 //! in `aof_load.rs`, the rewrite in `aof_rewrite.rs`.
 
+use super::txn::watch::{Tap, WatchRegistry};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::PathBuf;
@@ -123,6 +124,7 @@ impl AofShard {
         origin: Origin,
         command: Command,
         now: u64,
+        watches: Option<&mut WatchRegistry>,
     ) -> Option<Reply> {
         match command {
             Command::BgRewriteAof => return Some(self.request_rewrite(now)),
@@ -152,7 +154,17 @@ impl AofShard {
         let mut writer = self.writer.borrow_mut();
         let before = writer.appended_lsn();
         let failed_before = writer.failure().is_some();
-        let reply = store.execute(command, now, &mut *writer);
+        let reply = match watches {
+            None => store.execute(command, now, &mut *writer),
+            Some(watches) => store.execute(
+                command,
+                now,
+                &mut Tap {
+                    inner: &mut *writer,
+                    watches,
+                },
+            ),
+        };
         if !failed_before {
             if let Some(error) = writer.failure() {
                 // `admit` should have refused it; from now on every write is refused.

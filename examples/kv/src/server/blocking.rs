@@ -107,8 +107,11 @@ impl Shard {
                     Vec::new()
                 };
             let reply = self.execute_store(origin, command, now);
-            for key in written {
-                self.serve_waiters(&key, now);
+            if self.txn.running() {
+                // Served after the transaction's batch, as Redis serves them after EXEC.
+                self.txn.note_written(written);
+            } else {
+                self.serve_written(&written, now);
             }
             return reply;
         };
@@ -119,6 +122,8 @@ impl Shard {
         let answers_now = self.with_store(|store| store.pop_would_answer(&keys, now));
         let deadline = typed.args.last().map(|timeout| parse_timeout(timeout, now));
         let deadline = match deadline {
+            // Inside MULTI a pop that would block answers nil at once, as in Redis.
+            Some(Ok(_)) if !answers_now && self.txn.running() => return Some(Reply::NullArray),
             Some(Ok(deadline)) if !answers_now => deadline,
             // An item, WRONGTYPE, or a bad timeout: the store answers (as Redis, in its order).
             _ => return self.execute_store(origin, command, now),
@@ -147,6 +152,13 @@ impl Shard {
             total.fetch_add(now - before, Ordering::Relaxed);
         } else {
             total.fetch_sub(before - now, Ordering::Relaxed);
+        }
+    }
+
+    /// Offers each written key to its waiters.
+    pub(crate) fn serve_written(&self, keys: &[Bytes], now: u64) {
+        for key in keys {
+            self.serve_waiters(key, now);
         }
     }
 

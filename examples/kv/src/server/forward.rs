@@ -25,6 +25,13 @@ pub(crate) struct Job {
     pub command: Command,
 }
 
+/// What travels in the job lane: commands, and transaction traffic (in the same lane so a
+/// shard's commands and its transactions reach another shard in the order they were sent).
+pub(crate) enum Work {
+    Run(Job),
+    Txn(super::txn::TxnMsg),
+}
+
 /// A reply on its way back to the shard its request came from.
 pub(crate) struct Done {
     pub origin: Origin,
@@ -39,7 +46,7 @@ pub(crate) struct Cancel {
 }
 
 pub(crate) struct Forward {
-    jobs: RefCell<Vec<Vec<Job>>>,
+    jobs: RefCell<Vec<Vec<Work>>>,
     dones: RefCell<Vec<Vec<Done>>>,
     /// Sent after the jobs, so a cancel reaches a shard after every job its connection sent.
     cancels: RefCell<Vec<Vec<Cancel>>>,
@@ -90,7 +97,11 @@ impl Forward {
     }
 
     pub fn push_job(&self, target: usize, job: Job) {
-        self.jobs.borrow_mut()[target].push(job);
+        self.push_work(target, Work::Run(job));
+    }
+
+    pub fn push_work(&self, target: usize, work: Work) {
+        self.jobs.borrow_mut()[target].push(work);
         self.flush.notify_one();
     }
 
@@ -108,7 +119,7 @@ impl Forward {
         std::mem::take(&mut self.cancels.borrow_mut()[target])
     }
 
-    fn take_jobs(&self, target: usize) -> Vec<Job> {
+    fn take_jobs(&self, target: usize) -> Vec<Work> {
         std::mem::take(&mut self.jobs.borrow_mut()[target])
     }
 

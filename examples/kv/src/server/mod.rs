@@ -23,6 +23,7 @@ mod resp_conn;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
+mod txn;
 
 use std::fmt;
 use std::io;

@@ -11,13 +11,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::aof_io::AofShard;
 use super::blocking::Blocked;
 use super::cluster::{self, ClusterShard};
-use super::forward::{Done, Forward, Job};
+use super::forward::{Done, Forward, Job, Work};
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
+use super::txn::watch::Tap;
+use super::txn::{Coordinator, ShardTxn};
 use crate::change::NoLog;
 use crate::command::Command;
 use crate::reply::Reply;
-use crate::routing::{route, FanOut, Route};
+use crate::routing::{route, to_shards, FanOut, Route};
 use crate::store::Store;
 
 /// Sweep passes per tick at most, however much keeps expiring (bounds the pause).
@@ -35,6 +37,8 @@ pub(crate) struct Shard {
     pub(crate) blocked: Blocked,
     /// Cluster mode's routing snapshot, and the MIGRATEs running here.
     pub cluster: ClusterShard,
+    /// MULTI/EXEC: whether a transaction holds this shard, and the WATCHes here.
+    pub(crate) txn: ShardTxn,
 }
 
 thread_local! {
@@ -90,6 +94,7 @@ impl Shard {
             forward: Forward::new(count, mesh_batch),
             blocked: Blocked::default(),
             cluster,
+            txn: ShardTxn::default(),
         }
     }
 
@@ -110,6 +115,29 @@ impl Shard {
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
         self.cancel_waits(key);
+        self.drop_watches(key);
+    }
+
+    /// Connection `sink` closed: its watches go (after anything it sent to those shards).
+    fn drop_watches(&self, sink: SinkKey) {
+        let origin = Origin {
+            shard: self.id,
+            sink,
+            seq: 0,
+            part: None,
+        };
+        for target in self.txn.take_watching(sink) {
+            let job = Job {
+                origin,
+                command: Command::Unwatch,
+            };
+            if target == self.id {
+                // The reply has nowhere to go.
+                let _ = self.execute_gated(origin, job.command, now_ms());
+            } else {
+                self.forward.push_job(target, job);
+            }
+        }
     }
 
     /// Routes request `seq` of `sink`: parts this shard owns run now (at `now`, Unix ms), the
@@ -136,10 +164,38 @@ impl Shard {
             }
         }
         self.blocked.note_dispatch(sink, &command);
-        match route(command, self.count) {
+        let route = match command {
+            Command::Transaction(transaction) => {
+                let watching = self.txn.take_watching(sink);
+                return Coordinator::start(self, origin, *transaction, watching);
+            }
+            Command::Unwatch => {
+                let watching = self.txn.take_watching(sink);
+                if watching.is_empty() {
+                    return Some(Reply::ok());
+                }
+                to_shards(Command::Unwatch, &watching)
+            }
+            command => route(command, self.count),
+        };
+        if let Route::Single {
+            shard,
+            command: Command::Watch(_),
+        } = &route
+        {
+            self.txn.note_watch(sink, [*shard]);
+        }
+        if let Route::FanOut(fan_out) = &route {
+            if matches!(fan_out.parts.first(), Some(part) if matches!(part.command, Command::Watch(_)))
+            {
+                self.txn
+                    .note_watch(sink, fan_out.parts.iter().map(|part| part.shard));
+            }
+        }
+        match route {
             Route::Refused(reply) => Some(reply),
             Route::Single { shard, command } if shard == self.id => {
-                self.execute(origin, command, now)
+                self.execute_gated(origin, command, now)
             }
             Route::Single { shard, command } => {
                 self.forward.push_job(shard, Job { origin, command });
@@ -158,7 +214,7 @@ impl Shard {
                                 command: part.command,
                             },
                         );
-                    } else if let Some(reply) = self.execute(origin, part.command, now) {
+                    } else if let Some(reply) = self.execute_gated(origin, part.command, now) {
                         complete = merges.accept(seq, origin.part, reply, || self.shared.info());
                     }
                 }
@@ -189,12 +245,25 @@ impl Shard {
         now: u64,
     ) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
+        // Only while someone watches keys here do writes go through the watch tap.
+        let mut watches = self.txn.watches.borrow_mut();
+        let watches = (!watches.is_empty()).then_some(&mut *watches);
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
             )),
-            None => Some(store.execute(command, now, &mut NoLog)),
-            Some(aof) => aof.execute(&mut store, origin, command, now),
+            None => Some(match watches {
+                None => store.execute(command, now, &mut NoLog),
+                Some(watches) => store.execute(
+                    command,
+                    now,
+                    &mut Tap {
+                        inner: &mut NoLog,
+                        watches,
+                    },
+                ),
+            }),
+            Some(aof) => aof.execute(&mut store, origin, command, now, watches),
         }
     }
 
@@ -220,10 +289,17 @@ impl Shard {
     }
 
     /// A batch of commands from another shard (runs from the inbox).
-    pub fn run_jobs(&self, jobs: Vec<Job>) {
+    pub fn run_jobs(&self, jobs: Vec<Work>) {
         let now = now_ms();
-        for job in jobs {
-            if let Some(reply) = self.execute(job.origin, job.command, now) {
+        for work in jobs {
+            let job = match work {
+                Work::Run(job) => job,
+                Work::Txn(msg) => {
+                    self.on_txn(msg, now);
+                    continue;
+                }
+            };
+            if let Some(reply) = self.execute_gated(job.origin, job.command, now) {
                 self.forward.push_done(
                     job.origin.shard,
                     Done {
@@ -245,8 +321,14 @@ impl Shard {
     /// One tick of active expiry: a few bounded passes over keys with a TTL.
     pub fn sweep(&self, work: usize) {
         let now = now_ms();
+        // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
+        let passes = if self.txn.is_busy() {
+            0
+        } else {
+            MAX_SWEEP_PASSES
+        };
         let mut store = self.store.borrow_mut();
-        for _ in 0..MAX_SWEEP_PASSES {
+        for _ in 0..passes {
             let outcome = match &self.aof {
                 None => store.sweep(now, work, &mut NoLog),
                 Some(aof) => aof.sweep(&mut store, now, work),

@@ -20,7 +20,6 @@ impl Session {
                 self.lifecycle = Lifecycle::ClosingAfter(seq);
                 Reply::ok()
             }
-            Command::Reset => self.reset(),
             Command::Select(0) => Reply::ok(),
             Command::Select(_) if self.cluster.is_some() => CommandError::SelectInCluster.into(),
             Command::Select(_) => CommandError::DbIndexOutOfRange.into(),
@@ -52,7 +51,7 @@ impl Session {
 
     /// RESET (Redis 6.2): database 0 (the only one), cluster READWRITE, no name, and
     /// authenticated again only if no password is required. The id and library info stay.
-    fn reset(&mut self) -> Reply {
+    pub(super) fn reset(&mut self) -> Reply {
         self.authenticated = self.config.requirepass.is_none();
         if let Some(gate) = &mut self.cluster {
             gate.set_readonly(false);

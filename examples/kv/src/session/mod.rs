@@ -14,6 +14,7 @@
 mod client;
 mod config;
 mod local;
+mod multi;
 mod order;
 
 use std::fmt;
@@ -79,6 +80,8 @@ pub struct Session {
     cluster: Option<ClusterGate>,
     /// CLIENT ID, SETNAME, SETINFO.
     identity: client::ClientIdentity,
+    /// MULTI's queue and the watches (see `multi.rs`).
+    txn: multi::TxnState,
 }
 
 enum Admission {
@@ -99,6 +102,7 @@ impl Session {
             protocol_error: None,
             cluster: None,
             identity: client::ClientIdentity::new(),
+            txn: multi::TxnState::default(),
         }
     }
 
@@ -128,7 +132,9 @@ impl Session {
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.
     pub fn next_request(&mut self) -> Option<Request> {
-        while self.lifecycle == Lifecycle::Open && self.has_capacity() {
+        // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
+        while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
+        {
             let args = match self.parser.parse(&mut self.input) {
                 Ok(Some(args)) => args,
                 Ok(None) => return None,
@@ -153,6 +159,7 @@ impl Session {
 
     /// Delivers the reply for request `seq`; replies may arrive in any order.
     pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
+        let reply = self.txn.client_reply(seq, reply);
         self.replies.fill(seq, reply)?;
         self.flush_ready();
         Ok(())
@@ -201,11 +208,22 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
-        if let Some(gate) = self.cluster.as_mut().filter(|_| permitted) {
-            // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
-            if let Some(redirect) = gate.check(&args) {
-                return Admission::Answered(redirect);
-            }
+        // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
+        let redirect = match self.cluster.as_mut().filter(|_| permitted) {
+            Some(gate) => gate.check(&args),
+            None => None,
+        };
+        if self.txn.in_multi() {
+            // Redis's order: the table's checks, then NOAUTH, then the cluster redirect.
+            let rejected = match Command::check_table(&args) {
+                Err(error) => Some(error.into()),
+                Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
+                Ok(()) => redirect,
+            };
+            return self.admit_queued(Command::parse(args), rejected, seq);
+        }
+        if let Some(redirect) = redirect {
+            return Admission::Answered(redirect);
         }
         let command = match Command::parse(args) {
             Ok(command) if permitted => command,
@@ -218,6 +236,13 @@ impl Session {
             if self.cluster.is_none() && request.needs_cluster_mode() {
                 return Admission::Answered(CommandError::ClusterDisabled.into());
             }
+        }
+        if let Some(admission) = self.admit_txn_control(&command, seq) {
+            return admission;
+        }
+        if command == Command::Reset {
+            let reply = self.reset();
+            return self.reset_txn(seq, reply);
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),

@@ -342,3 +342,56 @@ fn reset_without_requirepass_stays_authenticated() {
     assert!(s.is_authenticated());
     assert_eq!(output(&mut s), "+OK\r\n+RESET\r\n$-1\r\n");
 }
+
+#[test]
+fn multi_queues_and_exec_submits_the_transaction() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"MULTI\r\nSET a 1\r\nPING\r\nSET a 1 EX x\r\nEXEC\r\nGET a\r\n");
+    let reqs = requests(&mut s);
+    // Only EXEC goes to the shards, and nothing after it until it is answered.
+    assert_eq!(reqs.len(), 1);
+    let Command::Transaction(txn) = &reqs[0].command else {
+        panic!("EXEC submits a transaction: {:?}", reqs[0]);
+    };
+    assert_eq!(txn.items.len(), 3);
+    assert!(matches!(
+        &txn.items[0],
+        crate::command::TxnItem::Run(Command::Set(_))
+    ));
+    assert_eq!(
+        txn.items[1],
+        crate::command::TxnItem::Answered(Reply::simple("PONG"))
+    );
+    assert!(matches!(
+        &txn.items[2],
+        crate::command::TxnItem::Answered(Reply::Error(_))
+    ));
+    assert_eq!(output(&mut s), "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n");
+    s.complete(reqs[0].seq, Reply::Array(vec![Reply::ok()]))
+        .unwrap();
+    assert_eq!(
+        requests(&mut s),
+        vec![Request {
+            seq: 5,
+            command: get("a")
+        }]
+    );
+}
+
+#[test]
+fn queue_time_errors_abort_exec_and_watches_are_dropped() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"WATCH k\r\nMULTI\r\nNOSUCH\r\nGET\r\nEXEC\r\nUNWATCH\r\n");
+    let reqs = requests(&mut s);
+    // WATCH, then the UNWATCH that EXECABORT implies; the client's UNWATCH is answered here.
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].command, Command::Watch(vec![Bytes::from("k")]));
+    assert_eq!(reqs[1].command, Command::Unwatch);
+    s.complete(reqs[0].seq, Reply::ok()).unwrap();
+    s.complete(reqs[1].seq, Reply::ok()).unwrap();
+    let out = output(&mut s);
+    assert!(
+        out.ends_with("-EXECABORT Transaction discarded because of previous errors.\r\n+OK\r\n"),
+        "{out}"
+    );
+}

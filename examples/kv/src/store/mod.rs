@@ -143,6 +143,13 @@ impl Store {
         self.map.len()
     }
 
+    /// `key`'s TTL as WATCH sees it: `None` if the key is not stored, `Some(None)` if it is
+    /// stored without a TTL, `Some(Some(at_ms))` with one (possibly past: expired but not yet
+    /// reclaimed). Looks only.
+    pub fn stored_expiry(&self, key: &[u8]) -> Option<Option<u64>> {
+        self.map.get(key).map(|entry| entry.expire_at())
+    }
+
     /// Whether `key` holds a live, non-empty list at `now_ms`: a blocked pop would be served.
     /// Looks only (no lazy expiry, nothing logged).
     pub fn has_list_items(&self, key: &[u8], now_ms: u64) -> bool {
@@ -198,7 +205,13 @@ impl Store {
             | Command::Quit
             | Command::Reset
             | Command::Select(_)
-            | Command::BgRewriteAof) => Err(CommandError::NotShardCommand {
+            | Command::BgRewriteAof
+            | Command::Multi
+            | Command::Exec
+            | Command::Discard
+            | Command::Watch(_)
+            | Command::Unwatch
+            | Command::Transaction(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
             Command::Cluster(request) => self.run_cluster(request, now, sink),

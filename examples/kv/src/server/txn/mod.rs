@@ -1,0 +1,275 @@
+//! MULTI/EXEC across shards: two-phase locking over the shards a transaction touches.
+//!
+//! EXEC's [`Transaction`] is planned on the connection's shard by a [`Coordinator`]: each
+//! queued command is routed as if it ran alone, giving each touched shard its batch of
+//! commands (in queue order). The shards where the connection WATCHes keys join the set. The
+//! coordinator then takes the shards in ascending order, one lock request at a time (so two
+//! transactions never wait on each other); each shard, when it grants, checks and drops the
+//! connection's watches there. The request to the last shard carries that shard's batch, which
+//! runs as soon as it is granted; the other shards get theirs after it, and each shard lets go
+//! right after running its batch. No lock is taken after one is released, so transactions are
+//! serialisable, and a shard not touched by a transaction never waits for it.
+//!
+//! A changed watched key makes the shard answer "dirty": the coordinator lets go of what it
+//! holds, runs nothing, and EXEC answers a null array.
+//!
+//! While a shard is held, every other command for it (local or from another shard) and every
+//! other lock request waits in arrival order (see [`lock`]); the active-expiry sweep skips the
+//! held shard. Inside a transaction a blocking pop that finds nothing answers nil at once, and
+//! the blocked clients a transaction's writes can serve are served after its batch, as Redis
+//! does after EXEC.
+//!
+//! The coordinator is a [`ReplySink`] on the connection's shard: command replies (including
+//! ones the durability gate releases later) and lock grants come back through the ordinary
+//! reply path. It runs to the end even if the client goes away, so every lock is released.
+
+mod coordinator;
+mod lock;
+pub(crate) mod watch;
+
+use std::cell::{Cell, RefCell};
+
+use bytes::Bytes;
+
+use super::shard::Shard;
+use super::sink::{Origin, SinkKey};
+use crate::command::Command;
+use crate::reply::Reply;
+
+pub(crate) use coordinator::Coordinator;
+use lock::{ShardLock, TxnId};
+use watch::{KeyAtWatch, WatchRegistry, Watcher};
+
+/// The reply `seq` a lock grant carries to the coordinator (command replies use their index
+/// in the transaction).
+const GRANT_SEQ: u64 = u64::MAX;
+
+/// One shard's commands of a transaction, in queue order, with where each reply goes.
+pub(crate) type Batch = Vec<(Origin, Command)>;
+
+/// Transaction traffic between shards (it travels in the job lane, so it stays in order with
+/// the commands the same shard forwards).
+pub(crate) enum TxnMsg {
+    /// Hold the shard for `txn`, check and drop `watcher`'s watches here, answer the grant;
+    /// with a batch, run it at once if the watches are clean, and let go.
+    Lock {
+        txn: TxnId,
+        watcher: Watcher,
+        batch: Option<Batch>,
+    },
+    /// Run this shard's batch (the shard is held for `txn`) and let go.
+    Run { txn: TxnId, batch: Batch },
+    /// Let go without running anything (a watch elsewhere was dirty).
+    Release(TxnId),
+    /// An aborted EXEC never reached this shard: drop the connection's watches here.
+    Unwatch(Watcher),
+}
+
+/// Waiting work on a held shard.
+pub(crate) enum Waiting {
+    Job(Origin, Command),
+    Msg(TxnMsg),
+}
+
+/// A shard's transaction state.
+#[derive(Default)]
+pub(crate) struct ShardTxn {
+    lock: RefCell<ShardLock<Waiting>>,
+    pub(crate) watches: RefCell<WatchRegistry>,
+    /// A batch is running: blocking pops do not block, and served waiters wait for its end.
+    running: Cell<bool>,
+    /// Keys written while `running` that blocked clients may be waiting on.
+    written: RefCell<Vec<Bytes>>,
+    /// A drain of the waiting work is in progress (a release inside it must not start
+    /// another).
+    draining: Cell<bool>,
+    /// The connections of this shard watching keys, and the shards where.
+    watching: RefCell<std::collections::HashMap<SinkKey, Vec<usize>>>,
+}
+
+impl ShardTxn {
+    pub fn running(&self) -> bool {
+        self.running.get()
+    }
+
+    /// Whether the shard must not run other work now (held, or work already waiting).
+    pub fn is_busy(&self) -> bool {
+        let lock = self.lock.borrow();
+        lock.is_held() || lock.waiting() > 0
+    }
+
+    pub fn note_written(&self, keys: Vec<Bytes>) {
+        self.written.borrow_mut().extend(keys);
+    }
+
+    /// WATCH from connection `sink` of this shard reaches `shards`.
+    pub fn note_watch(&self, sink: SinkKey, shards: impl IntoIterator<Item = usize>) {
+        let mut watching = self.watching.borrow_mut();
+        let list = watching.entry(sink).or_default();
+        for shard in shards {
+            if !list.contains(&shard) {
+                list.push(shard);
+            }
+        }
+    }
+
+    /// The shards where connection `sink` watches keys; it no longer does.
+    pub fn take_watching(&self, sink: SinkKey) -> Vec<usize> {
+        let mut shards = self.watching.borrow_mut().remove(&sink).unwrap_or_default();
+        shards.sort_unstable();
+        shards
+    }
+}
+
+impl Shard {
+    /// A command for this shard: runs now, or waits if a transaction holds the shard.
+    /// WATCH and UNWATCH register here.
+    pub(crate) fn execute_gated(
+        &self,
+        origin: Origin,
+        command: Command,
+        now: u64,
+    ) -> Option<Reply> {
+        if self.txn.is_busy() {
+            self.txn
+                .lock
+                .borrow_mut()
+                .defer(Waiting::Job(origin, command));
+            return None;
+        }
+        self.execute_free(origin, command, now)
+    }
+
+    fn execute_free(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        let watcher = (origin.shard, origin.sink);
+        match command {
+            Command::Watch(keys) => {
+                let mut watches = self.txn.watches.borrow_mut();
+                for key in keys {
+                    let state = match self.with_store(|store| store.stored_expiry(&key)) {
+                        Some(Some(at)) if now > at => KeyAtWatch::Expired,
+                        Some(Some(at)) => KeyAtWatch::Expiring(at),
+                        _ => KeyAtWatch::Other,
+                    };
+                    watches.watch(watcher, key, state);
+                }
+                Some(Reply::ok())
+            }
+            Command::Unwatch => {
+                self.txn.watches.borrow_mut().unwatch(watcher);
+                Some(Reply::ok())
+            }
+            command => self.execute(origin, command, now),
+        }
+    }
+
+    /// Transaction traffic, from another shard's message or from a coordinator here.
+    pub(crate) fn on_txn(&self, msg: TxnMsg, now: u64) {
+        match msg {
+            TxnMsg::Lock {
+                txn,
+                watcher,
+                batch,
+            } => {
+                let granted = !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn);
+                if !granted {
+                    let msg = TxnMsg::Lock {
+                        txn,
+                        watcher,
+                        batch,
+                    };
+                    self.txn.lock.borrow_mut().defer(Waiting::Msg(msg));
+                    return;
+                }
+                self.granted(txn, watcher, batch, now);
+            }
+            TxnMsg::Run { txn, batch } => {
+                if self.txn.lock.borrow().holder() != Some(txn) {
+                    tracing::error!(
+                        shard = self.id,
+                        "transaction batch for a shard it does not hold"
+                    );
+                }
+                self.run_batch(batch, now);
+                self.release(txn, now);
+            }
+            TxnMsg::Release(txn) => self.release(txn, now),
+            TxnMsg::Unwatch(watcher) => self.txn.watches.borrow_mut().unwatch(watcher),
+        }
+    }
+
+    /// The shard is held for `txn`: check the watches, run the batch if there is one, tell
+    /// the coordinator.
+    fn granted(&self, txn: TxnId, watcher: Watcher, batch: Option<Batch>, now: u64) {
+        let clean = self.txn.watches.borrow_mut().finish(watcher, now);
+        let last = batch.is_some();
+        if clean {
+            if let Some(batch) = batch {
+                self.run_batch(batch, now);
+            }
+        }
+        let grant = Origin {
+            shard: txn.0,
+            sink: txn.1,
+            seq: GRANT_SEQ,
+            part: None,
+        };
+        self.deliver(grant, Reply::Integer(i64::from(clean)));
+        // Dirty: nothing runs here, and the coordinator lets go of the others.
+        if last || !clean {
+            self.release(txn, now);
+        }
+    }
+
+    fn run_batch(&self, batch: Batch, now: u64) {
+        self.txn.running.set(true);
+        for (origin, command) in batch {
+            if let Some(reply) = self.execute_free(origin, command, now) {
+                self.deliver(origin, reply);
+            }
+        }
+        self.txn.running.set(false);
+        let written = std::mem::take(&mut *self.txn.written.borrow_mut());
+        self.serve_written(&written, now);
+    }
+
+    /// `txn` lets go of this shard: the waiting work runs, in order, until the next
+    /// transaction takes the shard.
+    fn release(&self, txn: TxnId, now: u64) {
+        if !self.txn.lock.borrow_mut().release(txn) {
+            tracing::error!(
+                shard = self.id,
+                "release by a transaction that does not hold the shard"
+            );
+        }
+        if self.txn.draining.replace(true) {
+            return;
+        }
+        loop {
+            let next = self.txn.lock.borrow_mut().next_ready();
+            match next {
+                None => break,
+                Some(Waiting::Job(origin, command)) => {
+                    if let Some(reply) = self.execute_free(origin, command, now) {
+                        self.deliver(origin, reply);
+                    }
+                }
+                Some(Waiting::Msg(TxnMsg::Lock {
+                    txn,
+                    watcher,
+                    batch,
+                })) => {
+                    self.txn.lock.borrow_mut().try_hold(txn);
+                    self.granted(txn, watcher, batch, now);
+                }
+                Some(Waiting::Msg(other)) => {
+                    tracing::error!(shard = self.id, "transaction message waited for a lock");
+                    self.txn.draining.set(false);
+                    self.on_txn(other, now);
+                    self.txn.draining.set(true);
+                }
+            }
+        }
+        self.txn.draining.set(false);
+    }
+}

@@ -1,0 +1,186 @@
+//! MULTI/EXEC/DISCARD/WATCH/UNWATCH on the connection, with Redis 7's rules for what is
+//! queued, what is refused at once, and what aborts EXEC:
+//!
+//! - between MULTI and EXEC every command is answered `QUEUED` and kept here; errors Redis
+//!   finds before queueing (unknown command, arity, NOAUTH, a cluster redirect) are answered
+//!   at once and make EXEC fail with `EXECABORT`; errors Redis finds only when the command
+//!   runs (a syntax error in its options, a bad integer) are kept and come out inside
+//!   EXEC's reply, without aborting the rest;
+//! - MULTI and WATCH inside MULTI are refused without aborting; QUIT and RESET are not queued;
+//! - EXEC submits [`Command::Transaction`]: the glue runs it without any other client's
+//!   command in between on the shards it touches, and checks the watches there (a changed
+//!   watched key makes the reply a null array). Connection-level commands in the queue
+//!   (PING, ECHO, CLIENT SETNAME, ...) are answered when EXEC is, in their place.
+//!
+//! WATCH registers the keys on the shards owning them (the glue remembers where), and
+//! UNWATCH, DISCARD, EXEC and RESET drop them; so that UNWATCH costs nothing for a connection
+//! that never watched, the session knows whether it may be watching.
+//!
+//! While an EXEC is in flight no later request is dispatched: a request pipelined after EXEC
+//! must not run before the transaction on a shard the transaction has not locked yet.
+
+use super::{Admission, Session};
+use crate::command::{Command, CommandError, Scope, Transaction, TxnItem};
+use crate::reply::Reply;
+
+/// A connection between MULTI and EXEC.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    items: Vec<Queued>,
+    /// An error at queue time: EXEC answers EXECABORT and runs nothing.
+    aborted: bool,
+}
+
+#[derive(Debug)]
+enum Queued {
+    Run(Command),
+    /// Redis would refuse it when it runs: its place in EXEC's reply holds this error.
+    Failed(Reply),
+}
+
+/// MULTI's state plus the bookkeeping EXEC and the watches need.
+#[derive(Debug, Default)]
+pub(super) struct TxnState {
+    queue: Option<Queue>,
+    /// WATCH was sent since the last UNWATCH/EXEC/DISCARD/RESET.
+    watching: bool,
+    /// The EXEC whose reply is awaited; nothing after it is dispatched until then.
+    exec_in_flight: Option<u64>,
+    /// Requests sent to the shards only to drop the watches (UNWATCH's reply is OK) whose
+    /// client-visible reply is another one: EXECABORT, or RESET's.
+    overrides: Vec<(u64, Reply)>,
+}
+
+fn exec_abort() -> Reply {
+    Reply::error("EXECABORT Transaction discarded because of previous errors.")
+}
+
+impl TxnState {
+    pub(super) fn in_multi(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    pub(super) fn exec_in_flight(&self) -> bool {
+        self.exec_in_flight.is_some()
+    }
+
+    /// The reply the client sees for `seq`, given the shards' `reply`.
+    pub(super) fn client_reply(&mut self, seq: u64, reply: Reply) -> Reply {
+        if self.exec_in_flight == Some(seq) {
+            self.exec_in_flight = None;
+        }
+        match self.overrides.iter().position(|(s, _)| *s == seq) {
+            Some(i) => self.overrides.swap_remove(i).1,
+            None => reply,
+        }
+    }
+}
+
+impl Session {
+    /// MULTI, EXEC, DISCARD, WATCH and UNWATCH outside MULTI; `None` for any other command.
+    pub(super) fn admit_txn_control(&mut self, command: &Command, seq: u64) -> Option<Admission> {
+        Some(match command {
+            Command::Multi => {
+                self.txn.queue = Some(Queue::default());
+                Admission::Answered(Reply::ok())
+            }
+            Command::Exec => Admission::Answered(Reply::error("ERR EXEC without MULTI")),
+            Command::Discard => Admission::Answered(Reply::error("ERR DISCARD without MULTI")),
+            Command::Watch(keys) => {
+                self.txn.watching = true;
+                Admission::Forward(Command::Watch(keys.clone()))
+            }
+            Command::Unwatch => self.unwatch(seq, Reply::ok()),
+            _ => return None,
+        })
+    }
+
+    /// Forgets the watches (on the shards only if there may be any), answering `reply`.
+    fn unwatch(&mut self, seq: u64, reply: Reply) -> Admission {
+        if !std::mem::take(&mut self.txn.watching) {
+            return Admission::Answered(reply);
+        }
+        if reply != Reply::ok() {
+            self.txn.overrides.push((seq, reply));
+        }
+        Admission::Forward(Command::Unwatch)
+    }
+
+    /// RESET's part: out of MULTI, no watches. `reply` is RESET's own.
+    pub(super) fn reset_txn(&mut self, seq: u64, reply: Reply) -> Admission {
+        self.txn.queue = None;
+        self.unwatch(seq, reply)
+    }
+
+    /// A request between MULTI and EXEC. `parsed` is the parse result, `rejected` an error
+    /// Redis gives before queueing (unknown command, arity, NOAUTH, a redirect) if any.
+    pub(super) fn admit_queued(
+        &mut self,
+        parsed: Result<Command, CommandError>,
+        rejected: Option<Reply>,
+        seq: u64,
+    ) -> Admission {
+        let refuse = |state: &mut TxnState, reply: Reply| {
+            if let Some(queue) = state.queue.as_mut() {
+                queue.aborted = true;
+            }
+            Admission::Answered(reply)
+        };
+        if let Some(reply) = rejected {
+            return refuse(&mut self.txn, reply);
+        }
+        let command = match parsed {
+            Ok(command) => command,
+            Err(error) => return self.queue(Queued::Failed(error.into())),
+        };
+        match command {
+            Command::Multi => {
+                Admission::Answered(Reply::error("ERR MULTI calls can not be nested"))
+            }
+            Command::Watch(_) => {
+                Admission::Answered(Reply::error("ERR WATCH inside MULTI is not allowed"))
+            }
+            Command::Exec => self.exec(seq),
+            Command::Discard => {
+                self.txn.queue = None;
+                self.unwatch(seq, Reply::ok())
+            }
+            Command::Quit => Admission::Answered(self.run_local(command, seq)),
+            Command::Reset => {
+                let reply = self.reset();
+                self.reset_txn(seq, reply)
+            }
+            command => self.queue(Queued::Run(command)),
+        }
+    }
+
+    fn queue(&mut self, item: Queued) -> Admission {
+        if let Some(queue) = self.txn.queue.as_mut() {
+            queue.items.push(item);
+        }
+        Admission::Answered(Reply::simple("QUEUED"))
+    }
+
+    fn exec(&mut self, seq: u64) -> Admission {
+        let queue = self.txn.queue.take().unwrap_or_default();
+        if queue.aborted {
+            return self.unwatch(seq, exec_abort());
+        }
+        let mut items = Vec::with_capacity(queue.items.len());
+        for item in queue.items {
+            items.push(match item {
+                Queued::Failed(reply) => TxnItem::Answered(reply),
+                // EXEC drops the watches anyway (after checking them).
+                Queued::Run(Command::Unwatch) => TxnItem::Answered(Reply::ok()),
+                Queued::Run(command) if command.scope() == Scope::Connection => {
+                    TxnItem::Answered(self.run_local(command, seq))
+                }
+                Queued::Run(command) => TxnItem::Run(command),
+            });
+        }
+        // The glue checks and drops this connection's watches with the transaction.
+        self.txn.watching = false;
+        self.txn.exec_in_flight = Some(seq);
+        Admission::Forward(Command::Transaction(Box::new(Transaction { items })))
+    }
+}
