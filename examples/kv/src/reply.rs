@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::resp;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reply {
     /// `+text`; never contains CR or LF.
     Simple(Bytes),

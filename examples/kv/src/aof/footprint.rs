@@ -93,7 +93,10 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Exec
         | Command::Discard
         | Command::Watch(_)
-        | Command::Unwatch => 0,
+        | Command::Unwatch
+        | Command::Subscription(_)
+        | Command::Publish { .. }
+        | Command::PubSub(_) => 0,
         // Each queued command is admitted on its own when EXEC plans the transaction.
         Command::Transaction(_) => 0,
     };
@@ -150,7 +153,10 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Discard
         | Command::Watch(_)
         | Command::Unwatch
-        | Command::Transaction(_) => {}
+        | Command::Transaction(_)
+        | Command::Subscription(_)
+        | Command::Publish { .. }
+        | Command::PubSub(_) => {}
     }
 }
 

@@ -41,7 +41,10 @@ impl Command {
             | Command::Exec
             | Command::Discard
             | Command::Unwatch
-            | Command::Transaction(_) => Vec::new(),
+            | Command::Transaction(_)
+            | Command::Subscription(_)
+            | Command::Publish { .. }
+            | Command::PubSub(_) => Vec::new(),
         }
     }
 }

@@ -6,6 +6,7 @@ mod error;
 mod keyops;
 mod keys;
 mod parse;
+mod pubsub;
 pub(crate) mod table;
 mod typed;
 
@@ -15,6 +16,7 @@ pub use client::{ClientRequest, LibAttribute};
 pub use error::CommandError;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
+pub use pubsub::{PubSubQuery, Subscription};
 pub use table::key_positions;
 pub use typed::{sintercard_args, TypedCommand, TypedOp};
 
@@ -93,6 +95,14 @@ pub enum Command {
     /// What EXEC submits: the queued commands, run without any other client's command in
     /// between on the keys they touch (see `server/txn`). Built by the session, never parsed.
     Transaction(Box<Transaction>),
+    /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: the connection's own state (see `session/pubsub.rs`).
+    Subscription(Subscription),
+    /// PUBLISH channel message: every shard delivers to its subscribers and counts them.
+    Publish {
+        channel: Bytes,
+        message: Bytes,
+    },
+    PubSub(PubSubQuery),
 }
 
 /// A transaction EXEC submits, in the order the client queued it.
@@ -227,6 +237,12 @@ impl Command {
         parse::resolve(args).map(|_| ())
     }
 
+    /// The table's name for the request (`get`, `config|get`), after the same checks as
+    /// [`Command::check_table`].
+    pub fn table_name(args: &[Bytes]) -> Result<&'static str, CommandError> {
+        parse::resolve(args).map(|spec| spec.name)
+    }
+
     /// Lowercase Redis name of the command (INCR and friends report `incrby`).
     pub fn name(&self) -> &'static str {
         match self {
@@ -271,6 +287,9 @@ impl Command {
             Command::Discard => "discard",
             Command::Watch(_) => "watch",
             Command::Unwatch => "unwatch",
+            Command::Subscription(subscription) => subscription.name(),
+            Command::Publish { .. } => "publish",
+            Command::PubSub(query) => query.name(),
         }
     }
 
@@ -287,7 +306,9 @@ impl Command {
             | Command::Select(_)
             | Command::Multi
             | Command::Exec
-            | Command::Discard => Scope::Connection,
+            | Command::Discard
+            | Command::Subscription(_) => Scope::Connection,
+            Command::Publish { .. } | Command::PubSub(_) => Scope::AllShards,
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards
             }

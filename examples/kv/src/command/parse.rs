@@ -6,7 +6,8 @@ use bytes::Bytes;
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
     ClientRequest, Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind,
-    KeyCommand, KeyOp, SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
+    KeyCommand, KeyOp, PubSubQuery, SetCommand, SetCondition, SetExpiry, Subscription, TimeUnit,
+    TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -140,6 +141,20 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         K::Discard => Command::Discard,
         K::Watch => Command::Watch(rest.collect()),
         K::Unwatch => Command::Unwatch,
+        K::Subscribe => Command::Subscription(Subscription::Subscribe(rest.collect())),
+        K::Unsubscribe => Command::Subscription(Subscription::Unsubscribe(rest.collect())),
+        K::PSubscribe => Command::Subscription(Subscription::PSubscribe(rest.collect())),
+        K::PUnsubscribe => Command::Subscription(Subscription::PUnsubscribe(rest.collect())),
+        K::Publish => Command::Publish {
+            channel: rest.next()?,
+            message: rest.next()?,
+        },
+        // Extra arguments are ignored, as Redis 7 does.
+        K::PubSubChannels => Command::PubSub(PubSubQuery::Channels(rest.next_opt())),
+        K::PubSubNumSub => Command::PubSub(PubSubQuery::NumSub(rest.collect())),
+        K::PubSubNumPat => Command::PubSub(PubSubQuery::NumPat),
+        // A container alone fails the arity check first.
+        K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

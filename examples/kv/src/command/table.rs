@@ -53,6 +53,15 @@ pub(crate) enum CommandKind {
     Discard,
     Watch,
     Unwatch,
+    Subscribe,
+    Unsubscribe,
+    PSubscribe,
+    PUnsubscribe,
+    Publish,
+    PubSub,
+    PubSubChannels,
+    PubSubNumSub,
+    PubSubNumPat,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
     Cluster,
@@ -148,6 +157,21 @@ static CONFIG_SUBCOMMANDS: [CommandSpec; 1] = [spec(
     &["admin", "noscript", "loading", "stale"],
     NO_KEYS,
 )];
+
+const SUBSCRIBE_FLAGS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PUBSUB_FLAGS: &[&str] = &["pubsub", "loading", "stale"];
+
+static PUBSUB_SUBCOMMANDS: [CommandSpec; 3] = [
+    spec(
+        K::PubSubChannels,
+        "pubsub|channels",
+        -2,
+        PUBSUB_FLAGS,
+        NO_KEYS,
+    ),
+    spec(K::PubSubNumSub, "pubsub|numsub", -2, PUBSUB_FLAGS, NO_KEYS),
+    spec(K::PubSubNumPat, "pubsub|numpat", 2, PUBSUB_FLAGS, NO_KEYS),
+];
 
 const CLIENT_FLAGS: &[&str] = &["noscript", "loading", "stale"];
 
@@ -245,7 +269,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 46] = [
+pub(crate) static COMMANDS: [CommandSpec; 52] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -350,6 +374,27 @@ pub(crate) static COMMANDS: [CommandSpec; 46] = [
     spec(K::Discard, "discard", 1, TXN_FLAGS, NO_KEYS),
     spec(K::Watch, "watch", -2, TXN_FLAGS, (1, -1, 1)),
     spec(K::Unwatch, "unwatch", 1, TXN_FLAGS, NO_KEYS),
+    spec(K::Subscribe, "subscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
+    spec(K::Unsubscribe, "unsubscribe", -1, SUBSCRIBE_FLAGS, NO_KEYS),
+    spec(K::PSubscribe, "psubscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
+    spec(
+        K::PUnsubscribe,
+        "punsubscribe",
+        -1,
+        SUBSCRIBE_FLAGS,
+        NO_KEYS,
+    ),
+    spec(
+        K::Publish,
+        "publish",
+        3,
+        &["pubsub", "loading", "stale", "fast", "may_replicate"],
+        NO_KEYS,
+    ),
+    CommandSpec {
+        subcommands: &PUBSUB_SUBCOMMANDS,
+        ..spec(K::PubSub, "pubsub", -2, &[], NO_KEYS)
+    },
     CommandSpec {
         subcommands: &CLUSTER_SUBCOMMANDS,
         ..spec(K::Cluster, "cluster", -2, &[], NO_KEYS)

@@ -36,6 +36,12 @@ enum MergeKind {
     Info { sections: Vec<Bytes> },
     /// SINTER / SUNION / SDIFF / SINTERCARD: part `i` holds the members of the i-th key.
     SetAlgebra(SetAlgebra),
+    /// PUBSUB CHANNELS: every part's array, each name once.
+    Distinct,
+    /// PUBSUB NUMPAT: how many distinct names the parts' arrays hold.
+    CountDistinct,
+    /// PUBSUB NUMSUB: flat `[name, count, ...]` arrays in the same order; counts added.
+    SumPairs,
 }
 
 /// What the set algebra merger computes.
@@ -116,6 +122,18 @@ impl Merger {
         Merger::new(MergeKind::Scan { shard, shards }, 1)
     }
 
+    pub(super) fn distinct(parts: usize) -> Merger {
+        Merger::new(MergeKind::Distinct, parts)
+    }
+
+    pub(super) fn count_distinct(parts: usize) -> Merger {
+        Merger::new(MergeKind::CountDistinct, parts)
+    }
+
+    pub(super) fn sum_pairs(parts: usize) -> Merger {
+        Merger::new(MergeKind::SumPairs, parts)
+    }
+
     pub(super) fn info(sections: Vec<Bytes>, parts: usize) -> Merger {
         Merger::new(MergeKind::Info { sections }, parts)
     }
@@ -194,6 +212,21 @@ impl Merger {
                 }
                 Ok(Reply::Array(all))
             }
+            MergeKind::Distinct | MergeKind::CountDistinct => {
+                let mut seen = std::collections::HashSet::new();
+                let mut all = Vec::new();
+                for (part, reply) in replies.into_iter().enumerate() {
+                    let Reply::Array(items) = reply else {
+                        return Err(MergeError::UnexpectedReply { part });
+                    };
+                    all.extend(items.into_iter().filter(|item| seen.insert(item.clone())));
+                }
+                Ok(match self.kind {
+                    MergeKind::Distinct => Reply::Array(all),
+                    _ => Reply::Integer(all.len() as i64),
+                })
+            }
+            MergeKind::SumPairs => sum_pairs(replies),
             MergeKind::AnyOf => {
                 let mut found: Vec<Reply> = replies
                     .into_iter()
@@ -312,4 +345,28 @@ fn gather(owners: Vec<u32>, replies: Vec<Reply>) -> Result<Reply, MergeError> {
         return Err(MergeError::UnexpectedReply { part });
     }
     Ok(Reply::Array(merged))
+}
+
+/// `[name, count, ...]` from every part, names in the same order: the counts added.
+fn sum_pairs(replies: Vec<Reply>) -> Result<Reply, MergeError> {
+    let mut merged: Option<Vec<Reply>> = None;
+    for (part, reply) in replies.into_iter().enumerate() {
+        let Reply::Array(items) = reply else {
+            return Err(MergeError::UnexpectedReply { part });
+        };
+        let Some(total) = merged.as_mut() else {
+            merged = Some(items);
+            continue;
+        };
+        if total.len() != items.len() {
+            return Err(MergeError::UnexpectedReply { part });
+        }
+        for (sum, item) in total.iter_mut().zip(items).skip(1).step_by(2) {
+            match (sum, item) {
+                (Reply::Integer(sum), Reply::Integer(n)) => *sum += n,
+                _ => return Err(MergeError::UnexpectedReply { part }),
+            }
+        }
+    }
+    Ok(Reply::Array(merged.unwrap_or_default()))
 }

@@ -3,7 +3,7 @@ use bytes::Bytes;
 use super::merge::Merger;
 use super::merge::SetAlgebra;
 use super::slot::shard_of;
-use crate::command::{sintercard_args, Command, CommandError, TypedCommand, TypedOp};
+use crate::command::{sintercard_args, Command, CommandError, PubSubQuery, TypedCommand, TypedOp};
 use crate::reply::Reply;
 
 /// Where a command executes.
@@ -57,6 +57,16 @@ pub fn route(command: Command, shards: usize) -> Route {
             Route::Single { shard: 0, command }
         }
         Command::DbSize => broadcast(Command::DbSize, shards, Merger::sum),
+        // Every shard delivers to its own subscribers; the reply counts them all.
+        command @ Command::Publish { .. } => broadcast(command, shards, Merger::sum),
+        Command::PubSub(query) => {
+            let merger = match &query {
+                PubSubQuery::Channels(_) => Merger::distinct,
+                PubSubQuery::NumSub(_) => Merger::sum_pairs,
+                PubSubQuery::NumPat => Merger::count_distinct,
+            };
+            broadcast(Command::PubSub(query), shards, merger)
+        }
         Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
         // Each shard rewrites its own log; an error (one already rewriting) wins.
         Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),

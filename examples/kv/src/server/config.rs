@@ -92,6 +92,9 @@ pub struct ServerConfig {
     pub max_backlog: usize,
     /// Reply bytes not yet written, per connection, before parsing pauses.
     pub max_pending_output: usize,
+    /// Redis's `client-output-buffer-limit pubsub`: unread message bytes a subscriber may
+    /// leave before it is dropped.
+    pub pubsub_output_limit: crate::session::OutputLimit,
     /// Requests one RESP connection handles per round before it lets the rest of its shard run
     /// (`--budget N|unlimited`; default 64 requests, no byte limit).
     pub conn_budget: Budget,
@@ -134,6 +137,7 @@ impl Default for ServerConfig {
             parser_limits: ParserLimits::default(),
             max_backlog: 1024,
             max_pending_output: 16 << 20,
+            pubsub_output_limit: crate::session::OutputLimit::PUBSUB_DEFAULT,
             conn_budget: Budget::messages(64),
             sweep_interval: Duration::from_millis(100),
             sweep_work: 256,
@@ -209,6 +213,10 @@ Usage: corewire-kv [options]
                              RESP and the binary protocol)
   --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;
                              RESP and the binary protocol)
+  --pubsub-output-limit HARD[:SOFT:SECONDS]
+                             unread Pub/Sub bytes before a subscriber is dropped: at once past
+                             HARD, or after SECONDS above SOFT (default 33554432:8388608:60, as
+                             Redis's client-output-buffer-limit pubsub; 0 = no limit)
   --idle-spin-us US          how long an idle shard polls before sleeping (default 50)
   --pin | --no-pin           pin shard i to CPU i, or let the kernel place shard threads
                              (default: pin only when there are more CPUs than shards)
@@ -342,6 +350,9 @@ impl ServerConfig {
                 "--budget" => config.conn_budget = parse_budget(&flag, value()?)?,
                 "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
                 "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
+                "--pubsub-output-limit" => {
+                    config.pubsub_output_limit = parse_output_limit(&flag, value()?)?
+                }
                 "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,
                 "--cluster-enabled" => cluster_enabled = yes_no(&flag, value()?)?,
                 "--cluster-config-file" => cluster.config_file = PathBuf::from(value()?),
@@ -419,6 +430,31 @@ fn parse<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigErr
         flag: flag.to_owned(),
         value,
     })
+}
+
+/// `HARD[:SOFT:SECONDS]` in bytes and seconds.
+fn parse_output_limit(
+    flag: &str,
+    value: String,
+) -> Result<crate::session::OutputLimit, ConfigError> {
+    let fields: Vec<&str> = value.split(':').collect();
+    let number = |text: &str| parse::<u64>(flag, text.to_owned());
+    match fields[..] {
+        [hard] => Ok(crate::session::OutputLimit {
+            hard: number(hard)? as usize,
+            soft: 0,
+            soft_ms: 0,
+        }),
+        [hard, soft, seconds] => Ok(crate::session::OutputLimit {
+            hard: number(hard)? as usize,
+            soft: number(soft)? as usize,
+            soft_ms: number(seconds)?.saturating_mul(1000),
+        }),
+        _ => Err(ConfigError::InvalidValue {
+            flag: flag.to_owned(),
+            value,
+        }),
+    }
 }
 
 #[cfg(test)]

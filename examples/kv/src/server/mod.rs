@@ -19,6 +19,7 @@ mod blocking;
 mod cluster;
 pub mod config;
 mod forward;
+mod pubsub;
 mod resp_conn;
 pub(crate) mod shard;
 pub(crate) mod shared;
@@ -382,6 +383,7 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         parser_limits: config.parser_limits,
         max_backlog: config.max_backlog,
         max_pending_output: config.max_pending_output,
+        pubsub_output_limit: config.pubsub_output_limit,
         requirepass: config.requirepass.clone().map(Bytes::from),
         ..SessionConfig::default()
     };

@@ -98,10 +98,19 @@ impl ReplySink for RespConn {
                 }
             }
         }
-        let waker = self.waker.borrow_mut().take();
-        if let Some(waker) = waker {
-            waker.wake();
+        self.wake();
+    }
+
+    fn push(&self, message: Reply, now_ms: u64) {
+        let alive = self
+            .state
+            .borrow_mut()
+            .session
+            .push_message(message, now_ms);
+        if !alive {
+            tracing::warn!("subscriber passed its output limit (client-output-buffer-limit pubsub); closing it");
         }
+        self.wake();
     }
 }
 
@@ -141,10 +150,19 @@ impl RespConn {
 
             let mut state = self.state.borrow_mut();
             let ConnState { session, merges } = &mut *state;
+            if session.is_killed() {
+                // Past its output limit: dropped at once, unsent output and all.
+                return Poll::Ready(());
+            }
             let mut handled = 0;
             while !io.round.exhausted() {
                 let buffered = session.input_buffer().len();
-                let Some(request) = session.next_request() else {
+                let next = session.next_request();
+                // Subscriptions reach the shard's registry before anything else runs here.
+                for change in session.take_pubsub_changes() {
+                    shard.pubsub.borrow_mut().apply(key, change);
+                }
+                let Some(request) = next else {
                     break;
                 };
                 handled += 1;
@@ -239,6 +257,13 @@ impl RespConn {
                 self.park(cx);
                 return Poll::Pending;
             }
+        }
+    }
+
+    fn wake(&self) {
+        let waker = self.waker.borrow_mut().take();
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 

@@ -12,6 +12,7 @@ use super::aof_io::AofShard;
 use super::blocking::Blocked;
 use super::cluster::{self, ClusterShard};
 use super::forward::{Done, Forward, Job, Work};
+use super::pubsub::PubSubRegistry;
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
 use super::txn::watch::Tap;
@@ -39,6 +40,8 @@ pub(crate) struct Shard {
     pub cluster: ClusterShard,
     /// MULTI/EXEC: whether a transaction holds this shard, and the WATCHes here.
     pub(crate) txn: ShardTxn,
+    /// This shard's subscribed connections.
+    pub(crate) pubsub: RefCell<PubSubRegistry>,
 }
 
 thread_local! {
@@ -95,6 +98,7 @@ impl Shard {
             blocked: Blocked::default(),
             cluster,
             txn: ShardTxn::default(),
+            pubsub: RefCell::new(PubSubRegistry::default()),
         }
     }
 
@@ -112,8 +116,14 @@ impl Shard {
         self.blocked.may_be_blocked(key)
     }
 
+    /// A registered sink of this shard.
+    pub fn sink(&self, key: SinkKey) -> Option<Rc<dyn ReplySink>> {
+        self.sinks.borrow().get(key)
+    }
+
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
+        self.pubsub.borrow_mut().forget(key);
         self.cancel_waits(key);
         self.drop_watches(key);
     }

@@ -37,6 +37,10 @@ pub(crate) trait ReplySink {
     /// The reply (or a part reply) for request `seq`. Called on the sink's shard, never while
     /// the sink itself is running (the glue keeps no borrow across an await).
     fn deliver(&self, seq: u64, part: Part, reply: Reply);
+
+    /// A Pub/Sub message (at `now_ms`), outside the request/reply order. Only RESP
+    /// connections subscribe, so the others never get one.
+    fn push(&self, _message: Reply, _now_ms: u64) {}
 }
 
 #[derive(Default)]

@@ -16,6 +16,8 @@ pub struct SessionConfig {
     pub requirepass: Option<Bytes>,
     /// What CONFIG GET reports, name (lowercase) and value, in order.
     pub parameters: Vec<(String, Bytes)>,
+    /// How much output a Pub/Sub subscriber may leave unread (see `session/pubsub.rs`).
+    pub pubsub_output_limit: super::pubsub::OutputLimit,
 }
 
 impl Default for SessionConfig {
@@ -25,6 +27,7 @@ impl Default for SessionConfig {
             max_backlog: 1024,
             max_pending_output: 16 * 1024 * 1024,
             requirepass: None,
+            pubsub_output_limit: super::pubsub::OutputLimit::PUBSUB_DEFAULT,
             // redis-benchmark asks for `save` and `appendonly` at start-up.
             parameters: [
                 ("save", ""),

@@ -57,6 +57,7 @@ impl Session {
             gate.set_readonly(false);
         }
         self.identity.reset();
+        self.reset_pubsub();
         Reply::simple("RESET")
     }
 

@@ -16,6 +16,7 @@ mod config;
 mod local;
 mod multi;
 mod order;
+mod pubsub;
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::resp::RequestParser;
 
 pub use config::SessionConfig;
 use order::ReplyQueue;
+pub use pubsub::{OutputLimit, SubChange};
 
 /// A request the glue must execute on the shard(s) owning its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +84,8 @@ pub struct Session {
     identity: client::ClientIdentity,
     /// MULTI's queue and the watches (see `multi.rs`).
     txn: multi::TxnState,
+    /// Channels and patterns subscribed to (see `pubsub.rs`).
+    pubsub: pubsub::PubSubState,
 }
 
 enum Admission {
@@ -103,6 +107,7 @@ impl Session {
             cluster: None,
             identity: client::ClientIdentity::new(),
             txn: multi::TxnState::default(),
+            pubsub: pubsub::PubSubState::default(),
         }
     }
 
@@ -213,6 +218,15 @@ impl Session {
             Some(gate) => gate.check(&args),
             None => None,
         };
+        if self.pubsub.active() {
+            let refusal = match Command::table_name(&args) {
+                Err(error) => Some(error.into()),
+                Ok(name) => self.refuse_while_subscribed(name),
+            };
+            if let Some(refusal) = refusal {
+                return Admission::Answered(refusal);
+            }
+        }
         if self.txn.in_multi() {
             // Redis's order: the table's checks, then NOAUTH, then the cluster redirect.
             let rejected = match Command::check_table(&args) {
@@ -243,6 +257,12 @@ impl Session {
         if command == Command::Reset {
             let reply = self.reset();
             return self.reset_txn(seq, reply);
+        }
+        if let Some(reply) = self.subscribed_ping(&command) {
+            return Admission::Answered(reply);
+        }
+        if let Command::Subscription(subscription) = command {
+            return self.subscription(subscription);
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),

@@ -141,6 +141,13 @@ impl Session {
                 Admission::Answered(Reply::error("ERR WATCH inside MULTI is not allowed"))
             }
             Command::Exec => self.exec(seq),
+            // Redis runs them at EXEC; here a subscription is refused inside a transaction.
+            Command::Subscription(subscription) => {
+                self.queue(Queued::Failed(Reply::error(format!(
+                    "ERR {} inside MULTI is not supported",
+                    subscription.name().to_uppercase()
+                ))))
+            }
             Command::Discard => {
                 self.txn.queue = None;
                 self.unwatch(seq, Reply::ok())

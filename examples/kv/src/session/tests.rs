@@ -395,3 +395,60 @@ fn queue_time_errors_abort_exec_and_watches_are_dropped() {
         "{out}"
     );
 }
+
+#[test]
+fn subscriptions_confirm_each_name_and_limit_the_commands() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"SUBSCRIBE a b\r\nGET x\r\nPING\r\nUNSUBSCRIBE\r\nGET x\r\n");
+    let reqs = requests(&mut s);
+    assert_eq!(
+        reqs,
+        vec![Request {
+            seq: 6,
+            command: get("x")
+        }]
+    );
+    assert_eq!(
+        s.take_pubsub_changes(),
+        vec![
+            SubChange::Subscribe(Bytes::from("a")),
+            SubChange::Subscribe(Bytes::from("b")),
+            SubChange::Unsubscribe(Bytes::from("a")),
+            SubChange::Unsubscribe(Bytes::from("b")),
+        ]
+    );
+    assert_eq!(
+        output(&mut s),
+        "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n\
+         -ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n\
+         *2\r\n$4\r\npong\r\n$0\r\n\r\n\
+         *3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n"
+    );
+}
+
+#[test]
+fn a_subscriber_past_its_hard_limit_is_killed() {
+    let config = SessionConfig {
+        pubsub_output_limit: OutputLimit {
+            hard: 100,
+            soft: 50,
+            soft_ms: 1_000,
+        },
+        ..SessionConfig::default()
+    };
+    let mut s = session(config.clone());
+    let message = Reply::Bulk(Bytes::from(vec![b'x'; 40]));
+    assert!(s.push_message(message.clone(), 0));
+    assert!(s.push_message(message.clone(), 0));
+    assert!(!s.push_message(message.clone(), 0), "past 100 bytes");
+    assert!(s.is_killed() && s.is_closed() && s.pending_output() == 0);
+    // Above the soft limit for longer than its time.
+    let mut s = session(config);
+    assert!(s.push_message(message.clone(), 0));
+    assert!(s.push_message(Reply::Integer(1), 10));
+    assert!(s.take_output().is_some(), "reading brings it under");
+    assert!(s.push_message(message.clone(), 2_000));
+    assert!(s.push_message(Reply::Integer(1), 2_500));
+    assert!(s.push_message(Reply::Integer(1), 3_400), "above soft for 900 ms");
+    assert!(!s.push_message(Reply::Integer(1), 3_600), "above soft for 1100 ms");
+}

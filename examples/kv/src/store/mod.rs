@@ -211,7 +211,10 @@ impl Store {
             | Command::Discard
             | Command::Watch(_)
             | Command::Unwatch
-            | Command::Transaction(_)) => Err(CommandError::NotShardCommand {
+            | Command::Transaction(_)
+            | Command::Subscription(_)
+            | Command::Publish { .. }
+            | Command::PubSub(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
             Command::Cluster(request) => self.run_cluster(request, now, sink),

@@ -159,6 +159,8 @@ impl Shard {
                 self.txn.watches.borrow_mut().unwatch(watcher);
                 Some(Reply::ok())
             }
+            Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
+            Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             command => self.execute(origin, command, now),
         }
     }

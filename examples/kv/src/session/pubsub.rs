@@ -1,0 +1,236 @@
+//! The connection's Pub/Sub state (RESP2, Redis 7 semantics):
+//!
+//! - (P)SUBSCRIBE and (P)UNSUBSCRIBE are answered here, one confirmation per channel or
+//!   pattern (`[kind, name, count]`, count = channels + patterns of the connection); the
+//!   changes are queued for the glue, which mirrors them into the shard's registry (the one
+//!   PUBLISH reaches) before anything else runs on the shard;
+//! - while subscribed, only (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING (answered `[pong, message]`),
+//!   QUIT and RESET are allowed;
+//! - messages are pushed in order behind the replies already owed, and the output they fill
+//!   is bounded like Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`: past the hard
+//!   limit, or above the soft one for longer than its time, the connection is dropped at once
+//!   (its unsent output with it).
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use super::{Admission, Lifecycle, Session};
+use crate::command::{Command, Subscription};
+use crate::reply::Reply;
+
+/// A subscription change the glue applies to the shard's registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubChange {
+    Subscribe(Bytes),
+    Unsubscribe(Bytes),
+    PSubscribe(Bytes),
+    PUnsubscribe(Bytes),
+}
+
+/// Redis's `client-output-buffer-limit` for one class of clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// Dropped at once past this many bytes of pending output (0: no limit).
+    pub hard: usize,
+    /// Dropped when above this for `soft_ms` (0: no soft limit).
+    pub soft: usize,
+    pub soft_ms: u64,
+}
+
+impl OutputLimit {
+    /// Redis's default for Pub/Sub clients: `32mb 8mb 60`.
+    pub const PUBSUB_DEFAULT: OutputLimit = OutputLimit {
+        hard: 32 * 1024 * 1024,
+        soft: 8 * 1024 * 1024,
+        soft_ms: 60_000,
+    };
+}
+
+#[derive(Debug, Default)]
+pub(super) struct PubSubState {
+    channels: HashSet<Bytes>,
+    patterns: HashSet<Bytes>,
+    changes: Vec<SubChange>,
+    /// Since when the output has been above the soft limit.
+    above_soft_since: Option<u64>,
+    /// The output limit was passed: the connection is dropped.
+    killed: bool,
+}
+
+impl PubSubState {
+    pub(super) fn active(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    fn count(&self) -> i64 {
+        (self.channels.len() + self.patterns.len()) as i64
+    }
+}
+
+fn confirmation(kind: &'static str, name: Option<Bytes>, count: i64) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from_static(kind.as_bytes())),
+        name.map_or(Reply::NullBulk, Reply::Bulk),
+        Reply::Integer(count),
+    ])
+}
+
+/// The commands a subscribed RESP2 connection may send.
+fn allowed_while_subscribed(name: &str) -> bool {
+    matches!(
+        name,
+        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+    )
+}
+
+impl Session {
+    /// Subscription changes since the last call; the glue applies them to the shard's
+    /// registry right away.
+    pub fn take_pubsub_changes(&mut self) -> Vec<SubChange> {
+        std::mem::take(&mut self.pubsub.changes)
+    }
+
+    /// Whether the connection is subscribed to anything.
+    pub fn is_subscribed(&self) -> bool {
+        self.pubsub.active()
+    }
+
+    /// The output limit was passed: close the connection now, without writing what is left.
+    pub fn is_killed(&self) -> bool {
+        self.pubsub.killed
+    }
+
+    /// A published message for this connection (at `now_ms`), queued behind the replies
+    /// already owed. Returns `false` if it made the connection pass its output limit (it is
+    /// then killed: see [`Session::is_killed`]).
+    pub fn push_message(&mut self, message: Reply, now_ms: u64) -> bool {
+        if self.pubsub.killed || self.lifecycle == Lifecycle::Closed {
+            return !self.pubsub.killed;
+        }
+        let seq = self.replies.push_pending();
+        self.answer(seq, message);
+        let limit = self.config.pubsub_output_limit;
+        // Messages stuck behind an unanswered reply count too, at the backlog limit.
+        let pending = self.output.len();
+        let over_hard = (limit.hard > 0 && pending > limit.hard)
+            || self.replies.len() > self.config.max_backlog.saturating_mul(16);
+        let over_soft = limit.soft > 0 && pending > limit.soft;
+        let since = if over_soft {
+            *self.pubsub.above_soft_since.get_or_insert(now_ms)
+        } else {
+            self.pubsub.above_soft_since = None;
+            now_ms
+        };
+        if over_hard || (over_soft && now_ms.saturating_sub(since) > limit.soft_ms) {
+            self.pubsub.killed = true;
+            self.lifecycle = Lifecycle::Closed;
+            self.output.clear();
+            return false;
+        }
+        true
+    }
+
+    /// In subscribed mode, the error for a command that is not allowed (`name` as the table
+    /// spells it).
+    pub(super) fn refuse_while_subscribed(&self, name: &str) -> Option<Reply> {
+        (self.pubsub.active() && !allowed_while_subscribed(name)).then(|| {
+            Reply::error(format!(
+                "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+                 QUIT / RESET are allowed in this context"
+            ))
+        })
+    }
+
+    /// PING while subscribed answers `[pong, message]`.
+    pub(super) fn subscribed_ping(&self, command: &Command) -> Option<Reply> {
+        match command {
+            Command::Ping(message) if self.pubsub.active() => Some(Reply::Array(vec![
+                Reply::Bulk(Bytes::from_static(b"pong")),
+                Reply::Bulk(message.clone().unwrap_or_default()),
+            ])),
+            _ => None,
+        }
+    }
+
+    /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: one confirmation per name, each its own reply.
+    pub(super) fn subscription(&mut self, command: Subscription) -> Admission {
+        let state = &mut self.pubsub;
+        let mut replies = Vec::new();
+        match command {
+            Subscription::Subscribe(channels) => {
+                for channel in channels {
+                    if state.channels.insert(channel.clone()) {
+                        state.changes.push(SubChange::Subscribe(channel.clone()));
+                    }
+                    replies.push(confirmation("subscribe", Some(channel), state.count()));
+                }
+            }
+            Subscription::PSubscribe(patterns) => {
+                for pattern in patterns {
+                    if state.patterns.insert(pattern.clone()) {
+                        state.changes.push(SubChange::PSubscribe(pattern.clone()));
+                    }
+                    replies.push(confirmation("psubscribe", Some(pattern), state.count()));
+                }
+            }
+            Subscription::Unsubscribe(channels) => {
+                let channels = if channels.is_empty() {
+                    sorted(&state.channels)
+                } else {
+                    channels
+                };
+                for channel in channels {
+                    if state.channels.remove(&channel) {
+                        state.changes.push(SubChange::Unsubscribe(channel.clone()));
+                    }
+                    replies.push(confirmation("unsubscribe", Some(channel), state.count()));
+                }
+                if replies.is_empty() {
+                    replies.push(confirmation("unsubscribe", None, state.count()));
+                }
+            }
+            Subscription::PUnsubscribe(patterns) => {
+                let patterns = if patterns.is_empty() {
+                    sorted(&state.patterns)
+                } else {
+                    patterns
+                };
+                for pattern in patterns {
+                    if state.patterns.remove(&pattern) {
+                        state.changes.push(SubChange::PUnsubscribe(pattern.clone()));
+                    }
+                    replies.push(confirmation("punsubscribe", Some(pattern), state.count()));
+                }
+                if replies.is_empty() {
+                    replies.push(confirmation("punsubscribe", None, state.count()));
+                }
+            }
+        }
+        let mut replies = replies.into_iter();
+        let first = replies.next().unwrap_or(Reply::NullArray);
+        // The other confirmations follow as replies of their own, right behind this one.
+        for reply in replies {
+            let extra = self.replies.push_pending();
+            self.answer(extra, reply);
+        }
+        Admission::Answered(first)
+    }
+
+    /// RESET: every subscription goes, without confirmations.
+    pub(super) fn reset_pubsub(&mut self) {
+        let state = &mut self.pubsub;
+        for channel in state.channels.drain() {
+            state.changes.push(SubChange::Unsubscribe(channel));
+        }
+        for pattern in state.patterns.drain() {
+            state.changes.push(SubChange::PUnsubscribe(pattern));
+        }
+    }
+}
+
+fn sorted(names: &HashSet<Bytes>) -> Vec<Bytes> {
+    let mut names: Vec<Bytes> = names.iter().cloned().collect();
+    names.sort();
+    names
+}
