@@ -96,7 +96,8 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Unwatch
         | Command::Subscription(_)
         | Command::Publish { .. }
-        | Command::PubSub(_) => 0,
+        | Command::PubSub(_)
+        | Command::Hello(_) => 0,
         // Each queued command is admitted on its own when EXEC plans the transaction.
         Command::Transaction(_) => 0,
     };
@@ -156,7 +157,8 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Transaction(_)
         | Command::Subscription(_)
         | Command::Publish { .. }
-        | Command::PubSub(_) => {}
+        | Command::PubSub(_)
+        | Command::Hello(_) => {}
     }
 }
 

@@ -44,7 +44,8 @@ impl Command {
             | Command::Transaction(_)
             | Command::Subscription(_)
             | Command::Publish { .. }
-            | Command::PubSub(_) => Vec::new(),
+            | Command::PubSub(_)
+            | Command::Hello(_) => Vec::new(),
         }
     }
 }

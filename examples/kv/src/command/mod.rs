@@ -3,6 +3,7 @@
 
 mod client;
 mod error;
+mod hello;
 mod keyops;
 mod keys;
 mod parse;
@@ -14,6 +15,7 @@ use bytes::Bytes;
 
 pub use client::{ClientRequest, LibAttribute};
 pub use error::CommandError;
+pub use hello::Hello;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
 pub use pubsub::{PubSubQuery, Subscription};
@@ -103,6 +105,8 @@ pub enum Command {
         message: Bytes,
     },
     PubSub(PubSubQuery),
+    /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
+    Hello(Hello),
 }
 
 /// A transaction EXEC submits, in the order the client queued it.
@@ -290,6 +294,7 @@ impl Command {
             Command::Subscription(subscription) => subscription.name(),
             Command::Publish { .. } => "publish",
             Command::PubSub(query) => query.name(),
+            Command::Hello(_) => "hello",
         }
     }
 
@@ -307,7 +312,8 @@ impl Command {
             | Command::Multi
             | Command::Exec
             | Command::Discard
-            | Command::Subscription(_) => Scope::Connection,
+            | Command::Subscription(_)
+            | Command::Hello(_) => Scope::Connection,
             Command::Publish { .. } | Command::PubSub(_) => Scope::AllShards,
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards

@@ -62,6 +62,7 @@ pub(crate) enum CommandKind {
     PubSubChannels,
     PubSubNumSub,
     PubSubNumPat,
+    Hello,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
     Cluster,
@@ -269,7 +270,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 52] = [
+pub(crate) static COMMANDS: [CommandSpec; 53] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -374,6 +375,20 @@ pub(crate) static COMMANDS: [CommandSpec; 52] = [
     spec(K::Discard, "discard", 1, TXN_FLAGS, NO_KEYS),
     spec(K::Watch, "watch", -2, TXN_FLAGS, (1, -1, 1)),
     spec(K::Unwatch, "unwatch", 1, TXN_FLAGS, NO_KEYS),
+    spec(
+        K::Hello,
+        "hello",
+        -1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy",
+        ],
+        NO_KEYS,
+    ),
     spec(K::Subscribe, "subscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
     spec(K::Unsubscribe, "unsubscribe", -1, SUBSCRIBE_FLAGS, NO_KEYS),
     spec(K::PSubscribe, "psubscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),

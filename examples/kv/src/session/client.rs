@@ -29,6 +29,10 @@ impl ClientIdentity {
         }
     }
 
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// What RESET clears: the name (Redis keeps the id and the library info).
     pub(super) fn reset(&mut self) {
         self.name = None;

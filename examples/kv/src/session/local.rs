@@ -27,6 +27,8 @@ impl Session {
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),
             Command::Client(request) => self.identity.run(request),
+            // Only reachable from EXEC: HELLO outside MULTI is run by `admit`.
+            Command::Hello(_) => Reply::error("ERR HELLO inside MULTI is not supported"),
             other => CommandError::NotShardCommand {
                 command: other.name(),
             }
@@ -36,7 +38,7 @@ impl Session {
 
     /// Redis 7 semantics with only the `default` user: without `requirepass` it is a
     /// `nopass` user (any password works with the two-argument form).
-    fn auth(&mut self, username: Option<Bytes>, password: &[u8]) -> Reply {
+    pub(super) fn auth(&mut self, username: Option<Bytes>, password: &[u8]) -> Reply {
         let default_user = username.as_deref().is_none_or(|name| name == b"default");
         match &self.config.requirepass {
             None if username.is_none() => CommandError::AuthNotConfigured.into(),

@@ -13,10 +13,12 @@
 
 mod client;
 mod config;
+mod hello;
 mod local;
 mod multi;
 mod order;
 mod pubsub;
+mod resp3;
 
 use std::fmt;
 use std::sync::Arc;
@@ -86,6 +88,8 @@ pub struct Session {
     txn: multi::TxnState,
     /// Channels and patterns subscribed to (see `pubsub.rs`).
     pubsub: pubsub::PubSubState,
+    /// HELLO 3 was asked: replies are RESP3 (see `resp3.rs`).
+    resp3: bool,
 }
 
 enum Admission {
@@ -108,6 +112,7 @@ impl Session {
             identity: client::ClientIdentity::new(),
             txn: multi::TxnState::default(),
             pubsub: pubsub::PubSubState::default(),
+            resp3: false,
         }
     }
 
@@ -145,7 +150,7 @@ impl Session {
                 Ok(None) => return None,
                 Err(error) => {
                     // The stream cannot be resynchronised: answer, then close, like Redis.
-                    let seq = self.replies.push_pending();
+                    let seq = self.replies.push_pending(self.encoding(Default::default()));
                     self.lifecycle = Lifecycle::ClosingAfter(seq);
                     self.input.clear();
                     self.protocol_error = Some(error.to_string());
@@ -153,7 +158,7 @@ impl Session {
                     return None;
                 }
             };
-            let seq = self.replies.push_pending();
+            let seq = self.replies.push_pending(self.encoding(Default::default()));
             match self.admit(args, seq) {
                 Admission::Forward(command) => return Some(Request { seq, command }),
                 Admission::Answered(reply) => self.answer(seq, reply),
@@ -251,6 +256,13 @@ impl Session {
                 return Admission::Answered(CommandError::ClusterDisabled.into());
             }
         }
+        if self.resp3 {
+            self.replies
+                .set_encoding(seq, resp3::Encoding::Resp3(resp3::shape_of(&command)));
+        }
+        if let Command::Hello(hello) = command {
+            return Admission::Answered(self.hello(hello, seq));
+        }
         if let Some(admission) = self.admit_txn_control(&command, seq) {
             return admission;
         }
@@ -262,7 +274,7 @@ impl Session {
             return Admission::Answered(reply);
         }
         if let Command::Subscription(subscription) = command {
-            return self.subscription(subscription);
+            return self.subscription(subscription, seq);
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
@@ -278,8 +290,8 @@ impl Session {
     }
 
     fn flush_ready(&mut self) {
-        while let Some((seq, reply)) = self.replies.pop_ready() {
-            reply.encode(&mut self.output);
+        while let Some((seq, encoding, reply)) = self.replies.pop_ready() {
+            resp3::write(&reply, &encoding, &mut self.output);
             if self.lifecycle == Lifecycle::ClosingAfter(seq) {
                 self.lifecycle = Lifecycle::Closed;
             }

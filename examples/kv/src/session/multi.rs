@@ -19,6 +19,7 @@
 //! While an EXEC is in flight no later request is dispatched: a request pipelined after EXEC
 //! must not run before the transaction on a shard the transaction has not locked yet.
 
+use super::resp3::{shape_of, Shape};
 use super::{Admission, Session};
 use crate::command::{Command, CommandError, Scope, Transaction, TxnItem};
 use crate::reply::Reply;
@@ -174,7 +175,14 @@ impl Session {
             return self.unwatch(seq, exec_abort());
         }
         let mut items = Vec::with_capacity(queue.items.len());
+        let mut shapes = Vec::new();
         for item in queue.items {
+            if self.resp3 {
+                shapes.push(match &item {
+                    Queued::Run(command) => shape_of(command),
+                    Queued::Failed(_) => Shape::Plain,
+                });
+            }
             items.push(match item {
                 Queued::Failed(reply) => TxnItem::Answered(reply),
                 // EXEC drops the watches anyway (after checking them).
@@ -185,6 +193,8 @@ impl Session {
                 Queued::Run(command) => TxnItem::Run(command),
             });
         }
+        let encoding = self.encoding(Shape::Exec(shapes));
+        self.replies.set_encoding(seq, encoding);
         // The glue checks and drops this connection's watches with the transaction.
         self.txn.watching = false;
         self.txn.exec_in_flight = Some(seq);

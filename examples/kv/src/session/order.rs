@@ -1,5 +1,6 @@
 use std::collections::VecDeque;
 
+use super::resp3::Encoding;
 use super::SessionError;
 use crate::reply::Reply;
 
@@ -8,36 +9,46 @@ use crate::reply::Reply;
 pub(super) struct ReplyQueue {
     /// Sequence number of `slots[0]`.
     first_seq: u64,
-    slots: VecDeque<Option<Reply>>,
+    slots: VecDeque<(Encoding, Option<Reply>)>,
 }
 
 impl ReplyQueue {
-    pub fn push_pending(&mut self) -> u64 {
-        self.slots.push_back(None);
+    /// A slot for the next reply, to be written with `encoding`.
+    pub fn push_pending(&mut self, encoding: Encoding) -> u64 {
+        self.slots.push_back((encoding, None));
         self.first_seq + self.slots.len() as u64 - 1
     }
 
+    /// Sets how reply `seq` is written (once its request is parsed).
+    pub fn set_encoding(&mut self, seq: u64, encoding: Encoding) {
+        if let Some(slot) = self.slot(seq) {
+            slot.0 = encoding;
+        }
+    }
+
+    fn slot(&mut self, seq: u64) -> Option<&mut (Encoding, Option<Reply>)> {
+        let index = usize::try_from(seq.checked_sub(self.first_seq)?).ok()?;
+        self.slots.get_mut(index)
+    }
+
     pub fn fill(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
-        let slot = seq
-            .checked_sub(self.first_seq)
-            .and_then(|index| self.slots.get_mut(usize::try_from(index).ok()?))
-            .ok_or(SessionError::UnknownSequence(seq))?;
-        if slot.is_some() {
+        let slot = self.slot(seq).ok_or(SessionError::UnknownSequence(seq))?;
+        if slot.1.is_some() {
             return Err(SessionError::AlreadyAnswered(seq));
         }
-        *slot = Some(reply);
+        slot.1 = Some(reply);
         Ok(())
     }
 
     /// The oldest reply, if it has arrived.
-    pub fn pop_ready(&mut self) -> Option<(u64, Reply)> {
-        if !matches!(self.slots.front(), Some(Some(_))) {
+    pub fn pop_ready(&mut self) -> Option<(u64, Encoding, Reply)> {
+        if !matches!(self.slots.front(), Some((_, Some(_)))) {
             return None;
         }
-        let reply = self.slots.pop_front().flatten()?;
+        let (encoding, reply) = self.slots.pop_front()?;
         let seq = self.first_seq;
         self.first_seq += 1;
-        Some((seq, reply))
+        Some((seq, encoding, reply?))
     }
 
     pub fn len(&self) -> usize {

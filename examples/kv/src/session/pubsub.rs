@@ -15,6 +15,7 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
+use super::resp3::Shape;
 use super::{Admission, Lifecycle, Session};
 use crate::command::{Command, Subscription};
 use crate::reply::Reply;
@@ -108,7 +109,7 @@ impl Session {
         if self.pubsub.killed || self.lifecycle == Lifecycle::Closed {
             return !self.pubsub.killed;
         }
-        let seq = self.replies.push_pending();
+        let seq = self.replies.push_pending(self.encoding(Shape::Push));
         self.answer(seq, message);
         let limit = self.config.pubsub_output_limit;
         // Messages stuck behind an unanswered reply count too, at the backlog limit.
@@ -134,7 +135,8 @@ impl Session {
     /// In subscribed mode, the error for a command that is not allowed (`name` as the table
     /// spells it).
     pub(super) fn refuse_while_subscribed(&self, name: &str) -> Option<Reply> {
-        (self.pubsub.active() && !allowed_while_subscribed(name)).then(|| {
+        // RESP3 connections may run any command while subscribed.
+        (!self.resp3 && self.pubsub.active() && !allowed_while_subscribed(name)).then(|| {
             Reply::error(format!(
                 "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
                  QUIT / RESET are allowed in this context"
@@ -145,16 +147,20 @@ impl Session {
     /// PING while subscribed answers `[pong, message]`.
     pub(super) fn subscribed_ping(&self, command: &Command) -> Option<Reply> {
         match command {
-            Command::Ping(message) if self.pubsub.active() => Some(Reply::Array(vec![
-                Reply::Bulk(Bytes::from_static(b"pong")),
-                Reply::Bulk(message.clone().unwrap_or_default()),
-            ])),
+            Command::Ping(message) if self.pubsub.active() && !self.resp3 => {
+                Some(Reply::Array(vec![
+                    Reply::Bulk(Bytes::from_static(b"pong")),
+                    Reply::Bulk(message.clone().unwrap_or_default()),
+                ]))
+            }
             _ => None,
         }
     }
 
     /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: one confirmation per name, each its own reply.
-    pub(super) fn subscription(&mut self, command: Subscription) -> Admission {
+    pub(super) fn subscription(&mut self, command: Subscription, seq: u64) -> Admission {
+        let encoding = self.encoding(Shape::Push);
+        self.replies.set_encoding(seq, encoding);
         let state = &mut self.pubsub;
         let mut replies = Vec::new();
         match command {
@@ -211,7 +217,7 @@ impl Session {
         let first = replies.next().unwrap_or(Reply::NullArray);
         // The other confirmations follow as replies of their own, right behind this one.
         for reply in replies {
-            let extra = self.replies.push_pending();
+            let extra = self.replies.push_pending(self.encoding(Shape::Push));
             self.answer(extra, reply);
         }
         Admission::Answered(first)

@@ -449,6 +449,12 @@ fn a_subscriber_past_its_hard_limit_is_killed() {
     assert!(s.take_output().is_some(), "reading brings it under");
     assert!(s.push_message(message.clone(), 2_000));
     assert!(s.push_message(Reply::Integer(1), 2_500));
-    assert!(s.push_message(Reply::Integer(1), 3_400), "above soft for 900 ms");
-    assert!(!s.push_message(Reply::Integer(1), 3_600), "above soft for 1100 ms");
+    assert!(
+        s.push_message(Reply::Integer(1), 3_400),
+        "above soft for 900 ms"
+    );
+    assert!(
+        !s.push_message(Reply::Integer(1), 3_600),
+        "above soft for 1100 ms"
+    );
 }

@@ -214,7 +214,8 @@ impl Store {
             | Command::Transaction(_)
             | Command::Subscription(_)
             | Command::Publish { .. }
-            | Command::PubSub(_)) => Err(CommandError::NotShardCommand {
+            | Command::PubSub(_)
+            | Command::Hello(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
             Command::Cluster(request) => self.run_cluster(request, now, sink),
