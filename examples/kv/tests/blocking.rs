@@ -188,3 +188,70 @@ fn keys_on_several_shards_are_refused_with_the_hash_tag_hint() {
     };
     assert!(error.contains("hash tag"), "{error}");
 }
+
+#[test]
+fn moves_that_need_not_wait_answer_as_redis() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "blocking moves");
+    for step in [
+        &["FLUSHALL"][..],
+        &["RPUSH", "{m}src", "a", "b", "c"],
+        &["BLMOVE", "{m}src", "{m}dst", "LEFT", "RIGHT", "0"],
+        &["BLMOVE", "{m}src", "{m}dst", "RIGHT", "LEFT", "0.5"],
+        &["BRPOPLPUSH", "{m}src", "{m}dst", "0"],
+        &["LRANGE", "{m}dst", "0", "-1"],
+        &["BLMOVE", "{m}src", "{m}dst", "UP", "LEFT", "0"],
+        &["BLMOVE", "{m}dst", "{m}src", "LEFT", "LEFT", "x"],
+        &["BLMOVE", "{m}dst", "{m}src", "LEFT", "LEFT", "-1"],
+        &["BRPOPLPUSH", "{m}dst", "{m}src", "x"],
+        &["SET", "{m}str", "v"],
+        &["BLMOVE", "{m}str", "{m}dst", "LEFT", "LEFT", "0"],
+        &["BLMOVE", "{m}dst", "{m}str", "LEFT", "LEFT", "0"],
+        &["BRPOPLPUSH", "{m}dst", "{m}dst", "0"],
+        // Empty: a short timeout answers nil.
+        &["BLMOVE", "{m}empty", "{m}dst", "LEFT", "LEFT", "0.05"],
+        &["BRPOPLPUSH", "{m}empty", "{m}dst", "0.01"],
+        &["MULTI"],
+        &["BLMOVE", "{m}empty", "{m}dst", "LEFT", "LEFT", "0"],
+        &["BRPOPLPUSH", "{m}dst", "{m}src", "0"],
+        &["EXEC"],
+        &["LRANGE", "{m}src", "0", "-1"],
+        &["LRANGE", "{m}dst", "0", "-1"],
+    ] {
+        pair.check_str(step);
+    }
+    pair.report();
+}
+
+/// A waiting BLMOVE is served by a push to its source; the item it moves serves a BLPOP
+/// waiting on its destination; a timed-out move answers a nil array (as Redis 7.0).
+#[test]
+fn a_waiting_move_is_served_and_feeds_the_next_waiter() {
+    let server = Server::start(&["--shards", "3"]);
+    let mut observer = server.connect();
+    let mut mover = server.connect();
+    let mut popper = server.connect();
+    mover
+        .send(&common::request(&[
+            "BLMOVE", "{c}in", "{c}out", "RIGHT", "LEFT", "0",
+        ]))
+        .unwrap();
+    wait_blocked(&mut observer, 1);
+    popper
+        .send(&common::request(&["BLPOP", "{c}out", "0"]))
+        .unwrap();
+    wait_blocked(&mut observer, 2);
+    assert_eq!(observer.call(&["RPUSH", "{c}in", "x", "y"]), Reply::Int(2));
+    assert_eq!(mover.read().unwrap(), Reply::bulk("y"));
+    assert_eq!(popper.read().unwrap(), pair("{c}out", "y"));
+    wait_blocked(&mut observer, 0);
+    assert_eq!(
+        observer.call(&["LRANGE", "{c}in", "0", "-1"]),
+        Reply::Array(Some(vec![Reply::bulk("x")]))
+    );
+    assert_eq!(observer.call(&["EXISTS", "{c}out"]), Reply::Int(0));
+    assert_eq!(
+        mover.call(&["BRPOPLPUSH", "{c}none", "{c}out", "0.1"]),
+        Reply::Array(None)
+    );
+}

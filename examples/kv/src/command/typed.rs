@@ -40,6 +40,7 @@ const W_FAST: &[&str] = &["write", "fast"];
 const WD: &[&str] = &["write", "denyoom"];
 const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
 const W_BLOCKING: &[&str] = &["write", "blocking"];
+const WD_BLOCKING: &[&str] = &["write", "denyoom", "blocking"];
 const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 
@@ -103,6 +104,8 @@ typed_ops! {
     RPopLPush "rpoplpush" 3 WD Two;
     BLPop "blpop" -3 W_BLOCKING AllButLast;
     BRPop "brpop" -3 W_BLOCKING AllButLast;
+    BLMove "blmove" 6 WD_BLOCKING Two;
+    BRPopLPush "brpoplpush" 4 WD_BLOCKING Two;
     // Hashes
     HSet "hset" -4 WD_FAST One;
     HMSet "hmset" -4 WD_FAST One;

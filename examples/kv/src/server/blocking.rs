@@ -1,5 +1,6 @@
-//! BLPOP and BRPOP on a shard: the glue around the sans-I/O wait queues of
-//! [`crate::blocking`].
+//! BLPOP, BRPOP, BLMOVE and BRPOPLPUSH on a shard: the glue around the sans-I/O wait queues
+//! of [`crate::blocking`]. A move waits on its source; serving it runs the move, whose
+//! destination may then serve a waiter of its own.
 //!
 //! A blocking pop runs on the shard owning its keys (all of them: keys on several shards are
 //! refused with the hash-tag hint, like other multi-key writes). When a list has an item it is
@@ -35,11 +36,48 @@ use bytes::Bytes;
 /// answered with an error instead).
 const MAX_WAITERS: usize = 64 * 1024;
 
-/// Who a waiter answers and which end it pops.
-#[derive(Debug, Clone, Copy)]
+/// Who a waiter answers and what it runs when served: BLPOP/BRPOP pop the key that got an
+/// item; BLMOVE/BRPOPLPUSH run as written (their one source key is the one served).
+#[derive(Debug, Clone)]
 pub(crate) struct Client {
     origin: Origin,
     op: TypedOp,
+    args: Vec<Bytes>,
+}
+
+impl Client {
+    fn moves(&self) -> bool {
+        matches!(self.op, TypedOp::BLMove | TypedOp::BRPopLPush)
+    }
+
+    /// The command that serves this waiter from `key`, with no timeout left.
+    fn serving(&self, key: &[u8]) -> Command {
+        let args = if self.moves() {
+            let mut args = self.args.clone();
+            if let Some(timeout) = args.last_mut() {
+                *timeout = Bytes::from_static(b"0");
+            }
+            args
+        } else {
+            vec![Bytes::copy_from_slice(key), Bytes::from_static(b"0")]
+        };
+        Command::Typed(TypedCommand { op: self.op, args })
+    }
+}
+
+/// What a blocking command answers when it times out: a nil array, for the moves too
+/// (Redis 7.0's `replyToBlockedClientTimedOut`).
+pub(crate) fn timed_out() -> Reply {
+    Reply::NullArray
+}
+
+/// What a blocking command answers inside MULTI when it would wait: a nil array for the
+/// pops, a nil bulk string for the moves (Redis 7.0's `blmoveGenericCommand`).
+fn would_block_in_multi(op: TypedOp) -> Reply {
+    match op {
+        TypedOp::BLMove | TypedOp::BRPopLPush => Reply::NullBulk,
+        _ => Reply::NullArray,
+    }
 }
 
 pub(crate) struct Blocked {
@@ -64,7 +102,7 @@ impl Default for Blocked {
 fn blocking_op(command: &Command) -> Option<TypedOp> {
     match command {
         Command::Typed(TypedCommand {
-            op: op @ (TypedOp::BLPop | TypedOp::BRPop),
+            op: op @ (TypedOp::BLPop | TypedOp::BRPop | TypedOp::BLMove | TypedOp::BRPopLPush),
             ..
         }) => Some(*op),
         _ => None,
@@ -118,22 +156,38 @@ impl Shard {
         let Command::Typed(typed) = &command else {
             unreachable!("blocking_op matched a typed command")
         };
-        let keys = typed.keys();
-        let answers_now = self.with_store(|store| store.pop_would_answer(&keys, now));
+        let mut keys = typed.keys();
+        if matches!(op, TypedOp::BLMove | TypedOp::BRPopLPush) {
+            // A move waits on its source only.
+            keys.truncate(1);
+        }
+        // BLMOVE's syntax errors come before any waiting (the store reports them).
+        let ends_ok = op != TypedOp::BLMove
+            || typed.args[2..4]
+                .iter()
+                .all(|end| end.eq_ignore_ascii_case(b"left") || end.eq_ignore_ascii_case(b"right"));
+        let answers_now = !ends_ok || self.with_store(|store| store.pop_would_answer(&keys, now));
         let deadline = typed.args.last().map(|timeout| parse_timeout(timeout, now));
         let deadline = match deadline {
             // Inside MULTI a pop that would block answers nil at once, as in Redis.
-            Some(Ok(_)) if !answers_now && self.txn.running() => return Some(Reply::NullArray),
+            Some(Ok(_)) if !answers_now && self.txn.running() => {
+                return Some(would_block_in_multi(op))
+            }
             Some(Ok(deadline)) if !answers_now => deadline,
             // An item, WRONGTYPE, or a bad timeout: the store answers (as Redis, in its order).
             _ => return self.execute_store(origin, command, now),
         };
         let keys: Vec<Bytes> = keys.into_iter().map(Bytes::copy_from_slice).collect();
-        let blocked =
-            self.blocked
-                .queues
-                .borrow_mut()
-                .block(&keys, deadline, Client { origin, op });
+        let client = Client {
+            origin,
+            op,
+            args: typed.args.clone(),
+        };
+        let blocked = self
+            .blocked
+            .queues
+            .borrow_mut()
+            .block(&keys, deadline, client);
         self.publish_blocked();
         match blocked {
             Ok(_) => None,
@@ -169,7 +223,7 @@ impl Shard {
                 let queues = self.blocked.queues.borrow();
                 queues
                     .first_on(key)
-                    .and_then(|id| queues.get(id).map(|w| (id, w.client)))
+                    .and_then(|id| queues.get(id).map(|w| (id, w.client.clone())))
             };
             let Some((id, client)) = next else {
                 return;
@@ -179,12 +233,18 @@ impl Shard {
             }
             self.blocked.queues.borrow_mut().remove(id);
             self.publish_blocked();
-            let pop = Command::Typed(TypedCommand {
-                op: client.op,
-                args: vec![Bytes::copy_from_slice(key), Bytes::from_static(b"0")],
-            });
-            if let Some(reply) = self.execute_store(client.origin, pop, now) {
+            let served = client.serving(key);
+            if let Some(reply) = self.execute_store(client.origin, served, now) {
                 self.deliver(client.origin, reply);
+            }
+            // A move fills its destination, which may have waiters of its own (each round
+            // serves one waiter, so a chain of moves ends).
+            if client.moves() {
+                if let Some(destination) = client.args.get(1) {
+                    if destination.as_ref() != key {
+                        self.serve_waiters(destination, now);
+                    }
+                }
             }
         }
     }
@@ -196,7 +256,7 @@ impl Shard {
             self.publish_blocked();
         }
         for waiter in expired {
-            self.deliver(waiter.client.origin, Reply::NullArray);
+            self.deliver(waiter.client.origin, timed_out());
         }
     }
 

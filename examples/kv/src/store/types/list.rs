@@ -376,11 +376,22 @@ impl<S: ChangeSink> Cx<'_, S> {
     }
 
     /// LMOVE and RPOPLPUSH: both keys on this shard (the router refuses otherwise).
+    /// LMOVE and RPOPLPUSH, and BLMOVE and BRPOPLPUSH without the waiting (Redis's order:
+    /// the ends, then the timeout; a missing source answers nil, which the shard turns into
+    /// a wait, see `server::blocking`). The blocking forms are logged as the plain move.
     pub fn lmove(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
-        let (from, to) = if self.op == Op::RPopLPush {
-            (End::Right, End::Left)
-        } else {
-            (end(&a[2])?, end(&a[3])?)
+        let (from, to, logged) = match self.op {
+            Op::RPopLPush => (End::Right, End::Left, ("rpoplpush", &a[..2])),
+            Op::BRPopLPush => {
+                crate::blocking::parse_timeout(&a[2], self.now)?;
+                (End::Right, End::Left, ("rpoplpush", &a[..2]))
+            }
+            Op::BLMove => {
+                let ends = (end(&a[2])?, end(&a[3])?);
+                crate::blocking::parse_timeout(&a[4], self.now)?;
+                (ends.0, ends.1, ("lmove", &a[..4]))
+            }
+            _ => (end(&a[2])?, end(&a[3])?, ("lmove", &a[..4])),
         };
         // Redis: the source first (missing: nil), then the destination's type.
         let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
@@ -405,7 +416,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                     End::Right => list.push_back(item.clone()),
                 }
             })?;
-        self.log_as_written(a);
+        self.log(logged.0, logged.1);
         Ok(Reply::Bulk(item))
     }
 }

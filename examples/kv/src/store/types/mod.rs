@@ -46,7 +46,7 @@ impl Store {
             Op::LRem => cx.lrem(a),
             Op::LTrim => cx.ltrim(a),
             Op::LPos => cx.lpos(a),
-            Op::LMove | Op::RPopLPush => cx.lmove(a),
+            Op::LMove | Op::RPopLPush | Op::BLMove | Op::BRPopLPush => cx.lmove(a),
             Op::HSet | Op::HMSet => cx.hset(a),
             Op::HSetNx => cx.hsetnx(a),
             Op::HGet => cx.hget(a),
