@@ -93,11 +93,18 @@ impl RoundBudget {
     /// Count one message of `bytes`; true when the round's budget is used up. It also ticks
     /// the shard's [`message_clock`] and stamps the message's arrival ([`Self::arrived_at`]).
     pub fn charge(&mut self, bytes: usize) -> bool {
+        self.charge_units(1, bytes)
+    }
+
+    /// As [`Self::charge`] for one message that weighs `units` messages of the budget: a
+    /// protocol whose messages vary widely in cost (a KV store's MGET of 100 keys against a
+    /// GET) charges them by their work, so the budget bounds work, not message count.
+    pub fn charge_units(&mut self, units: u32, bytes: usize) -> bool {
         if std::mem::take(&mut self.waited) {
             self.arrived_at = woken_at();
         }
         tick_message_clock();
-        self.messages = self.messages.saturating_add(1);
+        self.messages = self.messages.saturating_add(units.max(1));
         self.bytes = self.bytes.saturating_add(bytes);
         self.exhausted()
     }
@@ -214,5 +221,10 @@ mod tests {
         let mut r = RoundBudget::new(Budget::messages(100).with_bytes(1000));
         assert!(!r.charge(600));
         assert!(r.charge(600));
+        let mut r = RoundBudget::new(Budget::messages(10));
+        assert!(!r.charge_units(9, 1));
+        assert!(r.charge_units(1, 1), "units add up to the message budget");
+        r.reset();
+        assert!(r.charge_units(100, 1), "one heavy message spends a round");
     }
 }

@@ -247,6 +247,20 @@ impl Command {
         parse::resolve(args).map(|spec| spec.name)
     }
 
+    /// The command's weight against a connection's fairness budget: its keys or elements
+    /// (an MSET of 100 pairs weighs 100, a GET 1), so the budget bounds work per round.
+    pub fn budget_units(&self) -> u32 {
+        let units = match self {
+            Command::MSet(pairs) => pairs.len(),
+            Command::MGet(keys) | Command::Del(keys) | Command::Exists(keys) => keys.len(),
+            Command::Typed(typed) => typed.args.len(),
+            Command::Key(key) => key.args.len(),
+            Command::Transaction(transaction) => transaction.items.len(),
+            _ => 1,
+        };
+        u32::try_from(units).unwrap_or(u32::MAX).max(1)
+    }
+
     /// Lowercase Redis name of the command (INCR and friends report `incrby`).
     pub fn name(&self) -> &'static str {
         match self {

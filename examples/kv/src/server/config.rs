@@ -96,7 +96,8 @@ pub struct ServerConfig {
     /// leave before it is dropped.
     pub pubsub_output_limit: crate::session::OutputLimit,
     /// Requests one RESP connection handles per round before it lets the rest of its shard run
-    /// (`--budget N|unlimited`; default 64 requests, no byte limit).
+    /// (`--budget N|unlimited`; default 64 units of work, a request's keys or elements, no
+    /// byte limit).
     pub conn_budget: Budget,
     pub sweep_interval: Duration,
     /// Keys with a TTL examined per sweep pass.
@@ -207,8 +208,9 @@ Usage: corewire-kv [options]
                              = none; k/kb/m/mb/g/gb suffixes); estimated from keys and values
   --maxmemory-policy P       past the limit: noeviction (refuse writes with OOM, default),
                              allkeys-lru or allkeys-lfu (evict sampled keys, per shard)
-  --budget N|unlimited       requests one RESP connection handles per round before the rest of
-                             its shard runs (fairness; default 64)
+  --budget N|unlimited       work one RESP connection does per round before the rest of its
+                             shard runs, counted in keys or elements (GET 1, an MSET of 100
+                             pairs 100; fairness; default 64)
   --max-backlog N            unanswered requests per connection before reading pauses (default 1024;
                              RESP and the binary protocol)
   --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;

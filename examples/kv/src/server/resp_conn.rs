@@ -82,8 +82,9 @@ struct ConnIo {
     /// The rest of a short send.
     unsent: Option<Bytes>,
     read_closed: bool,
-    /// The listener's fairness budget: requests (and their bytes) parsed per round before
-    /// the connection yields to the rest of its shard.
+    /// The listener's fairness budget: work (a request's keys or elements, see
+    /// `Command::budget_units`, and its bytes) parsed per round before the connection
+    /// yields to the rest of its shard.
     round: RoundBudget,
 }
 
@@ -166,8 +167,10 @@ impl RespConn {
                     break;
                 };
                 handled += 1;
-                io.round
-                    .charge(buffered.saturating_sub(session.input_buffer().len()));
+                io.round.charge_units(
+                    request.command.budget_units(),
+                    buffered.saturating_sub(session.input_buffer().len()),
+                );
                 // One clock read per batch of requests.
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
