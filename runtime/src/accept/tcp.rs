@@ -198,9 +198,5 @@ fn start<H, Fut>(
         budget,
         shard: context::current().id,
     };
-    let fut = handler(accepted);
-    spawn_local(async move {
-        let _arrived = arrived;
-        fut.await;
-    });
+    spawn_local(crate::executor::Holding::new(handler(accepted), arrived));
 }

@@ -41,9 +41,7 @@ where
     F: Future + 'static,
 {
     fn execute(&self, fut: F) {
-        crate::spawn_local(async move {
-            fut.await;
-        });
+        crate::spawn_local(Discarding::new(fut));
     }
 }
 
@@ -128,3 +126,26 @@ impl Drop for Sleep {
 }
 
 impl ::hyper::rt::Sleep for Sleep {}
+
+pin_project_lite::pin_project! {
+    /// Runs `future` and discards its output (for spawning futures whose output need not be
+    /// `'static`), without the double storage of an `async` wrapper.
+    pub(crate) struct Discarding<F> {
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> Discarding<F> {
+    pub(crate) fn new(future: F) -> Discarding<F> {
+        Discarding { future }
+    }
+}
+
+impl<F: Future> Future for Discarding<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.project().future.poll(cx).map(drop)
+    }
+}

@@ -108,13 +108,35 @@ where
         waiter: None,
         detached: false,
     }));
-    let mut completion = Completion {
+    let completion = Completion {
         state: state.clone(),
         done: false,
     };
-    let wrapped = async move {
-        let out = future.await;
-        completion.finish(Ok(out));
-    };
+    let wrapped = Wrapped { future, completion };
     (wrapped, JoinHandle { state, key })
+}
+
+pin_project_lite::pin_project! {
+    /// The task's future and where its output goes. A struct, not an `async` block: an
+    /// `async move { future.await }` keeps the captured future and the awaited one in
+    /// separate slots (rustc #62958), doubling every task's allocation.
+    struct Wrapped<F: Future> {
+        #[pin]
+        future: F,
+        completion: Completion<F::Output>,
+    }
+}
+
+impl<F: Future> Future for Wrapped<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        if this.completion.done {
+            return Poll::Ready(());
+        }
+        let out = std::task::ready!(this.future.poll(cx));
+        this.completion.finish(Ok(out));
+        Poll::Ready(())
+    }
 }

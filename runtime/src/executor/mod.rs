@@ -1,6 +1,7 @@
 //! The shard's single-threaded executor: `!Send` tasks in a slab, a local run queue, and wakers
 //! that may be woken from any thread (a foreign wake goes through the shard's remote queue).
 
+mod holding;
 mod join;
 mod waker;
 mod yield_now;
@@ -18,6 +19,7 @@ use std::time::Instant;
 
 use slab::Slab;
 
+pub(crate) use holding::Holding;
 pub use join::{JoinError, JoinHandle};
 pub(crate) use waker::TaskWaker;
 pub use yield_now::yield_now;

@@ -6,19 +6,19 @@
 //! session, and the session's input buffer is freed when it is empty.
 
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::{SendFuture, TcpStream};
 use corewire::runtime::RoundBudget;
 
 use super::shard::{now_ms, Shard};
-use super::shared::ServerShared;
+use super::shared::{ClientSlot, ServerShared};
 use super::sink::{Merges, Part, ReplySink, SinkKey};
 use crate::reply::Reply;
 use crate::session::Session;
@@ -29,12 +29,19 @@ const FLUSH_THRESHOLD: usize = 64 * 1024;
 const MAX_CLIENTS_REPLY: &[u8] = b"-ERR max number of clients reached\r\n";
 
 /// Serves one accepted connection until it closes.
-pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
-    let stream = accepted.stream;
-    let Some(_slot) = shard.shared.admit_client() else {
+///
+/// A plain function returning a hand-written future rather than an `async fn`: an async fn
+/// keeps storage for every local it ever held (the session it built, the accepted stream)
+/// next to the state it needs while waiting, which made an idle connection's task several
+/// times larger than [`Serving`] (see BENCHMARKS.md, idle memory).
+pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
+    let Some(slot) = shard.shared.admit_client() else {
         tracing::debug!(peer = ?accepted.peer, "refusing client: maxclients reached");
-        let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
-        return;
+        let stream = accepted.stream;
+        // Rare: the refusal may be boxed.
+        return Serve::Refusing(Box::pin(async move {
+            let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
+        }));
     };
     let mut session = Session::new(shard.shared.session.clone());
     if let Some(gate) = shard.cluster.gate() {
@@ -49,18 +56,72 @@ pub(crate) async fn serve(accepted: Accepted, shard: Rc<Shard>) {
         shared: shard.shared.clone(),
     });
     let key = shard.register(conn.clone());
-    let mut io = ConnIo {
+    let io = ConnIo {
         peer: accepted.peer,
-        stream,
+        stream: accepted.stream,
         send: None,
         unsent: None,
         read_closed: false,
         round: RoundBudget::new(accepted.budget),
     };
-    poll_fn(|cx| conn.poll(cx, &mut io, &shard, key)).await;
-    // Dropping an op still in flight cancels it; the socket closes once it has completed.
-    drop(io);
-    shard.unregister(key);
+    Serve::Serving(Serving {
+        conn,
+        io: Some(io),
+        shard,
+        key,
+        _slot: slot,
+    })
+}
+
+/// The connection's task.
+// The large variant is the common one; boxing it would cost an allocation per connection.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Serve {
+    Refusing(Pin<Box<dyn Future<Output = ()>>>),
+    Serving(Serving),
+}
+
+pub(crate) struct Serving {
+    conn: Rc<RespConn>,
+    /// `None` once finished.
+    io: Option<ConnIo>,
+    shard: Rc<Shard>,
+    key: SinkKey,
+    _slot: ClientSlot,
+}
+
+impl Future for Serve {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.get_mut() {
+            Serve::Refusing(refusal) => refusal.as_mut().poll(cx),
+            Serve::Serving(serving) => {
+                let Some(io) = serving.io.as_mut() else {
+                    return Poll::Ready(());
+                };
+                std::task::ready!(serving.conn.poll(cx, io, &serving.shard, serving.key));
+                serving.finish();
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl Serving {
+    /// Dropping an op still in flight cancels it; the socket closes once it has completed.
+    fn finish(&mut self) {
+        if self.io.take().is_some() {
+            self.shard.unregister(self.key);
+        }
+    }
+}
+
+impl Drop for Serving {
+    // A task dropped before the connection finished (shutdown) still leaves the shard clean.
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 struct ConnState {
@@ -247,14 +308,9 @@ impl RespConn {
                 return Poll::Pending;
             }
             if !progress {
-                // Waiting: an empty input buffer is not worth keeping (the next chunk may be
-                // a while; idle connections should cost as little as possible).
-                let mut state = self.state.borrow_mut();
-                let input = state.session.input_buffer();
-                if input.is_empty() && input.capacity() > 0 {
-                    *input = BytesMut::new();
-                }
-                drop(state);
+                // Waiting: empty buffers are not worth keeping (the next request may be a
+                // while; idle connections should cost as little as possible).
+                self.state.borrow_mut().session.release_idle_buffers();
                 // Waiting for I/O or replies gives the shard its turn: a new round.
                 io.round.reset();
                 self.park(cx);

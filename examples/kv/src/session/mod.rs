@@ -126,6 +126,20 @@ impl Session {
         self.input.extend_from_slice(data);
     }
 
+    /// Frees the buffers an idle connection does not need (input, output, the reply queue's
+    /// slots) when they are empty. Called while waiting: an idle connection then holds only
+    /// its fixed state. The cost is a reallocation when the next request comes.
+    pub fn release_idle_buffers(&mut self) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            self.input = BytesMut::new();
+        }
+        // An empty output may still share the allocation of replies already sent.
+        if self.output.is_empty() && self.output.capacity() > 0 {
+            self.output = BytesMut::new();
+        }
+        self.replies.release_if_empty();
+    }
+
     /// The unparsed input, for reading into its spare capacity without an extra copy.
     pub fn input_buffer(&mut self) -> &mut BytesMut {
         &mut self.input

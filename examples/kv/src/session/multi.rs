@@ -42,7 +42,8 @@ enum Queued {
 /// MULTI's state plus the bookkeeping EXEC and the watches need.
 #[derive(Debug, Default)]
 pub(super) struct TxnState {
-    queue: Option<Queue>,
+    /// Boxed: most connections never send MULTI (see `PubSubState`).
+    queue: Option<Box<Queue>>,
     /// WATCH was sent since the last UNWATCH/EXEC/DISCARD/RESET.
     watching: bool,
     /// The EXEC whose reply is awaited; nothing after it is dispatched until then.
@@ -82,7 +83,7 @@ impl Session {
     pub(super) fn admit_txn_control(&mut self, command: &Command, seq: u64) -> Option<Admission> {
         Some(match command {
             Command::Multi => {
-                self.txn.queue = Some(Queue::default());
+                self.txn.queue = Some(Box::default());
                 Admission::Answered(Reply::ok())
             }
             Command::Exec => Admission::Answered(Reply::error("ERR EXEC without MULTI")),

@@ -51,6 +51,13 @@ impl ReplyQueue {
         Some((seq, encoding, reply?))
     }
 
+    /// Frees the slots' memory when no reply is owed.
+    pub fn release_if_empty(&mut self) {
+        if self.slots.is_empty() && self.slots.capacity() > 0 {
+            self.slots = VecDeque::new();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.slots.len()
     }

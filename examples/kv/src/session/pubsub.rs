@@ -48,8 +48,13 @@ impl OutputLimit {
     };
 }
 
+/// Boxed, and only once the connection uses Pub/Sub: most connections never do, and every
+/// byte of a connection's fixed state counts when there are many idle ones.
 #[derive(Debug, Default)]
-pub(super) struct PubSubState {
+pub(super) struct PubSubState(Option<Box<Subscribed>>);
+
+#[derive(Debug, Default)]
+struct Subscribed {
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
     changes: Vec<SubChange>,
@@ -61,9 +66,21 @@ pub(super) struct PubSubState {
 
 impl PubSubState {
     pub(super) fn active(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        self.0
+            .as_ref()
+            .is_some_and(|s| !s.channels.is_empty() || !s.patterns.is_empty())
     }
 
+    fn killed(&self) -> bool {
+        self.0.as_ref().is_some_and(|s| s.killed)
+    }
+
+    fn get(&mut self) -> &mut Subscribed {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl Subscribed {
     fn count(&self) -> i64 {
         (self.channels.len() + self.patterns.len()) as i64
     }
@@ -89,7 +106,10 @@ impl Session {
     /// Subscription changes since the last call; the glue applies them to the shard's
     /// registry right away.
     pub fn take_pubsub_changes(&mut self) -> Vec<SubChange> {
-        std::mem::take(&mut self.pubsub.changes)
+        match self.pubsub.0.as_mut() {
+            Some(state) => std::mem::take(&mut state.changes),
+            None => Vec::new(),
+        }
     }
 
     /// Whether the connection is subscribed to anything.
@@ -99,15 +119,15 @@ impl Session {
 
     /// The output limit was passed: close the connection now, without writing what is left.
     pub fn is_killed(&self) -> bool {
-        self.pubsub.killed
+        self.pubsub.killed()
     }
 
     /// A published message for this connection (at `now_ms`), queued behind the replies
     /// already owed. Returns `false` if it made the connection pass its output limit (it is
     /// then killed: see [`Session::is_killed`]).
     pub fn push_message(&mut self, message: Reply, now_ms: u64) -> bool {
-        if self.pubsub.killed || self.lifecycle == Lifecycle::Closed {
-            return !self.pubsub.killed;
+        if self.pubsub.killed() || self.lifecycle == Lifecycle::Closed {
+            return !self.pubsub.killed();
         }
         let seq = self.replies.push_pending(self.encoding(Shape::Push));
         self.answer(seq, message);
@@ -117,14 +137,15 @@ impl Session {
         let over_hard = (limit.hard > 0 && pending > limit.hard)
             || self.replies.len() > self.config.max_backlog.saturating_mul(16);
         let over_soft = limit.soft > 0 && pending > limit.soft;
+        let state = self.pubsub.get();
         let since = if over_soft {
-            *self.pubsub.above_soft_since.get_or_insert(now_ms)
+            *state.above_soft_since.get_or_insert(now_ms)
         } else {
-            self.pubsub.above_soft_since = None;
+            state.above_soft_since = None;
             now_ms
         };
         if over_hard || (over_soft && now_ms.saturating_sub(since) > limit.soft_ms) {
-            self.pubsub.killed = true;
+            state.killed = true;
             self.lifecycle = Lifecycle::Closed;
             self.output.clear();
             return false;
@@ -161,7 +182,7 @@ impl Session {
     pub(super) fn subscription(&mut self, command: Subscription, seq: u64) -> Admission {
         let encoding = self.encoding(Shape::Push);
         self.replies.set_encoding(seq, encoding);
-        let state = &mut self.pubsub;
+        let state = self.pubsub.get();
         let mut replies = Vec::new();
         match command {
             Subscription::Subscribe(channels) => {
@@ -225,7 +246,9 @@ impl Session {
 
     /// RESET: every subscription goes, without confirmations.
     pub(super) fn reset_pubsub(&mut self) {
-        let state = &mut self.pubsub;
+        let Some(state) = self.pubsub.0.as_mut() else {
+            return;
+        };
         for channel in state.channels.drain() {
             state.changes.push(SubChange::Unsubscribe(channel));
         }
