@@ -97,7 +97,10 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
-        | Command::Hello(_) => 0,
+        | Command::Hello(_)
+        | Command::ConfigSet(_)
+        | Command::ConfigApply(_)
+        | Command::ConfigResetStat => 0,
         // Each queued command is admitted on its own when EXEC plans the transaction.
         Command::Transaction(_) => 0,
     };
@@ -158,7 +161,10 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
-        | Command::Hello(_) => {}
+        | Command::Hello(_)
+        | Command::ConfigSet(_)
+        | Command::ConfigApply(_)
+        | Command::ConfigResetStat => {}
     }
 }
 

@@ -45,7 +45,10 @@ impl Command {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
-            | Command::Hello(_) => Vec::new(),
+            | Command::Hello(_)
+            | Command::ConfigSet(_)
+            | Command::ConfigApply(_)
+            | Command::ConfigResetStat => Vec::new(),
         }
     }
 }

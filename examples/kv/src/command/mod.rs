@@ -2,6 +2,7 @@
 //! and error wording.
 
 mod client;
+mod config;
 mod error;
 mod hello;
 mod keyops;
@@ -14,6 +15,7 @@ mod typed;
 use bytes::Bytes;
 
 pub use client::{ClientRequest, LibAttribute};
+pub use config::Setting;
 pub use error::CommandError;
 pub use hello::Hello;
 pub(crate) use keyops::KeyShape;
@@ -66,6 +68,12 @@ pub enum Command {
     Info(Vec<Bytes>),
     /// CONFIG GET pattern [pattern ...].
     ConfigGet(Vec<Bytes>),
+    /// CONFIG SET parameter value [parameter value ...] (validated by the session).
+    ConfigSet(Vec<(Bytes, Bytes)>),
+    /// What a validated CONFIG SET asks every shard to apply.
+    ConfigApply(Vec<Setting>),
+    /// CONFIG RESETSTAT: every shard zeroes the counters INFO reports.
+    ConfigResetStat,
     /// COMMAND and its subcommands.
     Introspect(CommandQuery),
     /// CLIENT SETNAME/GETNAME/ID/SETINFO.
@@ -290,6 +298,8 @@ impl Command {
             Command::FlushAll => "flushall",
             Command::Info(_) => "info",
             Command::ConfigGet(_) => "config|get",
+            Command::ConfigSet(_) | Command::ConfigApply(_) => "config|set",
+            Command::ConfigResetStat => "config|resetstat",
             Command::Introspect(_) => "command",
             Command::Client(request) => request.name(),
             Command::Auth { .. } => "auth",
@@ -317,6 +327,7 @@ impl Command {
             Command::Ping(_)
             | Command::Echo(_)
             | Command::ConfigGet(_)
+            | Command::ConfigSet(_)
             | Command::Introspect(_)
             | Command::Client(_)
             | Command::Auth { .. }
@@ -328,7 +339,10 @@ impl Command {
             | Command::Discard
             | Command::Subscription(_)
             | Command::Hello(_) => Scope::Connection,
-            Command::Publish { .. } | Command::PubSub(_) => Scope::AllShards,
+            Command::Publish { .. }
+            | Command::PubSub(_)
+            | Command::ConfigApply(_)
+            | Command::ConfigResetStat => Scope::AllShards,
             Command::DbSize | Command::FlushAll | Command::Info(_) | Command::BgRewriteAof => {
                 Scope::AllShards
             }

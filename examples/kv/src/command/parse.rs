@@ -106,6 +106,19 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
         K::FlushAll => parse_flush(argc, rest)?,
         K::Info => Command::Info(rest.collect()),
         K::ConfigGet => Command::ConfigGet(rest.collect()),
+        K::ConfigSet => {
+            let args = rest.collect();
+            if !args.len().is_multiple_of(2) {
+                return Err(CommandError::WrongArity { command: spec.name });
+            }
+            let mut pairs = Vec::with_capacity(args.len() / 2);
+            let mut args = args.into_iter();
+            while let (Some(name), Some(value)) = (args.next(), args.next()) {
+                pairs.push((name, value));
+            }
+            Command::ConfigSet(pairs)
+        }
+        K::ConfigResetStat => Command::ConfigResetStat,
         // A container without subcommand: only COMMAND allows that (CONFIG's arity forbids it).
         K::Config | K::Client | K::Command => Command::Introspect(CommandQuery::List),
         K::ClientSetName => Command::Client(ClientRequest::set_name(rest.next()?)?),
@@ -429,8 +442,16 @@ mod tests {
             "ERR unknown command 'foo', with args beginning with: 'bar' "
         );
         assert_eq!(
-            err_text("config set a b"),
-            "ERR unknown subcommand 'set'. Try CONFIG HELP."
+            err_text("config rewrite"),
+            "ERR unknown subcommand 'rewrite'. Try CONFIG HELP."
+        );
+        assert_eq!(
+            cmd("config set a b"),
+            Ok(Command::ConfigSet(vec![(b("a"), b("b"))]))
+        );
+        assert_eq!(
+            err_text("config set a b c"),
+            "ERR wrong number of arguments for 'config|set' command"
         );
         assert!(cmd("foo").unwrap_err().is_checked_before_auth());
         assert!(!cmd("incrby k x").unwrap_err().is_checked_before_auth());

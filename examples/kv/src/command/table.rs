@@ -34,6 +34,8 @@ pub(crate) enum CommandKind {
     Info,
     Config,
     ConfigGet,
+    ConfigSet,
+    ConfigResetStat,
     Command,
     CommandCount,
     CommandDocs,
@@ -151,13 +153,19 @@ const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 
 use CommandKind as K;
 
-static CONFIG_SUBCOMMANDS: [CommandSpec; 1] = [spec(
-    K::ConfigGet,
-    "config|get",
-    -3,
-    &["admin", "noscript", "loading", "stale"],
-    NO_KEYS,
-)];
+const CONFIG_FLAGS: &[&str] = &["admin", "noscript", "loading", "stale"];
+
+static CONFIG_SUBCOMMANDS: [CommandSpec; 3] = [
+    spec(K::ConfigGet, "config|get", -3, CONFIG_FLAGS, NO_KEYS),
+    spec(K::ConfigSet, "config|set", -4, CONFIG_FLAGS, NO_KEYS),
+    spec(
+        K::ConfigResetStat,
+        "config|resetstat",
+        2,
+        CONFIG_FLAGS,
+        NO_KEYS,
+    ),
+];
 
 const SUBSCRIBE_FLAGS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUBSUB_FLAGS: &[&str] = &["pubsub", "loading", "stale"];

@@ -57,6 +57,9 @@ pub fn route(command: Command, shards: usize) -> Route {
             Route::Single { shard: 0, command }
         }
         Command::DbSize => broadcast(Command::DbSize, shards, Merger::sum),
+        command @ (Command::ConfigApply(_) | Command::ConfigResetStat) => {
+            broadcast(command, shards, Merger::all_ok)
+        }
         // Every shard delivers to its own subscribers; the reply counts them all.
         command @ Command::Publish { .. } => broadcast(command, shards, Merger::sum),
         Command::PubSub(query) => {

@@ -219,7 +219,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         tcp_port: Default::default(),
         aof_enabled: config.aof.is_some(),
         cluster_enabled: config.cluster.is_some(),
-        maxclients: config.maxclients,
+        maxclients: std::sync::atomic::AtomicUsize::new(config.maxclients),
         connected_clients: Default::default(),
         blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),

@@ -328,6 +328,26 @@ impl Shard {
         }
     }
 
+    /// CONFIG SET's settings, on this shard: its share of `maxmemory` (as at start-up, an
+    /// equal share per shard), the policy, and the server-wide client limit.
+    pub(crate) fn apply_settings(&self, settings: &[crate::command::Setting]) -> Reply {
+        use crate::command::Setting;
+        let mut store = self.store.borrow_mut();
+        let mut limit = store.memory_limit();
+        for setting in settings {
+            match *setting {
+                Setting::MaxMemory(total) => limit.max_bytes = total.div_ceil(self.count as u64),
+                Setting::MaxMemoryPolicy(policy) => limit.policy = policy,
+                Setting::MaxClients(n) => self
+                    .shared
+                    .maxclients
+                    .store(n, std::sync::atomic::Ordering::Relaxed),
+            }
+        }
+        store.set_memory_limit(limit);
+        Reply::ok()
+    }
+
     /// One tick of active expiry: a few bounded passes over keys with a TTL.
     pub fn sweep(&self, work: usize) {
         let now = now_ms();

@@ -12,7 +12,8 @@ pub(crate) struct ServerShared {
     pub tcp_port: AtomicU16,
     pub aof_enabled: bool,
     pub cluster_enabled: bool,
-    pub maxclients: usize,
+    /// Changed at run time by CONFIG SET maxclients.
+    pub maxclients: AtomicUsize,
     pub connected_clients: AtomicUsize,
     /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`).
     pub blocked_clients: AtomicUsize,
@@ -35,7 +36,7 @@ impl ServerShared {
     /// Counts a new RESP client, unless `maxclients` are already connected.
     pub fn admit_client(self: &Arc<Self>) -> Option<ClientSlot> {
         let before = self.connected_clients.fetch_add(1, Ordering::Relaxed);
-        if before >= self.maxclients {
+        if before >= self.maxclients.load(Ordering::Relaxed) {
             self.connected_clients.fetch_sub(1, Ordering::Relaxed);
             return None;
         }

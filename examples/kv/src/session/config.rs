@@ -1,3 +1,6 @@
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
 
 use crate::resp::ParserLimits;
@@ -14,8 +17,9 @@ pub struct SessionConfig {
     /// Redis `requirepass`: when set, connections must AUTH first. Map Redis's empty
     /// `requirepass ""` to `None`.
     pub requirepass: Option<Bytes>,
-    /// What CONFIG GET reports, name (lowercase) and value, in order.
-    pub parameters: Vec<(String, Bytes)>,
+    /// What CONFIG GET reports, name (lowercase) and value, in order; shared by every
+    /// connection of the server, and changed by CONFIG SET.
+    pub parameters: Parameters,
     /// How much output a Pub/Sub subscriber may leave unread (see `session/pubsub.rs`).
     pub pubsub_output_limit: super::pubsub::OutputLimit,
 }
@@ -38,7 +42,8 @@ impl Default for SessionConfig {
             ]
             .into_iter()
             .map(|(name, value)| (name.to_owned(), Bytes::from_static(value.as_bytes())))
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
         }
     }
 }
@@ -46,10 +51,60 @@ impl Default for SessionConfig {
 impl SessionConfig {
     /// Sets (or adds) a parameter reported by CONFIG GET.
     pub fn set_parameter(&mut self, name: &str, value: impl Into<Bytes>) {
-        let value = value.into();
-        match self.parameters.iter_mut().find(|(n, _)| n == name) {
+        self.parameters.set(name, value.into());
+    }
+}
+
+/// The server's CONFIG parameters: one table for every connection (CONFIG SET on one is seen
+/// by CONFIG GET on all), behind a mutex because connections live on different shards; it
+/// is touched only by CONFIG commands, never on the data path.
+#[derive(Clone, Default)]
+pub struct Parameters(Arc<Mutex<Vec<(String, Bytes)>>>);
+
+impl Parameters {
+    /// Sets (or adds) `name`.
+    pub fn set(&self, name: &str, value: Bytes) {
+        let mut table = self.lock();
+        match table.iter_mut().find(|(n, _)| n == name) {
             Some((_, existing)) => *existing = value,
-            None => self.parameters.push((name.to_owned(), value)),
+            None => table.push((name.to_owned(), value)),
         }
+    }
+
+    /// The parameters whose name `keep` accepts, in table order.
+    pub fn matching(&self, mut keep: impl FnMut(&str) -> bool) -> Vec<(String, Bytes)> {
+        self.lock()
+            .iter()
+            .filter(|(name, _)| keep(name))
+            .cloned()
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Bytes)>> {
+        // A panic while holding it cannot leave the table half-written (each write is one
+        // assignment or push): use it anyway.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl From<Vec<(String, Bytes)>> for Parameters {
+    fn from(table: Vec<(String, Bytes)>) -> Parameters {
+        Parameters(Arc::new(Mutex::new(table)))
+    }
+}
+
+impl PartialEq for Parameters {
+    fn eq(&self, other: &Parameters) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Parameters {}
+
+impl fmt::Debug for Parameters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.lock().iter()).finish()
     }
 }

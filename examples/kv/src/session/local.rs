@@ -27,7 +27,8 @@ impl Session {
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),
             Command::Client(request) => self.identity.run(request),
-            // Only reachable from EXEC: HELLO outside MULTI is run by `admit`.
+            // Only reachable from EXEC: outside MULTI `admit` runs these.
+            Command::ConfigSet(_) => Reply::error("ERR CONFIG SET inside MULTI is not supported"),
             Command::Hello(_) => Reply::error("ERR HELLO inside MULTI is not supported"),
             other => CommandError::NotShardCommand {
                 command: other.name(),
@@ -65,14 +66,14 @@ impl Session {
 
     fn config_get(&self, patterns: &[Bytes]) -> Reply {
         let mut items = Vec::new();
-        for (name, value) in &self.config.parameters {
-            if patterns
+        let matching = self.config.parameters.matching(|name| {
+            patterns
                 .iter()
                 .any(|pattern| glob_match(pattern, name.as_bytes(), true))
-            {
-                items.push(Reply::Bulk(Bytes::from(name.clone())));
-                items.push(Reply::Bulk(value.clone()));
-            }
+        });
+        for (name, value) in matching {
+            items.push(Reply::Bulk(Bytes::from(name)));
+            items.push(Reply::Bulk(value));
         }
         Reply::Array(items)
     }

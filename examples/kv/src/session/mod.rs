@@ -13,6 +13,7 @@
 
 mod client;
 mod config;
+mod config_set;
 mod hello;
 mod local;
 mod multi;
@@ -30,7 +31,7 @@ use crate::command::{self, Command, CommandError, Scope};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
-pub use config::SessionConfig;
+pub use config::{Parameters, SessionConfig};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
@@ -286,6 +287,9 @@ impl Session {
         }
         if let Some(reply) = self.subscribed_ping(&command) {
             return Admission::Answered(reply);
+        }
+        if let Command::ConfigSet(pairs) = command {
+            return self.config_set(pairs);
         }
         if let Command::Subscription(subscription) = command {
             return self.subscription(subscription, seq);

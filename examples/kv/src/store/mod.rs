@@ -143,6 +143,21 @@ impl Store {
         self.map.len()
     }
 
+    /// CONFIG SET maxmemory / maxmemory-policy: this shard's new share and policy.
+    pub fn set_memory_limit(&mut self, limit: MemoryLimit) {
+        self.config.memory = limit;
+    }
+
+    pub fn memory_limit(&self) -> MemoryLimit {
+        self.config.memory
+    }
+
+    /// CONFIG RESETSTAT: the counters INFO reports start again from zero.
+    pub fn reset_stats(&mut self) {
+        self.counters = Counters::default();
+        self.memory.evicted_keys = 0;
+    }
+
     /// `key`'s TTL as WATCH sees it: `None` if the key is not stored, `Some(None)` if it is
     /// stored without a TTL, `Some(Some(at_ms))` with one (possibly past: expired but not yet
     /// reclaimed). Looks only.
@@ -215,9 +230,15 @@ impl Store {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
-            | Command::Hello(_)) => Err(CommandError::NotShardCommand {
+            | Command::Hello(_)
+            | Command::ConfigSet(_)
+            | Command::ConfigApply(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
+            Command::ConfigResetStat => {
+                self.reset_stats();
+                Ok(Reply::ok())
+            }
             Command::Cluster(request) => self.run_cluster(request, now, sink),
             Command::Typed(typed) => self.run_typed(typed, now, sink),
             Command::Key(key) => self.run_key_op(key, now, sink),

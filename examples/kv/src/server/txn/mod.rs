@@ -161,6 +161,7 @@ impl Shard {
             }
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
+            Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
             command => self.execute(origin, command, now),
         }
     }

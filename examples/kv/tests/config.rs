@@ -1,0 +1,77 @@
+//! CONFIG SET and CONFIG RESETSTAT: replies compared with redis-server (the oracle), and the
+//! parameters that mean something here taking effect on every shard.
+
+mod common;
+mod diff;
+
+use common::{Reply, Server};
+
+/// CONFIG SET against redis-server: errors, all-or-nothing, what CONFIG GET reports after,
+/// and CONFIG RESETSTAT.
+#[test]
+fn config_set_matches_redis() {
+    let (oracle, server) = diff::servers(3, &[]);
+    let mut pair = diff::Pair::new(&oracle, &server, "config set");
+    for step in [
+        &["CONFIG", "SET", "hz", "20"][..],
+        &["CONFIG", "GET", "hz"],
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory-policy",
+            "allkeys-lru",
+            "maxmemory",
+            "10mb",
+        ],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "SET", "maxmemory", "lots"],
+        &["CONFIG", "SET", "nosuch", "1"],
+        &["CONFIG", "SET", "hz", "10", "hz", "11"],
+        &["CONFIG", "SET", "hz"],
+        &["CONFIG", "SET", "hz", "15", "nosuch", "1"],
+        &["CONFIG", "GET", "hz"],
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "0",
+            "maxmemory-policy",
+            "noeviction",
+        ],
+        &["CONFIG", "RESETSTAT"],
+        &["CONFIG", "RESETSTAT", "x"],
+    ] {
+        pair.check_str(step);
+    }
+}
+
+/// CONFIG SET maxmemory takes effect on every shard: writes are refused past it, and accepted
+/// again once it is lifted; maxclients refuses the next connection.
+#[test]
+fn config_set_takes_effect() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["CONFIG", "SET", "maxmemory", "1"]), Reply::ok());
+    // The limit counts the keyspace only (no fixed baseline, unlike Redis's used_memory): the
+    // first key may fit, the next ones do not.
+    let refused = ["a", "b", "c"]
+        .iter()
+        .find_map(|key| match conn.call(&["SET", key, "v"]) {
+            Reply::Error(error) => Some(error),
+            _ => None,
+        })
+        .expect("a write past maxmemory is refused");
+    assert!(refused.starts_with("OOM"), "{refused}");
+    assert_eq!(conn.call(&["CONFIG", "SET", "maxmemory", "0"]), Reply::ok());
+    assert_eq!(conn.call(&["SET", "k", "v"]), Reply::ok());
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "maxclients", "1"]),
+        Reply::ok()
+    );
+    let mut second = server.connect();
+    let Reply::Error(error) = second.call(&["PING"]) else {
+        panic!("maxclients 1 refuses a second client");
+    };
+    assert!(error.contains("max number of clients"), "{error}");
+}
