@@ -174,7 +174,8 @@ fn cpu_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
 
 fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
     // Redis's fields, over all shards: sizes and counts add up, a rewrite is in progress if
-    // any shard's is, a status is `err` if any shard's is, times are the longest.
+    // any shard's is, a status is `err` if any shard's is, times are the longest. There are
+    // no RDB snapshots, so the `rdb_` fields tools poll read as on a Redis that never saved.
     let aof = |f: fn(&crate::aof::AofStats) -> u64| total(shards, |s| f(&s.aof));
     let any = |f: fn(&crate::aof::AofStats) -> bool| shards.iter().any(|s| f(&s.aof));
     let longest =
@@ -185,6 +186,9 @@ fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardSta
         "# Persistence\r\n\
          loading:0\r\n\
          async_loading:0\r\n\
+         rdb_bgsave_in_progress:0\r\n\
+         rdb_last_bgsave_status:ok\r\n\
+         rdb_saves:0\r\n\
          aof_enabled:{}\r\n\
          aof_rewrite_in_progress:{}\r\n\
          aof_rewrite_scheduled:0\r\n\
@@ -359,6 +363,8 @@ mod tests {
         let text = render(&[Bytes::from("memory"), Bytes::from("CPU")], &server, &[]);
         assert!(text.contains("maxmemory:1048576\r\nmaxmemory_human:1.00M\r\n"));
         assert!(text.contains("maxmemory_policy:allkeys-lru\r\n"));
+        let persistence = render(&[Bytes::from("persistence")], &server, &[]);
+        assert!(persistence.contains("rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"));
         assert!(
             text.contains("\r\n\r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.000042\r\n")
         );

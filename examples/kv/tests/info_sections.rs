@@ -51,6 +51,7 @@ fn tool_fields_are_present_and_live() {
         "used_memory_human",
         "maxmemory",
         "maxmemory_policy",
+        "rdb_bgsave_in_progress",
         "aof_enabled",
         "aof_rewrite_in_progress",
         "total_connections_received",
