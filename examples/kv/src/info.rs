@@ -17,21 +17,32 @@ pub struct ServerInfo {
     pub tcp_port: u16,
     pub uptime_ms: u64,
     pub connected_clients: u64,
+    pub total_connections_received: u64,
+    pub rejected_connections: u64,
     /// Requests waiting in BLPOP / BRPOP.
     pub blocked_clients: u64,
     pub aof_enabled: bool,
     /// `--cluster-enabled`.
     pub cluster_enabled: bool,
+    /// `uname -s -r -m`, as Redis's `os` field.
+    pub os: String,
+    pub maxclients: u64,
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    /// Process CPU time from getrusage(RUSAGE_SELF), in microseconds.
+    pub used_cpu_sys_us: u64,
+    pub used_cpu_user_us: u64,
 }
 
 type SectionRenderer = fn(&mut String, &ServerInfo, &[ShardStats]);
 
-const SECTIONS: [(&str, SectionRenderer); 8] = [
+const SECTIONS: [(&str, SectionRenderer); 9] = [
     ("server", server_section),
     ("clients", clients_section),
     ("memory", memory_section),
     ("persistence", persistence_section),
     ("stats", stats_section),
+    ("cpu", cpu_section),
     ("cluster", cluster_section),
     ("keyspace", keyspace_section),
     ("shards", shards_section),
@@ -76,6 +87,7 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
          redis_version:{COMPATIBLE_REDIS_VERSION}\r\n\
          corewire_version:{}\r\n\
          redis_mode:{}\r\n\
+         os:{}\r\n\
          arch_bits:{}\r\n\
          multiplexing_api:io_uring\r\n\
          process_id:{}\r\n\
@@ -89,6 +101,7 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
         } else {
             "standalone"
         },
+        server.os,
         usize::BITS,
         server.process_id,
         server.tcp_port,
@@ -100,25 +113,69 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
 fn clients_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n",
-        server.connected_clients, server.blocked_clients
+        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\nmaxclients:{}\r\n",
+        server.connected_clients, server.blocked_clients, server.maxclients
     );
 }
 
-fn memory_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
+fn memory_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
     // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs), not the
     // allocator's total; `used_memory_dataset` is payload bytes only.
+    let used = total(shards, |s| s.used_memory);
     let _ = write!(
         out,
-        "# Memory\r\nused_memory:{}\r\nused_memory_dataset:{}\r\n",
-        total(shards, |s| s.used_memory),
-        total(shards, |s| s.data_bytes)
+        "# Memory\r\n\
+         used_memory:{used}\r\n\
+         used_memory_human:{}\r\n\
+         used_memory_dataset:{}\r\n\
+         maxmemory:{}\r\n\
+         maxmemory_human:{}\r\n\
+         maxmemory_policy:{}\r\n",
+        human_bytes(used),
+        total(shards, |s| s.data_bytes),
+        server.maxmemory,
+        human_bytes(server.maxmemory),
+        server.maxmemory_policy,
+    );
+}
+
+/// Redis's `bytesToHuman`: two decimals and a B/K/M/G/T suffix (binary multiples).
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
+    for (size, unit) in UNITS {
+        if bytes >= size {
+            return format!("{:.2}{unit}", bytes as f64 / size as f64);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Process CPU time as Redis prints it: seconds with six decimals. Per-thread and
+/// children's times are not tracked, so the children fields read 0 as on a Redis that
+/// never forked.
+fn cpu_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+    let seconds = |us: u64| format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+    let _ = write!(
+        out,
+        "# CPU\r\n\
+         used_cpu_sys:{}\r\n\
+         used_cpu_user:{}\r\n\
+         used_cpu_sys_children:0.000000\r\n\
+         used_cpu_user_children:0.000000\r\n",
+        seconds(server.used_cpu_sys_us),
+        seconds(server.used_cpu_user_us),
     );
 }
 
 fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
     // Redis's fields, over all shards: sizes and counts add up, a rewrite is in progress if
-    // any shard's is, a status is `err` if any shard's is, times are the longest.
+    // any shard's is, a status is `err` if any shard's is, times are the longest. There are
+    // no RDB snapshots, so the `rdb_` fields tools poll read as on a Redis that never saved.
     let aof = |f: fn(&crate::aof::AofStats) -> u64| total(shards, |s| f(&s.aof));
     let any = |f: fn(&crate::aof::AofStats) -> bool| shards.iter().any(|s| f(&s.aof));
     let longest =
@@ -129,6 +186,9 @@ fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardSta
         "# Persistence\r\n\
          loading:0\r\n\
          async_loading:0\r\n\
+         rdb_bgsave_in_progress:0\r\n\
+         rdb_last_bgsave_status:ok\r\n\
+         rdb_saves:0\r\n\
          aof_enabled:{}\r\n\
          aof_rewrite_in_progress:{}\r\n\
          aof_rewrite_scheduled:0\r\n\
@@ -166,20 +226,24 @@ fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardSta
     }
 }
 
-fn stats_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
+fn stats_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
     let _ = write!(
         out,
         "# Stats\r\n\
+         total_connections_received:{}\r\n\
          total_commands_processed:{}\r\n\
          keyspace_hits:{}\r\n\
          keyspace_misses:{}\r\n\
          expired_keys:{}\r\n\
-         evicted_keys:{}\r\n",
+         evicted_keys:{}\r\n\
+         rejected_connections:{}\r\n",
+        server.total_connections_received,
         total(shards, |s| s.commands_processed),
         total(shards, |s| s.keyspace_hits),
         total(shards, |s| s.keyspace_misses),
         total(shards, |s| s.expired_keys),
         total(shards, |s| s.evicted_keys),
+        server.rejected_connections,
     );
 }
 
@@ -277,9 +341,32 @@ mod tests {
         let text = render(&[Bytes::from("clients"), Bytes::from("nope")], &server, &[]);
         assert_eq!(
             text,
-            "# Clients\r\nconnected_clients:0\r\nblocked_clients:0\r\n"
+            "# Clients\r\nconnected_clients:0\r\nblocked_clients:0\r\nmaxclients:0\r\n"
         );
         assert_eq!(render(&[Bytes::from("nope")], &server, &[]), "");
         assert!(render(&[Bytes::from("all")], &server, &[]).contains("# Shards"));
+    }
+
+    #[test]
+    fn memory_and_cpu_fields() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1536), "1.50K");
+        assert_eq!(human_bytes(3 << 30), "3.00G");
+        let server = ServerInfo {
+            maxmemory: 1 << 20,
+            maxmemory_policy: "allkeys-lru".into(),
+            used_cpu_sys_us: 1_500_000,
+            used_cpu_user_us: 42,
+            ..ServerInfo::default()
+        };
+        let text = render(&[Bytes::from("memory"), Bytes::from("CPU")], &server, &[]);
+        assert!(text.contains("maxmemory:1048576\r\nmaxmemory_human:1.00M\r\n"));
+        assert!(text.contains("maxmemory_policy:allkeys-lru\r\n"));
+        let persistence = render(&[Bytes::from("persistence")], &server, &[]);
+        assert!(persistence.contains("rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"));
+        assert!(
+            text.contains("\r\n\r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.000042\r\n")
+        );
     }
 }

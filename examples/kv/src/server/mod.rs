@@ -221,6 +221,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         cluster_enabled: config.cluster.is_some(),
         maxclients: std::sync::atomic::AtomicUsize::new(config.maxclients),
         connected_clients: Default::default(),
+        total_connections: Default::default(),
+        rejected_connections: Default::default(),
         blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),
     });
