@@ -65,6 +65,16 @@ fn config_set_takes_effect() {
     assert!(refused.starts_with("OOM"), "{refused}");
     assert_eq!(conn.call(&["CONFIG", "SET", "maxmemory", "0"]), Reply::ok());
     assert_eq!(conn.call(&["SET", "k", "v"]), Reply::ok());
+    // RESETSTAT zeroes INFO's counters (connections and the shards' keyspace counters).
+    assert_eq!(conn.call(&["GET", "k"]), Reply::bulk("v"));
+    assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
+    let Reply::Bulk(Some(stats)) = conn.call(&["INFO", "stats"]) else {
+        panic!("INFO is a bulk string");
+    };
+    let stats = String::from_utf8(stats).unwrap();
+    for field in ["total_connections_received:0", "keyspace_hits:0"] {
+        assert!(stats.contains(field), "{field} after RESETSTAT:\n{stats}");
+    }
     assert_eq!(
         conn.call(&["CONFIG", "SET", "maxclients", "1"]),
         Reply::ok()

@@ -37,24 +37,36 @@ impl ServerShared {
             aof_enabled: self.aof_enabled,
             cluster_enabled: self.cluster_enabled,
             os: os_name(),
-            maxclients: self.maxclients as u64,
+            maxclients: self.maxclients.load(Ordering::Relaxed) as u64,
             maxmemory: self
                 .parameter("maxmemory")
-                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+                .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
                 .unwrap_or(0),
             maxmemory_policy: self.parameter("maxmemory-policy").map_or_else(
                 || "noeviction".into(),
-                |v| String::from_utf8_lossy(v).into_owned(),
+                |v| String::from_utf8_lossy(&v).into_owned(),
             ),
             used_cpu_sys_us: cpu.0,
             used_cpu_user_us: cpu.1,
         }
     }
 
-    /// A CONFIG GET value; the glue records the effective settings there at start-up.
-    fn parameter(&self, name: &str) -> Option<&[u8]> {
-        let (_, value) = self.session.parameters.iter().find(|(n, _)| n == name)?;
+    /// A CONFIG GET value: the glue records the effective settings there at start-up, and
+    /// CONFIG SET keeps them current.
+    fn parameter(&self, name: &str) -> Option<bytes::Bytes> {
+        let (_, value) = self
+            .session
+            .parameters
+            .matching(|n| n == name)
+            .into_iter()
+            .next()?;
         Some(value)
+    }
+
+    /// CONFIG RESETSTAT's part here: the connection counters INFO reports.
+    pub fn reset_stats(&self) {
+        self.total_connections.store(0, Ordering::Relaxed);
+        self.rejected_connections.store(0, Ordering::Relaxed);
     }
 
     /// Counts a new RESP client, unless `maxclients` are already connected.

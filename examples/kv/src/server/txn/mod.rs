@@ -162,6 +162,11 @@ impl Shard {
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::ConfigResetStat => {
+                // Every shard resets the shared counters too: idempotent.
+                self.shared.reset_stats();
+                self.execute(origin, Command::ConfigResetStat, now)
+            }
             command => self.execute(origin, command, now),
         }
     }
