@@ -49,6 +49,26 @@ pub(crate) fn format_i64(value: i64) -> bytes::Bytes {
     out.freeze()
 }
 
+/// Redis's memory notation (`memtoull`): bytes, or a number with b, k/kb, m/mb, g/gb (1000s /
+/// 1024s), any case. For `--maxmemory` and CONFIG SET.
+pub(crate) fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let units: [(&str, u64); 7] = [
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("b", 1),
+    ];
+    let (digits, unit) = units
+        .iter()
+        .find_map(|&(suffix, unit)| lower.strip_suffix(suffix).map(|d| (d, unit)))
+        .unwrap_or((&lower, 1));
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +107,17 @@ mod tests {
         for v in [0, 1, -1, i64::MAX, i64::MIN, 1234567890] {
             assert_eq!(parse_i64(&format_i64(v)), Some(v));
         }
+    }
+
+    #[test]
+    fn memory_notation() {
+        assert_eq!(parse_memory("100"), Some(100));
+        assert_eq!(parse_memory("1kb"), Some(1024));
+        assert_eq!(parse_memory("2M"), Some(2_000_000));
+        assert_eq!(parse_memory("1gb"), Some(1 << 30));
+        assert_eq!(parse_memory("x"), None);
+        assert_eq!(parse_memory("1tb"), None);
+        assert_eq!(parse_memory("5b"), Some(5));
+        assert_eq!(parse_memory("-1"), None);
     }
 }

@@ -9,6 +9,7 @@ use corewire::runtime::Budget;
 use corewire::transport::rdma::PollerMode;
 
 use crate::aof::{FsyncPolicy, LoadPolicy, RewritePolicy, MAX_PAYLOAD_LEN};
+use crate::number::parse_memory;
 use crate::resp::ParserLimits;
 use crate::store::EvictionPolicy;
 
@@ -397,23 +398,6 @@ fn parse_budget(flag: &str, value: String) -> Result<Budget, ConfigError> {
             value,
         }),
     }
-}
-
-fn parse_memory(text: &str) -> Option<u64> {
-    let lower = text.to_ascii_lowercase();
-    let units: [(&str, u64); 6] = [
-        ("kb", 1 << 10),
-        ("mb", 1 << 20),
-        ("gb", 1 << 30),
-        ("k", 1_000),
-        ("m", 1_000_000),
-        ("g", 1_000_000_000),
-    ];
-    let (digits, unit) = units
-        .iter()
-        .find_map(|&(suffix, unit)| lower.strip_suffix(suffix).map(|d| (d, unit)))
-        .unwrap_or((&lower, 1));
-    digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
 fn yes_no(flag: &str, value: String) -> Result<bool, ConfigError> {

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::{Admission, Session};
 use crate::command::{Command, Setting};
+use crate::number::parse_memory;
 use crate::reply::Reply;
 use crate::store::EvictionPolicy;
 
@@ -86,27 +87,6 @@ fn failed(name: &str, why: &str) -> Reply {
     Reply::error(format!(
         "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
     ))
-}
-
-/// Redis's memory notation: bytes, or a number with k/kb/m/mb/g/gb (1000s / 1024s).
-fn parse_memory(text: &str) -> Option<u64> {
-    let lower = text.to_ascii_lowercase();
-    let digits_end = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (number, unit) = lower.split_at(digits_end);
-    let number: u64 = number.parse().ok()?;
-    let scale: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    number.checked_mul(scale)
 }
 
 /// One validated parameter: the value CONFIG GET will report, and what the shards apply.
@@ -189,17 +169,6 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn memory_notation() {
-        assert_eq!(parse_memory("100"), Some(100));
-        assert_eq!(parse_memory("1kb"), Some(1024));
-        assert_eq!(parse_memory("2M"), Some(2_000_000));
-        assert_eq!(parse_memory("1gb"), Some(1 << 30));
-        assert_eq!(parse_memory("x"), None);
-        assert_eq!(parse_memory("1tb"), None);
-        assert_eq!(parse_memory("-1"), None);
-    }
 
     #[test]
     fn checks_follow_redis() {
