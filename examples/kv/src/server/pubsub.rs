@@ -155,17 +155,10 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::sink::{Part, ReplySink, SinkRegistry};
+    use crate::server::sink::test_keys;
 
     fn sinks(n: usize) -> Vec<SinkKey> {
-        struct Nobody;
-        impl ReplySink for Nobody {
-            fn deliver(&self, _: u64, _: Part, _: Reply) {}
-        }
-        let mut registry = SinkRegistry::default();
-        (0..n)
-            .map(|_| registry.insert(std::rc::Rc::new(Nobody)))
-            .collect()
+        test_keys(n)
     }
 
     fn b(s: &str) -> Bytes {

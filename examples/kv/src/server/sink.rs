@@ -116,6 +116,18 @@ impl Merges {
     }
 }
 
+/// Distinct keys of sinks that are never delivered to, for tests of the structures keyed by
+/// them (the watch registry, the shard lock, the Pub/Sub registry).
+#[cfg(test)]
+pub(crate) fn test_keys(n: usize) -> Vec<SinkKey> {
+    struct Nobody;
+    impl ReplySink for Nobody {
+        fn deliver(&self, _: u64, _: Part, _: Reply) {}
+    }
+    let mut registry = SinkRegistry::default();
+    (0..n).map(|_| registry.insert(Rc::new(Nobody))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;

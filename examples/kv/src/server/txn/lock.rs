@@ -77,17 +77,10 @@ impl<T> ShardLock<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::sink::SinkRegistry;
+    use crate::server::sink::test_keys;
 
     fn ids(n: usize) -> Vec<TxnId> {
-        struct Nobody;
-        impl crate::server::sink::ReplySink for Nobody {
-            fn deliver(&self, _: u64, _: crate::server::sink::Part, _: crate::reply::Reply) {}
-        }
-        let mut registry = SinkRegistry::default();
-        (0..n)
-            .map(|i| (i, registry.insert(std::rc::Rc::new(Nobody))))
-            .collect()
+        test_keys(n).into_iter().enumerate().collect()
     }
 
     #[test]

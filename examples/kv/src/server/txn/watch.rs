@@ -186,18 +186,11 @@ mod tests {
     use super::*;
     use crate::change::{LoggedTtl, NoLog};
     use crate::command::Command;
-    use crate::server::sink::SinkRegistry;
+    use crate::server::sink::test_keys;
     use crate::store::{Store, StoreConfig};
 
     fn watchers(n: usize) -> Vec<Watcher> {
-        struct Nobody;
-        impl crate::server::sink::ReplySink for Nobody {
-            fn deliver(&self, _: u64, _: crate::server::sink::Part, _: crate::reply::Reply) {}
-        }
-        let mut registry = SinkRegistry::default();
-        (0..n)
-            .map(|_| (0, registry.insert(std::rc::Rc::new(Nobody))))
-            .collect()
+        test_keys(n).into_iter().map(|key| (0, key)).collect()
     }
 
     fn b(s: &str) -> Bytes {
