@@ -13,11 +13,12 @@ use std::future::poll_fn;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Instant;
 
 use bytes::Bytes;
 use corewire_runtime::head_of_line::HeadOfLine;
+use corewire_runtime::sync::Notify;
 use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
 use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
@@ -30,8 +31,10 @@ use super::{CallNow, Request, Response, Status};
 /// The requests running on one connection, shared by the reader and the handler tasks.
 struct Running {
     calls: RefCell<ServerCalls<JoinHandle<()>>>,
-    /// The reader, parked while the window is full.
-    reader: RefCell<Option<Waker>>,
+    /// Wakes the reader parked while the window is full. A `finish` while the reader is not
+    /// parked stores a permit; a stale permit costs one extra look at `is_full`, never a
+    /// lost wake-up.
+    reader: Notify,
 }
 
 impl Running {
@@ -40,22 +43,16 @@ impl Running {
     }
 
     async fn wait_for_window(&self) {
-        poll_fn(|cx| {
-            if !self.is_full() {
-                return Poll::Ready(());
-            }
-            *self.reader.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        // No await between the check and `notified()`: on one shard, no `finish` can slip in.
+        while self.is_full() {
+            self.reader.notified().await;
+        }
     }
 
     fn finish(&self, id: u64) {
         let done = self.calls.borrow_mut().finish(id);
         drop(done);
-        if let Some(w) = self.reader.borrow_mut().take() {
-            w.wake();
-        }
+        self.reader.notify_one();
     }
 }
 
@@ -83,7 +80,7 @@ pub(crate) async fn serve<C: Connection>(
 ) {
     let running = Rc::new(Running {
         calls: RefCell::new(ServerCalls::new(options.max_in_flight_per_conn)),
-        reader: RefCell::new(None),
+        reader: Notify::new(),
     });
     let peer = conn.peer_addr();
     let span = tracing::debug_span!("conn", ?peer, transport = ?conn.kind());
