@@ -39,8 +39,9 @@ pub fn report_protocol_error(
     }
 }
 
-thread_local! {
-    /// One sampler per shard thread: no locks, and a flood on one shard does not silence others.
+crate::shard_local! {
+    /// One sampler per shard: no locks, and a flood on one shard does not silence others. Off
+    /// a shard (no runtime) there is none and every line is logged.
     static SAMPLER: RefCell<LogSampler> = RefCell::new(LogSampler::new(LOG_LINES_PER_WINDOW, LOG_WINDOW));
 }
 
