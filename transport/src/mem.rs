@@ -10,9 +10,8 @@
 #![deny(missing_docs)]
 
 use std::cell::{Cell, RefCell};
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
@@ -84,7 +83,7 @@ impl End {
                 Ok(None) => {}
                 Err(err) => return Poll::Ready(Err(TransportError::Protocol(err))),
             }
-            let batch = match pin!(self.incoming.next_batch(usize::MAX)).poll(cx) {
+            let batch = match self.incoming.poll_next_batch(cx, usize::MAX) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(batch) => batch,
             };

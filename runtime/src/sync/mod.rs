@@ -14,6 +14,7 @@
 //! | [`mpsc::channel`] | bounded queue, senders wait for room (FIFO) | `recv()`, `reserve()`: yes; `send()`: drops its message |
 //! | [`mpsc::unbounded_channel`] | queue whose bound comes from elsewhere | `recv()`: yes |
 //! | [`Mutex`], [`RwLock`] | state held across `.await` (FIFO, writer-fair) | `lock()`, `read()`, `write()`: yes |
+//! | [`WakerCell`] | poll-based code with exactly one waiting task and no future kept between polls | (no future) |
 //!
 //! State that is only touched between awaits needs none of these: a `Cell` or `RefCell` in
 //! the task, or per-shard state in [`shard_local!`](crate::shard_local).
@@ -51,6 +52,7 @@ pub mod oneshot;
 mod rwlock;
 mod semaphore;
 mod wait_queue;
+mod waker_cell;
 
 #[cfg(test)]
 mod test_util;
@@ -61,3 +63,4 @@ pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{
     Acquire, AcquireError, AcquireOwned, OwnedPermit, Permit, Semaphore, TryAcquireError,
 };
+pub use waker_cell::WakerCell;

@@ -92,6 +92,12 @@ impl Semaphore {
         self.inner.borrow().permits
     }
 
+    /// Whether tasks are waiting in [`acquire`](Semaphore::acquire) (then no newcomer gets a
+    /// permit before them, even if enough are free).
+    pub fn has_waiters(&self) -> bool {
+        !self.inner.borrow().waiters.is_empty()
+    }
+
     /// Whether [`close`](Semaphore::close) was called.
     pub fn is_closed(&self) -> bool {
         self.inner.borrow().closed

@@ -29,6 +29,10 @@ impl CountingWaker {
         }
     }
 
+    pub(crate) fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
     pub(crate) fn count(&self) -> usize {
         self.count.0.load(Ordering::SeqCst)
     }

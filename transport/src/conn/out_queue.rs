@@ -1,10 +1,10 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::future::poll_fn;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use corewire_runtime::sync::{Notify, Semaphore, WakerCell};
 
 use super::{ConnStatsCells, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
@@ -13,36 +13,42 @@ use crate::frame::{FrameEncoder, FrameHeader};
 /// drains it: buffers queue here and leave in batches (one `sendmsg` or one RDMA post list for
 /// many replies).
 ///
-/// **The limit is a true bound.** A frame is admitted only if it fits under `limit` with what
-/// is already queued, or if the queue is empty (so one frame larger than the limit still goes
-/// out, alone). Writers that do not fit wait in FIFO order, and only the oldest may take the
-/// room that frees up, so queued bytes never exceed `max(limit, largest frame)` however many
-/// tasks are waiting. A waiting writer that is dropped leaves the line and hands its turn on.
+/// **The limit is a true bound.** Admission is a FIFO [`Semaphore`] with one permit per byte:
+/// a frame takes as many permits as it has bytes (at most `limit`, so one frame larger than
+/// the limit still goes out, alone, once the queue is empty), and gives them back as its
+/// bytes are sent. Writers that do not fit wait in line and newcomers queue behind them, so
+/// admitted bytes never exceed `max(limit, largest frame)` however many tasks are waiting. A
+/// waiting writer that is dropped leaves the line and hands its turn on. Only the few small
+/// control frames of [`push`](OutQueue::push) come on top.
 pub struct OutQueue {
     bufs: RefCell<VecDeque<Bytes>>,
     bytes: Cell<usize>,
+    /// Queued bytes that hold no permit: control frames, and the part of a frame beyond
+    /// `limit`. Counted as sent first, which keeps permits held longer than their bytes,
+    /// never shorter: the bound stays true.
+    uncharged: Cell<usize>,
     limit: usize,
     closed: Cell<bool>,
-    writer: RefCell<Option<Waker>>,
-    /// Writers waiting for room, oldest first: (ticket, waker).
-    waiting: RefCell<VecDeque<(u64, Waker)>>,
-    next_ticket: Cell<u64>,
+    admission: Semaphore,
+    /// The writer task, waiting for buffers.
+    writer: WakerCell,
     /// Tasks waiting in [`OutQueue::wait_for_room`] (readers applying backpressure).
-    room_waiters: RefCell<Vec<Waker>>,
+    room: Notify,
 }
 
 impl OutQueue {
     /// A queue that holds at most `limit` bytes.
     pub fn new(limit: usize) -> OutQueue {
+        let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
         OutQueue {
             bufs: RefCell::new(VecDeque::new()),
             bytes: Cell::new(0),
-            limit: limit.max(1),
+            uncharged: Cell::new(0),
+            limit,
             closed: Cell::new(false),
-            writer: RefCell::new(None),
-            waiting: RefCell::new(VecDeque::new()),
-            next_ticket: Cell::new(0),
-            room_waiters: RefCell::new(Vec::new()),
+            admission: Semaphore::new(limit),
+            writer: WakerCell::new(),
+            room: Notify::new(),
         }
     }
 
@@ -63,42 +69,38 @@ impl OutQueue {
 
     /// Under the limit with nobody waiting to queue: a new frame would be admitted at once.
     pub fn has_room(&self) -> bool {
-        self.bytes.get() < self.limit && self.waiting.borrow().is_empty()
+        self.bytes.get() < self.limit && !self.admission.has_waiters()
     }
 
     /// Wait until [`has_room`](Self::has_room) (a reader calls this before reading more
     /// requests, so a peer that stops reading replies makes the server stop reading from it).
     /// Returns false if the queue closed. Cancel-safe.
     pub async fn wait_for_room(&self) -> bool {
-        poll_fn(|cx| {
+        loop {
+            // No await between the checks and `notified()`: no wake-up falls in between.
             if self.closed.get() {
-                return Poll::Ready(false);
+                return false;
             }
             if self.has_room() {
-                return Poll::Ready(true);
+                return true;
             }
-            let mut w = self.room_waiters.borrow_mut();
-            if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                w.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
-    }
-
-    /// Wait until `len` more bytes may be queued (see the type's docs). Returns false if the
-    /// queue closed. Cancel-safe: dropping it gives up its place in line.
-    pub fn admit(&self, len: usize) -> Admit<'_> {
-        Admit {
-            queue: self,
-            len,
-            ticket: None,
+            self.room.notified().await;
         }
     }
 
-    fn fits(&self, len: usize) -> bool {
-        let queued = self.bytes.get();
-        queued == 0 || queued.saturating_add(len) <= self.limit
+    /// Wait until `len` more bytes may be queued (see the type's docs), and take their
+    /// permits: the caller must queue them with [`push_admitted`](Self::push_admitted) before
+    /// it next awaits. Returns false if the queue closed. Cancel-safe: dropping it gives up
+    /// its place in line.
+    async fn admit(&self, len: usize) -> bool {
+        match self.admission.acquire(len.min(self.limit)).await {
+            Ok(permit) => {
+                // Given back byte by byte in `sent`.
+                permit.forget();
+                true
+            }
+            Err(_closed) => false,
+        }
     }
 
     /// Encode `header` and queue the frame once it is admitted: the send path every
@@ -120,15 +122,29 @@ impl OutQueue {
         if !self.admit(total).await {
             return Err(TransportError::Closed);
         }
-        self.push([head, payload, attachment]);
+        self.push_admitted([head, payload, attachment], total);
         stats.add_out(total);
         Ok(())
     }
 
-    /// Queue buffers that must go out together and in order, without waiting: for frames
-    /// already admitted, and for the few small control frames a transport must be able to
-    /// queue from a context that cannot wait.
+    /// Queue a frame of `total` bytes whose permits [`admit`](Self::admit) took.
+    fn push_admitted(&self, bufs: impl IntoIterator<Item = Bytes>, total: usize) {
+        self.uncharged
+            .set(self.uncharged.get() + total.saturating_sub(self.limit));
+        self.enqueue(bufs);
+    }
+
+    /// Queue buffers that must go out together and in order, without waiting and without
+    /// admission: for the few small control frames a transport must be able to queue from a
+    /// context that cannot wait.
     pub fn push(&self, bufs: impl IntoIterator<Item = Bytes>) {
+        let before = self.bytes.get();
+        self.enqueue(bufs);
+        self.uncharged
+            .set(self.uncharged.get() + (self.bytes.get() - before));
+    }
+
+    fn enqueue(&self, bufs: impl IntoIterator<Item = Bytes>) {
         let mut q = self.bufs.borrow_mut();
         for b in bufs {
             if !b.is_empty() {
@@ -137,155 +153,80 @@ impl OutQueue {
             }
         }
         drop(q);
-        if let Some(w) = self.writer.borrow_mut().take() {
-            w.wake();
-        }
+        self.writer.wake();
     }
 
     /// For the writer task: the next batch (at most `max_bufs` buffers), waiting for one if
     /// the queue is empty. `None` once the queue is closed and empty.
     pub async fn next_batch(&self, max_bufs: usize) -> Option<Vec<Bytes>> {
-        poll_fn(|cx| {
-            let mut q = self.bufs.borrow_mut();
-            if q.is_empty() {
-                if self.closed.get() {
-                    return Poll::Ready(None);
-                }
-                *self.writer.borrow_mut() = Some(cx.waker().clone());
-                return Poll::Pending;
+        poll_fn(|cx| self.poll_next_batch(cx, max_bufs)).await
+    }
+
+    /// [`next_batch`](Self::next_batch) for poll-based readers (the in-memory connection):
+    /// the task stays registered between polls, no future need be kept.
+    pub fn poll_next_batch(
+        &self,
+        cx: &mut Context<'_>,
+        max_bufs: usize,
+    ) -> Poll<Option<Vec<Bytes>>> {
+        let mut q = self.bufs.borrow_mut();
+        if q.is_empty() {
+            if self.closed.get() {
+                return Poll::Ready(None);
             }
-            let n = q.len().min(max_bufs.max(1));
-            Poll::Ready(Some(q.drain(..n).collect()))
-        })
-        .await
-    }
-
-    /// For the writer task: `n` bytes of a batch left; let the next waiter in if it fits now.
-    pub fn sent(&self, n: usize) {
-        self.bytes.set(self.bytes.get().saturating_sub(n));
-        self.wake_next();
-    }
-
-    /// Wake whoever may proceed now: the oldest waiting writer, or, with nobody waiting and
-    /// room below the limit, the tasks in `wait_for_room`.
-    fn wake_next(&self) {
-        let front = self.waiting.borrow().front().map(|(_, w)| w.clone());
-        match front {
-            Some(w) => w.wake(),
-            None if self.bytes.get() < self.limit => self.wake_room_waiters(),
-            None => {}
+            self.writer.register(cx.waker());
+            return Poll::Pending;
         }
+        let n = q.len().min(max_bufs.max(1));
+        Poll::Ready(Some(q.drain(..n).collect()))
     }
 
-    fn wake_room_waiters(&self) {
-        let waiters = std::mem::take(&mut *self.room_waiters.borrow_mut());
-        for w in waiters {
-            w.wake();
+    /// For the writer task: `n` bytes of a batch left; their permits go back (waking the
+    /// writers in line that fit now), then the readers waiting for room if there is some.
+    pub fn sent(&self, n: usize) {
+        let n = n.min(self.bytes.get());
+        self.bytes.set(self.bytes.get() - n);
+        let free = n.min(self.uncharged.get());
+        self.uncharged.set(self.uncharged.get() - free);
+        if n > free {
+            self.admission.add_permits(n - free);
+        }
+        if self.has_room() {
+            self.room.notify_waiters();
         }
     }
 
     /// No more buffers will be accepted; what is queued may still be flushed.
     pub fn close(&self) {
         self.closed.set(true);
-        if let Some(w) = self.writer.borrow_mut().take() {
-            w.wake();
-        }
-        let waiting = std::mem::take(&mut *self.waiting.borrow_mut());
-        for (_, w) in waiting {
-            w.wake();
-        }
-        self.wake_room_waiters();
+        self.admission.close();
+        self.writer.wake();
+        self.room.notify_waiters();
     }
 
     /// Drop what is queued (after a send error nothing more can go out).
     pub fn discard(&self) {
         self.bufs.borrow_mut().clear();
         self.bytes.set(0);
+        self.uncharged.set(0);
         self.close();
-    }
-}
-
-/// The future of [`OutQueue::admit`].
-pub struct Admit<'a> {
-    queue: &'a OutQueue,
-    len: usize,
-    /// Our place in line, once we had to wait.
-    ticket: Option<u64>,
-}
-
-impl Future for Admit<'_> {
-    type Output = bool;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
-        let q = self.queue;
-        if q.closed.get() {
-            self.ticket = None;
-            return Poll::Ready(false);
-        }
-        match self.ticket {
-            None => {
-                if q.waiting.borrow().is_empty() && q.fits(self.len) {
-                    return Poll::Ready(true);
-                }
-                let ticket = q.next_ticket.get();
-                q.next_ticket.set(ticket + 1);
-                q.waiting
-                    .borrow_mut()
-                    .push_back((ticket, cx.waker().clone()));
-                self.ticket = Some(ticket);
-                Poll::Pending
-            }
-            Some(mine) => {
-                let mut waiting = q.waiting.borrow_mut();
-                let first = waiting.front().map(|(t, _)| *t) == Some(mine);
-                if first && q.fits(self.len) {
-                    waiting.pop_front();
-                    drop(waiting);
-                    self.ticket = None;
-                    // The caller queues its frame before anyone else runs; then the next in
-                    // line looks for itself whether it fits.
-                    q.wake_next();
-                    return Poll::Ready(true);
-                }
-                if let Some((_, w)) = waiting.iter_mut().find(|(t, _)| *t == mine) {
-                    if !w.will_wake(cx.waker()) {
-                        *w = cx.waker().clone();
-                    }
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl Drop for Admit<'_> {
-    fn drop(&mut self) {
-        let Some(mine) = self.ticket else { return };
-        let mut waiting = self.queue.waiting.borrow_mut();
-        let Some(pos) = waiting.iter().position(|(t, _)| *t == mine) else {
-            return;
-        };
-        waiting.remove(pos);
-        drop(waiting);
-        if pos == 0 {
-            // We were first in line: the turn passes on.
-            self.queue.wake_next();
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::pin::pin;
+    use std::future::Future;
+    use std::pin::{pin, Pin};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    use std::task::Wake;
+    use std::task::{Wake, Waker};
 
     use super::*;
 
-    struct Flag(std::sync::atomic::AtomicBool);
+    struct Flag(AtomicBool);
     impl Wake for Flag {
         fn wake(self: Arc<Self>) {
-            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.0.store(true, Ordering::SeqCst);
         }
     }
 
@@ -295,109 +236,171 @@ mod tests {
     }
 
     fn woken(f: &Flag) -> bool {
-        f.0.swap(false, std::sync::atomic::Ordering::SeqCst)
+        f.0.swap(false, Ordering::SeqCst)
     }
 
-    fn poll_admit(a: Pin<&mut Admit<'_>>, w: &Waker) -> Poll<bool> {
-        a.poll(&mut Context::from_waker(w))
+    fn poll_fut<F: Future>(f: Pin<&mut F>, w: &Waker) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(w))
     }
 
     fn bytes(n: usize) -> Bytes {
         Bytes::from(vec![0u8; n])
     }
 
+    /// Admit and queue an `n`-byte frame that fits now, as `push_frame` does.
+    fn queue_frame(q: &OutQueue, n: usize) {
+        let (_f, w) = flag();
+        assert_eq!(poll_fut(pin!(q.admit(n)), &w), Poll::Ready(true));
+        q.push_admitted([bytes(n)], n);
+    }
+
     #[test]
     fn queued_bytes_never_exceed_the_limit_however_many_wait() {
         let q = OutQueue::new(100);
-        q.push([bytes(60)]);
+        queue_frame(&q, 60);
         let (fa, wa) = flag();
         let (fb, wb) = flag();
         let mut a = pin!(q.admit(60));
         let mut b = pin!(q.admit(60));
-        assert!(poll_admit(a.as_mut(), &wa).is_pending());
-        assert!(poll_admit(b.as_mut(), &wb).is_pending());
+        assert!(poll_fut(a.as_mut(), &wa).is_pending());
+        assert!(poll_fut(b.as_mut(), &wb).is_pending());
         // 60 bytes leave: only the first in line is woken, and it fits.
         q.sent(60);
         assert!(woken(&fa) && !woken(&fb));
-        assert_eq!(poll_admit(a.as_mut(), &wa), Poll::Ready(true));
-        q.push([bytes(60)]);
-        // It handed the turn on; the next one does not fit yet.
-        assert!(woken(&fb));
-        assert!(poll_admit(b.as_mut(), &wb).is_pending());
+        assert_eq!(poll_fut(a.as_mut(), &wa), Poll::Ready(true));
+        q.push_admitted([bytes(60)], 60);
+        // The next one does not fit yet.
+        assert!(poll_fut(b.as_mut(), &wb).is_pending());
         assert_eq!(q.queued_bytes(), 60);
         q.sent(60);
-        assert_eq!(poll_admit(b.as_mut(), &wb), Poll::Ready(true));
+        assert!(woken(&fb));
+        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
     }
 
     #[test]
     fn an_oversized_frame_goes_alone() {
         let q = OutQueue::new(10);
-        let (_f, w) = flag();
-        assert_eq!(
-            poll_admit(pin!(q.admit(1000)).as_mut(), &w),
-            Poll::Ready(true)
-        );
-        q.push([bytes(1000)]);
-        assert!(poll_admit(pin!(q.admit(1)).as_mut(), &w).is_pending());
+        queue_frame(&q, 1000);
+        let (f, w) = flag();
+        let mut small = pin!(q.admit(1));
+        assert!(poll_fut(small.as_mut(), &w).is_pending());
+        // Its bytes beyond the limit count as leaving first: no room yet.
+        q.sent(990);
+        assert!(!woken(&f));
+        assert!(poll_fut(small.as_mut(), &w).is_pending());
+        // 5 of its 10 charged bytes gone: 5 + 1 fits under the limit.
+        q.sent(5);
+        assert!(woken(&f));
+        assert_eq!(poll_fut(small.as_mut(), &w), Poll::Ready(true));
+    }
+
+    #[test]
+    fn control_frames_take_no_permits_and_hold_none_back() {
+        let q = OutQueue::new(100);
+        q.push([bytes(30)]);
+        queue_frame(&q, 70);
+        assert_eq!(q.queued_bytes(), 100);
+        assert!(!q.has_room());
+        q.sent(100);
+        assert!(q.has_room());
+        queue_frame(&q, 100);
     }
 
     #[test]
     fn newcomers_do_not_jump_the_line() {
         let q = OutQueue::new(100);
-        q.push([bytes(50)]);
+        queue_frame(&q, 50);
         let (_fa, wa) = flag();
         let mut big = pin!(q.admit(80));
-        assert!(poll_admit(big.as_mut(), &wa).is_pending());
+        assert!(poll_fut(big.as_mut(), &wa).is_pending());
         // A small frame would fit, but someone is waiting: it queues behind.
         let mut small = pin!(q.admit(10));
-        assert!(poll_admit(small.as_mut(), &wa).is_pending());
+        assert!(poll_fut(small.as_mut(), &wa).is_pending());
         assert!(!q.has_room());
     }
 
     #[test]
     fn a_dropped_waiter_hands_its_turn_on() {
         let q = OutQueue::new(100);
-        q.push([bytes(100)]);
+        queue_frame(&q, 100);
         let (_fa, wa) = flag();
         let (fb, wb) = flag();
-        let mut a = Box::pin(q.admit(50));
+        let mut a = Box::pin(q.admit(60));
         let mut b = pin!(q.admit(50));
-        assert!(poll_admit(a.as_mut(), &wa).is_pending());
-        assert!(poll_admit(b.as_mut(), &wb).is_pending());
-        q.sent(100);
+        assert!(poll_fut(a.as_mut(), &wa).is_pending());
+        assert!(poll_fut(b.as_mut(), &wb).is_pending());
+        q.sent(50);
+        assert!(!woken(&fb));
         drop(a);
         assert!(woken(&fb));
-        assert_eq!(poll_admit(b.as_mut(), &wb), Poll::Ready(true));
-        assert!(q.waiting.borrow().is_empty());
+        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
+        assert!(!q.admission.has_waiters());
     }
 
     #[test]
     fn room_waiters_wake_when_the_line_is_empty_and_under_the_limit() {
         let q = OutQueue::new(100);
-        q.push([bytes(100)]);
+        queue_frame(&q, 100);
         let (f, w) = flag();
         let mut room = pin!(q.wait_for_room());
-        assert!(room
-            .as_mut()
-            .poll(&mut Context::from_waker(&w))
-            .is_pending());
+        assert!(poll_fut(room.as_mut(), &w).is_pending());
         q.sent(1);
         assert!(woken(&f));
-        assert_eq!(
-            room.as_mut().poll(&mut Context::from_waker(&w)),
-            Poll::Ready(true)
-        );
+        assert_eq!(poll_fut(room.as_mut(), &w), Poll::Ready(true));
+    }
+
+    #[test]
+    fn a_dropped_room_waiter_does_not_keep_the_others_asleep() {
+        let q = OutQueue::new(10);
+        queue_frame(&q, 10);
+        let (fa, wa) = flag();
+        let (fb, wb) = flag();
+        let mut a = Box::pin(q.wait_for_room());
+        let mut b = pin!(q.wait_for_room());
+        assert!(poll_fut(a.as_mut(), &wa).is_pending());
+        assert!(poll_fut(b.as_mut(), &wb).is_pending());
+        drop(a);
+        q.sent(10);
+        assert!(!woken(&fa) && woken(&fb));
+        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
+    }
+
+    #[test]
+    fn the_writer_stays_registered_between_polls() {
+        // The in-memory connection polls `poll_next_batch` without keeping a future.
+        let q = OutQueue::new(100);
+        let (fw, w) = flag();
+        let mut cx = Context::from_waker(&w);
+        assert!(q.poll_next_batch(&mut cx, 8).is_pending());
+        q.push([bytes(5)]);
+        assert!(woken(&fw));
+        match q.poll_next_batch(&mut cx, 8) {
+            Poll::Ready(Some(batch)) => assert_eq!(batch.len(), 1),
+            other => panic!(
+                "expected the pushed buffer, got {:?}",
+                other.map(|b| b.map(|b| b.len()))
+            ),
+        }
     }
 
     #[test]
     fn close_releases_every_waiter() {
         let q = OutQueue::new(10);
-        q.push([bytes(10)]);
+        queue_frame(&q, 10);
         let (f, w) = flag();
+        let (fr, wr) = flag();
+        let (fw, ww) = flag();
         let mut a = pin!(q.admit(5));
-        assert!(poll_admit(a.as_mut(), &w).is_pending());
+        let mut room = pin!(q.wait_for_room());
+        assert!(poll_fut(a.as_mut(), &w).is_pending());
+        assert!(poll_fut(room.as_mut(), &wr).is_pending());
+        let mut writer = pin!(q.next_batch(8));
+        assert!(poll_fut(writer.as_mut(), &ww).is_ready()); // the queued frame
+        assert!(poll_fut(pin!(q.next_batch(8)), &ww).is_pending());
         q.close();
-        assert!(woken(&f));
-        assert_eq!(poll_admit(a.as_mut(), &w), Poll::Ready(false));
+        assert!(woken(&f) && woken(&fr) && woken(&fw));
+        assert_eq!(poll_fut(a.as_mut(), &w), Poll::Ready(false));
+        assert_eq!(poll_fut(room.as_mut(), &wr), Poll::Ready(false));
+        assert_eq!(poll_fut(pin!(q.next_batch(8)), &ww), Poll::Ready(None));
     }
 }

@@ -10,11 +10,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::{SendFuture, TcpStream};
+use corewire::runtime::sync::WakerCell;
 use corewire::runtime::RoundBudget;
 
 use super::shard::{now_ms, Shard};
@@ -52,7 +53,7 @@ pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
             session,
             merges: Merges::default(),
         }),
-        waker: RefCell::new(None),
+        task: WakerCell::new(),
         shared: shard.shared.clone(),
     });
     let key = shard.register(conn.clone());
@@ -132,7 +133,7 @@ struct ConnState {
 struct RespConn {
     state: RefCell<ConnState>,
     /// The connection task, parked until a reply or an I/O completion arrives.
-    waker: RefCell<Option<Waker>>,
+    task: WakerCell,
     shared: Arc<ServerShared>,
 }
 
@@ -320,16 +321,10 @@ impl RespConn {
     }
 
     fn wake(&self) {
-        let waker = self.waker.borrow_mut().take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        self.task.wake();
     }
 
     fn park(&self, cx: &Context<'_>) {
-        let mut waker = self.waker.borrow_mut();
-        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            *waker = Some(cx.waker().clone());
-        }
+        self.task.register(cx.waker());
     }
 }
