@@ -77,9 +77,9 @@ fn a_panicking_handler_fails_its_call_and_the_connection_carries_on() {
     assert_eq!(after.unwrap(), Bytes::from_static(b"ok"));
 }
 
-thread_local! {
-    /// Requests [`Now`] answered in `call_now` and in `call`, on this shard's thread.
-    static ANSWERED: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) };
+corewire_runtime::shard_local! {
+    /// Requests [`Now`] answered in `call_now` and in `call`, on this shard.
+    static ANSWERED: std::cell::Cell<(u32, u32)> = std::cell::Cell::new((0, 0));
 }
 
 /// Answers method 0 in `call_now`, hands method 1 on to `call`, panics in `call_now` for

@@ -57,9 +57,9 @@ impl std::fmt::Display for FallbackError {
 
 impl std::error::Error for FallbackError {}
 
-thread_local! {
+corewire_runtime::shard_local! {
     /// Connections this shard made over TCP because RDMA set-up failed.
-    static TCP_FALLBACKS: Cell<u64> = const { Cell::new(0) };
+    static TCP_FALLBACKS: Cell<u64> = Cell::new(0);
 }
 
 /// Connect to `addr` over RDMA from the current shard; if that fails and `fallback` is given,

@@ -74,15 +74,17 @@ pub(crate) struct RdmaShard {
     refusals: RefCell<LogSampler>,
 }
 
-thread_local! {
-    static SHARD: RefCell<Option<Rc<RdmaShard>>> = const { RefCell::new(None) };
+corewire_runtime::shard_local! {
+    /// This shard's RDMA resources, once installed.
+    static SHARD: RefCell<Option<Rc<RdmaShard>>> = RefCell::new(None);
 }
 
 impl RdmaShard {
     /// This shard's RDMA resources, if the transport is installed on it.
     pub fn current() -> Result<Rc<RdmaShard>, RdmaError> {
         SHARD
-            .with(|s| s.borrow().clone())
+            .try_with(|s| s.borrow().clone())
+            .flatten()
             .ok_or(RdmaError::NotInstalled)
     }
 
@@ -243,7 +245,8 @@ fn choose_device(config: &RdmaConfig) -> Result<Selected, RdmaError> {
 }
 
 /// Drop this shard's RDMA state (the runtime drops tasks and pollers at shutdown; this
-/// releases the thread-local handle so the device objects are freed in order).
+/// releases the shard-local handle so the device objects are freed in order, before the
+/// shard's own teardown).
 pub(crate) fn uninstall() {
     SHARD.with(|s| s.borrow_mut().take());
 }

@@ -44,11 +44,13 @@ pub(crate) struct Shard {
     pub(crate) pubsub: RefCell<PubSubRegistry>,
 }
 
-thread_local! {
-    static SHARD: OnceCell<Rc<Shard>> = const { OnceCell::new() };
+corewire::runtime::shard_local! {
+    /// The store's state of the shard this runs on (a shard-local, not a thread-local: a
+    /// second server in the same process, on the same threads, gets its own).
+    static SHARD: OnceCell<Rc<Shard>> = OnceCell::new();
 }
 
-/// Makes `shard` this thread's shard state; once per shard thread, at start-up.
+/// Makes `shard` this shard's store state; once per shard, at start-up.
 pub(crate) fn install(shard: Rc<Shard>) -> Rc<Shard> {
     SHARD.with(|cell| {
         if cell.set(shard.clone()).is_err() {
@@ -58,12 +60,13 @@ pub(crate) fn install(shard: Rc<Shard>) -> Rc<Shard> {
     shard
 }
 
-/// This thread's shard state. Panics if the server was not started on this thread (a
+/// This shard's store state. Panics if the server was not started on this shard (a
 /// programming error: only server tasks and messages call it).
 pub(crate) fn current() -> Rc<Shard> {
     SHARD
-        .with(|cell| cell.get().cloned())
-        .expect("not a corewire-kv shard thread")
+        .try_with(|cell| cell.get().cloned())
+        .flatten()
+        .expect("not a corewire-kv shard")
 }
 
 pub(crate) fn with<R>(f: impl FnOnce(&Shard) -> R) -> R {
