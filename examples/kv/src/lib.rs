@@ -32,6 +32,7 @@ pub mod aof;
 pub mod binary;
 pub mod blocking;
 pub mod change;
+pub mod clients;
 pub mod cluster;
 pub mod command;
 mod glob;

@@ -199,6 +199,11 @@ impl TypedOp {
     pub fn is_write(self) -> bool {
         self.flags().contains(&"write")
     }
+
+    /// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP: may wait for an item.
+    pub fn is_blocking(self) -> bool {
+        self.flags().contains(&"blocking")
+    }
 }
 
 impl TypedCommand {

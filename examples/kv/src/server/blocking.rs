@@ -101,10 +101,7 @@ impl Default for Blocked {
 /// The blocking pop in `command`, if it is one.
 fn blocking_op(command: &Command) -> Option<TypedOp> {
     match command {
-        Command::Typed(TypedCommand {
-            op: op @ (TypedOp::BLPop | TypedOp::BRPop | TypedOp::BLMove | TypedOp::BRPopLPush),
-            ..
-        }) => Some(*op),
+        Command::Typed(TypedCommand { op, .. }) if op.is_blocking() => Some(*op),
         _ => None,
     }
 }

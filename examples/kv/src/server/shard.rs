@@ -121,6 +121,11 @@ impl Shard {
         self.sinks.borrow().get(key)
     }
 
+    /// Every registered sink of this shard.
+    pub fn sinks(&self) -> Vec<Rc<dyn ReplySink>> {
+        self.sinks.borrow().all()
+    }
+
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
         self.pubsub.borrow_mut().forget(key);

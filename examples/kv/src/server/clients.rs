@@ -1,0 +1,44 @@
+//! CLIENT LIST and CLIENT KILL on a shard: each shard lists or kills its own connections
+//! (the router broadcasts the request and merges the parts; the caller's session answers for
+//! the caller). A killed connection is woken and closes at its next turn, however idle or
+//! blocked it is; closing releases its subscriptions, watches and blocked waits as any close
+//! does (`Shard::unregister`).
+
+use super::shard::{now_ms, Shard};
+use crate::command::{ClientsBroadcast, ClientsOp};
+use crate::reply::Reply;
+use bytes::Bytes;
+
+impl Shard {
+    /// This shard's part: `[id, line, ...]` for LIST, the number killed for KILL.
+    pub(crate) fn clients_part(&self, request: &ClientsBroadcast) -> Reply {
+        let now = now_ms();
+        let clients = self.sinks().into_iter().filter_map(|sink| {
+            let line = sink.client_line(now)?;
+            (line.id != request.caller).then_some((sink, line))
+        });
+        match &request.op {
+            ClientsOp::List { query, .. } => Reply::Array(
+                clients
+                    .filter(|(_, line)| query.matches(line))
+                    .flat_map(|(_, line)| {
+                        [
+                            Reply::Integer(line.id as i64),
+                            Reply::Bulk(Bytes::from(line.format())),
+                        ]
+                    })
+                    .collect(),
+            ),
+            ClientsOp::Kill { filter, .. } => {
+                let mut killed = 0;
+                for (sink, line) in clients {
+                    if filter.matches(&line, false) {
+                        sink.kill();
+                        killed += 1;
+                    }
+                }
+                Reply::Integer(killed)
+            }
+        }
+    }
+}
