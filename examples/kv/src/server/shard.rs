@@ -363,6 +363,7 @@ impl Shard {
             MAX_SWEEP_PASSES
         };
         let mut store = self.store.borrow_mut();
+        store.sample_rates(now);
         for _ in 0..passes {
             let outcome = match &self.aof {
                 None => store.sweep(now, work, &mut NoLog),
