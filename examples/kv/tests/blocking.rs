@@ -163,16 +163,44 @@ fn pops_are_logged_and_answered_through_the_durability_gate() {
     wait_blocked(&mut observer, 1);
     assert_eq!(observer.call(&["RPUSH", "{a}k", "a", "b"]), Reply::Int(2));
     assert_eq!(waiter.read().unwrap(), pair("{a}k", "b"));
+    // LMPOP, and BLMPOP answered at once and after waiting, logged as LPOP/RPOP key n.
+    let popped = |key: &str, items: &[&str]| {
+        Reply::Array(Some(vec![
+            Reply::bulk(key),
+            Reply::Array(Some(items.iter().map(|i| Reply::bulk(i)).collect())),
+        ]))
+    };
+    assert_eq!(
+        observer.call(&["RPUSH", "{a}k", "c", "d", "e"]),
+        Reply::Int(4)
+    );
+    assert_eq!(
+        waiter.call(&["BLMPOP", "0", "1", "{a}k", "RIGHT", "COUNT", "2"]),
+        popped("{a}k", &["e", "d"])
+    );
+    waiter
+        .send(&common::request(&[
+            "BLMPOP", "0", "1", "{a}e", "LEFT", "COUNT", "5",
+        ]))
+        .unwrap();
+    wait_blocked(&mut observer, 1);
+    assert_eq!(observer.call(&["RPUSH", "{a}e", "1", "2"]), Reply::Int(2));
+    assert_eq!(waiter.read().unwrap(), popped("{a}e", &["1", "2"]));
+    assert_eq!(
+        observer.call(&["LMPOP", "1", "{a}k", "LEFT"]),
+        popped("{a}k", &["a"])
+    );
     drop((observer, waiter));
     server.stop();
 
-    // Both pops were logged: only "a" is left after replay.
+    // Every pop was logged: only "c" is left after replay.
     let server = Server::start(&args);
     let mut conn = server.connect();
     assert_eq!(
         conn.call(&["LRANGE", "{a}k", "0", "-1"]),
-        Reply::Array(Some(vec![Reply::bulk("a")]))
+        Reply::Array(Some(vec![Reply::bulk("c")]))
     );
+    assert_eq!(conn.call(&["EXISTS", "{a}e"]), Reply::Int(0));
 }
 
 #[test]
