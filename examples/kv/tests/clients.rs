@@ -194,6 +194,10 @@ fn listing_scenario(port: u16) -> Vec<String> {
     assert_eq!(field(&info, port, "id"), alpha);
     let info = call(&mut resp3, &["CLIENT", "INFO"]);
     out.extend(comparable(&info, port));
+    // RESET clears the name and leaves NO-EVICT on.
+    out.push(call(&mut protected, &["CLIENT", "SETNAME", "beta"]).show());
+    out.push(call(&mut protected, &["RESET"]).show());
+    out.extend(comparable(&call(&mut protected, &["CLIENT", "INFO"]), port));
 
     for step in [
         &["CLIENT", "LIST", "TYPE", "foo"][..],

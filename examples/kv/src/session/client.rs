@@ -54,10 +54,9 @@ impl ClientIdentity {
         self.id
     }
 
-    /// What RESET clears: the name and NO-EVICT (Redis keeps the id and the library info).
+    /// What RESET clears: the name (Redis 7.0 keeps the id, the library info and NO-EVICT).
     pub(super) fn reset(&mut self) {
         self.name = None;
-        self.no_evict = false;
     }
 
     pub(super) fn run(&mut self, request: ClientRequest) -> Reply {
