@@ -144,6 +144,8 @@ fn listing_scenario(port: u16) -> Vec<String> {
     out.push(subscriber.read().show());
     out.push(subscriber.read().show());
     out.push(call(&mut subscriber, &["PSUBSCRIBE", "p*"]).show());
+    // Refused while subscribed, yet its last command.
+    out.push(call(&mut subscriber, &["GET", "k"]).show());
     let mut queued = Conn::connect(port);
     for step in [&["MULTI"][..], &["SET", "k", "v"], &["GET", "k"]] {
         out.push(call(&mut queued, step).show());
@@ -236,7 +238,7 @@ fn listing_and_info_compare_with_redis() {
     // The scenario reached the states it is about.
     for state in [
         "name=alpha",
-        "sub=2 psub=1 ssub=0 multi=-1 flags=P",
+        "sub=2 psub=1 ssub=0 multi=-1 flags=P cmd=get",
         "multi=2 flags=x cmd=get",
         "flags=b cmd=blpop",
         "flags=e",

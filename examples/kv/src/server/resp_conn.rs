@@ -181,6 +181,7 @@ impl ReplySink for RespConn {
         }
         self.wake();
     }
+
     fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
         self.state.try_borrow().ok()?.session.client_line(now_ms)
     }

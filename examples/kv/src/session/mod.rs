@@ -253,7 +253,9 @@ impl Session {
             None => None,
         };
         if self.pubsub.active() {
-            let refusal = match Command::table_name(&args) {
+            let name = Command::table_name(&args);
+            self.identity.last_command = name.as_ref().ok().copied();
+            let refusal = match name {
                 Err(error) => Some(error.into()),
                 Ok(name) => self.refuse_while_subscribed(name),
             };
