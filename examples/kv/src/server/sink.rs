@@ -74,11 +74,18 @@ impl SinkRegistry {
         }
     }
 
-    /// Every registered sink (cloned out, so callers may register or remove others).
-    pub fn all(&self) -> Vec<Rc<dyn ReplySink>> {
+    /// Every registered sink with its key (cloned out, so callers may register or remove
+    /// sinks meanwhile).
+    pub fn all(&self) -> Vec<(SinkKey, Rc<dyn ReplySink>)> {
         self.sinks
             .iter()
-            .map(|(_, (_, sink))| sink.clone())
+            .map(|(index, (generation, sink))| {
+                let key = SinkKey {
+                    index: index as u32,
+                    generation: *generation,
+                };
+                (key, sink.clone())
+            })
             .collect()
     }
 
