@@ -232,6 +232,7 @@ fn stats_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
         "# Stats\r\n\
          total_connections_received:{}\r\n\
          total_commands_processed:{}\r\n\
+         instantaneous_ops_per_sec:{}\r\n\
          keyspace_hits:{}\r\n\
          keyspace_misses:{}\r\n\
          expired_keys:{}\r\n\
@@ -239,6 +240,7 @@ fn stats_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
          rejected_connections:{}\r\n",
         server.total_connections_received,
         total(shards, |s| s.commands_processed),
+        total(shards, |s| s.ops_per_sec),
         total(shards, |s| s.keyspace_hits),
         total(shards, |s| s.keyspace_misses),
         total(shards, |s| s.expired_keys),
@@ -261,12 +263,25 @@ fn keyspace_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats
     let keys = total(shards, |s| s.keys);
     // Redis lists only non-empty databases.
     if keys > 0 {
+        let expires = total(shards, |s| s.expires);
         let _ = write!(
             out,
-            "db0:keys={keys},expires={},avg_ttl=0\r\n",
-            total(shards, |s| s.expires)
+            "db0:keys={keys},expires={expires},avg_ttl={}\r\n",
+            avg_ttl(shards, expires)
         );
     }
+}
+
+/// The shards' `avg_ttl` estimates, each weighed by its keys with a TTL.
+fn avg_ttl(shards: &[ShardStats], expires: u64) -> u64 {
+    if expires == 0 {
+        return 0;
+    }
+    let weighed: u128 = shards
+        .iter()
+        .map(|s| u128::from(s.avg_ttl_ms) * u128::from(s.expires))
+        .sum();
+    (weighed / u128::from(expires)) as u64
 }
 
 fn shards_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
@@ -309,6 +324,27 @@ mod tests {
             commands_processed: 10,
             ..ShardStats::default()
         }
+    }
+
+    #[test]
+    fn rates_add_up_and_avg_ttl_weighs_by_keys_with_a_ttl() {
+        let shard = |expires, avg_ttl_ms, ops_per_sec| ShardStats {
+            keys: 10,
+            expires,
+            avg_ttl_ms,
+            ops_per_sec,
+            ..ShardStats::default()
+        };
+        let text = render(
+            &[],
+            &ServerInfo::default(),
+            &[shard(1, 4_000, 30), shard(3, 8_000, 12), shard(0, 0, 0)],
+        );
+        assert!(text.contains("instantaneous_ops_per_sec:42\r\n"), "{text}");
+        assert!(
+            text.contains("db0:keys=30,expires=4,avg_ttl=7000\r\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! 1. Bytes read from a connection go into [`session::Session::feed`] (or straight into
 //!    [`session::Session::input_buffer`]). [`session::Session::next_request`] yields
 //!    [`session::Request`]s tagged with a sequence number; connection-level commands (PING,
-//!    AUTH, QUIT, SELECT, CONFIG GET, COMMAND, CLIENT, errors) are answered inside the session.
+//!    AUTH, QUIT, SELECT, CONFIG GET, COMMAND, CLIENT but LIST and KILL, errors) are answered
+//!    inside the session.
 //! 2. Each request goes through [`routing::route`]: a [`routing::Route::Single`] names the one
 //!    shard whose [`store::Store`] executes it; a [`routing::Route::FanOut`] lists per-shard
 //!    parts plus a [`routing::Merger`] that folds the part replies into the client's reply.
@@ -32,6 +33,7 @@ pub mod aof;
 pub mod binary;
 pub mod blocking;
 pub mod change;
+pub mod clients;
 pub mod cluster;
 pub mod command;
 mod glob;

@@ -163,16 +163,44 @@ fn pops_are_logged_and_answered_through_the_durability_gate() {
     wait_blocked(&mut observer, 1);
     assert_eq!(observer.call(&["RPUSH", "{a}k", "a", "b"]), Reply::Int(2));
     assert_eq!(waiter.read().unwrap(), pair("{a}k", "b"));
+    // LMPOP, and BLMPOP answered at once and after waiting, logged as LPOP/RPOP key n.
+    let popped = |key: &str, items: &[&str]| {
+        Reply::Array(Some(vec![
+            Reply::bulk(key),
+            Reply::Array(Some(items.iter().map(|i| Reply::bulk(i)).collect())),
+        ]))
+    };
+    assert_eq!(
+        observer.call(&["RPUSH", "{a}k", "c", "d", "e"]),
+        Reply::Int(4)
+    );
+    assert_eq!(
+        waiter.call(&["BLMPOP", "0", "1", "{a}k", "RIGHT", "COUNT", "2"]),
+        popped("{a}k", &["e", "d"])
+    );
+    waiter
+        .send(&common::request(&[
+            "BLMPOP", "0", "1", "{a}e", "LEFT", "COUNT", "5",
+        ]))
+        .unwrap();
+    wait_blocked(&mut observer, 1);
+    assert_eq!(observer.call(&["RPUSH", "{a}e", "1", "2"]), Reply::Int(2));
+    assert_eq!(waiter.read().unwrap(), popped("{a}e", &["1", "2"]));
+    assert_eq!(
+        observer.call(&["LMPOP", "1", "{a}k", "LEFT"]),
+        popped("{a}k", &["a"])
+    );
     drop((observer, waiter));
     server.stop();
 
-    // Both pops were logged: only "a" is left after replay.
+    // Every pop was logged: only "c" is left after replay.
     let server = Server::start(&args);
     let mut conn = server.connect();
     assert_eq!(
         conn.call(&["LRANGE", "{a}k", "0", "-1"]),
-        Reply::Array(Some(vec![Reply::bulk("a")]))
+        Reply::Array(Some(vec![Reply::bulk("c")]))
     );
+    assert_eq!(conn.call(&["EXISTS", "{a}e"]), Reply::Int(0));
 }
 
 #[test]
@@ -185,6 +213,14 @@ fn keys_on_several_shards_are_refused_with_the_hash_tag_hint() {
     args.push("0");
     let Reply::Error(error) = conn.call(&args) else {
         panic!("16 plain keys over 4 shards must be refused");
+    };
+    assert!(error.contains("hash tag"), "{error}");
+    let count = names.len().to_string();
+    let mut args = vec!["BLMPOP", "0", &count];
+    args.extend(names.iter().map(String::as_str));
+    args.push("LEFT");
+    let Reply::Error(error) = conn.call(&args) else {
+        panic!("BLMPOP over 4 shards must be refused");
     };
     assert!(error.contains("hash tag"), "{error}");
 }
@@ -254,4 +290,132 @@ fn a_waiting_move_is_served_and_feeds_the_next_waiter() {
         mover.call(&["BRPOPLPUSH", "{c}none", "{c}out", "0.1"]),
         Reply::Array(None)
     );
+}
+
+#[test]
+fn mpops_that_need_not_wait_answer_as_redis() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "lmpop and blmpop");
+    for step in [
+        &["FLUSHALL"][..],
+        &["RPUSH", "{p}l", "a", "b", "c", "d", "e"],
+        &["LMPOP", "2", "{p}missing", "{p}l", "LEFT"],
+        &["LMPOP", "1", "{p}l", "right", "COUNT", "2"],
+        &[
+            "BLMPOP",
+            "0",
+            "2",
+            "{p}missing",
+            "{p}l",
+            "RIGHT",
+            "count",
+            "10",
+        ],
+        &["EXISTS", "{p}l"],
+        &["LMPOP", "1", "{p}l", "LEFT"],
+        &["RPUSH", "{p}l", "x"],
+        &["SET", "{p}s", "v"],
+        &["LMPOP", "2", "{p}s", "{p}l", "LEFT"],
+        &["BLMPOP", "0", "2", "{p}l", "{p}s", "LEFT"],
+        &["BLMPOP", "0", "1", "{p}s", "LEFT"],
+        // Errors, in Redis's order: numkeys, the end, COUNT, then the timeout.
+        &["LMPOP", "0", "{p}l", "LEFT"],
+        &["LMPOP", "x", "{p}l", "LEFT"],
+        &["LMPOP", "-1", "{p}l", "LEFT"],
+        &["LMPOP", "2", "{p}l", "LEFT"],
+        &["LMPOP", "1", "{p}l", "UP"],
+        &["LMPOP", "1", "{p}l", "LEFT", "COUNT"],
+        &["LMPOP", "1", "{p}l", "LEFT", "COUNT", "0"],
+        &["LMPOP", "1", "{p}l", "LEFT", "COUNT", "-2"],
+        &["LMPOP", "1", "{p}l", "LEFT", "COUNT", "1", "COUNT", "2"],
+        &["LMPOP", "1", "{p}l", "LEFT", "EXTRA"],
+        &["LMPOP", "1", "{p}l"],
+        &["BLMPOP", "x", "1", "{p}l", "LEFT"],
+        &["BLMPOP", "x", "0", "{p}l", "LEFT"],
+        &["BLMPOP", "-1", "1", "{p}l", "LEFT"],
+        &["BLMPOP", "-1", "1", "{p}l", "LEFT", "COUNT", "0"],
+        &["BLMPOP", "0", "1", "{p}l", "SIDEWAYS"],
+        &["BLMPOP", "0", "1", "{p}l"],
+        // Empty: a short timeout answers nil.
+        &["BLMPOP", "0.05", "2", "{p}none", "{p}l", "LEFT"],
+        &["LMPOP", "1", "{p}none", "LEFT"],
+        // Inside MULTI a pop that would wait answers nil at once.
+        &["MULTI"],
+        &["BLMPOP", "0", "1", "{p}none", "LEFT"],
+        &["RPUSH", "{p}l", "1", "2", "3"],
+        &["BLMPOP", "0", "1", "{p}l", "RIGHT", "COUNT", "2"],
+        &["LMPOP", "1", "{p}l", "LEFT", "COUNT", "5"],
+        &["EXEC"],
+        &["EXISTS", "{p}l"],
+    ] {
+        pair.check_str(step);
+    }
+    pair.report();
+}
+
+/// BLMPOP, BLPOP and BRPOP waiting on one key, against redis-server: one push serves them in
+/// the order they blocked, BLMPOP with up to its COUNT from its end; a key of the list that
+/// gets items first serves; a timeout answers nil.
+fn mpop_waiters_scenario(port: u16) -> Vec<String> {
+    use diff::Conn;
+    let blocked = |observer: &mut Conn| -> u64 {
+        let info = observer.call_str(&["INFO", "clients"]);
+        let diff::V::Bulk(text) = info else {
+            panic!("INFO is a bulk string");
+        };
+        String::from_utf8(text)
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("blocked_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("blocked_clients")
+    };
+    let mut out = Vec::new();
+    let mut observer = Conn::connect(port);
+    let requests: [&[&str]; 4] = [
+        &["BLMPOP", "0", "2", "{w}other", "{w}k", "LEFT", "COUNT", "2"],
+        &["BLPOP", "{w}k", "0"],
+        &["BLMPOP", "0", "1", "{w}k", "RIGHT", "COUNT", "5"],
+        &["BLMPOP", "0", "2", "{w}k", "{w}other", "RIGHT"],
+    ];
+    let mut waiters: Vec<Conn> = Vec::new();
+    for (i, request) in requests.iter().enumerate() {
+        let mut waiter = Conn::connect(port);
+        waiter.send(&diff::args(request));
+        assert!(
+            eventually(WAIT, || blocked(&mut observer) == i as u64 + 1),
+            "waiter {i} never blocked"
+        );
+        waiters.push(waiter);
+    }
+    out.push(
+        observer
+            .call_str(&["RPUSH", "{w}k", "a", "b", "c", "d", "e", "f"])
+            .show(),
+    );
+    for waiter in &mut waiters[..3] {
+        out.push(waiter.read().show());
+    }
+    assert!(eventually(WAIT, || blocked(&mut observer) == 1));
+    // The last one waits on both keys: the other one serves it.
+    out.push(observer.call_str(&["LPUSH", "{w}other", "z"]).show());
+    out.push(waiters[3].read().show());
+    out.push(observer.call_str(&["LRANGE", "{w}k", "0", "-1"]).show());
+    out.push(
+        waiters[0]
+            .call_str(&["BLMPOP", "0.05", "1", "{w}none", "LEFT"])
+            .show(),
+    );
+    assert!(eventually(WAIT, || blocked(&mut observer) == 0));
+    out
+}
+
+#[test]
+fn mpop_waiters_are_served_in_order_as_redis() {
+    let oracle = diff::Oracle::start();
+    let server = Server::start(&["--shards", "3"]);
+    let expected = mpop_waiters_scenario(oracle.port);
+    let actual = mpop_waiters_scenario(server.port);
+    assert_eq!(expected, actual, "redis-server first");
+    assert!(expected.iter().any(|line| line.contains("\"{w}other\"")));
 }

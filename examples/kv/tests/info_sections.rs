@@ -4,7 +4,9 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{Reply, Resp, Server};
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server};
 
 fn info(conn: &mut Resp, sections: &[&str]) -> HashMap<String, String> {
     let mut args = vec!["INFO"];
@@ -90,4 +92,44 @@ fn tool_fields_are_present_and_live() {
     assert_eq!(stats["rejected_connections"], "1");
     assert!(stats.contains_key("used_cpu_user"));
     assert!(!stats.contains_key("connected_clients"));
+}
+
+/// `instantaneous_ops_per_sec` (each shard's sampled rate, summed) rises under load, and the
+/// keyspace's `avg_ttl` (each shard's running estimate, weighed by its keys with a TTL) is the
+/// TTL left, in ms, as Redis reports them. Polled until the shards' ticks have sampled them.
+#[test]
+fn the_command_rate_and_avg_ttl_are_sampled() {
+    let wait = Duration::from_secs(30);
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    for i in 0..20 {
+        let key = format!("ttl{i}");
+        assert_eq!(conn.call(&["SET", &key, "v", "EX", "1000"]), Reply::ok());
+    }
+    assert_eq!(conn.call(&["SET", "plain", "v"]), Reply::ok());
+    let avg_ttl = |conn: &mut Resp| -> u64 {
+        let keyspace = info(conn, &["keyspace"]);
+        let db0 = &keyspace["db0"];
+        assert!(db0.starts_with("keys=21,expires=20,avg_ttl="), "{db0}");
+        db0.rsplit_once('=').unwrap().1.parse().unwrap()
+    };
+    assert!(
+        eventually(wait, || (1..=1_000_000).contains(&avg_ttl(&mut conn))),
+        "avg_ttl never estimated: {}",
+        avg_ttl(&mut conn)
+    );
+    let ops = |conn: &mut Resp| -> u64 {
+        info(conn, &["stats"])["instantaneous_ops_per_sec"]
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        eventually(wait, || {
+            for _ in 0..50 {
+                conn.call(&["SET", "busy", "v"]);
+            }
+            ops(&mut conn) > 0
+        }),
+        "the command rate never rose"
+    );
 }

@@ -59,6 +59,13 @@ impl TcpStream {
             .ok_or_else(|| io::Error::other("peer has no IP address"))
     }
 
+    /// The socket's descriptor number, for reports (Redis's CLIENT LIST `fd=`). Valid while the
+    /// stream lives; do not close it or use it for I/O behind the ring's back.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.fd.as_fd().as_raw_fd()
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         SockRef::from(&self.fd)
             .local_addr()?

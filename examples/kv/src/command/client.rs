@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::CommandError;
+use crate::clients::{KillFilter, ListQuery};
 
 /// A CLIENT subcommand the connection answers itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,41 @@ pub enum ClientRequest {
     SetInfo {
         attribute: LibAttribute,
         value: Bytes,
+    },
+    /// CLIENT INFO: the connection's own line.
+    Info,
+    /// CLIENT LIST [TYPE type | ID id ...].
+    List(ListQuery),
+    /// CLIENT KILL addr:port | CLIENT KILL filter value ...
+    Kill(KillFilter),
+    /// CLIENT NO-EVICT on|off (a flag only: this server never evicts clients).
+    NoEvict(bool),
+    /// What CLIENT LIST and KILL ask of every shard: built by the session, never parsed.
+    Broadcast(Box<ClientsBroadcast>),
+}
+
+/// CLIENT LIST or KILL as every shard runs it over its own connections. The calling
+/// connection answers for itself (the session knows its state): the shards skip it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientsBroadcast {
+    /// The caller's client id.
+    pub caller: u64,
+    pub op: ClientsOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientsOp {
+    /// Each shard answers `[id, line, ...]` for its connections the query picks; the
+    /// caller's own line is here if the query picks it.
+    List {
+        query: ListQuery,
+        caller_line: Option<(u64, Bytes)>,
+    },
+    /// Each shard kills its connections the filter picks and answers how many; whether the
+    /// caller itself is one (it closes after the reply).
+    Kill {
+        filter: KillFilter,
+        caller_killed: bool,
     },
 }
 
@@ -31,6 +67,14 @@ impl ClientRequest {
             ClientRequest::GetName => "client|getname",
             ClientRequest::Id => "client|id",
             ClientRequest::SetInfo { .. } => "client|setinfo",
+            ClientRequest::Info => "client|info",
+            ClientRequest::List(_) => "client|list",
+            ClientRequest::Kill(_) => "client|kill",
+            ClientRequest::NoEvict(_) => "client|no-evict",
+            ClientRequest::Broadcast(broadcast) => match broadcast.op {
+                ClientsOp::List { .. } => "client|list",
+                ClientsOp::Kill { .. } => "client|kill",
+            },
         }
     }
 
@@ -43,6 +87,17 @@ impl ClientRequest {
             ));
         }
         Ok(ClientRequest::SetName(name))
+    }
+
+    /// CLIENT NO-EVICT on|off.
+    pub(crate) fn no_evict(mode: &[u8]) -> Result<ClientRequest, CommandError> {
+        if mode.eq_ignore_ascii_case(b"on") {
+            Ok(ClientRequest::NoEvict(true))
+        } else if mode.eq_ignore_ascii_case(b"off") {
+            Ok(ClientRequest::NoEvict(false))
+        } else {
+            Err(CommandError::Syntax)
+        }
     }
 
     pub(crate) fn set_info(attribute: &[u8], value: Bytes) -> Result<ClientRequest, CommandError> {

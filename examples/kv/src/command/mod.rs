@@ -14,7 +14,7 @@ mod typed;
 
 use bytes::Bytes;
 
-pub use client::{ClientRequest, LibAttribute};
+pub use client::{ClientRequest, ClientsBroadcast, ClientsOp, LibAttribute};
 pub use config::Setting;
 pub use error::CommandError;
 pub use hello::Hello;
@@ -22,7 +22,7 @@ pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
 pub use pubsub::{PubSubQuery, Subscription};
 pub use table::key_positions;
-pub use typed::{sintercard_args, TypedCommand, TypedOp};
+pub use typed::{mpop_args, sintercard_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
 use crate::reply::Reply;
@@ -76,7 +76,7 @@ pub enum Command {
     ConfigResetStat,
     /// COMMAND and its subcommands.
     Introspect(CommandQuery),
-    /// CLIENT SETNAME/GETNAME/ID/SETINFO.
+    /// CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST/KILL/NO-EVICT.
     Client(ClientRequest),
     Auth {
         username: Option<Bytes>,
@@ -243,6 +243,17 @@ impl Command {
         parse::parse(args)
     }
 
+    /// [`Command::parse`], also giving the table's name for the request when the command is
+    /// known and its arity right (CLIENT LIST's `cmd`).
+    pub fn parse_named(args: Vec<Bytes>) -> (Option<&'static str>, Result<Command, CommandError>) {
+        parse::parse_named(args)
+    }
+
+    /// Whether it is a blocking pop (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP).
+    pub fn is_blocking(&self) -> bool {
+        matches!(self, Command::Typed(typed) if typed.op.is_blocking())
+    }
+
     /// The checks Redis makes before it queues a command inside MULTI (the command table's:
     /// unknown command or subcommand, arity); the command's own checks come when it runs.
     pub fn check_table(args: &[Bytes]) -> Result<(), CommandError> {
@@ -329,7 +340,6 @@ impl Command {
             | Command::ConfigGet(_)
             | Command::ConfigSet(_)
             | Command::Introspect(_)
-            | Command::Client(_)
             | Command::Auth { .. }
             | Command::Quit
             | Command::Reset
@@ -347,6 +357,8 @@ impl Command {
                 Scope::AllShards
             }
             Command::Cluster(request) if request.is_connection_level() => Scope::Connection,
+            Command::Client(ClientRequest::Broadcast(_)) => Scope::AllShards,
+            Command::Client(_) => Scope::Connection,
             _ => Scope::Keyed,
         }
     }

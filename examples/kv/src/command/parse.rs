@@ -12,7 +12,19 @@ use super::{
 use crate::number::parse_i64;
 
 pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
-    let spec = resolve(&args)?;
+    parse_named(args).1
+}
+
+pub(super) fn parse_named(
+    args: Vec<Bytes>,
+) -> (Option<&'static str>, Result<Command, CommandError>) {
+    match resolve(&args) {
+        Ok(spec) => (Some(spec.name), parse_spec(spec, args)),
+        Err(error) => (None, Err(error)),
+    }
+}
+
+fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, CommandError> {
     let skip = if spec.name.contains('|') { 2 } else { 1 };
     let argc = args.len();
     let mut rest = Args {
@@ -128,6 +140,14 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
             let attribute = rest.next()?;
             Command::Client(ClientRequest::set_info(&attribute, rest.next()?)?)
         }
+        K::ClientInfo => Command::Client(ClientRequest::Info),
+        K::ClientList => Command::Client(ClientRequest::List(crate::clients::ListQuery::parse(
+            &rest.collect(),
+        )?)),
+        K::ClientKill => Command::Client(ClientRequest::Kill(crate::clients::KillFilter::parse(
+            &rest.collect(),
+        )?)),
+        K::ClientNoEvict => Command::Client(ClientRequest::no_evict(&rest.next()?)?),
         K::CommandCount => Command::Introspect(CommandQuery::Count),
         K::CommandDocs => Command::Introspect(CommandQuery::Docs(rest.collect())),
         K::CommandInfo => Command::Introspect(CommandQuery::Info(rest.collect())),

@@ -45,6 +45,10 @@ pub(crate) enum CommandKind {
     ClientGetName,
     ClientId,
     ClientSetInfo,
+    ClientInfo,
+    ClientList,
+    ClientKill,
+    ClientNoEvict,
     Auth,
     Quit,
     Reset,
@@ -184,11 +188,35 @@ static PUBSUB_SUBCOMMANDS: [CommandSpec; 3] = [
 
 const CLIENT_FLAGS: &[&str] = &["noscript", "loading", "stale"];
 
-static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
+const CLIENT_ADMIN_FLAGS: &[&str] = &["admin", "noscript", "loading", "stale"];
+
+static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     spec(K::ClientSetName, "client|setname", 3, CLIENT_FLAGS, NO_KEYS),
     spec(K::ClientGetName, "client|getname", 2, CLIENT_FLAGS, NO_KEYS),
     spec(K::ClientId, "client|id", 2, CLIENT_FLAGS, NO_KEYS),
     spec(K::ClientSetInfo, "client|setinfo", 4, CLIENT_FLAGS, NO_KEYS),
+    spec(K::ClientInfo, "client|info", 2, CLIENT_FLAGS, NO_KEYS),
+    spec(
+        K::ClientList,
+        "client|list",
+        -2,
+        CLIENT_ADMIN_FLAGS,
+        NO_KEYS,
+    ),
+    spec(
+        K::ClientKill,
+        "client|kill",
+        -3,
+        CLIENT_ADMIN_FLAGS,
+        NO_KEYS,
+    ),
+    spec(
+        K::ClientNoEvict,
+        "client|no-evict",
+        3,
+        CLIENT_ADMIN_FLAGS,
+        NO_KEYS,
+    ),
 ];
 
 static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [

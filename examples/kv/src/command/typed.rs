@@ -25,8 +25,10 @@ enum KeyShape {
     Two,
     /// every argument (SINTER, SINTERSTORE, ...)
     All,
-    /// `numkeys key...` (SINTERCARD)
+    /// `numkeys key...` (SINTERCARD, LMPOP)
     Counted,
+    /// `timeout numkeys key...` (BLMPOP)
+    TimeoutCounted,
     /// every argument but the last (BLPOP, BRPOP: `key... timeout`)
     AllButLast,
     /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
@@ -42,6 +44,8 @@ const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
 const W_BLOCKING: &[&str] = &["write", "blocking"];
 const WD_BLOCKING: &[&str] = &["write", "denyoom", "blocking"];
 const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
+const W_MOVABLE: &[&str] = &["write", "movablekeys"];
+const W_BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 
 macro_rules! typed_ops {
@@ -79,7 +83,7 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::AllButLast => (1, -2, 1),
-        KeyShape::Counted => (0, 0, 0),
+        KeyShape::Counted | KeyShape::TimeoutCounted => (0, 0, 0),
     }
 }
 
@@ -106,6 +110,8 @@ typed_ops! {
     BRPop "brpop" -3 W_BLOCKING AllButLast;
     BLMove "blmove" 6 WD_BLOCKING Two;
     BRPopLPush "brpoplpush" 4 WD_BLOCKING Two;
+    LMPop "lmpop" -4 W_MOVABLE Counted;
+    BLMPop "blmpop" -5 W_BLOCKING_MOVABLE TimeoutCounted;
     // Hashes
     HSet "hset" -4 WD_FAST One;
     HMSet "hmset" -4 WD_FAST One;
@@ -166,6 +172,70 @@ typed_ops! {
     ZScan "zscan" -3 RO One;
 }
 
+/// Which end LMPOP / BLMPOP pop from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListEnd {
+    Left,
+    Right,
+}
+
+/// LMPOP's `numkeys key... LEFT|RIGHT [COUNT count]` (BLMPOP's after its timeout), checked
+/// in Redis 7.0's order (`lmpopGenericCommand`): numkeys, the end, COUNT. BLMPOP's timeout is
+/// checked after these, by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MPopArgs<'a> {
+    pub keys: &'a [Bytes],
+    pub end: ListEnd,
+    pub count: usize,
+}
+
+pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
+    use super::CommandError;
+    let numkeys = a
+        .first()
+        .and_then(|n| parse_i64(n))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| CommandError::Text("ERR numkeys should be greater than 0".into()))?
+        as usize;
+    let end_at = numkeys.checked_add(1).filter(|&at| at < a.len());
+    let Some(end_at) = end_at else {
+        return Err(CommandError::Syntax);
+    };
+    let end = if a[end_at].eq_ignore_ascii_case(b"left") {
+        ListEnd::Left
+    } else if a[end_at].eq_ignore_ascii_case(b"right") {
+        ListEnd::Right
+    } else {
+        return Err(CommandError::Syntax);
+    };
+    let mut count = None;
+    let mut rest = &a[end_at + 1..];
+    while let [option, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if count.is_none() && option.eq_ignore_ascii_case(b"count") => {
+                let n = parse_i64(n).filter(|&n| n > 0).ok_or_else(|| {
+                    CommandError::Text("ERR count should be greater than 0".into())
+                })?;
+                count = Some(n as usize);
+                rest = tail;
+            }
+            _ => return Err(CommandError::Syntax),
+        }
+    }
+    Ok(MPopArgs {
+        keys: &a[1..end_at],
+        end,
+        count: count.unwrap_or(1),
+    })
+}
+
+fn mpop_keys(args: &[Bytes]) -> Vec<&[u8]> {
+    mpop_args(args).map_or_else(
+        |_| Vec::new(),
+        |mpop| mpop.keys.iter().map(|k| &k[..]).collect(),
+    )
+}
+
 /// SINTERCARD's `numkeys key... [LIMIT n]`: the number of keys and the limit (0 = none), with
 /// Redis's errors. Shared by the store and the router (which gathers over shards).
 pub fn sintercard_args(a: &[Bytes]) -> Result<(usize, usize), super::CommandError> {
@@ -199,6 +269,11 @@ impl TypedOp {
     pub fn is_write(self) -> bool {
         self.flags().contains(&"write")
     }
+
+    /// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP: may wait for an item.
+    pub fn is_blocking(self) -> bool {
+        self.flags().contains(&"blocking")
+    }
 }
 
 impl TypedCommand {
@@ -226,6 +301,9 @@ impl TypedCommand {
                 .iter()
                 .map(|k| &k[..])
                 .collect(),
+            // LMPOP / BLMPOP: none when the arguments are wrong (the store reports them).
+            KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args),
+            KeyShape::TimeoutCounted => mpop_keys(args.get(1..).unwrap_or_default()),
             KeyShape::Counted => counted(0),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
@@ -233,5 +311,71 @@ impl TypedCommand {
                 keys
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::CommandError;
+
+    fn args(parts: &[&str]) -> Vec<Bytes> {
+        parts
+            .iter()
+            .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn mpop_arguments_in_redis_order() {
+        let a = args(&["2", "k1", "k2", "right", "COUNT", "3"]);
+        let parsed = mpop_args(&a).unwrap();
+        assert_eq!(parsed.keys, &a[1..3]);
+        assert_eq!((parsed.end, parsed.count), (ListEnd::Right, 3));
+        assert_eq!(mpop_args(&args(&["1", "k", "LEFT"])).unwrap().count, 1);
+        let text = |parts: &[&str]| match mpop_args(&args(parts)) {
+            Err(CommandError::Text(text)) => text,
+            Err(CommandError::Syntax) => "syntax".into(),
+            other => panic!("{parts:?}: {other:?}"),
+        };
+        assert_eq!(
+            text(&["0", "k", "left"]),
+            "ERR numkeys should be greater than 0"
+        );
+        assert_eq!(
+            text(&["x", "k", "left"]),
+            "ERR numkeys should be greater than 0"
+        );
+        assert_eq!(text(&["2", "k", "left"]), "syntax");
+        assert_eq!(text(&["1", "k", "up", "count", "0"]), "syntax");
+        assert_eq!(
+            text(&["1", "k", "left", "count", "0"]),
+            "ERR count should be greater than 0"
+        );
+        assert_eq!(text(&["1", "k", "left", "count"]), "syntax");
+        assert_eq!(
+            text(&["1", "k", "left", "count", "1", "count", "1"]),
+            "syntax"
+        );
+    }
+
+    #[test]
+    fn mpop_keys_follow_numkeys_and_none_when_malformed() {
+        let lmpop = TypedCommand {
+            op: TypedOp::LMPop,
+            args: args(&["2", "a", "b", "LEFT"]),
+        };
+        assert_eq!(lmpop.keys(), vec![&b"a"[..], b"b"]);
+        let blmpop = TypedCommand {
+            op: TypedOp::BLMPop,
+            args: args(&["0", "1", "a", "RIGHT", "COUNT", "2"]),
+        };
+        assert_eq!(blmpop.keys(), vec![&b"a"[..]]);
+        let wrong = TypedCommand {
+            op: TypedOp::LMPop,
+            args: args(&["2", "a", "LEFT"]),
+        };
+        assert!(wrong.keys().is_empty());
+        assert!(TypedOp::BLMPop.is_blocking() && !TypedOp::LMPop.is_blocking());
     }
 }

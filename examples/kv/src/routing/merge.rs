@@ -2,6 +2,8 @@ use std::fmt;
 
 use bytes::Bytes;
 
+use crate::clients::{KillFilter, ListQuery};
+use crate::command::ClientsOp;
 use crate::info::{self, ServerInfo};
 use crate::reply::Reply;
 use crate::store::ShardStats;
@@ -42,6 +44,16 @@ enum MergeKind {
     CountDistinct,
     /// PUBSUB NUMSUB: flat `[name, count, ...]` arrays in the same order; counts added.
     SumPairs,
+    /// CLIENT LIST: flat `[id, line, ...]` arrays, plus the caller's own line.
+    ClientList {
+        query: ListQuery,
+        caller_line: Option<(u64, Bytes)>,
+    },
+    /// CLIENT KILL: the parts' counts, plus the caller if it killed itself.
+    ClientKill {
+        filter: KillFilter,
+        caller_killed: bool,
+    },
 }
 
 /// What the set algebra merger computes.
@@ -132,6 +144,20 @@ impl Merger {
 
     pub(super) fn sum_pairs(parts: usize) -> Merger {
         Merger::new(MergeKind::SumPairs, parts)
+    }
+
+    pub(super) fn clients(op: ClientsOp, parts: usize) -> Merger {
+        let kind = match op {
+            ClientsOp::List { query, caller_line } => MergeKind::ClientList { query, caller_line },
+            ClientsOp::Kill {
+                filter,
+                caller_killed,
+            } => MergeKind::ClientKill {
+                filter,
+                caller_killed,
+            },
+        };
+        Merger::new(kind, parts)
     }
 
     pub(super) fn info(sections: Vec<Bytes>, parts: usize) -> Merger {
@@ -227,6 +253,37 @@ impl Merger {
                 })
             }
             MergeKind::SumPairs => sum_pairs(replies),
+            MergeKind::ClientList { query, caller_line } => {
+                let mut lines: Vec<(u64, Bytes)> = caller_line.into_iter().collect();
+                for (part, reply) in replies.into_iter().enumerate() {
+                    let Reply::Array(items) = reply else {
+                        return Err(MergeError::UnexpectedReply { part });
+                    };
+                    let mut items = items.into_iter();
+                    while let Some(id) = items.next() {
+                        match (id, items.next()) {
+                            (Reply::Integer(id), Some(Reply::Bulk(line))) => {
+                                lines.push((id as u64, line))
+                            }
+                            _ => return Err(MergeError::UnexpectedReply { part }),
+                        }
+                    }
+                }
+                Ok(Reply::Bulk(query.render(lines)))
+            }
+            MergeKind::ClientKill {
+                filter,
+                caller_killed,
+            } => {
+                let mut killed = i64::from(caller_killed);
+                for (part, reply) in replies.iter().enumerate() {
+                    let Reply::Integer(n) = reply else {
+                        return Err(MergeError::UnexpectedReply { part });
+                    };
+                    killed += n;
+                }
+                Ok(filter.reply(killed))
+            }
             MergeKind::AnyOf => {
                 let mut found: Vec<Reply> = replies
                     .into_iter()

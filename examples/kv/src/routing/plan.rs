@@ -3,7 +3,9 @@ use bytes::Bytes;
 use super::merge::Merger;
 use super::merge::SetAlgebra;
 use super::slot::shard_of;
-use crate::command::{sintercard_args, Command, CommandError, PubSubQuery, TypedCommand, TypedOp};
+use crate::command::{
+    sintercard_args, ClientRequest, Command, CommandError, PubSubQuery, TypedCommand, TypedOp,
+};
 use crate::reply::Reply;
 
 /// Where a command executes.
@@ -71,6 +73,15 @@ pub fn route(command: Command, shards: usize) -> Route {
             broadcast(Command::PubSub(query), shards, merger)
         }
         Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
+        // Every shard lists or kills its own connections.
+        Command::Client(ClientRequest::Broadcast(request)) => {
+            let op = request.op.clone();
+            broadcast(
+                Command::Client(ClientRequest::Broadcast(request)),
+                shards,
+                |n| Merger::clients(op, n),
+            )
+        }
         // Each shard rewrites its own log; an error (one already rewriting) wins.
         Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),
         Command::Cluster(request) => Route::Single {

@@ -229,3 +229,81 @@ fn set_algebra_gathers_like_a_single_store() {
     };
     assert!(String::from_utf8_lossy(&error).contains("hash tag"));
 }
+
+/// CLIENT LIST and KILL go to every shard; the merge sorts the shards' lines and the caller's
+/// own by id (or keeps the order of the ids asked), and adds up the kills.
+#[test]
+fn client_list_and_kill_gather_every_shard() {
+    use crate::clients::{KillFilter, ListQuery};
+    use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp};
+    let list = |query: ListQuery| {
+        Command::Client(ClientRequest::Broadcast(Box::new(ClientsBroadcast {
+            caller: 4,
+            op: ClientsOp::List {
+                query,
+                caller_line: Some((4, Bytes::from_static(b"id=4"))),
+            },
+        })))
+    };
+    let line = |id: i64| {
+        [
+            Reply::Integer(id),
+            Reply::Bulk(Bytes::from(format!("id={id}"))),
+        ]
+    };
+    // Shard i's connections, as each shard answers its part.
+    let parts = [
+        Reply::Array(line(9).into_iter().chain(line(2)).collect()),
+        Reply::Array(Vec::new()),
+        Reply::Array(line(7).to_vec()),
+    ];
+    let merged = |command: Command, parts: &[Reply]| {
+        let Route::FanOut(FanOut {
+            parts: routed,
+            mut merger,
+        }) = route(command, 3)
+        else {
+            panic!("CLIENT LIST/KILL fan out");
+        };
+        assert_eq!(
+            routed.iter().map(|part| part.shard).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        for (i, reply) in parts.iter().enumerate() {
+            merger.accept(i, reply.clone()).unwrap();
+        }
+        merger.finish(&ServerInfo::default()).unwrap()
+    };
+    assert_eq!(
+        merged(list(ListQuery::All), &parts),
+        Reply::Bulk(Bytes::from_static(b"id=2\nid=4\nid=7\nid=9\n"))
+    );
+    assert_eq!(
+        merged(list(ListQuery::Ids(vec![7, 4, 5, 7])), &parts),
+        Reply::Bulk(Bytes::from_static(b"id=7\nid=4\nid=7\n"))
+    );
+    let kill = |args: &[&str], caller_killed: bool| {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        Command::Client(ClientRequest::Broadcast(Box::new(ClientsBroadcast {
+            caller: 4,
+            op: ClientsOp::Kill {
+                filter: KillFilter::parse(&args).unwrap(),
+                caller_killed,
+            },
+        })))
+    };
+    let counts = [Reply::Integer(0), Reply::Integer(2), Reply::Integer(0)];
+    let none = [Reply::Integer(0), Reply::Integer(0), Reply::Integer(0)];
+    assert_eq!(
+        merged(kill(&["type", "normal"], false), &counts),
+        Reply::Integer(2)
+    );
+    assert_eq!(
+        merged(kill(&["type", "normal", "skipme", "no"], true), &counts),
+        Reply::Integer(3)
+    );
+    assert_eq!(merged(kill(&["1.2.3.4:5"], false), &none), {
+        Reply::error("ERR No such client")
+    });
+    assert_eq!(merged(kill(&["1.2.3.4:5"], true), &none), Reply::ok());
+}

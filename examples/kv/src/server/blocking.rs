@@ -1,4 +1,4 @@
-//! BLPOP, BRPOP, BLMOVE and BRPOPLPUSH on a shard: the glue around the sans-I/O wait queues
+//! BLPOP, BRPOP, BLMPOP, BLMOVE and BRPOPLPUSH on a shard: the glue around the sans-I/O wait queues
 //! of [`crate::blocking`]. A move waits on its source; serving it runs the move, whose
 //! destination may then serve a waiter of its own.
 //!
@@ -28,7 +28,7 @@ use super::forward::Cancel;
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
 use crate::blocking::{parse_timeout, WaitQueues};
-use crate::command::{Command, TypedCommand, TypedOp};
+use crate::command::{mpop_args, Command, ListEnd, TypedCommand, TypedOp};
 use crate::reply::Reply;
 use bytes::Bytes;
 
@@ -37,7 +37,8 @@ use bytes::Bytes;
 const MAX_WAITERS: usize = 64 * 1024;
 
 /// Who a waiter answers and what it runs when served: BLPOP/BRPOP pop the key that got an
-/// item; BLMOVE/BRPOPLPUSH run as written (their one source key is the one served).
+/// item, BLMPOP pops up to its COUNT from it (as LMPOP); BLMOVE/BRPOPLPUSH run as written
+/// (their one source key is the one served).
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     origin: Origin,
@@ -52,6 +53,26 @@ impl Client {
 
     /// The command that serves this waiter from `key`, with no timeout left.
     fn serving(&self, key: &[u8]) -> Command {
+        if self.op == TypedOp::BLMPop {
+            // LMPOP 1 key end COUNT n: the same reply, from the served key only.
+            if let Ok(args) = mpop_args(&self.args[1..]) {
+                let end = match args.end {
+                    ListEnd::Left => "left",
+                    ListEnd::Right => "right",
+                };
+                let args = vec![
+                    Bytes::from_static(b"1"),
+                    Bytes::copy_from_slice(key),
+                    Bytes::from_static(end.as_bytes()),
+                    Bytes::from_static(b"COUNT"),
+                    Bytes::from(args.count.to_string()),
+                ];
+                return Command::Typed(TypedCommand {
+                    op: TypedOp::LMPop,
+                    args,
+                });
+            }
+        }
         let args = if self.moves() {
             let mut args = self.args.clone();
             if let Some(timeout) = args.last_mut() {
@@ -101,10 +122,7 @@ impl Default for Blocked {
 /// The blocking pop in `command`, if it is one.
 fn blocking_op(command: &Command) -> Option<TypedOp> {
     match command {
-        Command::Typed(TypedCommand {
-            op: op @ (TypedOp::BLPop | TypedOp::BRPop | TypedOp::BLMove | TypedOp::BRPopLPush),
-            ..
-        }) => Some(*op),
+        Command::Typed(TypedCommand { op, .. }) if op.is_blocking() => Some(*op),
         _ => None,
     }
 }
@@ -161,13 +179,22 @@ impl Shard {
             // A move waits on its source only.
             keys.truncate(1);
         }
-        // BLMOVE's syntax errors come before any waiting (the store reports them).
-        let ends_ok = op != TypedOp::BLMove
-            || typed.args[2..4]
+        // BLMOVE's and BLMPOP's syntax errors come before any waiting (the store reports
+        // them).
+        let syntax_ok = match op {
+            TypedOp::BLMove => typed.args[2..4]
                 .iter()
-                .all(|end| end.eq_ignore_ascii_case(b"left") || end.eq_ignore_ascii_case(b"right"));
-        let answers_now = !ends_ok || self.with_store(|store| store.pop_would_answer(&keys, now));
-        let deadline = typed.args.last().map(|timeout| parse_timeout(timeout, now));
+                .all(|end| end.eq_ignore_ascii_case(b"left") || end.eq_ignore_ascii_case(b"right")),
+            TypedOp::BLMPop => mpop_args(&typed.args[1..]).is_ok(),
+            _ => true,
+        };
+        let answers_now = !syntax_ok || self.with_store(|store| store.pop_would_answer(&keys, now));
+        // BLMPOP's timeout comes first, the others' last.
+        let timeout = match op {
+            TypedOp::BLMPop => typed.args.first(),
+            _ => typed.args.last(),
+        };
+        let deadline = timeout.map(|timeout| parse_timeout(timeout, now));
         let deadline = match deadline {
             // Inside MULTI a pop that would block answers nil at once, as in Redis.
             Some(Ok(_)) if !answers_now && self.txn.running() => {

@@ -16,6 +16,7 @@ mod aof_load;
 mod aof_rewrite;
 mod binary_conn;
 mod blocking;
+mod clients;
 mod cluster;
 pub mod config;
 mod forward;

@@ -21,6 +21,7 @@ use corewire::runtime::RoundBudget;
 use super::shard::{now_ms, Shard};
 use super::shared::{ClientSlot, ServerShared};
 use super::sink::{Merges, Part, ReplySink, SinkKey};
+use crate::clients::ClientLine;
 use crate::reply::Reply;
 use crate::session::Session;
 
@@ -45,6 +46,12 @@ pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
         }));
     };
     let mut session = Session::new(shard.shared.session.clone());
+    session.set_peer(
+        accepted.peer,
+        accepted.stream.local_addr().ok(),
+        i64::from(accepted.stream.raw_fd()),
+        now_ms(),
+    );
     if let Some(gate) = shard.cluster.gate() {
         session.set_cluster(gate);
     }
@@ -175,6 +182,17 @@ impl ReplySink for RespConn {
         }
         self.wake();
     }
+
+    fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
+        self.state.try_borrow().ok()?.session.client_line(now_ms)
+    }
+
+    fn kill(&self) {
+        if let Ok(mut state) = self.state.try_borrow_mut() {
+            state.session.kill();
+        }
+        self.wake();
+    }
 }
 
 impl RespConn {
@@ -280,7 +298,9 @@ impl RespConn {
                             session.feed(&chunk);
                             // New input, maybe long after the last clock read (chunks
                             // already queued are taken in the same poll): read it again.
-                            now = None;
+                            let at = now_ms();
+                            session.touch(at);
+                            now = Some(at);
                         }
                         Ok(None) => io.read_closed = true,
                         Err(error) => {

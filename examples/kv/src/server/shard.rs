@@ -124,6 +124,14 @@ impl Shard {
         self.sinks.borrow().get(key)
     }
 
+    /// Every registered sink of this shard, with its key.
+    pub fn sinks(&self) -> Vec<(SinkKey, Rc<dyn ReplySink>)> {
+        self.sinks.borrow().all()
+    }
+
+    /// A sink is gone: its subscriptions, blocked waits (here and on every shard) and watches
+    /// go with it. Idempotent (a connection CLIENT KILL released closes later, and calls it
+    /// again).
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
         self.pubsub.borrow_mut().forget(key);
@@ -361,6 +369,7 @@ impl Shard {
             MAX_SWEEP_PASSES
         };
         let mut store = self.store.borrow_mut();
+        store.sample_rates(now);
         for _ in 0..passes {
             let outcome = match &self.aof {
                 None => store.sweep(now, work, &mut NoLog),

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use foldhash::fast::RandomState;
 use slab::Slab;
 
+use crate::clients::ClientLine;
 use crate::info::ServerInfo;
 use crate::reply::Reply;
 use crate::routing::Merger;
@@ -41,6 +42,16 @@ pub(crate) trait ReplySink {
     /// A Pub/Sub message (at `now_ms`), outside the request/reply order. Only RESP
     /// connections subscribe, so the others never get one.
     fn push(&self, _message: Reply, _now_ms: u64) {}
+
+    /// This client's CLIENT LIST line at `now_ms`. `None` for sinks that are not RESP
+    /// connections, for a killed connection, and for the connection whose turn is running
+    /// (the one asking: its session answers for itself).
+    fn client_line(&self, _now_ms: u64) -> Option<ClientLine> {
+        None
+    }
+
+    /// CLIENT KILL: the connection closes at its next turn, which this wakes.
+    fn kill(&self) {}
 }
 
 #[derive(Default)]
@@ -61,6 +72,21 @@ impl SinkRegistry {
         if self.get(key).is_some() {
             self.sinks.remove(key.index as usize);
         }
+    }
+
+    /// Every registered sink with its key (cloned out, so callers may register or remove
+    /// sinks meanwhile).
+    pub fn all(&self) -> Vec<(SinkKey, Rc<dyn ReplySink>)> {
+        self.sinks
+            .iter()
+            .map(|(index, (generation, sink))| {
+                let key = SinkKey {
+                    index: index as u32,
+                    generation: *generation,
+                };
+                (key, sink.clone())
+            })
+            .collect()
     }
 
     pub fn get(&self, key: SinkKey) -> Option<Rc<dyn ReplySink>> {

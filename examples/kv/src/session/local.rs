@@ -26,7 +26,13 @@ impl Session {
             Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),
-            Command::Client(request) => self.identity.run(request),
+            Command::Client(request) => match self.client_request(request, seq) {
+                super::Admission::Answered(reply) => reply,
+                super::Admission::Forward(command) => CommandError::NotShardCommand {
+                    command: command.name(),
+                }
+                .into(),
+            },
             // Only reachable from EXEC: outside MULTI `admit` runs these.
             Command::ConfigSet(_) => Reply::error("ERR CONFIG SET inside MULTI is not supported"),
             Command::Hello(_) => Reply::error("ERR HELLO inside MULTI is not supported"),

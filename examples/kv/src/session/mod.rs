@@ -91,6 +91,10 @@ pub struct Session {
     pubsub: pubsub::PubSubState,
     /// HELLO 3 was asked: replies are RESP3 (see `resp3.rs`).
     resp3: bool,
+    /// CLIENT KILL closed it.
+    killed: bool,
+    /// Blocking pops sent and not answered yet (CLIENT LIST's `b` flag).
+    blocking: Vec<u64>,
 }
 
 enum Admission {
@@ -114,6 +118,8 @@ impl Session {
             txn: multi::TxnState::default(),
             pubsub: pubsub::PubSubState::default(),
             resp3: false,
+            killed: false,
+            blocking: Vec::new(),
         }
     }
 
@@ -175,7 +181,12 @@ impl Session {
             };
             let seq = self.replies.push_pending(self.encoding(Default::default()));
             match self.admit(args, seq) {
-                Admission::Forward(command) => return Some(Request { seq, command }),
+                Admission::Forward(command) => {
+                    if command.is_blocking() {
+                        self.blocking.push(seq);
+                    }
+                    return Some(Request { seq, command });
+                }
                 Admission::Answered(reply) => self.answer(seq, reply),
             }
         }
@@ -185,6 +196,9 @@ impl Session {
     /// Delivers the reply for request `seq`; replies may arrive in any order.
     pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
         let reply = self.txn.client_reply(seq, reply);
+        if !self.blocking.is_empty() {
+            self.blocking.retain(|&blocked| blocked != seq);
+        }
         self.replies.fill(seq, reply)?;
         self.flush_ready();
         Ok(())
@@ -239,7 +253,9 @@ impl Session {
             None => None,
         };
         if self.pubsub.active() {
-            let refusal = match Command::table_name(&args) {
+            let name = Command::table_name(&args);
+            self.identity.last_command = name.as_ref().ok().copied();
+            let refusal = match name {
                 Err(error) => Some(error.into()),
                 Ok(name) => self.refuse_while_subscribed(name),
             };
@@ -254,12 +270,16 @@ impl Session {
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
                 Ok(()) => redirect,
             };
-            return self.admit_queued(Command::parse(args), rejected, seq);
+            let (name, parsed) = Command::parse_named(args);
+            self.identity.last_command = name;
+            return self.admit_queued(parsed, rejected, seq);
         }
         if let Some(redirect) = redirect {
             return Admission::Answered(redirect);
         }
-        let command = match Command::parse(args) {
+        let (name, parsed) = Command::parse_named(args);
+        self.identity.last_command = name;
+        let command = match parsed {
             Ok(command) if permitted => command,
             Err(error) if permitted || error.is_checked_before_auth() => {
                 return Admission::Answered(error.into())
@@ -293,6 +313,9 @@ impl Session {
         }
         if let Command::Subscription(subscription) = command {
             return self.subscription(subscription, seq);
+        }
+        if let Command::Client(request) = command {
+            return self.client_request(request, seq);
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),

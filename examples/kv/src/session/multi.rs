@@ -46,6 +46,9 @@ pub(super) struct TxnState {
     queue: Option<Box<Queue>>,
     /// WATCH was sent since the last UNWATCH/EXEC/DISCARD/RESET.
     watching: bool,
+    /// While EXEC builds the transaction: how many commands it holds (CLIENT LIST/INFO run
+    /// inside it see the connection still in MULTI, as in Redis).
+    executing: Option<usize>,
     /// The EXEC whose reply is awaited; nothing after it is dispatched until then.
     exec_in_flight: Option<u64>,
     /// Requests sent to the shards only to drop the watches (UNWATCH's reply is OK) whose
@@ -60,6 +63,14 @@ fn exec_abort() -> Reply {
 impl TxnState {
     pub(super) fn in_multi(&self) -> bool {
         self.queue.is_some()
+    }
+
+    /// Commands queued since MULTI; `None` outside MULTI.
+    pub(super) fn queued(&self) -> Option<usize> {
+        self.queue
+            .as_ref()
+            .map(|queue| queue.items.len())
+            .or(self.executing)
     }
 
     pub(super) fn exec_in_flight(&self) -> bool {
@@ -177,6 +188,7 @@ impl Session {
         }
         let mut items = Vec::with_capacity(queue.items.len());
         let mut shapes = Vec::new();
+        self.txn.executing = Some(queue.items.len());
         for item in queue.items {
             if self.resp3 {
                 shapes.push(match &item {
@@ -188,12 +200,17 @@ impl Session {
                 Queued::Failed(reply) => TxnItem::Answered(reply),
                 // EXEC drops the watches anyway (after checking them).
                 Queued::Run(Command::Unwatch) => TxnItem::Answered(Reply::ok()),
+                Queued::Run(Command::Client(request)) => match self.client_request(request, seq) {
+                    Admission::Answered(reply) => TxnItem::Answered(reply),
+                    Admission::Forward(command) => TxnItem::Run(command),
+                },
                 Queued::Run(command) if command.scope() == Scope::Connection => {
                     TxnItem::Answered(self.run_local(command, seq))
                 }
                 Queued::Run(command) => TxnItem::Run(command),
             });
         }
+        self.txn.executing = None;
         let encoding = self.encoding(Shape::Exec(shapes));
         self.replies.set_encoding(seq, encoding);
         // The glue checks and drops this connection's watches with the transaction.

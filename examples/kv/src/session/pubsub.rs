@@ -71,6 +71,13 @@ impl PubSubState {
             .is_some_and(|s| !s.channels.is_empty() || !s.patterns.is_empty())
     }
 
+    /// (channels, patterns) subscribed to.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        self.0
+            .as_ref()
+            .map_or((0, 0), |s| (s.channels.len(), s.patterns.len()))
+    }
+
     fn killed(&self) -> bool {
         self.0.as_ref().is_some_and(|s| s.killed)
     }
@@ -118,8 +125,9 @@ impl Session {
     }
 
     /// The output limit was passed: close the connection now, without writing what is left.
+    /// Also after CLIENT KILL.
     pub fn is_killed(&self) -> bool {
-        self.pubsub.killed()
+        self.killed || self.pubsub.killed()
     }
 
     /// A published message for this connection (at `now_ms`), queued behind the replies

@@ -458,3 +458,82 @@ fn a_subscriber_past_its_hard_limit_is_killed() {
         "above soft for 1100 ms"
     );
 }
+
+fn broadcast(request: &Request) -> &crate::command::ClientsBroadcast {
+    match &request.command {
+        Command::Client(crate::command::ClientRequest::Broadcast(broadcast)) => broadcast,
+        other => panic!("not a CLIENT broadcast: {other:?}"),
+    }
+}
+
+#[test]
+fn client_list_carries_the_callers_own_line() {
+    use crate::command::ClientsOp;
+    let mut s = session(SessionConfig::default());
+    let peer = "10.0.0.7:51000".parse().ok();
+    let local = "10.0.0.1:6379".parse().ok();
+    s.set_peer(peer, local, 12, 1_000);
+    s.feed(b"CLIENT SETNAME me\r\nBLPOP k 0\r\n");
+    let blpop = requests(&mut s);
+    assert!(blpop[0].command.is_blocking());
+    s.touch(5_000);
+    s.feed(b"CLIENT LIST\r\nCLIENT LIST TYPE pubsub\r\n");
+    let lists = requests(&mut s);
+    let ClientsOp::List { caller_line, .. } = &broadcast(&lists[0]).op else {
+        panic!("LIST");
+    };
+    let (id, line) = caller_line.as_ref().expect("the caller is listed");
+    assert_eq!(*id, s.client_id());
+    let line = String::from_utf8_lossy(line);
+    assert!(
+        line.contains("addr=10.0.0.7:51000 laddr=10.0.0.1:6379 fd=12 name=me age=4 idle=0 flags=b"),
+        "{line}"
+    );
+    assert!(line.contains(" cmd=client|list "), "{line}");
+    let ClientsOp::List { caller_line, .. } = &broadcast(&lists[1]).op else {
+        panic!("LIST");
+    };
+    assert_eq!(
+        *caller_line, None,
+        "TYPE pubsub does not pick a normal client"
+    );
+    // The pop answered, the flag goes.
+    s.complete(blpop[0].seq, Reply::NullArray).unwrap();
+    assert!(!s.client_line(5_000).unwrap().flags.blocked);
+}
+
+#[test]
+fn client_kill_of_itself_closes_after_the_reply() {
+    use crate::command::ClientsOp;
+    let mut s = session(SessionConfig::default());
+    let id = s.client_id();
+    s.feed(format!("CLIENT KILL ID {id}\r\nCLIENT KILL ID {id} SKIPME no\r\nPING\r\n").as_bytes());
+    let kills = requests(&mut s);
+    assert_eq!(
+        kills.len(),
+        2,
+        "nothing is parsed after the KILL that picks the caller"
+    );
+    let killed = |request: &Request| match &broadcast(request).op {
+        ClientsOp::Kill { caller_killed, .. } => *caller_killed,
+        _ => panic!("KILL"),
+    };
+    assert!(!killed(&kills[0]), "SKIPME yes spares the caller");
+    assert!(killed(&kills[1]));
+    s.complete(kills[0].seq, Reply::Integer(0)).unwrap();
+    s.complete(kills[1].seq, Reply::Integer(1)).unwrap();
+    assert_eq!(output(&mut s), ":0\r\n:1\r\n");
+    assert!(s.is_closed());
+}
+
+#[test]
+fn a_killed_session_closes_and_leaves_the_listing() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"CLIENT INFO\r\n");
+    assert!(requests(&mut s).is_empty(), "CLIENT INFO is answered here");
+    assert!(output(&mut s).contains(" cmd=client|info "));
+    assert!(s.client_line(0).is_some());
+    s.kill();
+    assert!(s.is_killed() && s.is_closed());
+    assert_eq!(s.client_line(0), None);
+}

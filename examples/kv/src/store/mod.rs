@@ -77,6 +77,10 @@ pub struct Store {
     slot_index: Option<SlotIndex>,
     /// The access clock and eviction counters of `--maxmemory`.
     memory: memory::MemoryState,
+    /// INFO's `instantaneous_ops_per_sec` (sampled by [`Store::sample_rates`]) and the
+    /// running `avg_ttl` the sweep estimates.
+    ops_rate: stats::RateSampler,
+    avg_ttl_ms: u64,
 }
 
 impl Default for Store {
@@ -96,7 +100,15 @@ impl Store {
             snapshot: None,
             slot_index: None,
             memory: memory::MemoryState::default(),
+            ops_rate: stats::RateSampler::default(),
+            avg_ttl_ms: 0,
         }
+    }
+
+    /// The glue's tick (every sweep interval): samples the command rate at `now_ms`.
+    pub fn sample_rates(&mut self, now_ms: u64) {
+        self.ops_rate
+            .sample(now_ms, self.counters.commands_processed);
     }
 
     /// Executes one command (or one shard's part of a fanned-out command) at `now_ms`.
@@ -134,6 +146,8 @@ impl Store {
             expired_keys: self.counters.expired_keys,
             used_memory: self.used_memory(),
             evicted_keys: self.memory.evicted_keys,
+            ops_per_sec: self.ops_rate.per_sec(),
+            avg_ttl_ms: self.avg_ttl_ms,
             aof: Default::default(),
         }
     }
@@ -155,6 +169,7 @@ impl Store {
     /// CONFIG RESETSTAT: the counters INFO reports start again from zero.
     pub fn reset_stats(&mut self) {
         self.counters = Counters::default();
+        self.ops_rate = stats::RateSampler::default();
         self.memory.evicted_keys = 0;
     }
 

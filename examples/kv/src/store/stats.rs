@@ -2,7 +2,7 @@ use crate::aof::AofStats;
 use crate::reply::Reply;
 
 /// Integers of the store's own fields in [`ShardStats::to_reply`].
-const STORE_FIELDS: usize = 9;
+const STORE_FIELDS: usize = 11;
 
 /// One shard's numbers for INFO.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,6 +21,10 @@ pub struct ShardStats {
     pub used_memory: u64,
     /// Keys removed by the `--maxmemory` policy.
     pub evicted_keys: u64,
+    /// Commands per second over the last samples ([`RateSampler`]).
+    pub ops_per_sec: u64,
+    /// Redis's running estimate of the TTL left on keys with one, in ms (0: none).
+    pub avg_ttl_ms: u64,
     /// The shard's log, filled in by the glue (the store knows nothing of it).
     pub aof: AofStats,
 }
@@ -40,6 +44,8 @@ impl ShardStats {
                 self.expired_keys,
                 self.used_memory,
                 self.evicted_keys,
+                self.ops_per_sec,
+                self.avg_ttl_ms,
             ]
             .into_iter()
             .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
@@ -75,6 +81,8 @@ impl ShardStats {
             expired_keys: next()?,
             used_memory: next()?,
             evicted_keys: next()?,
+            ops_per_sec: next()?,
+            avg_ttl_ms: next()?,
             aof: AofStats::from_integers(&ints[STORE_FIELDS..])?,
         };
         Some(stats)
@@ -90,9 +98,83 @@ pub(crate) struct Counters {
     pub expired_keys: u64,
 }
 
+/// Samples kept by [`RateSampler`] (Redis's `STATS_METRIC_SAMPLES`).
+const RATE_SAMPLES: usize = 16;
+
+/// Redis's instantaneous metric (`trackInstantaneousMetric`): a counter sampled on a tick,
+/// each sample its rate per second since the previous one; the rate is the mean of the last
+/// 16 samples (slots not yet filled count as 0, as in Redis).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RateSampler {
+    /// The previous sample's time (Unix ms; 0: none yet) and counter value.
+    last_ms: u64,
+    last_value: u64,
+    samples: [u64; RATE_SAMPLES],
+    next: usize,
+}
+
+impl RateSampler {
+    pub fn sample(&mut self, now_ms: u64, value: u64) {
+        if self.last_ms != 0 && now_ms > self.last_ms {
+            let per_sec = value.saturating_sub(self.last_value) * 1000 / (now_ms - self.last_ms);
+            self.samples[self.next] = per_sec;
+            self.next = (self.next + 1) % RATE_SAMPLES;
+        }
+        if now_ms > self.last_ms || self.last_ms == 0 {
+            self.last_ms = now_ms;
+            self.last_value = value;
+        }
+    }
+
+    pub fn per_sec(&self) -> u64 {
+        self.samples.iter().sum::<u64>() / RATE_SAMPLES as u64
+    }
+}
+
+/// Redis's running average of the TTLs the expiry cycle samples (`activeExpireCycle`): a new
+/// pass's mean weighs 2%, the estimate so far 98% (the first pass's mean starts it).
+pub(crate) fn running_avg_ttl(previous: u64, pass_sum: u64, pass_samples: u64) -> u64 {
+    if pass_samples == 0 {
+        return previous;
+    }
+    let avg = pass_sum / pass_samples;
+    let base = if previous == 0 { avg } else { previous };
+    (base / 50) * 49 + avg / 50
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rate_is_the_mean_of_sixteen_samples() {
+        let mut rate = RateSampler::default();
+        rate.sample(1_000, 0);
+        assert_eq!(rate.per_sec(), 0, "one sample gives no rate");
+        // 100 commands per 100 ms is 1000/s; after one sample the mean over 16 slots.
+        rate.sample(1_100, 100);
+        assert_eq!(rate.per_sec(), 1000 / 16);
+        for i in 2..=16 {
+            rate.sample(1_000 + i * 100, i * 100);
+        }
+        assert_eq!(rate.per_sec(), 1000);
+        // Idle ticks push the old rate out; a counter reset (RESETSTAT) counts as 0.
+        for i in 17..=32 {
+            rate.sample(1_000 + i * 100, 0);
+        }
+        assert_eq!(rate.per_sec(), 0);
+        // A clock that does not move adds no sample.
+        rate.sample(4_200, 50);
+        assert_eq!(rate.per_sec(), 0);
+    }
+
+    #[test]
+    fn the_average_ttl_runs_as_redis() {
+        assert_eq!(running_avg_ttl(0, 0, 0), 0);
+        assert_eq!(running_avg_ttl(0, 10_000, 2), 4_900 + 100);
+        assert_eq!(running_avg_ttl(5_000, 0, 0), 5_000, "no sample keeps it");
+        assert_eq!(running_avg_ttl(5_000, 10_000, 1), 4_900 + 200);
+    }
 
     #[test]
     fn reply_round_trip() {
@@ -106,6 +188,8 @@ mod tests {
             expired_keys: 7,
             used_memory: 9,
             evicted_keys: 10,
+            ops_per_sec: 11,
+            avg_ttl_ms: 12,
             aof: AofStats {
                 enabled: true,
                 current_size: 8,

@@ -36,17 +36,22 @@ impl Store {
     ) -> SweepOutcome {
         let mut outcome = SweepOutcome::default();
         let budget = max_work.min(self.expiring.len());
+        // The TTLs left on the keys examined that stay, for INFO's `avg_ttl`.
+        let (mut ttl_sum, mut ttl_samples) = (0u64, 0u64);
         while outcome.examined < budget && !self.expiring.is_empty() {
             let slot = self.expiring.cursor % self.expiring.len();
             let Some(key) = self.expiring.key(slot).cloned() else {
                 break;
             };
             outcome.examined += 1;
-            if self
-                .map
-                .get(&key)
-                .is_some_and(|entry| entry.is_expired(now_ms))
-            {
+            let entry = self.map.get(&key);
+            if let Some(at) = entry.and_then(|entry| entry.expire_at()) {
+                if at > now_ms {
+                    ttl_sum = ttl_sum.saturating_add(at - now_ms);
+                    ttl_samples += 1;
+                }
+            }
+            if entry.is_some_and(|entry| entry.is_expired(now_ms)) {
                 // The last key moves into `slot`, so the cursor stays put to examine it next.
                 self.remove_expired(&key, sink);
                 outcome.removed += 1;
@@ -55,6 +60,12 @@ impl Store {
                 self.expiring.cursor = slot + 1;
             }
         }
+        // Redis forgets the estimate when no key has a TTL.
+        self.avg_ttl_ms = if self.expiring.is_empty() {
+            0
+        } else {
+            super::stats::running_avg_ttl(self.avg_ttl_ms, ttl_sum, ttl_samples)
+        };
         outcome
     }
 }

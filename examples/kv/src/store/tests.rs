@@ -491,3 +491,38 @@ proptest! {
         }
     }
 }
+
+/// INFO's `avg_ttl`: the sweep's running estimate of the TTL left, 0 once no key has one.
+#[test]
+fn the_sweep_estimates_the_average_ttl() {
+    let mut store = Store::default();
+    assert_eq!(store.stats().avg_ttl_ms, 0);
+    run(&mut store, "SET a v PX 10000", 0);
+    run(&mut store, "SET b v PX 30000", 0);
+    run(&mut store, "SET plain v", 0);
+    store.sweep(0, 100, &mut NoLog);
+    // The first pass's mean (20 s), through the 98/2 running average.
+    assert_eq!(store.stats().avg_ttl_ms, 20_000);
+    store.sweep(10_000, 100, &mut NoLog);
+    // 10 s later only b is left with 20 s: the estimate moves 2% of the way.
+    assert_eq!(store.stats().avg_ttl_ms, 20_000 / 50 * 49 + 20_000 / 50);
+    run(&mut store, "PERSIST b", 10_000);
+    // a expires, and no key is left with a TTL.
+    store.sweep(10_001, 100, &mut NoLog);
+    assert_eq!(store.stats().avg_ttl_ms, 0);
+}
+
+/// INFO's `instantaneous_ops_per_sec`: the command counter sampled on the glue's tick.
+#[test]
+fn the_command_rate_is_sampled_on_the_tick() {
+    let mut store = Store::default();
+    store.sample_rates(1_000);
+    for i in 0..50 {
+        run(&mut store, &format!("SET k{i} v"), 1_050);
+    }
+    store.sample_rates(1_100);
+    // 50 commands in 100 ms: 500/s in one of the 16 samples.
+    assert_eq!(store.stats().ops_per_sec, 500 / 16);
+    store.reset_stats();
+    assert_eq!(store.stats().ops_per_sec, 0);
+}

@@ -33,7 +33,7 @@ use bytes::Bytes;
 
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
-use crate::command::Command;
+use crate::command::{ClientRequest, Command};
 use crate::reply::Reply;
 
 pub(crate) use coordinator::Coordinator;
@@ -162,6 +162,7 @@ impl Shard {
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.
                 self.shared.reset_stats();

@@ -1,12 +1,12 @@
 //! Lists: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LRANGE, LLEN, LINDEX, LSET, LINSERT, LREM,
-//! LTRIM, LPOS, LMOVE, RPOPLPUSH (Redis 7.0's t_list.c).
+//! LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP (Redis 7.0's t_list.c).
 
 use bytes::Bytes;
 
 use super::args::{clamp_range, int, is, optional_count};
 use super::Cx;
 use crate::change::ChangeSink;
-use crate::command::{CommandError, TypedOp as Op};
+use crate::command::{CommandError, ListEnd, TypedOp as Op};
 use crate::reply::Reply;
 use crate::store::value::{List, Value, ValueType};
 
@@ -141,6 +141,45 @@ impl<S: ChangeSink> Cx<'_, S> {
                     Reply::Bulk(item),
                 ]));
             }
+        }
+        Ok(Reply::NullArray)
+    }
+
+    /// LMPOP `numkeys key... LEFT|RIGHT [COUNT n]`, and BLMPOP (`timeout` first) without the
+    /// waiting: `[key, [item...]]` from the first non-empty list (up to COUNT items), or a nil
+    /// array. Redis's order: the options, BLMPOP's timeout, then each key in turn (a key of
+    /// another type fails). Logged as the `LPOP|RPOP key n` Redis propagates.
+    pub fn mpop(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let blocking = self.op == Op::BLMPop;
+        let args = crate::command::mpop_args(if blocking { &a[1..] } else { a })?;
+        if blocking {
+            crate::blocking::parse_timeout(&a[0], self.now)?;
+        }
+        let (at, name) = match args.end {
+            ListEnd::Left => (End::Left, "lpop"),
+            ListEnd::Right => (End::Right, "rpop"),
+        };
+        for key in args.keys {
+            let value = self.store.view(key, LIST, self.now, self.sink)?;
+            if list_ref(value).is_none() {
+                continue;
+            }
+            let popped = self
+                .store
+                .update(key, LIST, false, self.now, self.sink, |value| {
+                    let list = list(value);
+                    let n = args.count.min(list.items.len());
+                    (0..n).filter_map(|_| pop_end(list, at)).collect::<Vec<_>>()
+                })?
+                .unwrap_or_default();
+            if popped.is_empty() {
+                continue;
+            }
+            self.log(name, &[key.clone(), Bytes::from(popped.len().to_string())]);
+            return Ok(Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
+            ]));
         }
         Ok(Reply::NullArray)
     }

@@ -38,6 +38,7 @@ impl Store {
             Op::LPush | Op::RPush | Op::LPushX | Op::RPushX => cx.push(a),
             Op::LPop | Op::RPop => cx.pop(a),
             Op::BLPop | Op::BRPop => cx.blocking_pop(a),
+            Op::LMPop | Op::BLMPop => cx.mpop(a),
             Op::LRange => cx.lrange(a),
             Op::LLen => cx.llen(a),
             Op::LIndex => cx.lindex(a),
