@@ -21,7 +21,7 @@ pub struct ShardStats {
     pub used_memory: u64,
     /// Keys removed by the `--maxmemory` policy.
     pub evicted_keys: u64,
-    /// Commands per second over the last samples ([`RateSampler`]).
+    /// Commands per second over the last samples (see `RateSampler`).
     pub ops_per_sec: u64,
     /// Redis's running estimate of the TTL left on keys with one, in ms (0: none).
     pub avg_ttl_ms: u64,
