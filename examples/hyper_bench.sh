@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5} CONNS=${CONNS:-64} SECS=${SECS:-15} SERVER_CPU=${SERVER_CPU:-0} CLIENT_CPU=${CLIENT_CPU:-1}
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install wrk (or cargo xtask setup)" >&2; exit 1; }
 cargo build --release --example hyper_hello --example hyper_hello_tokio
+bin=${CARGO_TARGET_DIR:-target}/release/examples
 tick=$(getconf CLK_TCK)
 out=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
@@ -39,8 +40,8 @@ run_one() { # name port cmd...
 echo "# hyper hello world, 1 server vCPU (cpu $SERVER_CPU), wrk -t1 -c$CONNS -d${SECS}s on cpu $CLIENT_CPU"
 for r in $(seq "$ROUNDS"); do
   echo "## round $r"
-  run_one corewire 18080 target/release/examples/hyper_hello 127.0.0.1:18080 1
-  run_one tokio 18081 target/release/examples/hyper_hello_tokio 127.0.0.1:18081
+  run_one corewire 18080 "$bin/hyper_hello" 127.0.0.1:18080 1
+  run_one tokio 18081 "$bin/hyper_hello_tokio" 127.0.0.1:18081
 done
 median() { # name
   awk -v n="$1" '$1 == n {print $2}' "$out/all" | sort -n |

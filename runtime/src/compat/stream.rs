@@ -5,18 +5,18 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::net::{RecvFuture, SendFuture, TcpStream, UnixStream};
+use crate::net::{RecvBuf, SendFuture, TcpStream, UnixStream};
 
-/// Bytes asked of each receive (and the most read ahead of the consumer).
-pub const READ_CHUNK: usize = 16 * 1024;
 /// The most bytes a writer may have accepted but not yet handed to the kernel.
 pub const WRITE_BUFFER: usize = 64 * 1024;
 
 /// A byte stream [`Compat`] can wrap: [`TcpStream`] or [`UnixStream`]. Sealed: the adapter
-/// relies on each receive and send owning its buffer and a share of the descriptor.
+/// relies on the stream's receive state living in the stream (cancel-safe chunks) and on
+/// each send owning its buffer and a share of the descriptor.
 pub trait Stream: sealed::Sealed + Unpin {
-    /// Receive into `buf`'s spare capacity (at least `min_spare` bytes of it).
-    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture;
+    /// The next chunk received (`Ok(None)` at end-of-stream), as
+    /// [`TcpStream::poll_recv_chunk`].
+    fn poll_recv_chunk(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>>;
     /// One send of (a prefix of) `buf`.
     fn send(&self, buf: Bytes) -> SendFuture;
     /// Stop sending; the peer reads end-of-stream.
@@ -30,8 +30,8 @@ mod sealed {
 }
 
 impl Stream for TcpStream {
-    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
-        TcpStream::recv(self, buf, min_spare)
+    fn poll_recv_chunk(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>> {
+        TcpStream::poll_recv_chunk(self, cx)
     }
     fn send(&self, buf: Bytes) -> SendFuture {
         TcpStream::send(self, buf)
@@ -42,8 +42,8 @@ impl Stream for TcpStream {
 }
 
 impl Stream for UnixStream {
-    fn recv(&self, buf: BytesMut, min_spare: usize) -> RecvFuture {
-        UnixStream::recv(self, buf, min_spare)
+    fn poll_recv_chunk(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<RecvBuf>>> {
+        UnixStream::poll_recv_chunk(self, cx)
     }
     fn send(&self, buf: Bytes) -> SendFuture {
         UnixStream::send(self, buf)
@@ -56,13 +56,14 @@ impl Stream for UnixStream {
 /// A corewire stream ([`TcpStream`] by default, or [`UnixStream`]) with poll-based reads and
 /// writes (see the [module docs](super)). `!Send`, like the stream: it lives on its shard.
 pub struct Compat<S: Stream = TcpStream> {
-    // The operations in flight hold their own share of the descriptor: dropping the
-    // `Compat` cancels them and the socket closes once they have completed.
-    recv: Option<RecvFuture>,
-    send: Option<SendFuture>,
-    /// Received and not yet consumed.
-    read_buf: BytesMut,
+    /// The chunk being read and how much of it was consumed. Received through the stream's
+    /// multishot receive into the shard's buffer ring (one armed receive per connection, no
+    /// receive buffer while idle); the buffer goes back to the ring once consumed.
+    chunk: Option<(RecvBuf, usize)>,
     eof: bool,
+    // The send in flight holds its own share of the descriptor: dropping the `Compat`
+    // cancels it and the socket closes once it has completed.
+    send: Option<SendFuture>,
     /// Accepted from the writer, not yet sent.
     write_buf: BytesMut,
     /// Bytes owned by the send in flight.
@@ -76,10 +77,9 @@ impl<S: Stream> Compat<S> {
     /// Wrap `stream`; nothing is read or written until the first poll.
     pub fn new(stream: S) -> Compat<S> {
         Compat {
-            recv: None,
-            send: None,
-            read_buf: BytesMut::new(),
+            chunk: None,
             eof: false,
+            send: None,
             write_buf: BytesMut::new(),
             in_flight: 0,
             write_error: None,
@@ -98,37 +98,34 @@ impl<S: Stream> Compat<S> {
         self.write_buf.len() + self.in_flight
     }
 
-    /// Bytes received and not yet read (at most about [`READ_CHUNK`]).
+    /// Bytes of the current received chunk not yet read (at most one chunk of the shard's
+    /// buffer ring).
     pub fn pending_read(&self) -> usize {
-        self.read_buf.len()
+        self.chunk.as_ref().map_or(0, |(buf, pos)| buf.len() - pos)
     }
 
-    /// Make sure received bytes are buffered (or end-of-stream / an error is known).
+    /// Make sure received bytes are at hand (or end-of-stream / an error is known).
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         loop {
-            if !self.read_buf.is_empty() || self.eof {
-                return Poll::Ready(Ok(&self.read_buf[..]));
+            if self.pending_read() > 0 {
+                let (buf, pos) = self.chunk.as_ref().expect("pending bytes");
+                return Poll::Ready(Ok(&buf[*pos..]));
             }
-            let op = match &mut self.recv {
-                Some(op) => op,
-                None => {
-                    let buf = std::mem::take(&mut self.read_buf);
-                    self.recv.insert(self.stream.recv(buf, READ_CHUNK))
-                }
-            };
-            let (res, buf) = ready!(Pin::new(op).poll(cx));
-            self.recv = None;
-            self.read_buf = buf;
-            match res {
-                Ok(0) => self.eof = true,
-                Ok(_) => {}
+            // The spent chunk goes back to the ring before the next is taken.
+            self.chunk = None;
+            if self.eof {
+                return Poll::Ready(Ok(&[]));
+            }
+            match ready!(self.stream.poll_recv_chunk(cx)) {
+                Ok(Some(buf)) => self.chunk = Some((buf, 0)),
+                Ok(None) => self.eof = true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
 
-    /// Copy buffered bytes into `out` (after receiving some if none are buffered).
+    /// Copy received bytes into `out` (after receiving some if none are at hand).
     pub fn poll_read_into(
         &mut self,
         cx: &mut Context<'_>,
@@ -140,18 +137,39 @@ impl<S: Stream> Compat<S> {
         let available = ready!(self.poll_fill(cx))?;
         let n = available.len().min(out.len());
         out[..n].copy_from_slice(&available[..n]);
-        self.read_buf.advance(n);
+        self.consume(n);
         Poll::Ready(Ok(n))
     }
 
-    /// The buffered bytes, receiving if none are (`AsyncBufRead::poll_fill_buf`).
+    /// The received bytes at hand, receiving if there are none (`AsyncBufRead::poll_fill_buf`).
     pub fn poll_fill_buf(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         self.poll_fill(cx)
     }
 
-    /// Mark `n` buffered bytes as read (`AsyncBufRead::consume`).
+    /// Mark `n` received bytes as read (`AsyncBufRead::consume`); a chunk read to its end
+    /// goes back to the ring at once.
     pub fn consume(&mut self, n: usize) {
-        self.read_buf.advance(n.min(self.read_buf.len()));
+        if let Some((buf, pos)) = &mut self.chunk {
+            *pos = (*pos + n).min(buf.len());
+            if *pos == buf.len() {
+                self.chunk = None;
+            }
+        }
+    }
+
+    /// Copy at most `max` received bytes out with `put`, then consume them: the
+    /// `tokio::io` and `hyper::rt` reads.
+    fn poll_read_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+        put: impl FnOnce(&[u8]),
+    ) -> Poll<io::Result<()>> {
+        let available = ready!(self.poll_fill(cx))?;
+        let n = available.len().min(max);
+        put(&available[..n]);
+        self.consume(n);
+        Poll::Ready(Ok(()))
     }
 
     /// Drive the send in flight (re-sending what a partial send left). Ready when nothing is
@@ -291,12 +309,9 @@ impl<S: Stream> tokio::io::AsyncRead for Compat<S> {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let available = ready!(this.poll_fill(cx))?;
-        let n = available.len().min(buf.remaining());
-        buf.put_slice(&available[..n]);
-        this.read_buf.advance(n);
-        Poll::Ready(Ok(()))
+        let max = buf.remaining();
+        self.get_mut()
+            .poll_read_with(cx, max, |bytes| buf.put_slice(bytes))
     }
 }
 
@@ -326,12 +341,9 @@ impl<S: Stream> ::hyper::rt::Read for Compat<S> {
         cx: &mut Context<'_>,
         mut buf: ::hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let available = ready!(this.poll_fill(cx))?;
-        let n = available.len().min(buf.remaining());
-        buf.put_slice(&available[..n]);
-        this.read_buf.advance(n);
-        Poll::Ready(Ok(()))
+        let max = buf.remaining();
+        self.get_mut()
+            .poll_read_with(cx, max, |bytes| buf.put_slice(bytes))
     }
 }
 
