@@ -415,3 +415,62 @@ fn kill_9_loses_no_acknowledged_write_with_fsync_always() {
         &missing[..missing.len().min(5)]
     );
 }
+
+/// A shard logs its part of a MULTI/EXEC as one block (MULTI, the writes, EXEC): a log torn
+/// inside the block replays none of the transaction, a whole one all of it.
+#[test]
+fn a_transaction_torn_in_the_log_replays_all_or_nothing() {
+    let dir = TempDir::new("txn-block");
+    let args = aof_args(&dir, "always", "1");
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["SET", "x", "0"]), Reply::ok());
+    assert_eq!(conn.call(&["MULTI"]), Reply::ok());
+    for cmd in [&["SET", "a", "1"][..], &["SET", "b", "2"], &["INCR", "x"]] {
+        assert_eq!(conn.call(cmd), Reply::Simple("QUEUED".into()));
+    }
+    assert_eq!(
+        conn.call(&["EXEC"]),
+        Reply::Array(Some(vec![Reply::ok(), Reply::ok(), Reply::Int(1)]))
+    );
+    drop(conn);
+    server.stop();
+
+    let path = dir.path().join("shard-0.aof");
+    let log = std::fs::read(&path).unwrap();
+    let multi = b"*1\r\n$5\r\nMULTI\r\n";
+    let at = log
+        .windows(multi.len())
+        .position(|w| w == multi)
+        .expect("the transaction is logged as a MULTI block")
+        - 8;
+    assert!(log.ends_with(b"*1\r\n$4\r\nEXEC\r\n"));
+
+    // Whole: every write of the transaction is back.
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["MGET", "a", "b", "x"]),
+        Reply::Array(Some(vec![
+            Reply::bulk("1"),
+            Reply::bulk("2"),
+            Reply::bulk("1")
+        ]))
+    );
+    drop(conn);
+    server.stop();
+
+    // Torn inside the block (10 bytes into the record after the MULTI's 24): none of it is.
+    std::fs::write(&path, &log[..at + 24 + 10]).unwrap();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["MGET", "a", "b", "x"]),
+        Reply::Array(Some(vec![Reply::nil(), Reply::nil(), Reply::bulk("0")]))
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        at as u64,
+        "the cut goes back to the block's MULTI"
+    );
+}

@@ -301,3 +301,94 @@ fn a_value_over_512_mib_replays() {
     assert_eq!(set.value.len(), size);
     assert!(set.value.iter().all(|&b| b == b'v'));
 }
+
+/// A log of `SET x 0`, then a transaction block of three writes, then `SET y 9`; returns the
+/// image and the offsets where the block starts and ends.
+fn log_with_block() -> (Bytes, usize, usize) {
+    let mut store = Store::default();
+    let mut aof = AofWriter::new(FsyncPolicy::Always, 0, 0);
+    let mut run = |aof: &mut AofWriter, line: &str| {
+        let reply = store.execute(command(line), 1_000, aof);
+        assert!(!reply.is_error(), "{line}: {reply:?}");
+    };
+    run(&mut aof, "SET x 0");
+    let start = aof.appended_lsn() as usize;
+    aof.begin_block();
+    run(&mut aof, "SET a 1");
+    run(&mut aof, "GET a"); // logs nothing
+    run(&mut aof, "INCRBY a 2");
+    run(&mut aof, "MSET b 2 c 3");
+    aof.end_block();
+    let end = aof.appended_lsn() as usize;
+    // A block that logs nothing leaves no markers.
+    aof.begin_block();
+    run(&mut aof, "GET a");
+    aof.end_block();
+    assert_eq!(aof.appended_lsn() as usize, end);
+    run(&mut aof, "SET y 9");
+    let batch = aof.take_batch().expect("records");
+    (batch.bytes, start, end)
+}
+
+fn names(commands: &[Command]) -> Vec<&'static str> {
+    commands.iter().map(Command::name).collect()
+}
+
+#[test]
+fn a_transaction_block_replays_whole() {
+    let (file, _, _) = log_with_block();
+    let replayed = replay(file.clone());
+    assert_eq!(replayed.corrupt_tail, None);
+    assert_eq!(replayed.valid_len, file.len());
+    assert_eq!(
+        names(&replayed.commands),
+        // INCRBY is logged as the SET of its result.
+        ["set", "set", "set", "mset", "set"]
+    );
+}
+
+#[test]
+fn a_log_torn_inside_a_block_keeps_none_of_it() {
+    let (file, start, end) = log_with_block();
+    for cut in start + 1..end {
+        let replayed = replay(file.slice(..cut));
+        // Only the write before the block survives, and the cut goes back to the MULTI.
+        assert_eq!(names(&replayed.commands), ["set"], "cut at {cut}");
+        assert_eq!(replayed.valid_len, start, "cut at {cut}");
+        let tail = replayed.corrupt_tail.expect("a torn block is reported");
+        assert_eq!(tail.offset, start);
+        assert_eq!(tail.damage, Damage::TornTail, "cut at {cut}: {tail}");
+    }
+    // Cut right after the EXEC: the block is whole.
+    let replayed = replay(file.slice(..end));
+    assert_eq!(replayed.corrupt_tail, None);
+    assert_eq!(replayed.commands.len(), 4);
+}
+
+#[test]
+fn misplaced_markers_are_corruption() {
+    let (file, start, end) = log_with_block();
+    let exec = &file[end - 22..end]; // header (8) + "*1\r\n$4\r\nEXEC\r\n" (14)
+    let multi = &file[start..start + 24]; // header (8) + "*1\r\n$5\r\nMULTI\r\n" (16)
+                                          // EXEC with no block open.
+    let mut stray = BytesMut::from(&file[..start]);
+    stray.extend_from_slice(exec);
+    let replayed = replay(stray.freeze());
+    let tail = replayed.corrupt_tail.expect("stray EXEC");
+    assert_eq!(
+        (tail.offset, tail.damage, tail.reason),
+        (
+            start,
+            Damage::Corrupt,
+            CorruptReason::MisplacedTransactionMarker
+        )
+    );
+    // MULTI inside a block: reported at the outer MULTI.
+    let mut nested = BytesMut::from(&file[..start + 24]);
+    nested.extend_from_slice(multi);
+    nested.extend_from_slice(&file[start + 24..]);
+    let replayed = replay(nested.freeze());
+    let tail = replayed.corrupt_tail.expect("nested MULTI");
+    assert_eq!((tail.offset, tail.damage), (start, Damage::Corrupt));
+    assert_eq!(names(&replayed.commands), ["set"]);
+}

@@ -159,6 +159,7 @@ impl<S: Stream> Compat<S> {
 
     /// Copy at most `max` received bytes out with `put`, then consume them: the
     /// `tokio::io` and `hyper::rt` reads.
+    #[cfg(any(feature = "tokio-io", feature = "hyper"))]
     fn poll_read_with(
         &mut self,
         cx: &mut Context<'_>,

@@ -64,6 +64,12 @@ pub enum CorruptReason {
     InvalidCommand {
         detail: String,
     },
+    /// The log ends inside a transaction's block (a MULTI record without its EXEC): the
+    /// process stopped while writing it. The whole block is cut, so a transaction is
+    /// replayed all or nothing.
+    UnterminatedTransaction,
+    /// A MULTI inside a transaction's block, or an EXEC outside one.
+    MisplacedTransactionMarker,
 }
 
 impl fmt::Display for CorruptReason {
@@ -85,6 +91,12 @@ impl fmt::Display for CorruptReason {
             ),
             CorruptReason::MalformedPayload => f.write_str("payload is not a RESP request"),
             CorruptReason::InvalidCommand { detail } => write!(f, "invalid command: {detail}"),
+            CorruptReason::UnterminatedTransaction => {
+                f.write_str("transaction block without its EXEC record")
+            }
+            CorruptReason::MisplacedTransactionMarker => {
+                f.write_str("MULTI or EXEC record out of place")
+            }
         }
     }
 }
@@ -141,6 +153,8 @@ pub struct RecordReader {
     offset: usize,
     file_len: usize,
     done: bool,
+    /// The commands of a transaction block read to its EXEC, not yet yielded.
+    block: std::collections::VecDeque<Command>,
 }
 
 impl RecordReader {
@@ -151,10 +165,11 @@ impl RecordReader {
             rest,
             offset: 0,
             done: false,
+            block: std::collections::VecDeque::new(),
         }
     }
 
-    /// Length of the prefix read successfully so far.
+    /// Length of the prefix read successfully so far (whole transaction blocks only).
     pub fn valid_len(&self) -> usize {
         self.offset
     }
@@ -200,8 +215,44 @@ impl RecordReader {
 impl Iterator for RecordReader {
     type Item = Result<Command, CorruptTail>;
 
+    /// Commands in log order. A transaction's block (MULTI, its writes, EXEC: how a shard
+    /// logs the part of a MULTI/EXEC it ran) is read whole before its first command is
+    /// yielded; a block the log ends in is reported at its MULTI, so the cut removes all of it
+    /// (Redis's AOF loading does the same with a MULTI without EXEC).
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(command) = self.block.pop_front() {
+            return Some(Ok(command));
+        }
         if self.done || self.rest.is_empty() {
+            return None;
+        }
+        match self.read_record()? {
+            Ok(Logged::Write(command)) => Some(Ok(command)),
+            Ok(Logged::Multi) => self.read_block(),
+            Ok(Logged::Exec) => {
+                // Reported at the stray EXEC itself.
+                self.offset -= RECORD_HEADER_LEN + EXEC_PAYLOAD.len();
+                Some(Err(self.fail(
+                    CorruptReason::MisplacedTransactionMarker,
+                    Damage::Corrupt,
+                )))
+            }
+            Err(tail) => Some(Err(tail)),
+        }
+    }
+}
+
+/// What one record holds.
+enum Logged {
+    Write(Command),
+    Multi,
+    Exec,
+}
+
+impl RecordReader {
+    /// The record at the front, consumed (`offset` moves past it). `None` at the end.
+    fn read_record(&mut self) -> Option<Result<Logged, CorruptTail>> {
+        if self.rest.is_empty() {
             return None;
         }
         let len = match self.check_frame() {
@@ -214,13 +265,34 @@ impl Iterator for RecordReader {
         let mut payload = self.rest.split_to(RECORD_HEADER_LEN + len);
         payload.advance(RECORD_HEADER_LEN);
         match decode_payload(payload) {
-            Ok(command) => {
+            Ok(logged) => {
                 self.offset += RECORD_HEADER_LEN + len;
-                Some(Ok(command))
+                Some(Ok(logged))
             }
             // A checksummed, non-empty payload is never zeros: something wrote a bad record.
             Err(reason) => Some(Err(self.fail(reason, Damage::Corrupt))),
         }
+    }
+
+    /// After a MULTI record: read up to its EXEC, then yield the block's first command.
+    /// Anything wrong inside the block is reported at the MULTI's offset.
+    fn read_block(&mut self) -> Option<Result<Command, CorruptTail>> {
+        let start = self.offset - MULTI_RECORD_LEN;
+        let failure = loop {
+            match self.read_record() {
+                Some(Ok(Logged::Write(command))) => self.block.push_back(command),
+                Some(Ok(Logged::Exec)) => return self.next(),
+                Some(Ok(Logged::Multi)) => {
+                    break (CorruptReason::MisplacedTransactionMarker, Damage::Corrupt)
+                }
+                Some(Err(tail)) => break (tail.reason, tail.damage),
+                None => break (CorruptReason::UnterminatedTransaction, Damage::TornTail),
+            }
+        };
+        self.block.clear();
+        self.offset = start;
+        let (reason, damage) = failure;
+        Some(Err(self.fail(reason, damage)))
     }
 }
 
@@ -273,7 +345,19 @@ fn limits_for(len: usize) -> ParserLimits {
     }
 }
 
-fn decode_payload(mut payload: BytesMut) -> Result<Command, CorruptReason> {
+/// The MULTI record's length: payload `*1\r\n$5\r\nMULTI\r\n` and its header.
+const MULTI_RECORD_LEN: usize = RECORD_HEADER_LEN + MULTI_PAYLOAD.len();
+/// The payloads that open and close a transaction's block in the log.
+pub(crate) const MULTI_PAYLOAD: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+pub(crate) const EXEC_PAYLOAD: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+
+fn decode_payload(mut payload: BytesMut) -> Result<Logged, CorruptReason> {
+    if payload == MULTI_PAYLOAD {
+        return Ok(Logged::Multi);
+    }
+    if payload == EXEC_PAYLOAD {
+        return Ok(Logged::Exec);
+    }
     // Only the multibulk form is ever logged; an inline line here means garbage.
     if payload.first() != Some(&b'*') {
         return Err(CorruptReason::MalformedPayload);
@@ -290,5 +374,5 @@ fn decode_payload(mut payload: BytesMut) -> Result<Command, CorruptReason> {
             detail: format!("'{}' is not a write", command.name()),
         });
     }
-    Ok(command)
+    Ok(Logged::Write(command))
 }

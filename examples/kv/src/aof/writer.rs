@@ -3,7 +3,8 @@ use std::str::FromStr;
 
 use bytes::{Bytes, BytesMut};
 
-use super::record::encode_record_with;
+use super::record::{encode_record, encode_record_with, RECORD_HEADER_LEN};
+use super::replay::{EXEC_PAYLOAD, MULTI_PAYLOAD};
 use crate::change::{ChangeSink, WriteOp};
 
 /// A position in the AOF: the file offset just past a record. Record `r` is durable once the
@@ -140,6 +141,19 @@ pub struct AofWriter {
     file_start: Lsn,
     /// Where the next file begins, once asked for and until the switch is done.
     next_file_at: Option<Lsn>,
+    /// A transaction's block: see [`Self::begin_block`].
+    block: Block,
+}
+
+/// Whether records are being grouped into a transaction's block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    None,
+    /// Begun; MULTI goes in before the first record (a block that logs nothing logs no
+    /// markers either).
+    Begun,
+    /// MULTI is in the log; EXEC closes it.
+    Open,
 }
 
 /// `everysec`'s interval.
@@ -161,6 +175,7 @@ impl AofWriter {
             failure: None,
             file_start: 0,
             next_file_at: None,
+            block: Block::None,
         }
     }
 
@@ -168,8 +183,36 @@ impl AofWriter {
         self.policy
     }
 
+    /// Group the records appended until [`Self::end_block`] into one transaction block
+    /// (MULTI ... EXEC), which replay applies all or nothing: a shard calls this around the
+    /// part of a MULTI/EXEC it runs. Begin and end in the same synchronous stretch of the
+    /// shard (no await between): no batch is taken in between, so a batch boundary, and with
+    /// it a durable point, never falls inside a block.
+    pub fn begin_block(&mut self) {
+        debug_assert_eq!(self.block, Block::None, "nested transaction block");
+        self.block = Block::Begun;
+    }
+
+    /// Close the block [`Self::begin_block`] opened (EXEC, if anything was logged in it).
+    pub fn end_block(&mut self) {
+        if self.block == Block::Open {
+            self.append_raw(EXEC_PAYLOAD);
+        }
+        self.block = Block::None;
+    }
+
+    fn append_raw(&mut self, payload: &[u8]) {
+        if encode_record(&mut self.pending, payload) {
+            self.appended += (RECORD_HEADER_LEN + payload.len()) as u64;
+        }
+    }
+
     /// Appends a record for `op`; returns its LSN.
     pub fn append(&mut self, op: WriteOp<'_>) -> Lsn {
+        if self.block == Block::Begun {
+            self.block = Block::Open;
+            self.append_raw(MULTI_PAYLOAD);
+        }
         match encode_record_with(&mut self.pending, |out| op.encode(out)) {
             Ok(len) => self.appended += len as u64,
             Err(payload_len) => {
@@ -215,6 +258,11 @@ impl AofWriter {
     /// is still in flight (then the records keep accumulating and go out together next time)
     /// or the switch is due first.
     pub fn take_batch(&mut self) -> Option<WriteBatch> {
+        debug_assert_ne!(
+            self.block,
+            Block::Open,
+            "batch taken inside a transaction block"
+        );
         if self.write_in_flight.is_some() || self.pending.is_empty() {
             return None;
         }

@@ -182,6 +182,21 @@ impl AofShard {
         Some(reply)
     }
 
+    /// Log what runs until [`Self::end_transaction`] as one transaction block, replayed all
+    /// or nothing (see `AofWriter::begin_block`). No await in between.
+    pub fn begin_transaction(&self) {
+        self.writer.borrow_mut().begin_block();
+    }
+
+    pub fn end_transaction(&self) {
+        let mut writer = self.writer.borrow_mut();
+        let before = writer.appended_lsn();
+        writer.end_block();
+        if writer.appended_lsn() > before {
+            self.kick.notify_one();
+        }
+    }
+
     pub fn sweep(&self, store: &mut Store, now: u64, work: usize) -> SweepOutcome {
         let mut writer = self.writer.borrow_mut();
         let before = writer.appended_lsn();

@@ -232,10 +232,17 @@ impl Shard {
 
     fn run_batch(&self, batch: Batch, now: u64) {
         self.txn.running.set(true);
+        // The batch's writes are one block in this shard's log: replay keeps all or none.
+        if let Some(aof) = &self.aof {
+            aof.begin_transaction();
+        }
         for (origin, command) in batch {
             if let Some(reply) = self.execute_free(origin, command, now) {
                 self.deliver(origin, reply);
             }
+        }
+        if let Some(aof) = &self.aof {
+            aof.end_transaction();
         }
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
