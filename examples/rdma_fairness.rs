@@ -171,6 +171,8 @@ struct ClientFigures {
     hot_calls: u64,
     /// Mean of the hot connections' calls in flight, summed over connections.
     in_flight: f64,
+    /// Server and client CPU over the measurement window, % of one CPU.
+    cpu_pct: (f64, f64),
 }
 
 /// Keep one call in flight on `client` until `end`; latencies of calls inside the
@@ -264,6 +266,17 @@ async fn run_client(o: Opts, hot: SocketAddr, probe: SocketAddr) -> ClientFigure
             sum as f64 / samples.max(1) as f64
         })
     };
+    // CPU over the measurement window only (not connection set-up).
+    let cpu = || (thread_cpu_seconds("srv"), thread_cpu_seconds("cli"));
+    sleep(from.saturating_duration_since(Instant::now())).await;
+    let cpu0 = cpu();
+    sleep(end.saturating_duration_since(Instant::now())).await;
+    let cpu1 = cpu();
+    let secs = o.duration.as_secs_f64().max(1e-9);
+    let cpu_pct = (
+        100.0 * (cpu1.0 - cpu0.0) / secs,
+        100.0 * (cpu1.1 - cpu0.1) / secs,
+    );
     let mut hot_calls = 0;
     for t in hot_tasks {
         hot_calls += t.await.unwrap_or(0);
@@ -275,6 +288,7 @@ async fn run_client(o: Opts, hot: SocketAddr, probe: SocketAddr) -> ClientFigure
         probe,
         hot_calls,
         in_flight,
+        cpu_pct,
     }
 }
 
@@ -333,14 +347,10 @@ fn main() {
         .expect("rdma listen (probe)");
 
     let opts = o.clone();
-    let cpu0 = (thread_cpu_seconds("srv"), thread_cpu_seconds("cli"));
-    let t0 = Instant::now();
     let figures = client_rt
         .spawn_on(0, move || run_client(opts, hot_addr, probe_addr))
         .wait()
         .expect("client run");
-    let wall = t0.elapsed().as_secs_f64();
-    let cpu1 = (thread_cpu_seconds("srv"), thread_cpu_seconds("cli"));
     let rdma_stats = rdma::stats(&server_rt).first().copied().unwrap_or_default();
     let exhausted: u64 = server_rt.stats().iter().map(|s| s.budget_exhausted).sum();
     let (probe_hol, hot_hol) = (probe.head_of_line(), hot.head_of_line());
@@ -377,8 +387,8 @@ fn main() {
         rdma_stats.completions,
         base.poll_batch,
         base.window,
-        100.0 * (cpu1.0 - cpu0.0) / wall.max(1e-9),
-        100.0 * (cpu1.1 - cpu0.1) / wall.max(1e-9),
+        figures.cpu_pct.0,
+        figures.cpu_pct.1,
     );
     hot.stop();
     probe.stop();

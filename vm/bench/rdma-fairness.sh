@@ -6,12 +6,12 @@
 # mode; event mode for EVENT_BUDGETS), the RPC echo service hashing each 64 B payload
 # HASH_ROUNDS times, HOT_CONNS connections x HOT_DEPTH calls on one listener + a depth-1 probe
 # on its own listener; the client is a second runtime (one shard, event mode) in the same
-# process. Each variant runs ROUNDS times, interleaved; the table shows medians (the two
+# process. Each variant runs ROUNDS times, interleaved (each round rotated by one); the table shows medians (the two
 # RDMA counters: the largest value of any round).
-# Knobs: ROUNDS (3) DUR_MS (3000) WARMUP_MS (500) BUDGETS (unlimited,64,32,16,4)
+# Knobs: ROUNDS (3) DUR_MS (4000) WARMUP_MS (500) BUDGETS (unlimited,64,32,16,4)
 #        EVENT_BUDGETS (unlimited,32; empty: none) HASH_ROUNDS (32) HOT_CONNS (8) HOT_DEPTH (256)
 set -u
-ROUNDS=${ROUNDS:-3}; DUR_MS=${DUR_MS:-3000}; WARMUP_MS=${WARMUP_MS:-500}
+ROUNDS=${ROUNDS:-3}; DUR_MS=${DUR_MS:-4000}; WARMUP_MS=${WARMUP_MS:-500}
 BUDGETS=${BUDGETS:-unlimited,64,32,16,4}; EVENT_BUDGETS=${EVENT_BUDGETS-unlimited,32}
 HASH_ROUNDS=${HASH_ROUNDS:-32}; HOT_CONNS=${HOT_CONNS:-8}; HOT_DEPTH=${HOT_DEPTH:-256}
 BIN=${RDMA_FAIRNESS:-target/release/examples/rdma_fairness}
@@ -30,8 +30,10 @@ one() { # mode budget
 }
 
 echo "# rdma-fairness: rounds=$ROUNDS duration_ms=$DUR_MS warmup_ms=$WARMUP_MS hot=${HOT_CONNS}x$HOT_DEPTH hash_rounds=$HASH_ROUNDS ($(uname -r), $(nproc) vCPUs, $(date -u +%FT%TZ))"
+n=${#variants[@]}
 for r in $(seq 1 "$ROUNDS"); do
-  for v in "${variants[@]}"; do one $v; done
+  # Each round starts one variant later, so no variant always runs first (load drifts).
+  for i in $(seq 0 $((n - 1))); do one ${variants[$(((i + r - 1) % n))]}; done
 done | tee "$OUT/all.jsonl"
 
 python3 - "$OUT/all.jsonl" "$HOT_CONNS" <<'PY'
@@ -43,15 +45,15 @@ for line in open(sys.argv[1]):
 med = lambda rs, k: st.median(r[k] for r in rs)
 top = lambda rs, k: max(r[k] for r in rs)
 print()
-print("| poller | budget | runs | hot calls in flight | probe p50 µs | probe p99 µs | probe p99.9 µs | probe HOL p50 | probe HOL p99 | probe HOL max | hot msgs/s | max recv CQEs / conn / poll | max frames / conn / round | budget yields | probe p99 vs unlimited | probe HOL p99 vs unlimited | hot tput vs unlimited |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| poller | budget | runs | probe calls | hot calls in flight | probe p50 µs | probe p99 µs | probe p99.9 µs | probe HOL p50 | probe HOL p99 | probe HOL max | hot msgs/s | max recv CQEs / conn / poll | max frames / conn / round | budget yields | srv CPU % | cli CPU % | probe p99 vs unlimited | probe HOL p99 vs unlimited | hot tput vs unlimited |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (mode, budget), rs in rows.items():
     base = rows.get((mode, 'unlimited'))
     ratio = lambda k: f"{med(rs, k) / med(base, k):.2f}×" if base and med(base, k) else "—"
-    print(f"| {mode} | {budget} | {len(rs)} | {med(rs, 'hot_in_flight'):.0f} | {med(rs, 'probe_p50_us'):.0f} | "
+    print(f"| {mode} | {budget} | {len(rs)} | {med(rs, 'probe_calls'):.0f} | {med(rs, 'hot_in_flight'):.0f} | {med(rs, 'probe_p50_us'):.0f} | "
           f"{med(rs, 'probe_p99_us'):.0f} | {med(rs, 'probe_p999_us'):.0f} | {med(rs, 'probe_hol_p50'):.0f} | "
           f"{med(rs, 'probe_hol_p99'):.0f} | {top(rs, 'probe_hol_max')} | {med(rs, 'hot_msgs_s'):.0f} | "
-          f"{top(rs, 'max_conn_recvs_per_poll')} | {top(rs, 'max_round_frames')} | {med(rs, 'budget_exhausted'):.0f} | "
+          f"{top(rs, 'max_conn_recvs_per_poll')} | {top(rs, 'max_round_frames')} | {med(rs, 'budget_exhausted'):.0f} | {med(rs, 'server_cpu_pct'):.0f} | {med(rs, 'client_cpu_pct'):.0f} | "
           f"{ratio('probe_p99_us')} | {ratio('probe_hol_p99')} | {ratio('hot_msgs_s')} |")
 print()
 for mode in sorted({m for m, _ in rows}):
