@@ -18,13 +18,16 @@
 //! hot throughput, the calls the hot connections actually had in flight (sampled every
 //! millisecond by the client), the server's RDMA counters `max_conn_recvs_per_poll` (receive
 //! completions one connection consumed in one CQ poller pass) and `max_round_frames` (frames
-//! one connection handed up in one budget round), and both sides' CPU. The budget applies to
+//! one connection handed up in one budget round), the server's completions per call over the
+//! measurement window (`cqes_per_call`: replies go out in smaller messages when a budget cuts
+//! rounds short), and both sides' CPU. The budget applies to
 //! the server only; the client keeps the default. Run it inside the soft-RoCE VM
 //! (`vm/bench/rdma-fairness.sh` runs the whole table).
 
 use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -209,7 +212,12 @@ async fn call_loop(
     }
 }
 
-async fn run_client(o: Opts, hot: SocketAddr, probe: SocketAddr) -> ClientFigures {
+async fn run_client(
+    o: Opts,
+    hot: SocketAddr,
+    probe: SocketAddr,
+    window_tx: mpsc::Sender<(Instant, Instant)>,
+) -> ClientFigures {
     let payload = Bytes::from(vec![0x5a; o.size]);
     let opts = |window: usize| ClientOptions {
         window,
@@ -228,6 +236,8 @@ async fn run_client(o: Opts, hot: SocketAddr, probe: SocketAddr) -> ClientFigure
     // Connection set-up is slow under emulation: the clock starts once all are up.
     let from = Instant::now() + o.warmup;
     let end = from + o.duration;
+    // The main thread reads the server's counters at both ends of the window.
+    let _ = window_tx.send((from, end));
     let mut hot_tasks = Vec::new();
     for c in &hot_clients {
         for _ in 0..o.hot_depth {
@@ -292,6 +302,13 @@ async fn run_client(o: Opts, hot: SocketAddr, probe: SocketAddr) -> ClientFigure
     }
 }
 
+/// The server shard's completions, CQ polls and budget yields so far.
+fn server_counters(rt: &Runtime) -> (u64, u64, u64) {
+    let st = rdma::stats(rt).first().copied().unwrap_or_default();
+    let yields = rt.stats().iter().map(|s| s.budget_exhausted).sum();
+    (st.completions, st.cq_polls, yields)
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -347,10 +364,18 @@ fn main() {
         .expect("rdma listen (probe)");
 
     let opts = o.clone();
-    let figures = client_rt
-        .spawn_on(0, move || run_client(opts, hot_addr, probe_addr))
-        .wait()
-        .expect("client run");
+    let (window_tx, window_rx) = mpsc::channel();
+    let client = client_rt.spawn_on(0, move || run_client(opts, hot_addr, probe_addr, window_tx));
+    let window = window_rx.recv().ok().map(|(from, end)| {
+        std::thread::sleep(from.saturating_duration_since(Instant::now()));
+        let before = server_counters(&server_rt);
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        let after = server_counters(&server_rt);
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+    });
+    let figures = client.wait().expect("client run");
+    let (window_cqes, window_polls, window_yields) = window.unwrap_or_default();
+    let calls = (figures.hot_calls + figures.probe.len()).max(1);
     let rdma_stats = rdma::stats(&server_rt).first().copied().unwrap_or_default();
     let exhausted: u64 = server_rt.stats().iter().map(|s| s.budget_exhausted).sum();
     let (probe_hol, hot_hol) = (probe.head_of_line(), hot.head_of_line());
@@ -362,6 +387,7 @@ fn main() {
          \"probe_hol_p50\":{},\"probe_hol_p99\":{},\"probe_hol_max\":{},\"hot_hol_p99\":{},\
          \"hot_msgs_s\":{:.0},\"max_conn_recvs_per_poll\":{},\"max_round_frames\":{},\
          \"budget_exhausted\":{},\"cq_polls\":{},\"completions\":{},\"poll_batch\":{},\
+         \"window_cqes\":{},\"window_cq_polls\":{},\"window_budget_yields\":{},\"cqes_per_call\":{:.3},\
          \"window\":{},\"server_cpu_pct\":{:.0},\"client_cpu_pct\":{:.0}}}",
         o.mode_name,
         o.client_mode_name,
@@ -386,6 +412,10 @@ fn main() {
         rdma_stats.cq_polls,
         rdma_stats.completions,
         base.poll_batch,
+        window_cqes,
+        window_polls,
+        window_yields,
+        window_cqes as f64 / calls as f64,
         base.window,
         figures.cpu_pct.0,
         figures.cpu_pct.1,
