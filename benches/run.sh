@@ -31,6 +31,14 @@
 #                              8 connections pipelining MSET/MGET batches + 1 probe GET, budgets
 #                              unlimited,default (examples/kv/bench/fairness.sh; KV_FAIRNESS_ARGS
 #                              adds its flags, QUICK=1 its --quick)
+#   benches/run.sh rdma-fairness the fairness layout over RDMA (issue 12.7), in the soft-RoCE VM:
+#                              builds examples/rdma_fairness (release), then
+#                              `cargo xtask vm -- vm/bench/rdma-fairness.sh`: 1 server shard (CQ
+#                              poller polling; event for EVENT_BUDGETS), 8 hot x depth 256 + 1
+#                              probe, budgets BUDGETS (unlimited,64,32,16,4), HASH_ROUNDS (32);
+#                              probe latency and HOL, hot msgs/s, most receive CQEs one connection
+#                              took per poller pass and most frames it handed up per round.
+#                              ROUNDS (3 here), DUR_MS (4000), WARMUP_MS; QUICK=1: 1 round, 1 s
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -229,6 +237,13 @@ fairness() {
         --servers "${SERVERS:-corewire-rpc}" ${FAIRNESS_ARGS:-}
 }
 
+rdma_fairness() {
+    (cd "$repo" && cargo build --release --example rdma_fairness >&2)
+    local env=(ROUNDS="${ROUNDS:-3}" RDMA_FAIRNESS="$target/release/examples/rdma_fairness")
+    [[ $quick == 1 ]] && env=(ROUNDS=1 DUR_MS=1000 WARMUP_MS=200 "${env[1]}")
+    (cd "$repo" && run env "${env[@]}" cargo xtask vm -- vm/bench/rdma-fairness.sh)
+}
+
 kv_fairness() {
     local args=(--rounds "$rounds")
     [[ $quick == 1 ]] && args=(--quick)
@@ -241,7 +256,8 @@ case "$suite" in
     rpc) rpc ;;
     fairness) fairness ;;
     kv-fairness) kv_fairness ;;
+    rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,50p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,58p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness, rdma-fairness)" >&2; exit 2 ;;
 esac

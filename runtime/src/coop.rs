@@ -109,6 +109,13 @@ impl RoundBudget {
         self.exhausted()
     }
 
+    /// Messages (units) charged in the current round so far: at most the budget's
+    /// `max_messages` once a transport yields on exhaustion (what the RDMA transport's
+    /// per-round counter reports).
+    pub fn round_messages(&self) -> u32 {
+        self.messages
+    }
+
     pub fn exhausted(&self) -> bool {
         self.budget.max_messages.is_some_and(|m| self.messages >= m)
             || self.budget.max_bytes.is_some_and(|b| self.bytes >= b)

@@ -197,7 +197,7 @@ impl ConnCore {
         spawn_local(write_loop(self.clone()));
     }
 
-    fn key(&self) -> (u32, u16) {
+    pub(crate) fn key(&self) -> (u32, u16) {
         (self.slot, self.generation)
     }
 
@@ -692,9 +692,14 @@ impl Connection for RdmaConnection {
             match decoded {
                 Ok(Some(frame)) => {
                     c.stats.add_in(frame.payload.len() + frame.attachment.len());
-                    c.round
-                        .borrow_mut()
-                        .charge(frame.payload.len() + frame.attachment.len());
+                    let in_round = {
+                        let mut round = c.round.borrow_mut();
+                        round.charge(frame.payload.len() + frame.attachment.len());
+                        u64::from(round.round_messages())
+                    };
+                    let mut st = c.shard.stats.borrow_mut();
+                    st.max_round_frames = st.max_round_frames.max(in_round);
+                    drop(st);
                     c.reader_waiting.set(false);
                     c.release_held();
                     break Ok(Some(frame));

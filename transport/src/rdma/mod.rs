@@ -16,6 +16,7 @@ pub mod flow;
 pub mod grants;
 pub mod handshake;
 mod listen;
+mod poll_tally;
 mod poller;
 mod pool;
 pub mod select;

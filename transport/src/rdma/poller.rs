@@ -7,6 +7,7 @@ use corewire_runtime::{PollOutcome, Poller};
 use corewire_verbs::WorkCompletion;
 
 use super::device::Device;
+use super::poll_tally::PollTally;
 use super::shard::RdmaShard;
 use super::wr_id::{WrId, WrKind};
 use super::PollerMode;
@@ -19,6 +20,8 @@ pub(crate) struct CqPoller {
     /// the shard may sleep.
     spinning_since: Option<Instant>,
     may_park: bool,
+    /// Receive completions per connection in the current pass.
+    tally: PollTally,
 }
 
 impl CqPoller {
@@ -30,6 +33,7 @@ impl CqPoller {
             wcs: vec![WorkCompletion::default(); batch],
             spinning_since: Some(Instant::now()),
             may_park: false,
+            tally: PollTally::default(),
         }
     }
 
@@ -65,6 +69,7 @@ impl CqPoller {
                     .conn_of_qp(wc.qp_num)
                     .and_then(|(slot, generation)| self.shard.conn(slot, generation));
                 if let Some(conn) = conn {
+                    self.tally.add(conn.key());
                     conn.on_completion(id, wc);
                 }
                 if wc.status == corewire_verbs::WcStatus::WrFlushError {
@@ -76,7 +81,12 @@ impl CqPoller {
                 continue;
             }
             match self.shard.conn(id.conn_slot, id.generation) {
-                Some(conn) => conn.on_completion(id, wc),
+                Some(conn) => {
+                    if id.kind == WrKind::Recv {
+                        self.tally.add(conn.key());
+                    }
+                    conn.on_completion(id, wc)
+                }
                 // A flushed completion of a connection already torn down: its buffers were
                 // reclaimed when its queue pair was destroyed.
                 None => tracing::trace!(?id, status = ?wc.status, "stale completion"),
@@ -119,6 +129,7 @@ impl Poller for CqPoller {
     }
 
     fn poll(&mut self) -> PollOutcome {
+        self.tally.clear();
         let n = match self.shard.mode() {
             PollerMode::Polling { yield_when_idle } => {
                 self.may_park = false;
@@ -173,6 +184,10 @@ impl Poller for CqPoller {
             },
         };
         if n > 0 {
+            let busiest = u64::from(self.tally.max());
+            let mut st = self.shard.stats.borrow_mut();
+            st.max_conn_recvs_per_poll = st.max_conn_recvs_per_poll.max(busiest);
+            drop(st);
             PollOutcome::Progress(n)
         } else {
             PollOutcome::Idle

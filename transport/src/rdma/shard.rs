@@ -56,6 +56,13 @@ pub struct RdmaStats {
     pub cq_channel_arms: u64,
     /// Times the CQ was armed for solicited completions only (`RdmaConfig::solicited_wakeups`).
     pub solicited_arms: u64,
+    /// The most receive completions one connection got in one pass of the CQ poller
+    /// (bounded by `RdmaConfig::poll_batch` in polling mode and by the connection's credit
+    /// window; not by the fairness budget, which applies when frames are handed up).
+    pub max_conn_recvs_per_poll: u64,
+    /// The most frames one connection's `recv` handed up in one budget round (between two
+    /// yields or waits): at most the budget's message limit.
+    pub max_round_frames: u64,
 }
 
 pub(crate) struct RdmaShard {
