@@ -356,6 +356,32 @@ impl CmId {
         check_ret("rdma_reject", rc)
     }
 
+    /// `rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)`: the queue pair's local ACK timeout,
+    /// 4.096 µs × 2^`exponent` (0..=31), instead of the one rdma_cm derives from the path
+    /// (~2 s for RoCE on Linux 6.1). Set it before `connect`/`accept`: rdma_cm applies it
+    /// when it moves the queue pair to RTS. With the retry count it bounds how long a send to
+    /// a dead peer is retried.
+    pub fn set_ack_timeout(&self, exponent: u8) -> Result<()> {
+        if exponent > 31 {
+            return Err(VerbsError::InvalidArgument(
+                "the ACK timeout exponent is a 5-bit field (0..=31)",
+            ));
+        }
+        let mut value = exponent;
+        // SAFETY: live id; optval points at a u8 that lives through the call and optlen is
+        // its size (librdmacm copies the value to the kernel).
+        let rc = unsafe {
+            sys::rdma_set_option(
+                self.as_ptr(),
+                sys::RDMA_OPTION_ID as i32,
+                sys::RDMA_OPTION_ID_ACK_TIMEOUT as i32,
+                (&mut value as *mut u8).cast(),
+                std::mem::size_of::<u8>(),
+            )
+        };
+        check_ret("rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)", rc)
+    }
+
     /// `rdma_disconnect`: moves the QP to the error state (outstanding work requests flush
     /// with `WrFlushError`) and tells the peer; both sides get `Disconnected`.
     pub fn disconnect(&self) -> Result<()> {

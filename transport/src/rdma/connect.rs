@@ -8,7 +8,7 @@ use std::rc::Rc;
 use corewire_runtime::spawn_local;
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
-use super::conn::RdmaConnection;
+use super::conn::{ConnCore, RdmaConnection};
 use super::establish::{expect_event, open_connection, watch_events, RESOLVE_TIMEOUT};
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
@@ -35,8 +35,13 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
         let hello = hello.encode();
         let params = ConnParams {
             private_data: &hello,
+            retry_count: shard.config().retry_count,
             ..ConnParams::default()
         };
+        if let Some(Err(e)) = set_ack_timeout(&shard, &core) {
+            core.fail(format!("setting the ACK timeout failed: {e}"));
+            return Err(RdmaError::Device(e));
+        }
         if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().connect(&params)) {
             core.fail(format!("rdma_connect failed: {e}"));
             return Err(RdmaError::Device(e));
@@ -78,4 +83,13 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
             Err(e)
         }
     }
+}
+
+/// Apply `RdmaConfig::ack_timeout` to a connection's queue pair before it connects or accepts.
+pub(crate) fn set_ack_timeout(
+    shard: &RdmaShard,
+    core: &ConnCore,
+) -> Option<Result<(), corewire_verbs::VerbsError>> {
+    let exponent = shard.config().ack_timeout?;
+    core.qp_do(|qp| qp.cm_id().set_ack_timeout(exponent))
 }

@@ -204,8 +204,13 @@ where
     let reply = reply.encode();
     let params = ConnParams {
         private_data: &reply,
+        retry_count: shard.config().retry_count,
         ..ConnParams::default()
     };
+    if let Some(Err(e)) = super::connect::set_ack_timeout(&shard, &core) {
+        core.fail(format!("setting the ACK timeout failed: {e}"));
+        return;
+    }
     if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().accept(&params)) {
         core.fail(format!("rdma_accept failed: {e}"));
         return;
