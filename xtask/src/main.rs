@@ -3,6 +3,7 @@
 
 mod cmd;
 mod demo;
+mod faults;
 mod json;
 mod setup;
 mod tally;
@@ -20,8 +21,11 @@ usage: cargo xtask <command>
                               build every test; run host tests on the host, doc tests, and
                               test targets named rdma* in one soft-RoCE VM; TEST ARGS (a
                               name filter, --nocapture, ...) go to every test binary.
-                              Ends with `N passed, M failed`.
+                              Ends with `N passed, M failed`. Without TEST ARGS
+                              the VM part ends with the two-VM fault suite.
   vm -- CMD [ARGS...]         run CMD inside the soft-RoCE VM (rxe0 at 10.77.0.1)
+  vm-faults                   the two-VM fault suite alone (vm/two-vm.sh faults): server
+                              VM killed mid-stream, link cut past the retry budget
   demo                        build the examples (release) and run the demo
 
 VM knobs (environment): see vm/run-in-rxe-vm.sh (RXE_VM_SMP, RXE_VM_TIMEOUT, RXE_VM_VERBOSE, ...)
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
             vm::vm(rest)
         }
         "demo" => demo::demo().map(|()| 0),
+        "vm-faults" => faults::vm_faults(),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)

@@ -424,6 +424,19 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         if let Err(e) = run_vm(&rdma, &opts.test_args, &mut tally) {
             tally.problem(e);
         }
+        // A name filter picks tests; the fault suite is not one of them.
+        if opts.test_args.is_empty() {
+            let started = Instant::now();
+            if let Err(e) = crate::faults::run(&mut tally) {
+                tally.problem(e);
+            }
+            eprintln!(
+                "xtask: two-VM fault suite took {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+        } else {
+            eprintln!("xtask: test arguments given: the two-VM fault suite is skipped");
+        }
     }
     Ok(tally)
 }
