@@ -9,7 +9,7 @@
 #   1. server_kill: SIGKILL the server VM's qemu mid-stream; once the client has reported
 #      the failure, boot a fresh server VM (the client reconnects to it);
 #   2. link_cut: `set_link net0 off` on both VMs' qemu monitors for CUT_S seconds (longer
-#      than the ~4.3 s retry budget), then on again (the client reconnects).
+#      than the ~1.9 s retry budget), then on again (the client reconnects).
 # Outputs (client.out/err, serverN.out/err, harness.jsonl) go to OUTDIR (default: a new
 # /tmp/two-vm-faults.XXXXXX). Exit status: 0 if every check passed, 1 if one failed, 125 if
 # a VM or the harness itself failed.
