@@ -83,6 +83,10 @@ pub(crate) struct ConnCore {
     writer: Notify,
     /// Why the connection ended, once it has.
     ended: RefCell<Option<String>>,
+    /// It ended by a failure (a work completion or post that failed, a QP error, a bad
+    /// frame), not by either side closing: `recv` reports the reason instead of an orderly
+    /// end of stream.
+    failed: Cell<bool>,
     torn_down: Cell<bool>,
     stats: ConnStatsCells,
     budget: Budget,
@@ -166,6 +170,7 @@ impl ConnCore {
                 out: OutQueue::new(config.max_queued_bytes),
                 writer: Notify::new(),
                 ended: RefCell::new(None),
+                failed: Cell::new(false),
                 torn_down: Cell::new(false),
                 stats: ConnStatsCells::default(),
                 budget: config.budget,
@@ -424,6 +429,7 @@ impl ConnCore {
         if self.ended.borrow().is_none() {
             tracing::debug!(peer = ?self.peer, %reason, "rdma connection ended");
             *self.ended.borrow_mut() = Some(reason.clone());
+            self.failed.set(true);
         }
         self.out.discard();
         self.teardown(reason);
@@ -709,7 +715,13 @@ impl Connection for RdmaConnection {
             }
             if c.is_ended() {
                 let buffered = c.rx.borrow().len();
-                break if buffered == 0 {
+                break if buffered == 0 && c.failed.get() {
+                    // A dead peer or link (e.g. RetryExceeded) is an error, not an orderly
+                    // close: callers see why.
+                    Err(TransportError::Other(
+                        c.ended.borrow().clone().unwrap_or_default(),
+                    ))
+                } else if buffered == 0 {
                     Ok(None)
                 } else {
                     Err(TransportError::Truncated { buffered })
