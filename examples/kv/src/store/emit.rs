@@ -21,7 +21,7 @@ pub(crate) const EMIT_CHUNK: usize = 64 << 20;
 const ITEMS_PER_RECORD: usize = 64;
 
 /// Writes the records that recreate `key` with `entry`'s value and expiry.
-pub(crate) fn emit_entry<S: ChangeSink>(key: &Bytes, entry: &Entry, sink: &mut S) {
+pub(crate) fn emit_entry<S: ChangeSink>(key: &[u8], entry: &Entry, sink: &mut S) {
     let ttl = entry.expire_at().map_or(LoggedTtl::None, LoggedTtl::At);
     match &entry.value {
         Value::Str(value) => return emit_string(key, value, ttl, sink),

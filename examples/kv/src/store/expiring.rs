@@ -1,11 +1,11 @@
-use bytes::Bytes;
+use super::compact::CompactBytes;
 
 /// The keys that carry a TTL, in a dense vector so active expiry can walk them without
 /// touching keys that never expire. Each entry with a TTL records its slot here; removal is
 /// `swap_remove`, so the caller must update the slot of the key moved into the hole.
 #[derive(Debug, Default)]
 pub(crate) struct ExpiringIndex {
-    keys: Vec<Bytes>,
+    keys: Vec<CompactBytes>,
     /// Where the next sweep starts, so successive bounded sweeps cover every key in turn.
     pub cursor: usize,
 }
@@ -19,18 +19,18 @@ impl ExpiringIndex {
         self.keys.is_empty()
     }
 
-    pub fn key(&self, slot: usize) -> Option<&Bytes> {
+    pub fn key(&self, slot: usize) -> Option<&CompactBytes> {
         self.keys.get(slot)
     }
 
-    /// Adds a key (the map's own copy) and returns its slot.
-    pub fn push(&mut self, key: Bytes) -> usize {
+    /// Adds a copy of a key and returns its slot.
+    pub fn push(&mut self, key: CompactBytes) -> usize {
         self.keys.push(key);
         self.keys.len() - 1
     }
 
     /// Removes `slot`. Returns the key that now occupies it, if another key moved there.
-    pub fn swap_remove(&mut self, slot: usize) -> Option<&Bytes> {
+    pub fn swap_remove(&mut self, slot: usize) -> Option<&CompactBytes> {
         if slot >= self.keys.len() {
             return None;
         }

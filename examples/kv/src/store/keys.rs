@@ -22,7 +22,7 @@ impl Store {
                 deleted += 1;
             }
             if S::ENABLED {
-                removed.push(stored_key);
+                removed.push(stored_key.to_bytes());
             }
         }
         if !removed.is_empty() {
@@ -79,7 +79,7 @@ impl Store {
         }
         if when <= now as i64 {
             if let Some((stored_key, _)) = self.remove(&expire.key) {
-                sink.record(WriteOp::Del(std::slice::from_ref(&stored_key)));
+                super::keyspace::record_del(sink, &stored_key);
             }
         } else {
             let at_ms = when as u64;

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::compact::CompactBytes;
 use super::entry::{Entry, Expiry};
 use super::value::{Value, ValueType};
 use super::Store;
@@ -45,7 +46,7 @@ impl Store {
         self.map.get(key).map(|entry| &entry.value)
     }
 
-    /// The string value of a live key; WRONGTYPE for another type.
+    /// The string value of a live key (a copy, for the reply); WRONGTYPE for another type.
     pub(super) fn read<S: ChangeSink>(
         &mut self,
         key: &[u8],
@@ -54,7 +55,7 @@ impl Store {
     ) -> Result<Option<Bytes>, CommandError> {
         match self.lookup(key, now, sink) {
             None => Ok(None),
-            Some(Value::Str(value)) => Ok(Some(value.clone())),
+            Some(Value::Str(value)) => Ok(Some(value.to_bytes())),
             Some(_) => Err(CommandError::WrongType),
         }
     }
@@ -118,7 +119,7 @@ impl Store {
             Some(value) if value.value_type() != kind => return Err(CommandError::WrongType),
             Some(_) => {}
             None if create => {
-                self.insert_new(Bytes::copy_from_slice(key), Value::empty(kind), None);
+                self.insert_new(CompactBytes::new(key), Value::empty(kind), None);
             }
             None => return Ok(None),
         }
@@ -147,13 +148,13 @@ impl Store {
     pub(super) fn remove_expired<S: ChangeSink>(&mut self, key: &[u8], sink: &mut S) {
         if let Some((stored_key, _)) = self.remove(key) {
             self.counters.expired_keys += 1;
-            sink.record(WriteOp::Del(std::slice::from_ref(&stored_key)));
+            record_del(sink, &stored_key);
         }
     }
 
     /// Removes a key whatever its TTL; returns the map's copy of the key and the entry.
     /// The last key takes the removed one's position (see [`Store::snapshot_fix_removal`]).
-    pub(super) fn remove(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<(CompactBytes, Entry)> {
         let len_before = self.map.len();
         let (index, stored_key, entry) = self.map.swap_remove_full(key)?;
         self.snapshot_fix_removal(index, len_before, &stored_key);
@@ -161,15 +162,15 @@ impl Store {
             slots.remove(&stored_key);
         }
         self.data_bytes -= stored_key.len() + entry.value.payload_len();
-        if let Some(expiry) = entry.expiry {
+        if let Some(expiry) = &entry.expiry {
             self.unindex(expiry.slot);
         }
         Some((stored_key, entry))
     }
 
-    /// Stores `value` (already owned by the store, never a slice of a request) under `key`.
-    pub(super) fn upsert(&mut self, key: &[u8], value: Bytes, ttl: TtlUpdate) {
-        self.upsert_value(key, Value::Str(value), ttl);
+    /// Stores `value` (copied into the store, never a slice of a request) under `key`.
+    pub(super) fn upsert(&mut self, key: &[u8], value: impl Into<CompactBytes>, ttl: TtlUpdate) {
+        self.upsert_value(key, Value::Str(value.into()), ttl);
     }
 
     /// Stores `value` under `key`, replacing whatever value of any type was there.
@@ -179,7 +180,7 @@ impl Store {
                 TtlUpdate::At(at) => Some(at),
                 TtlUpdate::Clear | TtlUpdate::Keep => None,
             };
-            self.insert_new(Bytes::copy_from_slice(key), value, at);
+            self.insert_new(CompactBytes::new(key), value, at);
             return;
         };
         self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
@@ -195,7 +196,7 @@ impl Store {
         }
     }
 
-    pub(super) fn insert_new(&mut self, key: Bytes, value: Value, expire_at: Option<u64>) {
+    pub(super) fn insert_new(&mut self, key: CompactBytes, value: Value, expire_at: Option<u64>) {
         let expiry = expire_at.map(|at_ms| Expiry {
             at_ms,
             slot: self.expiring.push(key.clone()),
@@ -213,12 +214,15 @@ impl Store {
         let Some((stored_key, entry)) = self.map.get_key_value(key) else {
             return;
         };
-        let slot = match entry.expiry {
+        let slot = match &entry.expiry {
             Some(expiry) => expiry.slot,
             None => self.expiring.push(stored_key.clone()),
         };
         if let Some(entry) = self.map.get_mut(key) {
-            entry.expiry = Some(Expiry { at_ms, slot });
+            match &mut entry.expiry {
+                Some(expiry) => expiry.at_ms = at_ms,
+                None => entry.expiry = Some(Box::new(Expiry { at_ms, slot })),
+            }
         }
     }
 
@@ -241,7 +245,7 @@ impl Store {
             if let Some(Entry {
                 expiry: Some(expiry),
                 ..
-            }) = self.map.get_mut(moved)
+            }) = self.map.get_mut(&moved[..])
             {
                 expiry.slot = slot;
             }
@@ -255,12 +259,19 @@ impl Store {
         let mut bytes = 0;
         for (key, entry) in &self.map {
             bytes += key.len() + entry.value.payload_len();
-            if let Some(expiry) = entry.expiry {
+            if let Some(expiry) = &entry.expiry {
                 with_ttl += 1;
                 assert_eq!(self.expiring.key(expiry.slot), Some(key), "slot of {key:?}");
             }
         }
         assert_eq!(with_ttl, self.expiring.len());
         assert_eq!(bytes, self.data_bytes);
+    }
+}
+
+/// Logs the removal of `key` (a copy of it: the log takes `Bytes`); free without a log.
+pub(super) fn record_del<S: ChangeSink>(sink: &mut S, key: &[u8]) {
+    if S::ENABLED {
+        sink.record(WriteOp::Del(&[Bytes::copy_from_slice(key)]));
     }
 }

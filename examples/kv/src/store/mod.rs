@@ -3,6 +3,7 @@
 //! the store never reads a clock and tests control time exactly.
 
 mod cluster;
+mod compact;
 mod emit;
 mod entry;
 mod expiring;
@@ -17,7 +18,6 @@ mod sweep;
 mod types;
 mod value;
 
-use bytes::Bytes;
 use foldhash::fast::RandomState;
 use indexmap::IndexMap;
 
@@ -26,6 +26,7 @@ use crate::command::{Command, CommandError};
 use crate::reply::Reply;
 
 use cluster::SlotIndex;
+use compact::CompactBytes;
 use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
@@ -66,7 +67,7 @@ impl Default for StoreConfig {
 /// ([`Store::snapshot_begin`]), and SCAN and random sampling can use the same order.
 #[derive(Debug)]
 pub struct Store {
-    map: IndexMap<Bytes, Entry, RandomState>,
+    map: IndexMap<CompactBytes, Entry, RandomState>,
     expiring: ExpiringIndex,
     counters: Counters,
     data_bytes: usize,

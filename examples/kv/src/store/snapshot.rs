@@ -21,10 +21,10 @@
 //! the log that follows the image, and replaying it over an image without the key changes
 //! nothing.
 
-use bytes::Bytes;
 use foldhash::fast::RandomState;
 use std::collections::HashSet;
 
+use super::compact::CompactBytes;
 use super::emit::emit_entry;
 use super::Store;
 use crate::change::ChangeSink;
@@ -35,7 +35,7 @@ pub(super) struct Snapshot {
     /// Keys at indices `>= cursor` are done.
     cursor: usize,
     /// Keys below the cursor that are done already.
-    ahead: HashSet<Bytes, RandomState>,
+    ahead: HashSet<CompactBytes, RandomState>,
 }
 
 /// What one [`Store::snapshot_step`] did.
@@ -249,7 +249,7 @@ mod tests {
             .map
             .iter()
             .filter(|(_, entry)| !entry.is_expired(now))
-            .map(|(key, entry)| (key.clone(), (entry.value.clone(), entry.expire_at())))
+            .map(|(key, entry)| (key.to_bytes(), (entry.value.clone(), entry.expire_at())))
             .collect()
     }
 

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use foldhash::fast::RandomState;
 use indexmap::{IndexMap, IndexSet};
 
+use super::compact::CompactBytes;
+
 /// The type names TYPE reports and WRONGTYPE is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueType {
@@ -30,13 +32,15 @@ impl ValueType {
     }
 }
 
+/// Collections are boxed so a value is as small as a string (24 bytes: see
+/// `compact.rs`); every key pays for its value's size, most keys are strings.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
-    Str(Bytes),
-    List(List),
-    Hash(Hash),
-    Set(Set),
-    ZSet(ZSet),
+    Str(CompactBytes),
+    List(Box<List>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -53,11 +57,11 @@ impl Value {
     /// An empty collection of `kind` (a string for [`ValueType::String`]).
     pub fn empty(kind: ValueType) -> Value {
         match kind {
-            ValueType::String => Value::Str(Bytes::new()),
-            ValueType::List => Value::List(List::default()),
-            ValueType::Hash => Value::Hash(Hash::default()),
-            ValueType::Set => Value::Set(Set::default()),
-            ValueType::ZSet => Value::ZSet(ZSet::default()),
+            ValueType::String => Value::Str(CompactBytes::default()),
+            ValueType::List => Value::List(Box::default()),
+            ValueType::Hash => Value::Hash(Box::default()),
+            ValueType::Set => Value::Set(Box::default()),
+            ValueType::ZSet => Value::ZSet(Box::default()),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::change::ChangeSink;
 use crate::command::{CommandError, KeyOp};
 use crate::glob::glob_match;
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::types::args::{int, is};
 use crate::store::value::Value;
 
@@ -38,7 +39,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if let Some((_, entry)) = self.store.remove(src) {
             let at = entry.expire_at();
             self.store
-                .insert_new(Bytes::copy_from_slice(dst), entry.value, at);
+                .insert_new(CompactBytes::new(dst), entry.value, at);
         }
         Ok(done)
     }
@@ -97,8 +98,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .get(&src[..])
             .map(|entry| (entry.value.clone(), entry.expire_at()));
         if let Some((value, at)) = copied {
-            self.store
-                .insert_new(Bytes::copy_from_slice(dst), value, at);
+            self.store.insert_new(CompactBytes::new(dst), value, at);
         }
         Ok(Reply::Integer(1))
     }
@@ -115,7 +115,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 .filter(|(key, entry)| {
                     !entry.is_expired(now) && (all || glob_match(pattern, key, false))
                 })
-                .map(|(key, _)| Reply::Bulk(key.clone()))
+                .map(|(key, _)| Reply::Bulk(key.to_bytes()))
                 .collect(),
         )
     }
@@ -167,7 +167,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                     .as_ref()
                     .is_none_or(|t| is(t, entry.value.value_type().name()));
             if wanted {
-                keys.push(Reply::Bulk(key.clone()));
+                keys.push(Reply::Bulk(key.to_bytes()));
             }
         }
         Ok(Reply::Array(vec![
@@ -185,7 +185,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 break;
             };
             if !entry.is_expired(self.now) {
-                return Reply::Bulk(key.clone());
+                return Reply::Bulk(key.to_bytes());
             }
             let key = key.clone();
             self.store.remove_expired(&key, self.sink);

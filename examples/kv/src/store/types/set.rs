@@ -11,6 +11,7 @@ use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::value::{Set, Value, ValueType};
 
 const SET: ValueType = ValueType::Set;
@@ -251,7 +252,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 result.insert(member);
             }
             self.store
-                .insert_new(Bytes::copy_from_slice(&a[0]), Value::Set(result), None);
+                .insert_new(CompactBytes::new(&a[0]), Value::Set(Box::new(result)), None);
         }
         // Deterministic given the sources, which replay has in the same state.
         self.log_as_written(a);

@@ -11,6 +11,7 @@ use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::value::{Score, Value, ValueType, ZSet};
 
 const ZSET: ValueType = ValueType::ZSet;
@@ -546,8 +547,11 @@ impl<S: ChangeSink> Cx<'_, S> {
             for (member, score) in pairs {
                 result.insert(member, score);
             }
-            self.store
-                .insert_new(Bytes::copy_from_slice(&a[0]), Value::ZSet(result), None);
+            self.store.insert_new(
+                CompactBytes::new(&a[0]),
+                Value::ZSet(Box::new(result)),
+                None,
+            );
         }
         self.log_as_written(a);
         Reply::Integer(count as i64)
