@@ -25,7 +25,9 @@ pub(crate) fn emit_entry<S: ChangeSink>(key: &[u8], entry: &Entry, sink: &mut S)
     let ttl = entry.expire_at().map_or(LoggedTtl::None, LoggedTtl::At);
     match &entry.value {
         Value::Str(value) => return emit_string(key, value, ttl, sink),
-        Value::List(list) => emit_items(key, "rpush", list.items.iter().cloned(), sink),
+        Value::List(list) => {
+            emit_items(key, "rpush", list.iter().map(Bytes::copy_from_slice), sink)
+        }
         Value::Hash(hash) => emit_items(
             key,
             "hset",

@@ -10,6 +10,7 @@ mod expiring;
 mod keyops;
 mod keys;
 mod keyspace;
+mod list_pack;
 mod memory;
 mod snapshot;
 mod stats;
@@ -186,7 +187,7 @@ impl Store {
     pub fn has_list_items(&self, key: &[u8], now_ms: u64) -> bool {
         self.map.get(key).is_some_and(|entry| {
             !entry.is_expired(now_ms)
-                && matches!(&entry.value, value::Value::List(list) if !list.items.is_empty())
+                && matches!(&entry.value, value::Value::List(list) if !list.is_empty())
         })
     }
 
@@ -198,7 +199,7 @@ impl Store {
             self.map.get(*key).is_some_and(|entry| {
                 !entry.is_expired(now_ms)
                     && match &entry.value {
-                        value::Value::List(list) => !list.items.is_empty(),
+                        value::Value::List(list) => !list.is_empty(),
                         _ => true,
                     }
             })

@@ -2,13 +2,14 @@
 //! the bytes it stores (elements and fields, not allocator overhead) so the store's byte
 //! count stays exact without walking a collection.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use foldhash::fast::RandomState;
 use indexmap::{IndexMap, IndexSet};
 
 use super::compact::CompactBytes;
+pub(crate) use super::list_pack::List;
 
 /// The type names TYPE reports and WRONGTYPE is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,72 +81,10 @@ impl Value {
     pub fn is_empty_collection(&self) -> bool {
         match self {
             Value::Str(_) => false,
-            Value::List(list) => list.items.is_empty(),
+            Value::List(list) => list.is_empty(),
             Value::Hash(hash) => hash.map.is_empty(),
             Value::Set(set) => set.members.is_empty(),
             Value::ZSet(zset) => zset.scores.is_empty(),
-        }
-    }
-}
-
-/// A list: a ring buffer of elements.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct List {
-    pub items: VecDeque<Bytes>,
-    bytes: usize,
-}
-
-impl List {
-    pub fn push_front(&mut self, item: Bytes) {
-        self.bytes += item.len();
-        self.items.push_front(item);
-    }
-
-    pub fn push_back(&mut self, item: Bytes) {
-        self.bytes += item.len();
-        self.items.push_back(item);
-    }
-
-    pub fn pop_front(&mut self) -> Option<Bytes> {
-        let item = self.items.pop_front()?;
-        self.bytes -= item.len();
-        Some(item)
-    }
-
-    pub fn pop_back(&mut self) -> Option<Bytes> {
-        let item = self.items.pop_back()?;
-        self.bytes -= item.len();
-        Some(item)
-    }
-
-    pub fn set(&mut self, index: usize, item: Bytes) {
-        self.bytes = self.bytes + item.len() - self.items[index].len();
-        self.items[index] = item;
-    }
-
-    pub fn insert(&mut self, index: usize, item: Bytes) {
-        self.bytes += item.len();
-        self.items.insert(index, item);
-    }
-
-    pub fn remove(&mut self, index: usize) {
-        if let Some(item) = self.items.remove(index) {
-            self.bytes -= item.len();
-        }
-    }
-
-    /// Keeps `start..=end` (already clamped, `start <= end < len`), or nothing.
-    pub fn retain_range(&mut self, range: Option<(usize, usize)>) {
-        match range {
-            None => {
-                self.items.clear();
-                self.bytes = 0;
-            }
-            Some((start, end)) => {
-                self.items.truncate(end + 1);
-                self.items.drain(..start);
-                self.bytes = self.items.iter().map(Bytes::len).sum();
-            }
         }
     }
 }
