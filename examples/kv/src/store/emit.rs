@@ -31,10 +31,12 @@ pub(crate) fn emit_entry<S: ChangeSink>(key: &[u8], entry: &Entry, sink: &mut S)
         Value::Hash(hash) => emit_items(
             key,
             "hset",
-            hash.map.iter().flat_map(|(f, v)| [f.clone(), v.clone()]),
+            hash.map
+                .iter()
+                .flat_map(|(f, v)| [f.to_bytes(), v.to_bytes()]),
             sink,
         ),
-        Value::Set(set) => emit_items(key, "sadd", set.members.iter().cloned(), sink),
+        Value::Set(set) => emit_items(key, "sadd", set.members.iter().map(|m| m.to_bytes()), sink),
         Value::ZSet(zset) => emit_items(
             key,
             "zadd",

@@ -89,11 +89,11 @@ impl Value {
     }
 }
 
-/// A hash. Small hashes keep insertion order on removal (as Redis's listpack does); large
+/// A hash (fields and values inline when short, see `compact.rs`). Small hashes keep insertion order on removal (as Redis's listpack does); large
 /// ones remove in O(1) and let the last field take the hole, as order is unspecified then.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Hash {
-    pub map: IndexMap<Bytes, Bytes, RandomState>,
+    pub map: IndexMap<CompactBytes, CompactBytes, RandomState>,
     bytes: usize,
 }
 
@@ -101,7 +101,7 @@ const ORDERED_REMOVE_UP_TO: usize = 128;
 
 impl Hash {
     /// Sets `field`; returns whether it is new.
-    pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
+    pub fn insert(&mut self, field: CompactBytes, value: CompactBytes) -> bool {
         let (field_len, value_len) = (field.len(), value.len());
         match self.map.insert(field, value) {
             // The stored field stays; only the value changed.
@@ -132,15 +132,15 @@ impl Hash {
     }
 }
 
-/// A set of members.
+/// A set of members (inline when short, see `compact.rs`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Set {
-    pub members: IndexSet<Bytes, RandomState>,
+    pub members: IndexSet<CompactBytes, RandomState>,
     bytes: usize,
 }
 
 impl Set {
-    pub fn insert(&mut self, member: Bytes) -> bool {
+    pub fn insert(&mut self, member: CompactBytes) -> bool {
         let len = member.len();
         let added = self.members.insert(member);
         if added {
@@ -162,7 +162,7 @@ impl Set {
     }
 
     /// Removes the member at `index` (random pops).
-    pub fn remove_index(&mut self, index: usize) -> Option<Bytes> {
+    pub fn remove_index(&mut self, index: usize) -> Option<CompactBytes> {
         let member = self.members.swap_remove_index(index)?;
         self.bytes -= member.len();
         Some(member)

@@ -30,8 +30,8 @@ fn set_ref(value: Option<&Value>) -> Option<&Set> {
     }
 }
 
-fn own(arg: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(arg)
+fn own(arg: &Bytes) -> CompactBytes {
+    CompactBytes::new(arg)
 }
 
 fn bulks(members: impl IntoIterator<Item = Bytes>) -> Reply {
@@ -76,11 +76,9 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn smembers(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
-        Ok(bulks(
-            set_ref(value)
-                .into_iter()
-                .flat_map(|s| s.members.iter().cloned()),
-        ))
+        Ok(bulks(set_ref(value).into_iter().flat_map(|s| {
+            s.members.iter().map(CompactBytes::to_bytes)
+        })))
     }
 
     pub fn sismember(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
@@ -120,6 +118,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let n = count.unwrap_or(1).min(set.members.len());
                 (0..n)
                     .filter_map(|_| set.remove_index(fastrand::usize(..set.members.len())))
+                    .map(|member| member.to_bytes())
                     .collect::<Vec<_>>()
             })?;
         let Some(popped) = popped else {
@@ -152,7 +151,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let picks = random_indexes(set.members.len(), count.unwrap_or(1));
         let members = picks
             .into_iter()
-            .filter_map(|i| set.members.get_index(i).cloned());
+            .filter_map(|i| set.members.get_index(i).map(CompactBytes::to_bytes));
         Ok(match count {
             Some(_) => bulks(members),
             None => Reply::bulk_or_null(members.into_iter().next()),
@@ -184,7 +183,7 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     /// The members of SINTER / SUNION / SDIFF over `keys`, in the first set's order where
     /// it leads.
-    fn algebra(&mut self, how: Algebra, keys: &[Bytes]) -> Result<Vec<Bytes>, CommandError> {
+    fn algebra(&mut self, how: Algebra, keys: &[Bytes]) -> Result<Vec<CompactBytes>, CommandError> {
         let mut sets: Vec<Option<Set>> = Vec::with_capacity(keys.len());
         for key in keys {
             let value = self.store.view(key, SET, self.now, self.sink)?;
@@ -238,7 +237,9 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn set_algebra(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let how = self.how();
-        Ok(bulks(self.algebra(how, a)?))
+        Ok(bulks(
+            self.algebra(how, a)?.iter().map(CompactBytes::to_bytes),
+        ))
     }
 
     pub fn set_algebra_store(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
@@ -280,7 +281,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let next = scan.walk(set.members.len(), |index| {
             if let Some(member) = set.members.get_index(index) {
                 if scan.matches(member) {
-                    items.push(Reply::Bulk(member.clone()));
+                    items.push(Reply::Bulk(member.to_bytes()));
                 }
             }
         });
