@@ -14,12 +14,16 @@
 #            [--requests-p16 N (1000000, at -P 16)] [--rounds R (5)] [--clients C (50)]
 #            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
 #            [--memory-only] [--mem-types string,hash,list,set,zset] [--mem-rounds R (1)]
+#            [--mem-warmup]
 #   --tests = a comma list of redis-benchmark test names (default: the full default list)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
 #   --memory-only = skip the throughput runs, only measure memory per item
 #   --mem-types = a comma list of the types to measure memory for (default: all five)
 #   --mem-rounds = loads per type and server; the median is reported
+#   --mem-warmup = pipe as many PINGs as items into each fresh server before the first RSS
+#             sample, so buffers a pipelined burst touches (receive buffers, allocator
+#             pages committed for them) are not counted per item
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
 set -euo pipefail
 
@@ -30,6 +34,7 @@ clients=50
 keyspace=100000
 mem_items=100000
 mem_rounds=1
+mem_warmup=0
 build=1
 memory_only=0
 mem_types=(string hash list set zset)
@@ -44,13 +49,14 @@ while [[ $# -gt 0 ]]; do
         --keyspace) keyspace="$2"; shift 2 ;;
         --mem-items) mem_items="$2"; shift 2 ;;
         --mem-rounds) mem_rounds="$2"; shift 2 ;;
+        --mem-warmup) mem_warmup=1; shift ;;
         --tests) IFS=, read -r -a tests <<<"$2"; shift 2 ;;
         --quick) requests=2000; requests_p16=4000; rounds=1; mem_items=2000
             tests=(ping_mbulk set get); shift ;;
         --no-build) build=0; shift ;;
         --memory-only) memory_only=1; shift ;;
         --mem-types) IFS=, read -r -a mem_types <<<"$2"; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "percore.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -206,11 +212,14 @@ for i in range(n):
     elif kind == "list": out.append(resp("RPUSH", "l", "val%06d" % i))
     elif kind == "set": out.append(resp("SADD", "s", "member:%d" % i))
     elif kind == "zset": out.append(resp("ZADD", "z", str(i), "member:%d" % i))
+    elif kind == "ping": out.append(resp("PING"))
 sys.stdout.write("".join(out))
 PY
 }
 echo
-echo "### Memory per key / element ($mem_items items, VmRSS delta / items, median of $mem_rounds loads)"
+warm_note=""
+[[ $mem_warmup == 1 ]] && warm_note=", after $mem_items PINGs"
+echo "### Memory per key / element ($mem_items items, VmRSS delta / items, median of $mem_rounds loads$warm_note)"
 echo
 echo "| type | redis bytes/item | corewire bytes/item | ratio |"
 echo "|---|---|---|---|"
@@ -218,6 +227,9 @@ echo "|---|---|---|---|"
 mem_once() {
     local name="$1" kind="$2" before
     start "$name"
+    if [[ $mem_warmup == 1 ]]; then
+        gen ping "$mem_items" | redis-cli -p "${port[$name]}" --pipe >/dev/null 2>&1
+    fi
     sleep 0.3
     before="$(rss_kib "${pid[$name]}")"
     if gen "$kind" "$mem_items" | redis-cli -p "${port[$name]}" --pipe >"$work/pipe.log" 2>&1 &&
