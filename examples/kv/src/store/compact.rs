@@ -157,6 +157,19 @@ impl PartialEq<Bytes> for CompactBytes {
     }
 }
 
+/// Byte order (memcmp), as sorted sets order members.
+impl Ord for CompactBytes {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl PartialOrd for CompactBytes {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl fmt::Debug for CompactBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&Bytes::copy_from_slice(self), f)

@@ -42,7 +42,7 @@ pub(crate) fn emit_entry<S: ChangeSink>(key: &[u8], entry: &Entry, sink: &mut S)
             "zadd",
             zset.scores.iter().flat_map(|(member, score)| {
                 // `{}` prints the shortest text that parses back to the same f64 ("inf" too).
-                [Bytes::from(format!("{score}")), member.clone()]
+                [Bytes::from(format!("{score}")), member.to_bytes()]
             }),
             sink,
         ),

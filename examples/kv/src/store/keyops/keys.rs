@@ -231,7 +231,10 @@ fn encoding(value: &Value) -> &'static str {
             }
         }
         Value::ZSet(zset) => {
-            if small(zset.scores.len(), zset.scores.keys().map(Bytes::len)) {
+            if small(
+                zset.scores.len(),
+                zset.scores.keys().map(|member| member.len()),
+            ) {
                 "listpack"
             } else {
                 "skiplist"
