@@ -59,9 +59,8 @@ impl SlotIndex {
 /// (RESTORE's TTL argument carries it). RESTORE replays them through [`Store::run`], so it
 /// needs nothing per type.
 fn rebuild(key: &[u8], entry: &Entry) -> Vec<KeylessCommand> {
-    let timeless = Entry::new(entry.value.clone(), None, 0);
     let mut records = BytesMut::new();
-    emit_entry(key, &timeless, &mut records);
+    emit_entry(key, entry, None, &mut records);
     // Nothing in the records is longer than the records.
     let mut parser = RequestParser::new(ParserLimits {
         max_bulk_len: records.len(),
@@ -92,7 +91,7 @@ impl Store {
     }
 
     fn live_entry(&self, key: &[u8], now: u64) -> Option<&Entry> {
-        self.map.get(key).filter(|entry| !entry.is_expired(now))
+        (self.map.get(key)).filter(|entry| !self.expiring.expired(key, entry, now))
     }
 
     /// Whether `key` is present and not expired. No side effect (not counted, not expired
@@ -116,10 +115,13 @@ impl Store {
     /// A key's DUMP payload and its expiry (Unix ms), if it is live.
     pub fn dump(&self, key: &[u8], now: u64) -> Option<(Bytes, Option<u64>)> {
         let (stored_key, entry) = self.map.get_key_value(key)?;
-        if entry.is_expired(now) {
+        if self.expiring.expired(key, entry, now) {
             return None;
         }
-        Some((dump::encode(&rebuild(stored_key, entry)), entry.expire_at()))
+        Some((
+            dump::encode(&rebuild(stored_key, entry)),
+            self.expiring.of(key, entry),
+        ))
     }
 
     pub(super) fn run_cluster<S: ChangeSink>(

@@ -20,9 +20,14 @@ pub(crate) const EMIT_CHUNK: usize = 64 << 20;
 /// Elements per record for collections (Redis's `AOF_REWRITE_ITEMS_PER_CMD`).
 const ITEMS_PER_RECORD: usize = 64;
 
-/// Writes the records that recreate `key` with `entry`'s value and expiry.
-pub(crate) fn emit_entry<S: ChangeSink>(key: &[u8], entry: &Entry, sink: &mut S) {
-    let ttl = entry.expire_at().map_or(LoggedTtl::None, LoggedTtl::At);
+/// Writes the records that recreate `key` with `entry`'s value and the expiry `expire_at`.
+pub(crate) fn emit_entry<S: ChangeSink>(
+    key: &[u8],
+    entry: &Entry,
+    expire_at: Option<u64>,
+    sink: &mut S,
+) {
+    let ttl = expire_at.map_or(LoggedTtl::None, LoggedTtl::At);
     match &entry.value {
         Value::Str(value) => return emit_string(key, value, ttl, sink),
         Value::List(list) => {

@@ -127,8 +127,8 @@ impl Store {
             let Some(victim) = self.pick_victim(limit.policy) else {
                 return Err(CommandError::OutOfMemory);
             };
-            if let Some((key, entry)) = self.remove(&victim) {
-                if entry.is_expired(now) {
+            if let Some((key, _, expire_at)) = self.remove(&victim) {
+                if expire_at.is_some_and(|at| now > at) {
                     self.counters.expired_keys += 1;
                 } else {
                     self.memory.evicted_keys += 1;

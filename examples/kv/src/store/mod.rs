@@ -179,14 +179,14 @@ impl Store {
     /// stored without a TTL, `Some(Some(at_ms))` with one (possibly past: expired but not yet
     /// reclaimed). Looks only.
     pub fn stored_expiry(&self, key: &[u8]) -> Option<Option<u64>> {
-        self.map.get(key).map(|entry| entry.expire_at())
+        self.map.get(key).map(|entry| self.expiring.of(key, entry))
     }
 
     /// Whether `key` holds a live, non-empty list at `now_ms`: a blocked pop would be served.
     /// Looks only (no lazy expiry, nothing logged).
     pub fn has_list_items(&self, key: &[u8], now_ms: u64) -> bool {
         self.map.get(key).is_some_and(|entry| {
-            !entry.is_expired(now_ms)
+            !self.expiring.expired(key, entry, now_ms)
                 && matches!(&entry.value, value::Value::List(list) if !list.is_empty())
         })
     }
@@ -197,7 +197,7 @@ impl Store {
     pub fn pop_would_answer(&self, keys: &[&[u8]], now_ms: u64) -> bool {
         keys.iter().any(|key| {
             self.map.get(*key).is_some_and(|entry| {
-                !entry.is_expired(now_ms)
+                !self.expiring.expired(key, entry, now_ms)
                     && match &entry.value {
                         value::Value::List(list) => !list.is_empty(),
                         _ => true,

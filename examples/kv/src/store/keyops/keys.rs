@@ -36,8 +36,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             self.store.remove(dst);
         }
         self.log("rename", a);
-        if let Some((_, entry)) = self.store.remove(src) {
-            let at = entry.expire_at();
+        if let Some((_, entry, at)) = self.store.remove(src) {
             self.store
                 .insert_new(CompactBytes::new(dst), entry.value, at);
         }
@@ -96,7 +95,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .map
             .get(&src[..])
-            .map(|entry| (entry.value.clone(), entry.expire_at()));
+            .map(|entry| (entry.value.clone(), self.store.expiring.of(src, entry)));
         if let Some((value, at)) = copied {
             self.store.insert_new(CompactBytes::new(dst), value, at);
         }
@@ -108,12 +107,13 @@ impl<S: ChangeSink> Cx<'_, S> {
         let pattern = &a[0];
         let all = &pattern[..] == b"*";
         let now = self.now;
+        let expiring = &self.store.expiring;
         Reply::Array(
             self.store
                 .map
                 .iter()
                 .filter(|(key, entry)| {
-                    !entry.is_expired(now) && (all || glob_match(pattern, key, false))
+                    !expiring.expired(key, entry, now) && (all || glob_match(pattern, key, false))
                 })
                 .map(|(key, _)| Reply::Bulk(key.to_bytes()))
                 .collect(),
@@ -161,7 +161,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             let Some((key, entry)) = self.store.map.get_index(index) else {
                 continue;
             };
-            let wanted = !entry.is_expired(self.now)
+            let wanted = !self.store.expiring.expired(key, entry, self.now)
                 && pattern.as_ref().is_none_or(|p| glob_match(p, key, false))
                 && kind
                     .as_ref()
@@ -184,7 +184,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             let Some((key, entry)) = self.store.map.get_index(index) else {
                 break;
             };
-            if !entry.is_expired(self.now) {
+            if !self.store.expiring.expired(key, entry, self.now) {
                 return Reply::Bulk(key.to_bytes());
             }
             let key = key.clone();
