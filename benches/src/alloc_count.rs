@@ -12,9 +12,11 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Bytes requested and not yet freed (`kv_memory`'s heap bytes per item; issue 13).
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
 /// The system allocator, counting.
 pub struct CountingAlloc;
@@ -24,27 +26,37 @@ pub struct CountingAlloc;
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
         // SAFETY: forwarded with the caller's layout, under the caller's obligations.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
         // SAFETY: forwarded with the caller's layout, under the caller's obligations.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
         // SAFETY: `ptr` came from `System` through this allocator with this `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
         // SAFETY: `ptr` came from `System` through this allocator with `layout`; the caller
         // upholds `realloc`'s size rules.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
+}
+
+/// Heap bytes requested and not freed yet (0 in a binary that does not install
+/// [`CountingAlloc`]).
+pub fn live_bytes() -> i64 {
+    LIVE_BYTES.load(Ordering::Relaxed)
 }
 
 /// Allocations made by the process so far (0 in a binary that does not install

@@ -3,7 +3,8 @@
 //! Everything runs on 127.0.0.1. On the 2-core development machine client and server share the
 //! cores, and every report says so.
 //!
-//! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`, `benchctl`.
+//! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`,
+//! `benchctl`, `kv_memory`.
 
 pub mod alloc_count;
 pub mod args;

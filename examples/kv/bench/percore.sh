@@ -13,9 +13,17 @@
 # Usage: examples/kv/bench/percore.sh [--requests N (100000, at -P 1)]
 #            [--requests-p16 N (1000000, at -P 16)] [--rounds R (5)] [--clients C (50)]
 #            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
+#            [--memory-only] [--mem-types string,hash,list,set,zset] [--mem-rounds R (1)]
+#            [--mem-warmup]
 #   --tests = a comma list of redis-benchmark test names (default: the full default list)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
+#   --memory-only = skip the throughput runs, only measure memory per item
+#   --mem-types = a comma list of the types to measure memory for (default: all five)
+#   --mem-rounds = loads per type and server; the median is reported
+#   --mem-warmup = pipe as many PINGs as items into each fresh server before the first RSS
+#             sample, so buffers a pipelined burst touches (receive buffers, allocator
+#             pages committed for them) are not counted per item
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
 set -euo pipefail
 
@@ -25,7 +33,11 @@ rounds=5
 clients=50
 keyspace=100000
 mem_items=100000
+mem_rounds=1
+mem_warmup=0
 build=1
+memory_only=0
+mem_types=(string hash list set zset)
 tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop zadd zpopmin
     lrange_100 lrange_300 lrange_500 lrange_600 mset xadd)
 while [[ $# -gt 0 ]]; do
@@ -36,11 +48,15 @@ while [[ $# -gt 0 ]]; do
         --clients) clients="$2"; shift 2 ;;
         --keyspace) keyspace="$2"; shift 2 ;;
         --mem-items) mem_items="$2"; shift 2 ;;
+        --mem-rounds) mem_rounds="$2"; shift 2 ;;
+        --mem-warmup) mem_warmup=1; shift ;;
         --tests) IFS=, read -r -a tests <<<"$2"; shift 2 ;;
         --quick) requests=2000; requests_p16=4000; rounds=1; mem_items=2000
             tests=(ping_mbulk set get); shift ;;
         --no-build) build=0; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --memory-only) memory_only=1; shift ;;
+        --mem-types) IFS=, read -r -a mem_types <<<"$2"; shift 2 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "percore.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -108,6 +124,11 @@ probe_cmd() {
     esac
 }
 
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# The throughput part; --memory-only skips to the memory part below.
+if [[ $memory_only == 0 ]]; then
 start redis; start corewire
 declare -A supported
 for t in "${tests[@]}"; do
@@ -134,7 +155,6 @@ bench_once() {
     echo "$csv" | awk -F'"' -v b="$before" -v a="$after" -v tk="$tck" -v n="$n" \
         '{ printf "%s %s %.3f\n", $4, $10, (a - b) / tk / (n / 1e6) }'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 pipelines=(1 16)
 for round in $(seq 1 "$rounds"); do
@@ -150,7 +170,6 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 col() { awk -v c="$1" '{ print $c }' "$2" | median; }
 
 echo "## Per-core KV: corewire-kv (1 shard) vs redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//')"
@@ -177,6 +196,7 @@ for p in "${pipelines[@]}"; do
     done
 done
 stop redis; stop corewire
+fi
 
 # Memory per key (strings) and per element (one big hash, list, set, zset), both servers fresh.
 gen() {
@@ -192,32 +212,49 @@ for i in range(n):
     elif kind == "list": out.append(resp("RPUSH", "l", "val%06d" % i))
     elif kind == "set": out.append(resp("SADD", "s", "member:%d" % i))
     elif kind == "zset": out.append(resp("ZADD", "z", str(i), "member:%d" % i))
+    elif kind == "ping": out.append(resp("PING"))
 sys.stdout.write("".join(out))
 PY
 }
 echo
-echo "### Memory per key / element ($mem_items items, VmRSS delta / items)"
+warm_note=""
+[[ $mem_warmup == 1 ]] && warm_note=", after $mem_items PINGs"
+echo "### Memory per key / element ($mem_items items, VmRSS delta / items, median of $mem_rounds loads$warm_note)"
 echo
 echo "| type | redis bytes/item | corewire bytes/item | ratio |"
 echo "|---|---|---|---|"
-for kind in string hash list set zset; do
+# One load into a fresh server: bytes per item, or why not.
+mem_once() {
+    local name="$1" kind="$2" before
+    start "$name"
+    if [[ $mem_warmup == 1 ]]; then
+        gen ping "$mem_items" | redis-cli -p "${port[$name]}" --pipe >/dev/null 2>&1
+    fi
+    sleep 0.3
+    before="$(rss_kib "${pid[$name]}")"
+    if gen "$kind" "$mem_items" | redis-cli -p "${port[$name]}" --pipe >"$work/pipe.log" 2>&1 &&
+        grep -q 'errors: 0' "$work/pipe.log"; then
+        sleep 0.3
+        echo $(( ($(rss_kib "${pid[$name]}") - before) * 1024 / mem_items ))
+    elif grep -q 'unknown command' "$work/pipe.log"; then
+        echo "not supported"
+    else
+        echo "failed ($(grep -m1 -i 'err' "$work/pipe.log" | head -c 80))"
+    fi
+    stop "$name"
+}
+for kind in "${mem_types[@]}"; do
     declare -A per
     for name in redis corewire; do
-        start "$name"
-        sleep 0.3
-        before="$(rss_kib "${pid[$name]}")"
-        if gen "$kind" "$mem_items" | redis-cli -p "${port[$name]}" --pipe >"$work/pipe.log" 2>&1 &&
-            grep -q 'errors: 0' "$work/pipe.log"; then
-            sleep 0.3
-            per[$name]=$(( ($(rss_kib "${pid[$name]}") - before) * 1024 / mem_items ))
+        # The median of --mem-rounds loads: RSS after a load varies run to run (freed
+        # buffers the allocator keeps or returns).
+        : >"$work/mem.$name"
+        for _ in $(seq 1 "$mem_rounds"); do mem_once "$name" "$kind" >>"$work/mem.$name"; done
+        if grep -q '^[0-9]*$' "$work/mem.$name"; then
+            per[$name]="$(median <"$work/mem.$name")"
         else
-            if grep -q 'unknown command' "$work/pipe.log"; then
-                per[$name]="not supported"
-            else
-                per[$name]="failed ($(grep -m1 -i 'err' "$work/pipe.log" | head -c 80))"
-            fi
+            per[$name]="$(grep -v '^[0-9]*$' "$work/mem.$name" | head -n 1)"
         fi
-        stop "$name"
     done
     echo "| $kind | ${per[redis]} | ${per[corewire]} | $(ratio "${per[corewire]}" "${per[redis]}") |"
 done
@@ -226,6 +263,8 @@ echo "Commands (ports vary per run):"
 echo
 echo "    ${cmdline[redis]}"
 echo "    ${cmdline[corewire]}"
+if [[ $memory_only == 0 ]]; then
 echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests -r $keyspace -c $clients -P 1 --csv"
 echo "    taskset -c $client_cpu redis-benchmark -p PORT -t TEST -n $requests_p16 -r $keyspace -c $clients -P 16 --csv"
+fi
 echo "    python3 (RESP generator in this script) | redis-cli -p PORT --pipe   # memory per item"

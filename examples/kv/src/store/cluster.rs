@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use bytes::{Bytes, BytesMut};
 use foldhash::fast::RandomState;
 
+use super::compact::CompactBytes;
 use super::emit::emit_entry;
 use super::entry::Entry;
 use super::Store;
@@ -20,14 +21,14 @@ use crate::resp::{ParserLimits, RequestParser};
 
 const BUSYKEY: &str = "BUSYKEY Target key name already exists.";
 
-/// Keys by slot. Shares the key bytes with the map (a reference count per key).
+/// Keys by slot: a copy of each key (most keys are short enough to be kept inline).
 #[derive(Debug, Default)]
 pub(super) struct SlotIndex {
-    by_slot: HashMap<u16, HashSet<Bytes, RandomState>, RandomState>,
+    by_slot: HashMap<u16, HashSet<CompactBytes, RandomState>, RandomState>,
 }
 
 impl SlotIndex {
-    pub fn insert(&mut self, key: &Bytes) {
+    pub fn insert(&mut self, key: &CompactBytes) {
         self.by_slot
             .entry(key_slot(key))
             .or_default()
@@ -48,7 +49,7 @@ impl SlotIndex {
         self.by_slot.clear();
     }
 
-    fn keys(&self, slot: u16) -> impl Iterator<Item = &Bytes> + '_ {
+    fn keys(&self, slot: u16) -> impl Iterator<Item = &CompactBytes> + '_ {
         self.by_slot.get(&slot).into_iter().flatten()
     }
 }
@@ -57,10 +58,9 @@ impl SlotIndex {
 /// rewrite uses (`emit.rs`, where every value type has its own), run without the expiry
 /// (RESTORE's TTL argument carries it). RESTORE replays them through [`Store::run`], so it
 /// needs nothing per type.
-fn rebuild(key: &Bytes, entry: &Entry) -> Vec<KeylessCommand> {
-    let timeless = Entry::new(entry.value.clone(), None, 0);
+fn rebuild(key: &[u8], entry: &Entry) -> Vec<KeylessCommand> {
     let mut records = BytesMut::new();
-    emit_entry(key, &timeless, &mut records);
+    emit_entry(key, entry, None, &mut records);
     // Nothing in the records is longer than the records.
     let mut parser = RequestParser::new(ParserLimits {
         max_bulk_len: records.len(),
@@ -71,7 +71,7 @@ fn rebuild(key: &Bytes, entry: &Entry) -> Vec<KeylessCommand> {
     while let Ok(Some(mut args)) = parser.parse(&mut records) {
         // Every emitted record is a write of this key, named right after the command. One
         // that is not would be kept whole, and RESTORE refuses it: loudly, never silently.
-        if args.get(1) == Some(key) {
+        if args.get(1).is_some_and(|arg| arg[..] == *key) {
             args.remove(1);
         }
         commands.push(args);
@@ -91,7 +91,7 @@ impl Store {
     }
 
     fn live_entry(&self, key: &[u8], now: u64) -> Option<&Entry> {
-        self.map.get(key).filter(|entry| !entry.is_expired(now))
+        (self.map.get(key)).filter(|entry| !self.expiring.expired(key, entry, now))
     }
 
     /// Whether `key` is present and not expired. No side effect (not counted, not expired
@@ -105,7 +105,7 @@ impl Store {
         self.live_keys_in_slot(slot, now).count()
     }
 
-    fn live_keys_in_slot(&self, slot: u16, now: u64) -> impl Iterator<Item = &Bytes> + '_ {
+    fn live_keys_in_slot(&self, slot: u16, now: u64) -> impl Iterator<Item = &CompactBytes> + '_ {
         self.slot_index
             .iter()
             .flat_map(move |index| index.keys(slot))
@@ -115,10 +115,13 @@ impl Store {
     /// A key's DUMP payload and its expiry (Unix ms), if it is live.
     pub fn dump(&self, key: &[u8], now: u64) -> Option<(Bytes, Option<u64>)> {
         let (stored_key, entry) = self.map.get_key_value(key)?;
-        if entry.is_expired(now) {
+        if self.expiring.expired(key, entry, now) {
             return None;
         }
-        Some((dump::encode(&rebuild(stored_key, entry)), entry.expire_at()))
+        Some((
+            dump::encode(&rebuild(stored_key, entry)),
+            self.expiring.of(key, entry),
+        ))
     }
 
     pub(super) fn run_cluster<S: ChangeSink>(
@@ -134,7 +137,7 @@ impl Store {
             ClusterRequest::GetKeysInSlot { slot, count } => Ok(Reply::Array(
                 self.live_keys_in_slot(slot, now)
                     .take(count)
-                    .map(|key| Reply::Bulk(key.clone()))
+                    .map(|key| Reply::Bulk(key.to_bytes()))
                     .collect(),
             )),
             ClusterRequest::Dump(key) => Ok(Reply::bulk_or_null(

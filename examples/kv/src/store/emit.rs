@@ -20,25 +20,34 @@ pub(crate) const EMIT_CHUNK: usize = 64 << 20;
 /// Elements per record for collections (Redis's `AOF_REWRITE_ITEMS_PER_CMD`).
 const ITEMS_PER_RECORD: usize = 64;
 
-/// Writes the records that recreate `key` with `entry`'s value and expiry.
-pub(crate) fn emit_entry<S: ChangeSink>(key: &Bytes, entry: &Entry, sink: &mut S) {
-    let ttl = entry.expire_at().map_or(LoggedTtl::None, LoggedTtl::At);
+/// Writes the records that recreate `key` with `entry`'s value and the expiry `expire_at`.
+pub(crate) fn emit_entry<S: ChangeSink>(
+    key: &[u8],
+    entry: &Entry,
+    expire_at: Option<u64>,
+    sink: &mut S,
+) {
+    let ttl = expire_at.map_or(LoggedTtl::None, LoggedTtl::At);
     match &entry.value {
         Value::Str(value) => return emit_string(key, value, ttl, sink),
-        Value::List(list) => emit_items(key, "rpush", list.items.iter().cloned(), sink),
+        Value::List(list) => {
+            emit_items(key, "rpush", list.iter().map(Bytes::copy_from_slice), sink)
+        }
         Value::Hash(hash) => emit_items(
             key,
             "hset",
-            hash.map.iter().flat_map(|(f, v)| [f.clone(), v.clone()]),
+            hash.map
+                .iter()
+                .flat_map(|(f, v)| [f.to_bytes(), v.to_bytes()]),
             sink,
         ),
-        Value::Set(set) => emit_items(key, "sadd", set.members.iter().cloned(), sink),
+        Value::Set(set) => emit_items(key, "sadd", set.members.iter().map(|m| m.to_bytes()), sink),
         Value::ZSet(zset) => emit_items(
             key,
             "zadd",
             zset.scores.iter().flat_map(|(member, score)| {
                 // `{}` prints the shortest text that parses back to the same f64 ("inf" too).
-                [Bytes::from(format!("{score}")), member.clone()]
+                [Bytes::from(format!("{score}")), member.to_bytes()]
             }),
             sink,
         ),

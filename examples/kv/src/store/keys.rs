@@ -12,17 +12,17 @@ impl Store {
         let mut deleted = 0;
         let mut removed = Vec::new();
         for key in &keys {
-            let Some((stored_key, entry)) = self.remove(key) else {
+            let Some((stored_key, _, expire_at)) = self.remove(key) else {
                 continue;
             };
-            if entry.is_expired(now) {
+            if expire_at.is_some_and(|at| now > at) {
                 // Gone already as far as clients can tell; it still has to reach the log.
                 self.counters.expired_keys += 1;
             } else {
                 deleted += 1;
             }
             if S::ENABLED {
-                removed.push(stored_key);
+                removed.push(stored_key.to_bytes());
             }
         }
         if !removed.is_empty() {
@@ -67,7 +67,8 @@ impl Store {
         if !self.is_live(&expire.key, now, sink) {
             return Ok(Reply::Integer(0));
         }
-        let current = self.map.get(&expire.key[..]).and_then(|e| e.expire_at());
+        let current =
+            (self.map.get(&expire.key[..])).and_then(|e| self.expiring.of(&expire.key, e));
         let condition = expire.condition;
         // No TTL counts as an infinitely distant expiry for GT and LT.
         let rejected = (condition.if_no_ttl && current.is_some())
@@ -78,8 +79,8 @@ impl Store {
             return Ok(Reply::Integer(0));
         }
         if when <= now as i64 {
-            if let Some((stored_key, _)) = self.remove(&expire.key) {
-                sink.record(WriteOp::Del(std::slice::from_ref(&stored_key)));
+            if let Some((stored_key, _, _)) = self.remove(&expire.key) {
+                super::keyspace::record_del(sink, &stored_key);
             }
         } else {
             let at_ms = when as u64;
@@ -104,7 +105,7 @@ impl Store {
         if !live {
             return Reply::Integer(-2);
         }
-        let Some(at) = self.map.get(key).and_then(|e| e.expire_at()) else {
+        let Some(at) = self.map.get(key).and_then(|e| self.expiring.of(key, e)) else {
             return Reply::Integer(-1);
         };
         let remaining_ms = at.saturating_sub(now) as i64;

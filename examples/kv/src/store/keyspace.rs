@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use super::entry::{Entry, Expiry};
+use super::compact::CompactBytes;
+use super::entry::Entry;
 use super::value::{Value, ValueType};
 use super::Store;
 use crate::change::{ChangeSink, WriteOp};
@@ -23,7 +24,7 @@ impl Store {
     pub(super) fn is_live<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) -> bool {
         match self.map.get(key) {
             None => false,
-            Some(entry) if !entry.is_expired(now) => true,
+            Some(entry) if !self.expiring.expired(key, entry, now) => true,
             Some(_) => {
                 self.remove_expired(key, sink);
                 false
@@ -38,14 +39,14 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Option<&Value> {
-        if self.map.get(key)?.is_expired(now) {
+        if self.expiring.expired(key, self.map.get(key)?, now) {
             self.remove_expired(key, sink);
             return None;
         }
         self.map.get(key).map(|entry| &entry.value)
     }
 
-    /// The string value of a live key; WRONGTYPE for another type.
+    /// The string value of a live key (a copy, for the reply); WRONGTYPE for another type.
     pub(super) fn read<S: ChangeSink>(
         &mut self,
         key: &[u8],
@@ -54,7 +55,7 @@ impl Store {
     ) -> Result<Option<Bytes>, CommandError> {
         match self.lookup(key, now, sink) {
             None => Ok(None),
-            Some(Value::Str(value)) => Ok(Some(value.clone())),
+            Some(Value::Str(value)) => Ok(Some(value.to_bytes())),
             Some(_) => Err(CommandError::WrongType),
         }
     }
@@ -118,7 +119,7 @@ impl Store {
             Some(value) if value.value_type() != kind => return Err(CommandError::WrongType),
             Some(_) => {}
             None if create => {
-                self.insert_new(Bytes::copy_from_slice(key), Value::empty(kind), None);
+                self.insert_new(CompactBytes::new(key), Value::empty(kind), None);
             }
             None => return Ok(None),
         }
@@ -145,15 +146,16 @@ impl Store {
     }
 
     pub(super) fn remove_expired<S: ChangeSink>(&mut self, key: &[u8], sink: &mut S) {
-        if let Some((stored_key, _)) = self.remove(key) {
+        if let Some((stored_key, _, _)) = self.remove(key) {
             self.counters.expired_keys += 1;
-            sink.record(WriteOp::Del(std::slice::from_ref(&stored_key)));
+            record_del(sink, &stored_key);
         }
     }
 
-    /// Removes a key whatever its TTL; returns the map's copy of the key and the entry.
-    /// The last key takes the removed one's position (see [`Store::snapshot_fix_removal`]).
-    pub(super) fn remove(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
+    /// Removes a key whatever its TTL; returns the map's copy of the key, the entry and when
+    /// it was to expire. The last key takes the removed one's position (see
+    /// [`Store::snapshot_fix_removal`]).
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<(CompactBytes, Entry, Option<u64>)> {
         let len_before = self.map.len();
         let (index, stored_key, entry) = self.map.swap_remove_full(key)?;
         self.snapshot_fix_removal(index, len_before, &stored_key);
@@ -161,15 +163,17 @@ impl Store {
             slots.remove(&stored_key);
         }
         self.data_bytes -= stored_key.len() + entry.value.payload_len();
-        if let Some(expiry) = entry.expiry {
-            self.unindex(expiry.slot);
-        }
-        Some((stored_key, entry))
+        let expire_at = if entry.has_ttl {
+            self.expiring.remove(&stored_key)
+        } else {
+            None
+        };
+        Some((stored_key, entry, expire_at))
     }
 
-    /// Stores `value` (already owned by the store, never a slice of a request) under `key`.
-    pub(super) fn upsert(&mut self, key: &[u8], value: Bytes, ttl: TtlUpdate) {
-        self.upsert_value(key, Value::Str(value), ttl);
+    /// Stores `value` (copied into the store, never a slice of a request) under `key`.
+    pub(super) fn upsert(&mut self, key: &[u8], value: impl Into<CompactBytes>, ttl: TtlUpdate) {
+        self.upsert_value(key, Value::Str(value.into()), ttl);
     }
 
     /// Stores `value` under `key`, replacing whatever value of any type was there.
@@ -179,7 +183,7 @@ impl Store {
                 TtlUpdate::At(at) => Some(at),
                 TtlUpdate::Clear | TtlUpdate::Keep => None,
             };
-            self.insert_new(Bytes::copy_from_slice(key), value, at);
+            self.insert_new(CompactBytes::new(key), value, at);
             return;
         };
         self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
@@ -187,65 +191,45 @@ impl Store {
         match ttl {
             TtlUpdate::Keep => {}
             TtlUpdate::Clear => {
-                if let Some(expiry) = entry.expiry.take() {
-                    self.unindex(expiry.slot);
+                if std::mem::take(&mut entry.has_ttl) {
+                    self.expiring.remove(key);
                 }
             }
             TtlUpdate::At(at) => self.set_expiry(key, at),
         }
     }
 
-    pub(super) fn insert_new(&mut self, key: Bytes, value: Value, expire_at: Option<u64>) {
-        let expiry = expire_at.map(|at_ms| Expiry {
-            at_ms,
-            slot: self.expiring.push(key.clone()),
-        });
+    pub(super) fn insert_new(&mut self, key: CompactBytes, value: Value, expire_at: Option<u64>) {
         self.data_bytes += key.len() + value.payload_len();
         if let Some(slots) = &mut self.slot_index {
             slots.insert(&key);
         }
-        let access = self.memory.clock;
-        self.map.insert(key, Entry::new(value, expiry, access));
+        let mut entry = Entry::new(value, self.memory.clock);
+        if let Some(at_ms) = expire_at {
+            self.expiring.set(&key, at_ms);
+            entry.has_ttl = true;
+        }
+        self.map.insert(key, entry);
     }
 
     /// Sets the expiry of an existing key.
     pub(super) fn set_expiry(&mut self, key: &[u8], at_ms: u64) {
-        let Some((stored_key, entry)) = self.map.get_key_value(key) else {
-            return;
-        };
-        let slot = match entry.expiry {
-            Some(expiry) => expiry.slot,
-            None => self.expiring.push(stored_key.clone()),
-        };
         if let Some(entry) = self.map.get_mut(key) {
-            entry.expiry = Some(Expiry { at_ms, slot });
+            entry.has_ttl = true;
+            self.expiring.set(key, at_ms);
         }
     }
 
     /// Drops the expiry of a key; returns whether it had one.
     pub(super) fn clear_expiry(&mut self, key: &[u8]) -> bool {
-        let slot = self
+        let had = self
             .map
             .get_mut(key)
-            .and_then(|entry| entry.expiry.take())
-            .map(|expiry| expiry.slot);
-        if let Some(slot) = slot {
-            self.unindex(slot);
+            .is_some_and(|entry| std::mem::take(&mut entry.has_ttl));
+        if had {
+            self.expiring.remove(key);
         }
-        slot.is_some()
-    }
-
-    /// Removes `slot` from the expiring index and repoints the key moved into it.
-    fn unindex(&mut self, slot: usize) {
-        if let Some(moved) = self.expiring.swap_remove(slot) {
-            if let Some(Entry {
-                expiry: Some(expiry),
-                ..
-            }) = self.map.get_mut(moved)
-            {
-                expiry.slot = slot;
-            }
-        }
+        had
     }
 
     /// Checks that the index and the map agree; tests call this after every operation.
@@ -255,12 +239,19 @@ impl Store {
         let mut bytes = 0;
         for (key, entry) in &self.map {
             bytes += key.len() + entry.value.payload_len();
-            if let Some(expiry) = entry.expiry {
+            if entry.has_ttl {
                 with_ttl += 1;
-                assert_eq!(self.expiring.key(expiry.slot), Some(key), "slot of {key:?}");
+                assert!(self.expiring.of(key, entry).is_some(), "expiry of {key:?}");
             }
         }
         assert_eq!(with_ttl, self.expiring.len());
         assert_eq!(bytes, self.data_bytes);
+    }
+}
+
+/// Logs the removal of `key` (a copy of it: the log takes `Bytes`); free without a log.
+pub(super) fn record_del<S: ChangeSink>(sink: &mut S, key: &[u8]) {
+    if S::ENABLED {
+        sink.record(WriteOp::Del(&[Bytes::copy_from_slice(key)]));
     }
 }

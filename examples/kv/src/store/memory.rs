@@ -12,11 +12,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use bytes::Bytes;
+use super::compact::CompactBytes;
 
 use super::entry::Entry;
 use super::Store;
-use crate::change::{ChangeSink, WriteOp};
+use crate::change::ChangeSink;
 use crate::command::{table, Command, CommandError};
 
 /// Keys sampled per eviction (Redis's `maxmemory-samples` default).
@@ -90,8 +90,9 @@ pub(crate) struct MemoryState {
 /// Fixed cost of one key besides its payload: the entry, the key's handle, the table's hash
 /// and index slots.
 fn per_key_overhead() -> u64 {
-    (std::mem::size_of::<Entry>() + std::mem::size_of::<Bytes>() + 2 * std::mem::size_of::<usize>())
-        as u64
+    (std::mem::size_of::<Entry>()
+        + std::mem::size_of::<CompactBytes>()
+        + 2 * std::mem::size_of::<usize>()) as u64
 }
 
 impl Store {
@@ -126,13 +127,13 @@ impl Store {
             let Some(victim) = self.pick_victim(limit.policy) else {
                 return Err(CommandError::OutOfMemory);
             };
-            if let Some((key, entry)) = self.remove(&victim) {
-                if entry.is_expired(now) {
+            if let Some((key, _, expire_at)) = self.remove(&victim) {
+                if expire_at.is_some_and(|at| now > at) {
                     self.counters.expired_keys += 1;
                 } else {
                     self.memory.evicted_keys += 1;
                 }
-                sink.record(WriteOp::Del(std::slice::from_ref(&key)));
+                super::keyspace::record_del(sink, &key);
             }
         }
         Ok(())
@@ -150,7 +151,7 @@ impl Store {
     }
 
     /// The least recently (or frequently) used of [`SAMPLES`] random keys.
-    fn pick_victim(&self, policy: EvictionPolicy) -> Option<Bytes> {
+    fn pick_victim(&self, policy: EvictionPolicy) -> Option<CompactBytes> {
         if self.map.is_empty() {
             return None;
         }
@@ -194,7 +195,7 @@ mod tests {
     use crate::change::NoLog;
     use crate::reply::Reply;
     use crate::store::StoreConfig;
-    use bytes::BytesMut;
+    use bytes::{Bytes, BytesMut};
 
     fn store(max_bytes: u64, policy: EvictionPolicy) -> Store {
         Store::new(StoreConfig {

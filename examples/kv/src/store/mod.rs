@@ -3,12 +3,14 @@
 //! the store never reads a clock and tests control time exactly.
 
 mod cluster;
+mod compact;
 mod emit;
 mod entry;
 mod expiring;
 mod keyops;
 mod keys;
 mod keyspace;
+mod list_pack;
 mod memory;
 mod snapshot;
 mod stats;
@@ -17,7 +19,6 @@ mod sweep;
 mod types;
 mod value;
 
-use bytes::Bytes;
 use foldhash::fast::RandomState;
 use indexmap::IndexMap;
 
@@ -26,6 +27,7 @@ use crate::command::{Command, CommandError};
 use crate::reply::Reply;
 
 use cluster::SlotIndex;
+use compact::CompactBytes;
 use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
@@ -66,7 +68,7 @@ impl Default for StoreConfig {
 /// ([`Store::snapshot_begin`]), and SCAN and random sampling can use the same order.
 #[derive(Debug)]
 pub struct Store {
-    map: IndexMap<Bytes, Entry, RandomState>,
+    map: IndexMap<CompactBytes, Entry, RandomState>,
     expiring: ExpiringIndex,
     counters: Counters,
     data_bytes: usize,
@@ -177,15 +179,15 @@ impl Store {
     /// stored without a TTL, `Some(Some(at_ms))` with one (possibly past: expired but not yet
     /// reclaimed). Looks only.
     pub fn stored_expiry(&self, key: &[u8]) -> Option<Option<u64>> {
-        self.map.get(key).map(|entry| entry.expire_at())
+        self.map.get(key).map(|entry| self.expiring.of(key, entry))
     }
 
     /// Whether `key` holds a live, non-empty list at `now_ms`: a blocked pop would be served.
     /// Looks only (no lazy expiry, nothing logged).
     pub fn has_list_items(&self, key: &[u8], now_ms: u64) -> bool {
         self.map.get(key).is_some_and(|entry| {
-            !entry.is_expired(now_ms)
-                && matches!(&entry.value, value::Value::List(list) if !list.items.is_empty())
+            !self.expiring.expired(key, entry, now_ms)
+                && matches!(&entry.value, value::Value::List(list) if !list.is_empty())
         })
     }
 
@@ -195,9 +197,9 @@ impl Store {
     pub fn pop_would_answer(&self, keys: &[&[u8]], now_ms: u64) -> bool {
         keys.iter().any(|key| {
             self.map.get(*key).is_some_and(|entry| {
-                !entry.is_expired(now_ms)
+                !self.expiring.expired(key, entry, now_ms)
                     && match &entry.value {
-                        value::Value::List(list) => !list.items.is_empty(),
+                        value::Value::List(list) => !list.is_empty(),
                         _ => true,
                     }
             })

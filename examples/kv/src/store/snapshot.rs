@@ -21,10 +21,10 @@
 //! the log that follows the image, and replaying it over an image without the key changes
 //! nothing.
 
-use bytes::Bytes;
 use foldhash::fast::RandomState;
 use std::collections::HashSet;
 
+use super::compact::CompactBytes;
 use super::emit::emit_entry;
 use super::Store;
 use crate::change::ChangeSink;
@@ -35,7 +35,7 @@ pub(super) struct Snapshot {
     /// Keys at indices `>= cursor` are done.
     cursor: usize,
     /// Keys below the cursor that are done already.
-    ahead: HashSet<Bytes, RandomState>,
+    ahead: HashSet<CompactBytes, RandomState>,
 }
 
 /// What one [`Store::snapshot_step`] did.
@@ -87,8 +87,9 @@ impl Store {
             snapshot.cursor -= 1;
             if let Some((key, entry)) = self.map.get_index(snapshot.cursor) {
                 let done = !snapshot.ahead.is_empty() && snapshot.ahead.remove(key);
-                if !done && !entry.is_expired(now) {
-                    emit_entry(key, entry, sink);
+                let expire_at = self.expiring.of(key, entry);
+                if !done && expire_at.is_none_or(|at| now <= at) {
+                    emit_entry(key, entry, expire_at, sink);
                 }
             }
             progress.keys += 1;
@@ -112,8 +113,9 @@ impl Store {
         if index >= snapshot.cursor || snapshot.ahead.contains(key) {
             return;
         }
-        if !entry.is_expired(now) {
-            emit_entry(key, entry, sink);
+        let expire_at = self.expiring.of(key, entry);
+        if expire_at.is_none_or(|at| now <= at) {
+            emit_entry(key, entry, expire_at, sink);
         }
         snapshot.ahead.insert(key.clone());
     }
@@ -248,8 +250,11 @@ mod tests {
         store
             .map
             .iter()
-            .filter(|(_, entry)| !entry.is_expired(now))
-            .map(|(key, entry)| (key.clone(), (entry.value.clone(), entry.expire_at())))
+            .filter(|(key, entry)| !store.expiring.expired(key, entry, now))
+            .map(|(key, entry)| {
+                let at = store.expiring.of(key, entry);
+                (key.to_bytes(), (entry.value.clone(), at))
+            })
             .collect()
     }
 

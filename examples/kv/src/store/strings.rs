@@ -1,6 +1,8 @@
 //! String commands: GET, SET, GETSET, INCRBY (and friends), APPEND, STRLEN, MGET, MSET.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+
+use super::compact::CompactBytes;
 
 use super::keyspace::TtlUpdate;
 use super::value::Value;
@@ -49,7 +51,7 @@ impl Store {
                     TtlUpdate::At(at) => LoggedTtl::At(at),
                 },
             });
-            self.upsert(&set.key, Bytes::copy_from_slice(&set.value), ttl);
+            self.upsert(&set.key, CompactBytes::new(&set.value), ttl);
         }
         Ok(match (set.get, write) {
             (true, _) => Reply::bulk_or_null(old),
@@ -71,7 +73,7 @@ impl Store {
             value: &value,
             ttl: LoggedTtl::None,
         });
-        self.upsert(&key, Bytes::copy_from_slice(&value), TtlUpdate::Clear);
+        self.upsert(&key, CompactBytes::new(&value), TtlUpdate::Clear);
         Ok(Reply::bulk_or_null(old))
     }
 
@@ -107,8 +109,12 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let old = self.read(&key, now, sink)?;
-        let new_len = old.as_ref().map_or(0, Bytes::len) + value.len();
+        let old_len = match self.lookup(&key, now, sink) {
+            None => None,
+            Some(Value::Str(old)) => Some(old.len()),
+            Some(_) => return Err(CommandError::WrongType),
+        };
+        let new_len = old_len.unwrap_or(0) + value.len();
         if new_len > self.config.max_value_len {
             return Err(CommandError::StringTooLong);
         }
@@ -116,25 +122,20 @@ impl Store {
             key: &key,
             value: &value,
         });
-        let combined = match old {
-            None => Bytes::copy_from_slice(&value),
-            Some(old) => {
-                // Release the map's handle so a uniquely held value can grow in place, making
-                // repeated APPENDs amortised O(appended bytes) like Redis's sds.
-                if let Some(entry) = self.map.get_mut(&key[..]) {
-                    self.data_bytes -= entry.value.payload_len();
-                    entry.value = Value::Str(Bytes::new());
+        // Take the old value out of the entry so its allocation can grow in place
+        // (`CompactBytes::Growable`): repeated APPENDs are amortised O(appended bytes).
+        let mut buffer = match self.map.get_mut(&key[..]) {
+            Some(entry) if old_len.is_some() => {
+                self.data_bytes -= entry.value.payload_len();
+                match std::mem::replace(&mut entry.value, Value::Str(CompactBytes::default())) {
+                    Value::Str(old) => old.into_vec(),
+                    _ => Vec::new(),
                 }
-                let mut buffer = old.try_into_mut().unwrap_or_else(|shared| {
-                    let mut copy = BytesMut::with_capacity(new_len);
-                    copy.extend_from_slice(&shared);
-                    copy
-                });
-                buffer.extend_from_slice(&value);
-                buffer.freeze()
             }
+            _ => Vec::new(),
         };
-        self.upsert(&key, combined, TtlUpdate::Keep);
+        buffer.extend_from_slice(&value);
+        self.upsert(&key, CompactBytes::appended(buffer), TtlUpdate::Keep);
         Ok(Reply::Integer(new_len as i64))
     }
 
@@ -144,7 +145,13 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let len = self.read_counted(key, now, sink)?.map_or(0, |v| v.len());
+        let found = self.lookup(key, now, sink).is_some();
+        self.count_lookup(found);
+        let len = match self.map.get(key).map(|entry| &entry.value) {
+            None => 0,
+            Some(Value::Str(value)) => value.len(),
+            Some(_) => return Err(CommandError::WrongType),
+        };
         Ok(Reply::Integer(len as i64))
     }
 
@@ -164,7 +171,7 @@ impl Store {
     ) -> Reply {
         sink.record(WriteOp::MSet(&pairs));
         for (key, value) in pairs {
-            self.upsert(&key, Bytes::copy_from_slice(&value), TtlUpdate::Clear);
+            self.upsert(&key, CompactBytes::new(&value), TtlUpdate::Clear);
         }
         Reply::ok()
     }

@@ -44,14 +44,14 @@ impl Store {
                 break;
             };
             outcome.examined += 1;
-            let entry = self.map.get(&key);
-            if let Some(at) = entry.and_then(|entry| entry.expire_at()) {
+            let at = (self.map.get(&key[..])).and_then(|entry| self.expiring.of(&key, entry));
+            if let Some(at) = at {
                 if at > now_ms {
                     ttl_sum = ttl_sum.saturating_add(at - now_ms);
                     ttl_samples += 1;
                 }
             }
-            if entry.is_some_and(|entry| entry.is_expired(now_ms)) {
+            if at.is_some_and(|at| now_ms > at) {
                 // The last key moves into `slot`, so the cursor stays put to examine it next.
                 self.remove_expired(&key, sink);
                 outcome.removed += 1;

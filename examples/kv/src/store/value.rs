@@ -2,11 +2,13 @@
 //! the bytes it stores (elements and fields, not allocator overhead) so the store's byte
 //! count stays exact without walking a collection.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
-use bytes::Bytes;
 use foldhash::fast::RandomState;
 use indexmap::{IndexMap, IndexSet};
+
+use super::compact::CompactBytes;
+pub(crate) use super::list_pack::List;
 
 /// The type names TYPE reports and WRONGTYPE is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +32,15 @@ impl ValueType {
     }
 }
 
+/// Collections are boxed so a value is as small as a string (24 bytes: see
+/// `compact.rs`); every key pays for its value's size, most keys are strings.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
-    Str(Bytes),
-    List(List),
-    Hash(Hash),
-    Set(Set),
-    ZSet(ZSet),
+    Str(CompactBytes),
+    List(Box<List>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -53,11 +57,11 @@ impl Value {
     /// An empty collection of `kind` (a string for [`ValueType::String`]).
     pub fn empty(kind: ValueType) -> Value {
         match kind {
-            ValueType::String => Value::Str(Bytes::new()),
-            ValueType::List => Value::List(List::default()),
-            ValueType::Hash => Value::Hash(Hash::default()),
-            ValueType::Set => Value::Set(Set::default()),
-            ValueType::ZSet => Value::ZSet(ZSet::default()),
+            ValueType::String => Value::Str(CompactBytes::default()),
+            ValueType::List => Value::List(Box::default()),
+            ValueType::Hash => Value::Hash(Box::default()),
+            ValueType::Set => Value::Set(Box::default()),
+            ValueType::ZSet => Value::ZSet(Box::default()),
         }
     }
 
@@ -76,7 +80,7 @@ impl Value {
     pub fn is_empty_collection(&self) -> bool {
         match self {
             Value::Str(_) => false,
-            Value::List(list) => list.items.is_empty(),
+            Value::List(list) => list.is_empty(),
             Value::Hash(hash) => hash.map.is_empty(),
             Value::Set(set) => set.members.is_empty(),
             Value::ZSet(zset) => zset.scores.is_empty(),
@@ -84,73 +88,11 @@ impl Value {
     }
 }
 
-/// A list: a ring buffer of elements.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct List {
-    pub items: VecDeque<Bytes>,
-    bytes: usize,
-}
-
-impl List {
-    pub fn push_front(&mut self, item: Bytes) {
-        self.bytes += item.len();
-        self.items.push_front(item);
-    }
-
-    pub fn push_back(&mut self, item: Bytes) {
-        self.bytes += item.len();
-        self.items.push_back(item);
-    }
-
-    pub fn pop_front(&mut self) -> Option<Bytes> {
-        let item = self.items.pop_front()?;
-        self.bytes -= item.len();
-        Some(item)
-    }
-
-    pub fn pop_back(&mut self) -> Option<Bytes> {
-        let item = self.items.pop_back()?;
-        self.bytes -= item.len();
-        Some(item)
-    }
-
-    pub fn set(&mut self, index: usize, item: Bytes) {
-        self.bytes = self.bytes + item.len() - self.items[index].len();
-        self.items[index] = item;
-    }
-
-    pub fn insert(&mut self, index: usize, item: Bytes) {
-        self.bytes += item.len();
-        self.items.insert(index, item);
-    }
-
-    pub fn remove(&mut self, index: usize) {
-        if let Some(item) = self.items.remove(index) {
-            self.bytes -= item.len();
-        }
-    }
-
-    /// Keeps `start..=end` (already clamped, `start <= end < len`), or nothing.
-    pub fn retain_range(&mut self, range: Option<(usize, usize)>) {
-        match range {
-            None => {
-                self.items.clear();
-                self.bytes = 0;
-            }
-            Some((start, end)) => {
-                self.items.truncate(end + 1);
-                self.items.drain(..start);
-                self.bytes = self.items.iter().map(Bytes::len).sum();
-            }
-        }
-    }
-}
-
-/// A hash. Small hashes keep insertion order on removal (as Redis's listpack does); large
+/// A hash (fields and values inline when short, see `compact.rs`). Small hashes keep insertion order on removal (as Redis's listpack does); large
 /// ones remove in O(1) and let the last field take the hole, as order is unspecified then.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Hash {
-    pub map: IndexMap<Bytes, Bytes, RandomState>,
+    pub map: IndexMap<CompactBytes, CompactBytes, RandomState>,
     bytes: usize,
 }
 
@@ -158,7 +100,7 @@ const ORDERED_REMOVE_UP_TO: usize = 128;
 
 impl Hash {
     /// Sets `field`; returns whether it is new.
-    pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
+    pub fn insert(&mut self, field: CompactBytes, value: CompactBytes) -> bool {
         let (field_len, value_len) = (field.len(), value.len());
         match self.map.insert(field, value) {
             // The stored field stays; only the value changed.
@@ -189,15 +131,15 @@ impl Hash {
     }
 }
 
-/// A set of members.
+/// A set of members (inline when short, see `compact.rs`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Set {
-    pub members: IndexSet<Bytes, RandomState>,
+    pub members: IndexSet<CompactBytes, RandomState>,
     bytes: usize,
 }
 
 impl Set {
-    pub fn insert(&mut self, member: Bytes) -> bool {
+    pub fn insert(&mut self, member: CompactBytes) -> bool {
         let len = member.len();
         let added = self.members.insert(member);
         if added {
@@ -219,7 +161,7 @@ impl Set {
     }
 
     /// Removes the member at `index` (random pops).
-    pub fn remove_index(&mut self, index: usize) -> Option<Bytes> {
+    pub fn remove_index(&mut self, index: usize) -> Option<CompactBytes> {
         let member = self.members.swap_remove_index(index)?;
         self.bytes -= member.len();
         Some(member)
@@ -245,17 +187,18 @@ impl Ord for Score {
 }
 
 /// A sorted set: member → score, and (score, member) in Redis's order (score, then member
-/// bytes).
+/// bytes). The member is in both, inline when short (see `compact.rs`): two 24-byte copies
+/// cost less than one shared `Bytes` (32-byte handles, its allocation and a shared header).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ZSet {
-    pub scores: IndexMap<Bytes, f64, RandomState>,
-    pub order: BTreeSet<(Score, Bytes)>,
+    pub scores: IndexMap<CompactBytes, f64, RandomState>,
+    pub order: BTreeSet<(Score, CompactBytes)>,
     bytes: usize,
 }
 
 impl ZSet {
     /// Sets `member`'s score; returns the previous score.
-    pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
+    pub fn insert(&mut self, member: CompactBytes, score: f64) -> Option<f64> {
         // -0.0 and 0.0 are one score in Redis.
         let score = if score == 0.0 { 0.0 } else { score };
         let old = self.scores.insert(member.clone(), score);
@@ -281,7 +224,9 @@ impl ZSet {
     }
 
     /// Rank (0-based, ascending) of `member` with `score`.
-    pub fn rank(&self, member: &Bytes, score: f64) -> usize {
-        self.order.range(..(Score(score), member.clone())).count()
+    pub fn rank(&self, member: &[u8], score: f64) -> usize {
+        self.order
+            .range(..(Score(score), CompactBytes::new(member)))
+            .count()
     }
 }

@@ -7,6 +7,7 @@ use crate::change::ChangeSink;
 use crate::command::{CommandError, KeyOp};
 use crate::glob::glob_match;
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::types::args::{int, is};
 use crate::store::value::Value;
 
@@ -35,10 +36,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             self.store.remove(dst);
         }
         self.log("rename", a);
-        if let Some((_, entry)) = self.store.remove(src) {
-            let at = entry.expire_at();
+        if let Some((_, entry, at)) = self.store.remove(src) {
             self.store
-                .insert_new(Bytes::copy_from_slice(dst), entry.value, at);
+                .insert_new(CompactBytes::new(dst), entry.value, at);
         }
         Ok(done)
     }
@@ -95,10 +95,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .map
             .get(&src[..])
-            .map(|entry| (entry.value.clone(), entry.expire_at()));
+            .map(|entry| (entry.value.clone(), self.store.expiring.of(src, entry)));
         if let Some((value, at)) = copied {
-            self.store
-                .insert_new(Bytes::copy_from_slice(dst), value, at);
+            self.store.insert_new(CompactBytes::new(dst), value, at);
         }
         Ok(Reply::Integer(1))
     }
@@ -108,14 +107,15 @@ impl<S: ChangeSink> Cx<'_, S> {
         let pattern = &a[0];
         let all = &pattern[..] == b"*";
         let now = self.now;
+        let expiring = &self.store.expiring;
         Reply::Array(
             self.store
                 .map
                 .iter()
                 .filter(|(key, entry)| {
-                    !entry.is_expired(now) && (all || glob_match(pattern, key, false))
+                    !expiring.expired(key, entry, now) && (all || glob_match(pattern, key, false))
                 })
-                .map(|(key, _)| Reply::Bulk(key.clone()))
+                .map(|(key, _)| Reply::Bulk(key.to_bytes()))
                 .collect(),
         )
     }
@@ -161,13 +161,13 @@ impl<S: ChangeSink> Cx<'_, S> {
             let Some((key, entry)) = self.store.map.get_index(index) else {
                 continue;
             };
-            let wanted = !entry.is_expired(self.now)
+            let wanted = !self.store.expiring.expired(key, entry, self.now)
                 && pattern.as_ref().is_none_or(|p| glob_match(p, key, false))
                 && kind
                     .as_ref()
                     .is_none_or(|t| is(t, entry.value.value_type().name()));
             if wanted {
-                keys.push(Reply::Bulk(key.clone()));
+                keys.push(Reply::Bulk(key.to_bytes()));
             }
         }
         Ok(Reply::Array(vec![
@@ -184,8 +184,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             let Some((key, entry)) = self.store.map.get_index(index) else {
                 break;
             };
-            if !entry.is_expired(self.now) {
-                return Reply::Bulk(key.clone());
+            if !self.store.expiring.expired(key, entry, self.now) {
+                return Reply::Bulk(key.to_bytes());
             }
             let key = key.clone();
             self.store.remove_expired(&key, self.sink);
@@ -231,7 +231,10 @@ fn encoding(value: &Value) -> &'static str {
             }
         }
         Value::ZSet(zset) => {
-            if small(zset.scores.len(), zset.scores.keys().map(Bytes::len)) {
+            if small(
+                zset.scores.len(),
+                zset.scores.keys().map(|member| member.len()),
+            ) {
                 "listpack"
             } else {
                 "skiplist"

@@ -243,7 +243,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if !live {
             return Ok(Reply::Integer(-2));
         }
-        let at = self.store.map.get(&a[0][..]).and_then(|e| e.expire_at());
+        let at = (self.store.map.get(&a[0][..])).and_then(|e| self.store.expiring.of(&a[0], e));
         Ok(Reply::Integer(match at {
             None => -1,
             Some(at) if self.op == KeyOp::PExpireTime => at as i64,

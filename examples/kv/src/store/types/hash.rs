@@ -9,6 +9,7 @@ use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::number::{format_i64, parse_i64};
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::value::{Hash, Value, ValueType};
 
 const HASH: ValueType = ValueType::Hash;
@@ -27,8 +28,8 @@ fn hash_ref(value: Option<&Value>) -> Option<&Hash> {
     }
 }
 
-fn own(arg: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(arg)
+fn own(arg: &Bytes) -> CompactBytes {
+    CompactBytes::new(arg)
 }
 
 impl<S: ChangeSink> Cx<'_, S> {
@@ -66,7 +67,8 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn hget(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], HASH, self.now, self.sink)?;
-        let field = hash_ref(value).and_then(|hash| hash.map.get(&a[1][..]).cloned());
+        let field =
+            hash_ref(value).and_then(|hash| hash.map.get(&a[1][..]).map(CompactBytes::to_bytes));
         Ok(Reply::bulk_or_null(field))
     }
 
@@ -77,7 +79,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             a[1..]
                 .iter()
                 .map(|field| {
-                    Reply::bulk_or_null(hash.and_then(|hash| hash.map.get(&field[..]).cloned()))
+                    Reply::bulk_or_null(
+                        hash.and_then(|hash| hash.map.get(&field[..]).map(CompactBytes::to_bytes)),
+                    )
                 })
                 .collect(),
         ))
@@ -93,10 +97,10 @@ impl<S: ChangeSink> Cx<'_, S> {
         let mut items = Vec::with_capacity(hash.map.len() * 2);
         for (field, value) in &hash.map {
             if op != Op::HVals {
-                items.push(Reply::Bulk(field.clone()));
+                items.push(Reply::Bulk(field.to_bytes()));
             }
             if op != Op::HKeys {
-                items.push(Reply::Bulk(value.clone()));
+                items.push(Reply::Bulk(value.to_bytes()));
             }
         }
         Ok(Reply::Array(items))
@@ -133,7 +137,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let value = self.store.view(&a[0], HASH, self.now, self.sink)?;
         let len = hash_ref(value)
             .and_then(|hash| hash.map.get(&a[1][..]))
-            .map_or(0, Bytes::len);
+            .map_or(0, |value| value.len());
         Ok(Reply::Integer(len as i64))
     }
 
@@ -177,14 +181,14 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     fn field(&mut self, key: &[u8], field: &[u8]) -> Option<Bytes> {
         let value = self.store.lookup(key, self.now, self.sink);
-        hash_ref(value).and_then(|hash| hash.map.get(field).cloned())
+        hash_ref(value).and_then(|hash| hash.map.get(field).map(CompactBytes::to_bytes))
     }
 
     /// Stores the result of an increment, logged as the HSET of that result.
     fn set_field(&mut self, a: &[Bytes], result: Bytes) -> Result<(), CommandError> {
         self.store
             .update(&a[0], HASH, true, self.now, self.sink, |value| {
-                hash(value).insert(own(&a[1]), result.clone());
+                hash(value).insert(own(&a[1]), own(&result));
             })?;
         self.log("hset", &[a[0].clone(), a[1].clone(), result]);
         Ok(())
@@ -210,15 +214,15 @@ impl<S: ChangeSink> Cx<'_, S> {
                 .map
                 .get_index(fastrand::usize(..len))
                 .expect("non-empty");
-            return Ok(Reply::Bulk(field.clone()));
+            return Ok(Reply::Bulk(field.to_bytes()));
         };
         let picks = random_indexes(len, count);
         let mut items = Vec::new();
         for index in picks {
             if let Some((field, value)) = hash.map.get_index(index) {
-                items.push(Reply::Bulk(field.clone()));
+                items.push(Reply::Bulk(field.to_bytes()));
                 if with_values {
-                    items.push(Reply::Bulk(value.clone()));
+                    items.push(Reply::Bulk(value.to_bytes()));
                 }
             }
         }
@@ -235,8 +239,8 @@ impl<S: ChangeSink> Cx<'_, S> {
         let next = scan.walk(hash.map.len(), |index| {
             if let Some((field, value)) = hash.map.get_index(index) {
                 if scan.matches(field) {
-                    items.push(Reply::Bulk(field.clone()));
-                    items.push(Reply::Bulk(value.clone()));
+                    items.push(Reply::Bulk(field.to_bytes()));
+                    items.push(Reply::Bulk(value.to_bytes()));
                 }
             }
         });

@@ -27,11 +27,6 @@ fn list_ref(value: Option<&Value>) -> Option<&List> {
     }
 }
 
-/// An element owned by the store, never a slice of the request buffer.
-fn own(arg: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(arg)
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum End {
     Left,
@@ -65,12 +60,12 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let list = list(value);
                 for item in &a[1..] {
                     if left {
-                        list.push_front(own(item));
+                        list.push_front(item);
                     } else {
-                        list.push_back(own(item));
+                        list.push_back(item);
                     }
                 }
-                list.items.len()
+                list.len()
             })?;
         match pushed {
             None => Ok(Reply::Integer(0)),
@@ -92,7 +87,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .update(&a[0], LIST, false, self.now, self.sink, |value| {
                 let list = list(value);
-                let n = count.unwrap_or(1).min(list.items.len());
+                let n = count.unwrap_or(1).min(list.len());
                 (0..n).filter_map(|_| pop_end(list, at)).collect::<Vec<_>>()
             })?;
         let Some(popped) = popped else {
@@ -168,7 +163,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 .store
                 .update(key, LIST, false, self.now, self.sink, |value| {
                     let list = list(value);
-                    let n = args.count.min(list.items.len());
+                    let n = args.count.min(list.len());
                     (0..n).filter_map(|_| pop_end(list, at)).collect::<Vec<_>>()
                 })?
                 .unwrap_or_default();
@@ -190,12 +185,11 @@ impl<S: ChangeSink> Cx<'_, S> {
         let Some(list) = list_ref(value) else {
             return Ok(Reply::Array(Vec::new()));
         };
-        let items = match clamp_range(start, stop, list.items.len()) {
+        let items = match clamp_range(start, stop, list.len()) {
             None => Vec::new(),
             Some((from, to)) => list
-                .items
-                .range(from..=to)
-                .map(|item| Reply::Bulk(item.clone()))
+                .range(from, to)
+                .map(|item| Reply::Bulk(Bytes::copy_from_slice(item)))
                 .collect(),
         };
         Ok(Reply::Array(items))
@@ -203,9 +197,7 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn llen(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
-        Ok(Reply::Integer(
-            list_ref(value).map_or(0, |l| l.items.len()) as i64
-        ))
+        Ok(Reply::Integer(list_ref(value).map_or(0, List::len) as i64))
     }
 
     pub fn lindex(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
@@ -217,11 +209,12 @@ impl<S: ChangeSink> Cx<'_, S> {
         let index = int(&a[1])?;
         let value = self.store.view(&a[0], LIST, self.now, self.sink)?;
         let item = list_ref(value).and_then(|list| {
-            let len = list.items.len() as i64;
+            let len = list.len() as i64;
             let i = if index < 0 { len + index } else { index };
             (0..len)
                 .contains(&i)
-                .then(|| list.items[i as usize].clone())
+                .then(|| list.get(i as usize).map(Bytes::copy_from_slice))
+                .flatten()
         });
         Ok(Reply::bulk_or_null(item))
     }
@@ -236,12 +229,12 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .update(&a[0], LIST, false, self.now, self.sink, |value| {
                 let list = list(value);
-                let len = list.items.len() as i64;
+                let len = list.len() as i64;
                 let i = if index < 0 { len + index } else { index };
                 if !(0..len).contains(&i) {
                     return false;
                 }
-                list.set(i as usize, own(&a[2]));
+                list.set(i as usize, &a[2]);
                 true
             })?;
         match done {
@@ -266,11 +259,11 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .update(&a[0], LIST, false, self.now, self.sink, |value| {
                 let list = list(value);
-                let Some(at) = list.items.iter().position(|item| item == &a[2]) else {
+                let Some(at) = list.iter().position(|item| item == &a[2][..]) else {
                     return -1;
                 };
-                list.insert(at + usize::from(after), own(&a[3]));
-                list.items.len() as i64
+                list.insert(at + usize::from(after), &a[3]);
+                list.len() as i64
             })?;
         let result = result.unwrap_or(0);
         if result > 0 {
@@ -290,28 +283,24 @@ impl<S: ChangeSink> Cx<'_, S> {
                 } else {
                     count.unsigned_abs() as usize
                 };
-                let mut removed = 0;
-                if count >= 0 {
-                    let mut i = 0;
-                    while i < list.items.len() && removed < limit {
-                        if list.items[i] == a[2] {
-                            list.remove(i);
-                            removed += 1;
-                        } else {
-                            i += 1;
-                        }
-                    }
+                let len = list.len();
+                let matches = |item: &[u8]| item == &a[2][..];
+                let mut positions: Vec<usize> = if count >= 0 {
+                    (list.iter().enumerate())
+                        .filter(|(_, item)| matches(item))
+                        .map(|(i, _)| i)
+                        .take(limit)
+                        .collect()
                 } else {
-                    let mut i = list.items.len();
-                    while i > 0 && removed < limit {
-                        i -= 1;
-                        if list.items[i] == a[2] {
-                            list.remove(i);
-                            removed += 1;
-                        }
-                    }
-                }
-                removed
+                    (list.iter().rev().enumerate())
+                        .filter(|(_, item)| matches(item))
+                        .map(|(i, _)| len - 1 - i)
+                        .take(limit)
+                        .collect()
+                };
+                positions.sort_unstable();
+                list.remove_positions(&positions);
+                positions.len()
             })?
             .unwrap_or(0);
         if removed > 0 {
@@ -326,10 +315,10 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .update(&a[0], LIST, false, self.now, self.sink, |value| {
                 let list = list(value);
-                let len = list.items.len();
+                let len = list.len();
                 let range = clamp_range(start, stop, len);
                 list.retain_range(range);
-                list.items.len() != len
+                list.len() != len
             })?;
         if changed == Some(true) {
             self.log_as_written(a);
@@ -381,7 +370,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 None => Reply::NullBulk,
             });
         };
-        let len = list.items.len();
+        let len = list.len();
         let scan = if maxlen == 0 { len } else { maxlen.min(len) };
         let want = match count {
             Some(0) => usize::MAX,
@@ -390,13 +379,20 @@ impl<S: ChangeSink> Cx<'_, S> {
         };
         let mut skip = rank.unsigned_abs() as usize - 1;
         let mut found = Vec::new();
-        let positions: Box<dyn Iterator<Item = usize>> = if rank > 0 {
-            Box::new(0..scan)
+        // (position, element) from the end RANK starts at, up to MAXLEN of them.
+        let candidates: Box<dyn Iterator<Item = (usize, &[u8])>> = if rank > 0 {
+            Box::new(list.iter().enumerate().take(scan))
         } else {
-            Box::new((len - scan..len).rev())
+            Box::new(
+                list.iter()
+                    .rev()
+                    .enumerate()
+                    .take(scan)
+                    .map(|(i, item)| (len - 1 - i, item)),
+            )
         };
-        for position in positions {
-            if list.items[position] != a[1] {
+        for (position, item) in candidates {
+            if item != &a[1][..] {
                 continue;
             }
             if skip > 0 {
@@ -451,8 +447,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             .update(&a[1], LIST, true, self.now, self.sink, |value| {
                 let list = list(value);
                 match to {
-                    End::Left => list.push_front(item.clone()),
-                    End::Right => list.push_back(item.clone()),
+                    End::Left => list.push_front(&item),
+                    End::Right => list.push_back(&item),
                 }
             })?;
         self.log(logged.0, logged.1);

@@ -11,6 +11,7 @@ use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::value::{Set, Value, ValueType};
 
 const SET: ValueType = ValueType::Set;
@@ -29,8 +30,8 @@ fn set_ref(value: Option<&Value>) -> Option<&Set> {
     }
 }
 
-fn own(arg: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(arg)
+fn own(arg: &Bytes) -> CompactBytes {
+    CompactBytes::new(arg)
 }
 
 fn bulks(members: impl IntoIterator<Item = Bytes>) -> Reply {
@@ -75,11 +76,9 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn smembers(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
-        Ok(bulks(
-            set_ref(value)
-                .into_iter()
-                .flat_map(|s| s.members.iter().cloned()),
-        ))
+        Ok(bulks(set_ref(value).into_iter().flat_map(|s| {
+            s.members.iter().map(CompactBytes::to_bytes)
+        })))
     }
 
     pub fn sismember(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
@@ -119,6 +118,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let n = count.unwrap_or(1).min(set.members.len());
                 (0..n)
                     .filter_map(|_| set.remove_index(fastrand::usize(..set.members.len())))
+                    .map(|member| member.to_bytes())
                     .collect::<Vec<_>>()
             })?;
         let Some(popped) = popped else {
@@ -151,7 +151,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let picks = random_indexes(set.members.len(), count.unwrap_or(1));
         let members = picks
             .into_iter()
-            .filter_map(|i| set.members.get_index(i).cloned());
+            .filter_map(|i| set.members.get_index(i).map(CompactBytes::to_bytes));
         Ok(match count {
             Some(_) => bulks(members),
             None => Reply::bulk_or_null(members.into_iter().next()),
@@ -183,7 +183,7 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     /// The members of SINTER / SUNION / SDIFF over `keys`, in the first set's order where
     /// it leads.
-    fn algebra(&mut self, how: Algebra, keys: &[Bytes]) -> Result<Vec<Bytes>, CommandError> {
+    fn algebra(&mut self, how: Algebra, keys: &[Bytes]) -> Result<Vec<CompactBytes>, CommandError> {
         let mut sets: Vec<Option<Set>> = Vec::with_capacity(keys.len());
         for key in keys {
             let value = self.store.view(key, SET, self.now, self.sink)?;
@@ -237,7 +237,9 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn set_algebra(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let how = self.how();
-        Ok(bulks(self.algebra(how, a)?))
+        Ok(bulks(
+            self.algebra(how, a)?.iter().map(CompactBytes::to_bytes),
+        ))
     }
 
     pub fn set_algebra_store(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
@@ -251,7 +253,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 result.insert(member);
             }
             self.store
-                .insert_new(Bytes::copy_from_slice(&a[0]), Value::Set(result), None);
+                .insert_new(CompactBytes::new(&a[0]), Value::Set(Box::new(result)), None);
         }
         // Deterministic given the sources, which replay has in the same state.
         self.log_as_written(a);
@@ -279,7 +281,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let next = scan.walk(set.members.len(), |index| {
             if let Some(member) = set.members.get_index(index) {
                 if scan.matches(member) {
-                    items.push(Reply::Bulk(member.clone()));
+                    items.push(Reply::Bulk(member.to_bytes()));
                 }
             }
         });

@@ -11,6 +11,7 @@ use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::reply::Reply;
+use crate::store::compact::CompactBytes;
 use crate::store::value::{Score, Value, ValueType, ZSet};
 
 const ZSET: ValueType = ValueType::ZSet;
@@ -29,8 +30,8 @@ fn zset_ref(value: Option<&Value>) -> Option<&ZSet> {
     }
 }
 
-fn own(arg: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(arg)
+fn own(arg: &Bytes) -> CompactBytes {
+    CompactBytes::new(arg)
 }
 
 fn text(message: &str) -> CommandError {
@@ -118,7 +119,7 @@ fn lex_walk<'z>(
     min: &Lex,
     max: &Lex,
     rev: bool,
-) -> Box<dyn Iterator<Item = &'z (Score, Bytes)> + 'z> {
+) -> Box<dyn Iterator<Item = &'z (Score, CompactBytes)> + 'z> {
     let (min, max) = (min.clone(), max.clone());
     // Redis's `zzlIsInLexRange`: an empty range, a last element below the minimum or a first
     // element above the maximum selects nothing.
@@ -191,7 +192,7 @@ struct RangeQuery {
 impl RangeQuery {
     /// The selected (member, score) pairs in reply order.
     fn run(&self, zset: &ZSet) -> Vec<(Bytes, f64)> {
-        let ordered: Box<dyn Iterator<Item = &(Score, Bytes)>> = if self.rev {
+        let ordered: Box<dyn Iterator<Item = &(Score, CompactBytes)>> = if self.rev {
             Box::new(zset.order.iter().rev())
         } else {
             Box::new(zset.order.iter())
@@ -208,7 +209,7 @@ impl RangeQuery {
             ),
             None => (0, usize::MAX),
         };
-        let picked = |(Score(score), member): &(Score, Bytes)| (member.clone(), *score);
+        let picked = |(Score(score), member): &(Score, CompactBytes)| (member.to_bytes(), *score);
         match &self.range {
             Range::Rank(start, stop) => {
                 let len = zset.len() as i64;
@@ -544,10 +545,13 @@ impl<S: ChangeSink> Cx<'_, S> {
         if count > 0 {
             let mut result = ZSet::default();
             for (member, score) in pairs {
-                result.insert(member, score);
+                result.insert(CompactBytes::from(member), score);
             }
-            self.store
-                .insert_new(Bytes::copy_from_slice(&a[0]), Value::ZSet(result), None);
+            self.store.insert_new(
+                CompactBytes::new(&a[0]),
+                Value::ZSet(Box::new(result)),
+                None,
+            );
         }
         self.log_as_written(a);
         Reply::Integer(count as i64)
@@ -585,7 +589,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                         break;
                     };
                     zset.remove(&member);
-                    popped.push((member, score));
+                    popped.push((member.to_bytes(), score));
                 }
                 popped
             })?
@@ -619,8 +623,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             let value = self.store.lookup(key, self.now, self.sink);
             sources.push(match value {
                 None => Vec::new(),
-                Some(Value::ZSet(z)) => z.scores.iter().map(|(m, s)| (m.clone(), *s)).collect(),
-                Some(Value::Set(s)) => s.members.iter().map(|m| (m.clone(), 1.0)).collect(),
+                Some(Value::ZSet(z)) => z.scores.iter().map(|(m, s)| (m.to_bytes(), *s)).collect(),
+                Some(Value::Set(s)) => s.members.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
                 Some(_) => return Err(CommandError::WrongType),
             });
         }
@@ -693,7 +697,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let next = scan.walk(zset.len(), |index| {
             if let Some((member, score)) = zset.scores.get_index(index) {
                 if scan.matches(member) {
-                    items.push(Reply::Bulk(member.clone()));
+                    items.push(Reply::Bulk(member.to_bytes()));
                     items.push(Reply::Bulk(format_double(*score)));
                 }
             }

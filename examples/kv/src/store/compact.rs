@@ -1,0 +1,216 @@
+//! The byte string the keyspace stores keys and string values in (issue 13: memory per key).
+//!
+//! A `Bytes` handle is 32 bytes plus a separate allocation (and a second one, its shared
+//! header, once it is cloned). Most keys and many values are short, so this type keeps up to
+//! [`INLINE`] bytes inside its own 24 bytes and longer ones in one exact-size boxed slice.
+//! Reading a value out (GET) copies it, as Redis copies into its reply buffer; the reply
+//! encoder copies every bulk into the output buffer anyway, so the extra copy is of the
+//! value's size once.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+use bytes::Bytes;
+
+/// Longest string kept inline: 24 bytes less the enum's tag and the length byte.
+pub(crate) const INLINE: usize = 22;
+
+#[derive(Clone)]
+pub(crate) enum CompactBytes {
+    Inline {
+        len: u8,
+        buf: [u8; INLINE],
+    },
+    Heap(Box<[u8]>),
+    /// A string APPEND grew: kept with the vector's spare capacity so repeated appends are
+    /// amortised O(appended bytes), like Redis's sds. Boxed (one pointer, not the vector's
+    /// three words) so the type stays 24 bytes.
+    #[allow(clippy::box_collection)]
+    Growable(Box<Vec<u8>>),
+}
+
+impl CompactBytes {
+    pub fn new(bytes: &[u8]) -> CompactBytes {
+        if bytes.len() <= INLINE {
+            let mut buf = [0; INLINE];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            CompactBytes::Inline {
+                len: bytes.len() as u8,
+                buf,
+            }
+        } else {
+            CompactBytes::Heap(bytes.into())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            CompactBytes::Inline { len, buf } => &buf[..usize::from(*len)],
+            CompactBytes::Heap(bytes) => bytes,
+            CompactBytes::Growable(bytes) => bytes,
+        }
+    }
+
+    /// The bytes as a vector to append to, reusing the allocation where there is one.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            CompactBytes::Inline { .. } => self.as_slice().to_vec(),
+            CompactBytes::Heap(bytes) => bytes.into_vec(),
+            CompactBytes::Growable(bytes) => *bytes,
+        }
+    }
+
+    /// The result of an append: inline if short, else the vector with its spare capacity.
+    pub fn appended(bytes: Vec<u8>) -> CompactBytes {
+        if bytes.len() <= INLINE {
+            CompactBytes::new(&bytes)
+        } else {
+            CompactBytes::Growable(Box::new(bytes))
+        }
+    }
+
+    /// An owned copy for a reply or a log record.
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::copy_from_slice(self.as_slice())
+    }
+}
+
+impl Default for CompactBytes {
+    fn default() -> Self {
+        CompactBytes::new(&[])
+    }
+}
+
+impl From<&[u8]> for CompactBytes {
+    fn from(bytes: &[u8]) -> Self {
+        CompactBytes::new(bytes)
+    }
+}
+
+impl From<&Bytes> for CompactBytes {
+    fn from(bytes: &Bytes) -> Self {
+        CompactBytes::new(bytes)
+    }
+}
+
+impl From<Bytes> for CompactBytes {
+    fn from(bytes: Bytes) -> Self {
+        CompactBytes::new(&bytes)
+    }
+}
+
+impl From<Vec<u8>> for CompactBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        if bytes.len() <= INLINE {
+            CompactBytes::new(&bytes)
+        } else {
+            // Reuses the vector's allocation (shrunk to fit).
+            CompactBytes::Heap(bytes.into_boxed_slice())
+        }
+    }
+}
+
+impl Deref for CompactBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for CompactBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+/// Lets maps keyed by this type be looked up with `&[u8]`; [`Hash`] hashes as the slice does.
+impl Borrow<[u8]> for CompactBytes {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl Hash for CompactBytes {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialEq for CompactBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for CompactBytes {}
+
+impl PartialEq<[u8]> for CompactBytes {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl PartialEq<Bytes> for CompactBytes {
+    fn eq(&self, other: &Bytes) -> bool {
+        self.as_slice() == &other[..]
+    }
+}
+
+/// Byte order (memcmp), as sorted sets order members.
+impl Ord for CompactBytes {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl PartialOrd for CompactBytes {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for CompactBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&Bytes::copy_from_slice(self), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_three_words() {
+        assert_eq!(std::mem::size_of::<CompactBytes>(), 24);
+    }
+
+    #[test]
+    fn round_trips_inline_and_heap() {
+        for len in [0, 1, INLINE - 1, INLINE, INLINE + 1, 1000] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let compact = CompactBytes::new(&data);
+            assert_eq!(compact.as_slice(), &data[..]);
+            assert_eq!(CompactBytes::from(data.clone()), compact);
+            assert_eq!(compact.to_bytes(), Bytes::from(data));
+            assert_eq!(
+                matches!(compact, CompactBytes::Inline { .. }),
+                len <= INLINE
+            );
+            let mut grown = compact.into_vec();
+            grown.push(7);
+            let appended = CompactBytes::appended(grown.clone());
+            assert_eq!(appended.as_slice(), &grown[..]);
+        }
+    }
+
+    #[test]
+    fn hashes_as_its_slice() {
+        use std::hash::BuildHasher;
+        let state = foldhash::fast::FixedState::default();
+        let compact = CompactBytes::new(b"key:1");
+        assert_eq!(state.hash_one(&compact), state.hash_one(&b"key:1"[..]));
+    }
+}
