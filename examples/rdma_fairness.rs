@@ -24,11 +24,14 @@
 //! the server only; the client keeps the default. Run it inside the soft-RoCE VM
 //! (`vm/bench/rdma-fairness.sh` runs the whole table).
 
+#[path = "support/thread_cpu.rs"]
+mod thread_cpu;
 use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use thread_cpu::thread_cpu_seconds;
 
 use bytes::Bytes;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
@@ -142,30 +145,6 @@ fn parse() -> Result<Opts, String> {
         }
     }
     Ok(o)
-}
-
-/// CPU seconds used so far by this process's threads whose name starts with `prefix`.
-fn thread_cpu_seconds(prefix: &str) -> f64 {
-    let mut ticks = 0u64;
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    for entry in dir.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(prefix) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // utime and stime are fields 14 and 15 of the line (11 and 12 after the comm).
-        let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-        ticks += field(11).unwrap_or(0) + field(12).unwrap_or(0);
-    }
-    ticks as f64 / 100.0 // USER_HZ
 }
 
 /// What the client measured.

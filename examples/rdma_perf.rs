@@ -18,10 +18,13 @@
 //! adaptive mode saves over polling). Needs an RDMA device for `--transport rdma`: run it
 //! inside the soft-RoCE VM with `cargo xtask vm -- target/release/examples/rdma_perf ...`.
 
+#[path = "support/thread_cpu.rs"]
+mod thread_cpu;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+use thread_cpu::thread_cpu_seconds;
 
 use bytes::Bytes;
 use corewire::runtime::accept::TcpEndpoint;
@@ -128,32 +131,6 @@ fn parse() -> Result<Opts, String> {
         return Err("--transport is rdma or tcp".into());
     }
     Ok(o)
-}
-
-/// CPU seconds used so far by this process's threads whose name starts with `prefix`.
-fn thread_cpu_seconds(prefix: &str) -> f64 {
-    let ticks = 100.0; // USER_HZ on Linux
-    let mut total = 0u64;
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    for entry in dir.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(prefix) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // After the comm: state is field 3, utime 14, stime 15 (1-based, overall).
-        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
-        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-        total += utime + stime;
-    }
-    total as f64 / ticks
 }
 
 type Hist = Rc<RefCell<Histogram<u64>>>;
