@@ -2,8 +2,9 @@
 # hyper on corewire (1 shard) vs hyper on tokio (current-thread, 1 worker): HTTP/1.1
 # keep-alive hello world, closed loop (wrk: each connection sends its next request when the
 # response arrives). Server pinned to CPU 0, wrk to CPU 1. ROUNDS interleaved rounds; prints
-# requests/s, wrk's p50/p99 and the server's user and system CPU per request (from
-# /proc/PID/stat), then medians and the corewire/tokio ratio.
+# requests/s, wrk's p50/p99, the server's user and system CPU per request (from
+# /proc/PID/stat) and both sides' CPU use (wrk near 100 %: the client sets the rate), then
+# medians and the corewire/tokio ratio.
 #
 #   examples/hyper_bench.sh            # ROUNDS=5 CONNS=64 SECS=15
 #   ROUNDS=7 CONNS=256 examples/hyper_bench.sh
@@ -23,7 +24,9 @@ run_one() { # name port cmd...
   local pid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.05; done
   read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
-  taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "http://127.0.0.1:$port/" >"$out/wrk"
+  # wrk's own CPU too: if it is near 100 % of its vCPU, the client sets the rate, not the server.
+  taskset -c "$CLIENT_CPU" /usr/bin/time -f '%e %U %S' -o "$out/wrk.time" \
+      wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "http://127.0.0.1:$port/" >"$out/wrk"
   read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
   kill "$pid"; wait "$pid" 2>/dev/null || true
   local reqs rps p50 p99
@@ -31,10 +34,13 @@ run_one() { # name port cmd...
   rps=$(awk '/Requests\/sec/ {print $2}' "$out/wrk")
   p50=$(awk '$1=="50%" {print $2}' "$out/wrk")
   p99=$(awk '$1=="99%" {print $2}' "$out/wrk")
+  local wall wu ws
+  read -r wall wu ws < "$out/wrk.time"
   awk -v n="$name" -v rps="$rps" -v reqs="$reqs" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$tick" \
-      -v p50="$p50" -v p99="$p99" 'BEGIN {
-        printf "%-8s %10.0f req/s  p50 %-8s p99 %-8s user %.2f us/req  sys %.2f us/req\n",
-               n, rps, p50, p99, u / t / reqs * 1e6, s / t / reqs * 1e6 }' | tee -a "$out/all"
+      -v p50="$p50" -v p99="$p99" -v wall="$wall" -v wu="$wu" -v ws="$ws" 'BEGIN {
+        printf "%-8s %10.0f req/s  p50 %-8s p99 %-8s user %.2f us/req  sys %.2f us/req  srv CPU %3.0f%%  wrk CPU %3.0f%%\n",
+               n, rps, p50, p99, u / t / reqs * 1e6, s / t / reqs * 1e6,
+               (u + s) / t / wall * 100, (wu + ws) / wall * 100 }' | tee -a "$out/all"
 }
 
 echo "# hyper hello world, 1 server vCPU (cpu $SERVER_CPU), wrk -t1 -c$CONNS -d${SECS}s on cpu $CLIENT_CPU"
