@@ -210,7 +210,7 @@ async fn dispatch<C: Connection>(
         shard: corewire_runtime::shard_id(),
     };
     // The fastest path: a handler that answers in `call_now` costs no future at all.
-    let request = match call_now(&*service, request) {
+    let request = match call_now(&**service, request) {
         CallNow::Done(result) => {
             if reply(conn, &header, result).await {
                 arrived.replied();
@@ -219,7 +219,7 @@ async fn dispatch<C: Connection>(
         }
         CallNow::Later(request) => request,
     };
-    let mut call = service.call(request);
+    let mut call = Rc::clone(service).call(request);
     // The fast path: most handlers answer on their first poll, so poll it here, in the
     // reader, and queue the reply: no task, no run-queue round trip. Only a handler that has
     // to wait gets a task (the reader goes on reading meanwhile).

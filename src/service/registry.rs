@@ -41,18 +41,26 @@ where
     Arc::new(move |shard| (S::ID, Rc::new(Instance(f(shard))) as Rc<dyn DynService>))
 }
 
-/// One server's service instances on one shard.
+/// One server's service instances on one shard, sorted by id: a lookup per request is a
+/// binary search over a handful of entries, no hashing.
 pub(crate) struct ServiceSet {
-    services: HashMap<u32, Rc<dyn DynService>>,
+    services: Vec<(u32, Rc<dyn DynService>)>,
 }
 
 impl ServiceSet {
     pub(crate) fn build(factories: &[Factory], shard: ShardId) -> ServiceSet {
-        let services = factories.iter().map(|f| f(shard)).collect();
+        // A later registration of the same id replaces an earlier one.
+        let by_id: HashMap<u32, Rc<dyn DynService>> = factories.iter().map(|f| f(shard)).collect();
+        let mut services: Vec<_> = by_id.into_iter().collect();
+        services.sort_unstable_by_key(|&(id, _)| id);
         ServiceSet { services }
     }
 
-    pub(crate) fn get(&self, id: u32) -> Option<Rc<dyn DynService>> {
-        self.services.get(&id).cloned()
+    pub(crate) fn get(&self, id: u32) -> Option<&Rc<dyn DynService>> {
+        let at = self
+            .services
+            .binary_search_by_key(&id, |&(id, _)| id)
+            .ok()?;
+        Some(&self.services[at].1)
     }
 }

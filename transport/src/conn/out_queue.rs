@@ -3,7 +3,7 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::sync::{Notify, Semaphore, WakerCell};
 
 use super::{ConnStatsCells, TransportError};
@@ -20,8 +20,18 @@ use crate::frame::{FrameEncoder, FrameHeader};
 /// admitted bytes never exceed `max(limit, largest frame)` however many tasks are waiting. A
 /// waiting writer that is dropped leaves the line and hands its turn on. Only the few small
 /// control frames of [`push`](OutQueue::push) come on top.
+///
+/// **Small frames are copied together.** A frame of at most [`OutQueue::COPY_MAX`] bytes is
+/// encoded straight into a staging buffer behind the last one, so the replies to a batch of
+/// pipelined small requests leave as one buffer (one iovec), with no header allocation and no
+/// reference counts per frame; larger frames keep their payload and attachment buffers (sent
+/// vectored, never copied).
 pub struct OutQueue {
     bufs: RefCell<VecDeque<Bytes>>,
+    /// Small frames, queued after everything in `bufs`.
+    staged: RefCell<BytesMut>,
+    /// Frames up to this size are staged (0: none, for transports that copy anyway).
+    copy_max: usize,
     bytes: Cell<usize>,
     /// Queued bytes that hold no permit: control frames, and the part of a frame beyond
     /// `limit`. Counted as sent first, which keeps permits held longer than their bytes,
@@ -37,11 +47,30 @@ pub struct OutQueue {
 }
 
 impl OutQueue {
+    /// Frames up to this many bytes are copied into the staging buffer. Below it a copy costs
+    /// less than the iovec, the header buffer and the reference counts it replaces (a 64 B
+    /// echo's replies: BENCHMARKS.md, issue 12); above it the copy would dominate.
+    pub const COPY_MAX: usize = 1024;
+    /// The staging buffer grows by at least this much (what an idle connection may keep).
+    const STAGE_CHUNK: usize = 4096;
+
     /// A queue that holds at most `limit` bytes.
     pub fn new(limit: usize) -> OutQueue {
+        Self::with_copy_max(limit, Self::COPY_MAX)
+    }
+
+    /// A queue that never copies frames together: for a transport whose writer copies every
+    /// byte anyway (RDMA into registered chunks).
+    pub fn without_copies(limit: usize) -> OutQueue {
+        Self::with_copy_max(limit, 0)
+    }
+
+    fn with_copy_max(limit: usize, copy_max: usize) -> OutQueue {
         let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
         OutQueue {
             bufs: RefCell::new(VecDeque::new()),
+            staged: RefCell::new(BytesMut::new()),
+            copy_max,
             bytes: Cell::new(0),
             uncharged: Cell::new(0),
             limit,
@@ -113,12 +142,31 @@ impl OutQueue {
         payload: Bytes,
         attachment: Bytes,
     ) -> Result<(), TransportError> {
+        let total = encoder
+            .borrow()
+            .frame_len(header, payload.len(), attachment.len())?;
+        if total <= self.copy_max {
+            if !self.admit(total).await {
+                return Err(TransportError::Closed);
+            }
+            // Encoded only once admitted: a future dropped while waiting queued nothing.
+            let mut staged = self.staged.borrow_mut();
+            if staged.capacity() - staged.len() < total {
+                staged.reserve(total.max(Self::STAGE_CHUNK));
+            }
+            encoder
+                .borrow_mut()
+                .encode_frame(header, &payload, &attachment, &mut staged)?;
+            drop(staged);
+            self.account(total, total);
+            stats.add_out(total);
+            return Ok(());
+        }
         // Encoded first, so admission waits for the frame's exact size; a future dropped
         // while waiting just drops the encoded header.
         let head = encoder
             .borrow_mut()
             .encode_header(header, payload.len(), attachment.len())?;
-        let total = head.len() + payload.len() + attachment.len();
         if !self.admit(total).await {
             return Err(TransportError::Closed);
         }
@@ -129,9 +177,18 @@ impl OutQueue {
 
     /// Queue a frame of `total` bytes whose permits [`admit`](Self::admit) took.
     fn push_admitted(&self, bufs: impl IntoIterator<Item = Bytes>, total: usize) {
-        self.uncharged
-            .set(self.uncharged.get() + total.saturating_sub(self.limit));
+        let before = self.bytes.get();
         self.enqueue(bufs);
+        self.account(0, total.saturating_sub(self.limit));
+        debug_assert_eq!(self.bytes.get() - before, total);
+    }
+
+    /// `added` bytes were staged (already queued by `enqueue`), `uncharged` of them (or of
+    /// the frame just enqueued) without permits; the writer has work.
+    fn account(&self, added: usize, uncharged: usize) {
+        self.bytes.set(self.bytes.get() + added);
+        self.uncharged.set(self.uncharged.get() + uncharged);
+        self.writer.wake();
     }
 
     /// Queue buffers that must go out together and in order, without waiting and without
@@ -146,6 +203,8 @@ impl OutQueue {
 
     fn enqueue(&self, bufs: impl IntoIterator<Item = Bytes>) {
         let mut q = self.bufs.borrow_mut();
+        // Staged frames came first.
+        self.unstage(&mut q);
         for b in bufs {
             if !b.is_empty() {
                 self.bytes.set(self.bytes.get() + b.len());
@@ -170,6 +229,7 @@ impl OutQueue {
         max_bufs: usize,
     ) -> Poll<Option<Vec<Bytes>>> {
         let mut q = self.bufs.borrow_mut();
+        self.unstage(&mut q);
         if q.is_empty() {
             if self.closed.get() {
                 return Poll::Ready(None);
@@ -179,6 +239,14 @@ impl OutQueue {
         }
         let n = q.len().min(max_bufs.max(1));
         Poll::Ready(Some(q.drain(..n).collect()))
+    }
+
+    /// Moves the staged frames to the end of the queue, as one buffer.
+    fn unstage(&self, q: &mut VecDeque<Bytes>) {
+        let mut staged = self.staged.borrow_mut();
+        if !staged.is_empty() {
+            q.push_back(staged.split().freeze());
+        }
     }
 
     /// For the writer task: `n` bytes of a batch left; their permits go back (waking the
@@ -207,6 +275,7 @@ impl OutQueue {
     /// Drop what is queued (after a send error nothing more can go out).
     pub fn discard(&self) {
         self.bufs.borrow_mut().clear();
+        *self.staged.borrow_mut() = BytesMut::new();
         self.bytes.set(0);
         self.uncharged.set(0);
         self.close();
@@ -304,6 +373,47 @@ mod tests {
         q.sent(100);
         assert!(q.has_room());
         queue_frame(&q, 100);
+    }
+
+    #[test]
+    fn small_frames_leave_together_and_everything_in_order() {
+        use crate::frame::FrameLimits;
+
+        let q = OutQueue::new(1 << 20);
+        let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
+        let stats = ConnStatsCells::default();
+        let (_f, w) = flag();
+        let expected = RefCell::new(BytesMut::new());
+        let send = |id: u64, payload: Bytes| {
+            let header = FrameHeader::request(1, 1, id);
+            let mut reference = FrameEncoder::new(FrameLimits::default());
+            reference
+                .encode_frame(&header, &payload, b"", &mut expected.borrow_mut())
+                .unwrap();
+            let pushed = q.push_frame(&encoder, &stats, &header, payload, Bytes::new());
+            assert!(matches!(poll_fut(pin!(pushed), &w), Poll::Ready(Ok(()))));
+        };
+        send(1, bytes(64));
+        send(2, bytes(64));
+        send(3, bytes(OutQueue::COPY_MAX)); // over COPY_MAX with its header: not copied
+        q.push([Bytes::from_static(b"control")]);
+        expected.borrow_mut().extend_from_slice(b"control");
+        send(4, bytes(10));
+        let expected = expected.into_inner();
+        assert_eq!(q.queued_bytes(), expected.len());
+        let batch = match q.poll_next_batch(&mut Context::from_waker(&w), usize::MAX) {
+            Poll::Ready(Some(batch)) => batch,
+            other => panic!("expected a batch, got {other:?}"),
+        };
+        // Frames 1 and 2 as one buffer; frame 3's header and payload; the control frame;
+        // frame 4.
+        let lens: Vec<usize> = batch.iter().map(Bytes::len).collect();
+        assert_eq!(lens.len(), 5, "{lens:?}");
+        assert_eq!(lens[3], b"control".len());
+        assert_eq!(batch.concat(), expected.to_vec());
+        q.sent(expected.len());
+        assert_eq!(q.queued_bytes(), 0);
+        assert!(q.has_room());
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl ConnCore {
                 reader: Notify::new(),
                 reading: Cell::new(false),
                 reader_waiting: Cell::new(false),
-                out: OutQueue::new(config.max_queued_bytes),
+                out: OutQueue::without_copies(config.max_queued_bytes),
                 writer: Notify::new(),
                 ended: RefCell::new(None),
                 failed: Cell::new(false),

@@ -1,14 +1,12 @@
 //! Incremental frame decoder: a state machine fed from a `BytesMut` that the
 //! transport appends received bytes to.
 
-use bytes::{Buf, Bytes, BytesMut};
-use flatbuffers::VerifierOptions;
-
 use super::error::FrameError;
-use super::header::{self, BodyLens, FrameHeader};
-use super::header_generated::corewire::wire;
+use super::header::{BodyLens, FrameHeader};
+use super::header_codec;
 use super::limits::FrameLimits;
 use super::preamble::{self, PREAMBLE_LEN};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// One decoded frame. `payload` and `attachment` share the receive buffer's
 /// allocation (split off, not copied).
@@ -37,24 +35,14 @@ enum State {
 /// are checked as soon as the preamble and header arrive, before the body is buffered.
 pub struct FrameDecoder {
     limits: FrameLimits,
-    verifier: VerifierOptions,
     state: State,
 }
 
 impl FrameDecoder {
-    /// A decoder enforcing `limits` (the header verifier is bounded by `max_header_len`).
+    /// A decoder enforcing `limits`.
     pub fn new(limits: FrameLimits) -> Self {
-        // The header is one flat table with one string: anything nested or
-        // bigger than the declared header cannot be ours.
-        let verifier = VerifierOptions {
-            max_depth: 2,
-            max_tables: 1,
-            max_apparent_size: limits.max_header_len,
-            ignore_missing_null_terminator: false,
-        };
         Self {
             limits,
-            verifier,
             state: State::Header,
         }
     }
@@ -127,10 +115,7 @@ impl FrameDecoder {
         if buf.len() < PREAMBLE_LEN + header_len {
             return Ok(None);
         }
-        let bytes = &buf[PREAMBLE_LEN..PREAMBLE_LEN + header_len];
-        let wire_header = flatbuffers::root_with_opts::<wire::WireHeader>(&self.verifier, bytes)
-            .map_err(|e| FrameError::InvalidHeader(e.to_string()))?;
-        let (header, lens) = header::from_wire(&wire_header)?;
+        let (header, lens) = header_codec::read(&buf[PREAMBLE_LEN..PREAMBLE_LEN + header_len])?;
         if lens.total() > self.limits.max_body_len as u64 {
             return Err(FrameError::FrameTooLarge {
                 len: lens.total(),

@@ -3,13 +3,12 @@
 //! never copy the body.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use flatbuffers::FlatBufferBuilder;
 
 use super::error::FrameError;
-use super::header::{deadline_to_micros, FrameHeader};
-use super::header_generated::corewire::wire;
+use super::header::FrameHeader;
+use super::header_codec;
 use super::limits::FrameLimits;
-use super::preamble::{self, PREAMBLE_LEN, VERSION};
+use super::preamble::{self, PREAMBLE_LEN};
 
 /// Encoded headers are carved out of one arena at least this large, so a
 /// stream of frames costs one allocation per few dozen headers, not one each.
@@ -17,21 +16,10 @@ const ARENA_CHUNK: usize = 4096;
 
 /// Frame encoder: preamble and header for a payload and attachment the caller keeps in its own
 /// buffers (sent vectored, without copies), or a whole frame appended to one buffer.
+#[derive(Debug)]
 pub struct FrameEncoder {
     limits: FrameLimits,
-    /// Reused across frames: `reset()` keeps its allocation.
-    fbb: FlatBufferBuilder<'static>,
     arena: BytesMut,
-}
-
-impl std::fmt::Debug for FrameEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The builder's allocator has no Debug; its contents are transient anyway.
-        f.debug_struct("FrameEncoder")
-            .field("limits", &self.limits)
-            .field("arena_capacity", &self.arena.capacity())
-            .finish_non_exhaustive()
-    }
 }
 
 impl FrameEncoder {
@@ -39,7 +27,6 @@ impl FrameEncoder {
     pub fn new(limits: FrameLimits) -> Self {
         Self {
             limits,
-            fbb: FlatBufferBuilder::with_capacity(256),
             arena: BytesMut::new(),
         }
     }
@@ -47,6 +34,18 @@ impl FrameEncoder {
     /// The limits this encoder enforces.
     pub fn limits(&self) -> FrameLimits {
         self.limits
+    }
+
+    /// Bytes of the whole frame (preamble, header, payload, attachment), or why the peer's
+    /// limits would reject it.
+    pub fn frame_len(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment_len: usize,
+    ) -> Result<usize, FrameError> {
+        let header_len = self.check(header, payload_len, attachment_len)?;
+        Ok(PREAMBLE_LEN + header_len + payload_len + attachment_len)
     }
 
     /// Preamble + flatbuffer header for a frame whose payload and attachment
@@ -57,13 +56,11 @@ impl FrameEncoder {
         payload_len: usize,
         attachment_len: usize,
     ) -> Result<Bytes, FrameError> {
-        let header_len = self.build(header, payload_len, attachment_len)?;
-        let needed = PREAMBLE_LEN + header_len;
+        let needed = PREAMBLE_LEN + self.check(header, payload_len, attachment_len)?;
         if self.arena.capacity() < needed {
             self.arena.reserve(needed.max(ARENA_CHUNK));
         }
-        self.arena.put_slice(&preamble::write(header_len as u32));
-        self.arena.put_slice(self.fbb.finished_data());
+        write_head(header, payload_len, attachment_len, &mut self.arena);
         Ok(self.arena.split().freeze())
     }
 
@@ -76,55 +73,33 @@ impl FrameEncoder {
         attachment: &[u8],
         dst: &mut BytesMut,
     ) -> Result<(), FrameError> {
-        let header_len = self.build(header, payload.len(), attachment.len())?;
+        let header_len = self.check(header, payload.len(), attachment.len())?;
         dst.reserve(PREAMBLE_LEN + header_len + payload.len() + attachment.len());
-        dst.put_slice(&preamble::write(header_len as u32));
-        dst.put_slice(self.fbb.finished_data());
+        write_head(header, payload.len(), attachment.len(), dst);
         dst.put_slice(payload);
         dst.put_slice(attachment);
         Ok(())
     }
 
-    /// Builds the flatbuffer header into `self.fbb`; returns its length, which
-    /// the limit check guarantees fits the preamble's `u32`.
-    fn build(
-        &mut self,
+    /// Checks the frame against the peer's limits; the header's length, which then fits the
+    /// preamble's `u32` (and the lengths fit the header's).
+    fn check(
+        &self,
         header: &FrameHeader,
         payload_len: usize,
         attachment_len: usize,
     ) -> Result<usize, FrameError> {
-        let too_large = |len: u64| FrameError::FrameTooLarge {
-            len,
-            max: self.limits.max_body_len,
-        };
         let body_len = payload_len as u64 + attachment_len as u64;
-        let payload_len = u32::try_from(payload_len).map_err(|_| too_large(body_len))?;
-        let attachment_len = u32::try_from(attachment_len).map_err(|_| too_large(body_len))?;
-        if body_len > self.limits.max_body_len as u64 {
-            return Err(too_large(body_len));
+        if body_len > self.limits.max_body_len as u64
+            || u32::try_from(payload_len).is_err()
+            || u32::try_from(attachment_len).is_err()
+        {
+            return Err(FrameError::FrameTooLarge {
+                len: body_len,
+                max: self.limits.max_body_len,
+            });
         }
-
-        self.fbb.reset();
-        let error_message = header
-            .error_message
-            .as_deref()
-            .map(|msg| self.fbb.create_string(msg));
-        let args = wire::WireHeaderArgs {
-            version: VERSION,
-            kind: header.kind.to_wire(),
-            service_id: header.service_id,
-            method_id: header.method_id,
-            correlation_id: header.correlation_id,
-            status: header.status.to_wire(),
-            payload_len,
-            attachment_len,
-            deadline_us: header.deadline.map(deadline_to_micros),
-            error_message,
-        };
-        let root = wire::WireHeader::create(&mut self.fbb, &args);
-        wire::finish_wire_header_buffer(&mut self.fbb, root);
-
-        let header_len = self.fbb.finished_data().len();
+        let header_len = header_codec::encoded_len(header);
         if header_len > self.limits.max_header_len || u32::try_from(header_len).is_err() {
             return Err(FrameError::HeaderTooLarge {
                 len: header_len,
@@ -133,4 +108,11 @@ impl FrameEncoder {
         }
         Ok(header_len)
     }
+}
+
+/// Preamble and header of a frame [`FrameEncoder::check`] passed.
+fn write_head(header: &FrameHeader, payload_len: usize, attachment_len: usize, dst: &mut BytesMut) {
+    let header_len = header_codec::encoded_len(header);
+    dst.put_slice(&preamble::write(header_len as u32));
+    header_codec::write(header, payload_len as u32, attachment_len as u32, dst);
 }

@@ -18,7 +18,7 @@ pub enum FrameError {
         /// The limit.
         max: usize,
     },
-    /// The flatbuffers verifier rejected the header; the verifier's explanation.
+    /// The header is not a valid `WireHeader` flatbuffer; what is wrong with it.
     InvalidHeader(String),
     /// The header's frame kind is not one this build knows.
     UnknownKind(u8),

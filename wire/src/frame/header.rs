@@ -4,8 +4,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::header_generated::corewire::wire;
-
 /// What a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameKind {
@@ -20,22 +18,23 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    pub(crate) fn to_wire(self) -> wire::FrameKind {
+    /// The kind's byte on the wire (the schema's enum values).
+    pub(crate) fn code(self) -> u8 {
         match self {
-            Self::Request => wire::FrameKind::Request,
-            Self::Response => wire::FrameKind::Response,
-            Self::Error => wire::FrameKind::Error,
-            Self::Cancel => wire::FrameKind::Cancel,
+            Self::Request => 0,
+            Self::Response => 1,
+            Self::Error => 2,
+            Self::Cancel => 3,
         }
     }
 
     /// `None` for values a newer peer may send but this build does not know.
-    pub(crate) fn from_wire(kind: wire::FrameKind) -> Option<Self> {
-        match kind {
-            wire::FrameKind::Request => Some(Self::Request),
-            wire::FrameKind::Response => Some(Self::Response),
-            wire::FrameKind::Error => Some(Self::Error),
-            wire::FrameKind::Cancel => Some(Self::Cancel),
+    pub(crate) fn from_code(code: u8) -> Option<Self> {
+        match code {
+            0 => Some(Self::Request),
+            1 => Some(Self::Response),
+            2 => Some(Self::Error),
+            3 => Some(Self::Cancel),
             _ => None,
         }
     }
@@ -65,33 +64,26 @@ pub enum StatusCode {
 }
 
 impl StatusCode {
-    pub(crate) fn to_wire(self) -> wire::StatusCode {
-        match self {
-            Self::Ok => wire::StatusCode::Ok,
-            Self::UnknownService => wire::StatusCode::UnknownService,
-            Self::UnknownMethod => wire::StatusCode::UnknownMethod,
-            Self::BadRequest => wire::StatusCode::BadRequest,
-            Self::Internal => wire::StatusCode::Internal,
-            Self::Overloaded => wire::StatusCode::Overloaded,
-            Self::DeadlineExceeded => wire::StatusCode::DeadlineExceeded,
-            Self::Cancelled => wire::StatusCode::Cancelled,
-            Self::Failed => wire::StatusCode::Failed,
-        }
+    const ALL: [StatusCode; 9] = [
+        Self::Ok,
+        Self::UnknownService,
+        Self::UnknownMethod,
+        Self::BadRequest,
+        Self::Internal,
+        Self::Overloaded,
+        Self::DeadlineExceeded,
+        Self::Cancelled,
+        Self::Failed,
+    ];
+
+    /// The status's byte on the wire (the schema's enum values, in declaration order).
+    pub(crate) fn code(self) -> u8 {
+        self as u8
     }
 
-    pub(crate) fn from_wire(status: wire::StatusCode) -> Option<Self> {
-        match status {
-            wire::StatusCode::Ok => Some(Self::Ok),
-            wire::StatusCode::UnknownService => Some(Self::UnknownService),
-            wire::StatusCode::UnknownMethod => Some(Self::UnknownMethod),
-            wire::StatusCode::BadRequest => Some(Self::BadRequest),
-            wire::StatusCode::Internal => Some(Self::Internal),
-            wire::StatusCode::Overloaded => Some(Self::Overloaded),
-            wire::StatusCode::DeadlineExceeded => Some(Self::DeadlineExceeded),
-            wire::StatusCode::Cancelled => Some(Self::Cancelled),
-            wire::StatusCode::Failed => Some(Self::Failed),
-            _ => None,
-        }
+    /// `None` for values a newer peer may send but this build does not know.
+    pub(crate) fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
     }
 
     /// Whether this is [`StatusCode::Ok`].
@@ -185,31 +177,4 @@ impl BodyLens {
     pub fn total(self) -> u64 {
         u64::from(self.payload) + u64::from(self.attachment)
     }
-}
-
-pub(crate) fn from_wire(
-    w: &wire::WireHeader<'_>,
-) -> Result<(FrameHeader, BodyLens), super::FrameError> {
-    use super::FrameError;
-
-    if w.version() != super::VERSION {
-        return Err(FrameError::UnsupportedVersion(w.version()));
-    }
-    let kind = FrameKind::from_wire(w.kind()).ok_or(FrameError::UnknownKind(w.kind().0))?;
-    let status =
-        StatusCode::from_wire(w.status()).ok_or(FrameError::UnknownStatus(w.status().0))?;
-    let header = FrameHeader {
-        kind,
-        service_id: w.service_id(),
-        method_id: w.method_id(),
-        correlation_id: w.correlation_id(),
-        status,
-        deadline: w.deadline_us().map(Duration::from_micros),
-        error_message: w.error_message().map(str::to_owned),
-    };
-    let lens = BodyLens {
-        payload: w.payload_len(),
-        attachment: w.attachment_len(),
-    };
-    Ok((header, lens))
 }

@@ -1,6 +1,6 @@
 //! Client-side bookkeeping of calls in flight on one connection.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::errors::{ResponseError, WindowFull};
@@ -20,9 +20,19 @@ pub struct Completed<T> {
 
 #[derive(Debug)]
 struct Pending<T> {
+    id: u64,
     token: T,
     deadline: Option<Instant>,
 }
+
+/// A correlation id is `sequence << SLOT_BITS | slot`: the call's slot in the table in the low
+/// bits, so a reply finds its call by index (no hashing on the per-call path), and a sequence
+/// number that grows by one per call above them, so a late reply to a call that ended never
+/// matches the slot's next call (2^44 calls before the sequence wraps).
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// The window is capped at the number of slots an id can name.
+const MAX_WINDOW: usize = 1 << SLOT_BITS;
 
 /// Calls in flight on one connection: allocates correlation ids, bounds how
 /// many may be outstanding, and resolves each call exactly once — by a reply,
@@ -32,22 +42,28 @@ struct Pending<T> {
 /// waker slot index, ...); it is handed back when the call completes.
 #[derive(Debug)]
 pub struct ClientCalls<T> {
-    pending: HashMap<u64, Pending<T>>,
+    /// Calls by slot (see [`SLOT_BITS`]); `None` for a free slot.
+    slots: Vec<Option<Pending<T>>>,
+    /// Free slots, reused last-freed first (a warm slot).
+    free: Vec<usize>,
+    in_flight: usize,
     /// Deadline order for `expire`/`next_deadline`; ids break ties.
     deadlines: BTreeSet<(Instant, u64)>,
-    next_id: u64,
+    next_sequence: u64,
     window: usize,
 }
 
 impl<T> ClientCalls<T> {
     /// `window` is the maximum number of calls in flight; 0 is treated as 1 so
-    /// the session can always make progress.
+    /// the session can always make progress, and more than 2^20 as 2^20.
     pub fn new(window: usize) -> Self {
         Self {
-            pending: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
             deadlines: BTreeSet::new(),
-            next_id: 1,
-            window: window.max(1),
+            next_sequence: 1,
+            window: window.clamp(1, MAX_WINDOW),
         }
     }
 
@@ -58,17 +74,17 @@ impl<T> ClientCalls<T> {
 
     /// Calls in flight now.
     pub fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.in_flight
     }
 
     /// Whether another call may start now.
     pub fn has_capacity(&self) -> bool {
-        self.pending.len() < self.window
+        self.in_flight < self.window
     }
 
     /// Whether the call `correlation_id` still waits for its reply.
     pub fn is_pending(&self, correlation_id: u64) -> bool {
-        self.pending.contains_key(&correlation_id)
+        self.find(correlation_id).is_some()
     }
 
     /// Registers a new call and returns its correlation id, or hands `token`
@@ -78,11 +94,23 @@ impl<T> ClientCalls<T> {
         if !self.has_capacity() {
             return Err(WindowFull(token));
         }
-        let id = self.allocate_id();
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let id = self.next_sequence << SLOT_BITS | slot as u64;
+        // Never sequence 0, so no id is 0.
+        self.next_sequence = (self.next_sequence + 1) & (u64::MAX >> SLOT_BITS);
+        self.next_sequence = self.next_sequence.max(1);
         if let Some(at) = deadline {
             self.deadlines.insert((at, id));
         }
-        self.pending.insert(id, Pending { token, deadline });
+        self.slots[slot] = Some(Pending {
+            id,
+            token,
+            deadline,
+        });
+        self.in_flight += 1;
         Ok(id)
     }
 
@@ -128,7 +156,7 @@ impl<T> ClientCalls<T> {
                 break;
             }
             self.deadlines.pop_first();
-            if let Some(call) = self.pending.remove(&id) {
+            if let Some(call) = self.take(id) {
                 expired.push(Completed {
                     correlation_id: id,
                     token: call.token,
@@ -143,11 +171,13 @@ impl<T> ClientCalls<T> {
     /// in correlation-id order.
     pub fn fail_all(&mut self, reason: Status) -> Vec<Completed<T>> {
         self.deadlines.clear();
-        let mut failed: Vec<Completed<T>> = self
-            .pending
-            .drain()
-            .map(|(id, call)| Completed {
-                correlation_id: id,
+        self.free.clear();
+        self.in_flight = 0;
+        let mut failed: Vec<Completed<T>> = std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .map(|call| Completed {
+                correlation_id: call.id,
                 token: call.token,
                 result: Err(reason.clone()),
             })
@@ -162,22 +192,25 @@ impl<T> ClientCalls<T> {
     }
 
     fn remove(&mut self, id: u64) -> Option<T> {
-        let call = self.pending.remove(&id)?;
+        let call = self.take(id)?;
         if let Some(at) = call.deadline {
             self.deadlines.remove(&(at, id));
         }
         Some(call.token)
     }
 
-    fn allocate_id(&mut self) -> u64 {
-        // Skipping ids still in use only matters after 2^64 calls wrap, but it
-        // keeps uniqueness unconditional. The window bounds the loop.
-        loop {
-            let id = self.next_id;
-            self.next_id = self.next_id.wrapping_add(1);
-            if !self.pending.contains_key(&id) {
-                return id;
-            }
-        }
+    /// The slot of pending call `id`.
+    fn find(&self, id: u64) -> Option<usize> {
+        let slot = (id & SLOT_MASK) as usize;
+        let call = self.slots.get(slot)?.as_ref()?;
+        (call.id == id).then_some(slot)
+    }
+
+    /// Frees the slot of pending call `id` (its deadline entry is the caller's).
+    fn take(&mut self, id: u64) -> Option<Pending<T>> {
+        let slot = self.find(id)?;
+        self.free.push(slot);
+        self.in_flight -= 1;
+        self.slots[slot].take()
     }
 }
