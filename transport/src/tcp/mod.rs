@@ -49,9 +49,6 @@ impl Default for ConnOptions {
 
 /// Buffers per sendmsg; Linux's IOV_MAX is 1024.
 const MAX_IOVECS: usize = 1024;
-/// The receive buffer grows by at least this much: four of the shard's default 4 KiB ring
-/// buffers. Released whenever the connection has nothing buffered and waits for the peer.
-const RX_RESERVE: usize = 16 * 1024;
 
 struct Shared {
     read: RefCell<ReadSide>,
@@ -104,15 +101,7 @@ impl ReadSide {
                 });
             }
             match stream.poll_recv_chunk(cx) {
-                Poll::Ready(Ok(Some(chunk))) => {
-                    if self.buf.capacity() - self.buf.len() < chunk.len() {
-                        // Room for several chunks at once: a frame spanning chunks, or a
-                        // batch of frames, is copied in once instead of being copied again
-                        // each time the buffer grows (one allocation per batch, not per frame).
-                        self.buf.reserve(chunk.len().max(RX_RESERVE));
-                    }
-                    self.buf.extend_from_slice(&chunk);
-                }
+                Poll::Ready(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
                 Poll::Ready(Ok(None)) => self.eof = true,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
                 Poll::Pending => {
