@@ -15,6 +15,7 @@ mod fallback;
 pub mod flow;
 pub mod grants;
 pub mod handshake;
+pub mod large;
 mod listen;
 mod poll_tally;
 mod poller;
