@@ -154,9 +154,11 @@ impl MemoryRegion {
             return Err(self);
         };
         self.deregister();
-        self.buf = Buffer::Taken;
+        // Not dropped: the box below takes over the allocation.
+        std::mem::forget(std::mem::replace(&mut self.buf, Buffer::Taken));
         // SAFETY: came from Box::leak in from_boxed; the region is deregistered, so the HCA
-        // no longer touches it, and `buf` no longer owns it (Taken): freed once, by the box.
+        // no longer touches it, and `buf` no longer owns it (replaced by Taken and forgotten,
+        // never dropped): freed once, by the box.
         Ok(unsafe { Box::from_raw(raw.as_ptr()) })
     }
 

@@ -58,7 +58,10 @@ pub enum SendOp {
     /// RDMA READ: fill the local `sges` from the peer's registered memory at `remote_addr`
     /// (its region must allow remote reads, and the queue pairs must have been connected
     /// with a nonzero initiator depth and responder resources).
-    RdmaRead { remote_addr: u64, rkey: u32 },
+    RdmaRead {
+        remote_addr: u64,
+        rkey: u32,
+    },
 }
 
 /// A send work request.

@@ -184,11 +184,7 @@ impl Incoming {
 
     /// One body part of `len` bytes: the large message at the current position if there is
     /// one (its length must match), else stream bytes (which must not run into one).
-    fn part(
-        &mut self,
-        len: usize,
-        rx: &mut BytesMut,
-    ) -> Result<Option<Part>, AssemblyError> {
+    fn part(&mut self, len: usize, rx: &mut BytesMut) -> Result<Option<Part>, AssemblyError> {
         if len == 0 {
             return Ok(Some((Bytes::new(), None)));
         }
@@ -206,9 +202,10 @@ impl Incoming {
                 let b = self.blobs.pop_front().expect("front");
                 Ok(b.data.map(|d| (d, Some(b.desc.id))))
             }
-            Some(b) if b.at < self.consumed + len as u64 => Err(AssemblyError::Misplaced(
-                format!("{} bytes inside a part of {len} stream bytes", b.desc.len),
-            )),
+            Some(b) if b.at < self.consumed + len as u64 => Err(AssemblyError::Misplaced(format!(
+                "{} bytes inside a part of {len} stream bytes",
+                b.desc.len
+            ))),
             _ if rx.len() < len => Ok(None),
             _ => {
                 self.consumed += len as u64;
@@ -340,7 +337,10 @@ mod tests {
             assert_eq!(started.is_some(), id < 2, "read {id}");
         }
         assert_eq!(rx.inc.active(), 2);
-        assert!(!rx.inc.read_done(2, Bytes::from(vec![0u8; 8])), "not started");
+        assert!(
+            !rx.inc.read_done(2, Bytes::from(vec![0u8; 8])),
+            "not started"
+        );
         assert!(rx.inc.read_done(0, Bytes::from(vec![0u8; 8])));
         let t = rx.next().unwrap().unwrap();
         assert_eq!(t.done, [0]);

@@ -12,3 +12,4 @@
 pub mod control;
 pub mod incoming;
 pub mod outgoing;
+pub mod registered;

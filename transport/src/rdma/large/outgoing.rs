@@ -5,6 +5,9 @@
 
 use std::collections::HashMap;
 
+/// Ids are 24 bits: the reader's RDMA READ carries one in its work-request id.
+pub const ID_MASK: u32 = 0xff_ffff;
+
 #[derive(Debug)]
 pub struct Outgoing<T> {
     entries: HashMap<u32, T>,
@@ -29,15 +32,19 @@ impl<T> Outgoing<T> {
         self.entries.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Keep `held` until [`release`](Self::release) of the id returned (after
     /// [`has_room`](Self::has_room)).
     pub fn insert(&mut self, held: T) -> u32 {
-        // Ids are unique among the entries: at most `max` are live and ids wrap after 2^32.
+        // Ids are unique among the entries: at most `max` (far fewer than 2^24) are live.
         while self.entries.contains_key(&self.next_id) {
-            self.next_id = self.next_id.wrapping_add(1);
+            self.next_id = (self.next_id + 1) & ID_MASK;
         }
         let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id = (self.next_id + 1) & ID_MASK;
         self.entries.insert(id, held);
         id
     }
@@ -80,12 +87,12 @@ mod tests {
     #[test]
     fn ids_skip_live_entries_when_they_wrap() {
         let mut t = Outgoing::new(4);
-        t.next_id = u32::MAX;
+        t.next_id = ID_MASK;
         let last = t.insert(1);
-        assert_eq!(last, u32::MAX);
+        assert_eq!(last, ID_MASK);
         let first = t.insert(2);
         assert_eq!(first, 0);
-        t.next_id = u32::MAX;
-        assert_eq!(t.insert(3), 1, "MAX and 0 are live");
+        t.next_id = ID_MASK;
+        assert_eq!(t.insert(3), 1, "the last id and 0 are live");
     }
 }
