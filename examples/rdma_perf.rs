@@ -8,7 +8,7 @@
 //!               [--addr IP] [--server-cpu N] [--client-cpu N] [--bandwidth on|off]
 //!               [--solicited on|off] [--large-threshold BYTES|off] [--registered on|off]
 //!
-//! `--large-threshold` sets `RdmaConfig::large_message_threshold` (default 64 KiB: larger
+//! `--large-threshold` sets `RdmaConfig::large_message_threshold` (default 256 KiB: larger
 //! attachments go by RDMA READ from the sender's memory; `off` copies everything through the
 //! send chunks). `--registered on` sends the request attachment from a `RegisteredBuf`
 //! (registered once, sent by READ whatever its size) instead of registering it per message.

@@ -9,7 +9,7 @@
 #        DEPTH (16) DUR_MS (rdma_perf, 3000) MODE (rdma_perf poller mode, polling)
 #        VARIANTS ("read copy registered": corewire's large-message paths, one row each:
 #        `read` = attachments from 64 KiB by RDMA READ, registered per message (the default
-#        setting); `copy` = --large-threshold off, copied through the send chunks;
+#        threshold is 256 KiB); `copy` = --large-threshold off, copied through the send chunks;
 #        `registered` = the attachment is a RegisteredBuf, registered once) PERFTEST (1; 0 skips)
 set -u
 SIZES=${SIZES:-65536 262144 1048576}; ROUNDS=${ROUNDS:-3}; BYTES=${BYTES:-67108864}

@@ -129,8 +129,9 @@ pub struct RdmaConfig {
     /// RDMA READs them from where they lie (registered for the occasion) into one buffer
     /// that becomes the received `Bytes` (see `rdma::large`). `None` copies everything
     /// through the send chunks (a [`RegisteredBuf`](super::RegisteredBuf) still goes by
-    /// READ). Each large message costs a registration on both sides and a round trip more
-    /// than a SEND: worth it above some tens of KiB (measured: see BENCHMARKS.md).
+    /// READ). Each large message costs a registration on both sides, a READ round trip and
+    /// a "done" more than a SEND: in the soft-RoCE VM it lost to copying at 64 KiB in every
+    /// round measured and won at 1 MiB on a quiet machine (BENCHMARKS.md), hence 256 KiB.
     pub large_message_threshold: Option<usize>,
     /// Large messages per connection that the peer may be reading at once: the sender keeps
     /// that many registered at most (then waits), the receiver reads that many at most (the
@@ -162,7 +163,7 @@ impl Default for RdmaConfig {
             solicited_wakeups: false,
             retry_count: 6,
             ack_timeout: None,
-            large_message_threshold: Some(64 << 10),
+            large_message_threshold: Some(256 << 10),
             large_in_flight: 4,
         }
     }
