@@ -6,7 +6,12 @@
 //!               [--conns 1] [--depth 1] [--size 4096] [--echo on|off]
 //!               [--duration-ms 3000] [--warmup-ms 500] [--idle-ms 1000]
 //!               [--addr IP] [--server-cpu N] [--client-cpu N] [--bandwidth on|off]
-//!               [--solicited on|off]
+//!               [--solicited on|off] [--large-threshold BYTES|off] [--registered on|off]
+//!
+//! `--large-threshold` sets `RdmaConfig::large_message_threshold` (default 256 KiB: larger
+//! attachments go by RDMA READ from the sender's memory; `off` copies everything through the
+//! send chunks). `--registered on` sends the request attachment from a `RegisteredBuf`
+//! (registered once, sent by READ whatever its size) instead of registering it per message.
 //!
 //! `--solicited on` sets `RdmaConfig::solicited_wakeups` (event and adaptive modes: a send's
 //! own completion wakes nobody). Latency is the full round trip (request out, response back). `--bandwidth on` is the
@@ -67,6 +72,8 @@ struct Opts {
     client_cpu: usize,
     bandwidth: bool,
     solicited: bool,
+    large_threshold: Option<usize>,
+    registered: bool,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -86,6 +93,8 @@ fn parse() -> Result<Opts, String> {
         client_cpu: 1,
         bandwidth: false,
         solicited: false,
+        large_threshold: RdmaConfig::default().large_message_threshold,
+        registered: false,
     };
     let mut depth_given = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -117,6 +126,13 @@ fn parse() -> Result<Opts, String> {
             "--client-cpu" => o.client_cpu = num(&v)? as usize,
             "--bandwidth" => o.bandwidth = v == "on",
             "--solicited" => o.solicited = v == "on",
+            "--large-threshold" => {
+                o.large_threshold = match v.as_str() {
+                    "off" => None,
+                    n => Some(num(n)? as usize),
+                }
+            }
+            "--registered" => o.registered = v == "on",
             other => return Err(format!("unknown flag {other}")),
         }
         i += 2;
@@ -136,7 +152,14 @@ fn parse() -> Result<Opts, String> {
 type Hist = Rc<RefCell<Histogram<u64>>>;
 
 async fn drive<C: Connection>(client: Client<C>, o: Opts, start: Instant, hist: Hist) -> u64 {
-    let payload = Bytes::from(vec![0x5a; o.size]);
+    // Registered once on this (the client's) shard, kept for the whole run: every call
+    // sends it by READ.
+    let registered = (o.registered && o.transport == "rdma")
+        .then(|| rdma::RegisteredBuf::new(vec![0x5a; o.size]).expect("register the attachment"));
+    let payload = match &registered {
+        Some(r) => r.bytes(),
+        None => Bytes::from(vec![0x5a; o.size]),
+    };
     let method = if o.echo { 0 } else { 1 };
     let measure_from = start + o.warmup;
     let end = measure_from + o.duration;
@@ -216,6 +239,7 @@ fn main() {
     let rdma_config = RdmaConfig {
         mode: o.mode,
         solicited_wakeups: o.solicited,
+        large_message_threshold: o.large_threshold,
         ..RdmaConfig::default()
     };
     let (addr, _tcp_handle, rdma_handle): (SocketAddr, _, _) = if o.transport == "rdma" {
@@ -308,7 +332,7 @@ fn main() {
         idle_pct,
     );
     println!(
-        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2},\"bandwidth\":{},\"send_mib_s\":{:.3},\"solicited\":{}}}",
+        "{{\"transport\":\"{}\",\"mode\":\"{}\",\"conns\":{},\"depth\":{},\"size\":{},\"echo\":{},\"requests\":{},\"avg_us\":{:.2},\"p50_us\":{:.2},\"p90_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\"qps\":{:.0},\"mb_s\":{:.3},\"server_cpu_pct\":{:.1},\"client_cpu_pct\":{:.1},\"server_idle_cpu_pct\":{:.2},\"bandwidth\":{},\"send_mib_s\":{:.3},\"solicited\":{},\"large_threshold\":{},\"registered\":{}}}",
         o.transport,
         o.mode_name,
         o.conns,
@@ -328,7 +352,9 @@ fn main() {
         idle_pct,
         o.bandwidth,
         send_mib_s,
-        o.solicited
+        o.solicited,
+        o.large_threshold.map_or("null".into(), |t| t.to_string()),
+        o.registered
     );
     if let Some(h) = rdma_handle {
         h.stop();

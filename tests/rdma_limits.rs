@@ -108,7 +108,8 @@ fn exhaust_the_pool(server: RdmaConfig) -> rdma::RdmaStats {
 /// reason the client sees, the others carry on, and a closed connection's entries come back.
 #[test]
 fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
-    // window 4: 11 send + 7 receive work requests = 18 CQ entries per queue pair.
+    // window 4: 11 send + 4 RDMA READ (`large_in_flight`) + 7 receive work requests = 22 CQ
+    // entries per queue pair.
     let small_cq = RdmaConfig {
         window: 4,
         receive: ReceiveQueues::PerConnection,
@@ -118,7 +119,7 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
     };
     let s = setup(1, small_cq);
     let st = rdma::stats(&s.rt)[0];
-    let fits = (st.cq_capacity / 18) as usize;
+    let fits = (st.cq_capacity / 22) as usize;
     assert!(fits >= 1, "{st:?}");
     let addr = s.addr;
     let crt = runtime(1, polling());
@@ -167,7 +168,14 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
 /// of a multi-chunk frame.
 #[test]
 fn rdma_recv_dropped_by_a_timeout_loses_nothing() {
-    let rt = runtime(1, polling());
+    // The 1 MiB frame must come in chunks (by READ it would arrive whole, at once).
+    let rt = runtime(
+        1,
+        RdmaConfig {
+            large_message_threshold: None,
+            ..polling()
+        },
+    );
     let addr = rdma_listen_addr();
     let (tx, rx) = mpsc::channel::<String>();
     let tx = Arc::new(std::sync::Mutex::new(tx));

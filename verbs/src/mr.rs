@@ -7,6 +7,8 @@ use std::ops::BitOr;
 use std::ptr::NonNull;
 use std::rc::Rc;
 
+use bytes::Bytes;
+
 use crate::error::{last_errno, memlock_limit, Result, VerbsError};
 use crate::pd::{PdInner, ProtectionDomain};
 use crate::sys;
@@ -44,6 +46,10 @@ enum Buffer {
     Aligned { ptr: NonNull<u8>, layout: Layout },
     /// A caller's boxed slice (stored raw so no `&mut` to it exists while the HCA may write).
     Boxed(NonNull<[u8]>),
+    /// A caller's immutable bytes, registered for the HCA to read only (never written).
+    Shared(Bytes),
+    /// Handed back by [`MemoryRegion::into_boxed`] after deregistration.
+    Taken,
 }
 
 impl Buffer {
@@ -59,6 +65,9 @@ impl Buffer {
         match self {
             Buffer::Aligned { ptr, .. } => ptr.as_ptr(),
             Buffer::Boxed(b) => b.as_ptr().cast(),
+            // The HCA only reads it: registered without write access (see from_bytes).
+            Buffer::Shared(b) => b.as_ptr().cast_mut(),
+            Buffer::Taken => NonNull::dangling().as_ptr(),
         }
     }
 
@@ -66,6 +75,8 @@ impl Buffer {
         match self {
             Buffer::Aligned { layout, .. } => layout.size(),
             Buffer::Boxed(b) => b.len(),
+            Buffer::Shared(b) => b.len(),
+            Buffer::Taken => 0,
         }
     }
 }
@@ -77,6 +88,7 @@ impl Drop for Buffer {
             Buffer::Aligned { ptr, layout } => unsafe { alloc::dealloc(ptr.as_ptr(), *layout) },
             // SAFETY: came from Box::into_raw in MemoryRegion::from_boxed; freed once.
             Buffer::Boxed(b) => drop(unsafe { Box::from_raw(b.as_ptr()) }),
+            Buffer::Shared(_) | Buffer::Taken => {}
         }
     }
 }
@@ -88,7 +100,8 @@ impl Drop for Buffer {
 /// The contents of a range that a posted work request still uses are unspecified until
 /// its completion has been polled: the HCA reads or writes it asynchronously.
 pub struct MemoryRegion {
-    mr: NonNull<sys::ibv_mr>,
+    /// `None` once [`into_boxed`](Self::into_boxed) deregistered it.
+    mr: Option<NonNull<sys::ibv_mr>>,
     // Field order matters: `buf` drops after `Drop::drop` deregistered the MR.
     buf: Buffer,
     pd: Rc<PdInner>,
@@ -96,16 +109,59 @@ pub struct MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // SAFETY: mr came from ibv_reg_mr and is deregistered once, here, before `buf` frees
-        // the memory. Any WR still referencing it completes with an error instead.
-        let rc = unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
-        if rc != 0 {
-            tracing::warn!(rc, "ibv_dereg_mr failed");
-        }
+        self.deregister();
     }
 }
 
 impl MemoryRegion {
+    fn deregister(&mut self) {
+        let Some(mr) = self.mr.take() else { return };
+        // SAFETY: mr came from ibv_reg_mr and is deregistered once (taken out of the
+        // option), before `buf` frees or hands back the memory. Any WR still referencing it
+        // completes with an error instead.
+        let rc = unsafe { sys::ibv_dereg_mr(mr.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(rc, "ibv_dereg_mr failed");
+        }
+    }
+
+    fn raw(&self) -> *mut sys::ibv_mr {
+        // Only into_boxed clears it, and that consumes the region.
+        self.mr.expect("a live region is registered").as_ptr()
+    }
+
+    /// Registers `bytes` in place, without copying, for the HCA to read only: local reads
+    /// (send from it) and, with [`Access::REMOTE_READ`], a peer's RDMA READ. Write access is
+    /// refused (the bytes are shared and immutable). The region keeps them alive.
+    pub fn from_bytes(pd: &ProtectionDomain, bytes: Bytes, access: Access) -> Result<Self> {
+        if bytes.is_empty() {
+            return Err(VerbsError::InvalidArgument("memory region of 0 bytes"));
+        }
+        if access.0 & !Access::REMOTE_READ.0 != 0 {
+            return Err(VerbsError::InvalidArgument(
+                "shared bytes may only be registered for reading",
+            ));
+        }
+        Self::register(pd, Buffer::Shared(bytes), access)
+    }
+
+    /// Deregisters the region and hands back the boxed slice it was made from
+    /// ([`from_boxed`](Self::from_boxed)), with whatever the HCA wrote into it: memory filled
+    /// by an RDMA READ becomes the caller's without a copy. `Err(self)` for other regions.
+    /// Only call it once every work request using the region has completed.
+    pub fn into_boxed(mut self) -> std::result::Result<Box<[u8]>, Self> {
+        let Buffer::Boxed(raw) = self.buf else {
+            return Err(self);
+        };
+        self.deregister();
+        // Not dropped: the box below takes over the allocation.
+        std::mem::forget(std::mem::replace(&mut self.buf, Buffer::Taken));
+        // SAFETY: came from Box::leak in from_boxed; the region is deregistered, so the HCA
+        // no longer touches it, and `buf` no longer owns it (replaced by Taken and forgotten,
+        // never dropped): freed once, by the box.
+        Ok(unsafe { Box::from_raw(raw.as_ptr()) })
+    }
+
     /// Allocates `len` zeroed, page-aligned bytes and registers them with `pd`.
     /// ENOMEM here usually means RLIMIT_MEMLOCK: see [`VerbsError::MemlockLimit`].
     pub fn new(pd: &ProtectionDomain, len: usize, access: Access) -> Result<Self> {
@@ -133,7 +189,7 @@ impl MemoryRegion {
         let mr = unsafe { sys::corewire_ibv_reg_mr(pd.as_ptr(), buf.ptr().cast(), len, access) };
         match NonNull::new(mr) {
             Some(mr) => Ok(MemoryRegion {
-                mr,
+                mr: Some(mr),
                 buf,
                 pd: pd.inner.clone(),
             }),
@@ -144,13 +200,13 @@ impl MemoryRegion {
     /// Local key, for scatter/gather entries.
     pub fn lkey(&self) -> u32 {
         // SAFETY: mr is live while self is; lkey is a plain field.
-        unsafe { (*self.mr.as_ptr()).lkey }
+        unsafe { (*self.raw()).lkey }
     }
 
     /// Remote key, for a peer's RDMA READ/WRITE.
     pub fn rkey(&self) -> u32 {
         // SAFETY: as in lkey.
-        unsafe { (*self.mr.as_ptr()).rkey }
+        unsafe { (*self.raw()).rkey }
     }
 
     /// The registered address (what a peer uses for RDMA READ/WRITE).
@@ -172,7 +228,13 @@ impl MemoryRegion {
         unsafe { std::slice::from_raw_parts(self.buf.ptr(), self.buf.len()) }
     }
 
+    /// Panics for a region registered from shared bytes ([`from_bytes`](Self::from_bytes)):
+    /// they are immutable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        assert!(
+            !matches!(self.buf, Buffer::Shared(_)),
+            "a region of shared bytes is read-only"
+        );
         // SAFETY: as in as_slice; &mut self makes this the only Rust reference.
         unsafe { std::slice::from_raw_parts_mut(self.buf.ptr(), self.buf.len()) }
     }
@@ -182,6 +244,11 @@ impl MemoryRegion {
     /// writing other parts of the region (posted receive buffers): only write ranges that are
     /// not posted for receive.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        if matches!(self.buf, Buffer::Shared(_)) {
+            return Err(VerbsError::InvalidArgument(
+                "a region of shared bytes is read-only",
+            ));
+        }
         check_range(self.len(), offset, data.len())?;
         // SAFETY: the range was checked to lie inside the registered buffer we own; the
         // source is a distinct Rust slice, so the ranges cannot overlap.

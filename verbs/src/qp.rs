@@ -55,6 +55,13 @@ pub enum SendOp {
     /// SEND with 32 bits of immediate data (host byte order; the receiver's
     /// `WorkCompletion::imm_data` gets the same value).
     SendWithImm(u32),
+    /// RDMA READ: fill the local `sges` from the peer's registered memory at `remote_addr`
+    /// (its region must allow remote reads, and the queue pairs must have been connected
+    /// with a nonzero initiator depth and responder resources).
+    RdmaRead {
+        remote_addr: u64,
+        rkey: u32,
+    },
 }
 
 /// A send work request.
@@ -250,6 +257,10 @@ impl QueuePair {
             SendOp::SendWithImm(imm) => {
                 raw.opcode = sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
                 raw.__bindgen_anon_1.imm_data = imm.to_be();
+            }
+            SendOp::RdmaRead { remote_addr, rkey } => {
+                raw.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
+                raw.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
             }
         }
         let mut bad: *mut sys::ibv_send_wr = null_mut();

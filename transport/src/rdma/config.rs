@@ -125,6 +125,18 @@ pub struct RdmaConfig {
     /// queue pairs; `None` keeps rdma_cm's (for RoCE on Linux 6.1 about 2 s: in the soft-RoCE VM
     /// 6 retries gave up on a dead peer after ~16 s). 16 is ~0.27 s.
     pub ack_timeout: Option<u8>,
+    /// Payloads and attachments of at least this many bytes go without copies: the peer
+    /// RDMA READs them from where they lie (registered for the occasion) into one buffer
+    /// that becomes the received `Bytes` (see `rdma::large`). `None` copies everything
+    /// through the send chunks (a [`RegisteredBuf`](super::RegisteredBuf) still goes by
+    /// READ). Each large message costs a registration on both sides, a READ round trip and
+    /// a "done" more than a SEND: in the soft-RoCE VM it lost to copying at 64 KiB in every
+    /// round measured and won at 1 MiB on a quiet machine (BENCHMARKS.md), hence 256 KiB.
+    pub large_message_threshold: Option<usize>,
+    /// Large messages per connection that the peer may be reading at once: the sender keeps
+    /// that many registered at most (then waits), the receiver reads that many at most (the
+    /// rest wait their turn). Each takes a slot of the send queue on the reading side.
+    pub large_in_flight: u32,
 }
 
 impl Default for RdmaConfig {
@@ -151,6 +163,8 @@ impl Default for RdmaConfig {
             solicited_wakeups: false,
             retry_count: 6,
             ack_timeout: None,
+            large_message_threshold: Some(256 << 10),
+            large_in_flight: 4,
         }
     }
 }

@@ -5,17 +5,25 @@
 //! dispatches completions.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use corewire_runtime::sync::Notify;
+use corewire_runtime::sync::{Notify, WakerCell};
 use corewire_runtime::{spawn_local, Budget, RoundBudget};
-use corewire_verbs::{QpCaps, QueuePair, SendOp, SendWr, WcStatus, WorkCompletion};
+use corewire_verbs::{
+    Access, MemoryRegion, QpCaps, QueuePair, SendOp, SendWr, WcStatus, WorkCompletion,
+};
 
 use super::device::{CqReservation, Device};
 use super::flow::{Flow, Incoming, RESERVED_FOR_ACKS};
+use super::large::control::{self, Descriptor, Record, CONTROL_IMM, DESCRIPTOR_LEN, DONE_LEN};
+use super::large::incoming::{self, AssemblyError};
+use super::large::outgoing::{Outgoing, ID_MASK};
+use super::large::registered::{user_region, Held, Tracked};
 use super::pool::{ChunkId, PoolError};
 use super::shard::RdmaShard;
 use super::wakeups::SendWait;
@@ -28,18 +36,23 @@ use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader};
 const WRITE_BATCH: usize = 256;
 
 /// The queue sizes of every connection's queue pair: sends bounded by the peer's window
-/// (credits) plus acks and one spare; receives for the window plus the credit acks, unless
-/// the shard's shared receive queue takes them.
+/// (credits) plus acks and one spare, and the RDMA READs of large messages; receives for
+/// the window plus the credit acks, unless the shard's shared receive queue takes them.
 pub(crate) fn queue_sizes(config: &RdmaConfig) -> QpCaps {
     let depth = config.window + RESERVED_FOR_ACKS;
     let shared = matches!(config.receive, ReceiveQueues::Shared { .. });
     QpCaps {
-        max_send_wr: depth + 4,
+        max_send_wr: depth + 4 + read_slots(config),
         max_recv_wr: if shared { 0 } else { depth },
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 0,
     }
+}
+
+/// Send-queue slots kept for the RDMA READs of large messages.
+fn read_slots(config: &RdmaConfig) -> u32 {
+    config.large_in_flight.max(1)
 }
 
 /// Completion queue entries a queue pair of these sizes can fill.
@@ -92,6 +105,17 @@ pub(crate) struct ConnCore {
     budget: Budget,
     /// This round's use of `budget`, charged by `recv`.
     round: RefCell<RoundBudget>,
+    /// Large messages (`super::large`): parts of at least this many bytes go by descriptor.
+    large_threshold: Option<usize>,
+    /// What we sent by descriptor, registered until the peer's "done".
+    outgoing: RefCell<Outgoing<Held>>,
+    /// Where the peer's large messages stand in our stream, and their assembly into frames.
+    incoming: RefCell<incoming::Incoming>,
+    /// Our RDMA READs in flight, by the peer's id: the buffers they fill.
+    reads: RefCell<HashMap<u32, Tracked>>,
+    /// "Done"s owed to the peer (sent by the writer task, which `control_waker` wakes).
+    dones: RefCell<Vec<u32>>,
+    control_waker: WakerCell,
 }
 
 /// What [`ConnCore::start`] needs besides the shard: the queue pair (created on `device`
@@ -143,8 +167,9 @@ impl ConnCore {
         };
         let peer = qp.cm_id().peer_addr();
         let qp_num = qp.qp_num();
-        // What the CQ reservation covers, even if the device granted more.
-        let max_sends = qp.caps().max_send_wr.min(sizes.max_send_wr);
+        // What the CQ reservation covers, even if the device granted more; the READ slots
+        // are not the flow's.
+        let max_sends = qp.caps().max_send_wr.min(sizes.max_send_wr) - read_slots(&config);
         let conn = shard.add_conn(|slot, generation| {
             Rc::new(ConnCore {
                 slot,
@@ -175,6 +200,12 @@ impl ConnCore {
                 stats: ConnStatsCells::default(),
                 budget: config.budget,
                 round: RefCell::new(RoundBudget::new(config.budget)),
+                large_threshold: config.large_message_threshold.filter(|&t| t > 0),
+                outgoing: RefCell::new(Outgoing::new(config.large_in_flight as usize)),
+                incoming: RefCell::new(incoming::Incoming::new(config.large_in_flight as usize)),
+                reads: RefCell::new(HashMap::new()),
+                dones: RefCell::new(Vec::new()),
+                control_waker: WakerCell::new(),
             })
         });
         device.register_qp(qp_num, (conn.slot, conn.generation));
@@ -225,20 +256,29 @@ impl ConnCore {
         }
     }
 
-    fn post_send(&self, kind: WrKind, chunk: ChunkId, len: usize) -> corewire_verbs::Result<()> {
+    /// Post a data message (or a pure ack); `control`: it carries large-message control
+    /// records, not stream bytes.
+    fn post_send(
+        &self,
+        kind: WrKind,
+        chunk: ChunkId,
+        len: usize,
+        control: bool,
+    ) -> corewire_verbs::Result<()> {
         let is_data = kind != WrKind::Ack;
         let imm = if is_data {
             self.flow.borrow_mut().post_data()
         } else {
             self.flow.borrow_mut().post_ack()
         };
+        let marked = if control { imm | CONTROL_IMM } else { imm };
         let pool = self.device.pool.borrow();
         // A pure ack carries no buffer, only its immediate data.
         let data = is_data.then(|| pool.sge(chunk, len));
         let wr = SendWr {
             wr_id: self.wr(kind, chunk),
             sges: data.as_slice(),
-            op: SendOp::SendWithImm(imm),
+            op: SendOp::SendWithImm(marked),
             signaled: true,
             // Every message is solicited: its receiver has work to do (data to deliver,
             // credits a waiting writer may need). Only our own send completions are not
@@ -269,7 +309,7 @@ impl ConnCore {
         if !self.flow.borrow().ack_due(data_waiting) {
             return;
         }
-        if let Err(e) = self.post_send(WrKind::Ack, 0, 0) {
+        if let Err(e) = self.post_send(WrKind::Ack, 0, 0, false) {
             self.fail(format!("posting a credit ack failed: {e}"));
             return;
         }
@@ -281,7 +321,8 @@ impl ConnCore {
             match id.kind {
                 WrKind::Send => self.finish_send(id.buffer),
                 WrKind::Ack => self.flow.borrow_mut().send_completed(),
-                WrKind::Recv | WrKind::SharedRecv => {}
+                // Its buffer goes with the connection, which ends now.
+                WrKind::Recv | WrKind::SharedRecv | WrKind::Read => {}
             }
             if wc.status != WcStatus::WrFlushError || !self.is_ended() {
                 self.shard.stats.borrow_mut().connection_errors += 1;
@@ -303,6 +344,7 @@ impl ConnCore {
                 self.wake_writer();
                 self.maybe_ack();
             }
+            WrKind::Read => self.read_completed(id.buffer),
         }
     }
 
@@ -313,10 +355,11 @@ impl ConnCore {
         } else {
             Incoming::Ack
         };
-        self.flow
-            .borrow_mut()
-            .received(incoming, wc.imm_data.unwrap_or(0));
-        if wc.imm_data.is_some_and(|n| n > 0) {
+        let imm = wc.imm_data.unwrap_or(0);
+        let control = imm & CONTROL_IMM != 0;
+        let credits = imm & !CONTROL_IMM;
+        self.flow.borrow_mut().received(incoming, credits);
+        if credits > 0 {
             self.wake_writer();
         }
         let own_buffer = kind == WrKind::Recv;
@@ -329,10 +372,22 @@ impl ConnCore {
             return;
         }
         let pool = self.device.pool.borrow();
-        self.rx
-            .borrow_mut()
-            .extend_from_slice(pool.read(chunk, len));
-        drop(pool);
+        if control {
+            let records = control::decode(pool.read(chunk, len));
+            drop(pool);
+            self.on_control(records);
+            if self.is_ended() && own_buffer {
+                // The buffer went with the connection's (a shared one is still accounted
+                // for below).
+                return;
+            }
+        } else {
+            self.rx
+                .borrow_mut()
+                .extend_from_slice(pool.read(chunk, len));
+            drop(pool);
+            self.incoming.borrow_mut().stream_bytes(len);
+        }
         self.reader.notify_one();
         if !own_buffer {
             // The shared buffer goes back to the queue at once; the grant it used comes
@@ -474,6 +529,12 @@ impl ConnCore {
         }
         drop(pool);
         self.held.borrow_mut().clear();
+        // Large messages: deregister and free what we lent the peer and what we were
+        // reading (a read still in flight completes with an error, or not at all: the queue
+        // pair is on its way out).
+        drop(self.outgoing.borrow_mut().drain());
+        self.reads.borrow_mut().clear();
+        self.dones.borrow_mut().clear();
         if let Some(s) = &self.device.srq {
             let holds = self.flow.borrow().peer_holds();
             s.grants.borrow_mut().closed(self.key(), holds);
@@ -529,9 +590,14 @@ impl ConnCore {
         }
     }
 
-    async fn post_data(&self, chunk: ChunkId, len: usize) -> Result<(), TransportError> {
+    async fn post_data(
+        &self,
+        chunk: ChunkId,
+        len: usize,
+        control: bool,
+    ) -> Result<(), TransportError> {
         self.sending.borrow_mut().push(chunk);
-        if let Err(e) = self.post_send(WrKind::Send, chunk, len) {
+        if let Err(e) = self.post_send(WrKind::Send, chunk, len, control) {
             self.sending.borrow_mut().retain(|&c| c != chunk);
             self.device.pool.borrow_mut().free_send(chunk);
             self.device.send_buffer_freed();
@@ -540,6 +606,191 @@ impl ConnCore {
             return Err(TransportError::Other(msg));
         }
         Ok(())
+    }
+
+    /// Control records from the peer: descriptors to read, "done"s to release.
+    fn on_control(&self, records: Result<Vec<Record>, control::BadControl>) {
+        let records = match records {
+            Ok(r) => r,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        let max_body = self.shard.config().limits.max_body_len;
+        for record in records {
+            match record {
+                Record::Descriptor(d) => {
+                    if d.id & !ID_MASK != 0 || d.len as usize > max_body {
+                        return self.fail(format!("bad large-message descriptor {d:?}"));
+                    }
+                    self.shard.stats.borrow_mut().large_received += 1;
+                    let start = self.incoming.borrow_mut().descriptor(d);
+                    if let Some(d) = start {
+                        self.start_read(d);
+                    }
+                }
+                Record::Done { id } => {
+                    // Deregistered here (dropped); the writer may have been waiting for room.
+                    if self.outgoing.borrow_mut().release(id).is_some() {
+                        self.wake_writer();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Register a buffer for large message `d` and RDMA READ it from the peer.
+    fn start_read(&self, d: Descriptor) {
+        if self.is_ended() {
+            return;
+        }
+        let len = d.len as usize;
+        let buf = vec![0u8; len].into_boxed_slice();
+        let mr = match MemoryRegion::from_boxed(&self.device.pd, buf, Access::LOCAL_WRITE) {
+            Ok(mr) => mr,
+            Err(e) => {
+                return self.fail(format!(
+                    "registering {len} bytes to read a large message failed: {e}"
+                ))
+            }
+        };
+        let tracked = Tracked::new(&self.shard, mr);
+        let posted = match tracked.mr().sge(0, len) {
+            Ok(sge) => {
+                let wr = SendWr {
+                    wr_id: self.wr(WrKind::Read, d.id),
+                    sges: &[sge],
+                    op: SendOp::RdmaRead {
+                        remote_addr: d.addr,
+                        rkey: d.rkey,
+                    },
+                    signaled: true,
+                    solicited: false,
+                    inline: false,
+                };
+                match self.qp.borrow().as_ref() {
+                    Some(qp) => qp.post_send(&wr),
+                    None => return,
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match posted {
+            Ok(()) => {
+                self.reads.borrow_mut().insert(d.id, tracked);
+            }
+            Err(e) => self.fail(format!("posting an RDMA READ failed: {e}")),
+        }
+    }
+
+    /// A READ completed: its buffer, deregistered, is the large message (no copy).
+    fn read_completed(&self, id: u32) {
+        let Some(tracked) = self.reads.borrow_mut().remove(&id) else {
+            return;
+        };
+        let Some(data) = tracked.into_boxed() else {
+            return;
+        };
+        self.incoming.borrow_mut().read_done(id, Bytes::from(data));
+        self.reader.notify_one();
+    }
+
+    /// Whether `part` goes by descriptor: a part of a `RegisteredBuf`, or at least the
+    /// threshold.
+    fn is_large(&self, part: &Bytes) -> bool {
+        self.large_threshold.is_some_and(|t| part.len() >= t)
+            || user_region(&self.shard.user_regions, &self.device, part).is_some()
+    }
+
+    /// Send `part` by descriptor: wait for room in the table, register it (or use its
+    /// `RegisteredBuf`'s registration) and send the descriptor. `Ok(false)`: registering
+    /// failed, send it by copy instead.
+    async fn send_large(&self, part: &Bytes) -> Result<bool, TransportError> {
+        loop {
+            if let Some(why) = self.ended.borrow().as_ref() {
+                return Err(TransportError::Other(why.clone()));
+            }
+            if self.outgoing.borrow().has_room() {
+                break;
+            }
+            // The peer may be waiting for our "done"s just as we wait for its: send them
+            // (this is the writer task) before waiting.
+            self.send_dones().await?;
+            if self.outgoing.borrow().has_room() {
+                break;
+            }
+            // Woken by the peer's "done", a "done" we owe (`owe_dones`), or the end.
+            self.writer.notified().await;
+        }
+        let held = match user_region(&self.shard.user_regions, &self.device, part) {
+            Some(Ok(mr)) => Held::User(mr),
+            other => {
+                let user = other.is_some();
+                match MemoryRegion::from_bytes(&self.device.pd, part.clone(), Access::REMOTE_READ) {
+                    Ok(mr) => Held::Own(Tracked::new(&self.shard, mr)),
+                    Err(e) => {
+                        tracing::debug!(error = %e, len = part.len(), user, "large message sent by copy");
+                        self.shard.stats.borrow_mut().large_copied += 1;
+                        return Ok(false);
+                    }
+                }
+            }
+        };
+        if matches!(held, Held::User(_)) {
+            self.shard.stats.borrow_mut().large_sent_registered += 1;
+        }
+        let rkey = held.rkey();
+        let id = self.outgoing.borrow_mut().insert(held);
+        let chunk = self.reserve_send().await?;
+        let mut rec = Vec::with_capacity(DESCRIPTOR_LEN);
+        Record::Descriptor(Descriptor {
+            id,
+            addr: part.as_ptr() as u64,
+            len: part.len() as u32,
+            rkey,
+        })
+        .encode(&mut rec);
+        self.device.pool.borrow_mut().write(chunk, 0, &rec);
+        self.post_data(chunk, rec.len(), true).await?;
+        self.shard.stats.borrow_mut().large_sent += 1;
+        Ok(true)
+    }
+
+    /// Owe the peer "done"s: wake the writer, wherever it waits.
+    fn owe_dones(&self, ids: Vec<u32>) {
+        self.dones.borrow_mut().extend(ids);
+        self.control_waker.wake();
+        self.wake_writer();
+    }
+
+    /// Send the "done"s owed to the peer.
+    async fn send_dones(&self) -> Result<(), TransportError> {
+        while !self.dones.borrow().is_empty() {
+            let chunk = self.reserve_send().await?;
+            let per_message = (self.peer_chunk / DONE_LEN).max(1);
+            let ids: Vec<u32> = {
+                let mut d = self.dones.borrow_mut();
+                let n = d.len().min(per_message);
+                d.drain(..n).collect()
+            };
+            let mut rec = Vec::with_capacity(ids.len() * DONE_LEN);
+            for id in ids {
+                Record::Done { id }.encode(&mut rec);
+            }
+            self.device.pool.borrow_mut().write(chunk, 0, &rec);
+            self.post_data(chunk, rec.len(), true).await?;
+        }
+        Ok(())
+    }
+
+    /// The writer's next batch of queued buffers; an empty one when "done"s are owed.
+    async fn next_batch(&self) -> Option<Vec<Bytes>> {
+        poll_fn(|cx| {
+            if !self.dones.borrow().is_empty() {
+                return Poll::Ready(Some(Vec::new()));
+            }
+            self.control_waker.register(cx.waker());
+            self.out.poll_next_batch(cx, WRITE_BATCH)
+        })
+        .await
     }
 }
 
@@ -554,10 +805,34 @@ impl Drop for ConnCore {
 /// Pack queued buffers into registered chunks and post them as SEND messages.
 async fn write_loop(conn: Rc<ConnCore>) {
     let chunk_size = conn.peer_chunk;
-    while let Some(batch) = conn.out.next_batch(WRITE_BATCH).await {
+    loop {
+        if let Err(e) = conn.send_dones().await {
+            conn.fail(e.to_string());
+            return;
+        }
+        let Some(batch) = conn.next_batch().await else {
+            break;
+        };
         let total: usize = batch.iter().map(Bytes::len).sum();
         let mut current: Option<(ChunkId, usize)> = None;
         for buf in batch {
+            if conn.is_large(&buf) {
+                // The stream bytes before it go first: the descriptor stands after them.
+                if let Some((chunk, filled)) = current.take() {
+                    if conn.post_data(chunk, filled, false).await.is_err() {
+                        return;
+                    }
+                }
+                match conn.send_large(&buf).await {
+                    Ok(true) => continue,
+                    // Registration failed: by copy, below.
+                    Ok(false) => {}
+                    Err(e) => {
+                        conn.fail(e.to_string());
+                        return;
+                    }
+                }
+            }
             let mut data = &buf[..];
             while !data.is_empty() {
                 let (chunk, filled) = match current.take() {
@@ -579,7 +854,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
                     .write(chunk, filled, &data[..n]);
                 data = &data[n..];
                 if filled + n == chunk_size {
-                    if conn.post_data(chunk, chunk_size).await.is_err() {
+                    if conn.post_data(chunk, chunk_size, false).await.is_err() {
                         // post_data ended the connection with the reason.
                         return;
                     }
@@ -589,14 +864,17 @@ async fn write_loop(conn: Rc<ConnCore>) {
             }
         }
         if let Some((chunk, filled)) = current {
-            if conn.post_data(chunk, filled).await.is_err() {
+            if conn.post_data(chunk, filled, false).await.is_err() {
                 return;
             }
         }
         conn.out.sent(total);
     }
-    // Closed and flushed: wait for the last sends to complete, then disconnect.
-    while conn.flow.borrow().sends_outstanding() > 0 && !conn.is_ended() {
+    // Closed and flushed: wait for the last sends to complete and the peer to be done with
+    // our large messages (it reads them from our memory), then disconnect.
+    while (conn.flow.borrow().sends_outstanding() > 0 || !conn.outgoing.borrow().is_empty())
+        && !conn.is_ended()
+    {
         let _awaiting = SendWait::new(&conn.device);
         conn.writer.notified().await;
     }
@@ -694,9 +972,19 @@ impl Connection for RdmaConnection {
         // The fairness budget, charged here so no reader can forget it (see conn::budget).
         poll_fn(|cx| c.round.borrow_mut().poll_proceed(cx)).await;
         let result = loop {
-            let decoded = c.decoder.borrow_mut().decode(&mut c.rx.borrow_mut());
+            let decoded = c
+                .incoming
+                .borrow_mut()
+                .next_frame(&mut c.decoder.borrow_mut(), &mut c.rx.borrow_mut());
             match decoded {
-                Ok(Some(frame)) => {
+                Ok(Some(taken)) => {
+                    let frame = taken.frame;
+                    if !taken.done.is_empty() {
+                        c.owe_dones(taken.done);
+                    }
+                    for d in taken.start {
+                        c.start_read(d);
+                    }
                     c.stats.add_in(frame.payload.len() + frame.attachment.len());
                     let in_round = {
                         let mut round = c.round.borrow_mut();
@@ -711,7 +999,12 @@ impl Connection for RdmaConnection {
                     break Ok(Some(frame));
                 }
                 Ok(None) => {}
-                Err(e) => break Err(TransportError::Protocol(e)),
+                Err(AssemblyError::Frame(e)) => break Err(TransportError::Protocol(e)),
+                Err(e @ AssemblyError::Misplaced(_)) => {
+                    let msg = e.to_string();
+                    c.fail(msg.clone());
+                    break Err(TransportError::Other(msg));
+                }
             }
             if c.is_ended() {
                 let buffered = c.rx.borrow().len();
@@ -732,6 +1025,9 @@ impl Connection for RdmaConnection {
             c.release_held();
             // Waiting for the peer ends the budget's round.
             c.round.borrow_mut().reset();
+            // Waiting for our own RDMA READs is waiting for send-queue completions: they
+            // must wake the shard (see `wakeups`).
+            let _reads = (!c.reads.borrow().is_empty()).then(|| SendWait::new(&c.device));
             c.reader.notified().await;
         };
         if let Err(e) = &result {

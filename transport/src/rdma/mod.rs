@@ -15,6 +15,7 @@ mod fallback;
 pub mod flow;
 pub mod grants;
 pub mod handshake;
+pub mod large;
 mod listen;
 mod poll_tally;
 mod poller;
@@ -34,6 +35,7 @@ pub use conn::RdmaConnection;
 pub use connect::connect;
 pub use cq_slots::CqFull;
 pub use fallback::{connect_or_tcp, tcp_fallbacks, FallbackError, RdmaOrTcp, TcpFallback};
+pub use large::registered::RegisteredBuf;
 pub use listen::{RdmaAccepted, RdmaEndpoint};
 pub use pool::PoolError;
 pub use select::DeviceSelector;
@@ -107,6 +109,12 @@ pub fn stats(rt: &Runtime) -> Vec<RdmaStats> {
         .into_iter()
         .map(|h| h.wait().unwrap_or_default())
         .collect()
+}
+
+/// The counters of the shard this is called on (all zero where the transport is not
+/// installed).
+pub fn stats_here() -> RdmaStats {
+    RdmaShard::current().map(|s| s.stats()).unwrap_or_default()
 }
 
 /// Free this runtime's RDMA resources (every connection must be closed first). Nothing calls

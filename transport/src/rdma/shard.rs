@@ -15,6 +15,7 @@ use slab::Slab;
 use super::cm_events::{run_router, CmRouter};
 use super::conn::ConnCore;
 use super::device::Device;
+use super::large::registered::UserRegions;
 use super::select::{select, DeviceSelector, SelectError, Selected};
 use super::{PollerMode, RdmaConfig, RdmaError};
 
@@ -63,6 +64,20 @@ pub struct RdmaStats {
     /// The most frames one connection's `recv` handed up in one budget round (between two
     /// yields or waits): at most the budget's message limit.
     pub max_round_frames: u64,
+    /// Large messages sent by descriptor, and received by RDMA READ.
+    pub large_sent: u64,
+    pub large_received: u64,
+    /// Of `large_sent`, those sent from a `RegisteredBuf` (no registration of their own).
+    pub large_sent_registered: u64,
+    /// Registrations made for single large messages that are still alive (sender side until
+    /// the peer's "done", receiver side until the read completes), and their bytes: back to
+    /// 0 once transfers finish or their connections end.
+    pub large_registrations: u64,
+    pub large_registered_bytes: u64,
+    /// Large messages sent by copy because registering them failed (RLIMIT_MEMLOCK, say).
+    pub large_copied: u64,
+    /// Live [`RegisteredBuf`](super::RegisteredBuf)s made on this shard.
+    pub registered_bufs: u64,
 }
 
 pub(crate) struct RdmaShard {
@@ -79,6 +94,9 @@ pub(crate) struct RdmaShard {
     pub stats: RefCell<RdmaStats>,
     /// Refused connections are logged as a sample.
     refusals: RefCell<LogSampler>,
+    /// The `RegisteredBuf`s of this shard, by address: a part sent on a connection is looked
+    /// up here.
+    pub user_regions: UserRegions,
 }
 
 corewire_runtime::shard_local! {
@@ -130,6 +148,7 @@ impl RdmaShard {
             cm: Rc::new(CmRouter::default()),
             stats: RefCell::new(RdmaStats::default()),
             refusals: RefCell::new(LogSampler::new(LOG_LINES_PER_WINDOW, LOG_WINDOW)),
+            user_regions: UserRegions::default(),
         });
         shard.device(ctx)?;
         spawn_local(run_router(shard.cm_channel.clone(), shard.cm.clone()));
@@ -163,6 +182,11 @@ impl RdmaShard {
         let device = Device::open(self, ctx, &self.config())?;
         self.devices.borrow_mut().push(device.clone());
         Ok(device)
+    }
+
+    /// The devices this shard has opened.
+    pub fn devices(&self) -> Vec<Rc<Device>> {
+        self.devices.borrow().clone()
     }
 
     /// Switch the poller mode of this shard.

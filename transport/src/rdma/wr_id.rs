@@ -11,6 +11,8 @@ pub enum WrKind {
     /// A receive of the shard's shared receive queue (its connection is found by queue pair
     /// number).
     SharedRecv,
+    /// An RDMA READ of a large message (`buffer` is its id).
+    Read,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,7 @@ impl WrId {
             WrKind::Send => 1,
             WrKind::Ack => 2,
             WrKind::SharedRecv => 3,
+            WrKind::Read => 4,
         };
         (u64::from(self.conn_slot & 0xf_ffff) << 44)
             | (u64::from(self.generation) << 28)
@@ -42,6 +45,7 @@ impl WrId {
             1 => WrKind::Send,
             2 => WrKind::Ack,
             3 => WrKind::SharedRecv,
+            4 => WrKind::Read,
             _ => return None,
         };
         Some(WrId {
@@ -59,7 +63,13 @@ mod tests {
 
     #[test]
     fn roundtrip() {
-        for kind in [WrKind::Recv, WrKind::Send, WrKind::Ack, WrKind::SharedRecv] {
+        for kind in [
+            WrKind::Recv,
+            WrKind::Send,
+            WrKind::Ack,
+            WrKind::SharedRecv,
+            WrKind::Read,
+        ] {
             let id = WrId {
                 conn_slot: 0xf_fff0,
                 generation: 0xbeef,

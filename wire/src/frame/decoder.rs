@@ -93,6 +93,55 @@ impl FrameDecoder {
         }))
     }
 
+    /// For a transport that carries some bodies out of band (RDMA's large messages, read
+    /// from the sender's memory into a buffer of their own): take the next header only, and
+    /// return the body lengths `(payload, attachment)` of the frame now pending; `Ok(None)`
+    /// until the whole header has arrived. The body is then handed over with
+    /// [`finish`](Self::finish), never taken from `buf` by this call, so bytes after the
+    /// header are left alone (they may belong to a later frame). Errors as in `decode`.
+    pub fn decode_header(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Option<(usize, usize)>, FrameError> {
+        let taken = match std::mem::replace(&mut self.state, State::Header) {
+            State::Failed(err) => Err(err),
+            State::Header => self.take_header(buf),
+            State::Body { header, lens } => Ok(Some((header, lens))),
+        };
+        match taken {
+            Err(err) => {
+                self.state = State::Failed(err.clone());
+                Err(err)
+            }
+            Ok(None) => Ok(None),
+            Ok(Some((header, lens))) => {
+                let body = (lens.payload as usize, lens.attachment as usize);
+                self.state = State::Body { header, lens };
+                Ok(Some(body))
+            }
+        }
+    }
+
+    /// Complete the frame whose header [`decode_header`](Self::decode_header) took, with its
+    /// payload and attachment from wherever the transport got them. `None` (and nothing
+    /// changes) when no header is pending or the parts' lengths are not the declared ones.
+    pub fn finish(&mut self, payload: Bytes, attachment: Bytes) -> Option<Frame> {
+        match &self.state {
+            State::Body { lens, .. }
+                if lens.payload as usize == payload.len()
+                    && lens.attachment as usize == attachment.len() => {}
+            _ => return None,
+        }
+        match std::mem::replace(&mut self.state, State::Header) {
+            State::Body { header, .. } => Some(Frame {
+                header,
+                payload,
+                attachment,
+            }),
+            _ => unreachable!("checked above"),
+        }
+    }
+
     /// Consumes preamble + header from `buf` once both are complete.
     fn take_header(
         &self,

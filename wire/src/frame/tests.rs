@@ -339,3 +339,32 @@ fn errors_display_their_cause() {
     let text = FrameError::BadMagic(*b"GE").to_string();
     assert!(text.contains("47") && text.contains("CW"), "{text}");
 }
+
+#[test]
+fn a_header_taken_alone_leaves_the_body_to_the_transport() {
+    let header = sample_header();
+    // Only the header and payload are in the stream; the attachment arrives out of band,
+    // and the next frame's bytes follow at once.
+    let full = encode(&header, b"pay", b"0123456789");
+    let mut buf = BytesMut::from(&full[..full.len() - 10]);
+    buf.extend_from_slice(&encode(&header, b"next", b"")[..]);
+    let mut dec = FrameDecoder::new(FrameLimits::default());
+    assert_eq!(dec.decode_header(&mut buf).unwrap(), Some((3, 10)));
+    // Asked again before finishing: the same pending frame, nothing more taken.
+    let left = buf.len();
+    assert_eq!(dec.decode_header(&mut buf).unwrap(), Some((3, 10)));
+    assert_eq!(buf.len(), left);
+    let payload = buf.split_to(3).freeze();
+    assert!(dec
+        .finish(payload.clone(), Bytes::from_static(b"short"))
+        .is_none());
+    let frame = dec
+        .finish(payload, Bytes::from_static(b"0123456789"))
+        .unwrap();
+    assert_eq!(frame.header, header);
+    assert_eq!(&frame.attachment[..], b"0123456789");
+    // The stream carries on with the next frame.
+    let next = dec.decode(&mut buf).unwrap().unwrap();
+    assert_eq!(&next.payload[..], b"next");
+    assert!(dec.finish(Bytes::new(), Bytes::new()).is_none());
+}
