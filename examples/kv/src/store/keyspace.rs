@@ -209,7 +209,7 @@ impl Store {
             self.expiring.set(&key, at_ms);
             entry.has_ttl = true;
         }
-        self.map.insert(key, entry);
+        self.map.insert_new(key, entry);
     }
 
     /// Sets the expiry of an existing key.
@@ -237,7 +237,8 @@ impl Store {
     pub(super) fn assert_consistent(&self) {
         let mut with_ttl = 0;
         let mut bytes = 0;
-        for (key, entry) in &self.map {
+        self.map.assert_consistent();
+        for (key, entry) in self.map.iter() {
             bytes += key.len() + entry.value.payload_len();
             if entry.has_ttl {
                 with_ttl += 1;
