@@ -6,6 +6,7 @@ mod error;
 mod inline;
 mod parser;
 mod reply_parser;
+mod whole;
 
 pub(crate) use encode::{decimal, put_decimal};
 pub use encode::{

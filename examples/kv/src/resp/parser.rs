@@ -81,6 +81,9 @@ impl RequestParser {
                 return Ok(None);
             };
             if first == b'*' {
+                if let Some(args) = super::whole::take_whole(buf, &self.limits) {
+                    return Ok(Some(args));
+                }
                 let Some(len) = take_header_line(buf, self.limits.max_inline_len)
                     .map_err(|()| ProtocolError::TooBigMultibulkCount)?
                 else {
