@@ -193,7 +193,7 @@ impl Store {
     /// [`Store::has_list_items`].
     pub fn pop_would_answer(&self, keys: &[&[u8]], now_ms: u64) -> bool {
         keys.iter().any(|key| {
-            self.map.get(*key).is_some_and(|entry| {
+            self.map.get(key).is_some_and(|entry| {
                 !self.expiring.expired(key, entry, now_ms)
                     && match &entry.value {
                         value::Value::List(list) => !list.is_empty(),
