@@ -24,9 +24,11 @@ pub enum ClusterRequest {
     Asking,
     ReadOnly,
     ReadWrite,
-    Migrate(Migrate),
+    /// Boxed, as is `Restore`: rare and large, they would make every `Command` (moved several
+    /// times per request) as large as they are (issue 13).
+    Migrate(Box<Migrate>),
     Dump(Bytes),
-    Restore(Restore),
+    Restore(Box<Restore>),
     /// Deletes the keys the target acknowledged (logged as DEL) and answers `reply`.
     MigrateCommit {
         keys: Vec<Bytes>,
@@ -206,8 +208,10 @@ pub fn parse(name: &str, args: Vec<Bytes>) -> Result<ClusterRequest, CommandErro
             "readonly" => ClusterRequest::ReadOnly,
             "readwrite" => ClusterRequest::ReadWrite,
             "dump" => ClusterRequest::Dump(args[0].clone()),
-            "restore" | "restore-asking" => ClusterRequest::Restore(parse_restore(&args)?),
-            "migrate" => ClusterRequest::Migrate(parse_migrate(&args)?),
+            "restore" | "restore-asking" => {
+                ClusterRequest::Restore(Box::new(parse_restore(&args)?))
+            }
+            "migrate" => ClusterRequest::Migrate(Box::new(parse_migrate(&args)?)),
             _ => return Err(CommandError::Syntax),
         },
     };
@@ -565,7 +569,7 @@ mod tests {
     #[test]
     fn migrate_options() {
         let m = |line: &str| match parse("migrate", args(line)[1..].to_vec()) {
-            Ok(ClusterRequest::Migrate(m)) => Ok(m),
+            Ok(ClusterRequest::Migrate(m)) => Ok(*m),
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(text(e)),
         };
@@ -595,7 +599,7 @@ mod tests {
     #[test]
     fn restore_options() {
         let r = |line: &str| match parse("restore", args(line)[1..].to_vec()) {
-            Ok(ClusterRequest::Restore(r)) => Ok(r),
+            Ok(ClusterRequest::Restore(r)) => Ok(*r),
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(text(e)),
         };

@@ -114,7 +114,8 @@ pub enum Command {
     },
     PubSub(PubSubQuery),
     /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
-    Hello(Hello),
+    /// Boxed: large and once per connection (see `ClusterRequest::Migrate`).
+    Hello(Box<Hello>),
 }
 
 /// A transaction EXEC submits, in the order the client queued it.

@@ -186,7 +186,7 @@ fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, C
         K::PubSubChannels => Command::PubSub(PubSubQuery::Channels(rest.next_opt())),
         K::PubSubNumSub => Command::PubSub(PubSubQuery::NumSub(rest.collect())),
         K::PubSubNumPat => Command::PubSub(PubSubQuery::NumPat),
-        K::Hello => Command::Hello(super::Hello::parse(rest.collect())?),
+        K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
         // A container alone fails the arity check first.
         K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),

@@ -51,7 +51,11 @@ pub fn write_null_array(out: &mut BytesMut) {
 
 /// Formats without going through `fmt`, which is noticeably slower on the reply hot path.
 pub(crate) fn put_decimal(out: &mut BytesMut, value: i64) {
-    let mut digits = [0u8; 20];
+    out.put_slice(decimal(value, &mut [0; 20]));
+}
+
+/// `value` in decimal, written into `digits` (20 bytes hold `i64::MIN`); no allocation.
+pub(crate) fn decimal(value: i64, digits: &mut [u8; 20]) -> &[u8] {
     let mut pos = digits.len();
     let mut rest = value.unsigned_abs();
     loop {
@@ -63,9 +67,10 @@ pub(crate) fn put_decimal(out: &mut BytesMut, value: i64) {
         }
     }
     if value < 0 {
-        out.put_u8(b'-');
+        pos -= 1;
+        digits[pos] = b'-';
     }
-    out.put_slice(&digits[pos..]);
+    &digits[pos..]
 }
 
 #[cfg(test)]

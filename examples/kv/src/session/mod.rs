@@ -296,7 +296,7 @@ impl Session {
                 .set_encoding(seq, resp3::Encoding::Resp3(resp3::shape_of(&command)));
         }
         if let Command::Hello(hello) = command {
-            return Admission::Answered(self.hello(hello, seq));
+            return Admission::Answered(self.hello(*hello, seq));
         }
         if let Some(admission) = self.admit_txn_control(&command, seq) {
             return admission;

@@ -143,7 +143,7 @@ impl Store {
             ClusterRequest::Dump(key) => Ok(Reply::bulk_or_null(
                 self.dump(&key, now).map(|(payload, _)| payload),
             )),
-            ClusterRequest::Restore(restore) => self.restore(restore, now, sink),
+            ClusterRequest::Restore(restore) => self.restore(*restore, now, sink),
             ClusterRequest::MigrateCommit { keys, reply } => {
                 self.del(keys, now, sink);
                 Ok(reply)
@@ -243,13 +243,13 @@ mod tests {
     }
 
     fn restore(store: &mut Store, key: &str, ttl: u64, payload: Bytes, replace: bool) -> Reply {
-        let request = ClusterRequest::Restore(Restore {
+        let request = ClusterRequest::Restore(Box::new(Restore {
             key: Bytes::from(key.to_owned()),
             ttl_ms: ttl,
             absolute: false,
             payload,
             replace,
-        });
+        }));
         store.execute(Command::Cluster(request), 1000, &mut NoLog)
     }
 

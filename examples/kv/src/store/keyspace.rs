@@ -39,7 +39,10 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Option<&Value> {
-        if self.expiring.expired(key, self.map.get(key)?, now) {
+        // With no TTL anywhere nothing can have expired: one probe instead of two (the
+        // second is needed because a reference cannot be returned from a branch that, in the
+        // other branch, removes).
+        if !self.expiring.is_empty() && self.expiring.expired(key, self.map.get(key)?, now) {
             self.remove_expired(key, sink);
             return None;
         }
@@ -199,6 +202,41 @@ impl Store {
         }
     }
 
+    /// Stores `value` under `key` whatever was there, for a write that does not read the old
+    /// value (plain SET). One probe when the key is absent or stored without a TTL; a key with
+    /// a TTL goes through lazy expiry first (which logs its DEL if it had expired), as Redis's
+    /// `lookupKeyWrite` does.
+    pub(super) fn overwrite<S: ChangeSink>(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        ttl: TtlUpdate,
+        now: u64,
+        sink: &mut S,
+    ) {
+        match self.map.get_mut(key) {
+            Some(entry) if !entry.has_ttl => {
+                self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
+                entry.value = value;
+                if let TtlUpdate::At(at) = ttl {
+                    entry.has_ttl = true;
+                    self.expiring.set(key, at);
+                }
+            }
+            Some(_) => {
+                self.is_live(key, now, sink);
+                self.upsert_value(key, value, ttl);
+            }
+            None => {
+                let at = match ttl {
+                    TtlUpdate::At(at) => Some(at),
+                    TtlUpdate::Clear | TtlUpdate::Keep => None,
+                };
+                self.insert_new(CompactBytes::new(key), value, at);
+            }
+        }
+    }
+
     pub(super) fn insert_new(&mut self, key: CompactBytes, value: Value, expire_at: Option<u64>) {
         self.data_bytes += key.len() + value.payload_len();
         if let Some(slots) = &mut self.slot_index {
@@ -209,7 +247,7 @@ impl Store {
             self.expiring.set(&key, at_ms);
             entry.has_ttl = true;
         }
-        self.map.insert(key, entry);
+        self.map.insert_new(key, entry);
     }
 
     /// Sets the expiry of an existing key.
@@ -237,7 +275,8 @@ impl Store {
     pub(super) fn assert_consistent(&self) {
         let mut with_ttl = 0;
         let mut bytes = 0;
-        for (key, entry) in &self.map {
+        self.map.assert_consistent();
+        for (key, entry) in self.map.iter() {
             bytes += key.len() + entry.value.payload_len();
             if entry.has_ttl {
                 with_ttl += 1;

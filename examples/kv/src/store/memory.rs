@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use super::compact::CompactBytes;
 
-use super::entry::Entry;
+use super::table::KeyTable;
 use super::Store;
 use crate::change::ChangeSink;
 use crate::command::{table, Command, CommandError};
@@ -87,12 +87,10 @@ pub(crate) struct MemoryState {
     pub evicted_keys: u64,
 }
 
-/// Fixed cost of one key besides its payload: the entry, the key's handle, the table's hash
-/// and index slots.
+/// Fixed cost of one key besides its payload: the table's slot (the key's handle and the
+/// entry), its control byte and its place in the dense order.
 fn per_key_overhead() -> u64 {
-    (std::mem::size_of::<Entry>()
-        + std::mem::size_of::<CompactBytes>()
-        + 2 * std::mem::size_of::<usize>()) as u64
+    KeyTable::bytes_per_key() as u64
 }
 
 impl Store {

@@ -16,19 +16,15 @@ mod snapshot;
 mod stats;
 mod strings;
 mod sweep;
+mod table;
 mod types;
 mod value;
-
-use foldhash::fast::RandomState;
-use indexmap::IndexMap;
 
 use crate::change::{ChangeSink, NoLog};
 use crate::command::{Command, CommandError};
 use crate::reply::Reply;
 
 use cluster::SlotIndex;
-use compact::CompactBytes;
-use entry::Entry;
 use expiring::ExpiringIndex;
 use stats::Counters;
 
@@ -60,7 +56,8 @@ impl Default for StoreConfig {
 /// Keys and values are copied on insert rather than kept as slices of the request, because a
 /// slice would pin the connection's whole read buffer for as long as the key lives.
 ///
-/// The keyspace is an `IndexMap`: a hash index over a dense vector of entries. Removal is
+/// The keyspace is a [`table::KeyTable`]: a hash table with a dense order, like an
+/// `IndexMap`'s (which it replaced, see `table.rs`). Removal is
 /// `swap_remove` (the last entry fills the hole), insertion appends, and nothing else moves
 /// an entry. A walk downwards over the indices can therefore resume between loop iterations
 /// while commands run and still meet every key that stays (a key moved by `swap_remove` comes
@@ -68,7 +65,7 @@ impl Default for StoreConfig {
 /// ([`Store::snapshot_begin`]), and SCAN and random sampling can use the same order.
 #[derive(Debug)]
 pub struct Store {
-    map: IndexMap<CompactBytes, Entry, RandomState>,
+    map: table::KeyTable,
     expiring: ExpiringIndex,
     counters: Counters,
     data_bytes: usize,
@@ -94,7 +91,7 @@ impl Default for Store {
 impl Store {
     pub fn new(config: StoreConfig) -> Self {
         Store {
-            map: IndexMap::default(),
+            map: table::KeyTable::default(),
             expiring: ExpiringIndex::default(),
             counters: Counters::default(),
             data_bytes: 0,
@@ -196,7 +193,7 @@ impl Store {
     /// [`Store::has_list_items`].
     pub fn pop_would_answer(&self, keys: &[&[u8]], now_ms: u64) -> bool {
         keys.iter().any(|key| {
-            self.map.get(*key).is_some_and(|entry| {
+            self.map.get(key).is_some_and(|entry| {
                 !self.expiring.expired(key, entry, now_ms)
                     && match &entry.value {
                         value::Value::List(list) => !list.is_empty(),

@@ -9,7 +9,7 @@ use super::value::Value;
 use super::Store;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, SetCommand, SetCondition, SetExpiry};
-use crate::number::{format_i64, parse_i64};
+use crate::number::parse_i64;
 use crate::reply::Reply;
 
 impl Store {
@@ -30,6 +30,23 @@ impl Store {
                 _ => return Err(CommandError::InvalidExpireTime { command: "set" }),
             },
         };
+        if set.condition == SetCondition::Always && !set.get {
+            // The plain SET: one probe for a key stored without a TTL (issue 13). The DEL of
+            // an expired key, if any, is logged inside, before this SET.
+            self.overwrite(
+                &set.key,
+                Value::Str(CompactBytes::new(&set.value)),
+                ttl,
+                now,
+                sink,
+            );
+            sink.record(WriteOp::Set {
+                key: &set.key,
+                value: &set.value,
+                ttl: logged_ttl(ttl),
+            });
+            return Ok(Reply::ok());
+        }
         let old = if set.get {
             self.read_counted(&set.key, now, sink)?
         } else {
@@ -45,11 +62,7 @@ impl Store {
             sink.record(WriteOp::Set {
                 key: &set.key,
                 value: &set.value,
-                ttl: match ttl {
-                    TtlUpdate::Clear => LoggedTtl::None,
-                    TtlUpdate::Keep => LoggedTtl::Keep,
-                    TtlUpdate::At(at) => LoggedTtl::At(at),
-                },
+                ttl: logged_ttl(ttl),
             });
             self.upsert(&set.key, CompactBytes::new(&set.value), ttl);
         }
@@ -84,21 +97,25 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let current = match self.read(&key, now, sink)? {
-            Some(value) => parse_i64(&value).ok_or(CommandError::NotAnInteger)?,
+        // Parsed where it is stored and formatted on the stack: no copy of the old value and
+        // no allocation for the new one, which fits inline (issue 13).
+        let current = match self.lookup(&key, now, sink) {
+            Some(Value::Str(value)) => parse_i64(value).ok_or(CommandError::NotAnInteger)?,
+            Some(_) => return Err(CommandError::WrongType),
             None => 0,
         };
         let updated = current
             .checked_add(delta)
             .ok_or(CommandError::IncrementOverflow)?;
-        let value = format_i64(updated);
+        let mut digits = [0; 20];
+        let value = crate::resp::decimal(updated, &mut digits);
         // Logged as the resulting value: replay then needs no arithmetic.
         sink.record(WriteOp::Set {
             key: &key,
-            value: &value,
+            value,
             ttl: LoggedTtl::Keep,
         });
-        self.upsert(&key, value, TtlUpdate::Keep);
+        self.upsert(&key, CompactBytes::new(value), TtlUpdate::Keep);
         Ok(Reply::Integer(updated))
     }
 
@@ -174,5 +191,13 @@ impl Store {
             self.upsert(&key, CompactBytes::new(&value), TtlUpdate::Clear);
         }
         Reply::ok()
+    }
+}
+
+fn logged_ttl(ttl: TtlUpdate) -> LoggedTtl {
+    match ttl {
+        TtlUpdate::Clear => LoggedTtl::None,
+        TtlUpdate::Keep => LoggedTtl::Keep,
+        TtlUpdate::At(at) => LoggedTtl::At(at),
     }
 }

@@ -114,7 +114,7 @@ pub(crate) fn execute(shard: &Shard, origin: Origin, command: Command, now: u64)
     }
     match command {
         Command::Cluster(ClusterRequest::Migrate(request)) => {
-            migrate::start(shard, origin, request, now)
+            migrate::start(shard, origin, *request, now)
         }
         Command::Cluster(ClusterRequest::Node(request)) => match cluster.node.get() {
             Some(node) => node.run(origin, request),

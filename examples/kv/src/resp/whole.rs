@@ -1,0 +1,111 @@
+//! The parser's fast path (issue 13): a request array that is already complete in the buffer
+//! is scanned in place and taken off with one `split_to`, its arguments being `slice`s of that
+//! one frame, rather than header by header with an `advance` or `split_to` per line and per
+//! argument. Anything unusual (incomplete, malformed, empty, many arguments) is left to the
+//! incremental parser, which then produces exactly what it always did: this path only ever
+//! takes requests that path would have returned unchanged.
+
+use bytes::{Bytes, BytesMut};
+
+use super::parser::ParserLimits;
+use crate::number::parse_length;
+
+/// Most arguments the fast path handles (the rest go the incremental way).
+const MAX_ARGS: usize = 16;
+
+/// Takes one complete, well-formed `*` request off the front of `buf`, or returns `None` and
+/// leaves `buf` untouched.
+pub(super) fn take_whole(buf: &mut BytesMut, limits: &ParserLimits) -> Option<Vec<Bytes>> {
+    let (count, mut at) = header(buf, 0, b'*', limits)?;
+    if !(1..=MAX_ARGS as i64).contains(&count) || count > limits.max_array_len as i64 {
+        return None;
+    }
+    let mut ranges = [(0, 0); MAX_ARGS];
+    for range in &mut ranges[..count as usize] {
+        let (len, start) = header(buf, at, b'$', limits)?;
+        if len < 0 || len as u64 > limits.max_bulk_len as u64 {
+            return None;
+        }
+        let end = start.checked_add(len as usize)?;
+        if buf.get(end..end.checked_add(2)?)? != b"\r\n" {
+            return None;
+        }
+        *range = (start, end);
+        at = end + 2;
+    }
+    let frame = buf.split_to(at).freeze();
+    Some(
+        ranges[..count as usize]
+            .iter()
+            .map(|&(start, end)| frame.slice(start..end))
+            .collect(),
+    )
+}
+
+/// The number in the header line starting with `kind` at `at`, and where the line after it
+/// starts; `None` unless the line is complete and well-formed.
+fn header(buf: &[u8], at: usize, kind: u8, limits: &ParserLimits) -> Option<(i64, usize)> {
+    let rest = buf.get(at..)?;
+    if rest.first() != Some(&kind) {
+        return None;
+    }
+    let search = &rest[..rest.len().min(limits.max_inline_len + 1)];
+    let cr = search.iter().position(|&b| b == b'\r')?;
+    if rest.get(cr + 1) != Some(&b'\n') {
+        return None;
+    }
+    Some((parse_length(&rest[1..cr])?, at + cr + 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parser::RequestParser;
+    use super::*;
+
+    /// Every request as the parser returns it when all input is there at once (fast path) and
+    /// when it arrives a byte at a time (incremental path only), up to the first error.
+    fn both_ways(input: &[u8]) -> [(Vec<Vec<u8>>, bool); 2] {
+        let run = |chunk: usize| {
+            let mut parser = RequestParser::default();
+            let mut buf = BytesMut::new();
+            let mut out = Vec::new();
+            for piece in input.chunks(chunk) {
+                buf.extend_from_slice(piece);
+                loop {
+                    match parser.parse(&mut buf) {
+                        Ok(Some(args)) => out.push(args.concat()),
+                        Ok(None) => break,
+                        Err(_) => return (out, true),
+                    }
+                }
+            }
+            (out, false)
+        };
+        [run(input.len().max(1)), run(1)]
+    }
+
+    #[test]
+    fn agrees_with_the_incremental_parser() {
+        let inputs: [&[u8]; 9] = [
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n",
+            b"*-1\r\n*0\r\n*2\r\n$3\r\nGET\r\n$5\r\na\r\n\0b\r\n",
+            b"*2\r\n$3\r\nGET\r\n$1\r\nkx\r\n",
+            b"*2\r\n$3\r\nGET\r\n$-1\r\n",
+            b"*2\r\n$3\r\nGET\r\n:1\r\n",
+            b"*1\r\n$3\r\nGET\n\r\n",
+            b"*x\r\n",
+            b"*17\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+            b"*2\r\n$3\r\nGET\r\n$1\r",
+        ];
+        for input in inputs {
+            let [whole, bytewise] = both_ways(input);
+            assert_eq!(whole, bytewise, "{}", String::from_utf8_lossy(input));
+        }
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nrest"[..]);
+        let args = take_whole(&mut buf, &ParserLimits::default()).unwrap();
+        assert_eq!(
+            (&args[0][..], &args[1][..], &buf[..]),
+            (&b"GET"[..], &b"k"[..], &b"rest"[..])
+        );
+    }
+}
