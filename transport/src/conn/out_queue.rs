@@ -158,7 +158,9 @@ impl OutQueue {
                 .borrow_mut()
                 .encode_frame(header, &payload, &attachment, &mut staged)?;
             drop(staged);
-            self.account(total, total);
+            // Its permits come back as its bytes are sent (only a part beyond the limit
+            // holds none).
+            self.account(total, total.saturating_sub(self.limit));
             stats.add_out(total);
             return Ok(());
         }
@@ -414,6 +416,32 @@ mod tests {
         q.sent(expected.len());
         assert_eq!(q.queued_bytes(), 0);
         assert!(q.has_room());
+    }
+
+    #[test]
+    fn staged_frames_give_their_permits_back() {
+        use crate::frame::FrameLimits;
+
+        // A queue that holds ten small frames: a thousand pass through it one by one, so
+        // every sent byte must have given its permit back.
+        let q = OutQueue::new(1000);
+        let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
+        let stats = ConnStatsCells::default();
+        let (_f, w) = flag();
+        for id in 0..1000 {
+            let header = FrameHeader::request(1, 1, id);
+            let pushed = q.push_frame(&encoder, &stats, &header, bytes(20), Bytes::new());
+            assert!(
+                matches!(poll_fut(pin!(pushed), &w), Poll::Ready(Ok(()))),
+                "frame {id} not admitted"
+            );
+            let batch = match q.poll_next_batch(&mut Context::from_waker(&w), usize::MAX) {
+                Poll::Ready(Some(batch)) => batch,
+                other => panic!("expected a batch, got {other:?}"),
+            };
+            q.sent(batch.iter().map(Bytes::len).sum());
+        }
+        assert_eq!(q.queued_bytes(), 0);
     }
 
     #[test]
