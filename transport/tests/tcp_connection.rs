@@ -77,6 +77,85 @@ fn recv_dropped_mid_frame_loses_no_bytes() {
     }
 }
 
+/// Frames of every size, with and without attachments, sent in pieces that cut them anywhere
+/// (inside headers, inside bodies, several frames per piece, bodies over many ring buffers):
+/// each arrives whole and in order, payload and attachment apart.
+#[test]
+fn frames_of_every_size_arrive_whole_whatever_the_pieces() {
+    let sizes: Vec<(usize, usize)> = vec![
+        (0, 0),
+        (1, 0),
+        (64, 0),
+        (4000, 0),
+        (4096, 0),
+        (4097, 3),
+        (0, 9000),
+        (70_000, 0),
+        (10, 20),
+        (300_000, 5000),
+        (64, 64),
+        (1 << 20, 0),
+        (5, 0),
+    ];
+    let expected = sizes.clone();
+    let (_rt, addr, h) = serve_one(move |conn| async move {
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            let f = conn.recv().await.unwrap().expect("a frame");
+            got.push(f);
+        }
+        assert!(
+            matches!(conn.recv().await, Ok(None)),
+            "end of stream after the last frame"
+        );
+        got
+    });
+    let mut peer = std::net::TcpStream::connect(addr).unwrap();
+    peer.set_nodelay(true).unwrap();
+    let fill = |id: usize, len: usize, salt: u8| -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ id as u8 ^ salt)
+            .collect()
+    };
+    let mut wire = BytesMut::new();
+    let mut encoder = FrameEncoder::new(FrameLimits::default());
+    for (id, &(p, a)) in sizes.iter().enumerate() {
+        let header = FrameHeader::request(1, 0, id as u64);
+        encoder
+            .encode_frame(&header, &fill(id, p, 0), &fill(id, a, 0x55), &mut wire)
+            .unwrap();
+    }
+    // Pieces of 1 byte up to 20 KB, in a fixed pseudo-random order.
+    let mut rest = &wire[..];
+    let mut seed = 12345u64;
+    while !rest.is_empty() {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = ((seed >> 33) as usize % 20_000 + 1).min(rest.len());
+        peer.write_all(&rest[..n]).unwrap();
+        rest = &rest[n..];
+        if seed.is_multiple_of(4) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    drop(peer);
+    let got = h.wait().unwrap();
+    for (id, (f, &(p, a))) in got.iter().zip(&sizes).enumerate() {
+        assert_eq!(f.header.correlation_id, id as u64);
+        assert_eq!(f.payload.len(), p, "frame {id} payload");
+        assert_eq!(f.attachment.len(), a, "frame {id} attachment");
+        assert!(
+            f.payload[..] == fill(id, p, 0)[..],
+            "frame {id} payload bytes"
+        );
+        assert!(
+            f.attachment[..] == fill(id, a, 0x55)[..],
+            "frame {id} attachment bytes"
+        );
+    }
+}
+
 /// One reader at a time: a second concurrent `recv` is refused, and once the first is dropped
 /// the connection reads again (the "busy" state does not outlive the future).
 #[test]

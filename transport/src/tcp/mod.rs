@@ -23,7 +23,7 @@ use corewire_runtime::{spawn_local, Budget, RoundBudget, Runtime};
 use crate::conn::{
     poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
 };
-use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
+use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameError, FrameHeader, FrameLimits};
 use crate::listen::{ConnSettings, Listener};
 
 /// Settings of one frame connection.
@@ -70,8 +70,26 @@ struct ReadSide {
     decoder: FrameDecoder,
     /// Received bytes not yet decoded (empty and unallocated while waiting for the peer).
     buf: BytesMut,
+    /// The body of the frame whose header was taken, when it had not all arrived with it.
+    body: Option<Body>,
     /// The peer closed its side.
     eof: bool,
+}
+
+/// A frame body gathered in a buffer of its own, allocated once at its full size: received
+/// bytes are copied into it once, where growing the shared receive buffer around a body that
+/// spans several ring buffers cost three or four allocations and a re-copy of the part already
+/// there (BENCHMARKS.md, issue 12, the 4 KiB RPC rows).
+struct Body {
+    bytes: BytesMut,
+    payload: usize,
+    attachment: usize,
+}
+
+impl Body {
+    fn missing(&self) -> usize {
+        self.payload + self.attachment - self.bytes.len()
+    }
 }
 
 impl ReadSide {
@@ -83,7 +101,7 @@ impl ReadSide {
         stats: &ConnStatsCells,
     ) -> Poll<Result<Option<Frame>, TransportError>> {
         loop {
-            match self.decoder.decode(&mut self.buf) {
+            match self.next_frame() {
                 Ok(Some(frame)) => {
                     stats.add_in(frame.payload.len() + frame.attachment.len());
                     return Poll::Ready(Ok(Some(frame)));
@@ -92,16 +110,24 @@ impl ReadSide {
                 Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
             }
             if self.eof {
-                return Poll::Ready(if self.buf.is_empty() {
+                let buffered = self.buf.len() + self.body.as_ref().map_or(0, |b| b.bytes.len());
+                return Poll::Ready(if buffered == 0 {
                     Ok(None)
                 } else {
-                    Err(TransportError::Truncated {
-                        buffered: self.buf.len(),
-                    })
+                    Err(TransportError::Truncated { buffered })
                 });
             }
             match stream.poll_recv_chunk(cx) {
-                Poll::Ready(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
+                Poll::Ready(Ok(Some(chunk))) => {
+                    // A body being gathered takes what it misses; the rest is later frames.
+                    let mut rest = &chunk[..];
+                    if let Some(body) = &mut self.body {
+                        let n = body.missing().min(rest.len());
+                        body.bytes.extend_from_slice(&rest[..n]);
+                        rest = &rest[n..];
+                    }
+                    self.buf.extend_from_slice(rest);
+                }
                 Poll::Ready(Ok(None)) => self.eof = true,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
                 Poll::Pending => {
@@ -111,6 +137,37 @@ impl ReadSide {
                     return Poll::Pending;
                 }
             }
+        }
+    }
+
+    /// The next whole frame from what was received, `Ok(None)` until one is complete.
+    fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        if self.body.is_none() {
+            let Some((payload, attachment)) = self.decoder.decode_header(&mut self.buf)? else {
+                return Ok(None);
+            };
+            if self.buf.len() >= payload + attachment {
+                // All here: the parts share the receive buffer's allocation.
+                let p = self.buf.split_to(payload).freeze();
+                let a = self.buf.split_to(attachment).freeze();
+                return Ok(self.decoder.finish(p, a));
+            }
+            // Everything buffered belongs to this body; the rest is still on its way.
+            let mut bytes = BytesMut::with_capacity(payload + attachment);
+            bytes.extend_from_slice(&self.buf);
+            self.buf.clear();
+            self.body = Some(Body {
+                bytes,
+                payload,
+                attachment,
+            });
+        }
+        match self.body.take_if(|b| b.missing() == 0) {
+            Some(mut body) => {
+                let p = body.bytes.split_to(body.payload).freeze();
+                Ok(self.decoder.finish(p, body.bytes.freeze()))
+            }
+            None => Ok(None),
         }
     }
 }
@@ -147,6 +204,7 @@ impl TcpConnection {
         let shared = Rc::new(Shared {
             read: RefCell::new(ReadSide {
                 decoder: FrameDecoder::new(options.limits),
+                body: None,
                 buf: BytesMut::new(),
                 eof: false,
             }),
