@@ -163,6 +163,11 @@ impl ReadSide {
             });
         }
         match self.body.take_if(|b| b.missing() == 0) {
+            // Split only when there is an attachment: a split makes the buffer shared, which
+            // costs an allocation of its own.
+            Some(body) if body.attachment == 0 => {
+                Ok(self.decoder.finish(body.bytes.freeze(), Bytes::new()))
+            }
             Some(mut body) => {
                 let p = body.bytes.split_to(body.payload).freeze();
                 Ok(self.decoder.finish(p, body.bytes.freeze()))
