@@ -56,7 +56,7 @@ impl Default for StoreConfig {
 /// Keys and values are copied on insert rather than kept as slices of the request, because a
 /// slice would pin the connection's whole read buffer for as long as the key lives.
 ///
-/// The keyspace is a [`table::KeyTable`]: a hash table with a dense order, like an
+/// The keyspace is a `table::KeyTable` (store/table.rs): a hash table with a dense order, like an
 /// `IndexMap`'s (which it replaced, see `table.rs`). Removal is
 /// `swap_remove` (the last entry fills the hole), insertion appends, and nothing else moves
 /// an entry. A walk downwards over the indices can therefore resume between loop iterations
