@@ -159,8 +159,11 @@ impl OutQueue {
                 .encode_frame(header, &payload, &attachment, &mut staged)?;
             drop(staged);
             // Its permits come back as its bytes are sent (only a part beyond the limit
-            // holds none).
-            self.account(total, total.saturating_sub(self.limit));
+            // holds none, as in `push_admitted`).
+            self.bytes.set(self.bytes.get() + total);
+            self.uncharged
+                .set(self.uncharged.get() + total.saturating_sub(self.limit));
+            self.writer.wake();
             stats.add_out(total);
             return Ok(());
         }
@@ -179,18 +182,9 @@ impl OutQueue {
 
     /// Queue a frame of `total` bytes whose permits [`admit`](Self::admit) took.
     fn push_admitted(&self, bufs: impl IntoIterator<Item = Bytes>, total: usize) {
-        let before = self.bytes.get();
+        self.uncharged
+            .set(self.uncharged.get() + total.saturating_sub(self.limit));
         self.enqueue(bufs);
-        self.account(0, total.saturating_sub(self.limit));
-        debug_assert_eq!(self.bytes.get() - before, total);
-    }
-
-    /// `added` bytes were staged (already queued by `enqueue`), `uncharged` of them (or of
-    /// the frame just enqueued) without permits; the writer has work.
-    fn account(&self, added: usize, uncharged: usize) {
-        self.bytes.set(self.bytes.get() + added);
-        self.uncharged.set(self.uncharged.get() + uncharged);
-        self.writer.wake();
     }
 
     /// Queue buffers that must go out together and in order, without waiting and without

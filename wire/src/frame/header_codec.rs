@@ -81,58 +81,32 @@ pub(crate) fn write(
     attachment_len: u32,
     dst: &mut impl BufMut,
 ) {
-    let mut fixed = [0u8; END_DEADLINE];
-    let mut put = |at: usize, bytes: &[u8]| fixed[at..at + bytes.len()].copy_from_slice(bytes);
-    let table_len = if header.deadline.is_some() {
-        END_DEADLINE - TABLE
+    let deadline = header.deadline.map(deadline_to_micros);
+    let end = if deadline.is_some() {
+        END_DEADLINE
     } else {
-        END_PLAIN - TABLE
+        END_PLAIN
     };
-    put(0, &(TABLE as u32).to_le_bytes());
-    let mut vtable = [0u16; 2 + field::COUNT];
-    vtable[0] = VTABLE_LEN as u16;
-    vtable[1] = table_len as u16;
-    let mut slot = |id: usize, at: usize| vtable[2 + id] = at as u16;
-    slot(field::VERSION, AT_VERSION);
-    slot(field::KIND, AT_KIND);
-    slot(field::SERVICE_ID, AT_SERVICE);
-    slot(field::METHOD_ID, AT_METHOD);
-    slot(field::CORRELATION_ID, AT_CORRELATION);
-    slot(field::STATUS, AT_STATUS);
-    slot(field::PAYLOAD_LEN, AT_PAYLOAD);
-    slot(field::ATTACHMENT_LEN, AT_ATTACHMENT);
-    if header.deadline.is_some() {
-        slot(field::DEADLINE_US, AT_DEADLINE);
-    }
-    if header.error_message.is_some() {
-        slot(field::ERROR_MESSAGE, AT_ERROR);
-    }
-    for (i, entry) in vtable.iter().enumerate() {
-        put(VTABLE + 2 * i, &entry.to_le_bytes());
-    }
-    put(TABLE, &((TABLE - VTABLE) as i32).to_le_bytes());
-    put(TABLE + AT_CORRELATION, &header.correlation_id.to_le_bytes());
-    put(TABLE + AT_SERVICE, &header.service_id.to_le_bytes());
-    put(TABLE + AT_METHOD, &header.method_id.to_le_bytes());
-    put(TABLE + AT_PAYLOAD, &payload_len.to_le_bytes());
-    put(TABLE + AT_ATTACHMENT, &attachment_len.to_le_bytes());
+    let mut fixed = [0u8; END_DEADLINE];
+    fixed[..TABLE + 4].copy_from_slice(&prefix(deadline.is_some(), header.error_message.is_some()));
+    let mut put = |at: usize, bytes: &[u8]| {
+        fixed[TABLE + at..TABLE + at + bytes.len()].copy_from_slice(bytes)
+    };
+    put(AT_CORRELATION, &header.correlation_id.to_le_bytes());
+    put(AT_SERVICE, &header.service_id.to_le_bytes());
+    put(AT_METHOD, &header.method_id.to_le_bytes());
+    put(AT_PAYLOAD, &payload_len.to_le_bytes());
+    put(AT_ATTACHMENT, &attachment_len.to_le_bytes());
     put(
-        TABLE + AT_VERSION,
+        AT_VERSION,
         &[VERSION, header.kind.code(), header.status.code()],
     );
-    let end = match header.deadline {
-        Some(d) => {
-            put(TABLE + AT_DEADLINE, &deadline_to_micros(d).to_le_bytes());
-            END_DEADLINE
-        }
-        None => END_PLAIN,
-    };
+    if let Some(us) = deadline {
+        put(AT_DEADLINE, &us.to_le_bytes());
+    }
     if header.error_message.is_some() {
         // The string starts where the fixed part ends; the offset is from the field itself.
-        put(
-            TABLE + AT_ERROR,
-            &((end - TABLE - AT_ERROR) as u32).to_le_bytes(),
-        );
+        put(AT_ERROR, &((end - TABLE - AT_ERROR) as u32).to_le_bytes());
     }
     dst.put_slice(&fixed[..end]);
     if let Some(message) = &header.error_message {
@@ -143,11 +117,13 @@ pub(crate) fn write(
 }
 
 /// The first bytes [`write`] produces for a header without an error message (root offset,
-/// vtable, the table's vtable offset), without and with a deadline.
-const PLAIN_PREFIX: [u8; TABLE + 4] = fixed_prefix(false);
-const DEADLINE_PREFIX: [u8; TABLE + 4] = fixed_prefix(true);
+/// vtable, the table's vtable offset), without and with a deadline: what [`read`] recognises.
+const PLAIN_PREFIX: [u8; TABLE + 4] = prefix(false, false);
+const DEADLINE_PREFIX: [u8; TABLE + 4] = prefix(true, false);
 
-const fn fixed_prefix(deadline: bool) -> [u8; TABLE + 4] {
+/// Root offset, vtable and the table's vtable offset of the layout [`write`] emits: the one
+/// place that says where each field is.
+const fn prefix(deadline: bool, error: bool) -> [u8; TABLE + 4] {
     let mut p = [0u8; TABLE + 4];
     p[0] = TABLE as u8;
     let table_len = if deadline { END_DEADLINE } else { END_PLAIN } - TABLE;
@@ -163,10 +139,11 @@ const fn fixed_prefix(deadline: bool) -> [u8; TABLE + 4] {
         AT_PAYLOAD,
         AT_ATTACHMENT,
         if deadline { AT_DEADLINE } else { 0 },
-        0,
+        if error { AT_ERROR } else { 0 },
     ];
     let mut i = 0;
     while i < entries.len() {
+        // Every entry is below 256: one little-endian byte, the high byte stays 0.
         p[VTABLE + 2 * i] = entries[i] as u8;
         i += 1;
     }
