@@ -38,11 +38,13 @@ pub(crate) mod writev;
 /// # Safety
 ///
 /// Implementors promise, like compio's `OpCode`:
-/// - every pointer in the entry [`OpCode::sqe`] returns points into memory owned by `self`
-///   through a heap allocation (a `Box`, `Vec`, `Bytes`, ...), or into memory owned by the
-///   driver, and that memory is neither moved, freed nor accessed by Rust code in a way that
-///   conflicts with the kernel's access until `complete` or `release` runs (the driver keeps
-///   `self` alive, boxed, until the final completion even when the future is dropped);
+/// - every pointer in the entry [`OpCode::sqe`] returns points into `self` itself, into
+///   memory owned by `self` through a heap allocation (a `Box`, `Vec`, `Bytes`, ...), or into
+///   memory owned by the driver, and that memory is neither moved, freed nor accessed by Rust
+///   code in a way that conflicts with the kernel's access until `complete` or `release` runs.
+///   Pointers into `self` are stable because [`Op::submit`] boxes `self` before calling `sqe`
+///   and the driver keeps that box, unmoved, until the final completion, even when the future
+///   is dropped (`complete` takes `self` out of the box only after it);
 /// - memory the kernel writes through such a pointer is not reachable through any shared
 ///   reference while the op is in flight;
 /// - every descriptor in the entry is kept open by `self` (a [`super::fd::SharedFd`] clone) or

@@ -75,15 +75,16 @@ pub(crate) async fn send_all_vectored(fd: &SharedFd, mut bufs: Vec<Bytes>) -> io
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        while n > 0 {
-            let first = &mut bufs[0];
-            if n >= first.len() {
-                n -= first.len();
-                bufs.remove(0);
-            } else {
-                first.advance(n);
-                n = 0;
-            }
+        // Drop the buffers sent whole (at once: one by one from the front is quadratic in a
+        // long batch), then what was sent of the next.
+        let mut whole = 0;
+        while whole < bufs.len() && n >= bufs[whole].len() {
+            n -= bufs[whole].len();
+            whole += 1;
+        }
+        bufs.drain(..whole);
+        if let Some(first) = bufs.first_mut().filter(|_| n > 0) {
+            first.advance(n.min(first.len()));
         }
     }
     Ok(())

@@ -76,10 +76,12 @@ struct ReadSide {
     eof: bool,
 }
 
-/// A frame body gathered in a buffer of its own, allocated once at its full size: received
-/// bytes are copied into it once, where growing the shared receive buffer around a body that
-/// spans several ring buffers cost three or four allocations and a re-copy of the part already
-/// there (BENCHMARKS.md, issue 12, the 4 KiB RPC rows).
+/// A frame body that spans several receive chunks, gathered in one buffer allocated once at
+/// its full size, so received bytes are copied once: growing the receive buffer chunk by chunk
+/// cost three or four allocations and a re-copy of the part already there, and copying the
+/// first chunk's part into a body buffer of its own cost a second copy of it (BENCHMARKS.md,
+/// issue 12, the 4 KiB RPC rows). The buffer is the receive buffer itself when that was sized
+/// for the frame as its first bytes arrived.
 struct Body {
     bytes: BytesMut,
     payload: usize,
@@ -126,6 +128,16 @@ impl ReadSide {
                         body.bytes.extend_from_slice(&rest[..n]);
                         rest = &rest[n..];
                     }
+                    if self.buf.is_empty() {
+                        // A frame starts here: when it is longer than this chunk, allocate
+                        // for all of it now, so its body can be gathered in this same
+                        // buffer rather than copied into one of its own (`next_frame`).
+                        if let Some(len) = self.decoder.peek_frame_len(rest) {
+                            if len > rest.len() {
+                                self.buf.reserve(len);
+                            }
+                        }
+                    }
                     self.buf.extend_from_slice(rest);
                 }
                 Poll::Ready(Ok(None)) => self.eof = true,
@@ -152,10 +164,17 @@ impl ReadSide {
                 let a = self.buf.split_to(attachment).freeze();
                 return Ok(self.decoder.finish(p, a));
             }
-            // Everything buffered belongs to this body; the rest is still on its way.
-            let mut bytes = BytesMut::with_capacity(payload + attachment);
-            bytes.extend_from_slice(&self.buf);
-            self.buf.clear();
+            // Everything buffered belongs to this body; the rest is still on its way. When
+            // the receive buffer was allocated for the whole frame (see `poll_frame`), the
+            // body is gathered in it; otherwise in a buffer of its own.
+            let bytes = if self.buf.capacity() >= payload + attachment {
+                std::mem::take(&mut self.buf)
+            } else {
+                let mut bytes = BytesMut::with_capacity(payload + attachment);
+                bytes.extend_from_slice(&self.buf);
+                self.buf.clear();
+                bytes
+            };
             self.body = Some(Body {
                 bytes,
                 payload,
