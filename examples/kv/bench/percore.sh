@@ -24,7 +24,8 @@
 #   --mem-warmup = pipe as many PINGs as items into each fresh server before the first RSS
 #             sample, so buffers a pipelined burst touches (receive buffers, allocator
 #             pages committed for them) are not counted per item
-# Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release).
+# Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release),
+# COREWIRE_KV_ARGS (extra corewire-kv flags, e.g. "--idle-spin-us 50").
 set -euo pipefail
 
 requests=100000
@@ -93,7 +94,8 @@ start() {
     port[$name]="$(free_port)"
     local cmd
     if [[ $name == corewire ]]; then
-        cmd=("$kv" --shards 1 --port "${port[$name]}")
+        # shellcheck disable=SC2206 # COREWIRE_KV_ARGS is split into flags on purpose
+        cmd=("$kv" --shards 1 --port "${port[$name]}" ${COREWIRE_KV_ARGS:-})
     else
         mkdir -p "$work/redis"
         cmd=(redis-server --port "${port[$name]}" --save "" --appendonly no --dir "$work/redis")

@@ -396,6 +396,18 @@ impl Driver {
         matches!(self.slots.get(key), Some(Slot::Multi { cqes, .. }) if !cqes.is_empty())
     }
 
+    /// The bytes the data completions queued for multishot op `key` carry (their positive
+    /// results), so a consumer taking them all can size its buffer once.
+    pub(crate) fn multi_queued_bytes(&self, key: usize) -> usize {
+        match self.slots.get(key) {
+            Some(Slot::Multi { cqes, .. }) => cqes
+                .iter()
+                .map(|&(res, _)| usize::try_from(res).unwrap_or(0))
+                .sum(),
+            _ => 0,
+        }
+    }
+
     /// The consumer of multishot op `key` went away: what its queued completions carry is
     /// released (buffers back to the ring, accepted sockets closed), and the op is cancelled
     /// unless it already ended.
