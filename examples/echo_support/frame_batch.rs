@@ -5,8 +5,12 @@
 use bytes::{Bytes, BytesMut};
 use corewire::transport::length_prefixed::{encode_prefix, PREFIX_LEN};
 
-/// Payloads up to this size are copied: cheaper than an iovec of their own.
-const COPY_LIMIT: usize = 4096;
+/// Payloads up to this size are copied: cheaper than an iovec of their own. The transport's
+/// `OutQueue::COPY_MAX` makes the same choice; at 4096 a 4 KiB echo spent 7 % of the server's
+/// time copying payloads it could have sent by reference.
+const COPY_LIMIT: usize = 1024;
+/// The tail grows by at least this much, not by doubling from a frame's size.
+const TAIL_CHUNK: usize = 4096;
 /// Buffers per batch, far below IOV_MAX.
 const MAX_PARTS: usize = 64;
 /// Bytes per batch before it asks to be sent.
@@ -31,6 +35,15 @@ impl FrameBatch {
     /// limit is far below that.
     pub fn push(&mut self, payload: Bytes) {
         let prefix = encode_prefix(payload.len()).expect("payload length fits the u32 prefix");
+        let copied = PREFIX_LEN
+            + if payload.len() <= COPY_LIMIT {
+                payload.len()
+            } else {
+                0
+            };
+        if self.tail.capacity() - self.tail.len() < copied {
+            self.tail.reserve(copied.max(TAIL_CHUNK));
+        }
         self.tail.extend_from_slice(&prefix);
         self.bytes += PREFIX_LEN + payload.len();
         self.frames += 1;
