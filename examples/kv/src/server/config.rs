@@ -143,7 +143,10 @@ impl Default for ServerConfig {
             conn_budget: Budget::messages(64),
             sweep_interval: Duration::from_millis(100),
             sweep_work: 256,
-            idle_spin: Duration::from_micros(50),
+            // No spinning: measured against redis-server on one vCPU (BENCHMARKS.md, fifth
+            // run), a 50 us spin cost 10-25 % more CPU per request at -P 1 and -P 16 with 50
+            // clients and bought latency only for a lone client (p50 31 vs 47 us).
+            idle_spin: Duration::ZERO,
             pin: None,
             mesh_batch: 0,
             metrics: None,
@@ -220,7 +223,8 @@ Usage: corewire-kv [options]
                              unread Pub/Sub bytes before a subscriber is dropped: at once past
                              HARD, or after SECONDS above SOFT (default 33554432:8388608:60, as
                              Redis's client-output-buffer-limit pubsub; 0 = no limit)
-  --idle-spin-us US          how long an idle shard polls before sleeping (default 50)
+  --idle-spin-us US          how long an idle shard polls before sleeping (default 0; 50
+                             lowers a lone client's latency by a third, costs CPU under load)
   --pin | --no-pin           pin shard i to CPU i, or let the kernel place shard threads
                              (default: pin only when there are more CPUs than shards)
   --mesh-batch N             most commands per cross-shard message (default 0 = no limit;
