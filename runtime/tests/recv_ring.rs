@@ -104,6 +104,81 @@ fn chunks_arrive_in_order_and_every_buffer_goes_back() {
     }
 }
 
+/// Bundled receives (kernel 6.10+): one completion fills several ring buffers, named only by
+/// the first; the driver finds the others by ring position. Buffers are handed back in a
+/// scrambled order so ring positions stop matching buffer ids; the bytes must still come in
+/// order, whole, and every buffer must go back.
+#[test]
+fn bundles_deliver_every_buffer_in_order_whatever_order_buffers_come_back() {
+    let buffers = RecvBuffers {
+        count: 64,
+        size: 1024,
+    };
+    let rt = runtime_with(buffers);
+    let bundles = rt.features().recv_bundle;
+    if matches!(
+        std::env::var("COREWIRE_IO_URING").as_deref(),
+        Ok("plain" | "nobundle")
+    ) {
+        assert!(!bundles, "COREWIRE_IO_URING left bundled receives on");
+    }
+    let payloads: Vec<Vec<u8>> = (0..2).map(|i| pattern(11 + i, 256 << 10)).collect();
+    let (_, listener, clients) = serve_payloads(payloads.clone());
+    let servers: Vec<_> = (0..2).map(|_| listener.accept().unwrap().0).collect();
+    let (got, free, stats) = rt
+        .run_on(0, move || async move {
+            let mut got = Vec::new();
+            for server in servers {
+                let stream = TcpStream::from_std(server);
+                let read = async {
+                    let mut out = Vec::new();
+                    let mut held = Vec::new();
+                    let mut turn = 0usize;
+                    while let Some(chunk) = stream.recv_chunk().await? {
+                        out.extend_from_slice(&chunk);
+                        held.push(Some(chunk));
+                        if held.len() == 5 {
+                            // Back to the ring as 3, 0, 4, 1, 2 (rotated each time).
+                            turn += 1;
+                            for i in [3, 0, 4, 1, 2] {
+                                drop(held[(i + turn) % 5].take());
+                            }
+                            held.clear();
+                        }
+                    }
+                    Ok::<_, std::io::Error>(out)
+                };
+                got.push(
+                    timeout(IO_TIMEOUT, read)
+                        .await
+                        .expect("in time")
+                        .expect("read"),
+                );
+            }
+            (
+                got,
+                free_buffers().await,
+                with_local_stats(|s| s.snapshot()),
+            )
+        })
+        .unwrap();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    for (got, sent) in got.iter().zip(&payloads) {
+        assert!(got == sent, "bytes reordered, lost or changed");
+    }
+    if rt.features().recv_multishot {
+        assert_eq!(free, u64::from(buffers.count), "a buffer was not returned");
+    }
+    if bundles {
+        assert!(
+            stats.recv_bundles > 0,
+            "no completion was a bundle: {stats}"
+        );
+    } else {
+        assert_eq!(stats.recv_bundles, 0, "{stats}");
+    }
+}
+
 /// The point of the ring: a stream waiting for data holds no buffer (only its armed SQE).
 #[test]
 fn idle_streams_hold_no_receive_buffer() {

@@ -57,6 +57,11 @@ pub(crate) struct BufRing {
     size: u32,
     /// Our copy of the tail (the kernel only reads it).
     tail: Cell<u16>,
+    /// Which buffer we published at each ring position, and where each buffer was last
+    /// published: a bundle completion names only its first buffer, and the kernel filled the
+    /// ones at the ring positions after it (see [`BufRing::bundle`]).
+    bid_at: Box<[Cell<u16>]>,
+    pos_of: Box<[Cell<u16>]>,
     /// Buffers in the ring now (published minus those the kernel's completions took).
     available: Cell<u32>,
 }
@@ -94,6 +99,8 @@ impl BufRing {
             count,
             size,
             tail: Cell::new(0),
+            bid_at: (0..count).map(|_| Cell::new(0)).collect(),
+            pos_of: (0..count).map(|_| Cell::new(0)).collect(),
             available: Cell::new(0),
         };
         // SAFETY: `entries` is a page-aligned allocation of `count` entries that stays alive
@@ -119,6 +126,20 @@ impl BufRing {
     /// Buffers the kernel can take now.
     pub(crate) fn available(&self) -> u32 {
         self.available.get()
+    }
+
+    /// The buffers a bundle receive of `len` bytes filled, starting with `first` (the one
+    /// its completion names): the kernel takes a bundle's buffers from consecutive ring
+    /// positions and fills each but the last completely. Yields `(bid, bytes)` in order.
+    pub(crate) fn bundle(&self, first: u16, len: u32) -> impl Iterator<Item = (u16, u32)> + '_ {
+        let parts = len.div_ceil(self.size).max(1);
+        let start = self.pos_of[usize::from(first) & (usize::from(self.count) - 1)].get();
+        (0..parts).map(move |i| {
+            // `parts` ≤ the ring's count, so the offset fits a u16 and wraps with the ring.
+            let pos = start.wrapping_add(i as u16) & (self.count - 1);
+            let bid = self.bid_at[usize::from(pos)].get();
+            (bid, (len - i * self.size).min(self.size))
+        })
     }
 
     /// A completion took buffer `bid` holding `len` bytes: hand it to the consumer.
@@ -152,6 +173,8 @@ impl BufRing {
             entry.set_len(self.size);
             entry.set_bid(bid);
         }
+        self.bid_at[idx].set(bid);
+        self.pos_of[usize::from(bid)].set(idx as u16);
         let tail = tail.wrapping_add(1);
         self.tail.set(tail);
         // SAFETY: the tail field lies in entry 0 of our live allocation; the kernel reads it

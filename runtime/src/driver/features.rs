@@ -36,6 +36,11 @@ pub struct Features {
     /// Multishot receive (6.0) into the shard's provided-buffer ring (5.19), registered at
     /// start-up; else one single-shot receive at a time into the stream's own buffer.
     pub recv_multishot: bool,
+    /// Bundled multishot receive (IORING_RECVSEND_BUNDLE, 6.10): one completion carries
+    /// whatever arrived, over as many ring buffers as it fills, where a plain multishot
+    /// receive posts one completion (one `tcp_recvmsg`) per buffer. Off with
+    /// `COREWIRE_IO_URING=nobundle` (or `plain`).
+    pub recv_bundle: bool,
     /// IORING_OP_SEND_ZC (6.0): zero-copy sends above `RuntimeBuilder::send_zc_threshold`.
     pub send_zc: bool,
     /// Multishot poll (5.13): `io::ReadableEvents` keeps one poll armed; else it re-arms a
@@ -110,6 +115,10 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
                     ftruncate: has(opcode::Ftruncate::CODE),
                     // RECV_MULTISHOT shares RECV's opcode; SEND_ZC arrived with it in 6.0.
                     recv_multishot: has(opcode::SendZc::CODE) && !forced_plain(),
+                    recv_bundle: ring.params().is_feature_recvsend_bundle()
+                        && has(opcode::SendZc::CODE)
+                        && !forced_plain()
+                        && std::env::var("COREWIRE_IO_URING").as_deref() != Ok("nobundle"),
                     send_zc: has(opcode::SendZc::CODE) && !forced_plain(),
                     // Multishot poll shares POLL_ADD's opcode; MKDIRAT (5.15) came after it.
                     poll_multishot: has(opcode::MkDirAt::CODE) && !forced_plain(),

@@ -140,6 +140,8 @@ pub(crate) struct Driver {
     pub(crate) send_zc_threshold: Option<usize>,
     /// Ops were leaked at shutdown: the kernel may still own memory, the buffer ring's too.
     leaked: bool,
+    /// Receive completions that filled more than one ring buffer (bundles), since start.
+    pub(crate) recv_bundles: u64,
     /// Test hook: make the next parks fail with this errno.
     #[cfg(test)]
     fail_park: Option<i32>,
@@ -192,6 +194,7 @@ impl Driver {
             send_zc_threshold: None,
             msg_ring_failed: Vec::new(),
             leaked: false,
+            recv_bundles: 0,
             #[cfg(test)]
             fail_park: None,
         };
@@ -290,7 +293,11 @@ impl Driver {
     /// Arm a multishot receive on `fd` into the shard's buffer ring (the caller checked that
     /// there is one). Its completions come out of [`Driver::poll_multi`].
     pub(crate) fn submit_recv_multishot(&mut self, fd: &fd::SharedFd) -> usize {
-        let sqe = fd::on_fd!(fd, t => opcode::RecvMulti::new(t, buf_ring::BUF_GROUP).build());
+        let sqe = if self.features.recv_bundle {
+            fd::on_fd!(fd, t => opcode::RecvMultiBundle::new(t, buf_ring::BUF_GROUP).build())
+        } else {
+            fd::on_fd!(fd, t => opcode::RecvMulti::new(t, buf_ring::BUF_GROUP).build())
+        };
         self.submit_multi(MultiKind::Recv, sqe, Box::new(fd.clone()))
     }
 
@@ -434,7 +441,7 @@ impl Driver {
         let (kind, finished) = (*kind, *finished);
         let queued = std::mem::take(cqes);
         for (result, flags) in queued {
-            discard(kind, &self.buf_ring, result, flags);
+            discard(kind, self.buf_ring.as_deref(), result, flags);
         }
         if finished {
             self.slots.remove(key);
@@ -714,7 +721,11 @@ impl Driver {
                             .map(|last| last.0 |= cqe.result())
                             .is_some();
                     if !merged {
-                        cqes.push_back((cqe.result(), cqe.flags()));
+                        let ring = self.buf_ring.as_deref();
+                        let bundled = per_buffer(*kind, ring, cqe.result(), cqe.flags(), |r, f| {
+                            cqes.push_back((r, f))
+                        });
+                        self.recv_bundles += u64::from(bundled);
                     }
                     if !cqueue::more(cqe.flags()) {
                         *finished = true;
@@ -735,7 +746,10 @@ impl Driver {
                     if !cqueue::more(flags) {
                         self.slots.remove(key);
                     }
-                    discard(kind, &self.buf_ring, cqe.result(), flags);
+                    let ring = self.buf_ring.as_deref();
+                    per_buffer(kind, ring, cqe.result(), flags, |r, f| {
+                        discard(kind, ring, r, f)
+                    });
                 }
             }
         }
@@ -840,7 +854,45 @@ impl Drop for Driver {
 
 /// Release what a multishot completion nobody consumes carries: a ring buffer goes back, an
 /// accepted socket is closed.
-fn discard(kind: MultiKind, ring: &Option<Rc<BufRing>>, result: i32, flags: u32) {
+/// Hands `f` a receive completion one ring buffer at a time: a bundle's completion (more bytes
+/// than one buffer holds) becomes one `(bytes, flags)` per buffer it filled, each naming its
+/// buffer and, but for the last, flagged as more to come; every other completion goes as it
+/// is. So consumers and the queue bound see one buffer per entry whatever the kernel did.
+/// Returns whether the completion was a bundle.
+fn per_buffer(
+    kind: MultiKind,
+    ring: Option<&BufRing>,
+    result: i32,
+    flags: u32,
+    mut f: impl FnMut(i32, u32),
+) -> bool {
+    let (Some(ring), Some(first), Ok(len)) =
+        (ring, cqueue::buffer_select(flags), u32::try_from(result))
+    else {
+        f(result, flags);
+        return false;
+    };
+    if kind != MultiKind::Recv || len <= ring.size() {
+        f(result, flags);
+        return false;
+    }
+    let parts = len.div_ceil(ring.size());
+    for (i, (bid, bytes)) in ring.bundle(first, len).enumerate() {
+        let mut part = (flags & !(0xffff << CQE_BUFFER_SHIFT)) | u32::from(bid) << CQE_BUFFER_SHIFT;
+        if (i as u32) + 1 < parts {
+            part |= CQE_F_MORE;
+        }
+        f(bytes as i32, part);
+    }
+    true
+}
+
+/// `IORING_CQE_F_MORE` and `IORING_CQE_BUFFER_SHIFT` (include/uapi/linux/io_uring.h), for the
+/// per-buffer entries `per_buffer` makes; io-uring only exposes readers of them.
+const CQE_F_MORE: u32 = 1 << 1;
+const CQE_BUFFER_SHIFT: u32 = 16;
+
+fn discard(kind: MultiKind, ring: Option<&BufRing>, result: i32, flags: u32) {
     match kind {
         MultiKind::Recv => {
             if let (Some(bid), Some(ring)) = (cqueue::buffer_select(flags), ring) {

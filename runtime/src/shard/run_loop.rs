@@ -201,6 +201,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             stats.ops_in_flight.set(driver.in_flight() as u64);
             if let Some(ring) = driver.buf_ring() {
                 stats.recv_buffers_free.set(u64::from(ring.available()));
+                stats.recv_bundles.set(driver.recv_bundles);
             }
         }
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);

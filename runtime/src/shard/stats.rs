@@ -192,6 +192,9 @@ shard_stats! {
     recv_single_shot,
     /// Gauge: buffers in the shard's receive ring the kernel can take now.
     recv_buffers_free,
+    /// Receive completions that filled several ring buffers at once (bundles, kernel 6.10+;
+    /// `Features::recv_bundle`).
+    recv_bundles,
     /// Multishot accepts armed on TCP listeners (the first accept, and each re-arm after
     /// the kernel ended one, e.g. after an error).
     accept_multishot_arms,
