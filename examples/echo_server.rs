@@ -7,7 +7,7 @@
 //!     [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]
 //! ```
 //!
-//! `--recv-buffers` sizes each shard's receive-buffer ring (default 1024x4096);
+//! `--recv-buffers` sizes each shard's receive-buffer ring (default 256x4096);
 //! `--registered-fds` gives each shard a registered file table of that many slots (default 0:
 //! none), so connections' receives and sends name a slot instead of a descriptor.
 //!

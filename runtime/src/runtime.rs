@@ -78,7 +78,7 @@ impl RuntimeBuilder {
     }
 
     /// Each shard's receive-buffer ring, which multishot receives of every stream of the
-    /// shard draw from (default 1024 buffers × 4 KiB = 4 MiB a shard, not locked memory).
+    /// shard draw from (default 256 buffers × 4 KiB = 1 MiB a shard, not locked memory).
     /// The count must be a power of two ≤ 32768 (else `build` fails). Unused where the kernel
     /// lacks multishot receive, or under `COREWIRE_IO_URING=plain`.
     pub fn recv_buffers(mut self, buffers: RecvBuffers) -> Self {

@@ -33,11 +33,15 @@ pub struct RecvBuffers {
 }
 
 impl Default for RecvBuffers {
-    /// 1024 × 4 KiB = 4 MiB a shard: two shards fit in 8 MiB even where the memory would be
-    /// locked, and a small request fits one buffer.
+    /// 256 × 4 KiB = 1 MiB a shard, about one core's L2: the kernel takes buffers from the
+    /// ring's head and consumers give them back at its tail, so every buffer of the ring is
+    /// written in turn, and a 4 MiB ring (1024 buffers, the earlier default) made every receive
+    /// copy land in memory that had left the cache (`_copy_to_iter` twice the send side's
+    /// copy in the 4 KiB echo profile; A/B in BENCHMARKS.md, fifth run). A small request fits
+    /// one buffer; a ring that runs dry falls back to single-shot receives, losing nothing.
     fn default() -> Self {
         RecvBuffers {
-            count: 1024,
+            count: 256,
             size: 4096,
         }
     }
