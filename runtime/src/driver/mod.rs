@@ -852,8 +852,6 @@ impl Drop for Driver {
     }
 }
 
-/// Release what a multishot completion nobody consumes carries: a ring buffer goes back, an
-/// accepted socket is closed.
 /// Hands `f` a receive completion one ring buffer at a time: a bundle's completion (more bytes
 /// than one buffer holds) becomes one `(bytes, flags)` per buffer it filled, each naming its
 /// buffer and, but for the last, flagged as more to come; every other completion goes as it
@@ -892,6 +890,8 @@ fn per_buffer(
 const CQE_F_MORE: u32 = 1 << 1;
 const CQE_BUFFER_SHIFT: u32 = 16;
 
+/// Release what a multishot completion nobody consumes carries: a ring buffer goes back, an
+/// accepted socket is closed.
 fn discard(kind: MultiKind, ring: Option<&BufRing>, result: i32, flags: u32) {
     match kind {
         MultiKind::Recv => {
