@@ -28,7 +28,8 @@ fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, C
     let skip = if spec.name.contains('|') { 2 } else { 1 };
     let argc = args.len();
     let mut rest = Args {
-        inner: args.into_iter().skip(skip),
+        args,
+        taken: skip,
         command: spec.name,
     };
     let command = match spec.kind {
@@ -239,9 +240,12 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
     Ok(sub)
 }
 
-/// The arguments after the command name, consumed in order.
+/// The arguments after the command name, consumed in order. The request's vector itself,
+/// `taken` counting those consumed (left empty): the rest become a command's argument
+/// vector without a new allocation or an element-by-element copy.
 struct Args {
-    inner: std::iter::Skip<std::vec::IntoIter<Bytes>>,
+    args: Vec<Bytes>,
+    taken: usize,
     command: &'static str,
 }
 
@@ -249,15 +253,18 @@ impl Args {
     /// Arity was checked against the spec, so a missing argument means the spec and the parser
     /// disagree; reporting an arity error keeps that from ever panicking.
     fn next(&mut self) -> Result<Bytes, CommandError> {
-        self.inner.next().ok_or_else(|| self.arity())
+        self.next_opt().ok_or_else(|| self.arity())
     }
 
     fn next_opt(&mut self) -> Option<Bytes> {
-        self.inner.next()
+        let arg = std::mem::take(self.args.get_mut(self.taken)?);
+        self.taken += 1;
+        Some(arg)
     }
 
-    fn collect(self) -> Vec<Bytes> {
-        self.inner.collect()
+    fn collect(mut self) -> Vec<Bytes> {
+        self.args.drain(..self.taken);
+        self.args
     }
 
     fn arity(&self) -> CommandError {
