@@ -95,9 +95,10 @@ fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, C
             if argc % 2 != 1 {
                 return Err(rest.arity());
             }
+            let mut args = rest.into_iter();
             let mut pairs = Vec::with_capacity(argc / 2);
-            while let Some(key) = rest.next_opt() {
-                pairs.push((key, rest.next()?));
+            while let (Some(key), Some(value)) = (args.next(), args.next()) {
+                pairs.push((key, value));
             }
             Command::MSet(pairs)
         }
@@ -260,6 +261,11 @@ impl Args {
         let arg = std::mem::take(self.args.get_mut(self.taken)?);
         self.taken += 1;
         Some(arg)
+    }
+
+    /// The rest moved out one by one (no empty handles left to drop, no shift).
+    fn into_iter(self) -> std::iter::Skip<std::vec::IntoIter<Bytes>> {
+        self.args.into_iter().skip(self.taken)
     }
 
     fn collect(mut self) -> Vec<Bytes> {
