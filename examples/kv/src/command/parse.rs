@@ -18,14 +18,18 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
 pub(super) fn parse_named(
     args: Vec<Bytes>,
 ) -> (Option<&'static str>, Result<Command, CommandError>) {
-    match resolve(&args) {
-        Ok(spec) => (Some(spec.name), parse_spec(spec, args)),
+    match resolve_counted(&args) {
+        Ok((spec, skip)) => (Some(spec.name), parse_spec(spec, skip, args)),
         Err(error) => (None, Err(error)),
     }
 }
 
-fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, CommandError> {
-    let skip = if spec.name.contains('|') { 2 } else { 1 };
+/// `skip`: the name's arguments (2 for a subcommand).
+fn parse_spec(
+    spec: &'static CommandSpec,
+    skip: usize,
+    args: Vec<Bytes>,
+) -> Result<Command, CommandError> {
     let argc = args.len();
     let mut rest = Args {
         args,
@@ -219,6 +223,11 @@ fn parse_flush(argc: usize, mut rest: Args) -> Result<Command, CommandError> {
 
 /// Finds the spec (the subcommand's for containers) and checks arity.
 pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
+    resolve_counted(args).map(|(spec, _)| spec)
+}
+
+/// [`resolve`], with how many arguments name the command (2 for a subcommand).
+fn resolve_counted(args: &[Bytes]) -> Result<(&'static CommandSpec, usize), CommandError> {
     let spec = args
         .first()
         .and_then(|name| table::find(name))
@@ -227,7 +236,7 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
         return Err(CommandError::WrongArity { command: spec.name });
     }
     if spec.subcommands.is_empty() || args.len() < 2 {
-        return Ok(spec);
+        return Ok((spec, 1));
     }
     let sub = table::lookup(spec.subcommands, &args[1]).ok_or_else(|| {
         CommandError::UnknownSubcommand {
@@ -238,7 +247,7 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
     if !sub.accepts_arg_count(args.len()) {
         return Err(CommandError::WrongArity { command: sub.name });
     }
-    Ok(sub)
+    Ok((sub, 2))
 }
 
 /// The arguments after the command name, consumed in order. The request's vector itself,
