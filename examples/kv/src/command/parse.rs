@@ -18,17 +18,22 @@ pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
 pub(super) fn parse_named(
     args: Vec<Bytes>,
 ) -> (Option<&'static str>, Result<Command, CommandError>) {
-    match resolve(&args) {
-        Ok(spec) => (Some(spec.name), parse_spec(spec, args)),
+    match resolve_counted(&args) {
+        Ok((spec, skip)) => (Some(spec.name), parse_spec(spec, skip, args)),
         Err(error) => (None, Err(error)),
     }
 }
 
-fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, CommandError> {
-    let skip = if spec.name.contains('|') { 2 } else { 1 };
+/// `skip`: the name's arguments (2 for a subcommand).
+fn parse_spec(
+    spec: &'static CommandSpec,
+    skip: usize,
+    args: Vec<Bytes>,
+) -> Result<Command, CommandError> {
     let argc = args.len();
     let mut rest = Args {
-        inner: args.into_iter().skip(skip),
+        args,
+        taken: skip,
         command: spec.name,
     };
     let command = match spec.kind {
@@ -94,9 +99,10 @@ fn parse_spec(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, C
             if argc % 2 != 1 {
                 return Err(rest.arity());
             }
+            let mut args = rest.into_iter();
             let mut pairs = Vec::with_capacity(argc / 2);
-            while let Some(key) = rest.next_opt() {
-                pairs.push((key, rest.next()?));
+            while let (Some(key), Some(value)) = (args.next(), args.next()) {
+                pairs.push((key, value));
             }
             Command::MSet(pairs)
         }
@@ -217,6 +223,11 @@ fn parse_flush(argc: usize, mut rest: Args) -> Result<Command, CommandError> {
 
 /// Finds the spec (the subcommand's for containers) and checks arity.
 pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
+    resolve_counted(args).map(|(spec, _)| spec)
+}
+
+/// [`resolve`], with how many arguments name the command (2 for a subcommand).
+fn resolve_counted(args: &[Bytes]) -> Result<(&'static CommandSpec, usize), CommandError> {
     let spec = args
         .first()
         .and_then(|name| table::find(name))
@@ -225,7 +236,7 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
         return Err(CommandError::WrongArity { command: spec.name });
     }
     if spec.subcommands.is_empty() || args.len() < 2 {
-        return Ok(spec);
+        return Ok((spec, 1));
     }
     let sub = table::lookup(spec.subcommands, &args[1]).ok_or_else(|| {
         CommandError::UnknownSubcommand {
@@ -236,12 +247,15 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
     if !sub.accepts_arg_count(args.len()) {
         return Err(CommandError::WrongArity { command: sub.name });
     }
-    Ok(sub)
+    Ok((sub, 2))
 }
 
-/// The arguments after the command name, consumed in order.
+/// The arguments after the command name, consumed in order. The request's vector itself,
+/// `taken` counting those consumed (left empty): the rest become a command's argument
+/// vector without a new allocation or an element-by-element copy.
 struct Args {
-    inner: std::iter::Skip<std::vec::IntoIter<Bytes>>,
+    args: Vec<Bytes>,
+    taken: usize,
     command: &'static str,
 }
 
@@ -249,15 +263,23 @@ impl Args {
     /// Arity was checked against the spec, so a missing argument means the spec and the parser
     /// disagree; reporting an arity error keeps that from ever panicking.
     fn next(&mut self) -> Result<Bytes, CommandError> {
-        self.inner.next().ok_or_else(|| self.arity())
+        self.next_opt().ok_or_else(|| self.arity())
     }
 
     fn next_opt(&mut self) -> Option<Bytes> {
-        self.inner.next()
+        let arg = std::mem::take(self.args.get_mut(self.taken)?);
+        self.taken += 1;
+        Some(arg)
     }
 
-    fn collect(self) -> Vec<Bytes> {
-        self.inner.collect()
+    /// The rest moved out one by one (no empty handles left to drop, no shift).
+    fn into_iter(self) -> std::iter::Skip<std::vec::IntoIter<Bytes>> {
+        self.args.into_iter().skip(self.taken)
+    }
+
+    fn collect(mut self) -> Vec<Bytes> {
+        self.args.drain(..self.taken);
+        self.args
     }
 
     fn arity(&self) -> CommandError {

@@ -118,16 +118,22 @@ impl Store {
         sink: &mut S,
         change: impl FnOnce(&mut Value) -> T,
     ) -> Result<Option<T>, CommandError> {
-        match self.lookup(key, now, sink) {
-            Some(value) if value.value_type() != kind => return Err(CommandError::WrongType),
-            Some(_) => {}
+        // One probe for the common case (issue 13): the expiry check needs its own only when
+        // some key has a TTL, and only a new key a second one.
+        if !self.expiring.is_empty() {
+            self.lookup(key, now, sink);
+        }
+        let entry = match self.map.get_mut(key) {
+            Some(entry) if entry.value.value_type() != kind => return Err(CommandError::WrongType),
+            Some(entry) => entry,
             None if create => {
                 self.insert_new(CompactBytes::new(key), Value::empty(kind), None);
+                match self.map.get_mut(key) {
+                    Some(entry) => entry,
+                    None => return Ok(None),
+                }
             }
             None => return Ok(None),
-        }
-        let Some(entry) = self.map.get_mut(key) else {
-            return Ok(None);
         };
         let before = entry.value.payload_len();
         let out = change(&mut entry.value);

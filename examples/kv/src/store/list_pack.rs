@@ -4,7 +4,10 @@
 //! chunk be walked from its end, for RPOP and reverse scans), so a short element costs its
 //! bytes plus 2, where a `VecDeque<Bytes>` slot cost 32 bytes plus an allocation.
 //!
-//! Ends are cheap (one chunk's buffer shifts by one element at most); an index costs a walk
+//! Ends are cheap: a chunk's elements sit at the end of its buffer's used part with a gap
+//! before them, so LPUSH writes into the gap and LPOP widens it, neither shifting the chunk
+//! (shifting up to 4 KiB per LPUSH, and a temporary vector per element, was most of LPUSH's
+//! cost); the gap is refilled by doubling, as a vector grows at the back. An index costs a walk
 //! over chunk counts and then within one chunk; changes in the middle rewrite one chunk.
 
 use std::collections::VecDeque;
@@ -18,8 +21,11 @@ const CHUNK_BYTES: usize = 4096;
 
 #[derive(Clone, Default)]
 struct Chunk {
+    /// The elements are `buf[start..]`; `buf[..start]` is the gap LPUSH writes into.
     buf: Vec<u8>,
-    count: usize,
+    /// `u32`s (a chunk is a few KiB, or one element) keep a chunk at 32 bytes.
+    start: u32,
+    count: u32,
 }
 
 fn varint_len(mut n: usize) -> usize {
@@ -50,6 +56,23 @@ fn encode(out: &mut Vec<u8>, item: &[u8]) {
     let at = out.len();
     put_varint(out, item.len());
     out[at..].reverse();
+}
+
+/// [`encode`] into `dst`, which is exactly [`encoded_len`] long.
+fn encode_into(dst: &mut [u8], item: &[u8]) {
+    let (mut n, mut at) = (item.len(), 0);
+    while n >= 0x80 {
+        dst[at] = (n as u8 & 0x7f) | 0x80;
+        n >>= 7;
+        at += 1;
+    }
+    dst[at] = n as u8;
+    let header = at + 1;
+    dst[header..header + item.len()].copy_from_slice(item);
+    let (front, back) = dst.split_at_mut(header + item.len());
+    for (to, from) in back.iter_mut().zip(front[..header].iter().rev()) {
+        *to = *from;
+    }
 }
 
 /// The element starting at `pos`: (its bytes, where the next one starts).
@@ -88,19 +111,92 @@ impl Chunk {
         // Powers of two, so growth by doubling ends at CHUNK_BYTES, not past it.
         let mut buf = Vec::with_capacity(encoded_len(item.len()).next_power_of_two().max(16));
         encode(&mut buf, item);
-        Chunk { buf, count: 1 }
+        Chunk {
+            buf,
+            start: 0,
+            count: 1,
+        }
+    }
+
+    /// The encoded elements.
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start as usize..]
     }
 
     fn fits(&self, item: &[u8]) -> bool {
-        self.buf.len() + encoded_len(item.len()) <= CHUNK_BYTES
+        self.data().len() + encoded_len(item.len()) <= CHUNK_BYTES
     }
 
     fn iter(&self) -> ChunkIter<'_> {
+        let buf = self.data();
         ChunkIter {
-            buf: &self.buf,
+            buf,
             front: 0,
-            back: self.buf.len(),
+            back: buf.len(),
         }
+    }
+
+    fn push_front(&mut self, item: &[u8]) {
+        let need = encoded_len(item.len());
+        if (self.start as usize) < need {
+            self.open_front(need);
+        }
+        let start = self.start as usize - need;
+        encode_into(&mut self.buf[start..start + need], item);
+        self.start = start as u32;
+        self.count += 1;
+    }
+
+    /// Makes a gap of at least `need` bytes before the elements: within the buffer's
+    /// capacity if it has room, else in one twice as large (powers of two, as `with` and
+    /// vector growth make, so a full chunk is [`CHUNK_BYTES`] whichever end it grew at).
+    fn open_front(&mut self, need: usize) {
+        let used = self.data().len();
+        let cap = self.buf.capacity().max(16);
+        let cap = if used + need <= cap {
+            cap
+        } else {
+            (used + need).next_power_of_two()
+        };
+        if cap <= self.buf.capacity() {
+            let start = self.start as usize;
+            self.buf.resize(cap, 0);
+            self.buf.copy_within(start..start + used, cap - used);
+        } else {
+            let mut buf = Vec::with_capacity(cap);
+            buf.resize(cap - used, 0);
+            buf.extend_from_slice(self.data());
+            self.buf = buf;
+        }
+        self.start = (cap - used) as u32;
+    }
+
+    fn push_back(&mut self, item: &[u8]) {
+        // A gap left by LPOPs is reused before the buffer grows, so it never doubles around
+        // unused bytes.
+        if self.start > 0 && self.buf.len() + encoded_len(item.len()) > self.buf.capacity() {
+            self.buf.drain(..self.start as usize);
+            self.start = 0;
+        }
+        encode(&mut self.buf, item);
+        self.count += 1;
+    }
+
+    fn pop_front(&mut self) -> Bytes {
+        let (item, next) = decode_at(self.data(), 0);
+        let item = Bytes::copy_from_slice(item);
+        self.start += next as u32;
+        self.count -= 1;
+        item
+    }
+
+    fn pop_back(&mut self) -> Bytes {
+        let data = self.data();
+        let (item, start) = decode_before(data, data.len());
+        let item = Bytes::copy_from_slice(item);
+        self.buf.truncate(self.start as usize + start);
+        self.count -= 1;
+        item
     }
 
     /// Chunks holding `items` in order, each filled up to [`CHUNK_BYTES`].
@@ -108,10 +204,7 @@ impl Chunk {
         let mut chunks: Vec<Chunk> = Vec::new();
         for item in items {
             match chunks.last_mut() {
-                Some(last) if last.fits(item) => {
-                    encode(&mut last.buf, item);
-                    last.count += 1;
-                }
+                Some(last) if last.fits(item) => last.push_back(item),
                 _ => chunks.push(Chunk::with(item)),
             }
         }
@@ -194,15 +287,15 @@ impl List {
         if index < self.len / 2 {
             let mut rest = index;
             for (at, chunk) in self.chunks.iter().enumerate() {
-                if rest < chunk.count {
+                if rest < chunk.count as usize {
                     return (at, rest);
                 }
-                rest -= chunk.count;
+                rest -= chunk.count as usize;
             }
         } else {
             let mut end = self.len;
             for (at, chunk) in self.chunks.iter().enumerate().rev() {
-                let start = end - chunk.count;
+                let start = end - chunk.count as usize;
                 if index >= start {
                     return (at, index - start);
                 }
@@ -216,12 +309,7 @@ impl List {
         self.len += 1;
         self.bytes += item.len();
         match self.chunks.front_mut() {
-            Some(first) if first.fits(item) => {
-                let mut encoded = Vec::with_capacity(encoded_len(item.len()));
-                encode(&mut encoded, item);
-                first.buf.splice(0..0, encoded);
-                first.count += 1;
-            }
+            Some(first) if first.fits(item) => first.push_front(item),
             _ => self.chunks.push_front(Chunk::with(item)),
         }
     }
@@ -230,20 +318,14 @@ impl List {
         self.len += 1;
         self.bytes += item.len();
         match self.chunks.back_mut() {
-            Some(last) if last.fits(item) => {
-                encode(&mut last.buf, item);
-                last.count += 1;
-            }
+            Some(last) if last.fits(item) => last.push_back(item),
             _ => self.chunks.push_back(Chunk::with(item)),
         }
     }
 
     pub fn pop_front(&mut self) -> Option<Bytes> {
         let first = self.chunks.front_mut()?;
-        let (item, next) = decode_at(&first.buf, 0);
-        let item = Bytes::copy_from_slice(item);
-        first.buf.drain(..next);
-        first.count -= 1;
+        let item = first.pop_front();
         if first.count == 0 {
             self.chunks.pop_front();
         }
@@ -254,10 +336,7 @@ impl List {
 
     pub fn pop_back(&mut self) -> Option<Bytes> {
         let last = self.chunks.back_mut()?;
-        let (item, start) = decode_before(&last.buf, last.buf.len());
-        let item = Bytes::copy_from_slice(item);
-        last.buf.truncate(start);
-        last.count -= 1;
+        let item = last.pop_back();
         if last.count == 0 {
             self.chunks.pop_back();
         }
@@ -293,7 +372,7 @@ impl List {
         let mut wanted = positions.iter().copied().peekable();
         let (mut base, mut at) = (0, 0);
         while at < self.chunks.len() && wanted.peek().is_some() {
-            let end = base + self.chunks[at].count;
+            let end = base + self.chunks[at].count as usize;
             let mut gone = Vec::new();
             while let Some(position) = wanted.next_if(|&p| p < end) {
                 gone.push(position - base);
@@ -376,7 +455,7 @@ mod tests {
         assert!(list.iter().eq(model.iter().map(Vec::as_slice)));
         assert!(list.iter().rev().eq(model.iter().rev().map(Vec::as_slice)));
         assert_eq!(
-            list.chunks.iter().map(|c| c.count).sum::<usize>(),
+            list.chunks.iter().map(|c| c.count as usize).sum::<usize>(),
             model.len()
         );
         for (i, item) in model.iter().enumerate() {
@@ -455,5 +534,55 @@ mod tests {
         }
         let stored: usize = list.chunks.iter().map(|c| c.buf.capacity()).sum();
         assert!(stored <= 10_000 * 12, "{stored}");
+    }
+
+    #[test]
+    fn pushing_at_the_front_costs_what_pushing_at_the_back_does() {
+        let mut list = List::default();
+        for i in 0..10_000 {
+            list.push_front(format!("val{i:06}").as_bytes());
+        }
+        let stored: usize = list.chunks.iter().map(|c| c.buf.capacity()).sum();
+        assert!(stored <= 10_000 * 12, "{stored}");
+        assert!(list.chunks.iter().all(|c| c.buf.capacity() <= CHUNK_BYTES));
+        assert_eq!(list.get(0), Some(&b"val009999"[..]));
+        assert_eq!(list.get(9_999), Some(&b"val000000"[..]));
+    }
+
+    #[test]
+    fn a_gap_left_by_pops_is_reused_not_grown_around() {
+        let mut list = List::default();
+        let mut model = VecDeque::new();
+        // Fill one chunk from the back, empty most of it from the front, refill at the back
+        // and then the front: the buffer never grows past a chunk.
+        for round in 0..4 {
+            for i in 0..400 {
+                let item = format!("r{round}i{i:04}").into_bytes();
+                list.push_back(&item);
+                model.push_back(item);
+            }
+            for _ in 0..350 {
+                assert_eq!(list.pop_front().map(|b| b.to_vec()), model.pop_front());
+            }
+            for i in 0..300 {
+                let item = format!("f{round}i{i:04}").into_bytes();
+                list.push_front(&item);
+                model.push_front(item);
+            }
+            check(&list, &model);
+            assert!(list.chunks.iter().all(|c| c.buf.capacity() <= CHUNK_BYTES));
+        }
+    }
+
+    #[test]
+    fn encode_into_matches_encode() {
+        for len in [0, 1, 127, 128, 300, 20_000] {
+            let item = vec![7u8; len];
+            let mut expected = Vec::new();
+            encode(&mut expected, &item);
+            let mut got = vec![0; encoded_len(len)];
+            encode_into(&mut got, &item);
+            assert_eq!(got, expected, "{len}");
+        }
     }
 }

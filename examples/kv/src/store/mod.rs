@@ -7,6 +7,7 @@ mod compact;
 mod emit;
 mod entry;
 mod expiring;
+mod fields;
 mod keyops;
 mod keys;
 mod keyspace;
@@ -273,5 +274,7 @@ impl Store {
     }
 }
 
+#[cfg(test)]
+mod hash_tests;
 #[cfg(test)]
 mod tests;

@@ -99,15 +99,22 @@ impl Store {
     ) -> Result<Reply, CommandError> {
         // Parsed where it is stored and formatted on the stack: no copy of the old value and
         // no allocation for the new one, which fits inline (issue 13).
-        let current = match self.lookup(&key, now, sink) {
-            Some(Value::Str(value)) => parse_i64(value).ok_or(CommandError::NotAnInteger)?,
-            Some(_) => return Err(CommandError::WrongType),
-            None => 0,
-        };
-        let updated = current
-            .checked_add(delta)
-            .ok_or(CommandError::IncrementOverflow)?;
         let mut digits = [0; 20];
+        // A key without a TTL cannot have expired: one probe reads and replaces it.
+        if let Some(entry) = self.map.get_mut(&key).filter(|entry| !entry.has_ttl) {
+            let updated = incremented(Some(&entry.value), delta)?;
+            let value = crate::resp::decimal(updated, &mut digits);
+            sink.record(WriteOp::Set {
+                key: &key,
+                value,
+                ttl: LoggedTtl::Keep,
+            });
+            let value = Value::Str(CompactBytes::new(value));
+            self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
+            entry.value = value;
+            return Ok(Reply::Integer(updated));
+        }
+        let updated = incremented(self.lookup(&key, now, sink), delta)?;
         let value = crate::resp::decimal(updated, &mut digits);
         // Logged as the resulting value: replay then needs no arithmetic.
         sink.record(WriteOp::Set {
@@ -200,4 +207,16 @@ fn logged_ttl(ttl: TtlUpdate) -> LoggedTtl {
         TtlUpdate::Keep => LoggedTtl::Keep,
         TtlUpdate::At(at) => LoggedTtl::At(at),
     }
+}
+
+/// What INCRBY makes of the value at a key (`None`: absent, counted from 0).
+fn incremented(value: Option<&Value>, delta: i64) -> Result<i64, CommandError> {
+    let current = match value {
+        Some(Value::Str(value)) => parse_i64(value).ok_or(CommandError::NotAnInteger)?,
+        Some(_) => return Err(CommandError::WrongType),
+        None => 0,
+    };
+    current
+        .checked_add(delta)
+        .ok_or(CommandError::IncrementOverflow)
 }

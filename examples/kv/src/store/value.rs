@@ -8,6 +8,7 @@ use foldhash::fast::RandomState;
 use indexmap::{IndexMap, IndexSet};
 
 use super::compact::CompactBytes;
+use super::fields::Fields;
 pub(crate) use super::list_pack::List;
 
 /// The type names TYPE reports and WRONGTYPE is about.
@@ -88,14 +89,16 @@ impl Value {
     }
 }
 
-/// A hash (fields and values inline when short, see `compact.rs`). Small hashes keep insertion order on removal (as Redis's listpack does); large
-/// ones remove in O(1) and let the last field take the hole, as order is unspecified then.
+/// A hash (fields and values inline when short, see `compact.rs`): small ones in insertion
+/// order, as Redis's listpack, large ones in a plain table (see `fields.rs`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Hash {
-    pub map: IndexMap<CompactBytes, CompactBytes, RandomState>,
+    pub map: Fields,
     bytes: usize,
 }
 
+/// Sets keep insertion order on removal while small (as Redis's listpack does); large ones
+/// remove in O(1) and let the last member take the hole, as order is unspecified then.
 const ORDERED_REMOVE_UP_TO: usize = 128;
 
 impl Hash {
@@ -116,12 +119,7 @@ impl Hash {
     }
 
     pub fn remove(&mut self, field: &[u8]) -> bool {
-        let removed = if self.map.len() <= ORDERED_REMOVE_UP_TO {
-            self.map.shift_remove_entry(field)
-        } else {
-            self.map.swap_remove_entry(field)
-        };
-        match removed {
+        match self.map.remove(field) {
             Some((field, value)) => {
                 self.bytes -= field.len() + value.len();
                 true

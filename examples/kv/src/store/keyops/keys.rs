@@ -212,7 +212,8 @@ fn encoding(value: &Value) -> &'static str {
         Value::List(_) => "quicklist",
         Value::Hash(hash) => {
             let sizes = hash.map.iter().flat_map(|(f, v)| [f.len(), v.len()]);
-            if small(hash.map.len(), sizes) {
+            // Once a table, always one (Redis never converts a dict back).
+            if hash.map.is_small() && small(hash.map.len(), sizes) {
                 "listpack"
             } else {
                 "hashtable"

@@ -95,7 +95,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Ok(Reply::Array(Vec::new()));
         };
         let mut items = Vec::with_capacity(hash.map.len() * 2);
-        for (field, value) in &hash.map {
+        for (field, value) in hash.map.iter() {
             if op != Op::HVals {
                 items.push(Reply::Bulk(field.to_bytes()));
             }
@@ -208,23 +208,26 @@ impl<S: ChangeSink> Cx<'_, S> {
                 Some(_) => Reply::Array(Vec::new()),
             });
         };
-        let len = hash.map.len();
         let Some(count) = count else {
-            let (field, _) = hash
-                .map
-                .get_index(fastrand::usize(..len))
-                .expect("non-empty");
+            let (field, _) = hash.map.random().expect("non-empty");
             return Ok(Reply::Bulk(field.to_bytes()));
         };
-        let picks = random_indexes(len, count);
         let mut items = Vec::new();
-        for index in picks {
-            if let Some((field, value)) = hash.map.get_index(index) {
-                items.push(Reply::Bulk(field.to_bytes()));
-                if with_values {
-                    items.push(Reply::Bulk(value.to_bytes()));
-                }
+        let push = |(field, value): (&CompactBytes, &CompactBytes)| {
+            items.push(Reply::Bulk(field.to_bytes()));
+            if with_values {
+                items.push(Reply::Bulk(value.to_bytes()));
             }
+        };
+        if count < 0 {
+            // Picks that may repeat: each one independent, no walk of the hash.
+            let picks = count.unsigned_abs().min(1 << 20);
+            (0..picks).filter_map(|_| hash.map.random()).for_each(push);
+        } else {
+            // Distinct fields: by position in a list of them (a large hash has no dense one).
+            let fields: Vec<_> = hash.map.iter().collect();
+            let picks = random_indexes(fields.len(), count);
+            picks.into_iter().map(|index| fields[index]).for_each(push);
         }
         Ok(Reply::Array(items))
     }
@@ -236,8 +239,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Ok(scan::reply(0, Vec::new()));
         };
         let mut items = Vec::new();
-        let next = scan.walk(hash.map.len(), |index| {
-            if let Some((field, value)) = hash.map.get_index(index) {
+        let next = scan.walk(hash.map.positions(), |index| {
+            if let Some((field, value)) = hash.map.at(index) {
                 if scan.matches(field) {
                     items.push(Reply::Bulk(field.to_bytes()));
                     items.push(Reply::Bulk(value.to_bytes()));
