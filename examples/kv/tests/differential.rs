@@ -143,6 +143,133 @@ fn compare_scans(pair: &mut Pair) {
     }
 }
 
+/// Sets and hashes past the small form (128 members or fields: corewire-kv then moves them
+/// from an insertion-ordered map to a plain table): every read, the set algebra, scans run to
+/// completion, random picks by shape, and popping everything compared as a multiset.
+#[test]
+fn sets_and_hashes_past_the_small_form() {
+    let (oracle, server) = servers(SHARDS, &[]);
+    let mut pair = Pair::new(&oracle, &server, "large collections");
+    pair.check_str(&["FLUSHALL"]);
+    let member = |i: usize| format!("m{i}").into_bytes();
+    let cmd = |name: &str, key: &str, rest: Vec<Vec<u8>>| {
+        let mut v = vec![name.as_bytes().to_vec(), key.as_bytes().to_vec()];
+        v.extend(rest);
+        v
+    };
+    // {t}x and {t}y share a shard (multi-key set commands need that, see README).
+    for i in 0..600 {
+        pair.check(&cmd("SADD", "{t}x", vec![member(i)]), diff::Cmp::Exact);
+        if i % 3 == 0 {
+            pair.check(
+                &cmd("SADD", "{t}y", vec![member(i), member(i + 1000)]),
+                diff::Cmp::Exact,
+            );
+        }
+        let value = format!("v{i}").into_bytes();
+        pair.check(
+            &cmd("HSET", "{t}h", vec![member(i), value]),
+            diff::Cmp::Exact,
+        );
+    }
+    for i in (0..600).step_by(7) {
+        pair.check(
+            &cmd("SREM", "{t}x", vec![member(i), member(i + 5000)]),
+            diff::Cmp::Exact,
+        );
+        pair.check(&cmd("HDEL", "{t}h", vec![member(i)]), diff::Cmp::Exact);
+    }
+    for (args, how) in [
+        (cmd("SMEMBERS", "{t}x", vec![]), diff::Cmp::Unordered),
+        (cmd("SCARD", "{t}x", vec![]), diff::Cmp::Exact),
+        (cmd("SISMEMBER", "{t}x", vec![member(8)]), diff::Cmp::Exact),
+        (cmd("SISMEMBER", "{t}x", vec![member(7)]), diff::Cmp::Exact),
+        (
+            cmd(
+                "SMISMEMBER",
+                "{t}x",
+                vec![member(1), member(14), member(9999)],
+            ),
+            diff::Cmp::Exact,
+        ),
+        (
+            cmd("SINTER", "{t}x", vec![b"{t}y".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+        (
+            cmd("SUNION", "{t}x", vec![b"{t}y".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+        (
+            cmd("SDIFF", "{t}x", vec![b"{t}y".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+        (
+            cmd("SDIFF", "{t}y", vec![b"{t}x".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+        (
+            cmd("SINTERCARD", "2", vec![b"{t}x".to_vec(), b"{t}y".to_vec()]),
+            diff::Cmp::Exact,
+        ),
+        (
+            cmd(
+                "SINTERSTORE",
+                "{t}z",
+                vec![b"{t}x".to_vec(), b"{t}y".to_vec()],
+            ),
+            diff::Cmp::Exact,
+        ),
+        (cmd("SMEMBERS", "{t}z", vec![]), diff::Cmp::Unordered),
+        (
+            cmd("SRANDMEMBER", "{t}x", vec![b"50".to_vec()]),
+            diff::Cmp::SameShape,
+        ),
+        (
+            cmd("SRANDMEMBER", "{t}x", vec![b"-700".to_vec()]),
+            diff::Cmp::SameShape,
+        ),
+        (
+            cmd("SRANDMEMBER", "{t}x", vec![b"10000".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+        (cmd("HGETALL", "{t}h", vec![]), diff::Cmp::UnorderedPairs),
+        (cmd("HLEN", "{t}h", vec![]), diff::Cmp::Exact),
+        (
+            cmd("HMGET", "{t}h", vec![member(1), member(7), member(599)]),
+            diff::Cmp::Exact,
+        ),
+        (
+            cmd("HRANDFIELD", "{t}h", vec![b"30".to_vec()]),
+            diff::Cmp::SameShape,
+        ),
+        (
+            cmd("HRANDFIELD", "{t}h", vec![b"100000".to_vec()]),
+            diff::Cmp::Unordered,
+        ),
+    ] {
+        pair.check(&args, how);
+    }
+    for (key, command) in [("{t}x", "SSCAN"), ("{t}h", "HSCAN")] {
+        let prefix = diff::args(&[command, key]);
+        let suffix = diff::args(&["COUNT", "17"]);
+        let expected = diff::scan_all(&mut pair.redis, &prefix, &suffix).expect("redis scan");
+        let actual = diff::scan_all(&mut pair.kv, &prefix, &suffix).expect("corewire-kv scan");
+        let (expected, actual): (BTreeSet<_>, BTreeSet<_>) = (
+            expected.into_iter().map(|v| v.show()).collect(),
+            actual.into_iter().map(|v| v.show()).collect(),
+        );
+        assert_eq!(expected, actual, "[{}] {command} {key}", pair.label);
+    }
+    // Popping more than there is takes everything: the same multiset on both.
+    pair.check(
+        &cmd("SPOP", "{t}x", vec![b"1000".to_vec()]),
+        diff::Cmp::Unordered,
+    );
+    pair.check(&cmd("EXISTS", "{t}x", vec![]), diff::Cmp::Exact);
+    pair.report();
+}
+
 /// CLIENT SETNAME/GETNAME, RESET and their errors (SETINFO is newer than Debian's redis-server 7.0;
 /// CLIENT ID differs by design: ids count connections, which differ between the servers).
 #[test]

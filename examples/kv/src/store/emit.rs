@@ -41,7 +41,7 @@ pub(crate) fn emit_entry<S: ChangeSink>(
                 .flat_map(|(f, v)| [f.to_bytes(), v.to_bytes()]),
             sink,
         ),
-        Value::Set(set) => emit_items(key, "sadd", set.members.iter().map(|m| m.to_bytes()), sink),
+        Value::Set(set) => emit_items(key, "sadd", set.iter().map(|m| m.to_bytes()), sink),
         Value::ZSet(zset) => emit_items(
             key,
             "zadd",

@@ -1,12 +1,15 @@
-//! A hash's fields in one of two representations, as Redis keeps a hash in a listpack until it
-//! passes `hash-max-listpack-entries` (128) and in a dict after:
+//! A hash's fields (`Fields<CompactBytes>`) or a set's members (`Fields<()>`, [`Members`]) in
+//! one of two representations, as Redis keeps a hash in a listpack until it passes
+//! `hash-max-listpack-entries` (128) and in a dict after:
 //!
 //! - small: an `IndexMap`, so HGETALL, HKEYS, HSCAN list fields in insertion order (removal
 //!   shifts), which is what Redis's listpack order is;
 //! - large: a plain `hashbrown` table of (field, value) pairs. Redis's order is its dict's
 //!   then, which no client can rely on, and an `IndexMap` costs a second cache line per lookup
 //!   (its table holds indices into a separate vector of entries) and 16 more bytes per field:
-//!   HSET on a large hash was a quarter of its CPU in `IndexMap::insert_full` (issue 13).
+//!   HSET on a large hash was a quarter of its CPU in `IndexMap::insert_full` (issue 13), and
+//!   SADD on a large set as much in `IndexSet::insert` (Redis 7.0 keeps a set of strings in a
+//!   dict at any size, so no client relies on a set's order).
 //!
 //! Like Redis, a hash never goes back to small once large.
 
@@ -22,28 +25,29 @@ use super::compact::CompactBytes;
 /// Most fields a small hash holds (Redis's `hash-max-listpack-entries` default).
 pub(crate) const SMALL_UP_TO: usize = 128;
 
-type Pair = (CompactBytes, CompactBytes);
-
 #[derive(Debug, Clone)]
-pub(crate) enum Fields {
-    Small(IndexMap<CompactBytes, CompactBytes, RandomState>),
-    Large(Large),
+pub(crate) enum Fields<V = CompactBytes> {
+    Small(IndexMap<CompactBytes, V, RandomState>),
+    Large(Large<V>),
 }
 
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Large {
-    table: HashTable<Pair>,
+/// A set's members: fields without values.
+pub(crate) type Members = Fields<()>;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Large<V> {
+    table: HashTable<(CompactBytes, V)>,
     hasher: RandomState,
 }
 
-impl Default for Fields {
+impl<V> Default for Fields<V> {
     fn default() -> Self {
         Fields::Small(IndexMap::default())
     }
 }
 
 /// Equal fields and values, whatever the representation and order.
-impl PartialEq for Fields {
+impl<V: PartialEq> PartialEq for Fields<V> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len()
             && self
@@ -52,17 +56,17 @@ impl PartialEq for Fields {
     }
 }
 
-impl Large {
+impl<V> Large<V> {
     fn hash(&self, field: &[u8]) -> u64 {
         self.hasher.hash_one(field)
     }
 
-    fn find(&self, field: &[u8]) -> Option<&Pair> {
+    fn find(&self, field: &[u8]) -> Option<&(CompactBytes, V)> {
         self.table.find(self.hash(field), |(f, _)| f[..] == *field)
     }
 }
 
-impl Fields {
+impl<V> Fields<V> {
     pub fn len(&self) -> usize {
         match self {
             Fields::Small(map) => map.len(),
@@ -78,7 +82,7 @@ impl Fields {
         matches!(self, Fields::Small(_))
     }
 
-    pub fn get(&self, field: &[u8]) -> Option<&CompactBytes> {
+    pub fn get(&self, field: &[u8]) -> Option<&V> {
         match self {
             Fields::Small(map) => map.get(field),
             Fields::Large(large) => large.find(field).map(|(_, value)| value),
@@ -90,7 +94,7 @@ impl Fields {
     }
 
     /// Sets `field` (the stored field is kept if present); returns the previous value.
-    pub fn insert(&mut self, field: CompactBytes, value: CompactBytes) -> Option<CompactBytes> {
+    pub fn insert(&mut self, field: CompactBytes, value: V) -> Option<V> {
         match self {
             Fields::Small(map) => {
                 let old = map.insert(field, value);
@@ -139,7 +143,7 @@ impl Fields {
     }
 
     /// Removes `field`; a small hash keeps the others' order.
-    pub fn remove(&mut self, field: &[u8]) -> Option<Pair> {
+    pub fn remove(&mut self, field: &[u8]) -> Option<(CompactBytes, V)> {
         match self {
             Fields::Small(map) => map.shift_remove_entry(field),
             Fields::Large(large) => {
@@ -150,7 +154,7 @@ impl Fields {
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &CompactBytes)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &V)> + '_ {
         let (small, large) = match self {
             Fields::Small(map) => (Some(map.iter()), None),
             Fields::Large(large) => (None, Some(large.table.iter().map(|(f, v)| (f, v)))),
@@ -171,7 +175,7 @@ impl Fields {
     }
 
     /// The field at `position` (below [`Self::positions`]), if one is there.
-    pub fn at(&self, position: usize) -> Option<(&CompactBytes, &CompactBytes)> {
+    pub fn at(&self, position: usize) -> Option<(&CompactBytes, &V)> {
         match self {
             Fields::Small(map) => map.get_index(position),
             Fields::Large(large) => large.table.get_bucket(position).map(|(f, v)| (f, v)),
@@ -179,19 +183,37 @@ impl Fields {
     }
 
     /// A field picked uniformly at random (HRANDFIELD); `None` when empty.
-    pub fn random(&self) -> Option<(&CompactBytes, &CompactBytes)> {
+    pub fn random(&self) -> Option<(&CompactBytes, &V)> {
         if self.is_empty() {
             return None;
         }
         match self {
             Fields::Small(map) => map.get_index(fastrand::usize(..map.len())),
-            // A table is at least 3/8 full once grown, so this takes a few tries.
-            Fields::Large(large) => loop {
+            // A table that grew is at least 3/8 full, so a random bucket takes a few tries;
+            // removals can leave it sparse (it does not shrink): then the n-th field, walking.
+            Fields::Large(large) if large.table.len() * 16 >= large.table.num_buckets() => loop {
                 let bucket = fastrand::usize(..large.table.num_buckets());
                 if let Some((f, v)) = large.table.get_bucket(bucket) {
                     return Some((f, v));
                 }
             },
+            Fields::Large(large) => {
+                let n = fastrand::usize(..large.table.len());
+                large.table.iter().nth(n).map(|(f, v)| (f, v))
+            }
+        }
+    }
+
+    /// Removes a field picked uniformly at random (SPOP); a small one's last field takes its
+    /// place.
+    pub fn remove_random(&mut self) -> Option<(CompactBytes, V)> {
+        match self {
+            Fields::Small(map) if map.is_empty() => None,
+            Fields::Small(map) => map.swap_remove_index(fastrand::usize(..map.len())),
+            Fields::Large(_) => {
+                let field = self.random()?.0.clone();
+                self.remove(&field)
+            }
         }
     }
 }
@@ -288,5 +310,39 @@ mod tests {
         assert!(!large.is_small() && small == large);
         large.insert(b("y"), b("2"));
         assert!(small != large);
+    }
+
+    #[test]
+    fn members_pop_every_member_once_on_both_sides_of_the_switch() {
+        for count in [3, SMALL_UP_TO + 50] {
+            let mut members = Members::default();
+            for i in 0..count {
+                assert_eq!(members.insert(b(&format!("m{i}")), ()), None);
+            }
+            assert_eq!(members.insert(b("m0"), ()), Some(()));
+            assert_eq!(members.is_small(), count <= SMALL_UP_TO);
+            let mut popped: Vec<_> = std::iter::from_fn(|| members.remove_random())
+                .map(|(m, ())| String::from_utf8(m.to_vec()).unwrap())
+                .collect();
+            assert!(members.is_empty() && members.remove_random().is_none());
+            popped.sort();
+            let mut expected: Vec<_> = (0..count).map(|i| format!("m{i}")).collect();
+            expected.sort();
+            assert_eq!(popped, expected, "{count}");
+        }
+    }
+
+    #[test]
+    fn random_picks_from_a_table_left_sparse_by_removals() {
+        let mut members = Members::default();
+        for i in 0..10_000 {
+            members.insert(b(&format!("m{i}")), ());
+        }
+        for i in 1..10_000 {
+            members.remove(format!("m{i}").as_bytes());
+        }
+        // One member in a table sized for 10,000: found by walking, not by luck.
+        assert!(!members.is_small());
+        assert_eq!(members.random().map(|(m, ())| m.clone()), Some(b("m0")));
     }
 }

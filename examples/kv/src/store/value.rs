@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use foldhash::fast::RandomState;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexMap;
 
 use super::compact::CompactBytes;
-use super::fields::Fields;
+use super::fields::{Fields, Members};
 pub(crate) use super::list_pack::List;
 
 /// The type names TYPE reports and WRONGTYPE is about.
@@ -97,10 +97,6 @@ pub(crate) struct Hash {
     bytes: usize,
 }
 
-/// Sets keep insertion order on removal while small (as Redis's listpack does); large ones
-/// remove in O(1) and let the last member take the hole, as order is unspecified then.
-const ORDERED_REMOVE_UP_TO: usize = 128;
-
 impl Hash {
     /// Sets `field`; returns whether it is new.
     pub fn insert(&mut self, field: CompactBytes, value: CompactBytes) -> bool {
@@ -132,35 +128,44 @@ impl Hash {
 /// A set of members (inline when short, see `compact.rs`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Set {
-    pub members: IndexSet<CompactBytes, RandomState>,
+    pub members: Members,
     bytes: usize,
 }
 
 impl Set {
     pub fn insert(&mut self, member: CompactBytes) -> bool {
         let len = member.len();
-        let added = self.members.insert(member);
+        let added = self.members.insert(member, ()).is_none();
         if added {
             self.bytes += len;
         }
         added
     }
 
+    pub fn contains(&self, member: &[u8]) -> bool {
+        self.members.contains_key(member)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The members, in the small form's insertion order or the large form's table order.
+    pub fn iter(&self) -> impl Iterator<Item = &CompactBytes> + '_ {
+        self.members.iter().map(|(m, ())| m)
+    }
+
     pub fn remove(&mut self, member: &[u8]) -> bool {
-        let removed = if self.members.len() <= ORDERED_REMOVE_UP_TO {
-            self.members.shift_remove(member)
-        } else {
-            self.members.swap_remove(member)
-        };
+        let removed = self.members.remove(member).is_some();
         if removed {
             self.bytes -= member.len();
         }
         removed
     }
 
-    /// Removes the member at `index` (random pops).
-    pub fn remove_index(&mut self, index: usize) -> Option<CompactBytes> {
-        let member = self.members.swap_remove_index(index)?;
+    /// Removes a member picked at random (SPOP).
+    pub fn remove_random(&mut self) -> Option<CompactBytes> {
+        let (member, ()) = self.members.remove_random()?;
         self.bytes -= member.len();
         Some(member)
     }

@@ -220,11 +220,8 @@ fn encoding(value: &Value) -> &'static str {
             }
         }
         Value::Set(set) => {
-            let ints = set.members.len() <= INTSET_ENTRIES
-                && set
-                    .members
-                    .iter()
-                    .all(|m| crate::number::parse_i64(m).is_some());
+            let ints = set.len() <= INTSET_ENTRIES
+                && set.iter().all(|m| crate::number::parse_i64(m).is_some());
             if ints {
                 "intset"
             } else {

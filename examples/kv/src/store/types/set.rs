@@ -76,14 +76,16 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     pub fn smembers(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
-        Ok(bulks(set_ref(value).into_iter().flat_map(|s| {
-            s.members.iter().map(CompactBytes::to_bytes)
-        })))
+        Ok(bulks(
+            set_ref(value)
+                .into_iter()
+                .flat_map(|s| s.iter().map(CompactBytes::to_bytes)),
+        ))
     }
 
     pub fn sismember(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
-        let found = set_ref(value).is_some_and(|s| s.members.contains(&a[1][..]));
+        let found = set_ref(value).is_some_and(|s| s.contains(&a[1][..]));
         Ok(Reply::Integer(i64::from(found)))
     }
 
@@ -93,16 +95,14 @@ impl<S: ChangeSink> Cx<'_, S> {
         Ok(Reply::Array(
             a[1..]
                 .iter()
-                .map(|m| Reply::Integer(i64::from(set.is_some_and(|s| s.members.contains(&m[..])))))
+                .map(|m| Reply::Integer(i64::from(set.is_some_and(|s| s.contains(&m[..])))))
                 .collect(),
         ))
     }
 
     pub fn scard(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
-        Ok(Reply::Integer(
-            set_ref(value).map_or(0, |s| s.members.len()) as i64,
-        ))
+        Ok(Reply::Integer(set_ref(value).map_or(0, |s| s.len()) as i64))
     }
 
     /// Random members removed; logged as one SREM per member, so replay is exact.
@@ -115,9 +115,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             .store
             .update(&a[0], SET, false, self.now, self.sink, |value| {
                 let set = set(value);
-                let n = count.unwrap_or(1).min(set.members.len());
+                let n = count.unwrap_or(1).min(set.len());
                 (0..n)
-                    .filter_map(|_| set.remove_index(fastrand::usize(..set.members.len())))
+                    .filter_map(|_| set.remove_random())
                     .map(|member| member.to_bytes())
                     .collect::<Vec<_>>()
             })?;
@@ -148,10 +148,10 @@ impl<S: ChangeSink> Cx<'_, S> {
                 None => Reply::NullBulk,
             });
         };
-        let picks = random_indexes(set.members.len(), count.unwrap_or(1));
-        let members = picks
-            .into_iter()
-            .filter_map(|i| set.members.get_index(i).map(CompactBytes::to_bytes));
+        // By position in a list of the members (a large set has no dense order to index).
+        let all: Vec<&CompactBytes> = set.iter().collect();
+        let picks = random_indexes(all.len(), count.unwrap_or(1));
+        let members = picks.into_iter().map(|i| all[i].to_bytes());
         Ok(match count {
             Some(_) => bulks(members),
             None => Reply::bulk_or_null(members.into_iter().next()),
@@ -162,7 +162,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let (src, dst, member) = (&a[0], &a[1], &a[2]);
         let value = self.store.view(src, SET, self.now, self.sink)?;
         // Redis: a missing source answers 0 before the destination's type is looked at.
-        let Some(present) = set_ref(value).map(|s| s.members.contains(&member[..])) else {
+        let Some(present) = set_ref(value).map(|s| s.contains(&member[..])) else {
             return Ok(Reply::Integer(0));
         };
         self.check(dst, SET)?;
@@ -195,22 +195,19 @@ impl<S: ChangeSink> Cx<'_, S> {
                     return Ok(Vec::new());
                 }
                 let sets: Vec<Set> = sets.into_iter().flatten().collect();
-                let smallest = (0..sets.len())
-                    .min_by_key(|&i| sets[i].members.len())
-                    .unwrap_or(0);
+                let smallest = (0..sets.len()).min_by_key(|&i| sets[i].len()).unwrap_or(0);
                 sets[smallest]
-                    .members
                     .iter()
-                    .filter(|m| sets.iter().all(|s| s.members.contains(*m)))
+                    .filter(|m| sets.iter().all(|s| s.contains(*m)))
                     .cloned()
                     .collect()
             }
             Algebra::Union => {
                 let mut union = Set::default();
-                for member in sets.iter().flatten().flat_map(|s| s.members.iter()) {
+                for member in sets.iter().flatten().flat_map(|s| s.iter()) {
                     union.insert(member.clone());
                 }
-                union.members.into_iter().collect()
+                union.iter().cloned().collect()
             }
             Algebra::Diff => {
                 let mut rest = sets.into_iter();
@@ -219,9 +216,9 @@ impl<S: ChangeSink> Cx<'_, S> {
                 };
                 let others: Vec<Set> = rest.flatten().collect();
                 first
-                    .members
-                    .into_iter()
-                    .filter(|m| others.iter().all(|s| !s.members.contains(m)))
+                    .iter()
+                    .filter(|m| others.iter().all(|s| !s.contains(m)))
+                    .cloned()
                     .collect()
             }
         })
@@ -278,8 +275,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Ok(scan::reply(0, Vec::new()));
         };
         let mut items = Vec::new();
-        let next = scan.walk(set.members.len(), |index| {
-            if let Some(member) = set.members.get_index(index) {
+        let next = scan.walk(set.members.positions(), |index| {
+            if let Some((member, ())) = set.members.at(index) {
                 if scan.matches(member) {
                     items.push(Reply::Bulk(member.to_bytes()));
                 }

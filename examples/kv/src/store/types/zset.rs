@@ -624,7 +624,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             sources.push(match value {
                 None => Vec::new(),
                 Some(Value::ZSet(z)) => z.scores.iter().map(|(m, s)| (m.to_bytes(), *s)).collect(),
-                Some(Value::Set(s)) => s.members.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
+                Some(Value::Set(s)) => s.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
                 Some(_) => return Err(CommandError::WrongType),
             });
         }
