@@ -198,7 +198,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let smallest = (0..sets.len()).min_by_key(|&i| sets[i].len()).unwrap_or(0);
                 sets[smallest]
                     .iter()
-                    .filter(|m| sets.iter().all(|s| s.contains(*m)))
+                    .filter(|m| sets.iter().all(|s| s.contains(m)))
                     .cloned()
                     .collect()
             }
