@@ -170,6 +170,9 @@ const FALLBACK_PACKAGES: &[&str] = &["runtime", "transport", "examples/kv"];
 /// 6.0–6.9, which the host (6.10+) would otherwise never exercise.
 const NO_BUNDLE_TESTS: &[&str] = &["recv_ring", "recv_available", "net"];
 
+/// Which test binaries a rerun under one `COREWIRE_IO_URING` mode takes.
+type Picks = fn(&TestBinary) -> bool;
+
 fn runs_without_bundles(bin: &TestBinary) -> bool {
     bin.package_dir == cmd::repo_root().join("runtime")
         && NO_BUNDLE_TESTS.contains(&bin.name.as_str())
@@ -407,36 +410,24 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
     if opts.host {
         let started = Instant::now();
         run_host(&host, &opts.test_args, None, &mut tally);
-        let fallback: Vec<&TestBinary> = host
-            .iter()
-            .copied()
-            .filter(|b| runs_with_fallbacks(b))
-            .collect();
-        eprintln!(
-            "xtask: {} test binaries again with COREWIRE_IO_URING=plain",
-            fallback.len()
-        );
-        run_host(
-            &fallback,
-            &opts.test_args,
-            Some(("COREWIRE_IO_URING", "plain")),
-            &mut tally,
-        );
-        let no_bundle: Vec<&TestBinary> = host
-            .iter()
-            .copied()
-            .filter(|b| runs_without_bundles(b))
-            .collect();
-        eprintln!(
-            "xtask: {} test binaries again with COREWIRE_IO_URING=nobundle",
-            no_bundle.len()
-        );
-        run_host(
-            &no_bundle,
-            &opts.test_args,
-            Some(("COREWIRE_IO_URING", "nobundle")),
-            &mut tally,
-        );
+        // Each io_uring fallback, over the test binaries that exercise it.
+        let reruns: [(&str, Picks); 2] = [
+            ("plain", runs_with_fallbacks),
+            ("nobundle", runs_without_bundles),
+        ];
+        for (mode, picks) in reruns {
+            let again: Vec<&TestBinary> = host.iter().copied().filter(|b| picks(b)).collect();
+            eprintln!(
+                "xtask: {} test binaries again with COREWIRE_IO_URING={mode}",
+                again.len()
+            );
+            run_host(
+                &again,
+                &opts.test_args,
+                Some(("COREWIRE_IO_URING", mode)),
+                &mut tally,
+            );
+        }
         run_doc_tests(&opts.test_args, &mut tally);
         check_docs(&mut tally);
         check_without_rdma(&mut tally);
