@@ -195,8 +195,7 @@ impl Store {
             self.insert_new(CompactBytes::new(key), value, at);
             return;
         };
-        self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
-        entry.value = value;
+        replace_value(&mut self.data_bytes, entry, value);
         match ttl {
             TtlUpdate::Keep => {}
             TtlUpdate::Clear => {
@@ -222,8 +221,7 @@ impl Store {
     ) {
         match self.map.get_mut(key) {
             Some(entry) if !entry.has_ttl => {
-                self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
-                entry.value = value;
+                replace_value(&mut self.data_bytes, entry, value);
                 if let TtlUpdate::At(at) = ttl {
                     entry.has_ttl = true;
                     self.expiring.set(key, at);
@@ -299,4 +297,11 @@ pub(super) fn record_del<S: ChangeSink>(sink: &mut S, key: &[u8]) {
     if S::ENABLED {
         sink.record(WriteOp::Del(&[Bytes::copy_from_slice(key)]));
     }
+}
+
+/// Puts `value` in an existing `entry`, keeping the store's count of value bytes
+/// (`data_bytes`) in step: every in-place replacement goes through here.
+pub(super) fn replace_value(data_bytes: &mut usize, entry: &mut Entry, value: Value) {
+    *data_bytes = *data_bytes + value.payload_len() - entry.value.payload_len();
+    entry.value = value;
 }

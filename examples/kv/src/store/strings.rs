@@ -110,8 +110,7 @@ impl Store {
                 ttl: LoggedTtl::Keep,
             });
             let value = Value::Str(CompactBytes::new(value));
-            self.data_bytes = self.data_bytes + value.payload_len() - entry.value.payload_len();
-            entry.value = value;
+            super::keyspace::replace_value(&mut self.data_bytes, entry, value);
             return Ok(Reply::Integer(updated));
         }
         let updated = incremented(self.lookup(&key, now, sink), delta)?;
