@@ -12,12 +12,14 @@
 //! within `RELEASE_BOUND`, then reconnects (the harness has restarted the server or restored
 //! the link) and checks 50 calls again. Exit status 0 only if every check passed.
 //!
-//! Failure detection needs traffic: an RDMA connection has no keepalive, and a peer that
-//! acknowledged every request before dying leaves nothing to retransmit. So the client also
-//! sends a heartbeat call every 100 ms (as an application that wants to notice a dead peer
-//! must); its send is what runs out of transport retries. QP settings: `RdmaConfig::
-//! retry_count` 6 (the default; rxe retries forever at 7) and `ack_timeout` 16 (4.096 µs ×
-//! 2^16 ≈ 0.27 s; rdma_cm's own is ~2 s), so the retry budget is 7 × 0.27 s ≈ 1.9 s.
+//! Failure detection needs traffic, and a peer that acknowledged every request before dying
+//! leaves nothing to retransmit: the transport's keepalive (`RdmaConfig::keepalive`, here
+//! every 500 ms) probes a connection that completed nothing for an interval, and the probe
+//! is what runs out of transport retries. To show that it is the keepalive that notices,
+//! each phase also holds a second connection that carries nothing after its first call: it
+//! must end too (`idle_closed`). QP settings: `RdmaConfig::retry_count` 6 (the default; rxe
+//! retries forever at 7) and `ack_timeout` 16 (4.096 µs × 2^16 ≈ 0.27 s; rdma_cm's own is
+//! ~2 s), so the retry budget is 7 × 0.27 s ≈ 1.9 s.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -33,7 +35,7 @@ use corewire::{
 };
 
 /// Every pending call must have failed this long after the last reply (the ~1.9 s retry
-/// budget, the 100 ms heartbeat, and TCG's slowness under a loaded host, with a margin).
+/// budget, the 500 ms keepalive, and TCG's slowness under a loaded host, with a margin).
 const FAIL_BOUND: Duration = Duration::from_secs(30);
 /// A failed connection's resources must be back within this.
 const RELEASE_BOUND: Duration = Duration::from_secs(10);
@@ -41,6 +43,8 @@ const RELEASE_BOUND: Duration = Duration::from_secs(10);
 const CONNECT_BOUND: Duration = Duration::from_secs(300);
 /// 4.096 µs × 2^16 ≈ 0.27 s per try: short, yet well above a loaded TCG guest's stalls.
 const ACK_TIMEOUT: u8 = 16;
+/// The keepalive interval of the client's connections.
+const KEEPALIVE: Duration = Duration::from_millis(500);
 const IN_FLIGHT: usize = 16;
 const VERIFY_CALLS: usize = 50;
 const STEADY_CALLS: u64 = 300;
@@ -86,6 +90,7 @@ fn runtime() -> Runtime {
     let config = RdmaConfig {
         mode: PollerMode::Event,
         ack_timeout: Some(ACK_TIMEOUT),
+        keepalive: Some(KEEPALIVE),
         ..RdmaConfig::default()
     };
     if let Err(e) = rdma::install(&rt, config) {
@@ -102,13 +107,15 @@ fn stats(rt: &Runtime) -> RdmaStats {
 fn json_stats(s: &RdmaStats) -> String {
     format!(
         "{{\"connections_open\":{},\"connections_opened\":{},\"connection_errors\":{},\
-         \"pool_send_chunks\":{},\"cq_reserved\":{},\"srq_grants_outstanding\":{}}}",
+         \"pool_send_chunks\":{},\"cq_reserved\":{},\"srq_grants_outstanding\":{},\
+         \"keepalives_sent\":{}}}",
         s.connections_open,
         s.connections_opened,
         s.connection_errors,
         s.pool_send_chunks,
         s.cq_reserved,
-        s.srq_grants_outstanding
+        s.srq_grants_outstanding,
+        s.keepalives_sent
     )
 }
 
@@ -179,7 +186,8 @@ mod client {
         hung: usize,
         /// From the last reply to the last pending call's failure.
         fail_s: f64,
-        heartbeats: u64,
+        /// The connection that carried nothing ended too (only a keepalive can notice).
+        idle_closed: bool,
         errors: Vec<String>,
         /// The transport's own reason (the RPC client reports any end as a disconnect).
         end_reason: String,
@@ -190,7 +198,6 @@ mod client {
         ok: u64,
         last_ok: Option<Instant>,
         failed: Vec<(Instant, String)>,
-        heartbeats: u64,
     }
 
     async fn connect(addr: SocketAddr) -> Result<(Client<rdma::RdmaConnection>, u32), String> {
@@ -248,10 +255,30 @@ mod client {
             let _ = client.call(FaultEcho::ID, EXIT, Bytes::new()).await;
             return Step::Done;
         };
-        Step::Fault(until_failure(client, &fault).await)
+        // A second connection that carries nothing from here on: only a keepalive notices
+        // that its peer is gone.
+        let idle = match connect(addr).await {
+            Ok((idle, _)) => idle,
+            Err(e) => {
+                println!("{{\"event\":\"idle_connect\",\"ok\":false,\"error\":{e:?}}}");
+                return Step::ReconnectFailed;
+            }
+        };
+        if let Err(e) = idle
+            .call(FaultEcho::ID, ECHO, Bytes::from_static(b"idle"))
+            .await
+        {
+            println!("{{\"event\":\"idle_connect\",\"ok\":false,\"error\":\"{e}\"}}");
+            return Step::ReconnectFailed;
+        }
+        Step::Fault(until_failure(client, idle, &fault).await)
     }
 
-    async fn until_failure(client: Client<rdma::RdmaConnection>, fault: &str) -> Outcome {
+    async fn until_failure(
+        client: Client<rdma::RdmaConnection>,
+        idle: Client<rdma::RdmaConnection>,
+        fault: &str,
+    ) -> Outcome {
         let tally = Rc::new(RefCell::new(Tally::default()));
         let callers: Vec<_> = (0..IN_FLIGHT)
             .map(|i| {
@@ -277,31 +304,19 @@ mod client {
                 })
             })
             .collect();
-        // The heartbeat: a new request every 100 ms whatever the others wait for.
-        let heartbeat = {
-            let (client, tally) = (client.clone(), tally.clone());
-            spawn_local(async move {
-                while !client.is_closed() {
-                    let c = client.clone();
-                    spawn_local(async move {
-                        let _ = c.call(FaultEcho::ID, ECHO, Bytes::from_static(b"hb")).await;
-                    });
-                    tally.borrow_mut().heartbeats += 1;
-                    sleep(Duration::from_millis(100)).await;
-                }
-            })
-        };
         while tally.borrow().ok < STEADY_CALLS && tally.borrow().failed.is_empty() {
             sleep(Duration::from_millis(20)).await;
         }
         let ok = tally.borrow().ok;
         println!("{{\"event\":\"steady\",\"fault\":\"{fault}\",\"ok_calls\":{ok},\"in_flight\":{IN_FLIGHT}}}");
-        // Wait for every caller to fail, or give up FAIL_BOUND after the last reply.
+        // Wait for every caller to fail and the idle connection to end, or give up FAIL_BOUND
+        // after the last reply.
         let steady_at = Instant::now();
         loop {
             let done = {
                 let t = tally.borrow();
-                t.failed.len() == IN_FLIGHT || t.last_ok.unwrap_or(steady_at).elapsed() > FAIL_BOUND
+                (t.failed.len() == IN_FLIGHT && idle.is_closed())
+                    || t.last_ok.unwrap_or(steady_at).elapsed() > FAIL_BOUND
             };
             if done {
                 break;
@@ -323,7 +338,7 @@ mod client {
                 pending_failed: t.failed.len(),
                 hung: IN_FLIGHT - t.failed.len(),
                 fail_s,
-                heartbeats: t.heartbeats,
+                idle_closed: idle.is_closed(),
                 errors,
                 end_reason: client.connection().end_reason().unwrap_or_default(),
             }
@@ -333,7 +348,6 @@ mod client {
             for c in callers {
                 let _ = c.await;
             }
-            let _ = heartbeat.await;
         }
         // The callers that hung (if any) keep their clones; ours goes here.
         drop(client);
@@ -380,12 +394,12 @@ mod client {
                 }
             };
             let (free, release_s, s) = released(&rt, &idle);
-            let ok = o.hung == 0 && o.fail_s <= FAIL_BOUND.as_secs_f64() && free;
+            let ok = o.hung == 0 && o.fail_s <= FAIL_BOUND.as_secs_f64() && o.idle_closed && free;
             all_ok &= ok;
             println!(
                 "{{\"event\":\"fault\",\"fault\":\"{}\",\"ok\":{ok},\"pending_failed\":{},\"hung\":{},\
                  \"fail_s\":{},\"fail_bound_s\":{},\"released\":{free},\"release_s\":{release_s:.2},\
-                 \"release_bound_s\":{},\"ok_calls_before\":{},\"heartbeats\":{},\"errors\":{:?},\"end_reason\":{:?},\"stats\":{}}}",
+                 \"release_bound_s\":{},\"ok_calls_before\":{},\"idle_closed\":{},\"errors\":{:?},\"end_reason\":{:?},\"stats\":{}}}",
                 faults[step],
                 o.pending_failed,
                 o.hung,
@@ -398,7 +412,7 @@ mod client {
                 FAIL_BOUND.as_secs(),
                 RELEASE_BOUND.as_secs(),
                 o.ok_calls,
-                o.heartbeats,
+                o.idle_closed,
                 o.errors,
                 o.end_reason,
                 json_stats(&s)

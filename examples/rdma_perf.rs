@@ -7,6 +7,10 @@
 //!               [--duration-ms 3000] [--warmup-ms 500] [--idle-ms 1000]
 //!               [--addr IP] [--server-cpu N] [--client-cpu N] [--bandwidth on|off]
 //!               [--solicited on|off] [--large-threshold BYTES|off] [--registered on|off]
+//!               [--spin-us US]
+//!
+//! `--spin-us` sets both runtimes' `spin_before_park` (how long an idle shard spins before
+//! it parks in its ring; the runtime's default when unset).
 //!
 //! `--large-threshold` sets `RdmaConfig::large_message_threshold` (default 256 KiB: larger
 //! attachments go by RDMA READ from the sender's memory; `off` copies everything through the
@@ -33,6 +37,7 @@ use thread_cpu::thread_cpu_seconds;
 
 use bytes::Bytes;
 use corewire::runtime::accept::TcpEndpoint;
+use corewire::runtime::RuntimeBuilder;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
 use corewire::transport::Connection;
 use corewire::{
@@ -70,6 +75,7 @@ struct Opts {
     addr: std::net::IpAddr,
     server_cpu: usize,
     client_cpu: usize,
+    spin: Option<Duration>,
     bandwidth: bool,
     solicited: bool,
     large_threshold: Option<usize>,
@@ -91,6 +97,7 @@ fn parse() -> Result<Opts, String> {
         addr: corewire_verbs::testing::rdma_addr(),
         server_cpu: 0,
         client_cpu: 1,
+        spin: None,
         bandwidth: false,
         solicited: false,
         large_threshold: RdmaConfig::default().large_message_threshold,
@@ -124,6 +131,7 @@ fn parse() -> Result<Opts, String> {
             "--addr" => o.addr = v.parse().map_err(|_| format!("bad address {v:?}"))?,
             "--server-cpu" => o.server_cpu = num(&v)? as usize,
             "--client-cpu" => o.client_cpu = num(&v)? as usize,
+            "--spin-us" => o.spin = Some(Duration::from_micros(num(&v)?)),
             "--bandwidth" => o.bandwidth = v == "on",
             "--solicited" => o.solicited = v == "on",
             "--large-threshold" => {
@@ -211,6 +219,14 @@ async fn drive<C: Connection>(client: Client<C>, o: Opts, start: Instant, hist: 
     total
 }
 
+/// `--spin-us`: how long an idle shard spins before it parks (the runtime's default if unset).
+fn spin(b: RuntimeBuilder, spin: Option<Duration>) -> RuntimeBuilder {
+    match spin {
+        Some(d) => b.spin_before_park(d),
+        None => b,
+    }
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -223,13 +239,13 @@ fn main() {
         }
     };
     let command: Vec<String> = std::env::args().collect();
-    let server_rt = Runtime::builder()
+    let server_rt = spin(Runtime::builder(), o.spin)
         .shards(1)
         .cpus(vec![o.server_cpu])
         .name("srv")
         .build()
         .expect("server runtime");
-    let client_rt = Runtime::builder()
+    let client_rt = spin(Runtime::builder(), o.spin)
         .shards(1)
         .cpus(vec![o.client_cpu])
         .name("cli")

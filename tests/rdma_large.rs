@@ -318,3 +318,49 @@ fn rdma_peer_dropped_mid_transfer_releases_everything() {
     });
     listener.stop();
 }
+
+/// Both queue pairs of a connection settle on `large_in_flight` READs each way (rxe allows
+/// 128), so that many large messages are pulled at once instead of one after another (the
+/// rdma_cm default of 1 serialised them); a frame still round-trips over it.
+#[test]
+fn rdma_queue_pairs_settle_on_large_in_flight_reads_each_way() {
+    let rt = runtime(1, config());
+    let addr = rdma_listen_addr();
+    let (tx, rx) = mpsc::channel();
+    let tx = Arc::new(Mutex::new(tx));
+    let listener = RdmaEndpoint::bind(addr)
+        .serve(&rt, move |accepted| {
+            let tx = tx.clone();
+            async move {
+                let conn = accepted.conn;
+                tx.lock().unwrap().send(conn.read_depths()).unwrap();
+                while let Ok(Some(f)) = conn.recv().await {
+                    if conn.send(&f.header, f.payload, f.attachment).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        })
+        .unwrap();
+    let want = corewire_verbs::ReadDepths::both(config().large_in_flight as u8);
+    let client = rt
+        .run_on(0, move || async move {
+            let conn = rdma::connect(addr).await.unwrap();
+            let depths = conn.read_depths();
+            let big = pattern(9, 1, 1 << 20);
+            conn.send(&FrameHeader::request(1, 0, 9), Bytes::new(), big.clone())
+                .await
+                .unwrap();
+            let f = conn.recv().await.unwrap().expect("the echo");
+            assert!(
+                f.attachment == big,
+                "the 1 MiB attachment came back changed"
+            );
+            depths
+        })
+        .unwrap();
+    let server = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(client, Some(want), "client queue pair");
+    assert_eq!(server, Some(want), "server queue pair");
+    listener.stop();
+}

@@ -30,6 +30,9 @@
 #                                        (all other writes are discarded when the VM exits)
 #   RXE_VM_TIMEOUT=900                   seconds, whole VM
 #   RXE_VM_IDLE_POLL=1                   guest idle=poll: wakeups ~100us instead of ~4ms under TCG
+#   RXE_VM_TSC=1                         guest clocksource=tsc tsc=reliable (0: the kernel's
+#                                        choice, hpet under TCG: every clock_gettime is then a
+#                                        syscall that reads an emulated device)
 #   RXE_VM_ACCEL=tcg|kvm                 kvm does NOT work on this host (kvm_pvm), see vm/README.md
 #   RXE_VM_MEMLOCK=unlimited             ulimit -l in the guest
 #   RXE_VM_APPEND="..."                  extra kernel command line (rxevm.verbose = init timings)
@@ -103,6 +106,11 @@ esac
 # pci=noacpi: ACPI PCI-IRQ-link setup costs ~2s under TCG (acpi=off is faster still but leaves 1 CPU)
 APPEND="console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off pci=noacpi"
 [ "${RXE_VM_IDLE_POLL:-1}" = 1 ] && APPEND="$APPEND idle=poll"
+# Under TCG the guest kernel distrusts the TSC and picks hpet, so clock_gettime leaves the
+# vDSO and reads an emulated HPET: code that reads the clock (Instant::now in a run loop)
+# pays a syscall per read, which real hardware (TSC in the vDSO) does not, and perftest,
+# which reads rdtsc directly, never pays. TCG's TSC follows the host's invariant TSC.
+[ "${RXE_VM_TSC:-1}" = 1 ] && APPEND="$APPEND clocksource=tsc tsc=reliable"
 APPEND="$APPEND ${RXE_VM_APPEND:-}"
 FS=(-fsdev local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap
     -device virtio-9p-pci,fsdev=fsroot,mount_tag=hostroot

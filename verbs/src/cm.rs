@@ -107,6 +107,10 @@ impl CmEventChannel {
             CmEvent {
                 kind,
                 status: e.status,
+                read_depths: ReadDepths {
+                    responder_resources: conn.responder_resources,
+                    initiator_depth: conn.initiator_depth,
+                },
                 id: CmIdKey(e.id as usize),
                 listen_id: NonNull::new(e.listen_id).map(|p| CmIdKey(p.as_ptr() as usize)),
                 private_data,
@@ -148,6 +152,39 @@ impl std::fmt::Debug for CmEventChannel {
 /// a destroyed id's key may be reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmIdKey(usize);
+
+/// How many RDMA READs may be outstanding on a connection, each way: what a connect request
+/// offers ([`CmEvent::read_depths`]) and what [`ConnParams`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadDepths {
+    /// Outstanding RDMA READs the peer may issue to us (our `max_dest_rd_atomic`).
+    pub responder_resources: u8,
+    /// Outstanding RDMA READs we may issue (our `max_rd_atomic`).
+    pub initiator_depth: u8,
+}
+
+impl ReadDepths {
+    /// The same depth both ways.
+    pub fn both(depth: u8) -> ReadDepths {
+        ReadDepths {
+            responder_resources: depth,
+            initiator_depth: depth,
+        }
+    }
+
+    /// What the passive side may accept when a connect request allows `offered` (as
+    /// [`CmEvent::read_depths`](crate::CmEvent::read_depths) reports it: already from the
+    /// passive side's point of view, the IB CM swaps the request's fields, so its
+    /// `responder_resources` is the READs the peer will issue and its `initiator_depth` the
+    /// READs the peer serves). Never more than that either way: a READ past the peer's
+    /// resources breaks the connection.
+    pub fn accept(self, offered: ReadDepths) -> ReadDepths {
+        ReadDepths {
+            responder_resources: self.responder_resources.min(offered.responder_resources),
+            initiator_depth: self.initiator_depth.min(offered.initiator_depth),
+        }
+    }
+}
 
 /// Connection parameters for [`CmId::connect`] / [`CmId::accept`].
 #[derive(Debug, Clone, Copy)]
@@ -497,5 +534,19 @@ mod tests {
     fn timeouts_saturate() {
         assert_eq!(timeout_ms(Duration::from_millis(2000)), 2000);
         assert_eq!(timeout_ms(Duration::from_secs(u64::MAX)), i32::MAX);
+    }
+
+    #[test]
+    fn an_accept_never_exceeds_what_the_request_offered() {
+        let ours = ReadDepths::both(4);
+        // A peer that offers more gets ours; one that offers less caps each way on its own.
+        assert_eq!(ours.accept(ReadDepths::both(16)), ours);
+        let offered = ReadDepths {
+            responder_resources: 2,
+            initiator_depth: 1,
+        };
+        assert_eq!(ours.accept(offered), offered, "each way capped on its own");
+        // A peer that takes no READs gets none issued to it.
+        assert_eq!(ours.accept(ReadDepths::both(0)), ReadDepths::both(0));
     }
 }

@@ -74,6 +74,7 @@ impl CmEventKind {
 pub struct CmEvent {
     pub(crate) kind: CmEventKind,
     pub(crate) status: i32,
+    pub(crate) read_depths: crate::cm::ReadDepths,
     pub(crate) id: CmIdKey,
     pub(crate) listen_id: Option<CmIdKey>,
     pub(crate) private_data: Vec<u8>,
@@ -88,6 +89,14 @@ impl CmEvent {
     /// The event's status: 0, a negative errno, or (for `Rejected`) the IB CM reject reason.
     pub fn status(&self) -> i32 {
         self.status
+    }
+
+    /// For `ConnectRequest`: the most READs each way the request allows, from this (the
+    /// passive) side's point of view (the IB CM swapped the peer's fields: our
+    /// `responder_resources` is its initiator depth); settle the accept's with
+    /// [`ReadDepths::accept`](crate::ReadDepths::accept).
+    pub fn read_depths(&self) -> crate::cm::ReadDepths {
+        self.read_depths
     }
 
     /// The id the event is about (for `ConnectRequest`, the new id).

@@ -67,8 +67,8 @@ mod wc;
 
 pub use async_event::AsyncEvent;
 pub use cm::{
-    CmEventChannel, CmId, CmIdKey, ConnParams, MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA,
-    MAX_REJECT_PRIVATE_DATA,
+    CmEventChannel, CmId, CmIdKey, ConnParams, ReadDepths, MAX_ACCEPT_PRIVATE_DATA,
+    MAX_CONNECT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA,
 };
 pub use cm_event::{CmEvent, CmEventKind};
 pub use cq::{CompletionChannel, CompletionQueue, CqKey};

@@ -62,6 +62,11 @@ pub enum SendOp {
         remote_addr: u64,
         rkey: u32,
     },
+    /// A zero-byte RDMA WRITE (no SGEs): it moves nothing and touches no memory on either
+    /// side, needs no address or key (IB spec C9-88) and no receive buffer or CPU on the
+    /// peer, whose adapter still acknowledges it. Its completion says the peer is there; to
+    /// a dead peer it fails once the transport retries run out (a keepalive probe).
+    ZeroLengthWrite,
 }
 
 /// A send work request.
@@ -234,6 +239,11 @@ impl QueuePair {
 
     /// `ibv_post_send` of one work request.
     pub fn post_send(&self, wr: &SendWr<'_>) -> Result<()> {
+        if matches!(wr.op, SendOp::ZeroLengthWrite) && !wr.sges.is_empty() {
+            return Err(VerbsError::InvalidArgument(
+                "a zero-length RDMA WRITE carries no SGEs",
+            ));
+        }
         let mut list = build_sges(wr.sges, self.caps.max_send_sge, self.pd.ptr.as_ptr())?;
         if wr.inline {
             let len: usize = wr.sges.iter().map(|s| s.len() as usize).sum();
@@ -262,6 +272,13 @@ impl QueuePair {
                 raw.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
                 raw.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
             }
+            SendOp::ZeroLengthWrite => {
+                raw.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+                raw.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                    remote_addr: 0,
+                    rkey: 0,
+                };
+            }
         }
         let mut bad: *mut sys::ibv_send_wr = null_mut();
         // SAFETY: live QP; raw and its SGE list live on our stack for the call (providers
@@ -287,6 +304,22 @@ impl QueuePair {
         // SAFETY: as in post_send.
         let rc = unsafe { sys::corewire_ibv_post_recv(self.qp.as_ptr(), &mut raw, &mut bad) };
         check_ret("ibv_post_recv", rc)
+    }
+
+    /// The READ depths the queue pair runs with (`ibv_query_qp`): what the connection
+    /// settled, whatever either side asked for.
+    pub fn read_depths(&self) -> Result<crate::ReadDepths> {
+        let mut attr = sys::ibv_qp_attr::default();
+        let mut init = sys::ibv_qp_init_attr::default();
+        let mask = sys::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC as i32
+            | sys::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC as i32;
+        // SAFETY: live QP; both out-structs are locals the call fills.
+        let rc = unsafe { sys::ibv_query_qp(self.qp.as_ptr(), &mut attr, mask, &mut init) };
+        check_ret("ibv_query_qp", rc)?;
+        Ok(crate::ReadDepths {
+            responder_resources: attr.max_dest_rd_atomic,
+            initiator_depth: attr.max_rd_atomic,
+        })
     }
 
     /// Moves the QP to the error state: every outstanding work request completes with

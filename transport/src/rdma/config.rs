@@ -137,6 +137,13 @@ pub struct RdmaConfig {
     /// that many registered at most (then waits), the receiver reads that many at most (the
     /// rest wait their turn). Each takes a slot of the send queue on the reading side.
     pub large_in_flight: u32,
+    /// A connection that completed nothing for this long sends a keepalive probe (a zero-byte
+    /// RDMA WRITE: no receive buffer or CPU on the peer), so that a peer that died or was cut
+    /// off while nothing was being sent is noticed once the probe's transport retries run
+    /// out (`retry_count`, `ack_timeout`), and every pending call then fails. `None`: no
+    /// probes (a dead peer then goes unnoticed until something is sent). Each shard with
+    /// open connections wakes once per interval to look.
+    pub keepalive: Option<Duration>,
 }
 
 impl Default for RdmaConfig {
@@ -165,6 +172,7 @@ impl Default for RdmaConfig {
             ack_timeout: None,
             large_message_threshold: Some(256 << 10),
             large_in_flight: 4,
+            keepalive: Some(Duration::from_secs(5)),
         }
     }
 }

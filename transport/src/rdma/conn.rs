@@ -20,6 +20,7 @@ use corewire_verbs::{
 
 use super::device::{CqReservation, Device};
 use super::flow::{Flow, Incoming, RESERVED_FOR_ACKS};
+use super::keepalive::Keepalive;
 use super::large::control::{self, Descriptor, Record, CONTROL_IMM, DESCRIPTOR_LEN, DONE_LEN};
 use super::large::incoming::{self, AssemblyError};
 use super::large::outgoing::{Outgoing, ID_MASK};
@@ -42,13 +43,16 @@ pub(crate) fn queue_sizes(config: &RdmaConfig) -> QpCaps {
     let depth = config.window + RESERVED_FOR_ACKS;
     let shared = matches!(config.receive, ReceiveQueues::Shared { .. });
     QpCaps {
-        max_send_wr: depth + 4 + read_slots(config),
+        max_send_wr: depth + 4 + read_slots(config) + KEEPALIVE_SLOTS,
         max_recv_wr: if shared { 0 } else { depth },
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 0,
     }
 }
+
+/// Send-queue slots kept for keepalive probes (one in flight at most).
+const KEEPALIVE_SLOTS: u32 = 1;
 
 /// Send-queue slots kept for the RDMA READs of large messages.
 fn read_slots(config: &RdmaConfig) -> u32 {
@@ -113,6 +117,12 @@ pub(crate) struct ConnCore {
     incoming: RefCell<incoming::Incoming>,
     /// Our RDMA READs in flight, by the peer's id: the buffers they fill.
     reads: RefCell<HashMap<u32, Tracked>>,
+    /// Work completions of this connection so far (what the keepalive calls activity).
+    completions: Cell<u64>,
+    /// Established and carrying frames (`run` was called): only then may a probe go out, a
+    /// queue pair still being connected is not ready to send.
+    running: Cell<bool>,
+    keepalive: Cell<Keepalive>,
     /// "Done"s owed to the peer (sent by the writer task, which `control_waker` wakes).
     dones: RefCell<Vec<u32>>,
     control_waker: WakerCell,
@@ -204,6 +214,9 @@ impl ConnCore {
                 outgoing: RefCell::new(Outgoing::new(config.large_in_flight as usize)),
                 incoming: RefCell::new(incoming::Incoming::new(config.large_in_flight as usize)),
                 reads: RefCell::new(HashMap::new()),
+                completions: Cell::new(0),
+                running: Cell::new(false),
+                keepalive: Cell::new(Keepalive::default()),
                 dones: RefCell::new(Vec::new()),
                 control_waker: WakerCell::new(),
             })
@@ -224,12 +237,19 @@ impl ConnCore {
         self.wake_writer();
     }
 
+    /// The READ depths this side asks for: as many as large transfers may be in flight
+    /// (`RdmaConfig::large_in_flight`), within what the device allows.
+    pub(crate) fn read_depths_wanted(&self) -> corewire_verbs::ReadDepths {
+        corewire_verbs::ReadDepths::both(self.device.read_depth)
+    }
+
     pub(crate) fn qp_do<R>(&self, f: impl FnOnce(&QueuePair) -> R) -> Option<R> {
         self.qp.borrow().as_ref().map(f)
     }
 
     /// Start the writer task: from here on the connection carries frames.
     pub(crate) fn run(self: &Rc<Self>) {
+        self.running.set(true);
         spawn_local(write_loop(self.clone()));
     }
 
@@ -316,13 +336,51 @@ impl ConnCore {
         self.shard.stats.borrow_mut().acks_sent += 1;
     }
 
+    /// The keepalive interval ended: probe the peer if nothing completed during all of it.
+    pub(crate) fn keepalive_tick(&self) {
+        if !self.running.get() || self.is_ended() {
+            return;
+        }
+        let mut k = self.keepalive.get();
+        let probe = k.tick(self.completions.get());
+        if !probe {
+            self.keepalive.set(k);
+            return;
+        }
+        let wr = SendWr {
+            wr_id: self.wr(WrKind::Keepalive, 0),
+            sges: &[],
+            op: SendOp::ZeroLengthWrite,
+            signaled: true,
+            solicited: false,
+            inline: false,
+        };
+        let posted = match self.qp.borrow().as_ref() {
+            Some(qp) => qp.post_send(&wr),
+            None => return,
+        };
+        match posted {
+            Ok(()) => {
+                self.keepalive.set(k);
+                self.shard.stats.borrow_mut().keepalives_sent += 1;
+            }
+            Err(e) => self.fail(format!("posting a keepalive probe failed: {e}")),
+        }
+    }
+
     pub(crate) fn on_completion(self: &Rc<Self>, id: WrId, wc: &WorkCompletion) {
+        self.completions.set(self.completions.get() + 1);
+        if id.kind == WrKind::Keepalive {
+            let mut k = self.keepalive.get();
+            k.completed();
+            self.keepalive.set(k);
+        }
         if wc.status != WcStatus::Success {
             match id.kind {
                 WrKind::Send => self.finish_send(id.buffer),
                 WrKind::Ack => self.flow.borrow_mut().send_completed(),
-                // Its buffer goes with the connection, which ends now.
-                WrKind::Recv | WrKind::SharedRecv | WrKind::Read => {}
+                // Its buffer goes with the connection, which ends now (a probe has none).
+                WrKind::Recv | WrKind::SharedRecv | WrKind::Read | WrKind::Keepalive => {}
             }
             if wc.status != WcStatus::WrFlushError || !self.is_ended() {
                 self.shard.stats.borrow_mut().connection_errors += 1;
@@ -345,6 +403,8 @@ impl ConnCore {
                 self.maybe_ack();
             }
             WrKind::Read => self.read_completed(id.buffer),
+            // The peer is there; nothing to free.
+            WrKind::Keepalive => {}
         }
     }
 
@@ -920,6 +980,12 @@ impl RdmaConnection {
     /// Why the connection ended, if it has.
     pub fn end_reason(&self) -> Option<String> {
         self.core().ended.borrow().clone()
+    }
+
+    /// The RDMA READ depths the queue pair settled on (large messages are pulled by READ:
+    /// this many may be in flight each way), `None` once the connection is gone.
+    pub fn read_depths(&self) -> Option<corewire_verbs::ReadDepths> {
+        self.core().qp_do(|qp| qp.read_depths().ok()).flatten()
     }
 
     /// Force the queue pair into the error state (fault injection for tests): every posted

@@ -33,9 +33,12 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
         let (core, hello) =
             open_connection(&shard, id, 0, chunk_size).map_err(|(e, _refusal)| e)?;
         let hello = hello.encode();
+        let depths = core.read_depths_wanted();
         let params = ConnParams {
             private_data: &hello,
             retry_count: shard.config().retry_count,
+            responder_resources: depths.responder_resources,
+            initiator_depth: depths.initiator_depth,
             ..ConnParams::default()
         };
         if let Some(Err(e)) = set_ack_timeout(&shard, &core) {

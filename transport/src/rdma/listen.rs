@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use corewire_runtime::accept::{Arrived, Handoff, ListenerHandle, Placement, StopSignal};
 use corewire_runtime::{report_protocol_error, shard_id, spawn_local, Runtime, ShardId};
-use corewire_verbs::{CmEventKind, CmId, ConnParams, Context};
+use corewire_verbs::{CmEventKind, CmId, ConnParams, Context, ReadDepths};
 
 use super::cm_events::EventQueue;
 use super::conn::RdmaConnection;
@@ -146,11 +146,14 @@ async fn accept_loop<H, Fut>(
                 continue;
             }
         };
+        let offered = ev.read_depths();
         let placed = handoff.place(new_id.peer_addr());
         let handler = handler.clone();
         handoff
             .deliver(placed, move |arrived| {
-                spawn_local(accept_on_this_shard(new_id, hello, arrived, handler));
+                spawn_local(accept_on_this_shard(
+                    new_id, hello, offered, arrived, handler,
+                ));
             })
             .await;
     }
@@ -160,8 +163,13 @@ async fn accept_loop<H, Fut>(
     drop(id);
 }
 
-async fn accept_on_this_shard<H, Fut>(mut id: CmId, hello: Handshake, arrived: Arrived, handler: H)
-where
+async fn accept_on_this_shard<H, Fut>(
+    mut id: CmId,
+    hello: Handshake,
+    offered: ReadDepths,
+    arrived: Arrived,
+    handler: H,
+) where
     H: Fn(RdmaAccepted) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
@@ -202,9 +210,13 @@ where
         }
     };
     let reply = reply.encode();
+    // READs each way: no more than the peer offered to serve and to issue.
+    let depths = core.read_depths_wanted().accept(offered);
     let params = ConnParams {
         private_data: &reply,
         retry_count: shard.config().retry_count,
+        responder_resources: depths.responder_resources,
+        initiator_depth: depths.initiator_depth,
         ..ConnParams::default()
     };
     if let Some(Err(e)) = super::connect::set_ack_timeout(&shard, &core) {

@@ -15,6 +15,7 @@ mod fallback;
 pub mod flow;
 pub mod grants;
 pub mod handshake;
+mod keepalive;
 pub mod large;
 mod listen;
 mod poll_tally;

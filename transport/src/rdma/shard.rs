@@ -26,6 +26,8 @@ pub struct RdmaStats {
     pub completions: u64,
     pub cq_events: u64,
     pub acks_sent: u64,
+    /// Keepalive probes posted (connections idle for a whole `RdmaConfig::keepalive`).
+    pub keepalives_sent: u64,
     /// Times a sender had to wait for credits.
     pub credit_waits: u64,
     pub connections_opened: u64,
@@ -152,6 +154,9 @@ impl RdmaShard {
         });
         shard.device(ctx)?;
         spawn_local(run_router(shard.cm_channel.clone(), shard.cm.clone()));
+        if let Some(interval) = shard.config().keepalive {
+            spawn_local(super::keepalive::sweep(Rc::downgrade(&shard), interval));
+        }
         SHARD.with(|s| *s.borrow_mut() = Some(shard.clone()));
         tracing::info!(mode = ?shard.mode.get(), "rdma transport installed");
         Ok(shard)
@@ -197,8 +202,7 @@ impl RdmaShard {
         *self.config.borrow_mut() = Rc::new(c);
         if !matches!(mode, PollerMode::Polling { .. }) {
             for d in self.devices.borrow().iter() {
-                d.cq.req_notify(false).map_err(RdmaError::Device)?;
-                d.wakeups.armed(false);
+                d.arm_for_every_completion()?;
             }
         }
         Ok(())
@@ -254,6 +258,15 @@ impl RdmaShard {
             }
         }
         st
+    }
+
+    /// Every open connection of the shard.
+    pub fn live_conns(&self) -> Vec<Rc<ConnCore>> {
+        self.conns
+            .borrow()
+            .iter()
+            .filter_map(|(_, (_, c))| c.upgrade())
+            .collect()
     }
 
     pub fn conn(&self, slot: u32, generation: u16) -> Option<Rc<ConnCore>> {

@@ -13,6 +13,8 @@ pub enum WrKind {
     SharedRecv,
     /// An RDMA READ of a large message (`buffer` is its id).
     Read,
+    /// A keepalive probe (a zero-byte RDMA WRITE, no buffer).
+    Keepalive,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,7 @@ impl WrId {
             WrKind::Ack => 2,
             WrKind::SharedRecv => 3,
             WrKind::Read => 4,
+            WrKind::Keepalive => 5,
         };
         (u64::from(self.conn_slot & 0xf_ffff) << 44)
             | (u64::from(self.generation) << 28)
@@ -46,6 +49,7 @@ impl WrId {
             2 => WrKind::Ack,
             3 => WrKind::SharedRecv,
             4 => WrKind::Read,
+            5 => WrKind::Keepalive,
             _ => return None,
         };
         Some(WrId {
@@ -69,6 +73,7 @@ mod tests {
             WrKind::Ack,
             WrKind::SharedRecv,
             WrKind::Read,
+            WrKind::Keepalive,
         ] {
             let id = WrId {
                 conn_slot: 0xf_fff0,
