@@ -132,6 +132,14 @@ kill "$SERVER2" 2>/dev/null
 wait "$SERVER2"; rc2=$?
 say server2_exit rc="$rc2"
 pids=()
+# The server's side of the cut link: its two connections (the busy one and the idle one) had
+# nothing left to resend once their replies were acknowledged, so only its keepalive probes
+# could fail them; they must have, before the client reconnected (counted at its exit).
+server_errors=$(grep '"event":"exit"' "$OUT/server2.out" | sed -n 's/.*"connection_errors":\([0-9]*\).*/\1/p')
+say server2_connection_errors n="${server_errors:-null}"
+if [ "${server_errors:-0}" -lt 2 ]; then
+  fail "the server did not fail its connections of the cut link (connection_errors ${server_errors:-none}, want >= 2)"
+fi
 # server1 was killed (its runner reports 125: no exit code from the guest); server2 exits 0
 # after the client's EXIT call.
 if [ "$rc_client" = 0 ] && [ "$rc2" = 0 ] && [ "$rc1" != 0 ] && grep -q '"event":"done","ok":true' "$OUT/client.out"; then
