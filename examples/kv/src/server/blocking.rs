@@ -14,7 +14,10 @@
 //! connections ever blocked and, when one closes, tells every shard to drop that
 //! connection's waiters (through the shard's forwarding queues, after any job the connection
 //! sent there, so a pop still on its way cannot block after its cancel), so no item is popped
-//! for a client that is gone.
+//! for a client that is gone. Until every shard has applied the cancel, the close is also
+//! listed process-wide (`ServerShared::cancelling`): a push that another connection sent
+//! after CLIENT KILL answered can overtake the cancel on its way to the key's shard, which
+//! then drops the waiter instead of serving it.
 //!
 //! Differences from Redis: a connection's requests after a blocked one still run (their
 //! replies wait, in order, behind the blocked one's), where Redis reads nothing more from a
@@ -255,6 +258,14 @@ impl Shard {
             let Some((id, client)) = next else {
                 return;
             };
+            let origin = client.origin;
+            if origin.shard != self.id && self.shared.cancelling.is_gone(origin.shard, origin.sink)
+            {
+                // Its connection closed; the cancel is on its way: drop the waiter now.
+                self.blocked.queues.borrow_mut().remove(id);
+                self.publish_blocked();
+                continue;
+            }
             if !self.with_store(|store| store.has_list_items(key, now)) {
                 return;
             }
@@ -294,6 +305,7 @@ impl Shard {
         }
         let from = self.id;
         self.drop_waiters_of(from, sink);
+        self.shared.cancelling.begin(from, sink, self.count - 1);
         for target in (0..self.count).filter(|&target| target != from) {
             self.forward
                 .push_cancel(target, Cancel { shard: from, sink });
@@ -304,6 +316,7 @@ impl Shard {
     pub(crate) fn cancel_all(&self, cancels: Vec<Cancel>) {
         for cancel in cancels {
             self.drop_waiters_of(cancel.shard, cancel.sink);
+            self.shared.cancelling.applied(cancel.shard, cancel.sink);
         }
     }
 

@@ -226,6 +226,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         rejected_connections: Default::default(),
         blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),
+        cancelling: Default::default(),
     });
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));

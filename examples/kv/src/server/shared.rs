@@ -1,9 +1,11 @@
 //! Process-wide facts every shard reads: settings, start time, the client count.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::sink::SinkKey;
 use crate::info::ServerInfo;
 use crate::session::SessionConfig;
 
@@ -21,6 +23,50 @@ pub(crate) struct ServerShared {
     /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`).
     pub blocked_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
+    /// Closed (or killed) connections whose blocked waits on other shards are not cancelled
+    /// there yet (see `blocking.rs`).
+    pub cancelling: CancellingSinks,
+}
+
+/// Connections that closed with blocked waits, until every other shard has applied their
+/// cancel. The cancels travel through the forwarding queues, so a push that another
+/// connection sent after it saw the close (CLIENT KILL's reply) can reach the key's shard
+/// first: that shard looks here before it serves a waiter of another shard, so no item is
+/// popped for a client that is gone. One entry per such close, removed by the last shard
+/// that applies its cancel: bounded by the cancels in flight.
+#[derive(Default)]
+pub(crate) struct CancellingSinks(Mutex<HashMap<(usize, SinkKey), usize>>);
+
+impl CancellingSinks {
+    /// Connection `sink` of `shard` closed; `others` shards are being told.
+    pub fn begin(&self, shard: usize, sink: SinkKey, others: usize) {
+        if others > 0 {
+            self.lock().insert((shard, sink), others);
+        }
+    }
+
+    /// Whether waiters of `sink` (of `shard`) belong to a connection that is gone.
+    pub fn is_gone(&self, shard: usize, sink: SinkKey) -> bool {
+        self.lock().contains_key(&(shard, sink))
+    }
+
+    /// One more shard applied the cancel of `sink`.
+    pub fn applied(&self, shard: usize, sink: SinkKey) {
+        let mut map = self.lock();
+        if let Some(left) = map.get_mut(&(shard, sink)) {
+            *left -= 1;
+            if *left == 0 {
+                map.remove(&(shard, sink));
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, SinkKey), usize>> {
+        // A panic while holding it leaves the map consistent (single inserts and removes).
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl ServerShared {
@@ -117,5 +163,35 @@ fn os_name() -> String {
             name.machine().to_string_lossy()
         ),
         Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_sink_is_gone_until_every_other_shard_applied_its_cancel() {
+        let c = CancellingSinks::default();
+        let (a, b) = (SinkKey::for_test(3, 1), SinkKey::for_test(3, 2));
+        c.begin(0, a, 2);
+        assert!(c.is_gone(0, a));
+        // The same slot reused (a new generation), and the same key on another shard, are
+        // other connections.
+        assert!(!c.is_gone(0, b));
+        assert!(!c.is_gone(1, a));
+        c.applied(0, a);
+        assert!(c.is_gone(0, a), "one of two shards applied it");
+        c.applied(0, a);
+        assert!(!c.is_gone(0, a));
+        assert!(
+            c.0.lock().unwrap().is_empty(),
+            "the entry went with the last cancel"
+        );
+        // A late or unknown cancel changes nothing; a one-shard server tells nobody.
+        c.applied(0, a);
+        c.begin(0, b, 0);
+        assert!(!c.is_gone(0, b));
+        assert!(c.0.lock().unwrap().is_empty());
     }
 }

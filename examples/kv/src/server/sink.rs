@@ -22,6 +22,13 @@ pub(crate) struct SinkKey {
     generation: u32,
 }
 
+#[cfg(test)]
+impl SinkKey {
+    pub(crate) fn for_test(index: u32, generation: u32) -> SinkKey {
+        SinkKey { index, generation }
+    }
+}
+
 /// Which part of a request a reply answers: the whole request, or part `i` of a fan-out.
 pub(crate) type Part = Option<u32>;
 
