@@ -16,7 +16,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire_runtime::sync::{oneshot, Notify};
+use corewire_runtime::sync::{Notify, SlotKey, Slots};
 use corewire_runtime::{sleep_until, spawn_local, Sleep};
 use corewire_transport::frame::{Frame, FrameHeader, FrameLimits, StatusCode};
 use corewire_transport::rdma::{RdmaConnection, RdmaOrTcp, TcpFallback};
@@ -84,9 +84,10 @@ impl Default for ClientOptions {
 
 type CallResult = Result<Response, ClientError>;
 
-/// What the call table keeps for a call: where its result goes, and what a Cancel names.
+/// What the call table keeps for a call: where its result goes (its slot in
+/// [`Inner::replies`]), and what a Cancel names.
 struct Waiting {
-    reply: oneshot::Sender<CallResult>,
+    reply: SlotKey,
     service: u32,
     method: u32,
 }
@@ -94,6 +95,10 @@ struct Waiting {
 struct Inner<C> {
     conn: C,
     calls: RefCell<ClientCalls<Waiting>>,
+    /// Each waiting call's result slot (no allocation per call): the reader fills it, the
+    /// call's future takes it. A call dropped early frees its slot, and a result for it is
+    /// refused rather than delivered to the slot's next call.
+    replies: Slots<CallResult>,
     /// Signalled whenever a window slot frees up (or the connection ends).
     window: Notify,
     /// Signalled when a call's deadline became the earliest: the reader re-arms its timer.
@@ -191,6 +196,7 @@ impl<C: Connection> Client<C> {
         let inner = Rc::new(Inner {
             conn,
             calls: RefCell::new(ClientCalls::new(options.window)),
+            replies: Slots::with_capacity(options.window.clamp(1, 1024)),
             window: Notify::new(),
             earliest_deadline: Notify::new(),
             options,
@@ -257,9 +263,9 @@ impl<C: Connection> Client<C> {
         // profile of a small-message load).
         let now = timeout.map(|_| Instant::now());
         let deadline = now.zip(timeout).map(|(now, t)| now + t);
-        let (reply, reply_rx) = oneshot::channel();
+        let reply = inner.replies.reserve();
         let mut token = Waiting {
-            reply,
+            reply: reply.key(),
             service,
             method,
         };
@@ -298,11 +304,9 @@ impl<C: Connection> Client<C> {
             return Err(ClientError::Disconnected(e.to_string()));
         }
         pending.sent = true;
-        // The reader sends the result (a reply, `Timeout` when the deadline passes, or
-        // `Disconnected`); the sender is dropped unsent only with the call table itself.
-        let result = reply_rx
-            .await
-            .unwrap_or_else(|_| Err(ClientError::Disconnected("client dropped".into())));
+        // The reader fills the slot (a reply, `Timeout` when the deadline passes, or
+        // `Disconnected` when the connection ends).
+        let result = reply.await;
         // Resolved: the reader already removed the call (and cancelled it if it expired).
         pending.id = None;
         result
@@ -375,7 +379,7 @@ fn expire<C: Connection>(inner: &Inner<C>) {
     let mut cancels = Vec::with_capacity(expired.len());
     for c in expired {
         cancels.push((c.token.service, c.token.method, c.correlation_id));
-        let _ = c.token.reply.send(Err(ClientError::Timeout));
+        let _ = inner.replies.fill(c.token.reply, Err(ClientError::Timeout));
     }
     wake_window(inner);
     send_cancels(&inner.conn, cancels);
@@ -432,7 +436,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             Err(status) => Err(ClientError::Status(status)),
                         };
                         // The caller may have stopped waiting (dropped its call): fine.
-                        let _ = c.token.reply.send(result);
+                        let _ = inner.replies.fill(c.token.reply, result);
                         wake_window(&inner);
                     }
                     // A late reply to a call that timed out or was cancelled.
@@ -471,10 +475,9 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     *inner.gone.borrow_mut() = Some(why.clone());
     let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
-        let _ = c
-            .token
-            .reply
-            .send(Err(ClientError::Disconnected(why.clone())));
+        let _ = inner
+            .replies
+            .fill(c.token.reply, Err(ClientError::Disconnected(why.clone())));
     }
     wake_window(&inner);
 }
