@@ -213,17 +213,18 @@ impl<C: Connection> Client<C> {
     }
 
     /// Call `method` of `service` with `payload`; the reply's payload.
-    pub async fn call(
+    pub fn call(
         &self,
         service: u32,
         method: u32,
         payload: Bytes,
-    ) -> Result<Bytes, ClientError> {
-        self.request(service, method)
-            .payload(payload)
-            .send()
-            .await
-            .map(|r| r.payload)
+    ) -> impl Future<Output = Result<Bytes, ClientError>> + '_ {
+        // The call future itself, with no `async` layer around it: each layer copies the
+        // whole future (most of a KiB) once more per call.
+        let timeout = self.inner().options.default_timeout;
+        self.start_call(service, method, payload, Bytes::new(), timeout, |r| {
+            r.payload
+        })
     }
 
     /// A call with more options (attachment, timeout).
@@ -250,14 +251,16 @@ impl<C: Connection> Client<C> {
         &self.inner().conn
     }
 
-    async fn start_call(
+    /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
+    async fn start_call<R>(
         &self,
         service: u32,
         method: u32,
         payload: Bytes,
         attachment: Bytes,
         timeout: Option<Duration>,
-    ) -> CallResult {
+        finish: fn(Response) -> R,
+    ) -> Result<R, ClientError> {
         let inner = self.inner();
         // The clock is read only for a call with a deadline (a read per call shows in the
         // profile of a small-message load).
@@ -309,7 +312,7 @@ impl<C: Connection> Client<C> {
         let result = reply.await;
         // Resolved: the reader already removed the call (and cancelled it if it expired).
         pending.id = None;
-        result
+        result.map(finish)
     }
 }
 
@@ -492,7 +495,7 @@ pub struct CallBuilder<'a, C: Connection> {
     timeout: Option<Duration>,
 }
 
-impl<C: Connection> CallBuilder<'_, C> {
+impl<'a, C: Connection> CallBuilder<'a, C> {
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.payload = payload.into();
         self
@@ -508,15 +511,15 @@ impl<C: Connection> CallBuilder<'_, C> {
         self
     }
 
-    pub async fn send(self) -> Result<Response, ClientError> {
-        self.client
-            .start_call(
-                self.service,
-                self.method,
-                self.payload,
-                self.attachment,
-                self.timeout,
-            )
-            .await
+    pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
+        // The call future itself (see `Client::call`).
+        self.client.start_call(
+            self.service,
+            self.method,
+            self.payload,
+            self.attachment,
+            self.timeout,
+            std::convert::identity,
+        )
     }
 }
