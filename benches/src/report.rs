@@ -57,6 +57,10 @@ pub struct CpuUsage {
     /// All system calls per request (perf, with `--server-syscalls`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_syscalls_per_req: Option<f64>,
+    /// The client's allocations per request (a client that counts them: the corewire RPC
+    /// client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_allocs_per_req: Option<f64>,
 }
 
 impl CpuUsage {
@@ -94,6 +98,14 @@ impl CpuUsage {
         self.server_syscalls_per_req = syscalls
             .and_then(|c| per_req(c.syscalls as f64))
             .map(round3);
+        self
+    }
+
+    /// Adds the client's allocations in the window, per request.
+    pub fn with_client_allocs(mut self, allocs: Option<u64>, requests: u64) -> CpuUsage {
+        self.client_allocs_per_req = allocs
+            .filter(|_| requests > 0)
+            .map(|a| round3(a as f64 / requests as f64));
         self
     }
 }

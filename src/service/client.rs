@@ -16,7 +16,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire_runtime::sync::{oneshot, Notify};
+use corewire_runtime::sync::{Notify, SlotKey, Slots};
 use corewire_runtime::{sleep_until, spawn_local, Sleep};
 use corewire_transport::frame::{Frame, FrameHeader, FrameLimits, StatusCode};
 use corewire_transport::rdma::{RdmaConnection, RdmaOrTcp, TcpFallback};
@@ -84,9 +84,10 @@ impl Default for ClientOptions {
 
 type CallResult = Result<Response, ClientError>;
 
-/// What the call table keeps for a call: where its result goes, and what a Cancel names.
+/// What the call table keeps for a call: where its result goes (its slot in
+/// [`Inner::replies`]), and what a Cancel names.
 struct Waiting {
-    reply: oneshot::Sender<CallResult>,
+    reply: SlotKey,
     service: u32,
     method: u32,
 }
@@ -94,6 +95,10 @@ struct Waiting {
 struct Inner<C> {
     conn: C,
     calls: RefCell<ClientCalls<Waiting>>,
+    /// Each waiting call's result slot (no allocation per call): the reader fills it, the
+    /// call's future takes it. A call dropped early frees its slot, and a result for it is
+    /// refused rather than delivered to the slot's next call.
+    replies: Slots<CallResult>,
     /// Signalled whenever a window slot frees up (or the connection ends).
     window: Notify,
     /// Signalled when a call's deadline became the earliest: the reader re-arms its timer.
@@ -191,6 +196,7 @@ impl<C: Connection> Client<C> {
         let inner = Rc::new(Inner {
             conn,
             calls: RefCell::new(ClientCalls::new(options.window)),
+            replies: Slots::with_capacity(options.window.clamp(1, 1024)),
             window: Notify::new(),
             earliest_deadline: Notify::new(),
             options,
@@ -207,17 +213,18 @@ impl<C: Connection> Client<C> {
     }
 
     /// Call `method` of `service` with `payload`; the reply's payload.
-    pub async fn call(
+    pub fn call(
         &self,
         service: u32,
         method: u32,
         payload: Bytes,
-    ) -> Result<Bytes, ClientError> {
-        self.request(service, method)
-            .payload(payload)
-            .send()
-            .await
-            .map(|r| r.payload)
+    ) -> impl Future<Output = Result<Bytes, ClientError>> + '_ {
+        // The call future itself, with no `async` layer around it: each layer copies the
+        // whole future (most of a KiB) once more per call.
+        let timeout = self.inner().options.default_timeout;
+        self.start_call(service, method, payload, Bytes::new(), timeout, |r| {
+            r.payload
+        })
     }
 
     /// A call with more options (attachment, timeout).
@@ -244,22 +251,24 @@ impl<C: Connection> Client<C> {
         &self.inner().conn
     }
 
-    async fn start_call(
+    /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
+    async fn start_call<R>(
         &self,
         service: u32,
         method: u32,
         payload: Bytes,
         attachment: Bytes,
         timeout: Option<Duration>,
-    ) -> CallResult {
+        finish: fn(Response) -> R,
+    ) -> Result<R, ClientError> {
         let inner = self.inner();
         // The clock is read only for a call with a deadline (a read per call shows in the
         // profile of a small-message load).
         let now = timeout.map(|_| Instant::now());
         let deadline = now.zip(timeout).map(|(now, t)| now + t);
-        let (reply, reply_rx) = oneshot::channel();
+        let reply = inner.replies.reserve();
         let mut token = Waiting {
-            reply,
+            reply: reply.key(),
             service,
             method,
         };
@@ -298,14 +307,12 @@ impl<C: Connection> Client<C> {
             return Err(ClientError::Disconnected(e.to_string()));
         }
         pending.sent = true;
-        // The reader sends the result (a reply, `Timeout` when the deadline passes, or
-        // `Disconnected`); the sender is dropped unsent only with the call table itself.
-        let result = reply_rx
-            .await
-            .unwrap_or_else(|_| Err(ClientError::Disconnected("client dropped".into())));
+        // The reader fills the slot (a reply, `Timeout` when the deadline passes, or
+        // `Disconnected` when the connection ends).
+        let result = reply.await;
         // Resolved: the reader already removed the call (and cancelled it if it expired).
         pending.id = None;
-        result
+        result.map(finish)
     }
 }
 
@@ -375,7 +382,7 @@ fn expire<C: Connection>(inner: &Inner<C>) {
     let mut cancels = Vec::with_capacity(expired.len());
     for c in expired {
         cancels.push((c.token.service, c.token.method, c.correlation_id));
-        let _ = c.token.reply.send(Err(ClientError::Timeout));
+        let _ = inner.replies.fill(c.token.reply, Err(ClientError::Timeout));
     }
     wake_window(inner);
     send_cancels(&inner.conn, cancels);
@@ -432,7 +439,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             Err(status) => Err(ClientError::Status(status)),
                         };
                         // The caller may have stopped waiting (dropped its call): fine.
-                        let _ = c.token.reply.send(result);
+                        let _ = inner.replies.fill(c.token.reply, result);
                         wake_window(&inner);
                     }
                     // A late reply to a call that timed out or was cancelled.
@@ -471,10 +478,9 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     *inner.gone.borrow_mut() = Some(why.clone());
     let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
-        let _ = c
-            .token
-            .reply
-            .send(Err(ClientError::Disconnected(why.clone())));
+        let _ = inner
+            .replies
+            .fill(c.token.reply, Err(ClientError::Disconnected(why.clone())));
     }
     wake_window(&inner);
 }
@@ -489,7 +495,7 @@ pub struct CallBuilder<'a, C: Connection> {
     timeout: Option<Duration>,
 }
 
-impl<C: Connection> CallBuilder<'_, C> {
+impl<'a, C: Connection> CallBuilder<'a, C> {
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.payload = payload.into();
         self
@@ -505,15 +511,15 @@ impl<C: Connection> CallBuilder<'_, C> {
         self
     }
 
-    pub async fn send(self) -> Result<Response, ClientError> {
-        self.client
-            .start_call(
-                self.service,
-                self.method,
-                self.payload,
-                self.attachment,
-                self.timeout,
-            )
-            .await
+    pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
+        // The call future itself (see `Client::call`).
+        self.client.start_call(
+            self.service,
+            self.method,
+            self.payload,
+            self.attachment,
+            self.timeout,
+            std::convert::identity,
+        )
     }
 }

@@ -251,3 +251,105 @@ fn one_timer_per_connection_drives_every_deadline() {
     );
     assert_eq!(still_pending, 50);
 }
+
+/// The per-call result slots (`sync::Slots`) end to end, against a peer that answers by hand:
+/// a call dropped after its request went out frees its slot, the next call takes that same
+/// slot, and the late reply to the dropped call is discarded, never delivered to it; many
+/// calls answered in reverse order each get their own reply, and every slot comes back.
+#[test]
+fn a_late_reply_to_a_dropped_call_never_reaches_the_call_after_it() {
+    let (late_ignored, second, many, in_flight) = on_a_shard(|| async {
+        let (ours, peer) = pair(MemOptions::default());
+        // Window 1: every call uses the same slot.
+        let client = Client::new(
+            ours,
+            ClientOptions {
+                window: 1,
+                ..ClientOptions::default()
+            },
+        );
+        let first = {
+            let client = client.clone();
+            spawn_local(async move { client.call(Test::ID, 0, Bytes::from_static(b"first")).await })
+        };
+        let first_req = peer.recv().await.unwrap().unwrap();
+        assert_eq!(first_req.header.kind, FrameKind::Request);
+        first.abort();
+        // The dropped call is cancelled on the server...
+        let cancel = peer.recv().await.unwrap().unwrap();
+        assert_eq!(cancel.header.kind, FrameKind::Cancel);
+        assert_eq!(
+            cancel.header.correlation_id,
+            first_req.header.correlation_id
+        );
+        // ...and the next call takes its slot.
+        let second = {
+            let client = client.clone();
+            spawn_local(async move {
+                client
+                    .call(Test::ID, 0, Bytes::from_static(b"second"))
+                    .await
+            })
+        };
+        let second_req = peer.recv().await.unwrap().unwrap();
+        assert_ne!(
+            second_req.header.correlation_id,
+            first_req.header.correlation_id
+        );
+        // The late reply to the first call comes before the second's.
+        let reply = |req: &FrameHeader| corewire_transport::rpc::response_header(req);
+        peer.send(
+            &reply(&first_req.header),
+            Bytes::from_static(b"late"),
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+        for _ in 0..10 {
+            corewire_runtime::yield_now().await;
+        }
+        let late_ignored = !second.is_finished() && client.in_flight() == 1;
+        peer.send(
+            &reply(&second_req.header),
+            Bytes::from_static(b"second"),
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+        let second = second.await.unwrap();
+
+        // Many calls on a wider client, answered in reverse order.
+        let (ours, peer) = pair(MemOptions::default());
+        let client = Client::new(ours, ClientOptions::default());
+        let calls: Vec<_> = (0..100u32)
+            .map(|i| {
+                let client = client.clone();
+                spawn_local(async move {
+                    client
+                        .call(Test::ID, 0, Bytes::from(i.to_be_bytes().to_vec()))
+                        .await
+                })
+            })
+            .collect();
+        let mut requests = Vec::new();
+        while requests.len() < calls.len() {
+            requests.push(peer.recv().await.unwrap().unwrap());
+        }
+        for req in requests.iter().rev() {
+            peer.send(&reply(&req.header), req.payload.clone(), Bytes::new())
+                .await
+                .unwrap();
+        }
+        let mut many = Vec::new();
+        for call in calls {
+            many.push(call.await.unwrap().unwrap());
+        }
+        (late_ignored, second, many, client.in_flight())
+    });
+    assert!(late_ignored, "the late reply completed the next call");
+    assert_eq!(second.unwrap(), Bytes::from_static(b"second"));
+    for (i, reply) in many.iter().enumerate() {
+        assert_eq!(reply[..], (i as u32).to_be_bytes());
+    }
+    assert_eq!(in_flight, 0);
+}

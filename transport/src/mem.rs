@@ -10,7 +10,7 @@
 #![deny(missing_docs)]
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -157,16 +157,16 @@ impl MemConnection {
 }
 
 impl Connection for MemConnection {
-    async fn send(
+    fn send(
         &self,
         header: &FrameHeader,
         payload: Bytes,
         attachment: Bytes,
-    ) -> Result<(), TransportError> {
+    ) -> impl Future<Output = Result<(), TransportError>> {
+        // The queue's future itself (see `TcpConnection::send`).
         let e = self.end();
         e.out
             .push_frame(&e.encoder, &e.stats, header, payload, attachment)
-            .await
     }
 
     async fn ready_to_send(&self) -> Result<(), TransportError> {

@@ -411,12 +411,14 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                 ),
                 baseline: opts.baseline.clone().unwrap_or_else(|| "tonic".into()),
                 // Allocations and task polls per request: printed by the corewire RPC
-                // server (counting allocator, runtime counters); empty for the other peers.
+                // server (counting allocator, runtime counters), and the corewire RPC
+                // client's allocations per call; empty for the other peers.
                 columns: [
                     &LATENCY_COLUMNS[..],
                     &[
                         col("server_allocs_per_req", "srv allocs/req", 2),
                         col("server_polls_per_req", "srv polls/req", 2),
+                        col("client_allocs_per_req", "cli allocs/req", 2),
                     ],
                 ]
                 .concat(),

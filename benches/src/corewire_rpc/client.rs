@@ -154,8 +154,10 @@ async fn call_loop(
     stats: Rc<Vec<RefCell<GroupStats>>>,
 ) -> Result<(), CallLoopError> {
     let payload = Bytes::from((0..spec.size).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+    // One clock read per call: the time a reply was recorded is when the next call starts
+    // (the raw-echo loadgen likewise reads the clock once per read, not per request).
+    let mut sent = timeline.now_ns();
     loop {
-        let sent = timeline.now_ns();
         if timeline.ended(sent) {
             return Ok(());
         }
@@ -176,6 +178,7 @@ async fn call_loop(
                 .borrow_mut()
                 .record(now.saturating_sub(sent), spec.size);
         }
+        sent = now;
     }
 }
 

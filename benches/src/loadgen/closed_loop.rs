@@ -212,11 +212,9 @@ pub fn closed_loop_report(
         errors: g.errors,
         qps: per_second(g.requests, out.window),
         latency: g.latency.summary(),
-        cpu: CpuUsage::new(out.client_cpu_s, out.server_cpu_s, g.requests).with_server_detail(
-            out.server_user_sys_s,
-            out.server_syscalls,
-            g.requests,
-        ),
+        cpu: CpuUsage::new(out.client_cpu_s, out.server_cpu_s, g.requests)
+            .with_server_detail(out.server_user_sys_s, out.server_syscalls, g.requests)
+            .with_client_allocs(out.client_allocs, g.requests),
         machine: MachineNote::current(),
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::alloc_count::alloc_count;
 use crate::cpu;
 use crate::latency::LatencyHistogram;
 use crate::syscalls::{SyscallCounter, SyscallCounts};
@@ -143,6 +144,9 @@ pub struct Outcome {
     pub server_user_sys_s: Option<(f64, f64)>,
     /// The server's io_uring enters and syscalls in the window, when counting was asked for.
     pub server_syscalls: Option<SyscallCounts>,
+    /// Allocations this (client) process made in the window, when it counts them (a binary
+    /// with the [`CountingAlloc`](crate::alloc_count::CountingAlloc) global allocator).
+    pub client_allocs: Option<u64>,
 }
 
 static COUNT_SERVER_SYSCALLS: AtomicBool = AtomicBool::new(false);
@@ -156,6 +160,8 @@ pub fn count_server_syscalls(on: bool) {
 /// CPU counters at one instant.
 struct CpuSample {
     client: f64,
+    /// This process's allocations so far (0 where they are not counted).
+    client_allocs: u64,
     server: Option<ServerCpu>,
 }
 
@@ -182,7 +188,11 @@ impl CpuSample {
                 None
             }
         });
-        CpuSample { client, server }
+        CpuSample {
+            client,
+            client_allocs: alloc_count(),
+            server,
+        }
     }
 }
 
@@ -296,6 +306,8 @@ pub fn run<B: ThreadBody>(
             .and_then(|(a, b)| a.user_sys.zip(b.user_sys))
             .map(|(a, b)| (a.0 - b.0, a.1 - b.1)),
         server_syscalls,
+        client_allocs: (before.client_allocs > 0)
+            .then(|| after.client_allocs - before.client_allocs),
     }
 }
 

@@ -11,6 +11,7 @@
 //! | [`Notify`] | "something changed" wake-ups, one stored permit | `notified()`: yes (a picked notification passes on) |
 //! | [`Semaphore`] | limiting concurrency, FIFO | `acquire()`: yes |
 //! | [`oneshot`] | one reply from one task to another | awaiting the receiver: yes |
+//! | [`Slots`] | many one-value replies from one producer (calls in flight on a connection), no allocation per reply | awaiting a [`Slot`]: no (dropping it frees the slot and refuses its value) |
 //! | [`mpsc::channel`] | bounded queue, senders wait for room (FIFO) | `recv()`, `reserve()`: yes; `send()`: drops its message |
 //! | [`mpsc::unbounded_channel`] | queue whose bound comes from elsewhere | `recv()`: yes |
 //! | [`Mutex`], [`RwLock`] | state held across `.await` (FIFO, writer-fair) | `lock()`, `read()`, `write()`: yes |
@@ -51,6 +52,7 @@ mod notify;
 pub mod oneshot;
 mod rwlock;
 mod semaphore;
+mod slots;
 mod wait_queue;
 mod waker_cell;
 
@@ -63,4 +65,5 @@ pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{
     Acquire, AcquireError, AcquireOwned, OwnedPermit, Permit, Semaphore, TryAcquireError,
 };
+pub use slots::{Slot, SlotKey, Slots};
 pub use waker_cell::WakerCell;

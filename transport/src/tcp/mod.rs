@@ -286,16 +286,17 @@ async fn write_loop(shared: Rc<Shared>) {
 }
 
 impl Connection for TcpConnection {
-    async fn send(
+    fn send(
         &self,
         header: &FrameHeader,
         payload: Bytes,
         attachment: Bytes,
-    ) -> Result<(), TransportError> {
+    ) -> impl Future<Output = Result<(), TransportError>> {
+        // The queue's future itself, not wrapped in another: a wrapper copies it once more
+        // per frame.
         let s = self.shared();
         s.out
             .push_frame(&s.encoder, &s.stats, header, payload, attachment)
-            .await
     }
 
     async fn ready_to_send(&self) -> Result<(), TransportError> {
