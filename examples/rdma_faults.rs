@@ -71,6 +71,16 @@ impl Service for FaultEcho {
     }
 }
 
+/// The keepalive interval: `KEEPALIVE`, or `RDMA_FAULTS_KEEPALIVE_MS` (0 = off: the control
+/// run, in which the idle connections must NOT be noticed and the suite must fail).
+fn keepalive() -> Option<Duration> {
+    match std::env::var("RDMA_FAULTS_KEEPALIVE_MS").map(|v| v.parse::<u64>()) {
+        Ok(Ok(0)) => None,
+        Ok(Ok(ms)) => Some(Duration::from_millis(ms)),
+        _ => Some(KEEPALIVE),
+    }
+}
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == name)?;
@@ -90,7 +100,7 @@ fn runtime() -> Runtime {
     let config = RdmaConfig {
         mode: PollerMode::Event,
         ack_timeout: Some(ACK_TIMEOUT),
-        keepalive: Some(KEEPALIVE),
+        keepalive: keepalive(),
         ..RdmaConfig::default()
     };
     if let Err(e) = rdma::install(&rt, config) {
