@@ -160,7 +160,8 @@ impl Device {
             s.srq.arm_limit(s.limit).map_err(RdmaError::Device)?;
         }
         if !matches!(config.mode, PollerMode::Polling { .. }) {
-            device.arm_for_every_completion()?;
+            // For every completion: the solicited setting applies from the poller's arming.
+            device.arm(false).map_err(RdmaError::Device)?;
         }
         spawn_local(wait_for_cq_events(Rc::downgrade(&device)));
         spawn_local(wakeups::sweep(
@@ -285,14 +286,6 @@ impl Device {
                 shard.stats.borrow_mut().solicited_arms += 1;
             }
         }
-        Ok(())
-    }
-
-    /// Arm the CQ for any next completion (a mode switch, the device's first arming).
-    pub fn arm_for_every_completion(&self) -> Result<(), RdmaError> {
-        self.cq.req_notify(false).map_err(RdmaError::Device)?;
-        self.arms_unread.set(self.arms_unread.get() + 1);
-        self.wakeups.armed(false);
         Ok(())
     }
 
@@ -615,7 +608,6 @@ impl Device {
 /// The READ depth a queue pair on a device with `attr` asks for.
 fn read_depth(large_in_flight: u32, attr: &corewire_verbs::DeviceAttr) -> u8 {
     let depth = large_in_flight
-        .max(1)
         .min(attr.max_qp_rd_atom)
         .min(attr.max_qp_init_rd_atom)
         .max(1);

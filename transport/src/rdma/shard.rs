@@ -202,7 +202,7 @@ impl RdmaShard {
         *self.config.borrow_mut() = Rc::new(c);
         if !matches!(mode, PollerMode::Polling { .. }) {
             for d in self.devices.borrow().iter() {
-                d.arm_for_every_completion()?;
+                d.arm(false).map_err(RdmaError::Device)?;
             }
         }
         Ok(())
