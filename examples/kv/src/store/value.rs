@@ -4,9 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use foldhash::fast::RandomState;
-use indexmap::IndexMap;
-
 use super::compact::CompactBytes;
 use super::fields::{Fields, Members};
 pub(crate) use super::list_pack::List;
@@ -192,9 +189,12 @@ impl Ord for Score {
 /// A sorted set: member → score, and (score, member) in Redis's order (score, then member
 /// bytes). The member is in both, inline when short (see `compact.rs`): two 24-byte copies
 /// cost less than one shared `Bytes` (32-byte handles, its allocation and a shared header).
+/// The scores take a hash's two forms (`fields.rs`): past 128 members a plain table of
+/// (member, score) pairs, 16 bytes a member less than an `IndexMap` (no index vector, no
+/// stored hash), which is what brought a large sorted set under redis's bytes per member.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ZSet {
-    pub scores: IndexMap<CompactBytes, f64, RandomState>,
+    pub scores: Fields<f64>,
     pub order: BTreeSet<(Score, CompactBytes)>,
     bytes: usize,
 }
@@ -216,7 +216,7 @@ impl ZSet {
     }
 
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let (member, score) = self.scores.swap_remove_entry(member)?;
+        let (member, score) = self.scores.remove(member)?;
         self.order.remove(&(Score(score), member.clone()));
         self.bytes -= member.len() + 8;
         Some(score)
@@ -231,5 +231,54 @@ impl ZSet {
         self.order
             .range(..(Score(score), CompactBytes::new(member)))
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(i: usize) -> CompactBytes {
+        CompactBytes::new(format!("member:{i}").as_bytes())
+    }
+
+    /// Past the small form's 128 members the scores move to the plain table; updates and
+    /// removals keep the score table and the order in step, as in the small form.
+    #[test]
+    fn a_large_sorted_set_keeps_scores_and_order_in_step() {
+        let mut zset = ZSet::default();
+        for i in 0..300 {
+            assert_eq!(zset.insert(m(i), i as f64), None);
+        }
+        assert!(!zset.scores.is_small());
+        // Reverse the first hundred's order, drop every third member.
+        for i in 0..100 {
+            assert_eq!(zset.insert(m(i), -(i as f64)), Some(i as f64));
+        }
+        for i in (0..300).step_by(3) {
+            assert!(zset.remove(m(i).as_ref()).is_some());
+        }
+        assert_eq!(zset.remove(m(0).as_ref()), None);
+        let expected: Vec<(f64, CompactBytes)> = {
+            let mut all: Vec<_> = (0..300)
+                .filter(|i| i % 3 != 0)
+                .map(|i| (if i < 100 { -(i as f64) } else { i as f64 }, m(i)))
+                .collect();
+            all.sort_by(|a, b| a.0.total_cmp(&b.0));
+            all
+        };
+        let order: Vec<_> = zset.order.iter().map(|(s, m)| (s.0, m.clone())).collect();
+        assert_eq!(order, expected);
+        assert_eq!(zset.len(), expected.len());
+        for (score, member) in &expected {
+            assert_eq!(zset.scores.get(member), Some(score));
+        }
+        // ZSCAN's positions reach every member once.
+        let scanned = (0..zset.scores.positions())
+            .filter_map(|p| zset.scores.at(p))
+            .count();
+        assert_eq!(scanned, expected.len());
+        // Below 200: the 66 negated members kept and the 67 kept of 100..200.
+        assert_eq!(zset.rank(m(200).as_ref(), 200.0), 133);
     }
 }

@@ -231,7 +231,7 @@ fn encoding(value: &Value) -> &'static str {
         Value::ZSet(zset) => {
             if small(
                 zset.scores.len(),
-                zset.scores.keys().map(|member| member.len()),
+                zset.scores.iter().map(|(member, _)| member.len()),
             ) {
                 "listpack"
             } else {

@@ -694,8 +694,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Ok(scan::reply(0, Vec::new()));
         };
         let mut items = Vec::new();
-        let next = scan.walk(zset.len(), |index| {
-            if let Some((member, score)) = zset.scores.get_index(index) {
+        let next = scan.walk(zset.scores.positions(), |index| {
+            if let Some((member, score)) = zset.scores.at(index) {
                 if scan.matches(member) {
                     items.push(Reply::Bulk(member.to_bytes()));
                     items.push(Reply::Bulk(format_double(*score)));
