@@ -7,7 +7,7 @@ use super::args::{clamp_range, int, is, optional_count};
 use super::Cx;
 use crate::change::ChangeSink;
 use crate::command::{CommandError, ListEnd, TypedOp as Op};
-use crate::reply::Reply;
+use crate::reply::{Bulks, Reply};
 use crate::store::value::{List, Value, ValueType};
 
 const LIST: ValueType = ValueType::List;
@@ -185,14 +185,15 @@ impl<S: ChangeSink> Cx<'_, S> {
         let Some(list) = list_ref(value) else {
             return Ok(Reply::Array(Vec::new()));
         };
-        let items = match clamp_range(start, stop, list.len()) {
-            None => Vec::new(),
-            Some((from, to)) => list
-                .range(from, to)
-                .map(|item| Reply::Bulk(Bytes::copy_from_slice(item)))
-                .collect(),
+        let Some((from, to)) = clamp_range(start, stop, list.len()) else {
+            return Ok(Reply::Array(Vec::new()));
         };
-        Ok(Reply::Array(items))
+        // Written as RESP straight from the list (`reply/bulks.rs`), sized by the list's
+        // average element.
+        let count = to + 1 - from;
+        let mut bulks = Bulks::builder(count, count * (list.bytes / list.len().max(1)));
+        list.range(from, to).for_each(|item| bulks.push(item));
+        Ok(Reply::Bulks(bulks.finish()))
     }
 
     pub fn llen(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {

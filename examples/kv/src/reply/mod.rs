@@ -2,12 +2,18 @@
 //! this type back to the connection's shard.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 
 use crate::resp;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+mod bulks;
+pub use bulks::{Bulks, BulksBuilder};
+
+/// Equality is by content: a [`Reply::Bulks`] equals the [`Reply::Array`] of the same bulk
+/// strings (they are one reply on the wire).
+#[derive(Debug, Clone)]
 pub enum Reply {
     /// `+text`; never contains CR or LF.
     Simple(Bytes),
@@ -17,7 +23,56 @@ pub enum Reply {
     Bulk(Bytes),
     NullBulk,
     Array(Vec<Reply>),
+    /// An array of bulk strings already in wire form (see `bulks.rs`).
+    Bulks(Bulks),
     NullArray,
+}
+
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        use Reply::*;
+        match (self, other) {
+            (Simple(a), Simple(b)) | (Error(a), Error(b)) | (Bulk(a), Bulk(b)) => a == b,
+            (Integer(a), Integer(b)) => a == b,
+            (NullBulk, NullBulk) | (NullArray, NullArray) => true,
+            (Array(a), Array(b)) => a == b,
+            (Bulks(a), Bulks(b)) => a == b,
+            (Bulks(bulks), Array(items)) | (Array(items), Bulks(bulks)) => {
+                bulks.len() == items.len()
+                    && (bulks.iter().zip(items))
+                        .all(|(x, item)| matches!(item, Bulk(y) if x == &y[..]))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Reply {}
+
+/// Consistent with `eq`: a [`Reply::Bulks`] hashes as the array of bulks it equals.
+impl Hash for Reply {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        fn bulk<H: Hasher>(data: &[u8], state: &mut H) {
+            state.write_u8(3);
+            data.hash(state);
+        }
+        match self {
+            Reply::Simple(text) => (0u8, &text[..]).hash(state),
+            Reply::Error(text) => (1u8, &text[..]).hash(state),
+            Reply::Integer(value) => (2u8, value).hash(state),
+            Reply::Bulk(data) => bulk(data, state),
+            Reply::NullBulk => state.write_u8(4),
+            Reply::Array(items) => {
+                (5u8, items.len()).hash(state);
+                items.iter().for_each(|item| item.hash(state));
+            }
+            Reply::Bulks(bulks) => {
+                (5u8, bulks.len()).hash(state);
+                bulks.iter().for_each(|item| bulk(item, state));
+            }
+            Reply::NullArray => state.write_u8(6),
+        }
+    }
 }
 
 impl Reply {
@@ -66,6 +121,7 @@ impl Reply {
                     item.encode(out);
                 }
             }
+            Reply::Bulks(bulks) => out.extend_from_slice(bulks.wire()),
             Reply::NullArray => resp::write_null_array(out),
         }
     }
