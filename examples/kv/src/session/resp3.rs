@@ -105,6 +105,13 @@ fn write_double(out: &mut BytesMut, text: &[u8]) {
 /// Writes `reply` as RESP3 with `shape`. A reply that does not have the structure the shape
 /// expects (an error, a null, an empty result) is written plainly.
 pub fn encode(reply: &Reply, shape: &Shape, out: &mut BytesMut) {
+    if let Reply::Bulks(bulks) = reply {
+        // Already RESP, which is RESP3's too for a plain array of bulk strings; another
+        // shape re-types the elements one by one.
+        if *shape != Shape::Plain {
+            return encode(&Reply::Array(bulks.to_replies()), shape, out);
+        }
+    }
     match (shape, reply) {
         (_, Reply::NullBulk | Reply::NullArray) => write_null(out),
         (Shape::Map, Reply::Array(items)) if items.len() % 2 == 0 => {

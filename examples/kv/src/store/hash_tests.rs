@@ -24,6 +24,9 @@ fn strings(reply: &Reply) -> Vec<String> {
                 other => panic!("{other:?}"),
             })
             .collect(),
+        Reply::Bulks(bulks) => (bulks.iter())
+            .map(|item| String::from_utf8(item.to_vec()).unwrap())
+            .collect(),
         other => panic!("{other:?}"),
     }
 }

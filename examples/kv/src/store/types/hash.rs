@@ -8,7 +8,7 @@ use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
 use crate::number::{format_i64, parse_i64};
-use crate::reply::Reply;
+use crate::reply::{Bulks, Reply};
 use crate::store::compact::CompactBytes;
 use crate::store::value::{Hash, Value, ValueType};
 
@@ -91,19 +91,22 @@ impl<S: ChangeSink> Cx<'_, S> {
     pub fn hgetall(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let op = self.op;
         let value = self.store.view(&a[0], HASH, self.now, self.sink)?;
+        let payload = value.map_or(0, Value::payload_len);
         let Some(hash) = hash_ref(value) else {
             return Ok(Reply::Array(Vec::new()));
         };
-        let mut items = Vec::with_capacity(hash.map.len() * 2);
+        // Written as RESP straight from the hash (`reply/bulks.rs`).
+        let per_field = if op == Op::HGetAll { 2 } else { 1 };
+        let mut items = Bulks::builder(hash.map.len() * per_field, payload);
         for (field, value) in hash.map.iter() {
             if op != Op::HVals {
-                items.push(Reply::Bulk(field.to_bytes()));
+                items.push(field);
             }
             if op != Op::HKeys {
-                items.push(Reply::Bulk(value.to_bytes()));
+                items.push(value);
             }
         }
-        Ok(Reply::Array(items))
+        Ok(Reply::Bulks(items.finish()))
     }
 
     pub fn hdel(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
