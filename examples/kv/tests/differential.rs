@@ -270,6 +270,98 @@ fn sets_and_hashes_past_the_small_form() {
     pair.report();
 }
 
+/// Sorted sets of many chunks (corewire-kv keeps the order in chunks of 128 with positions,
+/// `store/zorder.rs`): ranks, score and lex ranges with every kind of bound, LIMIT, REV,
+/// ZCOUNT, ZLEXCOUNT, ZRANK and pops, after inserts, re-scores and removals with many tied
+/// scores, compared reply by reply.
+#[test]
+fn sorted_sets_past_one_chunk() {
+    use diff::gen::Rng;
+    let (oracle, server) = servers(SHARDS, &[]);
+    let mut pair = Pair::new(&oracle, &server, "large sorted sets");
+    pair.check_str(&["FLUSHALL"]);
+    let mut rng = Rng::new(31);
+    let member = |i: usize| format!("m{i}");
+    let score = |rng: &mut Rng| match rng.below(4) {
+        0 => format!("{}.5", rng.range(-20, 20)),
+        _ => rng.range(-40, 40).to_string(),
+    };
+    for i in 0..1500 {
+        let s = score(&mut rng);
+        pair.check_str(&["ZADD", "z", &s, &member(i)]);
+        // Every member of `lex` scores 0: lex ranges are meant for that.
+        pair.check_str(&["ZADD", "lex", "0", &member(rng.below(3000))]);
+    }
+    for _ in 0..400 {
+        let m = member(rng.below(1600));
+        match rng.below(3) {
+            0 => pair.check_str(&["ZREM", "z", &m]),
+            1 => pair.check_str(&["ZINCRBY", "z", "3", &m]),
+            _ => pair.check_str(&["ZADD", "z", &score(&mut rng), &m]),
+        };
+    }
+    let bound = |rng: &mut Rng| match rng.below(6) {
+        0 => "-inf".to_string(),
+        1 => "+inf".to_string(),
+        2 => format!("({}", rng.range(-45, 45)),
+        3 => format!("({}.5", rng.range(-25, 25)),
+        _ => rng.range(-45, 45).to_string(),
+    };
+    let lex = |rng: &mut Rng| match rng.below(5) {
+        0 => "-".to_string(),
+        1 => "+".to_string(),
+        2 => format!("(m{}", rng.below(3000)),
+        _ => format!("[m{}", rng.below(3000)),
+    };
+    for _ in 0..600 {
+        let (lo, hi) = (
+            rng.range(-1700, 1700).to_string(),
+            rng.range(-1700, 1700).to_string(),
+        );
+        let (min, max) = (bound(&mut rng), bound(&mut rng));
+        let (lmin, lmax) = (lex(&mut rng), lex(&mut rng));
+        let limit = [
+            rng.range(-1, 900).to_string(),
+            rng.range(-1, 60).to_string(),
+        ];
+        let mut args: Vec<&str> = match rng.below(10) {
+            0 => vec!["ZRANGE", "z", &lo, &hi],
+            1 => vec!["ZREVRANGE", "z", &lo, &hi, "WITHSCORES"],
+            2 => vec!["ZRANGEBYSCORE", "z", &min, &max, "WITHSCORES"],
+            3 => vec!["ZREVRANGEBYSCORE", "z", &max, &min],
+            4 => vec!["ZRANGE", "z", &min, &max, "BYSCORE", "REV"],
+            5 => vec!["ZCOUNT", "z", &min, &max],
+            6 => vec!["ZRANGEBYLEX", "lex", &lmin, &lmax],
+            7 => vec!["ZREVRANGEBYLEX", "lex", &lmax, &lmin],
+            8 => vec!["ZLEXCOUNT", "lex", &lmin, &lmax],
+            _ => vec![],
+        };
+        if args.is_empty() {
+            let m = member(rng.below(1600));
+            pair.check_str(&["ZRANK", "z", &m]);
+            pair.check_str(&["ZREVRANK", "z", &m]);
+            pair.check_str(&["ZRANK", "lex", &m]);
+            continue;
+        }
+        if matches!(
+            args[0],
+            "ZRANGEBYSCORE" | "ZREVRANGEBYSCORE" | "ZRANGEBYLEX"
+        ) && rng.chance(40)
+        {
+            args.extend(["LIMIT", limit[0].as_str(), limit[1].as_str()]);
+        }
+        pair.check_str(&args);
+    }
+    for _ in 0..20 {
+        pair.check_str(&["ZPOPMIN", "z", "7"]);
+        pair.check_str(&["ZPOPMAX", "z"]);
+        pair.check_str(&["ZRANGE", "z", "0", "2", "WITHSCORES"]);
+    }
+    pair.check_str(&["ZCARD", "z"]);
+    pair.check_str(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+    pair.report();
+}
+
 /// CLIENT SETNAME/GETNAME, RESET and their errors (SETINFO is newer than Debian's redis-server 7.0;
 /// CLIENT ID differs by design: ids count connections, which differ between the servers).
 #[test]

@@ -20,6 +20,7 @@ mod sweep;
 mod table;
 mod types;
 mod value;
+mod zorder;
 
 use crate::change::{ChangeSink, NoLog};
 use crate::command::{Command, CommandError};

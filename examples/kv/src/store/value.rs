@@ -2,11 +2,10 @@
 //! the bytes it stores (elements and fields, not allocator overhead) so the store's byte
 //! count stays exact without walking a collection.
 
-use std::collections::BTreeSet;
-
 use super::compact::CompactBytes;
 use super::fields::{Fields, Members};
 pub(crate) use super::list_pack::List;
+use super::zorder::ZOrder;
 
 /// The type names TYPE reports and WRONGTYPE is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +194,8 @@ impl Ord for Score {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ZSet {
     pub scores: Fields<f64>,
-    pub order: BTreeSet<(Score, CompactBytes)>,
+    /// (score, member) in order, with positions (`zorder.rs`).
+    pub order: ZOrder,
     bytes: usize,
 }
 
@@ -206,6 +206,7 @@ impl ZSet {
         let score = if score == 0.0 { 0.0 } else { score };
         let old = self.scores.insert(member.clone(), score);
         match old {
+            Some(old) if old == score => return Some(old),
             Some(old) => {
                 self.order.remove(&(Score(old), member.clone()));
             }
@@ -228,9 +229,7 @@ impl ZSet {
 
     /// Rank (0-based, ascending) of `member` with `score`.
     pub fn rank(&self, member: &[u8], score: f64) -> usize {
-        self.order
-            .range(..(Score(score), CompactBytes::new(member)))
-            .count()
+        self.order.rank(&(Score(score), CompactBytes::new(member)))
     }
 }
 

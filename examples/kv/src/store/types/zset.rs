@@ -132,6 +132,18 @@ fn lex_walk<'z>(
     if outside || lex_range_is_empty(&min, &max) {
         return Box::new(std::iter::empty());
     }
+    // What lex ranges are for: every score equal, so the members are in order and the walk's
+    // ends are two binary searches.
+    if zset.order.first().map(|(s, _)| s) == zset.order.last().map(|(s, _)| s) {
+        let lo = (zset.order).partition_point(|(_, m)| !lex_above_min(m, &min));
+        let hi = (zset.order).partition_point(|(_, m)| lex_below_max(m, &max));
+        let n = hi.saturating_sub(lo);
+        return if rev {
+            Box::new(zset.order.iter_back_from(hi).take(n))
+        } else {
+            Box::new(zset.order.iter_from(lo).take(n))
+        };
+    }
     if rev {
         Box::new(
             zset.order
@@ -148,6 +160,14 @@ fn lex_walk<'z>(
                 .take_while(move |(_, m)| lex_below_max(m, &max)),
         )
     }
+}
+
+/// The positions [lo, hi) of the elements with scores between `min` and `max`: two binary
+/// searches (the order is by score first).
+fn score_positions(zset: &ZSet, min: &Bound<f64>, max: &Bound<f64>) -> (usize, usize) {
+    let lo = (zset.order).partition_point(|(Score(s), _)| !above_min(*s, min));
+    let hi = (zset.order).partition_point(|(Score(s), _)| below_max(*s, max));
+    (lo, hi)
 }
 
 /// Ranges that select nothing whatever the set holds (Redis's `zslIsInLexRange` test).
@@ -192,11 +212,7 @@ struct RangeQuery {
 impl RangeQuery {
     /// The selected (member, score) pairs in reply order.
     fn run(&self, zset: &ZSet) -> Vec<(Bytes, f64)> {
-        let ordered: Box<dyn Iterator<Item = &(Score, CompactBytes)>> = if self.rev {
-            Box::new(zset.order.iter().rev())
-        } else {
-            Box::new(zset.order.iter())
-        };
+        let order = &zset.order;
         let (offset, count) = match self.limit {
             Some((offset, _)) if offset < 0 => return Vec::new(),
             Some((offset, count)) => (
@@ -226,18 +242,35 @@ impl RangeQuery {
                 if start > stop || start >= len {
                     return Vec::new();
                 }
-                ordered
-                    .skip(start as usize)
-                    .take((stop - start + 1) as usize)
-                    .map(picked)
-                    .collect()
+                let (start, n) = (start as usize, (stop - start + 1) as usize);
+                // Under REV, ranks count from the highest element.
+                if self.rev {
+                    order
+                        .iter_back_from(len as usize - start)
+                        .take(n)
+                        .map(picked)
+                        .collect()
+                } else {
+                    order.iter_from(start).take(n).map(picked).collect()
+                }
             }
-            Range::Score(min, max) => ordered
-                .filter(|(Score(s), _)| above_min(*s, min) && below_max(*s, max))
-                .skip(offset)
-                .take(count)
-                .map(picked)
-                .collect(),
+            Range::Score(min, max) => {
+                // LIMIT's offset is a position too: no walk over the skipped elements.
+                let (lo, hi) = score_positions(zset, min, max);
+                let n = hi.saturating_sub(lo).saturating_sub(offset).min(count);
+                if n == 0 {
+                    return Vec::new();
+                }
+                if self.rev {
+                    order
+                        .iter_back_from(hi - offset)
+                        .take(n)
+                        .map(picked)
+                        .collect()
+                } else {
+                    order.iter_from(lo + offset).take(n).map(picked).collect()
+                }
+            }
             Range::Lex(min, max) => lex_walk(zset, min, max, self.rev)
                 .skip(offset)
                 .take(count)
@@ -440,10 +473,8 @@ impl<S: ChangeSink> Cx<'_, S> {
         let (min, max) = (score_bound(&a[1])?, score_bound(&a[2])?);
         let value = self.store.view(&a[0], ZSET, self.now, self.sink)?;
         let count = zset_ref(value).map_or(0, |z| {
-            z.order
-                .iter()
-                .filter(|(Score(s), _)| above_min(*s, &min) && below_max(*s, &max))
-                .count()
+            let (lo, hi) = score_positions(z, &min, &max);
+            hi.saturating_sub(lo)
         });
         Ok(Reply::Integer(count as i64))
     }
