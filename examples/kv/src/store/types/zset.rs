@@ -10,7 +10,7 @@ use super::args::{float, format_double, int, is, optional_count, parse_float};
 use super::{scan, Cx};
 use crate::change::ChangeSink;
 use crate::command::{CommandError, TypedOp as Op};
-use crate::reply::Reply;
+use crate::reply::{Bulks, Reply};
 use crate::store::compact::CompactBytes;
 use crate::store::value::{Score, Value, ValueType, ZSet};
 
@@ -280,15 +280,18 @@ impl RangeQuery {
     }
 }
 
+/// Members (and scores) written as RESP straight away (`reply/bulks.rs`).
 fn pairs_reply(pairs: Vec<(Bytes, f64)>, with_scores: bool) -> Reply {
-    let mut items = Vec::with_capacity(pairs.len() * if with_scores { 2 } else { 1 });
+    let per_member = if with_scores { 2 } else { 1 };
+    let bytes = pairs.iter().map(|(m, _)| m.len() + 8).sum();
+    let mut items = Bulks::builder(pairs.len() * per_member, bytes);
     for (member, score) in pairs {
-        items.push(Reply::Bulk(member));
+        items.push(&member);
         if with_scores {
-            items.push(Reply::Bulk(format_double(score)));
+            items.push(&format_double(score));
         }
     }
-    Reply::Array(items)
+    Reply::Bulks(items.finish())
 }
 
 #[derive(Clone, Copy, PartialEq)]
