@@ -121,22 +121,10 @@ fn lex_walk<'z>(
     rev: bool,
 ) -> Box<dyn Iterator<Item = &'z (Score, CompactBytes)> + 'z> {
     let (min, max) = (min.clone(), max.clone());
-    // Redis's `zzlIsInLexRange`: an empty range, a last element below the minimum or a first
-    // element above the maximum selects nothing.
-    let outside = match (zset.order.first(), zset.order.last()) {
-        (Some((_, first)), Some((_, last))) => {
-            !lex_above_min(last, &min) || !lex_below_max(first, &max)
-        }
-        _ => true,
-    };
-    if outside || lex_range_is_empty(&min, &max) {
+    if lex_selects_nothing(zset, &min, &max) {
         return Box::new(std::iter::empty());
     }
-    // What lex ranges are for: every score equal, so the members are in order and the walk's
-    // ends are two binary searches.
-    if zset.order.first().map(|(s, _)| s) == zset.order.last().map(|(s, _)| s) {
-        let lo = (zset.order).partition_point(|(_, m)| !lex_above_min(m, &min));
-        let hi = (zset.order).partition_point(|(_, m)| lex_below_max(m, &max));
+    if let Some((lo, hi)) = lex_positions(zset, &min, &max) {
         let n = hi.saturating_sub(lo);
         return if rev {
             Box::new(zset.order.iter_back_from(hi).take(n))
@@ -160,6 +148,30 @@ fn lex_walk<'z>(
                 .take_while(move |(_, m)| lex_below_max(m, &max)),
         )
     }
+}
+
+/// Redis's `zzlIsInLexRange`: an empty range, a last element below the minimum or a first
+/// element above the maximum selects nothing.
+fn lex_selects_nothing(zset: &ZSet, min: &Lex, max: &Lex) -> bool {
+    let outside = match (zset.order.first(), zset.order.last()) {
+        (Some((_, first)), Some((_, last))) => {
+            !lex_above_min(last, min) || !lex_below_max(first, max)
+        }
+        _ => true,
+    };
+    outside || lex_range_is_empty(min, max)
+}
+
+/// What lex ranges are for: every score equal, so the members are in order and the walk's
+/// ends are two binary searches, the positions [lo, hi) returned here; `None` when the scores
+/// differ. Only for a range that is not empty and overlaps the set (see `lex_walk`).
+fn lex_positions(zset: &ZSet, min: &Lex, max: &Lex) -> Option<(usize, usize)> {
+    if zset.order.first().map(|(s, _)| s) != zset.order.last().map(|(s, _)| s) {
+        return None;
+    }
+    let lo = (zset.order).partition_point(|(_, m)| !lex_above_min(m, min));
+    let hi = (zset.order).partition_point(|(_, m)| lex_below_max(m, max));
+    Some((lo, hi))
 }
 
 /// The positions [lo, hi) of the elements with scores between `min` and `max`: two binary
@@ -485,7 +497,15 @@ impl<S: ChangeSink> Cx<'_, S> {
     pub fn zlexcount(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let (min, max) = (lex_bound(&a[1])?, lex_bound(&a[2])?);
         let value = self.store.view(&a[0], ZSET, self.now, self.sink)?;
-        let count = zset_ref(value).map_or(0, |z| lex_walk(z, &min, &max, false).count());
+        let count = zset_ref(value).map_or(0, |z| {
+            if lex_selects_nothing(z, &min, &max) {
+                return 0;
+            }
+            match lex_positions(z, &min, &max) {
+                Some((lo, hi)) => hi.saturating_sub(lo),
+                None => lex_walk(z, &min, &max, false).count(),
+            }
+        });
         Ok(Reply::Integer(count as i64))
     }
 
