@@ -52,6 +52,12 @@ impl FrameDecoder {
         self.limits
     }
 
+    /// Whether a frame's header was taken and its body is still awaited (the stream is inside
+    /// a frame even when no byte of the body is buffered yet).
+    pub fn in_frame(&self) -> bool {
+        matches!(self.state, State::Body { .. })
+    }
+
     /// Takes the next whole frame out of `buf`, or returns `Ok(None)` when more
     /// bytes are needed (the input may be split at any byte). Limits are checked
     /// as soon as the lengths are known, before the oversize part is buffered.
@@ -85,7 +91,11 @@ impl FrameDecoder {
             return Ok(None);
         }
         let payload = buf.split_to(lens.payload as usize).freeze();
-        let attachment = buf.split_to(lens.attachment as usize).freeze();
+        // Most frames carry no attachment: an empty one needs no share of the buffer.
+        let attachment = match lens.attachment {
+            0 => Bytes::new(),
+            n => buf.split_to(n as usize).freeze(),
+        };
         Ok(Some(Frame {
             header,
             payload,

@@ -408,3 +408,21 @@ fn peek_says_nothing_mid_frame_or_for_a_header_decode_rejects() {
     bad[0] = b'X';
     assert_eq!(decoder().peek_frame_len(&bad), None);
 }
+
+/// `in_frame` tells a transport at end-of-stream whether the peer stopped inside a frame,
+/// also right after a header, when no byte of the body is buffered.
+#[test]
+fn in_frame_from_the_header_until_the_body_is_whole() {
+    let wire = encode(&sample_header(), b"payload", b"");
+    let body_at = wire.len() - b"payload".len();
+    let mut dec = decoder();
+    let mut buf = BytesMut::from(&wire[..body_at]);
+    assert!(!dec.in_frame());
+    assert_eq!(dec.decode(&mut buf).unwrap(), None);
+    assert!(dec.in_frame() && buf.is_empty());
+    buf.extend_from_slice(&wire[body_at..]);
+    let frame = dec.decode(&mut buf).unwrap().unwrap();
+    assert_eq!(frame.payload, &b"payload"[..]);
+    assert!(frame.attachment.is_empty());
+    assert!(!dec.in_frame());
+}
