@@ -10,8 +10,6 @@
 
 #![deny(missing_docs)]
 
-mod spare;
-
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -79,9 +77,6 @@ struct ReadSide {
     /// which at 4 KiB was a good part of what the RPC path spent beyond the raw echo's
     /// (BENCHMARKS.md, issue 12).
     buf: BytesMut,
-    /// The most capacity `buf` was seen with since it was taken from the shard's spares: it
-    /// goes back there only when that is within their bound (see [`spare`]).
-    largest: usize,
     /// The peer closed its side.
     eof: bool,
 }
@@ -102,7 +97,7 @@ impl ReadSide {
                     stats.add_in(frame.payload.len() + frame.attachment.len());
                     return Poll::Ready(Ok(Some(frame)));
                 }
-                Ok(None) => self.largest = self.largest.max(self.buf.capacity()),
+                Ok(None) => {}
                 Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
             }
             if self.eof {
@@ -113,23 +108,17 @@ impl ReadSide {
                     Err(TransportError::Truncated { buffered })
                 });
             }
-            let between_frames = self.buf.is_empty() && !self.decoder.in_frame();
-            if between_frames && self.buf.capacity() == 0 {
-                self.buf = spare::take();
-            }
             // Every chunk already received, in one go: room for all of them is reserved at
             // once (in the room left behind the frames split off before, when it is enough).
             match Pin::new(&mut stream.recv_available(&mut self.buf)).poll(cx) {
                 Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(_)) => self.largest = self.largest.max(self.buf.capacity()),
+                Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
                 Poll::Pending => {
-                    // Between frames a waiting connection keeps no buffer: it goes to the
-                    // shard's spares (the frames split off it keep their part alive as long
-                    // as they need it).
-                    if between_frames {
-                        spare::give(std::mem::take(&mut self.buf), self.largest);
-                        self.largest = 0;
+                    // Between frames a waiting connection keeps no buffer (the frames split
+                    // off it keep their part alive as long as they need it).
+                    if self.buf.is_empty() && self.buf.capacity() > 0 && !self.decoder.in_frame() {
+                        self.buf = BytesMut::new();
                     }
                     return Poll::Pending;
                 }
@@ -171,7 +160,6 @@ impl TcpConnection {
             read: RefCell::new(ReadSide {
                 decoder: FrameDecoder::new(options.limits),
                 buf: BytesMut::new(),
-                largest: 0,
                 eof: false,
             }),
             reading: Cell::new(false),
