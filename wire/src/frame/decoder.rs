@@ -132,30 +132,6 @@ impl FrameDecoder {
         }
     }
 
-    /// The whole length of the frame at the start of `buf` (preamble, header and body), when
-    /// its header is all in `buf` and the decoder is between frames; `None` otherwise, also
-    /// for a header that [`decode_header`](Self::decode_header) would reject (it reports the
-    /// error). Lets a transport size the buffer a frame is gathered in before copying the
-    /// first bytes into it, so a body spanning several receive chunks is copied once.
-    pub fn peek_frame_len(&self, buf: &[u8]) -> Option<usize> {
-        if !matches!(self.state, State::Header) {
-            return None;
-        }
-        let pre: &[u8; PREAMBLE_LEN] = buf.get(..PREAMBLE_LEN)?.try_into().ok()?;
-        let header_len = usize::try_from(preamble::parse(pre).ok()?).ok()?;
-        if header_len > self.limits.max_header_len {
-            return None;
-        }
-        let header = buf.get(PREAMBLE_LEN..PREAMBLE_LEN + header_len)?;
-        let (_, lens) = header_codec::read(header).ok()?;
-        if lens.total() > self.limits.max_body_len as u64 {
-            return None;
-        }
-        usize::try_from(lens.total())
-            .ok()?
-            .checked_add(PREAMBLE_LEN + header_len)
-    }
-
     /// Complete the frame whose header [`decode_header`](Self::decode_header) took, with its
     /// payload and attachment from wherever the transport got them. `None` (and nothing
     /// changes) when no header is pending or the parts' lengths are not the declared ones.
