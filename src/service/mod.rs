@@ -25,6 +25,10 @@ pub use server::{Server, ServerBuilder, ServerOptions};
 #[derive(Debug)]
 pub struct Request {
     pub method: u32,
+    /// Over TCP, a view of the buffer the connection received it in, shared with the
+    /// requests that arrived with it (up to the runtime's 64 KiB of one receive): a service
+    /// that keeps a payload long after the call should copy it (`Bytes::copy_from_slice`)
+    /// rather than keep that whole buffer alive.
     pub payload: Bytes,
     /// Bulk bytes carried beside the payload without being copied into it.
     pub attachment: Bytes,

@@ -4,14 +4,16 @@
 //!
 //! Receiving is cancel-safe: the stream keeps its receive armed and its undelivered chunks,
 //! and the bytes of a partial frame belong to the connection, not to the `recv` future. A
-//! connection waiting for its peer holds no receive buffer: chunks are copied into the
-//! decode buffer and go back to the ring, and the decode buffer is freed when it is empty.
+//! connection waiting for its peer between frames holds no receive buffer: chunks are copied
+//! into the decode buffer and go back to the ring, and the decode buffer is let go when it is
+//! empty.
 
 #![deny(missing_docs)]
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
@@ -23,7 +25,7 @@ use corewire_runtime::{spawn_local, Budget, RoundBudget, Runtime};
 use crate::conn::{
     poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
 };
-use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameError, FrameHeader, FrameLimits};
+use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 use crate::listen::{ConnSettings, Listener};
 
 /// Settings of one frame connection.
@@ -68,30 +70,15 @@ struct Shared {
 /// The receive side: it outlives any one `recv` future.
 struct ReadSide {
     decoder: FrameDecoder,
-    /// Received bytes not yet decoded (empty and unallocated while waiting for the peer).
+    /// Received bytes not yet decoded (empty and unallocated while waiting for the peer
+    /// between frames). Everything received together is copied into it at once and the
+    /// frames are split off it, so the frames of one batch share one allocation, as the raw
+    /// echo server's do: sizing a buffer per frame cost an allocation (and a free) per frame,
+    /// which at 4 KiB was a good part of what the RPC path spent beyond the raw echo's
+    /// (BENCHMARKS.md, issue 12).
     buf: BytesMut,
-    /// The body of the frame whose header was taken, when it had not all arrived with it.
-    body: Option<Body>,
     /// The peer closed its side.
     eof: bool,
-}
-
-/// A frame body that spans several receive chunks, gathered in one buffer allocated once at
-/// its full size, so received bytes are copied once: growing the receive buffer chunk by chunk
-/// cost three or four allocations and a re-copy of the part already there, and copying the
-/// first chunk's part into a body buffer of its own cost a second copy of it (BENCHMARKS.md,
-/// issue 12, the 4 KiB RPC rows). The buffer is the receive buffer itself when that was sized
-/// for the frame as its first bytes arrived.
-struct Body {
-    bytes: BytesMut,
-    payload: usize,
-    attachment: usize,
-}
-
-impl Body {
-    fn missing(&self) -> usize {
-        self.payload + self.attachment - self.bytes.len()
-    }
 }
 
 impl ReadSide {
@@ -103,7 +90,9 @@ impl ReadSide {
         stats: &ConnStatsCells,
     ) -> Poll<Result<Option<Frame>, TransportError>> {
         loop {
-            match self.next_frame() {
+            // A body that has not all arrived makes the decoder reserve room for all of it,
+            // so the rest lands behind it and no byte is copied twice.
+            match self.decoder.decode(&mut self.buf) {
                 Ok(Some(frame)) => {
                     stats.add_in(frame.payload.len() + frame.attachment.len());
                     return Poll::Ready(Ok(Some(frame)));
@@ -112,86 +101,28 @@ impl ReadSide {
                 Err(e) => return Poll::Ready(Err(TransportError::Protocol(e))),
             }
             if self.eof {
-                let buffered = self.buf.len() + self.body.as_ref().map_or(0, |b| b.bytes.len());
-                return Poll::Ready(if buffered == 0 {
+                let buffered = self.buf.len();
+                return Poll::Ready(if buffered == 0 && !self.decoder.in_frame() {
                     Ok(None)
                 } else {
                     Err(TransportError::Truncated { buffered })
                 });
             }
-            match stream.poll_recv_chunk(cx) {
-                Poll::Ready(Ok(Some(chunk))) => {
-                    // A body being gathered takes what it misses; the rest is later frames.
-                    let mut rest = &chunk[..];
-                    if let Some(body) = &mut self.body {
-                        let n = body.missing().min(rest.len());
-                        body.bytes.extend_from_slice(&rest[..n]);
-                        rest = &rest[n..];
-                    }
-                    if self.buf.is_empty() {
-                        // A frame starts here: when it is longer than this chunk, allocate
-                        // for all of it now, so its body can be gathered in this same
-                        // buffer rather than copied into one of its own (`next_frame`).
-                        if let Some(len) = self.decoder.peek_frame_len(rest) {
-                            if len > rest.len() {
-                                self.buf.reserve(len);
-                            }
-                        }
-                    }
-                    self.buf.extend_from_slice(rest);
-                }
-                Poll::Ready(Ok(None)) => self.eof = true,
+            // Every chunk already received, in one go: room for all of them is reserved at
+            // once (in the room left behind the frames split off before, when it is enough).
+            match Pin::new(&mut stream.recv_available(&mut self.buf)).poll(cx) {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
                 Poll::Pending => {
-                    if self.buf.is_empty() && self.buf.capacity() > 0 {
+                    // Between frames a waiting connection keeps no buffer (the frames split
+                    // off it keep their part alive as long as they need it).
+                    if self.buf.is_empty() && self.buf.capacity() > 0 && !self.decoder.in_frame() {
                         self.buf = BytesMut::new();
                     }
                     return Poll::Pending;
                 }
             }
-        }
-    }
-
-    /// The next whole frame from what was received, `Ok(None)` until one is complete.
-    fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
-        if self.body.is_none() {
-            let Some((payload, attachment)) = self.decoder.decode_header(&mut self.buf)? else {
-                return Ok(None);
-            };
-            if self.buf.len() >= payload + attachment {
-                // All here: the parts share the receive buffer's allocation.
-                let p = self.buf.split_to(payload).freeze();
-                let a = self.buf.split_to(attachment).freeze();
-                return Ok(self.decoder.finish(p, a));
-            }
-            // Everything buffered belongs to this body; the rest is still on its way. When
-            // the receive buffer was allocated for the whole frame (see `poll_frame`), the
-            // body is gathered in it; otherwise in a buffer of its own.
-            let bytes = if self.buf.capacity() >= payload + attachment {
-                std::mem::take(&mut self.buf)
-            } else {
-                let mut bytes = BytesMut::with_capacity(payload + attachment);
-                bytes.extend_from_slice(&self.buf);
-                self.buf.clear();
-                bytes
-            };
-            self.body = Some(Body {
-                bytes,
-                payload,
-                attachment,
-            });
-        }
-        match self.body.take_if(|b| b.missing() == 0) {
-            // Split only when there is an attachment: a split makes the buffer shared, which
-            // costs an allocation of its own.
-            Some(body) if body.attachment == 0 => {
-                Ok(self.decoder.finish(body.bytes.freeze(), Bytes::new()))
-            }
-            Some(mut body) => {
-                let p = body.bytes.split_to(body.payload).freeze();
-                Ok(self.decoder.finish(p, body.bytes.freeze()))
-            }
-            None => Ok(None),
         }
     }
 }
@@ -228,7 +159,6 @@ impl TcpConnection {
         let shared = Rc::new(Shared {
             read: RefCell::new(ReadSide {
                 decoder: FrameDecoder::new(options.limits),
-                body: None,
                 buf: BytesMut::new(),
                 eof: false,
             }),

@@ -52,6 +52,12 @@ impl FrameDecoder {
         self.limits
     }
 
+    /// Whether a frame's header was taken and its body is still awaited (the stream is inside
+    /// a frame even when no byte of the body is buffered yet).
+    pub fn in_frame(&self) -> bool {
+        matches!(self.state, State::Body { .. })
+    }
+
     /// Takes the next whole frame out of `buf`, or returns `Ok(None)` when more
     /// bytes are needed (the input may be split at any byte). Limits are checked
     /// as soon as the lengths are known, before the oversize part is buffered.
@@ -85,7 +91,11 @@ impl FrameDecoder {
             return Ok(None);
         }
         let payload = buf.split_to(lens.payload as usize).freeze();
-        let attachment = buf.split_to(lens.attachment as usize).freeze();
+        // Most frames carry no attachment: an empty one needs no share of the buffer.
+        let attachment = match lens.attachment {
+            0 => Bytes::new(),
+            n => buf.split_to(n as usize).freeze(),
+        };
         Ok(Some(Frame {
             header,
             payload,
@@ -120,30 +130,6 @@ impl FrameDecoder {
                 Ok(Some(body))
             }
         }
-    }
-
-    /// The whole length of the frame at the start of `buf` (preamble, header and body), when
-    /// its header is all in `buf` and the decoder is between frames; `None` otherwise, also
-    /// for a header that [`decode_header`](Self::decode_header) would reject (it reports the
-    /// error). Lets a transport size the buffer a frame is gathered in before copying the
-    /// first bytes into it, so a body spanning several receive chunks is copied once.
-    pub fn peek_frame_len(&self, buf: &[u8]) -> Option<usize> {
-        if !matches!(self.state, State::Header) {
-            return None;
-        }
-        let pre: &[u8; PREAMBLE_LEN] = buf.get(..PREAMBLE_LEN)?.try_into().ok()?;
-        let header_len = usize::try_from(preamble::parse(pre).ok()?).ok()?;
-        if header_len > self.limits.max_header_len {
-            return None;
-        }
-        let header = buf.get(PREAMBLE_LEN..PREAMBLE_LEN + header_len)?;
-        let (_, lens) = header_codec::read(header).ok()?;
-        if lens.total() > self.limits.max_body_len as u64 {
-            return None;
-        }
-        usize::try_from(lens.total())
-            .ok()?
-            .checked_add(PREAMBLE_LEN + header_len)
     }
 
     /// Complete the frame whose header [`decode_header`](Self::decode_header) took, with its

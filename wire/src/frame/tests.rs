@@ -369,42 +369,20 @@ fn a_header_taken_alone_leaves_the_body_to_the_transport() {
     assert!(dec.finish(Bytes::new(), Bytes::new()).is_none());
 }
 
+/// `in_frame` tells a transport at end-of-stream whether the peer stopped inside a frame,
+/// also right after a header, when no byte of the body is buffered.
 #[test]
-fn peek_gives_the_whole_frame_length_once_the_header_is_in() {
-    let full = encode(&sample_header(), b"payload", b"attachment");
-    let header_end = full.len() - b"payloadattachment".len();
-    let dec = decoder();
-    for cut in 0..=full.len() {
-        let expected = (cut >= header_end).then_some(full.len());
-        assert_eq!(dec.peek_frame_len(&full[..cut]), expected, "cut at {cut}");
-    }
-    // Peeking takes nothing: decoding afterwards still yields the frame.
-    let mut buf = full.clone();
+fn in_frame_from_the_header_until_the_body_is_whole() {
+    let wire = encode(&sample_header(), b"payload", b"");
+    let body_at = wire.len() - b"payload".len();
     let mut dec = decoder();
-    assert_eq!(dec.peek_frame_len(&buf), Some(full.len()));
-    assert!(dec.decode(&mut buf).unwrap().is_some());
-}
-
-#[test]
-fn peek_says_nothing_mid_frame_or_for_a_header_decode_rejects() {
-    let full = encode(&FrameHeader::request(1, 2, 3), b"0123456789", b"");
-    // Between header and body the bytes at the front are body bytes, not a frame start.
-    let mut dec = decoder();
-    let mut buf = full.clone();
-    assert_eq!(dec.decode_header(&mut buf), Ok(Some((10, 0))));
-    assert_eq!(dec.peek_frame_len(&full), None);
-    // A body over the limit, a header over the limit, a bad preamble.
-    let small_body = FrameDecoder::new(FrameLimits {
-        max_header_len: 1024,
-        max_body_len: 9,
-    });
-    assert_eq!(small_body.peek_frame_len(&full), None);
-    let small_header = FrameDecoder::new(FrameLimits {
-        max_header_len: 8,
-        max_body_len: 1 << 20,
-    });
-    assert_eq!(small_header.peek_frame_len(&full), None);
-    let mut bad = full.clone();
-    bad[0] = b'X';
-    assert_eq!(decoder().peek_frame_len(&bad), None);
+    let mut buf = BytesMut::from(&wire[..body_at]);
+    assert!(!dec.in_frame());
+    assert_eq!(dec.decode(&mut buf).unwrap(), None);
+    assert!(dec.in_frame() && buf.is_empty());
+    buf.extend_from_slice(&wire[body_at..]);
+    let frame = dec.decode(&mut buf).unwrap().unwrap();
+    assert_eq!(frame.payload, &b"payload"[..]);
+    assert!(frame.attachment.is_empty());
+    assert!(!dec.in_frame());
 }
