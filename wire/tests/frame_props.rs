@@ -244,6 +244,11 @@ proptest! {
             // Nothing was consumed or grown towards the oversize body.
             prop_assert_eq!(buf.len(), head.len());
             prop_assert!(buf.capacity() < head.len() + body);
+        } else if body == 0 {
+            // An empty body is all there: the frame is whole with its header.
+            let frame = result.unwrap().expect("a frame with an empty body is complete");
+            prop_assert!(frame.payload.is_empty() && frame.attachment.is_empty());
+            prop_assert_eq!(buf.len(), 0);
         } else {
             prop_assert_eq!(result, Ok(None));
             prop_assert_eq!(buf.len(), 0, "preamble + header consumed");
