@@ -97,9 +97,7 @@ impl ZOrder {
             return;
         }
         let last_chunk = self.chunks.len() - 1;
-        let index = (self.chunks)
-            .partition_point(|c| c.last().expect("non-empty") < &entry)
-            .min(last_chunk);
+        let index = self.chunk_for(&entry).min(last_chunk);
         let at = self.chunks[index].partition_point(|e| e < &entry);
         debug_assert!(
             self.chunks[index].get(at) != Some(&entry),
@@ -136,7 +134,7 @@ impl ZOrder {
 
     /// Removes `entry`; whether it was there.
     pub fn remove(&mut self, entry: &Entry) -> bool {
-        let index = (self.chunks).partition_point(|c| c.last().expect("non-empty") < entry);
+        let index = self.chunk_for(entry);
         let Some(chunk) = self.chunks.get_mut(index) else {
             return false;
         };
@@ -178,6 +176,12 @@ impl ZOrder {
         let right = self.chunks.remove(left + 1);
         self.chunks[left].extend(right);
         true
+    }
+
+    /// The first chunk whose last element is not below `entry` (the chunks' count when every
+    /// element is below it).
+    fn chunk_for(&self, entry: &Entry) -> usize {
+        (self.chunks).partition_point(|c| c.last().expect("chunks are non-empty") < entry)
     }
 
     /// Position `at` as (chunk, offset in it); `len` is (last chunk, its length) — or (0, 0)
