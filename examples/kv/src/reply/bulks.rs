@@ -61,7 +61,7 @@ impl Bulks {
         std::iter::from_fn(move || {
             let rest = wire.get(at..).filter(|rest| !rest.is_empty())?;
             let cr = rest.iter().position(|&b| b == b'\r')?;
-            let len: usize = std::str::from_utf8(&rest[1..cr]).ok()?.parse().ok()?;
+            let len = usize::try_from(crate::number::parse_i64(&rest[1..cr])?).ok()?;
             let start = cr + 2;
             at += start + len + 2;
             Some(&rest[start..start + len])
