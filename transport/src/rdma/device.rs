@@ -52,13 +52,16 @@ pub(crate) struct Device {
     /// Set by the completion-channel task when the CQ signalled an event (and to force a
     /// drain and re-arm: see `wakeups`).
     pub event_pending: Cell<bool>,
+    /// The completion channel became readable and its events are not read yet: the poller
+    /// reads them just before it re-arms (see [`Device::read_channel_events`]).
+    channel_ready: Cell<bool>,
     /// RDMA READs a queue pair asks to have in flight each way: `large_in_flight`, within
     /// the device's `max_qp_rd_atom` and `max_qp_init_rd_atom` (a depth of 1 serialised the
     /// READs of concurrent large messages).
     pub read_depth: u8,
     /// Arms of the CQ whose event may still sit unread in the channel: each arming raises
-    /// at most one event, so the channel task reads this many (at least one) per readiness
-    /// and never pays an EAGAIN read in event mode, where every arm follows a read.
+    /// at most one event, so the poller reads this many (at least one) per readiness and
+    /// never pays an EAGAIN read in event mode, where every arm follows a read.
     arms_unread: Cell<u32>,
     /// Which completions wake the shard (solicited-only arming and its sweep).
     pub wakeups: Rc<Wakeups>,
@@ -145,6 +148,7 @@ impl Device {
             by_qp_num: RefCell::new(HashMap::new()),
             retiring: RefCell::new(HashMap::new()),
             event_pending: Cell::new(false),
+            channel_ready: Cell::new(false),
             read_depth: read_depth(config.large_in_flight, &attr),
             arms_unread: Cell::new(0),
             wakeups: Rc::new(Wakeups::default()),
@@ -287,6 +291,44 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Read the completion channel's unread events, if it signalled readiness since the last
+    /// read: as many as armings could have raised (at least one), not until EAGAIN. The
+    /// channel serves this device's one CQ and each arming raises at most one event, so in
+    /// event mode (one arm per read) a last read until EAGAIN would be a fifth of a
+    /// wake-up's syscalls (counted under strace in the VM); reading up to the count also
+    /// covers wake-ups the ring coalesced. Events must be read (and so acknowledged in
+    /// batches) for the CQ to be destroyed; reading them late is harmless: a CQ armed again
+    /// with an event unread still raises the next one.
+    pub fn read_channel_events(&self) {
+        if !self.channel_ready.replace(false) {
+            return;
+        }
+        let mut got = false;
+        for _ in 0..self.arms_unread.get().max(1) {
+            match self.channel.get_cq_event() {
+                Ok(Some(_)) => {
+                    got = true;
+                    self.arms_unread
+                        .set(self.arms_unread.get().saturating_sub(1));
+                }
+                Ok(None) => {
+                    // Nothing raised is unread: the CQ is armed at most once now.
+                    self.arms_unread.set(0);
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "ibv_get_cq_event failed");
+                    break;
+                }
+            }
+        }
+        if got {
+            if let Some(shard) = self.shard.upgrade() {
+                shard.stats.borrow_mut().cq_events += 1;
+            }
+        }
     }
 
     /// Post shared receive buffers until `upto` are posted (or the pool has no more).
@@ -518,41 +560,15 @@ async fn wait_for_cq_events(device: Weak<Device>) {
         let Some(device) = device.upgrade() else {
             return;
         };
-        // Read as many events as armings could have raised (at least one), not until EAGAIN:
-        // the channel serves this device's one CQ and each arming raises at most one event,
-        // so in event mode (one arm per read) the loop's last read would always be an EAGAIN
-        // syscall, a fifth of a wake-up's syscalls (counted under strace in the VM). Reading
-        // up to the count also covers wake-ups the ring coalesced.
-        let mut got = false;
-        for _ in 0..device.arms_unread.get().max(1) {
-            match device.channel.get_cq_event() {
-                Ok(Some(_)) => {
-                    got = true;
-                    device
-                        .arms_unread
-                        .set(device.arms_unread.get().saturating_sub(1));
-                }
-                Ok(None) => {
-                    // Nothing raised is unread: the CQ is armed at most once now.
-                    device.arms_unread.set(0);
-                    break;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "ibv_get_cq_event failed");
-                    break;
-                }
-            }
-        }
+        // The events themselves are read by the poller just before it re-arms, not here:
+        // in event mode that puts the read after the sends of the tasks this wake-up's
+        // completions woke, off the round trip's critical path (see `poller`).
+        device.channel_ready.set(true);
+        device.event_pending.set(true);
         if let Some(shard) = device.shard.upgrade() {
             let mut st = shard.stats.borrow_mut();
             st.cq_channel_arms += events.arms() - arms_counted;
             arms_counted = events.arms();
-            if got {
-                st.cq_events += 1;
-            }
-        }
-        if got {
-            device.event_pending.set(true);
         }
     }
 }
