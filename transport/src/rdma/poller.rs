@@ -146,7 +146,17 @@ impl Poller for CqPoller {
                 n
             }
             PollerMode::Event => {
-                if self.device.event_pending.replace(false) {
+                if self.rearm_due {
+                    // The pass after a drain, whatever was flagged since: the recheck drains
+                    // for every reason `event_pending` has (the channel, a send waiter, freed
+                    // CQ entries), and the channel is read here. Taking a new flag first could
+                    // starve this: a single-shot poll (`COREWIRE_IO_URING=plain`) re-armed on
+                    // the channel before its event is read completes at once, every pass.
+                    self.rearm_due = false;
+                    self.device.event_pending.set(false);
+                    self.may_park = true;
+                    self.arm_and_recheck()
+                } else if self.device.event_pending.replace(false) {
                     // Hand the completions out now, re-arm on the next pass: the tasks they
                     // woke run in between, so a reply (or the next request) is posted before
                     // the channel read and the re-arm, two syscalls (tens of µs each under
@@ -156,10 +166,6 @@ impl Poller for CqPoller {
                     self.may_park = false;
                     self.rearm_due = true;
                     self.drain()
-                } else if self.rearm_due {
-                    self.rearm_due = false;
-                    self.may_park = true;
-                    self.arm_and_recheck()
                 } else {
                     self.may_park = true;
                     0
@@ -193,7 +199,12 @@ impl Poller for CqPoller {
                         self.spinning_since = Some(Instant::now());
                         self.may_park = false;
                         self.shard.stats.borrow_mut().mode_switches += 1;
-                        self.drain()
+                        let n = self.drain();
+                        // Spinning may last long before the next arming: read the channel
+                        // now, or a single-shot poll re-armed on it would complete at once
+                        // every pass meanwhile.
+                        self.device.read_channel_events();
+                        n
                     } else {
                         0
                     }
