@@ -277,6 +277,22 @@ fn check_without_rdma(tally: &mut Tally) {
 
 /// The script the VM runs: each RDMA test binary in its package dir, between markers that
 /// tell xtask which binaries actually ran.
+/// RDMA test binaries the VM runs a second time with `COREWIRE_IO_URING=plain`: the ones whose
+/// shards wait on the completion channel through the ring (event and adaptive modes), where a
+/// single-shot poll behaves unlike the multishot one.
+const VM_PLAIN_TESTS: &[&str] = &["rdma_transport"];
+
+/// What the VM runs: each binary under its own name, then the `plain` reruns.
+fn vm_runs<'a>(bins: &[&'a TestBinary]) -> Vec<(String, &'a TestBinary, Option<&'static str>)> {
+    let mut runs: Vec<_> = bins.iter().map(|b| (b.name.clone(), *b, None)).collect();
+    runs.extend(
+        bins.iter()
+            .filter(|b| VM_PLAIN_TESTS.contains(&b.name.as_str()))
+            .map(|b| (format!("{}-plain", b.name), *b, Some("plain"))),
+    );
+    runs
+}
+
 pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
     let mut s = String::from(
         "#!/bin/bash\n\
@@ -291,13 +307,16 @@ pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
            [ $rc = 0 ] || fail=1\n\
          }\n",
     );
-    for b in bins {
+    for (name, b, mode) in vm_runs(bins) {
         s.push_str("run");
-        for word in [
-            shell_quote(&b.name),
-            shell_quote(&b.package_dir),
-            shell_quote(&b.exe),
-        ] {
+        let mut words = vec![shell_quote(&name), shell_quote(&b.package_dir)];
+        if let Some(mode) = mode {
+            // `run` execs its third word: env sets the mode for that binary only.
+            words.push("env".into());
+            words.push(format!("COREWIRE_IO_URING={mode}"));
+        }
+        words.push(shell_quote(&b.exe));
+        for word in words {
             s.push(' ');
             s.push_str(&word);
         }
@@ -380,12 +399,12 @@ fn run_vm(bins: &[&TestBinary], test_args: &[String], tally: &mut Tally) -> Resu
     } else {
         eprintln!("xtask: VM took {wall:.1}s");
     }
-    for b in bins {
-        match progress.results.get(&b.name) {
-            None => tally.problem(format!("RDMA test binary {} did not run in the VM", b.name)),
+    for (name, _, _) in vm_runs(bins) {
+        match progress.results.get(&name) {
+            None => tally.problem(format!("RDMA test binary {name} did not run in the VM")),
             Some((rc, result)) => judge(
                 tally,
-                &format!("RDMA test binary {} (in the VM)", b.name),
+                &format!("RDMA test binary {name} (in the VM)"),
                 *rc,
                 &Seen { result: *result },
             ),
@@ -527,6 +546,27 @@ mod tests {
             "{s}"
         );
         assert!(s.ends_with("exit $fail\n"));
+        assert!(!s.contains("plain"), "{s}");
+    }
+
+    #[test]
+    fn vm_script_runs_rdma_transport_again_with_the_plain_ring() {
+        let b = TestBinary {
+            name: "rdma_transport".into(),
+            exe: "/t/rdma_transport-1".into(),
+            package_dir: "/r".into(),
+        };
+        let s = vm_script(&[&b], &[]);
+        assert!(
+            s.contains("run rdma_transport /r /t/rdma_transport-1\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "run rdma_transport-plain /r env COREWIRE_IO_URING=plain /t/rdma_transport-1\n"
+            ),
+            "{s}"
+        );
     }
 
     #[test]
