@@ -159,6 +159,19 @@ fn run_config(config: RdmaConfig) -> Vec<rdma::RdmaStats> {
     rdma::stats(&s.rt)
 }
 
+/// Calls one at a time leave an idle connection each time: the request and the reply are
+/// posted by the task that sends them, not by the writer task a hop later (client and
+/// server share the shard, so its counter sees both ends: 50 requests and 50 replies).
+#[test]
+fn rdma_idle_connection_posts_from_the_sending_task() {
+    let st = run_config(polling());
+    assert!(
+        st[0].sends_inline >= 50,
+        "fewer than half of 100 lone messages were posted inline: {:?}",
+        st[0]
+    );
+}
+
 #[test]
 fn rdma_event_mode_completes_calls_through_the_completion_channel() {
     let st = run_modes(PollerMode::Event);

@@ -650,12 +650,7 @@ impl ConnCore {
         }
     }
 
-    async fn post_data(
-        &self,
-        chunk: ChunkId,
-        len: usize,
-        control: bool,
-    ) -> Result<(), TransportError> {
+    fn post_data(&self, chunk: ChunkId, len: usize, control: bool) -> Result<(), TransportError> {
         self.sending.borrow_mut().push(chunk);
         if let Err(e) = self.post_send(WrKind::Send, chunk, len, control) {
             self.sending.borrow_mut().retain(|&c| c != chunk);
@@ -669,6 +664,75 @@ impl ConnCore {
     }
 
     /// Control records from the peer: descriptors to read, "done"s to release.
+    /// Post a frame straight from the sending task, without the writer task's hop, when the
+    /// connection is idle: nothing queued or owed (so nothing can be overtaken, and the
+    /// writer holds no batch: its bytes count as queued until all are posted), no send in
+    /// flight, a credit, a free send buffer, and the frame fits one message and is not
+    /// large. A lone request or reply is then on the wire before its task yields, which is
+    /// what a request/response round trip waits for (each hop costs a task poll, a lot
+    /// under TCG: BENCHMARKS.md, issue 15). With a send in flight the frame queues instead,
+    /// so the writer packs what a busy connection produces into few messages. `None`: not
+    /// idle, queue it.
+    fn try_send_now(
+        &self,
+        header: &FrameHeader,
+        payload: &Bytes,
+        attachment: &Bytes,
+    ) -> Option<Result<(), TransportError>> {
+        if !self.running.get()
+            || self.out.is_closed()
+            || self.out.queued_bytes() > 0
+            || !self.dones.borrow().is_empty()
+        {
+            return None;
+        }
+        {
+            let flow = self.flow.borrow();
+            if flow.sends_outstanding() > 0 || !flow.can_send_data() {
+                return None;
+            }
+        }
+        if self.is_large(payload) || self.is_large(attachment) {
+            return None;
+        }
+        let total = match self
+            .encoder
+            .borrow()
+            .frame_len(header, payload.len(), attachment.len())
+        {
+            Ok(total) => total,
+            Err(e) => return Some(Err(e.into())),
+        };
+        if total > self.peer_chunk {
+            return None;
+        }
+        let chunk = self.device.pool.borrow_mut().alloc_send().ok()?;
+        let head =
+            match self
+                .encoder
+                .borrow_mut()
+                .encode_header(header, payload.len(), attachment.len())
+            {
+                Ok(head) => head,
+                Err(e) => {
+                    self.device.pool.borrow_mut().free_send(chunk);
+                    return Some(Err(e.into()));
+                }
+            };
+        {
+            let mut pool = self.device.pool.borrow_mut();
+            pool.write(chunk, 0, &head);
+            pool.write(chunk, head.len(), payload);
+            pool.write(chunk, head.len() + payload.len(), attachment);
+        }
+        if let Err(e) = self.post_data(chunk, total, false) {
+            return Some(Err(e));
+        }
+        self.stats.add_out(total);
+        self.shard.stats.borrow_mut().sends_inline += 1;
+        Some(Ok(()))
+    }
+
     fn on_control(&self, records: Result<Vec<Record>, control::BadControl>) {
         let records = match records {
             Ok(r) => r,
@@ -809,7 +873,7 @@ impl ConnCore {
         })
         .encode(&mut rec);
         self.device.pool.borrow_mut().write(chunk, 0, &rec);
-        self.post_data(chunk, rec.len(), true).await?;
+        self.post_data(chunk, rec.len(), true)?;
         self.shard.stats.borrow_mut().large_sent += 1;
         Ok(true)
     }
@@ -836,7 +900,7 @@ impl ConnCore {
                 Record::Done { id }.encode(&mut rec);
             }
             self.device.pool.borrow_mut().write(chunk, 0, &rec);
-            self.post_data(chunk, rec.len(), true).await?;
+            self.post_data(chunk, rec.len(), true)?;
         }
         Ok(())
     }
@@ -879,7 +943,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
             if conn.is_large(&buf) {
                 // The stream bytes before it go first: the descriptor stands after them.
                 if let Some((chunk, filled)) = current.take() {
-                    if conn.post_data(chunk, filled, false).await.is_err() {
+                    if conn.post_data(chunk, filled, false).is_err() {
                         return;
                     }
                 }
@@ -914,7 +978,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
                     .write(chunk, filled, &data[..n]);
                 data = &data[n..];
                 if filled + n == chunk_size {
-                    if conn.post_data(chunk, chunk_size, false).await.is_err() {
+                    if conn.post_data(chunk, chunk_size, false).is_err() {
                         // post_data ended the connection with the reason.
                         return;
                     }
@@ -924,7 +988,7 @@ async fn write_loop(conn: Rc<ConnCore>) {
             }
         }
         if let Some((chunk, filled)) = current {
-            if conn.post_data(chunk, filled, false).await.is_err() {
+            if conn.post_data(chunk, filled, false).is_err() {
                 return;
             }
         }
@@ -1009,6 +1073,9 @@ impl Connection for RdmaConnection {
         let c = self.core();
         if let Some(why) = c.ended.borrow().as_ref() {
             return Err(TransportError::Other(why.clone()));
+        }
+        if let Some(sent) = c.try_send_now(header, &payload, &attachment) {
+            return sent;
         }
         c.out
             .push_frame(&c.encoder, &c.stats, header, payload, attachment)

@@ -30,6 +30,9 @@ pub struct RdmaStats {
     pub keepalives_sent: u64,
     /// Times a sender had to wait for credits.
     pub credit_waits: u64,
+    /// Messages posted straight from the sending task (an idle connection: no writer-task
+    /// hop), out of all data messages.
+    pub sends_inline: u64,
     pub connections_opened: u64,
     pub connections_open: u64,
     pub connection_errors: u64,
