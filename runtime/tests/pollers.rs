@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use corewire_runtime::{register_poller, sleep, PollOutcome, Poller};
+use corewire_runtime::{register_poller, sleep, with_local_stats, PollOutcome, Poller};
 
 struct Boom;
 
@@ -73,5 +73,65 @@ fn a_panicking_poller_is_dropped_and_the_shard_carries_on() {
         rt.stats()[0].poller_panics,
         1,
         "the panicking poller was dropped"
+    );
+}
+
+/// Wakes a waiting task from its poll, once, and notes the loop iteration it did so in.
+struct Waking {
+    waiter: Rc<std::cell::RefCell<Option<std::task::Waker>>>,
+    woke_in: Rc<Cell<u64>>,
+}
+
+impl Poller for Waking {
+    fn name(&self) -> &str {
+        "waking"
+    }
+    fn poll(&mut self) -> PollOutcome {
+        match self.waiter.borrow_mut().take() {
+            Some(waker) => {
+                self.woke_in
+                    .set(with_local_stats(|s| s.loop_iterations.get()));
+                waker.wake();
+                PollOutcome::Progress(1)
+            }
+            None => PollOutcome::Idle,
+        }
+    }
+}
+
+/// A task a poller's completion wakes runs in the same pass of the shard loop (an RDMA reply
+/// is posted in the pass that found its request), not after the inbox, the ring and the next
+/// pass's timers.
+#[test]
+fn tasks_woken_by_a_poller_run_in_the_same_loop_pass() {
+    let rt = common::runtime(1);
+    let (woke_in, ran_in) = rt
+        .run_on(0, || async {
+            let waiter = Rc::new(std::cell::RefCell::new(None));
+            let woke_in = Rc::new(Cell::new(0));
+            register_poller(Box::new(Waking {
+                waiter: waiter.clone(),
+                woke_in: woke_in.clone(),
+            }));
+            let mut registered = false;
+            std::future::poll_fn(|cx| {
+                if registered {
+                    return std::task::Poll::Ready(());
+                }
+                registered = true;
+                *waiter.borrow_mut() = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            })
+            .await;
+            let ran_in = with_local_stats(|s| s.loop_iterations.get());
+            (woke_in.get(), ran_in)
+        })
+        .unwrap();
+    assert!(woke_in > 0, "the poller never woke the task");
+    assert_eq!(
+        ran_in,
+        woke_in,
+        "the task ran {} loop passes after the poller woke it",
+        ran_in - woke_in
     );
 }

@@ -1,5 +1,6 @@
-//! The loop every shard runs: tasks → timers → pollers → cross-shard inbox → ring, and a park
-//! in the ring only when none of them has work and the idle spin has run out.
+//! The loop every shard runs: tasks → timers → pollers (and the tasks their completions woke)
+//! → cross-shard inbox → ring, and a park in the ring only when none of them has work and the
+//! idle spin has run out.
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -170,6 +171,16 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             if progress > 0 {
                 did_work = true;
                 stats.poller_completions.add(progress as u64);
+                // Run the tasks those completions woke now, not after the inbox, the ring
+                // and the next pass's timers: a message an RDMA poller hands to its reader
+                // is then answered (and the reply posted) in the pass that found it. That
+                // pass was on every round trip's critical path (BENCHMARKS.md, issue 15).
+                if ctx.executor.has_ready() {
+                    let (polled, _panicked) = ctx
+                        .executor
+                        .run_ready(config.task_budget, ctx.stall.as_ref());
+                    stats.tasks_polled.add(polled as u64);
+                }
             }
         }
 
