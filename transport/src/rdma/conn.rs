@@ -663,9 +663,8 @@ impl ConnCore {
         Ok(())
     }
 
-    /// Control records from the peer: descriptors to read, "done"s to release.
     /// Post a frame straight from the sending task, without the writer task's hop, when the
-    /// connection is idle: nothing queued or owed (so nothing can be overtaken, and the
+    /// connection is idle: nothing queued, owed or waiting (so nothing can be overtaken, and the
     /// writer holds no batch: its bytes count as queued until all are posted), no send in
     /// flight, a credit, a free send buffer, and the frame fits one message and is not
     /// large. A lone request or reply is then on the wire before its task yields, which is
@@ -679,9 +678,12 @@ impl ConnCore {
         payload: &Bytes,
         attachment: &Bytes,
     ) -> Option<Result<(), TransportError>> {
+        // `has_room` also means nobody waits for admission: a newcomer never overtakes a
+        // sender waiting in line.
         if !self.running.get()
             || self.out.is_closed()
             || self.out.queued_bytes() > 0
+            || !self.out.has_room()
             || !self.dones.borrow().is_empty()
         {
             return None;
@@ -733,6 +735,7 @@ impl ConnCore {
         Some(Ok(()))
     }
 
+    /// Control records from the peer: descriptors to read, "done"s to release.
     fn on_control(&self, records: Result<Vec<Record>, control::BadControl>) {
         let records = match records {
             Ok(r) => r,
