@@ -275,8 +275,6 @@ fn check_without_rdma(tally: &mut Tally) {
     }
 }
 
-/// The script the VM runs: each RDMA test binary in its package dir, between markers that
-/// tell xtask which binaries actually ran.
 /// RDMA test binaries the VM runs a second time with `COREWIRE_IO_URING=plain`: the ones whose
 /// shards wait on the completion channel through the ring (event and adaptive modes), where a
 /// single-shot poll behaves unlike the multishot one.
@@ -293,6 +291,8 @@ fn vm_runs<'a>(bins: &[&'a TestBinary]) -> Vec<(String, &'a TestBinary, Option<&
     runs
 }
 
+/// The script the VM runs: each RDMA test binary in its package dir, between markers that
+/// tell xtask which binaries actually ran.
 pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
     let mut s = String::from(
         "#!/bin/bash\n\
