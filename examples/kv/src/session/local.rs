@@ -21,8 +21,9 @@ impl Session {
                 Reply::ok()
             }
             Command::Select(0) => Reply::ok(),
-            Command::Select(_) if self.cluster.is_some() => CommandError::SelectInCluster.into(),
-            Command::Select(_) => CommandError::DbIndexOutOfRange.into(),
+            // One keyspace split over shards, as Redis Cluster splits it over nodes: any other
+            // index gets Redis Cluster's answer, standalone or not (issue 13).
+            Command::Select(_) => CommandError::SelectInCluster.into(),
             Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => self.config_get(&patterns),
             Command::Introspect(query) => introspect(query),

@@ -155,7 +155,7 @@ fn command_errors_are_answered_locally() {
         "-ERR unknown command 'foo', with args beginning with: 'bar' \r\n\
          -ERR wrong number of arguments for 'get' command\r\n\
          -ERR invalid expire time in 'set' command\r\n\
-         -ERR DB index is out of range\r\n\
+         -ERR SELECT is not allowed in cluster mode\r\n\
          +OK\r\n"
     );
 }

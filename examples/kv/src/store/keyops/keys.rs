@@ -56,14 +56,11 @@ impl<S: ChangeSink> Cx<'_, S> {
                 if i32::try_from(db).is_err() {
                     return Err(CommandError::NotAnInteger);
                 }
+                // Database 0 only, answered as Redis Cluster does (as SELECT is).
                 if db != 0 {
-                    return Err(if self.store.slot_index.is_some() {
-                        CommandError::Text(
-                            "ERR Copying to another database is not allowed in cluster mode".into(),
-                        )
-                    } else {
-                        CommandError::DbIndexOutOfRange
-                    });
+                    return Err(CommandError::Text(
+                        "ERR Copying to another database is not allowed in cluster mode".into(),
+                    ));
                 }
                 i += 1;
             } else {

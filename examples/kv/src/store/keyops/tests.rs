@@ -100,7 +100,7 @@ fn rename_and_copy_follow_redis() {
     );
     assert_eq!(
         run(&mut store, "COPY y z DB 1", 0),
-        err("ERR DB index is out of range")
+        err("ERR Copying to another database is not allowed in cluster mode")
     );
     assert_eq!(run(&mut store, "COPY y z BAD", 0), err("ERR syntax error"));
     assert_eq!(run(&mut store, "COPY y z", 0), Reply::Integer(1));
