@@ -160,23 +160,19 @@ fn test_timeout() -> Duration {
         .map_or(DEFAULT_TEST_TIMEOUT, Duration::from_secs)
 }
 
-/// The packages whose host tests run a second time with every io_uring fallback forced
-/// (`COREWIRE_IO_URING=plain`: no set-up flags, no buffer ring, single-shot receives), as on
-/// an old kernel: the runtime, the transports and the KV store.
-const FALLBACK_PACKAGES: &[&str] = &["runtime", "transport", "examples/kv"];
-
-/// The runtime's receive suites run a third time with bundled receives off
-/// (`COREWIRE_IO_URING=nobundle`): multishot receive one buffer per completion, as on kernels
-/// 6.0–6.9, which the host (6.10+) would otherwise never exercise.
-const NO_BUNDLE_TESTS: &[&str] = &["recv_ring", "recv_available", "net"];
+/// The packages that do I/O through the ring, whose host tests run again under each io_uring
+/// fallback: `corewire` itself (`""`: services, the compat adapters, TCP fallback), the
+/// runtime, the transports and the KV store. The others are sans-I/O (`wire`), RDMA-only
+/// (`verbs`, run in the VM) or tooling (`benches`, `xtask`, `macros`).
+///
+/// The reruns: `COREWIRE_IO_URING=plain` forces every fallback at once (no set-up flags, no
+/// buffer ring, single-shot receives, no multishot accept, zero-copy send or MSG_RING), as on
+/// an old kernel; `COREWIRE_IO_URING=nobundle` keeps the buffer ring with one buffer per
+/// completion, as on kernels 6.0–6.9, which the host (6.10+) would otherwise never exercise.
+const FALLBACK_PACKAGES: &[&str] = &["", "runtime", "transport", "examples/kv"];
 
 /// Which test binaries a rerun under one `COREWIRE_IO_URING` mode takes.
 type Picks = fn(&TestBinary) -> bool;
-
-fn runs_without_bundles(bin: &TestBinary) -> bool {
-    bin.package_dir == cmd::repo_root().join("runtime")
-        && NO_BUNDLE_TESTS.contains(&bin.name.as_str())
-}
 
 fn runs_with_fallbacks(bin: &TestBinary) -> bool {
     let root = cmd::repo_root();
@@ -432,7 +428,7 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         // Each io_uring fallback, over the test binaries that exercise it.
         let reruns: [(&str, Picks); 2] = [
             ("plain", runs_with_fallbacks),
-            ("nobundle", runs_without_bundles),
+            ("nobundle", runs_with_fallbacks),
         ];
         for (mode, picks) in reruns {
             let again: Vec<&TestBinary> = host.iter().copied().filter(|b| picks(b)).collect();
@@ -519,16 +515,21 @@ mod tests {
     }
 
     #[test]
-    fn fallback_pass_covers_runtime_transport_and_kv_only() {
+    fn fallback_passes_cover_every_package_that_does_io() {
         let bin = |dir: &str| TestBinary {
             name: "t".into(),
             exe: "/t/t".into(),
             package_dir: cmd::repo_root().join(dir),
         };
+        // The root package too: its directory is the repository's own.
+        assert!(runs_with_fallbacks(&TestBinary {
+            package_dir: cmd::repo_root(),
+            ..bin("")
+        }));
         for dir in ["runtime", "transport", "examples/kv"] {
             assert!(runs_with_fallbacks(&bin(dir)), "{dir}");
         }
-        for dir in ["verbs", "xtask", "", "examples"] {
+        for dir in ["verbs", "xtask", "wire", "benches", "macros", "examples"] {
             assert!(!runs_with_fallbacks(&bin(dir)), "{dir}");
         }
     }
