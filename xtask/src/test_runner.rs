@@ -171,9 +171,6 @@ fn test_timeout() -> Duration {
 /// completion, as on kernels 6.0–6.9, which the host (6.10+) would otherwise never exercise.
 const FALLBACK_PACKAGES: &[&str] = &["", "runtime", "transport", "examples/kv"];
 
-/// Which test binaries a rerun under one `COREWIRE_IO_URING` mode takes.
-type Picks = fn(&TestBinary) -> bool;
-
 fn runs_with_fallbacks(bin: &TestBinary) -> bool {
     let root = cmd::repo_root();
     FALLBACK_PACKAGES
@@ -426,12 +423,12 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
         let started = Instant::now();
         run_host(&host, &opts.test_args, None, &mut tally);
         // Each io_uring fallback, over the test binaries that exercise it.
-        let reruns: [(&str, Picks); 2] = [
-            ("plain", runs_with_fallbacks),
-            ("nobundle", runs_with_fallbacks),
-        ];
-        for (mode, picks) in reruns {
-            let again: Vec<&TestBinary> = host.iter().copied().filter(|b| picks(b)).collect();
+        let again: Vec<&TestBinary> = host
+            .iter()
+            .copied()
+            .filter(|b| runs_with_fallbacks(b))
+            .collect();
+        for mode in ["plain", "nobundle"] {
             eprintln!(
                 "xtask: {} test binaries again with COREWIRE_IO_URING={mode}",
                 again.len()
