@@ -69,6 +69,13 @@ mod tests {
         listener.listen(8).unwrap();
         assert_eq!(listeners_on(port), 1);
         drop(listener);
+        // Another test of this binary may fork a child at any moment: until that child execs,
+        // it holds a copy of every descriptor (close-on-exec or not), so the socket can stay
+        // listening a little after our close. It must be gone once the child has exec'd.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while listeners_on(port) != 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(listeners_on(port), 0);
         drop(holder);
     }
