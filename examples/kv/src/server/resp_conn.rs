@@ -39,18 +39,12 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
     let accepted: RespAccepted = accepted.into();
     let Some(slot) = shard.shared.admit_client() else {
         tracing::debug!(peer = ?accepted.peer, "refusing client: maxclients reached");
-        let stream = accepted.stream;
         // Rare: the refusal may be boxed.
-        return Serve::Refusing(Box::pin(async move {
-            let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
-        }));
+        return Serve::Refusing(Box::pin(accepted.stream.refuse(MAX_CLIENTS_REPLY)));
     };
     let mut session = Session::new(shard.shared.session.clone());
     if let Some(denied) = super::protected::refusal(&shard.shared, accepted.peer) {
-        let stream = accepted.stream;
-        return Serve::Refusing(Box::pin(async move {
-            let _ = stream.send_all(Bytes::from_static(denied)).await;
-        }));
+        return Serve::Refusing(Box::pin(accepted.stream.refuse(denied)));
     }
     session.set_peer(
         accepted.peer,

@@ -11,6 +11,9 @@ use corewire::runtime::net::{SendFuture, TcpStream};
 use corewire::runtime::tls::{TlsAccepted, TlsStream};
 use corewire::runtime::Budget;
 
+/// How long a refused connection may take to be told and closed.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A connection as the listener hands it over.
 pub(crate) struct RespAccepted {
     pub stream: RespStream,
@@ -59,12 +62,30 @@ impl RespStream {
         self.tcp().raw_fd()
     }
 
-    /// Send all of `bytes` (a refusal before closing).
-    pub async fn send_all(&self, bytes: Bytes) -> std::io::Result<()> {
-        match self {
-            RespStream::Tcp(s) => s.send_all(bytes).await,
-            RespStream::Tls(s) => s.send_all(bytes).await,
-        }
+    /// Send `reply` (a refusal) and close: the write side first, then what the client sent
+    /// meanwhile is read and dropped for a moment, so that the close does not turn into a
+    /// reset that could destroy the reply before the client reads it.
+    pub async fn refuse(self, reply: &'static [u8]) {
+        let reply = Bytes::from_static(reply);
+        let _ = corewire::runtime::timeout(REFUSAL_GRACE, async {
+            match &self {
+                RespStream::Tcp(s) => {
+                    s.send_all(reply).await?;
+                    s.shutdown_write()?;
+                    while s.recv_chunk().await?.is_some() {}
+                }
+                RespStream::Tls(s) => {
+                    s.send_all(reply).await?;
+                    s.shutdown().await?;
+                    let mut sink = bytes::BytesMut::new();
+                    while s.recv_available(&mut sink).await? > 0 {
+                        sink.clear();
+                    }
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        })
+        .await;
     }
 }
 
