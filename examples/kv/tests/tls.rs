@@ -12,6 +12,7 @@ mod tls_common;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use common::{eventually, require_tool, Server, TempDir, IO_TIMEOUT};
 use tls_common::{TestCa, Usage};
@@ -557,4 +558,92 @@ fn a_key_file_encrypted_with_a_pass_phrase() {
     .err()
     .expect("a wrong pass phrase was accepted");
     assert!(error.contains("decrypt"), "{error}");
+}
+
+/// `CLUSTER NODES` of the node on plaintext `port`.
+fn cluster_nodes(port: u16) -> String {
+    common::redis_cli(port, &["cluster", "nodes"])
+}
+
+#[test]
+fn the_cluster_bus_runs_over_tls_with_tls_cluster() {
+    let certs = Certs::new("bus");
+    let dirs = [TempDir::new("bus-a"), TempDir::new("bus-b")];
+    let nodes: Vec<Server> = dirs
+        .iter()
+        .map(|dir| {
+            let conf = dir.path().join("nodes.conf");
+            // The plaintext port stays on, for the test's own redis-cli; clients are sent to
+            // the TLS port.
+            start_tls_keeping_plaintext(
+                &certs,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    s(&conf),
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--tls-cluster",
+                    "yes",
+                    // Our side of outgoing links: a certificate made for client use (the
+                    // server's is for server use only).
+                    "--tls-client-cert-file",
+                    s(&certs.client.0),
+                    "--tls-client-key-file",
+                    s(&certs.client.1),
+                ],
+            )
+        })
+        .collect();
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let b_bus = cluster_nodes(b.port)
+        .lines()
+        .find(|l| l.contains("myself"))
+        .and_then(|l| l.split_whitespace().nth(1)?.split('@').nth(1)?.parse::<u16>().ok())
+        .expect("B's bus port");
+    let b_tls = b.tls_port.unwrap().to_string();
+    assert_eq!(
+        common::redis_cli(a.port, &["cluster", "meet", "127.0.0.1", &b_tls, &b_bus.to_string()]),
+        "OK"
+    );
+    // Both nodes see each other connected: PING/PONG went over TLS both ways.
+    let connected = |port: u16| {
+        let nodes = cluster_nodes(port);
+        nodes.lines().count() == 2
+            && nodes.lines().all(|l| l.contains("connected") && !l.contains("handshake"))
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || connected(a.port) && connected(b.port)),
+        "A:\n{}\nB:\n{}\nA's log:\n{}\nB's log:\n{}",
+        cluster_nodes(a.port),
+        cluster_nodes(b.port),
+        a.stderr(),
+        b.stderr()
+    );
+    // Clients are sent to the TLS port (as Redis with tls-cluster yes).
+    let myself = cluster_nodes(b.port);
+    assert!(
+        myself.contains(&format!("127.0.0.1:{b_tls}@{b_bus}")),
+        "{myself}"
+    );
+    // A plaintext peer on the bus port gets nothing and is counted.
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", b_bus)).unwrap();
+    plain.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let _ = plain.write_all(b"RCmb plaintext is not welcome here");
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(
+        eventually(IO_TIMEOUT, || b.stderr().contains("cluster-bus-tls")),
+        "{}",
+        b.stderr()
+    );
+}
+
+/// [`start_tls`] with the plaintext port on too.
+fn start_tls_keeping_plaintext(certs: &Certs, extra: &[&str]) -> Server {
+    let port = free_port().to_string();
+    let mut args = vec!["--port", &port];
+    args.extend_from_slice(extra);
+    start_tls(certs, &args)
 }

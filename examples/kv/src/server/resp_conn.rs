@@ -12,7 +12,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::RoundBudget;
 
