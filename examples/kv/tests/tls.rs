@@ -600,21 +600,34 @@ fn the_cluster_bus_runs_over_tls_with_tls_cluster() {
     let b_bus = cluster_nodes(b.port)
         .lines()
         .find(|l| l.contains("myself"))
-        .and_then(|l| l.split_whitespace().nth(1)?.split('@').nth(1)?.parse::<u16>().ok())
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)?
+                .split('@')
+                .nth(1)?
+                .parse::<u16>()
+                .ok()
+        })
         .expect("B's bus port");
     let b_tls = b.tls_port.unwrap().to_string();
     assert_eq!(
-        common::redis_cli(a.port, &["cluster", "meet", "127.0.0.1", &b_tls, &b_bus.to_string()]),
+        common::redis_cli(
+            a.port,
+            &["cluster", "meet", "127.0.0.1", &b_tls, &b_bus.to_string()]
+        ),
         "OK"
     );
     // Both nodes see each other connected: PING/PONG went over TLS both ways.
     let connected = |port: u16| {
         let nodes = cluster_nodes(port);
         nodes.lines().count() == 2
-            && nodes.lines().all(|l| l.contains("connected") && !l.contains("handshake"))
+            && nodes
+                .lines()
+                .all(|l| l.contains("connected") && !l.contains("handshake"))
     };
     assert!(
-        eventually(Duration::from_secs(30), || connected(a.port) && connected(b.port)),
+        eventually(Duration::from_secs(30), || connected(a.port)
+            && connected(b.port)),
         "A:\n{}\nB:\n{}\nA's log:\n{}\nB's log:\n{}",
         cluster_nodes(a.port),
         cluster_nodes(b.port),
@@ -646,4 +659,33 @@ fn start_tls_keeping_plaintext(certs: &Certs, extra: &[&str]) -> Server {
     let mut args = vec!["--port", &port];
     args.extend_from_slice(extra);
     start_tls(certs, &args)
+}
+
+#[test]
+fn migrate_goes_over_tls_with_tls_cluster() {
+    let certs = Certs::new("migrate");
+    let tls_cluster = [
+        "--tls-cluster",
+        "yes",
+        "--tls-client-cert-file",
+        s(&certs.client.0),
+        "--tls-client-key-file",
+        s(&certs.client.1),
+    ];
+    let source = start_tls_keeping_plaintext(&certs, &tls_cluster);
+    let target = start_tls_keeping_plaintext(&certs, &tls_cluster);
+    assert_eq!(
+        common::redis_cli(source.port, &["set", "moving", "along"]),
+        "OK"
+    );
+    let target_tls = target.tls_port.unwrap().to_string();
+    assert_eq!(
+        common::redis_cli(
+            source.port,
+            &["migrate", "127.0.0.1", &target_tls, "moving", "0", "5000"]
+        ),
+        "OK"
+    );
+    assert_eq!(common::redis_cli(target.port, &["get", "moving"]), "along");
+    assert_eq!(common::redis_cli(source.port, &["exists", "moving"]), "0");
 }

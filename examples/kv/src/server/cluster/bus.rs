@@ -18,14 +18,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use corewire::runtime::net::{TcpListener, TcpStream};
-use corewire::runtime::tls::rustls::pki_types::ServerName;
-use corewire::runtime::tls::TlsStream;
 use corewire::runtime::{sleep, spawn_local, timeout};
 
 use super::super::shard::now_ms;
 use super::node::ClusterNode;
+use super::peer::{cluster_tls, PeerStream as BusStream};
 use crate::cluster::gossip::{self, Message, MessageKind};
 use crate::cluster::node::{NodeAddr, NodeId};
 use crate::cluster::topology::Link;
@@ -48,48 +47,6 @@ pub(crate) struct Links {
 
 fn node_timeout(node: &ClusterNode) -> Duration {
     Duration::from_millis(node.topology().node_timeout_ms().max(100))
-}
-
-/// A bus link's stream: TCP, or TLS over it with `tls-cluster yes`.
-enum BusStream {
-    Tcp(TcpStream),
-    Tls(TlsStream),
-}
-
-impl BusStream {
-    async fn read_into(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        match self {
-            BusStream::Tcp(stream) => {
-                let (result, back) = stream.recv(std::mem::take(buf), 4096).await;
-                *buf = back;
-                result
-            }
-            BusStream::Tls(stream) => stream.recv_available(buf).await,
-        }
-    }
-
-    async fn send_all(&self, bytes: Bytes) -> std::io::Result<()> {
-        match self {
-            BusStream::Tcp(stream) => stream.send_all(bytes).await,
-            BusStream::Tls(stream) => stream.send_all(bytes).await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        match self {
-            BusStream::Tcp(stream) => stream.local_addr(),
-            BusStream::Tls(stream) => stream.local_addr(),
-        }
-    }
-}
-
-/// The bus's TLS, when `tls-cluster yes`.
-fn bus_tls() -> Option<std::sync::Arc<crate::server::tls::KvTls>> {
-    crate::server::shard::current()
-        .shared
-        .tls
-        .clone()
-        .filter(|tls| tls.connector.is_some())
 }
 
 /// Reads whole bus messages from one connection.
@@ -140,19 +97,7 @@ fn bus_addr(addr: &NodeAddr) -> Option<SocketAddr> {
 
 async fn connect(addr: &NodeAddr, limit: Duration) -> Result<BusStream, String> {
     let target = bus_addr(addr).ok_or_else(|| format!("no bus address for {addr:?}"))?;
-    let tls = bus_tls();
-    let made = timeout(limit, async {
-        let tcp = TcpStream::connect(target).await?;
-        match tls.as_ref().and_then(|tls| tls.connector.clone()) {
-            None => Ok::<_, std::io::Error>(BusStream::Tcp(tcp)),
-            Some(connector) => {
-                let name = ServerName::IpAddress(target.ip().into());
-                Ok(BusStream::Tls(connector.connect(name, tcp).await?))
-            }
-        }
-    })
-    .await;
-    match made {
+    match timeout(limit, BusStream::connect(target)).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err("connect timed out".into()),
@@ -191,7 +136,7 @@ impl Drop for InboundSlot {
 async fn inbound(node: Rc<ClusterNode>, tcp: TcpStream, peer: Option<SocketAddr>) {
     node.links.borrow_mut().inbound += 1;
     let _slot = InboundSlot(node.clone());
-    let stream = match bus_tls() {
+    let stream = match cluster_tls() {
         None => BusStream::Tcp(tcp),
         Some(tls) => match timeout(node_timeout(&node), tls.acceptor.accept(tcp)).await {
             Ok(Ok(stream)) => BusStream::Tls(stream),
