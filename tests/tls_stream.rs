@@ -592,3 +592,76 @@ fn a_dropped_write_leaves_whole_records() {
     }
     assert_eq!(&received[at..], b"END");
 }
+
+#[test]
+fn hyper_http2_over_tls_with_alpn_h2() {
+    use corewire::runtime::compat::hyper::{LocalExecutor, Timer};
+    use http_body_util::{BodyExt, Full};
+    use hyper::{body::Incoming, server::conn::http2, service::service_fn, Request, Response};
+
+    async fn hello(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        Ok(Response::new(Full::new(Bytes::from(format!(
+            "h2 over TLS: {} {:?}",
+            req.uri().path(),
+            req.version()
+        )))))
+    }
+
+    let ca = TestCa::new("h2 CA");
+    let leaf = ca.leaf(&["localhost"], Usage::Server);
+    let rt = runtime(1);
+    let server = TlsEndpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        TlsAcceptor::new(server_config(&leaf, &ca, ClientAuth::None, &[b"h2"])),
+    )
+    .serve(&rt, |conn: TlsAccepted| async move {
+        assert_eq!(conn.stream.alpn_protocol().as_deref(), Some(&b"h2"[..]));
+        let _ = http2::Builder::new(LocalExecutor)
+            .timer(Timer)
+            .serve_connection(conn.stream, service_fn(hello))
+            .await;
+    })
+    .unwrap();
+    let addr = server.local_addr();
+    let connector = TlsConnector::new(client_config(&ca, None, &[b"h2"]));
+    let bodies = runtime(1)
+        .run_on(0, move || async move {
+            let stream = connector
+                .connect_addr(addr, name("localhost"))
+                .await
+                .unwrap();
+            assert_eq!(stream.alpn_protocol().as_deref(), Some(&b"h2"[..]));
+            let (sender, conn) = hyper::client::conn::http2::Builder::new(LocalExecutor)
+                .timer(Timer)
+                .handshake::<_, Full<Bytes>>(stream)
+                .await
+                .unwrap();
+            corewire::spawn_local(async move {
+                let _ = conn.await;
+            });
+            // Several streams at once on the one connection.
+            let mut calls = Vec::new();
+            for i in 0..8 {
+                let mut sender = sender.clone();
+                calls.push(corewire::spawn_local(async move {
+                    let req = Request::builder()
+                        .uri(format!("https://localhost/call/{i}"))
+                        .body(Full::new(Bytes::new()))
+                        .unwrap();
+                    let res = sender.send_request(req).await.unwrap();
+                    assert!(res.status().is_success());
+                    let body = res.into_body().collect().await.unwrap().to_bytes();
+                    String::from_utf8(body.to_vec()).unwrap()
+                }));
+            }
+            let mut bodies = Vec::new();
+            for call in calls {
+                bodies.push(call.await.unwrap());
+            }
+            bodies
+        })
+        .unwrap();
+    for (i, body) in bodies.iter().enumerate() {
+        assert_eq!(body, &format!("h2 over TLS: /call/{i} HTTP/2.0"));
+    }
+}

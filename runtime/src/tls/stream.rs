@@ -352,18 +352,22 @@ impl TlsStream {
         let mut no_wake = Context::from_waker(Waker::noop());
         while appended < AVAILABLE_LIMIT {
             match self.poll_read_with(&mut no_wake, |b| append(buf, b)) {
-                Poll::Ready(Ok(0)) | Poll::Pending => break,
+                Poll::Ready(Ok(0)) => break,
                 Poll::Ready(Ok(n)) => appended += n,
                 Poll::Ready(Err(e)) => {
                     self.core.borrow_mut().read_error = Some(e);
                     break;
                 }
+                Poll::Pending => {
+                    // The no-op waker is the one the receive holds now: register the
+                    // caller's (this finds nothing new, or what arrived meanwhile, which
+                    // stays for the next call).
+                    if let Poll::Ready(Err(e)) = self.poll_read_with(cx, |_| 0) {
+                        self.core.borrow_mut().read_error = Some(e);
+                    }
+                    break;
+                }
             }
-        }
-        if appended < AVAILABLE_LIMIT {
-            // The no-op waker may be the one the receive holds now: register the caller's
-            // (this finds nothing new, or a chunk that arrived meanwhile and stays queued).
-            let _ = self.poll_read_with(cx, |_| 0);
         }
         Poll::Ready(Ok(appended))
     }
