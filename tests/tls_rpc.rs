@@ -20,7 +20,9 @@ use corewire::transport::{Connection, TransportKind};
 use corewire::{
     service_id, Client, ClientOptions, Request, Response, Runtime, Server, Service, Status,
 };
-use tls_common::{client_config, server_config, ClientAuth, TestCa, Usage};
+use tls_common::{
+    client_config, protocol_errors, runtime, server_config, wait_for, ClientAuth, TestCa, Usage,
+};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -33,14 +35,6 @@ impl Service for Echo {
     async fn call(&self, req: Request) -> Result<Response, Status> {
         Ok(Response::new(req.payload).with_attachment(req.attachment))
     }
-}
-
-fn runtime(shards: usize) -> Runtime {
-    Runtime::builder()
-        .shards(shards)
-        .pin(false)
-        .build()
-        .unwrap()
 }
 
 fn serve(rt: &Runtime, endpoint: TlsEndpoint) -> ListenerHandle {
@@ -57,21 +51,6 @@ fn localhost() -> ServerName<'static> {
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn protocol_errors(rt: &Runtime) -> u64 {
-    rt.stats().iter().map(|s| s.protocol_errors).sum()
-}
-
-fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    cond()
 }
 
 /// Pipelined calls from one client: `calls` echoes of mixed sizes, checked.

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use corewire::runtime::accept::ListenerHandle;
@@ -22,17 +22,11 @@ use corewire::runtime::tls::rustls::{
 };
 use corewire::runtime::tls::{TlsAccepted, TlsAcceptor, TlsConnector, TlsEndpoint, TlsStream};
 use corewire::{timeout, Runtime};
-use tls_common::{client_config, server_config, ClientAuth, TestCa, Usage};
+use tls_common::{
+    client_config, protocol_errors, runtime, server_config, wait_for, ClientAuth, TestCa, Usage,
+};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn runtime(shards: usize) -> Runtime {
-    Runtime::builder()
-        .shards(shards)
-        .pin(false)
-        .build()
-        .unwrap()
-}
 
 fn name(host: &str) -> ServerName<'static> {
     ServerName::try_from(host.to_string()).unwrap()
@@ -89,21 +83,6 @@ fn echo_round(stream: &mut StreamOwned<ClientConnection, StdStream>, len: usize,
     let mut back = vec![0u8; len];
     stream.read_exact(&mut back).unwrap();
     assert_eq!(back, data, "echo of {len} bytes");
-}
-
-fn protocol_errors(rt: &Runtime) -> u64 {
-    rt.stats().iter().map(|s| s.protocol_errors).sum()
-}
-
-fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    cond()
 }
 
 #[test]
@@ -563,13 +542,15 @@ fn a_dropped_write_leaves_whole_records() {
             // Writes dropped after their first poll: what rustls took is sent later, whole.
             for i in 0..50u8 {
                 let chunk = Bytes::from(vec![i; 100_000]);
-                let mut write = std::pin::pin!(client.send_all(chunk.clone()));
-                let accepted = std::future::poll_fn(|cx| {
-                    let _ = write.as_mut().poll(cx);
-                    std::task::Poll::Ready(())
-                });
-                accepted.await;
-                drop(write);
+                {
+                    let mut write = std::pin::pin!(client.send_all(chunk.clone()));
+                    std::future::poll_fn(|cx| {
+                        let _ = write.as_mut().poll(cx);
+                        std::task::Poll::Ready(())
+                    })
+                    .await;
+                    // The write future is dropped here, after one poll.
+                }
                 // What went in is a prefix: learn its length from what arrives.
                 expected.push(chunk);
             }

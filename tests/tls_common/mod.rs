@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use corewire::runtime::tls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use corewire::runtime::tls::rustls::server::WebPkiClientVerifier;
@@ -163,4 +164,30 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// An unpinned runtime (several test binaries share the machine).
+pub fn runtime(shards: usize) -> corewire::Runtime {
+    corewire::Runtime::builder()
+        .shards(shards)
+        .pin(false)
+        .build()
+        .unwrap()
+}
+
+/// Connections the runtime's shards closed for bad input.
+pub fn protocol_errors(rt: &corewire::Runtime) -> u64 {
+    rt.stats().iter().map(|s| s.protocol_errors).sum()
+}
+
+/// Poll `cond` until it holds or `limit` passes; whether it held.
+pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
 }

@@ -48,20 +48,7 @@ fn idle_connections_hold_no_ring_buffers() {
         .map(|i| {
             let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
             c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-            // A pipelined pair of requests, so each connection received something.
-            let key = format!("idle:{i}");
-            let req = format!(
-                "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
-                key.len()
-            );
-            c.write_all(req.as_bytes()).unwrap();
-            let mut got = Vec::new();
-            let mut buf = [0u8; 64];
-            while got != b"+OK\r\n+PONG\r\n" {
-                let n = c.read(&mut buf).unwrap();
-                assert!(n > 0, "server closed");
-                got.extend_from_slice(&buf[..n]);
-            }
+            exchange(&mut c, i);
             c
         })
         .collect();
@@ -147,21 +134,6 @@ fn idle_tls_connections_hold_no_ring_buffers_and_little_memory() {
         "no",
     ];
     let config = Arc::new(tls_common::client_config(&ca, None, &[]));
-    fn exchange(c: &mut dyn ReadWrite, i: usize) {
-        let key = format!("idle:{i}");
-        let req = format!(
-            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
-            key.len()
-        );
-        c.write_all(req.as_bytes()).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 64];
-        while got != b"+OK\r\n+PONG\r\n" {
-            let n = c.read(&mut buf).unwrap();
-            assert!(n > 0, "server closed");
-            got.extend_from_slice(&buf[..n]);
-        }
-    }
     let rss_kib = |server: &Server| {
         let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
         status
@@ -230,6 +202,23 @@ fn idle_tls_connections_hold_no_ring_buffers_and_little_memory() {
         tls - plain
     );
     drop(conns);
+}
+
+/// A pipelined pair of requests, so each connection received something.
+fn exchange(c: &mut dyn ReadWrite, i: usize) {
+    let key = format!("idle:{i}");
+    let req = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
+        key.len()
+    );
+    c.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got != b"+OK\r\n+PONG\r\n" {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "server closed");
+        got.extend_from_slice(&buf[..n]);
+    }
 }
 
 trait ReadWrite: Read + Write {}

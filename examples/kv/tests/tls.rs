@@ -70,25 +70,37 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// `--tls-port P` (a free port) with the test's certificate and key, the CA if `ca`, then
+/// `extra` (a flag given again overrides the earlier one).
+fn tls_args(certs: &Certs, ca: bool, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--tls-port".to_string(),
+        free_port().to_string(),
+        "--tls-cert-file".into(),
+        s(&certs.server.0).into(),
+        "--tls-key-file".into(),
+        s(&certs.server.1).into(),
+    ];
+    if ca {
+        args.extend(["--tls-ca-cert-file".into(), s(&certs.ca_file).into()]);
+    }
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// Start with [`tls_args`]; the error (with the server's log) when it does not come up.
+fn try_start_tls(certs: &Certs, ca: bool, extra: &[&str]) -> Result<Server, String> {
+    let args = tls_args(certs, ca, extra);
+    Server::try_start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 /// `corewire-kv --port 0 --tls-port P ...` (plaintext off), retried on a port taken meanwhile.
 fn start_tls(certs: &Certs, extra: &[&str]) -> Server {
+    let mut args = vec!["--shards", "2"];
+    args.extend_from_slice(extra);
     let mut last = String::new();
     for _ in 0..5 {
-        let port = free_port().to_string();
-        let mut args = vec![
-            "--shards",
-            "2",
-            "--tls-port",
-            &port,
-            "--tls-cert-file",
-            s(&certs.server.0),
-            "--tls-key-file",
-            s(&certs.server.1),
-            "--tls-ca-cert-file",
-            s(&certs.ca_file),
-        ];
-        args.extend_from_slice(extra);
-        match Server::try_start(&args) {
+        match try_start_tls(certs, true, &args) {
             Ok(server) => return server,
             Err(e) => last = e,
         }
@@ -96,8 +108,8 @@ fn start_tls(certs: &Certs, extra: &[&str]) -> Server {
     panic!("corewire-kv with TLS did not start: {last}");
 }
 
-/// `redis-cli --tls` with the test CA (and a client certificate if asked).
-fn cli_tls(port: u16, certs: &Certs, client_cert: bool, args: &[&str]) -> Output {
+/// `redis-cli --tls -p PORT` trusting the test CA, not started yet.
+fn cli_tls_command(port: u16, certs: &Certs) -> Command {
     require_tool("redis-cli");
     let mut cmd = Command::new("redis-cli");
     cmd.args([
@@ -107,6 +119,12 @@ fn cli_tls(port: u16, certs: &Certs, client_cert: bool, args: &[&str]) -> Output
         "-p",
         &port.to_string(),
     ]);
+    cmd
+}
+
+/// `redis-cli --tls` with the test CA (and a client certificate if asked).
+fn cli_tls(port: u16, certs: &Certs, client_cert: bool, args: &[&str]) -> Output {
+    let mut cmd = cli_tls_command(port, certs);
     if client_cert {
         cmd.args(["--cert", s(&certs.client.0), "--key", s(&certs.client.1)]);
     }
@@ -118,6 +136,11 @@ fn cli_tls(port: u16, certs: &Certs, client_cert: bool, args: &[&str]) -> Output
 
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+/// What `redis-cli --tls` (no client certificate) printed for `args`.
+fn cli_text(port: u16, certs: &Certs, args: &[&str]) -> String {
+    text(&cli_tls(port, certs, false, args))
 }
 
 fn protocol_errors_logged(server: &Server) -> usize {
@@ -137,23 +160,10 @@ fn redis_cli_over_tls_with_plaintext_off() {
         "--port 0 with a TLS port: no plaintext port"
     );
     let port = server.tls_port.expect("the ready line names the TLS port");
-    assert_eq!(
-        text(&cli_tls(port, &certs, false, &["set", "greeting", "hello"])),
-        "OK"
-    );
-    assert_eq!(
-        text(&cli_tls(port, &certs, false, &["get", "greeting"])),
-        "hello"
-    );
+    assert_eq!(cli_text(port, &certs, &["set", "greeting", "hello"]), "OK");
+    assert_eq!(cli_text(port, &certs, &["get", "greeting"]), "hello");
     // A pipeline of many commands through one connection (stdin, as redis-cli --pipe users do).
-    let mut child = Command::new("redis-cli")
-        .args([
-            "--tls",
-            "--cacert",
-            s(&certs.ca_file),
-            "-p",
-            &port.to_string(),
-        ])
+    let mut child = cli_tls_command(port, &certs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -172,23 +182,13 @@ fn redis_cli_over_tls_with_plaintext_off() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 500);
     let total: i64 = (0..7)
         .map(|i| {
-            text(&cli_tls(
-                port,
-                &certs,
-                false,
-                &["get", &format!("counter{i}")],
-            ))
-            .parse::<i64>()
-            .unwrap()
+            cli_text(port, &certs, &["get", &format!("counter{i}")])
+                .parse::<i64>()
+                .unwrap()
         })
         .sum();
     assert_eq!(total, 500);
-    let params = text(&cli_tls(
-        port,
-        &certs,
-        false,
-        &["config", "get", "tls-port"],
-    ));
+    let params = cli_text(port, &certs, &["config", "get", "tls-port"]);
     assert_eq!(params, format!("tls-port\n{port}"));
 }
 
@@ -216,7 +216,7 @@ fn plaintext_on_the_tls_port_is_closed_and_counted() {
         server.stderr()
     );
     // Still serving TLS.
-    assert_eq!(text(&cli_tls(port, &certs, false, &["ping"])), "PONG");
+    assert_eq!(cli_text(port, &certs, &["ping"]), "PONG");
 }
 
 #[test]
@@ -235,14 +235,7 @@ fn mutual_tls_required_optional_and_refused() {
     let stranger = TestCa::new("stranger")
         .leaf(&["client"], Usage::Client)
         .write(certs.dir.path(), "stranger");
-    let out = Command::new("redis-cli")
-        .args([
-            "--tls",
-            "--cacert",
-            s(&certs.ca_file),
-            "-p",
-            &port.to_string(),
-        ])
+    let out = cli_tls_command(port, &certs)
         .args(["--cert", s(&stranger.0), "--key", s(&stranger.1), "ping"])
         .stdin(Stdio::null())
         .output()
@@ -252,7 +245,7 @@ fn mutual_tls_required_optional_and_refused() {
     let optional = start_tls(&certs, &["--tls-auth-clients", "optional"]);
     let port = optional.tls_port.unwrap();
     assert_eq!(text(&cli_tls(port, &certs, true, &["ping"])), "PONG");
-    assert_eq!(text(&cli_tls(port, &certs, false, &["ping"])), "PONG");
+    assert_eq!(cli_text(port, &certs, &["ping"]), "PONG");
 }
 
 #[test]
@@ -349,14 +342,7 @@ fn config_set_reloads_certificates_for_new_connections() {
     let server = start_tls(&certs, &["--tls-auth-clients", "no"]);
     let port = server.tls_port.unwrap();
     // A connection made before the reload.
-    let mut before = Command::new("redis-cli")
-        .args([
-            "--tls",
-            "--cacert",
-            s(&certs.ca_file),
-            "-p",
-            &port.to_string(),
-        ])
+    let mut before = cli_tls_command(port, &certs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -365,10 +351,9 @@ fn config_set_reloads_certificates_for_new_connections() {
     writeln!(before_in, "set before 1").unwrap();
 
     let second = Certs::new("reload-new");
-    let out = cli_tls(
+    let out = cli_text(
         port,
         &certs,
-        false,
         &[
             "config",
             "set",
@@ -380,17 +365,12 @@ fn config_set_reloads_certificates_for_new_connections() {
             s(&second.ca_file),
         ],
     );
-    assert_eq!(text(&out), "OK", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out, "OK");
     // New connections get the new certificate: the old CA no longer verifies it.
-    assert!(!text(&cli_tls(port, &certs, false, &["ping"])).contains("PONG"));
-    assert_eq!(text(&cli_tls(port, &second, false, &["ping"])), "PONG");
+    assert!(!cli_text(port, &certs, &["ping"]).contains("PONG"));
+    assert_eq!(cli_text(port, &second, &["ping"]), "PONG");
     assert_eq!(
-        text(&cli_tls(
-            port,
-            &second,
-            false,
-            &["config", "get", "tls-cert-file"]
-        )),
+        cli_text(port, &second, &["config", "get", "tls-cert-file"]),
         format!("tls-cert-file\n{}", s(&second.server.0))
     );
     // The connection made before carries on.
@@ -400,18 +380,17 @@ fn config_set_reloads_certificates_for_new_connections() {
     assert_eq!(String::from_utf8_lossy(&old.stdout).trim(), "OK\n1");
 
     // A file that is not there: refused as Redis does, nothing changes.
-    let out = cli_tls(
+    let out = cli_text(
         port,
         &second,
-        false,
         &["config", "set", "tls-cert-file", "/nonexistent.crt"],
     );
     assert!(
-        text(&out).contains("Unable to update TLS configuration"),
+        out.contains("Unable to update TLS configuration"),
         "{}",
-        text(&out)
+        out
     );
-    assert_eq!(text(&cli_tls(port, &second, false, &["ping"])), "PONG");
+    assert_eq!(cli_text(port, &second, &["ping"]), "PONG");
 }
 
 #[test]
@@ -426,66 +405,27 @@ fn settings_rustls_cannot_honour_are_refused_with_the_reason() {
             "not supported by rustls",
         ),
     ] {
-        let error = Server::try_start(&[
-            "--tls-port",
-            &free_port().to_string(),
-            "--tls-cert-file",
-            s(&certs.server.0),
-            "--tls-key-file",
-            s(&certs.server.1),
-            "--tls-ca-cert-file",
-            s(&certs.ca_file),
-            flag,
-            value,
-        ])
-        .err()
-        .unwrap_or_else(|| panic!("{flag} {value} was accepted"));
+        let error = try_start_tls(&certs, true, &[flag, value])
+            .err()
+            .unwrap_or_else(|| panic!("{flag} {value} was accepted"));
         assert!(error.contains(reason), "{flag} {value}: {error}");
     }
     // Without a CA while client certificates are asked for (Redis's default): Redis's error.
-    let error = Server::try_start(&[
-        "--tls-port",
-        &free_port().to_string(),
-        "--tls-cert-file",
-        s(&certs.server.0),
-        "--tls-key-file",
-        s(&certs.server.1),
-    ])
-    .err()
-    .expect("TLS without a CA was accepted");
+    let error = try_start_tls(&certs, false, &[])
+        .err()
+        .expect("TLS without a CA was accepted");
     assert!(error.contains("tls-ca-cert-file"), "{error}");
     // At run time: CONFIG SET refuses with the reason and keeps the old value.
     let server = start_tls(&certs, &["--tls-auth-clients", "no"]);
     let port = server.tls_port.unwrap();
-    let out = cli_tls(
-        port,
-        &certs,
-        false,
-        &["config", "set", "tls-ciphers", "RC4-MD5"],
-    );
-    assert!(
-        text(&out).contains("not supported by rustls"),
-        "{}",
-        text(&out)
-    );
-    let out = cli_tls(port, &certs, false, &["config", "set", "tls-port", "1"]);
-    assert!(text(&out).contains("immutable"), "{}", text(&out));
+    let out = cli_text(port, &certs, &["config", "set", "tls-ciphers", "RC4-MD5"]);
+    assert!(out.contains("not supported by rustls"), "{}", out);
+    let out = cli_text(port, &certs, &["config", "set", "tls-port", "1"]);
+    assert!(out.contains("immutable"), "{}", out);
     // Accepted values take effect: TLS 1.3 only, then a TLS 1.2-only client is refused.
-    let out = cli_tls(
-        port,
-        &certs,
-        false,
-        &["config", "set", "tls-protocols", "TLSv1.3"],
-    );
-    assert_eq!(text(&out), "OK");
-    let tls12 = Command::new("redis-cli")
-        .args([
-            "--tls",
-            "--cacert",
-            s(&certs.ca_file),
-            "-p",
-            &port.to_string(),
-        ])
+    let out = cli_text(port, &certs, &["config", "set", "tls-protocols", "TLSv1.3"]);
+    assert_eq!(out, "OK");
+    let tls12 = cli_tls_command(port, &certs)
         .env("OPENSSL_CONF", s(&tls12_only_openssl_conf(&certs)))
         .arg("ping")
         .stdin(Stdio::null())
@@ -495,7 +435,7 @@ fn settings_rustls_cannot_honour_are_refused_with_the_reason() {
         !text(&tls12).contains("PONG"),
         "a TLS 1.2 client got through"
     );
-    assert_eq!(text(&cli_tls(port, &certs, false, &["ping"])), "PONG");
+    assert_eq!(cli_text(port, &certs, &["ping"]), "PONG");
 }
 
 /// An OpenSSL configuration that caps clients at TLS 1.2 (redis-cli has no flag for it).
@@ -540,24 +480,37 @@ fn a_key_file_encrypted_with_a_pass_phrase() {
         ],
     );
     assert_eq!(
-        text(&cli_tls(server.tls_port.unwrap(), &certs, false, &["ping"])),
+        cli_text(server.tls_port.unwrap(), &certs, &["ping"]),
         "PONG"
     );
-    let error = Server::try_start(&[
-        "--tls-port",
-        &free_port().to_string(),
-        "--tls-auth-clients",
-        "no",
-        "--tls-cert-file",
-        s(&certs.server.0),
-        "--tls-key-file",
-        s(&encrypted),
-        "--tls-key-file-pass",
-        "wrong",
-    ])
+    let error = try_start_tls(
+        &certs,
+        false,
+        &[
+            "--tls-auth-clients",
+            "no",
+            "--tls-key-file",
+            s(&encrypted),
+            "--tls-key-file-pass",
+            "wrong",
+        ],
+    )
     .err()
     .expect("a wrong pass phrase was accepted");
     assert!(error.contains("decrypt"), "{error}");
+}
+
+/// `--tls-cluster yes` with our side of outgoing links: a certificate made for client use
+/// (the server's is for server use only).
+fn tls_cluster(certs: &Certs) -> [&str; 6] {
+    [
+        "--tls-cluster",
+        "yes",
+        "--tls-client-cert-file",
+        s(&certs.client.0),
+        "--tls-client-key-file",
+        s(&certs.client.1),
+    ]
 }
 
 /// `CLUSTER NODES` of the node on plaintext `port`.
@@ -584,15 +537,10 @@ fn the_cluster_bus_runs_over_tls_with_tls_cluster() {
                     s(&conf),
                     "--cluster-node-timeout",
                     "2000",
-                    "--tls-cluster",
-                    "yes",
-                    // Our side of outgoing links: a certificate made for client use (the
-                    // server's is for server use only).
-                    "--tls-client-cert-file",
-                    s(&certs.client.0),
-                    "--tls-client-key-file",
-                    s(&certs.client.1),
-                ],
+                ]
+                .into_iter()
+                .chain(tls_cluster(&certs))
+                .collect::<Vec<_>>(),
             )
         })
         .collect();
@@ -664,16 +612,8 @@ fn start_tls_keeping_plaintext(certs: &Certs, extra: &[&str]) -> Server {
 #[test]
 fn migrate_goes_over_tls_with_tls_cluster() {
     let certs = Certs::new("migrate");
-    let tls_cluster = [
-        "--tls-cluster",
-        "yes",
-        "--tls-client-cert-file",
-        s(&certs.client.0),
-        "--tls-client-key-file",
-        s(&certs.client.1),
-    ];
-    let source = start_tls_keeping_plaintext(&certs, &tls_cluster);
-    let target = start_tls_keeping_plaintext(&certs, &tls_cluster);
+    let source = start_tls_keeping_plaintext(&certs, &tls_cluster(&certs));
+    let target = start_tls_keeping_plaintext(&certs, &tls_cluster(&certs));
     assert_eq!(
         common::redis_cli(source.port, &["set", "moving", "along"]),
         "OK"

@@ -45,33 +45,6 @@ impl futures_io::AsyncRead for TlsStream {
     }
 }
 
-#[cfg(feature = "futures-io")]
-impl futures_io::AsyncWrite for TlsStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write(&self, cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write_vectored(&self, cx, bufs)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_flush(&self, cx)
-    }
-
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_shutdown(&self, cx)
-    }
-}
-
 #[cfg(feature = "tokio-io")]
 impl tokio::io::AsyncRead for TlsStream {
     fn poll_read(
@@ -81,37 +54,6 @@ impl tokio::io::AsyncRead for TlsStream {
     ) -> Poll<io::Result<()>> {
         let max = buf.remaining();
         poll_read_into(&self, cx, max, |b| buf.put_slice(b)).map_ok(drop)
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncWrite for TlsStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write(&self, cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write_vectored(&self, cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_flush(&self, cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_shutdown(&self, cx)
     }
 }
 
@@ -127,33 +69,55 @@ impl ::hyper::rt::Read for TlsStream {
     }
 }
 
-#[cfg(feature = "hyper")]
-impl ::hyper::rt::Write for TlsStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write(&self, cx, buf)
-    }
+/// futures-io's, tokio's and hyper's write traits have the same methods, but for the name of
+/// the one that closes and for `is_write_vectored`, which futures-io lacks.
+macro_rules! write_trait {
+    ($feature:literal, $trait:path, $shutdown:ident $(, $vectored:ident)?) => {
+        #[cfg(feature = $feature)]
+        impl $trait for TlsStream {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                TlsStream::poll_write(&self, cx, buf)
+            }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        TlsStream::poll_write_vectored(&self, cx, bufs)
-    }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                TlsStream::poll_write_vectored(&self, cx, bufs)
+            }
 
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
+            $(
+                fn $vectored(&self) -> bool {
+                    true
+                }
+            )?
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_flush(&self, cx)
-    }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                TlsStream::poll_flush(&self, cx)
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TlsStream::poll_shutdown(&self, cx)
-    }
+            fn $shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                TlsStream::poll_shutdown(&self, cx)
+            }
+        }
+    };
 }
+
+write_trait!("futures-io", futures_io::AsyncWrite, poll_close);
+write_trait!(
+    "tokio-io",
+    tokio::io::AsyncWrite,
+    poll_shutdown,
+    is_write_vectored
+);
+write_trait!(
+    "hyper",
+    ::hyper::rt::Write,
+    poll_shutdown,
+    is_write_vectored
+);

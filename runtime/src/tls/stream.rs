@@ -45,7 +45,9 @@ const AVAILABLE_LIMIT: usize = 64 * 1024;
 /// its 4 KiB read buffer (trimmed back to that whenever the stream waits) and its key
 /// schedule.
 pub struct TlsStream {
-    core: RefCell<Core>,
+    /// Boxed: rustls's connection is over a kilobyte, and streams are moved around (and
+    /// kept in enums beside plain TCP streams).
+    core: Box<RefCell<Core>>,
     /// Whoever waits on the send in flight: a reader may start a send (an alert, a key
     /// update) that the writer then waits on, or the other way round.
     send_wakers: Arc<SendWakers>,
@@ -194,7 +196,7 @@ impl TlsStream {
     pub(crate) fn new(tcp: TcpStream, mut tls: rustls::Connection) -> TlsStream {
         tls.set_buffer_limit(Some(TLS_WRITE_BUFFER));
         TlsStream {
-            core: RefCell::new(Core {
+            core: Box::new(RefCell::new(Core {
                 tls,
                 incoming: None,
                 tcp_eof: false,
@@ -202,7 +204,7 @@ impl TlsStream {
                 fatal: None,
                 send: None,
                 write_error: None,
-            }),
+            })),
             send_wakers: Arc::default(),
             tcp,
         }

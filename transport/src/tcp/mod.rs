@@ -55,6 +55,17 @@ impl Default for ConnOptions {
     }
 }
 
+impl ConnOptions {
+    /// What a server's [`ConnSettings`] and a listener's budget ask of one connection.
+    pub fn from_settings(settings: ConnSettings, budget: Budget) -> ConnOptions {
+        ConnOptions {
+            limits: settings.limits,
+            max_queued_bytes: settings.max_queued_bytes,
+            budget,
+        }
+    }
+}
+
 /// Buffers per sendmsg; Linux's IOV_MAX is 1024.
 const MAX_IOVECS: usize = 1024;
 
@@ -376,11 +387,7 @@ impl Listener for TcpEndpoint {
         Fut: Future<Output = ()> + 'static,
     {
         self.serve(rt, move |accepted: Accepted| {
-            let options = ConnOptions {
-                limits: settings.limits,
-                max_queued_bytes: settings.max_queued_bytes,
-                budget: accepted.budget,
-            };
+            let options = ConnOptions::from_settings(settings, accepted.budget);
             handler(TcpConnection::new(accepted.stream, options))
         })
     }

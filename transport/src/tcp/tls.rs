@@ -79,11 +79,7 @@ impl Listener for TlsEndpoint {
         Fut: Future<Output = ()> + 'static,
     {
         self.serve(rt, move |accepted: TlsAccepted| {
-            let options = ConnOptions {
-                limits: settings.limits,
-                max_queued_bytes: settings.max_queued_bytes,
-                budget: accepted.budget,
-            };
+            let options = ConnOptions::from_settings(settings, accepted.budget);
             handler(TcpConnection::new(accepted.stream, options))
         })
     }
