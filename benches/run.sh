@@ -277,6 +277,6 @@ case "$suite" in
     kv-fairness) kv_fairness ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,58p' "$0"; [[ -n "$suite" ]] ;;
+    -h|--help|"") sed -n '2,64p' "$0"; [[ -n "$suite" ]] ;;
     *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness, rdma-fairness, tls)" >&2; exit 2 ;;
 esac
