@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use super::forward::Cancel;
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
-use crate::blocking::{parse_timeout, WaitQueues};
+use crate::blocking::{parse_timeout, Deadline, WaitQueues};
 use crate::command::{mpop_args, Command, ListEnd, TypedCommand, TypedOp};
 use crate::reply::Reply;
 use bytes::Bytes;
@@ -47,6 +47,9 @@ pub(crate) struct Client {
     origin: Origin,
     op: TypedOp,
     args: Vec<Bytes>,
+    /// A program waiting for its keys on several shards: served by waking it (it then pops
+    /// under the locks of all its shards), not by a pop here.
+    wakes: bool,
 }
 
 impl Client {
@@ -212,6 +215,7 @@ impl Shard {
             origin,
             op,
             args: typed.args.clone(),
+            wakes: false,
         };
         let blocked = self
             .blocked
@@ -271,6 +275,12 @@ impl Shard {
             }
             self.blocked.queues.borrow_mut().remove(id);
             self.publish_blocked();
+            if client.wakes {
+                // The item stays for the program, which comes to take it under its locks;
+                // the waiters behind it get the next write's items.
+                self.deliver(client.origin, Reply::Integer(1));
+                return;
+            }
             let served = client.serving(key);
             if let Some(reply) = self.execute_store(client.origin, served, now) {
                 self.deliver(client.origin, reply);
@@ -285,6 +295,38 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// A program blocked on keys of several shards waits here on `keys` (without deadline:
+    /// the program keeps its own) until one gets items.
+    pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, now: u64) {
+        let ready = self.with_store(|store| {
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            store.pop_would_answer(&keys, now)
+        });
+        if ready {
+            self.deliver(origin, Reply::Integer(1));
+            return;
+        }
+        let client = Client {
+            origin,
+            op: TypedOp::BLPop,
+            args: Vec::new(),
+            wakes: true,
+        };
+        let blocked = (self.blocked.queues.borrow_mut()).block(&keys, Deadline::Never, client);
+        self.publish_blocked();
+        if blocked.is_err() {
+            self.deliver(
+                origin,
+                Reply::error("ERR too many blocked clients on this shard; try again later"),
+            );
+        }
+    }
+
+    /// The program at `origin` no longer waits: its wake-ups here go.
+    pub(crate) fn unblock_waker(&self, origin: Origin) {
+        self.drop_waiters_of(origin.shard, origin.sink);
     }
 
     /// The sweep tick: waiters past their deadline get the nil reply.

@@ -22,6 +22,7 @@ pub mod config;
 mod forward;
 mod pubsub;
 mod resp_conn;
+mod scan;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;

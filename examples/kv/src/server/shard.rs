@@ -16,9 +16,9 @@ use super::pubsub::PubSubRegistry;
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
 use super::txn::watch::Tap;
-use super::txn::{Coordinator, ShardTxn};
+use super::txn::{multikey, Coordinator, ShardTxn};
 use crate::change::NoLog;
-use crate::command::Command;
+use crate::command::{Command, TxnItem};
 use crate::reply::Reply;
 use crate::routing::{route, to_shards, FanOut, Route};
 use crate::store::Store;
@@ -71,6 +71,12 @@ pub(crate) fn current() -> Rc<Shard> {
 
 pub(crate) fn with<R>(f: impl FnOnce(&Shard) -> R) -> R {
     f(&current())
+}
+
+/// Whether `command` runs as one step over several shards ([`Route::Atomic`]).
+fn spans_shards(command: &Command, shards: usize) -> bool {
+    matches!(command, Command::Typed(_) | Command::Key(_))
+        && matches!(route(command.clone(), shards), Route::Atomic { .. })
 }
 
 /// Unix time in milliseconds: the store's clock.
@@ -188,7 +194,18 @@ impl Shard {
         let route = match command {
             Command::Transaction(transaction) => {
                 let watching = self.txn.take_watching(sink);
-                return Coordinator::start(self, origin, *transaction, watching);
+                if transaction.items.iter().any(|item| match item {
+                    TxnItem::Run(command) => spans_shards(command, self.count),
+                    TxnItem::Answered(_) => false,
+                }) {
+                    multikey::start_transaction(current(), origin, *transaction, watching);
+                    return None;
+                }
+                let reply = Coordinator::start(self, origin, *transaction, watching);
+                if reply.is_none() {
+                    self.txn.hold_back(sink);
+                }
+                return reply;
             }
             Command::Unwatch => {
                 let watching = self.txn.take_watching(sink);
@@ -196,6 +213,10 @@ impl Shard {
                     return Some(Reply::ok());
                 }
                 to_shards(Command::Unwatch, &watching)
+            }
+            command if super::scan::handles(&command, self.count) => {
+                super::scan::start(current(), origin, command);
+                return None;
             }
             command => route(command, self.count),
         };
@@ -215,6 +236,10 @@ impl Shard {
         }
         match route {
             Route::Refused(reply) => Some(reply),
+            Route::Atomic { shards, command } => {
+                multikey::start(current(), origin, shards, command);
+                None
+            }
             Route::Single { shard, command } if shard == self.id => {
                 self.execute_gated(origin, command, now)
             }

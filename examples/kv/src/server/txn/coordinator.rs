@@ -111,6 +111,10 @@ impl Coordinator {
             }
             match route(command, shard.count) {
                 Route::Refused(reply) => state.replies.push(Some(reply)),
+                // The glue sends such transactions to `multikey` instead.
+                Route::Atomic { .. } => state.replies.push(Some(Reply::error(
+                    "ERR internal error: a multi-shard step in a batched transaction",
+                ))),
                 Route::Single { shard, command } => {
                     per_shard[shard].push((origin(i, None), command));
                     state.replies.push(None);
@@ -149,6 +153,7 @@ impl Coordinator {
                     if let Some(key) = self.key.take() {
                         shard.unregister(key);
                     }
+                    shard.txn.release_hold(self.exec.sink);
                     if self.starting.get() {
                         *self.early.borrow_mut() = Some(reply);
                     } else {
