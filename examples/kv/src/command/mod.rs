@@ -94,6 +94,8 @@ pub enum Command {
     Typed(TypedCommand),
     /// A keyspace or string command ([`KeyOp`]).
     Key(KeyCommand),
+    /// EVAL, FCALL, SCRIPT, FUNCTION: the scripting family ([`crate::scripting`]).
+    Script(crate::scripting::ScriptCommand),
     /// MULTI, EXEC, DISCARD: the session queues and submits (see `session/multi.rs`).
     Multi,
     Exec,
@@ -322,6 +324,7 @@ impl Command {
             Command::Cluster(request) => request.name(),
             Command::Typed(typed) => typed.op.name(),
             Command::Key(key) => key.op.name(),
+            Command::Script(script) => script.op.name(),
             Command::Multi => "multi",
             Command::Exec | Command::Transaction(_) => "exec",
             Command::Discard => "discard",

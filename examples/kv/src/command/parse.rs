@@ -195,6 +195,10 @@ fn parse_spec(
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
         // A container alone fails the arity check first.
         K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
+        K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
+            op,
+            args: rest.collect(),
+        }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -19,7 +19,7 @@ mod local;
 mod multi;
 mod order;
 mod pubsub;
-mod resp3;
+pub(crate) mod resp3;
 
 use std::fmt;
 use std::sync::Arc;

@@ -35,6 +35,7 @@ pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
 pub use value::ValueType;
+pub(crate) use types::args::format_double;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -248,6 +249,7 @@ impl Store {
             | Command::PubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
+            | Command::Script(_)
             | Command::ConfigApply(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),
