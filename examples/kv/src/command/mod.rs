@@ -263,6 +263,16 @@ impl Command {
         parse::resolve(args).map(|_| ())
     }
 
+    /// The table's flags for the request (none for an unknown command).
+    pub fn flags(args: &[Bytes]) -> &'static [&'static str] {
+        parse::resolve(args).map_or(&[], |spec| spec.flags)
+    }
+
+    /// Whether the command is flagged `allow_busy` (runs while a script is busy).
+    pub fn allows_busy(args: &[Bytes]) -> bool {
+        parse::resolve(args).is_ok_and(|spec| spec.flags.contains(&"allow_busy"))
+    }
+
     /// The table's name for the request (`get`, `config|get`), after the same checks as
     /// [`Command::check_table`].
     pub fn table_name(args: &[Bytes]) -> Result<&'static str, CommandError> {

@@ -123,7 +123,11 @@ impl Env {
 pub fn lua_message(error: &mlua::Error) -> String {
     match error {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
-        mlua::Error::RuntimeError(message) => message.clone(),
+        // mlua appends a traceback Redis does not show.
+        mlua::Error::RuntimeError(message) => match message.find("\nstack traceback:") {
+            Some(end) => message[..end].to_string(),
+            None => message.clone(),
+        },
         mlua::Error::CallbackError { cause, .. } => lua_message(cause),
         mlua::Error::MemoryError(message) => message.clone(),
         mlua::Error::ExternalError(error) => error.to_string(),

@@ -20,6 +20,8 @@ pub mod libs;
 
 pub use functions::Libraries;
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 use bytes::Bytes;
 
 use crate::command::table::{spec, CommandKind, CommandSpec};
@@ -253,6 +255,67 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         ..spec(S(ScriptOp::Container), "function", -2, &[], NO_KEYS)
     },
 ];
+
+/// Scripts running past the busy threshold (`busy-reply-threshold`, alias
+/// `lua-time-limit`), as every connection sees them: while one runs, every command not
+/// flagged `allow_busy` is answered BUSY, as Redis answers while a script is busy.
+#[derive(Debug)]
+pub struct Busy {
+    pub threshold_ms: AtomicU64,
+    evals: AtomicUsize,
+    functions: AtomicUsize,
+}
+
+/// One node's state: equal only to itself.
+impl PartialEq for Busy {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Busy {}
+
+impl Default for Busy {
+    fn default() -> Busy {
+        Busy {
+            threshold_ms: AtomicU64::new(5000),
+            evals: AtomicUsize::new(0),
+            functions: AtomicUsize::new(0),
+        }
+    }
+}
+
+pub const BUSY_EVAL: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+impl Busy {
+    /// The BUSY reply while a script is busy.
+    pub fn refusal(&self) -> Option<crate::reply::Reply> {
+        if self.evals.load(Ordering::Relaxed) > 0 {
+            Some(crate::reply::Reply::error(BUSY_EVAL))
+        } else if self.functions.load(Ordering::Relaxed) > 0 {
+            Some(crate::reply::Reply::error(BUSY_FUNCTION))
+        } else {
+            None
+        }
+    }
+
+    pub fn enter(&self, function: bool) {
+        let counter = if function { &self.functions } else { &self.evals };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn leave(&self, function: bool) {
+        let counter = if function { &self.functions } else { &self.evals };
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn threshold(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed))
+    }
+}
 
 /// SHA1 of `body` as 40 lowercase hex digits (the script cache's key, `redis.sha1hex`).
 pub fn sha1_hex(body: &[u8]) -> String {

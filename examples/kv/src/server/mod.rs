@@ -23,6 +23,7 @@ mod forward;
 mod pubsub;
 mod resp_conn;
 mod scan;
+mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -228,6 +229,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),
         cancelling: Default::default(),
+        scripting: Default::default(),
     });
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));

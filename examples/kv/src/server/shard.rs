@@ -42,6 +42,8 @@ pub(crate) struct Shard {
     pub(crate) txn: ShardTxn,
     /// This shard's subscribed connections.
     pub(crate) pubsub: RefCell<PubSubRegistry>,
+    /// This shard's Lua state and script stacks.
+    pub(crate) scripts: super::script::ScriptShard,
 }
 
 corewire::runtime::shard_local! {
@@ -108,6 +110,7 @@ impl Shard {
             cluster,
             txn: ShardTxn::default(),
             pubsub: RefCell::new(PubSubRegistry::default()),
+            scripts: Default::default(),
         }
     }
 
@@ -195,7 +198,9 @@ impl Shard {
             Command::Transaction(transaction) => {
                 let watching = self.txn.take_watching(sink);
                 if transaction.items.iter().any(|item| match item {
-                    TxnItem::Run(command) => spans_shards(command, self.count),
+                    TxnItem::Run(command) => {
+                        spans_shards(command, self.count) || super::script::is_run(command)
+                    }
                     TxnItem::Answered(_) => false,
                 }) {
                     multikey::start_transaction(current(), origin, *transaction, watching);
@@ -203,7 +208,7 @@ impl Shard {
                 }
                 let reply = Coordinator::start(self, origin, *transaction, watching);
                 if reply.is_none() {
-                    self.txn.hold_back(sink);
+                    self.txn.hold_back(sink, seq);
                 }
                 return reply;
             }
@@ -214,6 +219,7 @@ impl Shard {
                 }
                 to_shards(Command::Unwatch, &watching)
             }
+            Command::Script(script) => return super::script::dispatch(self, origin, script),
             command if super::scan::handles(&command, self.count) => {
                 super::scan::start(current(), origin, command);
                 return None;
@@ -325,6 +331,7 @@ impl Shard {
             self.forward.push_done(origin.shard, Done { origin, reply });
             return;
         }
+        self.txn.reply_arrived(origin.sink, origin.seq);
         // Cloned out of the registry so the sink may register or unregister others.
         let sink = self.sinks.borrow().get(origin.sink);
         match sink {

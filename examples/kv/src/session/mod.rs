@@ -263,6 +263,12 @@ impl Session {
                 return Admission::Answered(refusal);
             }
         }
+        if let Some(busy) = self.config.script_busy.refusal() {
+            // A script past the busy threshold runs: only `allow_busy` commands get through.
+            if permitted && !Command::allows_busy(&args) {
+                return Admission::Answered(busy);
+            }
+        }
         if self.txn.in_multi() {
             // Redis's order: the table's checks, then NOAUTH, then the cluster redirect.
             let rejected = match Command::check_table(&args) {

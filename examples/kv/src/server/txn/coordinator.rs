@@ -153,7 +153,6 @@ impl Coordinator {
                     if let Some(key) = self.key.take() {
                         shard.unregister(key);
                     }
-                    shard.txn.release_hold(self.exec.sink);
                     if self.starting.get() {
                         *self.early.borrow_mut() = Some(reply);
                     } else {

@@ -44,7 +44,7 @@ pub(crate) struct Held {
     inbox: Rc<Inbox>,
     key: SinkKey,
     /// The shards held now, ascending.
-    held: Vec<usize>,
+    held: RefCell<Vec<usize>>,
     next_seq: Cell<u64>,
 }
 
@@ -64,7 +64,7 @@ impl Held {
             shard,
             inbox,
             key,
-            held: Vec::new(),
+            held: RefCell::new(Vec::new()),
             next_seq: Cell::new(0),
         }
     }
@@ -90,21 +90,22 @@ impl Held {
     }
 
     pub fn holds(&self, shard: usize) -> bool {
-        self.held.binary_search(&shard).is_ok()
+        self.held.borrow().binary_search(&shard).is_ok()
     }
 
-    pub fn held(&self) -> &[usize] {
-        &self.held
+    /// The shards held, ascending.
+    pub fn held(&self) -> Vec<usize> {
+        self.held.borrow().clone()
     }
 
     /// Takes `shards` (distinct, ascending, none held yet and all above those held) one at a
     /// time. `watcher`'s watches are checked and dropped on each; the first dirty one makes
     /// the result `Dirty` (the shards are held all the same: release them).
-    pub async fn lock(&mut self, shards: &[usize], watcher: Option<Watcher>) -> Grant {
+    pub async fn lock(&self, shards: &[usize], watcher: Option<Watcher>) -> Grant {
         let watcher = watcher.unwrap_or((self.shard.id, self.key));
         let mut grant = Grant::Clean;
         for &target in shards {
-            debug_assert!(self.held.last().is_none_or(|&last| last < target));
+            debug_assert!(self.held.borrow().last().is_none_or(|&last| last < target));
             self.send(
                 target,
                 TxnMsg::Lock {
@@ -114,7 +115,7 @@ impl Held {
                 },
             );
             let reply = self.reply(GRANT_SEQ).await;
-            self.held.push(target);
+            self.held.borrow_mut().push(target);
             if reply != Reply::Integer(1) {
                 grant = Grant::Dirty;
             }
@@ -125,6 +126,17 @@ impl Held {
     /// Runs `commands` on held shard `target`, in order and as one block in its log, and
     /// waits for their replies.
     pub async fn step(&self, target: usize, commands: Vec<Command>) -> Vec<Reply> {
+        let seqs = self.send_step(target, commands);
+        let mut replies = Vec::new();
+        for seq in seqs {
+            replies.push(self.reply(seq).await);
+        }
+        replies
+    }
+
+    /// Sends `commands` to held shard `target` (run at once when it is this shard); their
+    /// replies come as the returned sequence numbers.
+    pub fn send_step(&self, target: usize, commands: Vec<Command>) -> std::ops::Range<u64> {
         debug_assert!(self.holds(target), "a step on a shard not held");
         let first = self.next_seq.get();
         self.next_seq.set(first + commands.len() as u64);
@@ -140,11 +152,7 @@ impl Held {
                 batch,
             },
         );
-        let mut replies = Vec::new();
-        for seq in first..self.next_seq.get() {
-            replies.push(self.reply(seq).await);
-        }
-        replies
+        first..self.next_seq.get()
     }
 
     /// One command on held shard `target`.
@@ -250,8 +258,9 @@ impl Held {
     }
 
     /// Lets every held shard go.
-    pub fn release(&mut self) {
-        for target in std::mem::take(&mut self.held) {
+    pub fn release(&self) {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        for target in held {
             self.send(target, TxnMsg::Release(self.txn()));
         }
     }

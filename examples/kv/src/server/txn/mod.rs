@@ -101,7 +101,7 @@ pub(crate) struct ShardTxn {
     watching: RefCell<std::collections::HashMap<SinkKey, Vec<usize>>>,
     /// The connections of this shard whose EXEC or multi-key command over several shards
     /// is running: they read no further request until it answers.
-    held_back: RefCell<std::collections::HashSet<SinkKey>>,
+    held_back: RefCell<std::collections::HashMap<SinkKey, u64>>,
 }
 
 impl ShardTxn {
@@ -119,18 +119,24 @@ impl ShardTxn {
         self.written.borrow_mut().extend(keys);
     }
 
-    /// Connection `sink` reads no further request until [`Self::release_hold`].
-    pub fn hold_back(&self, sink: SinkKey) {
-        self.held_back.borrow_mut().insert(sink);
+    /// Connection `sink` reads no further request until the reply to its request `seq`
+    /// arrives ([`Self::reply_arrived`]).
+    pub fn hold_back(&self, sink: SinkKey, seq: u64) {
+        self.held_back.borrow_mut().insert(sink, seq);
     }
 
-    pub fn release_hold(&self, sink: SinkKey) {
-        self.held_back.borrow_mut().remove(&sink);
+    /// A reply for `sink`'s request `seq` is delivered: the connection reads on if it waited
+    /// for that one.
+    pub fn reply_arrived(&self, sink: SinkKey, seq: u64) {
+        let mut held_back = self.held_back.borrow_mut();
+        if !held_back.is_empty() && held_back.get(&sink) == Some(&seq) {
+            held_back.remove(&sink);
+        }
     }
 
     pub fn is_held_back(&self, sink: SinkKey) -> bool {
         let held_back = self.held_back.borrow();
-        !held_back.is_empty() && held_back.contains(&sink)
+        !held_back.is_empty() && held_back.contains_key(&sink)
     }
 
     /// WATCH from connection `sink` of this shard reaches `shards`.
@@ -193,6 +199,9 @@ impl Shard {
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::Script(script) if script.op.runs_script() => {
+                super::script::run_here(self, origin, script)
+            }
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.

@@ -31,10 +31,9 @@ const BLOCKED_TICK: Duration = Duration::from_millis(100);
 /// Starts `command` (keys on `shards`) for request `origin` of a connection of `shard`;
 /// the reply reaches the connection when done.
 pub(crate) fn start(shard: Rc<Shard>, origin: Origin, shards: Vec<usize>, command: Command) {
-    shard.txn.hold_back(origin.sink);
+    shard.txn.hold_back(origin.sink, origin.seq);
     spawn_local(async move {
         let reply = run_command(&shard, origin, shards, command).await;
-        shard.txn.release_hold(origin.sink);
         shard.deliver(origin, reply);
     });
 }
@@ -47,10 +46,9 @@ pub(crate) fn start_transaction(
     transaction: Transaction,
     watching: Vec<usize>,
 ) {
-    shard.txn.hold_back(origin.sink);
+    shard.txn.hold_back(origin.sink, origin.seq);
     spawn_local(async move {
         let reply = run_transaction(&shard, origin, transaction, watching).await;
-        shard.txn.release_hold(origin.sink);
         shard.deliver(origin, reply);
     });
 }
@@ -61,7 +59,7 @@ async fn run_command(
     shards: Vec<usize>,
     command: Command,
 ) -> Reply {
-    let mut held = Held::new(shard.clone());
+    let held = Held::new(shard.clone());
     let deadline = blocking_deadline(&command, now_ms());
     loop {
         held.lock(&shards, None).await;
@@ -110,7 +108,7 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
     let keys = atomic::keys_of(&command);
     let mut stored: Vec<Option<Stored>> = vec![None; keys.len()];
     let mut over_limit = false;
-    for &target in held.held() {
+    for target in held.held() {
         let (indices, mine): (Vec<usize>, Vec<Bytes>) = keys
             .iter()
             .enumerate()
@@ -161,6 +159,11 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
         }
     }
     Ok(reply)
+}
+
+/// A multi-key command run by a program that already holds its shards (a script's call).
+pub(crate) async fn apply_held(held: &Held, command: Command) -> Reply {
+    apply(held, command, false).await.unwrap_or(Reply::NullArray)
 }
 
 fn may_grow(command: &Command) -> bool {
@@ -219,6 +222,7 @@ async fn run_transaction(
         Single(usize, Command),
         FanOut(FanOut),
         Atomic(Command),
+        Script(crate::scripting::ScriptCommand),
     }
     let mut items = Vec::new();
     let mut shards = watching;
@@ -226,6 +230,13 @@ async fn run_transaction(
         let command = match item {
             TxnItem::Answered(reply) => {
                 items.push(Item::Done(reply));
+                continue;
+            }
+            TxnItem::Run(Command::Script(script)) if script.op.runs_script() => {
+                // A script in a transaction runs here, with the shards it declares held too.
+                shards.push(shard.id);
+                shards.extend(crate::server::script::transaction_shards(shard, &script));
+                items.push(Item::Script(script));
                 continue;
             }
             TxnItem::Run(command) => command,
@@ -255,7 +266,7 @@ async fn run_transaction(
     }
     shards.sort_unstable();
     shards.dedup();
-    let mut held = Held::new(shard.clone());
+    let held = Rc::new(Held::new(shard.clone()));
     if held.lock(&shards, Some((exec.shard, exec.sink))).await == Grant::Dirty {
         return Reply::NullArray;
     }
@@ -278,6 +289,9 @@ async fn run_transaction(
             Item::Atomic(command) => apply(&held, command, false)
                 .await
                 .unwrap_or(Reply::NullArray),
+            Item::Script(script) => {
+                crate::server::script::run_in_transaction(shard, &held, script).await
+            }
         });
     }
     held.release();
