@@ -226,6 +226,8 @@ pub enum CommandQuery {
     Count,
     Docs(Vec<Bytes>),
     Info(Vec<Bytes>),
+    /// COMMAND GETKEYS command [arg ...]: the keys of that request.
+    GetKeys(Vec<Bytes>),
 }
 
 /// Where a command executes.

@@ -157,6 +157,7 @@ fn parse_spec(
         K::CommandCount => Command::Introspect(CommandQuery::Count),
         K::CommandDocs => Command::Introspect(CommandQuery::Docs(rest.collect())),
         K::CommandInfo => Command::Introspect(CommandQuery::Info(rest.collect())),
+        K::CommandGetKeys => Command::Introspect(CommandQuery::GetKeys(rest.collect())),
         K::Auth => {
             if argc > 3 {
                 return Err(CommandError::Syntax);

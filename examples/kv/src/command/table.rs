@@ -40,6 +40,7 @@ pub(crate) enum CommandKind {
     CommandCount,
     CommandDocs,
     CommandInfo,
+    CommandGetKeys,
     Client,
     ClientSetName,
     ClientGetName,
@@ -221,7 +222,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     ),
 ];
 
-static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
+static COMMAND_SUBCOMMANDS: [CommandSpec; 4] = [
     spec(
         K::CommandCount,
         "command|count",
@@ -240,6 +241,13 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
         K::CommandInfo,
         "command|info",
         -2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+    spec(
+        K::CommandGetKeys,
+        "command|getkeys",
+        -3,
         &["loading", "stale"],
         NO_KEYS,
     ),

@@ -341,35 +341,29 @@ fn lua_to_resp3(value: &Value, depth: usize, out: &mut bytes::BytesMut) {
                         return;
                     }
                 }
+                // Two passes (count, then write): holding every value at once would take a
+                // Lua stack slot each.
                 if let Value::Table(map) = field(table, "map") {
-                    let pairs: Vec<(Value, Value)> =
-                        map.pairs::<Value, Value>().filter_map(Result::ok).collect();
-                    header(out, b'%', pairs.len());
-                    for (key, value) in pairs {
+                    header(out, b'%', map.clone().pairs::<Value, Value>().count());
+                    for (key, value) in map.pairs::<Value, Value>().filter_map(Result::ok) {
                         lua_to_resp3(&key, depth + 1, out);
                         lua_to_resp3(&value, depth + 1, out);
                     }
                     return;
                 }
                 if let Value::Table(set) = field(table, "set") {
-                    let keys: Vec<Value> = set
-                        .pairs::<Value, Value>()
-                        .filter_map(|pair| pair.ok().map(|(key, _)| key))
-                        .collect();
-                    header(out, b'~', keys.len());
-                    for key in keys {
+                    header(out, b'~', set.clone().pairs::<Value, Value>().count());
+                    for (key, _) in set.pairs::<Value, Value>().filter_map(Result::ok) {
                         lua_to_resp3(&key, depth + 1, out);
                     }
                     return;
                 }
-                let items: Vec<Value> = (1..)
-                    .map_while(|i| match table.raw_get::<Value>(i) {
-                        Ok(Value::Nil) | Err(_) => None,
-                        Ok(item) => Some(item),
-                    })
-                    .collect();
-                header(out, b'*', items.len());
-                for item in items {
+                let len = (1..)
+                    .take_while(|&i| !matches!(table.raw_get::<Value>(i), Ok(Value::Nil) | Err(_)))
+                    .count();
+                header(out, b'*', len);
+                for i in 1..=len {
+                    let item = table.raw_get::<Value>(i).unwrap_or(Value::Nil);
                     lua_to_resp3(&item, depth + 1, out);
                 }
                 return;

@@ -160,8 +160,10 @@ pub fn error_text(text: &[u8]) -> Vec<u8> {
     };
     let message = trim_newlines(message);
     let mut out = code.to_vec();
-    out.push(b' ');
-    out.extend_from_slice(message);
+    if !message.is_empty() {
+        out.push(b' ');
+        out.extend_from_slice(message);
+    }
     out
 }
 
@@ -205,7 +207,16 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     redis.raw_set(
         "error_reply",
         lua.create_function(|lua, args: MultiValue| match args.front() {
-            Some(Value::String(text)) if args.len() == 1 => error_table(lua, &text.as_bytes()),
+            Some(Value::String(text)) if args.len() == 1 => {
+                // Redis 7.0 makes the text `-text` first: its first word is the code.
+                let text = text.as_bytes();
+                let mut dashed = Vec::with_capacity(text.len() + 1);
+                if !text.starts_with(b"-") {
+                    dashed.push(b'-');
+                }
+                dashed.extend_from_slice(&text);
+                error_table(lua, &dashed)
+            }
             _ => Err(mlua::Error::RuntimeError(
                 "wrong number or type of arguments".into(),
             )),
@@ -520,7 +531,7 @@ mod tests {
         assert_eq!(error_text(b"My Error"), b"ERR My Error");
         assert_eq!(error_text(b"-MY_CODE my msg\r\n"), b"MY_CODE my msg");
         assert_eq!(error_text(b"-CODE"), b"ERR CODE");
-        assert_eq!(error_text(b""), b"ERR ");
+        assert_eq!(error_text(b"-"), b"ERR");
     }
 
     #[test]

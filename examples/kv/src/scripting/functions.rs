@@ -68,10 +68,11 @@ pub enum RestorePolicy {
 }
 
 impl Libraries {
+    /// The library holding `function` (function names are case-insensitive, as in Redis).
     pub fn library_of(&self, function: &str) -> Option<(&Library, &FunctionMeta)> {
         self.libraries.values().find_map(|library| {
             (library.functions.iter())
-                .find(|f| f.name == function)
+                .find(|f| f.name.eq_ignore_ascii_case(function))
                 .map(|f| (library, f))
         })
     }
@@ -238,15 +239,26 @@ pub fn parse_metadata(code: &[u8]) -> Result<String, String> {
     };
     let line_end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
     let line = String::from_utf8_lossy(&rest[..line_end]).into_owned();
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
+    // The engine is what follows `#!` directly; the options follow, space-separated.
+    let (engine, options) = line.split_once(' ').unwrap_or((&line, ""));
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found"));
     }
     let mut name = None;
-    for part in parts {
+    for part in options.split(' ').filter(|p| !p.is_empty()) {
         match part.split_once('=') {
-            Some(("name", value)) => name = Some(value.to_string()),
+            Some(("name", _)) if name.is_some() => {
+                return Err(
+                    "ERR Invalid metadata value, name argument was given multiple times".into(),
+                )
+            }
+            Some(("name", value)) => {
+                let value = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(value);
+                name = Some(value.to_string())
+            }
             _ => return Err(format!("ERR Invalid metadata value given: {part}")),
         }
     }
@@ -473,7 +485,7 @@ fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
     let mut registering = lua
         .app_data_mut::<Registering>()
         .ok_or_else(|| reg_error("redis.register_function can only be called on FUNCTION LOAD command"))?;
-    if registering.functions.iter().any(|(meta, _)| meta.name == name) {
+    if (registering.functions.iter()).any(|(meta, _)| meta.name.eq_ignore_ascii_case(&name)) {
         return Err(reg_error("Function already exists in the library"));
     }
     registering.functions.push((
@@ -538,6 +550,7 @@ impl Checker {
 #[derive(Default)]
 pub struct Loaded {
     pub generation: u64,
+    /// By lowercase name.
     pub functions: std::collections::HashMap<String, (Rc<FunctionMeta>, Function)>,
 }
 
@@ -554,7 +567,7 @@ impl Loaded {
                     for (meta, function) in functions {
                         loaded
                             .functions
-                            .insert(meta.name.clone(), (Rc::new(meta), function));
+                            .insert(meta.name.to_ascii_lowercase(), (Rc::new(meta), function));
                     }
                 }
                 Err(error) => {

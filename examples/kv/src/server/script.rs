@@ -69,6 +69,12 @@ pub(crate) struct ScriptingShared {
     running: Mutex<Vec<Arc<RunInfo>>>,
 }
 
+impl ScriptingShared {
+    pub fn cached_scripts(&self) -> usize {
+        self.cache.lock().map_or(0, |cache| cache.bodies.len())
+    }
+}
+
 #[derive(Default)]
 struct ScriptCache {
     /// Bumped by SCRIPT FLUSH: shards start a fresh Lua state.
@@ -616,7 +622,8 @@ fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Reply {
             function.call::<Value>(())
         }
         What::Function { name } => {
-            let Some((_, function)) = engine.functions.borrow().functions.get(name).cloned() else {
+            let key = name.to_ascii_lowercase();
+            let Some((_, function)) = engine.functions.borrow().functions.get(&key).cloned() else {
                 return Reply::error("ERR Function not found");
             };
             function.call::<Value>((keys, argv))
@@ -973,12 +980,22 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             )
         }
         ScriptOp::ScriptFlush | ScriptOp::FunctionFlush => {
+            let name = if command.op == ScriptOp::ScriptFlush {
+                "SCRIPT"
+            } else {
+                "FUNCTION"
+            };
             match (args.len(), arg(0).as_deref()) {
                 (0, _) | (1, Some(b"ASYNC" | b"SYNC")) => {}
-                _ if command.op == ScriptOp::ScriptFlush => {
+                (1, _) if command.op == ScriptOp::ScriptFlush => {
                     return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
                 }
-                _ => return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+                (1, _) => return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+                _ => {
+                    return Reply::error(format!(
+                        "ERR unknown subcommand or wrong number of arguments for 'flush'. Try {name} HELP."
+                    ))
+                }
             }
             if command.op == ScriptOp::ScriptFlush {
                 if let Ok(mut cache) = scripting.cache.lock() {

@@ -96,6 +96,7 @@ impl ServerShared {
             ),
             used_cpu_sys_us: cpu.0,
             used_cpu_user_us: cpu.1,
+            cached_scripts: self.scripting.cached_scripts() as u64,
         }
     }
 

@@ -167,12 +167,12 @@ fn pack(value: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
                 }
             }
             None => {
-                let pairs: Vec<(Value, Value)> = table
-                    .clone()
-                    .pairs::<Value, Value>()
-                    .collect::<mlua::Result<_>>()?;
-                pack_len(pairs.len(), 0x80, 15, [0xde, 0xdf], out);
-                for (key, value) in pairs {
+                // Two passes (count, then pack): holding every key and value at once would
+                // take a Lua stack slot each.
+                let len = table.clone().pairs::<Value, Value>().count();
+                pack_len(len, 0x80, 15, [0xde, 0xdf], out);
+                for pair in table.clone().pairs::<Value, Value>() {
+                    let (key, value) = pair?;
                     pack(&key, level + 1, out)?;
                     pack(&value, level + 1, out)?;
                 }
