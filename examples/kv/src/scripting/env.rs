@@ -21,8 +21,16 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 /// glue's side of a run.
 pub trait Host {
     /// Runs one command for the script: its reply converted for Lua, or the error table
-    /// `redis.call` raises (`Err`: already converted to the Lua error value).
-    fn call(&self, lua: &Lua, args: Vec<Bytes>, raise: bool) -> mlua::Result<Value>;
+    /// `redis.call` raises (`Err`: already converted to the Lua error value). `suspend`
+    /// switches off the script's stack until the glue resumes it (`true`: to await what the
+    /// host left pending).
+    fn call(
+        &self,
+        lua: &Lua,
+        args: Vec<Bytes>,
+        raise: bool,
+        suspend: &dyn Fn(bool),
+    ) -> mlua::Result<Value>;
     /// `redis.log(level, message)`.
     fn log(&self, level: i64, message: &str);
 }
@@ -38,6 +46,9 @@ pub struct Env {
     pub lua: Lua,
     /// The environment scripts run in (a read-only view of the globals).
     pub view: Table,
+    /// The `redis` table behind its read-only proxy: a run installs its own `call` and
+    /// `pcall` here.
+    pub redis: Table,
 }
 
 const SANDBOX: &str = r#"
@@ -99,11 +110,12 @@ impl Env {
             LuaOptions::new(),
         )?;
         let globals = lua.globals();
-        globals.raw_set("redis", redis_table(&lua)?)?;
+        let redis = redis_table(&lua)?;
+        globals.raw_set("redis", redis.clone())?;
         super::libs::install(&lua)?;
         install_random(&lua)?;
         let (view, _protect): (Table, Function) = lua.load(SANDBOX).set_name("=sandbox").eval()?;
-        Ok(Env { lua, view })
+        Ok(Env { lua, view, redis })
     }
 
     /// Compiles a script body (EVAL) as Redis does: named `@user_script`, run in the view.
@@ -179,14 +191,17 @@ fn trim_newlines(mut text: &[u8]) -> &[u8] {
 
 fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
-    redis.raw_set(
-        "call",
-        lua.create_function(|lua, args: MultiValue| call(lua, args, true))?,
-    )?;
-    redis.raw_set(
-        "pcall",
-        lua.create_function(|lua, args: MultiValue| call(lua, args, false))?,
-    )?;
+    // Outside a run (a run installs its own).
+    for name in ["call", "pcall"] {
+        redis.raw_set(
+            name,
+            lua.create_function(|_, _: MultiValue| -> mlua::Result<()> {
+                Err(mlua::Error::RuntimeError(
+                    "redis.call is available only while a script runs".into(),
+                ))
+            })?,
+        )?;
+    }
     redis.raw_set(
         "sha1hex",
         lua.create_function(|lua, args: MultiValue| {
@@ -365,7 +380,12 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
 
 /// `redis.call` / `redis.pcall`: arguments checked as Redis checks them, then the host runs
 /// the command.
-fn call(lua: &Lua, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+pub fn call(
+    lua: &Lua,
+    args: MultiValue,
+    raise: bool,
+    suspend: &dyn Fn(bool),
+) -> mlua::Result<Value> {
     let fail = |text: &str| -> mlua::Result<Value> {
         let table = error_table(lua, text.as_bytes())?;
         if raise {
@@ -387,7 +407,7 @@ fn call(lua: &Lua, args: MultiValue, raise: bool) -> mlua::Result<Value> {
         }
     }
     let run = running(lua)?;
-    run.host.call(lua, command, raise)
+    run.host.call(lua, command, raise, suspend)
 }
 
 /// A Lua value to raise as the error itself (a Redis error table), not as a message.

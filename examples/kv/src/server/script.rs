@@ -169,6 +169,9 @@ fn lua_failure(error: mlua::Error) -> Reply {
 struct Prepared {
     what: What,
     read_only: bool,
+    /// Refused at start when the shard is past its memory limit: a script that declares
+    /// flags (shebang or function) and neither `no-writes` nor `allow-oom`, as Redis 7.
+    deny_oom: bool,
     keys: Vec<Bytes>,
     argv: Vec<Bytes>,
     /// The shards to hold, ascending, and where the script runs.
@@ -251,11 +254,17 @@ fn prepare(
     };
     let scripting = &shard.shared.scripting;
     let mut read_only = command.op.is_read_only();
+    let mut deny_oom = false;
+    let declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
+        let no_writes = flags.iter().any(|f| f == "no-writes");
+        *read_only |= no_writes;
+        *deny_oom = !no_writes && !flags.iter().any(|f| f == "allow-oom");
+    };
     let (what, label) = match command.op {
         ScriptOp::Eval | ScriptOp::EvalRo => {
             let body = command.args[0].clone();
             if let Some(flags) = shebang_flags(&body)? {
-                read_only |= flags.iter().any(|f| f == "no-writes");
+                declared(&flags, &mut read_only, &mut deny_oom);
             }
             let sha = sha1_hex(&body);
             (What::Eval { sha: sha.clone(), body }, sha)
@@ -267,7 +276,7 @@ fn prepare(
                 .flatten()
                 .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))?;
             if let Some(flags) = shebang_flags(&body)? {
-                read_only |= flags.iter().any(|f| f == "no-writes");
+                declared(&flags, &mut read_only, &mut deny_oom);
             }
             (What::Eval { sha: sha.clone(), body }, sha)
         }
@@ -282,7 +291,7 @@ fn prepare(
                     "ERR Can not execute a script with write flag using *_ro command.",
                 ));
             }
-            read_only |= meta.no_writes();
+            declared(&meta.flags, &mut read_only, &mut deny_oom);
             (What::Function { name: name.clone() }, name)
         }
     };
@@ -303,6 +312,7 @@ fn prepare(
     Ok(Prepared {
         what,
         read_only,
+        deny_oom,
         keys,
         argv,
         lock,
@@ -420,6 +430,9 @@ async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Rep
     };
     if let Err(reply) = engine.prepare(scripting, &prepared) {
         return reply;
+    }
+    if prepared.deny_oom && shard.with_store(|store| store.over_memory_limit()) {
+        return CommandError::OutOfMemory.into();
     }
     let info = Arc::new(RunInfo {
         function: match &prepared.what {
@@ -568,16 +581,29 @@ fn run_script(
         host: host.clone() as Rc<dyn Host>,
         resp: Cell::new(2),
     }));
+    let suspend_now = |future: bool| {
+        yielder.suspend(if future {
+            Suspend::Future
+        } else {
+            Suspend::Slice
+        });
+    };
     let outcome = lua.scope(|scope| {
         let suspend = scope.create_function(|_, future: bool| {
-            yielder.suspend(if future {
-                Suspend::Future
-            } else {
-                Suspend::Slice
-            });
+            suspend_now(future);
             Ok(())
         })?;
         lua.set_named_registry_value(SUSPEND, suspend)?;
+        // This run's redis.call / redis.pcall: they suspend the script directly (calling a
+        // Lua function to suspend would need stack slots a call with 8000 arguments lacks).
+        let call = scope.create_function(|lua, args: mlua::MultiValue| {
+            crate::scripting::env::call(lua, args, true, &suspend_now)
+        })?;
+        let pcall = scope.create_function(|lua, args: mlua::MultiValue| {
+            crate::scripting::env::call(lua, args, false, &suspend_now)
+        })?;
+        engine.env.redis.raw_set("call", call)?;
+        engine.env.redis.raw_set("pcall", pcall)?;
         let hook_host = host.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
@@ -736,18 +762,17 @@ impl ScriptHost {
         Ok(VmState::Continue)
     }
 
-    /// Switches to the shard's stack (the scoped function in the registry suspends).
+    /// Switches to the shard's stack from the hook (the scoped function in the registry
+    /// suspends).
     fn suspend(&self, lua: &Lua, future: bool) -> mlua::Result<()> {
         let suspend: Function = lua.named_registry_value(SUSPEND)?;
         suspend.call::<()>(future)
     }
 
     /// Waits (off the script's stack) for `future`.
-    fn wait(&self, lua: &Lua, future: LocalFuture) -> Reply {
+    fn wait(&self, suspend: &dyn Fn(bool), future: LocalFuture) -> Reply {
         *self.pending.borrow_mut() = Some(future);
-        if let Err(error) = self.suspend(lua, true) {
-            return lua_failure(error);
-        }
+        suspend(true);
         self.result
             .borrow_mut()
             .take()
@@ -755,7 +780,7 @@ impl ScriptHost {
     }
 
     /// One command for the script: Redis's checks, then on the shard(s) of its keys.
-    fn run(&self, lua: &Lua, args: Vec<Bytes>) -> (Reply, Option<Command>) {
+    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Option<Command>) {
         if let Err(error) = Command::check_table(&args) {
             let text = match error {
                 CommandError::WrongArity { .. } => {
@@ -793,10 +818,10 @@ impl ScriptHost {
                 None,
             );
         }
-        if let Err(refusal) = self.reach(lua, &command) {
+        if let Err(refusal) = self.reach(suspend, &command) {
             return (refusal, None);
         }
-        let reply = self.execute(lua, command.clone());
+        let reply = self.execute(suspend, command.clone());
         if writes && !reply.is_error() {
             self.info.wrote.store(true, Ordering::Relaxed);
         }
@@ -806,7 +831,7 @@ impl ScriptHost {
     /// Makes sure every shard the command touches is held: a key the script did not
     /// declare, on a shard it does not hold, is taken now when the lock order allows
     /// (standalone mode), else refused.
-    fn reach(&self, lua: &Lua, command: &Command) -> Result<(), Reply> {
+    fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<(), Reply> {
         let count = self.shard.count;
         let mut needed: Vec<usize> = command
             .keys()
@@ -838,7 +863,7 @@ impl ScriptHost {
         }
         let held = self.held.clone();
         let reply = self.wait(
-            lua,
+            suspend,
             Box::pin(async move {
                 held.lock(&missing, None).await;
                 Reply::ok()
@@ -850,7 +875,7 @@ impl ScriptHost {
         Ok(())
     }
 
-    fn execute(&self, lua: &Lua, command: Command) -> Reply {
+    fn execute(&self, suspend: &dyn Fn(bool), command: Command) -> Reply {
         let count = self.shard.count;
         let route = if command.keys().is_empty()
             && !matches!(command.scope(), crate::command::Scope::AllShards)
@@ -872,13 +897,13 @@ impl ScriptHost {
                     return reply;
                 }
                 let held = self.held.clone();
-                self.wait(lua, Box::pin(async move { held.reply(seq).await }))
+                self.wait(suspend, Box::pin(async move { held.reply(seq).await }))
             }
             Route::FanOut(FanOut { parts, mut merger }) => {
                 let held = self.held.clone();
                 let server = self.shard.shared.clone();
                 self.wait(
-                    lua,
+                    suspend,
                     Box::pin(async move {
                         for (i, part) in parts.into_iter().enumerate() {
                             let reply = held.call(part.shard, part.command).await;
@@ -895,7 +920,7 @@ impl ScriptHost {
             Route::Atomic { command, .. } => {
                 let held = self.held.clone();
                 self.wait(
-                    lua,
+                    suspend,
                     Box::pin(async move { multikey::apply_held(&held, command).await }),
                 )
             }
@@ -904,13 +929,19 @@ impl ScriptHost {
 }
 
 impl Host for ScriptHost {
-    fn call(&self, lua: &Lua, args: Vec<Bytes>, raise: bool) -> mlua::Result<Value> {
+    fn call(
+        &self,
+        lua: &Lua,
+        args: Vec<Bytes>,
+        raise: bool,
+        suspend: &dyn Fn(bool),
+    ) -> mlua::Result<Value> {
         if self.info.kill.load(Ordering::Relaxed) {
             return Err(mlua::Error::RuntimeError(
                 self.killed_text().trim_start_matches("ERR ").into(),
             ));
         }
-        let (reply, command) = self.run(lua, args);
+        let (reply, command) = self.run(suspend, args);
         let mode = match crate::scripting::env::running(lua).map(|r| r.resp.get()) {
             Ok(3) => ReplyMode::Resp3,
             _ => ReplyMode::Resp2,
