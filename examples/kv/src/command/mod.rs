@@ -395,6 +395,8 @@ impl Command {
         ) || matches!(self, Command::Cluster(request) if request.is_write())
             || matches!(self, Command::Typed(typed) if typed.op.is_write())
             || matches!(self, Command::Key(key) if key.op.is_write())
+            // FUNCTION LOAD and friends change the libraries (logged for restart).
+            || matches!(self, Command::Script(script) if script.op.is_function_write())
     }
 }
 

@@ -460,6 +460,9 @@ fn start_shards(
                     None => (None, None),
                     Some(aof) => {
                         let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
+                        if let Some(payload) = &summary.functions {
+                            script::restore_logged(&shared, payload);
+                        }
                         tracing::info!(
                             shard = id,
                             files = summary.files,

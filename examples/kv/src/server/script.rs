@@ -1035,6 +1035,8 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
                 }
             } else if let Ok(mut libraries) = scripting.libraries.lock() {
                 libraries.flush();
+                drop(libraries);
+                log_functions(shard);
             }
             Reply::ok()
         }
@@ -1063,7 +1065,11 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
                 return poisoned();
             };
             match libraries.add(library, replace) {
-                Ok(()) => Reply::Bulk(Bytes::from(name)),
+                Ok(()) => {
+                    drop(libraries);
+                    log_functions(shard);
+                    Reply::Bulk(Bytes::from(name))
+                }
                 Err(text) => Reply::error(text),
             }
         }
@@ -1073,7 +1079,11 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
                 return poisoned();
             };
             match libraries.delete(&name) {
-                Ok(()) => Reply::ok(),
+                Ok(()) => {
+                    drop(libraries);
+                    log_functions(shard);
+                    Reply::ok()
+                }
                 Err(text) => Reply::error(text),
             }
         }
@@ -1135,7 +1145,11 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
                 return poisoned();
             };
             match libraries.restore(&args[0], policy, &checker) {
-                Ok(()) => Reply::ok(),
+                Ok(()) => {
+                    drop(libraries);
+                    log_functions(shard);
+                    Reply::ok()
+                }
                 Err(text) => Reply::error(text),
             }
         }
@@ -1253,6 +1267,66 @@ fn help(op: ScriptOp) -> Reply {
         ]
     };
     Reply::Array(lines.iter().map(|line| Reply::simple(line)).collect())
+}
+
+/// The record that restores the function libraries: `FUNCTION RESTORE payload FLUSH`.
+fn functions_op(payload: &[u8], out: &mut bytes::BytesMut) {
+    crate::change::WriteOp::Command {
+        name: "FUNCTION",
+        key: b"RESTORE",
+        args: &[Bytes::copy_from_slice(payload), Bytes::from_static(b"FLUSH")],
+    }
+    .encode(out);
+}
+
+/// The function libraries changed (on `shard`): shard 0 logs them whole, so a restart (and
+/// a log rewrite) restores them. Shard 0 dumps them when it logs, so its log's last record
+/// is always the newest state whatever order changes from several shards arrive in.
+fn log_functions(shard: &Shard) {
+    if !shard.shared.aof_enabled {
+        return;
+    }
+    if shard.id == 0 {
+        log_functions_here(shard);
+    } else {
+        shard.forward.push_work(0, super::forward::Work::LogFunctions);
+    }
+}
+
+/// On shard 0: logs the libraries as they are now.
+pub(crate) fn log_functions_here(shard: &Shard) {
+    let Some(aof) = &shard.aof else { return };
+    let Ok(payload) = shard.shared.scripting.libraries.lock().map(|l| l.dump()) else {
+        return;
+    };
+    aof.log(crate::change::WriteOp::Command {
+        name: "FUNCTION",
+        key: b"RESTORE",
+        args: &[payload, Bytes::from_static(b"FLUSH")],
+    });
+}
+
+/// Shard 0's base file starts with the libraries (one record), or `None` elsewhere.
+pub(crate) fn functions_record(shard: &Shard) -> Option<Bytes> {
+    if shard.id != 0 {
+        return None;
+    }
+    let payload = shard.shared.scripting.libraries.lock().ok()?.dump();
+    let mut record = bytes::BytesMut::new();
+    crate::aof::record::encode_record_with(&mut record, |out| functions_op(&payload, out)).ok()?;
+    Some(record.freeze())
+}
+
+/// At start-up: the libraries shard 0's log recorded last.
+pub(crate) fn restore_logged(shared: &super::shared::ServerShared, payload: &[u8]) {
+    use crate::scripting::functions::RestorePolicy;
+    let restored = Checker::new().map_err(|e| lua_message(&e)).and_then(|checker| {
+        let mut libraries = shared.scripting.libraries.lock().map_err(|_| "poisoned".to_string())?;
+        libraries.restore(payload, RestorePolicy::Flush, &checker)
+    });
+    if let Err(error) = restored {
+        tracing::error!(%error, "the function libraries in the AOF did not load");
+    }
 }
 
 /// Whether `command` is a script run (it needs the glue, not a store).

@@ -351,6 +351,10 @@ impl Shard {
                     self.on_txn(msg, now);
                     continue;
                 }
+                Work::LogFunctions => {
+                    super::script::log_functions_here(self);
+                    continue;
+                }
             };
             if let Some(reply) = self.execute_gated(job.origin, job.command, now) {
                 self.forward.push_done(
