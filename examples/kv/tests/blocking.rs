@@ -211,7 +211,11 @@ fn keys_on_several_shards_wait_on_all_of_them() {
     let mut args = vec!["BLPOP"];
     args.extend(names.iter().map(String::as_str));
     args.push("0.1");
-    assert_eq!(conn.call(&args), Reply::Array(None), "times out over 4 shards");
+    assert_eq!(
+        conn.call(&args),
+        Reply::Array(None),
+        "times out over 4 shards"
+    );
     assert_eq!(conn.call(&["RPUSH", "key9", "a", "b"]), Reply::Int(2));
     let count = names.len().to_string();
     let mut args = vec!["BLMPOP", "0", &count];

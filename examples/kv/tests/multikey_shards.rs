@@ -174,7 +174,10 @@ fn blocking_moves_and_pops_wake_across_shards() {
         bulks(popper.join().unwrap()),
         vec!["q:c".to_string(), "x".to_string()]
     );
-    assert_eq!(bulks(conn.call(&["LRANGE", "dst:l", "0", "-1"])), vec!["hello"]);
+    assert_eq!(
+        bulks(conn.call(&["LRANGE", "dst:l", "0", "-1"])),
+        vec!["hello"]
+    );
     assert_eq!(int(&conn.call(&["EXISTS", "src:l", "q:c"])), 0);
     // A timeout over several shards answers nil.
     assert_eq!(
@@ -194,11 +197,7 @@ fn transactions_and_renames_across_shards() {
     conn.call(&["RENAME", "moved", "renamed"]);
     assert_eq!(
         conn.call(&["EXEC"]),
-        Reply::Array(Some(vec![
-            Reply::Int(1),
-            Reply::Int(1),
-            Reply::ok()
-        ]))
+        Reply::Array(Some(vec![Reply::Int(1), Reply::Int(1), Reply::ok()]))
     );
     assert_eq!(bulks(conn.call(&["SMEMBERS", "renamed"])), vec!["x"]);
     assert_eq!(conn.call(&["SET", "k1", "v", "PX", "100000"]), Reply::ok());
@@ -206,7 +205,10 @@ fn transactions_and_renames_across_shards() {
     assert_eq!(int(&conn.call(&["EXISTS", "k2"])), 0);
     assert_eq!(conn.call(&["RENAME", "k1", "k3"]), Reply::ok());
     let ttl = int(&conn.call(&["PTTL", "k3"]));
-    assert!(ttl > 90_000 && ttl <= 100_000, "RENAME keeps the TTL: {ttl}");
+    assert!(
+        ttl > 90_000 && ttl <= 100_000,
+        "RENAME keeps the TTL: {ttl}"
+    );
     assert_eq!(int(&conn.call(&["COPY", "k3", "k4"])), 1);
     assert_eq!(conn.call(&["GET", "k4"]), Reply::bulk("v"));
 }

@@ -94,9 +94,9 @@ fn serve(input: &[u8], shards: usize, seed: u64, max_backlog: usize) -> Vec<u8> 
                         .iter()
                         .map(|key| {
                             let store = &stores[shard_of(key, shards)];
-                            store.dump(key, NOW_MS).map(|(payload, expire_at)| {
-                                atomic::Stored { payload, expire_at }
-                            })
+                            store
+                                .dump(key, NOW_MS)
+                                .map(|(payload, expire_at)| atomic::Stored { payload, expire_at })
                         })
                         .collect();
                     let mut scratch = atomic::scratch(&keys, &stored, NOW_MS);

@@ -28,7 +28,10 @@ pub enum Reply {
     NullArray,
     /// A reply whose RESP3 form has types RESP2 lacks (a script's return value: booleans,
     /// doubles, maps, ...): the RESP2 reply, and the RESP3 bytes as they go on the wire.
-    Dual { resp2: Box<Reply>, resp3: Bytes },
+    Dual {
+        resp2: Box<Reply>,
+        resp3: Bytes,
+    },
 }
 
 impl PartialEq for Reply {

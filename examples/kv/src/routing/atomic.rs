@@ -125,10 +125,9 @@ pub fn run(
         .iter()
         .zip(before)
         .filter_map(|(key, before)| {
-            let after = store.dump(key, now).map(|(payload, expire_at)| Stored {
-                payload,
-                expire_at,
-            });
+            let after = store
+                .dump(key, now)
+                .map(|(payload, expire_at)| Stored { payload, expire_at });
             (after != *before).then(|| Written {
                 key: key.clone(),
                 value: after,

@@ -7,8 +7,8 @@ mod merge;
 mod plan;
 mod slot;
 
-pub use merge::{MergeError, Merger};
 pub use keyops::{join_cursor, split_cursor};
+pub use merge::{MergeError, Merger};
 pub use plan::{route, to_shards, FanOut, Route, ShardPart};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 

@@ -17,7 +17,10 @@ pub enum Route {
     Refused(Reply),
     /// A command over keys of several shards (`shards`, ascending): it runs with all of them
     /// held, so no other command sees it half done (see `server/txn/multikey.rs`).
-    Atomic { shards: Vec<usize>, command: Command },
+    Atomic {
+        shards: Vec<usize>,
+        command: Command,
+    },
 }
 
 #[derive(Debug)]

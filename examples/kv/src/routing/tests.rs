@@ -25,10 +25,9 @@ fn execute(stores: &mut [Store], line: &str) -> Reply {
                 .map(|key| {
                     let owner = shard_of(key, stores.len());
                     assert!(shards.contains(&owner));
-                    stores[owner].dump(key, 0).map(|(payload, expire_at)| atomic::Stored {
-                        payload,
-                        expire_at,
-                    })
+                    stores[owner]
+                        .dump(key, 0)
+                        .map(|(payload, expire_at)| atomic::Stored { payload, expire_at })
                 })
                 .collect();
             let mut scratch = atomic::scratch(&keys, &stored, 0);

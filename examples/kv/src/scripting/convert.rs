@@ -56,8 +56,14 @@ pub fn number_text(n: f64) -> String {
 
 /// A reply as `redis.call` returns it. Error replies become `{err=...}` tables (the caller
 /// raises them for `redis.call`).
-pub fn reply_to_lua(lua: &Lua, reply: &Reply, shape: &Shape, mode: ReplyMode) -> mlua::Result<Value> {
-    let string = |bytes: &[u8]| -> mlua::Result<Value> { Ok(Value::String(lua.create_string(bytes)?)) };
+pub fn reply_to_lua(
+    lua: &Lua,
+    reply: &Reply,
+    shape: &Shape,
+    mode: ReplyMode,
+) -> mlua::Result<Value> {
+    let string =
+        |bytes: &[u8]| -> mlua::Result<Value> { Ok(Value::String(lua.create_string(bytes)?)) };
     Ok(match reply {
         Reply::Integer(n) => Value::Number(*n as f64),
         Reply::Simple(text) => {
@@ -67,11 +73,14 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, shape: &Shape, mode: ReplyMode) ->
         }
         Reply::Error(text) => {
             let table = lua.create_table()?;
-            table.raw_set("err", lua.create_string(super::env::error_text(&{
-                let mut t = b"-".to_vec();
-                t.extend_from_slice(text);
-                t
-            }))?)?;
+            table.raw_set(
+                "err",
+                lua.create_string(super::env::error_text(&{
+                    let mut t = b"-".to_vec();
+                    t.extend_from_slice(text);
+                    t
+                }))?,
+            )?;
             Value::Table(table)
         }
         Reply::NullBulk | Reply::NullArray => match mode {

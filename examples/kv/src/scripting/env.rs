@@ -126,7 +126,10 @@ impl Env {
             .set_environment(self.view.clone())
             .into_function()
             .map_err(|error| {
-                format!("ERR Error compiling script (new function): {}", lua_message(&error))
+                format!(
+                    "ERR Error compiling script (new function): {}",
+                    lua_message(&error)
+                )
             })
     }
 }
@@ -333,10 +336,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             Ok(())
         })?,
     )?;
-    redis.raw_set(
-        "replicate_commands",
-        lua.create_function(|_, ()| Ok(true))?,
-    )?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     // The debugger (LDB) is not available: as Redis outside a debugging session, no-ops.
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
     redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
@@ -389,7 +389,7 @@ pub fn call(
     let fail = |text: &str| -> mlua::Result<Value> {
         let table = error_table(lua, text.as_bytes())?;
         if raise {
-            Err(mlua::Error::external(LuaErrorValue(Value::Table(table))))
+            Err(raise_table(lua, table)?)
         } else {
             Ok(Value::Table(table))
         }
@@ -408,6 +408,15 @@ pub fn call(
     }
     let run = running(lua)?;
     run.host.call(lua, command, raise, suspend)
+}
+
+/// The error `redis.call` raises for a Redis error table: the table, with the line of the
+/// script that called (Redis's error handler adds it; the reply names it).
+pub fn raise_table(lua: &Lua, table: Table) -> mlua::Result<mlua::Error> {
+    if let Some(line) = lua.inspect_stack(1, |debug| debug.current_line()).flatten() {
+        table.raw_set("line", line)?;
+    }
+    Ok(mlua::Error::external(LuaErrorValue(Value::Table(table))))
 }
 
 /// A Lua value to raise as the error itself (a Redis error table), not as a message.
@@ -478,7 +487,11 @@ fn install_random(lua: &Lua) -> mlua::Result<()> {
             let seed = match seed {
                 Value::Integer(n) => n,
                 Value::Number(n) => n as i64,
-                Value::String(s) => s.to_str().ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0),
+                Value::String(s) => s
+                    .to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0),
                 _ => 0,
             };
             state.set(lrand48_seed(seed as u32));
@@ -534,16 +547,25 @@ mod tests {
             "bit.lshift = function() return 1 end",
         ] {
             let err = eval(&env, body).unwrap_err();
-            assert!(err.contains("Attempt to modify a readonly table"), "{body}: {err}");
+            assert!(
+                err.contains("Attempt to modify a readonly table"),
+                "{body}: {err}"
+            );
         }
         for name in ["print", "loadfile", "dofile"] {
             let err = eval(&env, &format!("{name}('x')")).unwrap_err();
             assert!(err.contains(&format!("variable '{name}'")), "{err}");
         }
-        let err = eval(&env, "return loadstring(string.dump(function() return 1 end))()")
-            .unwrap_err();
+        let err = eval(
+            &env,
+            "return loadstring(string.dump(function() return 1 end))()",
+        )
+        .unwrap_err();
         assert!(err.contains("attempt to call a nil value"), "{err}");
-        assert!(matches!(eval(&env, "local t = {} t.x = 1 return t.x"), Ok(Value::Integer(1))));
+        assert!(matches!(
+            eval(&env, "local t = {} t.x = 1 return t.x"),
+            Ok(Value::Integer(1))
+        ));
     }
 
     #[test]

@@ -188,7 +188,13 @@ impl Libraries {
                         bulk("description"),
                         f.description.as_deref().map_or(Reply::NullBulk, bulk),
                         bulk("flags"),
-                        Reply::Array(f.flags.iter().map(|flag| bulk(flag)).collect()),
+                        // Status strings, as Redis writes them.
+                        Reply::Array(
+                            f.flags
+                                .iter()
+                                .map(|flag| Reply::Simple(Bytes::copy_from_slice(flag.as_bytes())))
+                                .collect(),
+                        ),
                     ])
                 })
                 .collect();
@@ -270,10 +276,7 @@ pub fn parse_metadata(code: &[u8]) -> Result<String, String> {
 }
 
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// The functions a load registered, as it registers them.
@@ -325,10 +328,7 @@ impl LibraryEnv {
     pub fn new(base: &Env) -> mlua::Result<LibraryEnv> {
         let lua = &base.lua;
         let api = lua.create_table()?;
-        api.raw_set(
-            "register_function",
-            lua.create_function(register_function)?,
-        )?;
+        api.raw_set("register_function", lua.create_function(register_function)?)?;
         let redis: Table = lua.globals().raw_get("redis")?;
         // `redis` in the globals is the read-only proxy: read through it.
         for name in [
@@ -344,10 +344,11 @@ impl LibraryEnv {
         }
         let mode = lua.create_table()?;
         mode.raw_set("loading", false)?;
-        let env: Table = lua
-            .load(LIBRARY_ENV)
-            .set_name("=library")
-            .call((base.view.clone(), api, mode.clone()))?;
+        let env: Table = lua.load(LIBRARY_ENV).set_name("=library").call((
+            base.view.clone(),
+            api,
+            mode.clone(),
+        ))?;
         Ok(LibraryEnv { env, mode })
     }
 
@@ -477,14 +478,18 @@ fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
             };
             (name.to_string_lossy(), callback.clone(), None, Vec::new())
         }
-        _ => return Err(reg_error("wrong number of arguments to redis.register_function")),
+        _ => {
+            return Err(reg_error(
+                "wrong number of arguments to redis.register_function",
+            ))
+        }
     };
     if !valid_name(&name) {
         return Err(reg_error("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
     }
-    let mut registering = lua
-        .app_data_mut::<Registering>()
-        .ok_or_else(|| reg_error("redis.register_function can only be called on FUNCTION LOAD command"))?;
+    let mut registering = lua.app_data_mut::<Registering>().ok_or_else(|| {
+        reg_error("redis.register_function can only be called on FUNCTION LOAD command")
+    })?;
     if (registering.functions.iter()).any(|(meta, _)| meta.name.eq_ignore_ascii_case(&name)) {
         return Err(reg_error("Function already exists in the library"));
     }
@@ -591,8 +596,12 @@ mod tests {
     fn metadata_is_checked_as_redis_checks_it() {
         assert_eq!(parse_metadata(b"#!lua name=mylib\n"), Ok("mylib".into()));
         assert_eq!(parse_metadata(b"#!LUA name=x"), Ok("x".into()));
-        assert!(parse_metadata(b"#!bad_engine name=x").unwrap_err().contains("Engine 'bad_engine' not found"));
-        assert!(parse_metadata(b"return 1").unwrap_err().contains("Missing library metadata"));
+        assert!(parse_metadata(b"#!bad_engine name=x")
+            .unwrap_err()
+            .contains("Engine 'bad_engine' not found"));
+        assert!(parse_metadata(b"return 1")
+            .unwrap_err()
+            .contains("Missing library metadata"));
         assert!(parse_metadata(b"#!lua name=bad\0name")
             .unwrap_err()
             .contains("Library names can only contain"));
@@ -611,22 +620,39 @@ mod tests {
         assert!(library.functions[1].no_writes());
         for (body, wanted) in [
             ("#!lua name=l\nreturn 1", "No functions registered"),
-            ("#!lua name=l\nreturn math.random()", "nonexistent global variable 'math'"),
-            ("#!lua name=l\nreturn redis.call('ping')", "nonexistent global variable 'call'"),
+            (
+                "#!lua name=l\nreturn math.random()",
+                "nonexistent global variable 'math'",
+            ),
+            (
+                "#!lua name=l\nreturn redis.call('ping')",
+                "nonexistent global variable 'call'",
+            ),
             ("#!lua name=l\na = 1", "Attempt to modify a readonly table"),
-            ("#!lua name=l\nredis.register_function('f', 1)", "second argument to redis.register_function must be a function"),
+            (
+                "#!lua name=l\nredis.register_function('f', 1)",
+                "second argument to redis.register_function must be a function",
+            ),
             ("#!lua name=l\nbad script", "Error compiling function"),
-            ("#!lua name=l\nlocal a = 1 while 1 do a = a + 1 end", "FUNCTION LOAD timeout"),
+            (
+                "#!lua name=l\nlocal a = 1 while 1 do a = a + 1 end",
+                "FUNCTION LOAD timeout",
+            ),
         ] {
             let error = checker.check(&code(body)).unwrap_err();
             assert!(error.contains(wanted), "{body}: {error}");
         }
         let mut libraries = Libraries::default();
         libraries.add(library.clone(), false).unwrap();
-        assert!(libraries.add(library.clone(), false).unwrap_err().contains("already exists"));
+        assert!(libraries
+            .add(library.clone(), false)
+            .unwrap_err()
+            .contains("already exists"));
         let payload = libraries.dump();
         let mut restored = Libraries::default();
-        restored.restore(&payload, RestorePolicy::Append, &checker).unwrap();
+        restored
+            .restore(&payload, RestorePolicy::Append, &checker)
+            .unwrap();
         assert_eq!(restored.library_of("f2").unwrap().0.name, "lib1");
         assert!(restored
             .restore(b"bad", RestorePolicy::Flush, &checker)

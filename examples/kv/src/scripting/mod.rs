@@ -127,9 +127,7 @@ impl ScriptCommand {
     /// it).
     pub fn keys(&self) -> Vec<&[u8]> {
         match self.numkeys() {
-            Ok(n) if self.op.runs_script() => {
-                self.args[2..2 + n].iter().map(|k| &k[..]).collect()
-            }
+            Ok(n) if self.op.runs_script() => self.args[2..2 + n].iter().map(|k| &k[..]).collect(),
             _ => Vec::new(),
         }
     }
@@ -189,9 +187,27 @@ const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
 use CommandKind::Script as S;
 
 static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
-    spec(S(ScriptOp::ScriptLoad), "script|load", 3, NOSCRIPT_STALE, NO_KEYS),
-    spec(S(ScriptOp::ScriptExists), "script|exists", -3, NOSCRIPT_STALE, NO_KEYS),
-    spec(S(ScriptOp::ScriptFlush), "script|flush", -2, NOSCRIPT, NO_KEYS),
+    spec(
+        S(ScriptOp::ScriptLoad),
+        "script|load",
+        3,
+        NOSCRIPT_STALE,
+        NO_KEYS,
+    ),
+    spec(
+        S(ScriptOp::ScriptExists),
+        "script|exists",
+        -3,
+        NOSCRIPT_STALE,
+        NO_KEYS,
+    ),
+    spec(
+        S(ScriptOp::ScriptFlush),
+        "script|flush",
+        -2,
+        NOSCRIPT,
+        NO_KEYS,
+    ),
     spec(S(ScriptOp::ScriptKill), "script|kill", 2, KILL, NO_KEYS),
     spec(
         S(ScriptOp::ScriptHelp),
@@ -203,8 +219,20 @@ static SCRIPT_SUBCOMMANDS: [CommandSpec; 5] = [
 ];
 
 static FUNCTION_SUBCOMMANDS: [CommandSpec; 9] = [
-    spec(S(ScriptOp::FunctionLoad), "function|load", -3, FUNCTION_WRITE, NO_KEYS),
-    spec(S(ScriptOp::FunctionList), "function|list", -2, NOSCRIPT, NO_KEYS),
+    spec(
+        S(ScriptOp::FunctionLoad),
+        "function|load",
+        -3,
+        FUNCTION_WRITE,
+        NO_KEYS,
+    ),
+    spec(
+        S(ScriptOp::FunctionList),
+        "function|list",
+        -2,
+        NOSCRIPT,
+        NO_KEYS,
+    ),
     spec(
         S(ScriptOp::FunctionDelete),
         "function|delete",
@@ -219,7 +247,13 @@ static FUNCTION_SUBCOMMANDS: [CommandSpec; 9] = [
         &["write", "noscript"],
         NO_KEYS,
     ),
-    spec(S(ScriptOp::FunctionDump), "function|dump", 2, NOSCRIPT, NO_KEYS),
+    spec(
+        S(ScriptOp::FunctionDump),
+        "function|dump",
+        2,
+        NOSCRIPT,
+        NO_KEYS,
+    ),
     spec(
         S(ScriptOp::FunctionRestore),
         "function|restore",
@@ -227,7 +261,13 @@ static FUNCTION_SUBCOMMANDS: [CommandSpec; 9] = [
         FUNCTION_WRITE,
         NO_KEYS,
     ),
-    spec(S(ScriptOp::FunctionStats), "function|stats", 2, KILL, NO_KEYS),
+    spec(
+        S(ScriptOp::FunctionStats),
+        "function|stats",
+        2,
+        KILL,
+        NO_KEYS,
+    ),
     spec(S(ScriptOp::FunctionKill), "function|kill", 2, KILL, NO_KEYS),
     spec(
         S(ScriptOp::FunctionHelp),
@@ -243,7 +283,13 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
     spec(S(ScriptOp::Eval), "eval", -3, EVAL_FLAGS, NO_KEYS),
     spec(S(ScriptOp::EvalSha), "evalsha", -3, EVAL_FLAGS, NO_KEYS),
     spec(S(ScriptOp::EvalRo), "eval_ro", -3, EVAL_RO_FLAGS, NO_KEYS),
-    spec(S(ScriptOp::EvalShaRo), "evalsha_ro", -3, EVAL_RO_FLAGS, NO_KEYS),
+    spec(
+        S(ScriptOp::EvalShaRo),
+        "evalsha_ro",
+        -3,
+        EVAL_RO_FLAGS,
+        NO_KEYS,
+    ),
     spec(S(ScriptOp::FCall), "fcall", -3, EVAL_FLAGS, NO_KEYS),
     spec(S(ScriptOp::FCallRo), "fcall_ro", -3, EVAL_RO_FLAGS, NO_KEYS),
     CommandSpec {
@@ -303,12 +349,20 @@ impl Busy {
     }
 
     pub fn enter(&self, function: bool) {
-        let counter = if function { &self.functions } else { &self.evals };
+        let counter = if function {
+            &self.functions
+        } else {
+            &self.evals
+        };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn leave(&self, function: bool) {
-        let counter = if function { &self.functions } else { &self.evals };
+        let counter = if function {
+            &self.functions
+        } else {
+            &self.evals
+        };
         counter.fetch_sub(1, Ordering::Relaxed);
     }
 

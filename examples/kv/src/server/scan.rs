@@ -68,8 +68,7 @@ async fn run(shard: &Rc<Shard>, command: Command) -> Reply {
         let Reply::Array(mut pair) = held.ask(target, part).await else {
             return Reply::error("ERR internal error: a shard's SCAN reply");
         };
-        let (Some(Reply::Array(found)), Some(Reply::Bulk(next))) = (pair.pop(), pair.pop())
-        else {
+        let (Some(Reply::Array(found)), Some(Reply::Bulk(next))) = (pair.pop(), pair.pop()) else {
             return Reply::error("ERR internal error: a shard's SCAN reply");
         };
         keys.extend(found);

@@ -28,9 +28,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use corewire::runtime::{spawn_local, yield_now};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use corewire::runtime::{spawn_local, yield_now};
 use mlua::{Function, HookTriggers, Lua, Value, VmState};
 
 use super::forward::Job;
@@ -267,7 +267,13 @@ fn prepare(
                 declared(&flags, &mut read_only, &mut deny_oom);
             }
             let sha = sha1_hex(&body);
-            (What::Eval { sha: sha.clone(), body }, sha)
+            (
+                What::Eval {
+                    sha: sha.clone(),
+                    body,
+                },
+                sha,
+            )
         }
         ScriptOp::EvalSha | ScriptOp::EvalShaRo => {
             let sha = String::from_utf8_lossy(&command.args[0]).to_ascii_lowercase();
@@ -278,7 +284,13 @@ fn prepare(
             if let Some(flags) = shebang_flags(&body)? {
                 declared(&flags, &mut read_only, &mut deny_oom);
             }
-            (What::Eval { sha: sha.clone(), body }, sha)
+            (
+                What::Eval {
+                    sha: sha.clone(),
+                    body,
+                },
+                sha,
+            )
         }
         _ => {
             let name = String::from_utf8_lossy(&command.args[0]).into_owned();
@@ -480,13 +492,13 @@ impl Engine {
                 if self.scripts.borrow().contains_key(sha) {
                     return Ok(());
                 }
-                let function = self
-                    .env
-                    .compile(&lua_body(body))
-                    .map_err(Reply::error)?;
+                let function = self.env.compile(&lua_body(body)).map_err(Reply::error)?;
                 self.scripts.borrow_mut().insert(sha.clone(), function);
                 if let Ok(mut cache) = scripting.cache.lock() {
-                    cache.bodies.entry(sha.clone()).or_insert_with(|| body.clone());
+                    cache
+                        .bodies
+                        .entry(sha.clone())
+                        .or_insert_with(|| body.clone());
                 }
                 Ok(())
             }
@@ -529,7 +541,12 @@ impl Drop for Run {
     }
 }
 
-async fn drive(shard: &Rc<Shard>, engine: &Rc<Engine>, host: &Rc<ScriptHost>, prepared: Prepared) -> Reply {
+async fn drive(
+    shard: &Rc<Shard>,
+    engine: &Rc<Engine>,
+    host: &Rc<ScriptHost>,
+    prepared: Prepared,
+) -> Reply {
     let stack = shard.scripts.take_stack();
     let body_engine = engine.clone();
     let body_host = host.clone();
@@ -704,7 +721,10 @@ fn find_error_value(error: &mlua::Error) -> Option<(String, Option<u32>)> {
             let Value::Table(table) = &value.0 else {
                 return None;
             };
-            let text = table.raw_get::<mlua::LuaString>("err").ok()?.to_string_lossy();
+            let text = table
+                .raw_get::<mlua::LuaString>("err")
+                .ok()?
+                .to_string_lossy();
             let line = table.raw_get::<Option<u32>>("line").ok().flatten();
             Some((text, line))
         }
@@ -747,7 +767,8 @@ impl ScriptHost {
             ));
         }
         let busy = &self.shard.shared.session.script_busy;
-        if !self.info.busy.load(Ordering::Relaxed) && self.info.started.elapsed() > busy.threshold() {
+        if !self.info.busy.load(Ordering::Relaxed) && self.info.started.elapsed() > busy.threshold()
+        {
             self.info.busy.store(true, Ordering::Relaxed);
             busy.enter(self.info.function.is_some());
         }
@@ -950,11 +971,8 @@ impl Host for ScriptHost {
             let mut dashed = b"-".to_vec();
             dashed.extend_from_slice(text);
             let table = error_table(lua, &dashed)?;
-            if let Some(line) = lua.inspect_stack(1, |debug| debug.current_line()).flatten() {
-                table.raw_set("line", line)?;
-            }
             return if raise {
-                Err(mlua::Error::external(LuaErrorValue(Value::Table(table))))
+                Err(crate::scripting::env::raise_table(lua, table)?)
             } else {
                 Ok(Value::Table(table))
             };
@@ -1047,10 +1065,12 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             let (replace, code) = match args.len() {
                 1 => (false, args[0].clone()),
                 2 if args[0].eq_ignore_ascii_case(b"replace") => (true, args[1].clone()),
-                _ => return Reply::error(format!(
-                    "ERR Unknown option given: {}",
-                    String::from_utf8_lossy(&args[0])
-                )),
+                _ => {
+                    return Reply::error(format!(
+                        "ERR Unknown option given: {}",
+                        String::from_utf8_lossy(&args[0])
+                    ))
+                }
             };
             let checker = match shard.scripts.checker() {
                 Ok(checker) => checker,
@@ -1155,9 +1175,7 @@ fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
         }
         ScriptOp::FunctionStats => stats(scripting),
         ScriptOp::ScriptHelp | ScriptOp::FunctionHelp => help(command.op),
-        ScriptOp::Container => Reply::error(
-            "ERR unknown subcommand. Try SCRIPT HELP.",
-        ),
+        ScriptOp::Container => Reply::error("ERR unknown subcommand. Try SCRIPT HELP."),
         _ => Reply::error("ERR internal error: not an admin command"),
     }
 }
@@ -1214,10 +1232,10 @@ fn kill(shard: &Shard, function: bool) -> Reply {
     let Ok(running) = shard.shared.scripting.running.lock() else {
         return poisoned();
     };
+    // Only a script past the busy threshold: Redis could not read SCRIPT KILL before.
     let Some(info) = running
         .iter()
         .find(|info| info.busy.load(Ordering::Relaxed))
-        .or_else(|| running.first())
     else {
         return Reply::error("NOTBUSY No scripts in execution right now.");
     };
@@ -1274,7 +1292,10 @@ fn functions_op(payload: &[u8], out: &mut bytes::BytesMut) {
     crate::change::WriteOp::Command {
         name: "FUNCTION",
         key: b"RESTORE",
-        args: &[Bytes::copy_from_slice(payload), Bytes::from_static(b"FLUSH")],
+        args: &[
+            Bytes::copy_from_slice(payload),
+            Bytes::from_static(b"FLUSH"),
+        ],
     }
     .encode(out);
 }
@@ -1289,7 +1310,9 @@ fn log_functions(shard: &Shard) {
     if shard.id == 0 {
         log_functions_here(shard);
     } else {
-        shard.forward.push_work(0, super::forward::Work::LogFunctions);
+        shard
+            .forward
+            .push_work(0, super::forward::Work::LogFunctions);
     }
 }
 
@@ -1320,10 +1343,16 @@ pub(crate) fn functions_record(shard: &Shard) -> Option<Bytes> {
 /// At start-up: the libraries shard 0's log recorded last.
 pub(crate) fn restore_logged(shared: &super::shared::ServerShared, payload: &[u8]) {
     use crate::scripting::functions::RestorePolicy;
-    let restored = Checker::new().map_err(|e| lua_message(&e)).and_then(|checker| {
-        let mut libraries = shared.scripting.libraries.lock().map_err(|_| "poisoned".to_string())?;
-        libraries.restore(payload, RestorePolicy::Flush, &checker)
-    });
+    let restored = Checker::new()
+        .map_err(|e| lua_message(&e))
+        .and_then(|checker| {
+            let mut libraries = shared
+                .scripting
+                .libraries
+                .lock()
+                .map_err(|_| "poisoned".to_string())?;
+            libraries.restore(payload, RestorePolicy::Flush, &checker)
+        });
     if let Err(error) = restored {
         tracing::error!(%error, "the function libraries in the AOF did not load");
     }

@@ -162,7 +162,9 @@ impl Session {
                         .store(ms as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 self.config.parameters.set("lua-time-limit", value.clone());
-                self.config.parameters.set("busy-reply-threshold", value.clone());
+                self.config
+                    .parameters
+                    .set("busy-reply-threshold", value.clone());
             }
             self.config.parameters.set(&name, value);
             settings.extend(setting);

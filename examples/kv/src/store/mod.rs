@@ -34,8 +34,8 @@ pub use memory::{EvictionPolicy, MemoryLimit};
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
-pub use value::ValueType;
 pub(crate) use types::args::format_double;
+pub use value::ValueType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {

@@ -335,7 +335,9 @@ impl Gen {
     /// A key for commands over several keys: plain keys (on different shards, which such a
     /// command must hold together) and the hash-tagged group (one shard).
     pub fn multi(&mut self) -> Vec<u8> {
-        b(self.rng.pick(&["a", "b", "c", "d", "k:1", "{t}x", "{t}y", "{t}z"]))
+        b(self
+            .rng
+            .pick(&["a", "b", "c", "d", "k:1", "{t}x", "{t}y", "{t}z"]))
     }
 
     fn small_int(&mut self) -> Vec<u8> {
@@ -428,13 +430,7 @@ impl Gen {
             12 => {
                 let ends = ["LEFT", "RIGHT", "left", "middle"];
                 let (from, to) = (self.rng.pick(&ends), self.rng.pick(&ends));
-                exact(vec![
-                    b("LMOVE"),
-                    self.multi(),
-                    self.multi(),
-                    b(from),
-                    b(to),
-                ])
+                exact(vec![b("LMOVE"), self.multi(), self.multi(), b(from), b(to)])
             }
             13 => exact(vec![b("RPOPLPUSH"), self.multi(), self.multi()]),
             14 if self.rng.chance(50) => {

@@ -100,10 +100,7 @@ mod tests {
         let lua = Lua::new();
         lua.globals().set("bit", table(&lua).unwrap()).unwrap();
         let check = |expr: &str, want: &str| {
-            let got: String = lua
-                .load(format!("return tostring({expr})"))
-                .eval()
-                .unwrap();
+            let got: String = lua.load(format!("return tostring({expr})")).eval().unwrap();
             assert_eq!(got, want, "{expr}");
         };
         check("bit.tobit(0xffffffff)", "-1");

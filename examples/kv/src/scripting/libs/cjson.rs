@@ -76,7 +76,9 @@ pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
         "encode",
         lua.create_function(move |lua, args: MultiValue| {
             if args.len() != 1 {
-                return Err(err("bad argument #1 to 'encode' (expected 1 argument)".into()));
+                return Err(err(
+                    "bad argument #1 to 'encode' (expected 1 argument)".into()
+                ));
             }
             let mut out = Vec::new();
             encode(&c, &args[0], 0, &mut out)?;
@@ -212,11 +214,7 @@ pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
 fn encode_number(config: &Config, n: f64, out: &mut Vec<u8>) -> mlua::Result<()> {
     if !n.is_finite() {
         match config.encode_invalid_numbers.get() {
-            0 => {
-                return Err(err(
-                    "Cannot serialise number: must not be NaN or Inf".into(),
-                ))
-            }
+            0 => return Err(err("Cannot serialise number: must not be NaN or Inf".into())),
             2 => {
                 out.extend_from_slice(b"null");
                 return Ok(());
@@ -240,9 +238,7 @@ fn encode_string(text: &[u8], out: &mut Vec<u8>) {
             b'\t' => out.extend_from_slice(b"\\t"),
             0x08 => out.extend_from_slice(b"\\b"),
             0x0c => out.extend_from_slice(b"\\f"),
-            b if b < 0x20 || b == 0x7f => {
-                out.extend_from_slice(format!("\\u{b:04x}").as_bytes())
-            }
+            b if b < 0x20 || b == 0x7f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
             b => out.push(b),
         }
     }
@@ -268,7 +264,7 @@ fn array_length(config: &Config, table: &Table) -> mlua::Result<Option<usize>> {
     if ratio > 0 && max > items * ratio && max > config.sparse_safe.get() {
         if !config.sparse_convert.get() {
             return Err(err(
-                "Cannot serialise table: excessively sparse array".into(),
+                "Cannot serialise table: excessively sparse array".into()
             ));
         }
         return Ok(None);
@@ -364,7 +360,9 @@ impl Parser<'_> {
     }
 
     fn skip_ws(&mut self) {
-        while self.pos < self.text.len() && matches!(self.text[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+        while self.pos < self.text.len()
+            && matches!(self.text[self.pos], b' ' | b'\t' | b'\n' | b'\r')
+        {
             self.pos += 1;
         }
     }
@@ -470,10 +468,13 @@ impl Parser<'_> {
                             {
                                 self.pos += 2;
                                 let low = self.hex4()?;
-                                code = 0x10000 + ((code - 0xd800) << 10) + (low.wrapping_sub(0xdc00) & 0x3ff);
+                                code = 0x10000
+                                    + ((code - 0xd800) << 10)
+                                    + (low.wrapping_sub(0xdc00) & 0x3ff);
                             }
-                            let ch = char::from_u32(code)
-                                .ok_or_else(|| self.error("value", "invalid unicode escape code"))?;
+                            let ch = char::from_u32(code).ok_or_else(|| {
+                                self.error("value", "invalid unicode escape code")
+                            })?;
                             let mut buf = [0u8; 4];
                             out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
                         }
@@ -578,12 +579,21 @@ mod tests {
         let lua = Lua::new();
         lua.globals().set("cjson", table(&lua).unwrap()).unwrap();
         assert_eq!(
-            run(&lua, "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')"),
+            run(
+                &lua,
+                "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')"
+            ),
             "0 -5000 -1 0.0003 1023.2 0"
         );
-        assert_eq!(run(&lua, "return cjson.encode({1, 'a/b', true})"), r#"[1,"a\/b",true]"#);
+        assert_eq!(
+            run(&lua, "return cjson.encode({1, 'a/b', true})"),
+            r#"[1,"a\/b",true]"#
+        );
         assert_eq!(run(&lua, "return cjson.encode({})"), "{}");
-        assert_eq!(run(&lua, "return cjson.encode({x = cjson.null})"), r#"{"x":null}"#);
+        assert_eq!(
+            run(&lua, "return cjson.encode({x = cjson.null})"),
+            r#"{"x":null}"#
+        );
         assert_eq!(run(&lua, "return cjson.encode(0.1)"), "0.1");
         assert_eq!(run(&lua, "return cjson.decode('\"\\\\u00e9\"')"), "é");
         let failing = [

@@ -97,7 +97,11 @@ fn pack_int(n: i64, out: &mut Vec<u8>) {
 }
 
 fn pack_number(n: f64, out: &mut Vec<u8>) {
-    if n.is_finite() && n == n.trunc() && n >= -9.223_372_036_854_776e18 && n < 9.223_372_036_854_776e18 {
+    if n.is_finite()
+        && n == n.trunc()
+        && n >= -9.223_372_036_854_776e18
+        && n < 9.223_372_036_854_776e18
+    {
         pack_int(n as i64, out);
     } else if (n as f32) as f64 == n || n.is_nan() {
         out.push(0xca);
@@ -185,7 +189,12 @@ fn pack(value: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
 
 /// Decodes up to `limit` objects (0: all) from `offset`; the offset after them, or -1 when
 /// the input is used up.
-fn unpack_full(lua: &Lua, data: &[u8], limit: usize, offset: usize) -> mlua::Result<(f64, Vec<Value>)> {
+fn unpack_full(
+    lua: &Lua,
+    data: &[u8],
+    limit: usize,
+    offset: usize,
+) -> mlua::Result<(f64, Vec<Value>)> {
     if offset > data.len() {
         return Err(err("Start offset greater than input length."));
     }
@@ -209,7 +218,10 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> mlua::Result<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|&end| end <= self.data.len());
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&end| end <= self.data.len());
         let end = end.ok_or_else(|| err("Missing bytes in input."))?;
         let bytes = &self.data[self.pos..end];
         self.pos = end;
@@ -217,7 +229,10 @@ impl Cursor<'_> {
     }
 
     fn uint(&mut self, n: usize) -> mlua::Result<u64> {
-        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
     }
 
     fn value(&mut self, lua: &Lua) -> mlua::Result<Value> {
@@ -308,8 +323,15 @@ mod tests {
     use super::*;
 
     fn hex(lua: &Lua, expr: &str) -> String {
-        let packed: mlua::LuaString = lua.load(format!("return cmsgpack.pack({expr})")).eval().unwrap();
-        packed.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+        let packed: mlua::LuaString = lua
+            .load(format!("return cmsgpack.pack({expr})"))
+            .eval()
+            .unwrap();
+        packed
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     #[test]

@@ -59,7 +59,12 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
 /// C's `%.<precision>g` (what Lua's `tostring` and lua-cjson use for numbers).
 pub(crate) fn format_g(value: f64, precision: usize) -> String {
     if value.is_nan() {
-        return if value.is_sign_negative() { "-nan" } else { "nan" }.into();
+        return if value.is_sign_negative() {
+            "-nan"
+        } else {
+            "nan"
+        }
+        .into();
     }
     if value.is_infinite() {
         return if value > 0.0 { "inf" } else { "-inf" }.into();

@@ -30,7 +30,9 @@ fn items(fmt: &[u8]) -> mlua::Result<Vec<(u8, usize)>> {
         while i < fmt.len() && fmt[i].is_ascii_digit() {
             i += 1;
         }
-        let n: Option<usize> = std::str::from_utf8(&fmt[start..i]).ok().and_then(|s| s.parse().ok());
+        let n: Option<usize> = std::str::from_utf8(&fmt[start..i])
+            .ok()
+            .and_then(|s| s.parse().ok());
         let size = match c {
             b'x' | b'b' | b'B' => 1,
             b'h' | b'H' => 2,
@@ -47,12 +49,7 @@ fn items(fmt: &[u8]) -> mlua::Result<Vec<(u8, usize)>> {
             b's' => 0,
             b'!' => n.unwrap_or(8),
             b'<' | b'>' | b'=' | b' ' => 0,
-            other => {
-                return Err(err(&format!(
-                    "invalid format option '{}'",
-                    other as char
-                )))
-            }
+            other => return Err(err(&format!("invalid format option '{}'", other as char))),
         };
         out.push((c, size));
     }
@@ -74,7 +71,10 @@ pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
     table.raw_set(
         "size",
         lua.create_function(|_, fmt: mlua::LuaString| {
-            let mut state = State { little: true, align: 1 };
+            let mut state = State {
+                little: true,
+                align: 1,
+            };
             let mut len = 0usize;
             for (c, size) in items(&fmt.as_bytes())? {
                 match c {
@@ -102,7 +102,10 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
         return Err(err("bad argument #1 to 'pack' (string expected)"));
     };
     let fmt = fmt.as_bytes().to_vec();
-    let mut state = State { little: true, align: 1 };
+    let mut state = State {
+        little: true,
+        align: 1,
+    };
     let mut out: Vec<u8> = Vec::new();
     let mut arg = 1;
     for (c, size) in items(&fmt)? {
@@ -157,7 +160,9 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
                 } else {
                     let n = if size == 0 { s.len() } else { size };
                     if s.len() < n {
-                        return Err(err(&format!("bad argument #{arg} to 'pack' (string too short)")));
+                        return Err(err(&format!(
+                            "bad argument #{arg} to 'pack' (string too short)"
+                        )));
                     }
                     out.put_slice(&s[..n]);
                 }
@@ -178,7 +183,10 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
         Some(Value::Nil) | None => 0,
         Some(v) => (number_arg(v, 3, "unpack")? as usize).saturating_sub(1),
     };
-    let mut state = State { little: true, align: 1 };
+    let mut state = State {
+        little: true,
+        align: 1,
+    };
     let mut out = MultiValue::new();
     let mut last_number: Option<usize> = None;
     for (c, size) in items(&fmt)? {
@@ -239,9 +247,9 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
             }
             b'c' => {
                 let n = if size == 0 {
-                    last_number.take().ok_or_else(|| {
-                        err("format 'c0' needs a previous size")
-                    })?
+                    last_number
+                        .take()
+                        .ok_or_else(|| err("format 'c0' needs a previous size"))?
                 } else {
                     size
                 };

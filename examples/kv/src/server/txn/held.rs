@@ -157,7 +157,10 @@ impl Held {
 
     /// One command on held shard `target`.
     pub async fn call(&self, target: usize, command: Command) -> Reply {
-        self.step(target, vec![command]).await.pop().unwrap_or(Reply::NullBulk)
+        self.step(target, vec![command])
+            .await
+            .pop()
+            .unwrap_or(Reply::NullBulk)
     }
 
     /// `command` on shard `target` as any client's command (no lock needed or taken).

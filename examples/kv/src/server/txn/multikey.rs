@@ -163,7 +163,9 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
 
 /// A multi-key command run by a program that already holds its shards (a script's call).
 pub(crate) async fn apply_held(held: &Held, command: Command) -> Reply {
-    apply(held, command, false).await.unwrap_or(Reply::NullArray)
+    apply(held, command, false)
+        .await
+        .unwrap_or(Reply::NullArray)
 }
 
 fn may_grow(command: &Command) -> bool {
@@ -282,9 +284,8 @@ async fn run_transaction(
                         tracing::error!(%error, "bad part reply in a transaction");
                     }
                 }
-                (merger.finish(&shard.shared.info())).unwrap_or_else(|error| {
-                    Reply::error(format!("ERR internal error: {error}"))
-                })
+                (merger.finish(&shard.shared.info()))
+                    .unwrap_or_else(|error| Reply::error(format!("ERR internal error: {error}")))
             }
             Item::Atomic(command) => apply(&held, command, false)
                 .await
