@@ -83,13 +83,22 @@ stop_server() {
 run_units() {
     local name="$1"; shift
     start_server "$@"
-    local logs=""
-    if [[ -n "${KEEP_LOGS:-}" ]]; then logs="$KEEP_LOGS/$name"; mkdir -p "$logs"; fi
+    local logs="$work/logs/$name"
+    mkdir -p "$logs"
     KEEP_LOGS="$logs" "$suite/run-external.sh" "$server_port" "${units[@]}" >"$work/$name.out" 2>&1 || true
     stop_server
-    # run-external.sh prints: UNIT ok N  err N  exc N  FIRST-FAILURE
-    awk '$2 == "ok" { first = ""; for (i = 8; i <= NF; i++) first = first $i " ";
-                      print $1, $3, $5, $7, first }' "$work/$name.out" >"$work/$name.counts"
+    if [[ -n "${KEEP_LOGS:-}" ]]; then mkdir -p "$KEEP_LOGS/$name"; cp "$logs"/* "$KEEP_LOGS/$name/" 2>/dev/null || true; fi
+    # run-external.sh prints: UNIT ok N  err N  exc N  FIRST-FAILURE. A unit that hit the
+    # test framework's timeout ([TIMEOUT], which it does not count) aborted too.
+    local line unit rest timeouts
+    : >"$work/$name.counts"
+    while read -r line; do
+        unit=$(awk '{ print $1 }' <<<"$line")
+        timeouts=$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$(basename "$unit").log" 2>/dev/null | grep -c '^\[TIMEOUT\]' || true)
+        rest=$(awk -v t="${timeouts:-0}" '{ first = ""; for (i = 8; i <= NF; i++) first = first $i " ";
+                   print $1, $3, $5, $7 + t, first }' <<<"$line")
+        echo "$rest" >>"$work/$name.counts"
+    done < <(awk '$2 == "ok"' "$work/$name.out")
 }
 
 servers=()
