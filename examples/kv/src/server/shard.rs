@@ -299,6 +299,17 @@ impl Shard {
         let mut store = self.store.borrow_mut();
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
+        let is_flush = matches!(
+            &command,
+            Command::FlushAll
+                | Command::Key(crate::command::KeyCommand {
+                    op: crate::command::KeyOp::FlushDb,
+                    ..
+                })
+        );
+        if is_flush && !watches.is_empty() {
+            watches.touch_stored(|key| store.stored_expiry(key).is_some());
+        }
         let watches = (!watches.is_empty()).then_some(&mut *watches);
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
