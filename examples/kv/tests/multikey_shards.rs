@@ -1,7 +1,8 @@
 //! Multi-key commands whose keys live on different shards (no hash tags): concurrent SMOVE and
 //! LMOVE transfers are never seen half done by other clients (a transaction reading every
 //! key, SUNION over all of them), and no element is lost or duplicated; BLMOVE and BLPOP wait
-//! on keys of several shards and are woken by a push on any of them.
+//! on keys of several shards and are woken by a push on any of them; a move into a key serves
+//! the client blocked on it; the AOF replays cross-shard writes exactly.
 
 mod common;
 
@@ -211,4 +212,63 @@ fn transactions_and_renames_across_shards() {
     );
     assert_eq!(int(&conn.call(&["COPY", "k3", "k4"])), 1);
     assert_eq!(conn.call(&["GET", "k4"]), Reply::bulk("v"));
+}
+
+/// Cross-shard writes are logged on each shard as what they did there: a restart replays
+/// the same keyspace.
+#[test]
+fn cross_shard_writes_replay_after_restart() {
+    let dir = common::TempDir::new("multikey-aof");
+    let args = ["--shards", SHARDS, "--aof", dir.arg(), "--fsync", "always"];
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    conn.call(&["SADD", SETS[0], "a", "b", "c"]);
+    conn.call(&["RPUSH", LISTS[0], "x", "y"]);
+    assert_eq!(int(&conn.call(&["SMOVE", SETS[0], SETS[1], "a"])), 1);
+    assert_eq!(int(&conn.call(&["SUNIONSTORE", SETS[2], SETS[0], SETS[1]])), 3);
+    assert_eq!(conn.call(&["LMOVE", LISTS[0], LISTS[1], "LEFT", "LEFT"]), Reply::bulk("x"));
+    assert_eq!(conn.call(&["RENAME", LISTS[1], LISTS[2]]), Reply::ok());
+    let before: Vec<Vec<String>> = state(&mut conn);
+    drop(conn);
+    server.stop();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(state(&mut conn), before);
+    assert_eq!(int(&conn.call(&["EXISTS", LISTS[1]])), 0);
+}
+
+fn state(conn: &mut common::Resp) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for set in SETS {
+        let mut members = bulks(conn.call(&["SMEMBERS", set]));
+        members.sort();
+        out.push(members);
+    }
+    for list in LISTS {
+        out.push(bulks(conn.call(&["LRANGE", list, "0", "-1"])));
+    }
+    out
+}
+
+/// A client blocked on a key is served by a cross-shard move into that key.
+#[test]
+fn a_move_across_shards_serves_a_blocked_client() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let port = server.port;
+    let waiter = thread::spawn(move || {
+        let mut conn = common::Resp::connect(port);
+        conn.call(&["BLPOP", LISTS[1], "10"])
+    });
+    thread::sleep(Duration::from_millis(300));
+    let mut conn = server.connect();
+    conn.call(&["RPUSH", LISTS[0], "moved"]);
+    assert_eq!(
+        conn.call(&["LMOVE", LISTS[0], LISTS[1], "LEFT", "RIGHT"]),
+        Reply::bulk("moved")
+    );
+    assert_eq!(
+        bulks(waiter.join().unwrap()),
+        vec![LISTS[1].to_string(), "moved".to_string()]
+    );
+    assert_eq!(int(&conn.call(&["LLEN", LISTS[1]])), 0);
 }

@@ -66,6 +66,7 @@ const SUSPEND: &str = "__kv_suspend";
 pub(crate) struct ScriptingShared {
     cache: Mutex<ScriptCache>,
     pub libraries: Mutex<Libraries>,
+    /// The scripts running past the busy threshold.
     running: Mutex<Vec<Arc<RunInfo>>>,
 }
 
@@ -82,7 +83,8 @@ struct ScriptCache {
     bodies: HashMap<String, Bytes>,
 }
 
-/// A script running somewhere in the node, as SCRIPT KILL and FUNCTION STATS see it.
+/// A script running somewhere in the node; once past the busy threshold it is listed for
+/// SCRIPT KILL and FUNCTION STATS.
 struct RunInfo {
     function: Option<String>,
     args: Vec<Bytes>,
@@ -457,9 +459,6 @@ async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Rep
         wrote: AtomicBool::new(false),
         busy: AtomicBool::new(false),
     });
-    if let Ok(mut running) = scripting.running.lock() {
-        running.push(info.clone());
-    }
     let host = Rc::new(ScriptHost {
         shard: shard.clone(),
         held: held.clone(),
@@ -470,10 +469,10 @@ async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Rep
         run_started: Cell::new(Instant::now()),
     });
     let reply = drive(shard, &engine, &host, prepared).await;
-    if let Ok(mut running) = scripting.running.lock() {
-        running.retain(|other| !Arc::ptr_eq(other, &info));
-    }
     if info.busy.load(Ordering::Relaxed) {
+        if let Ok(mut running) = scripting.running.lock() {
+            running.retain(|other| !Arc::ptr_eq(other, &info));
+        }
         shard
             .shared
             .session
@@ -769,7 +768,11 @@ impl ScriptHost {
         let busy = &self.shard.shared.session.script_busy;
         if !self.info.busy.load(Ordering::Relaxed) && self.info.started.elapsed() > busy.threshold()
         {
+            // Only a busy script is listed: SCRIPT KILL and FUNCTION STATS see it.
             self.info.busy.store(true, Ordering::Relaxed);
+            if let Ok(mut running) = self.shard.shared.scripting.running.lock() {
+                running.push(self.info.clone());
+            }
             busy.enter(self.info.function.is_some());
         }
         if self.run_started.get().elapsed() > SLICE {
