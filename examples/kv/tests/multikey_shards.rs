@@ -225,8 +225,14 @@ fn cross_shard_writes_replay_after_restart() {
     conn.call(&["SADD", SETS[0], "a", "b", "c"]);
     conn.call(&["RPUSH", LISTS[0], "x", "y"]);
     assert_eq!(int(&conn.call(&["SMOVE", SETS[0], SETS[1], "a"])), 1);
-    assert_eq!(int(&conn.call(&["SUNIONSTORE", SETS[2], SETS[0], SETS[1]])), 3);
-    assert_eq!(conn.call(&["LMOVE", LISTS[0], LISTS[1], "LEFT", "LEFT"]), Reply::bulk("x"));
+    assert_eq!(
+        int(&conn.call(&["SUNIONSTORE", SETS[2], SETS[0], SETS[1]])),
+        3
+    );
+    assert_eq!(
+        conn.call(&["LMOVE", LISTS[0], LISTS[1], "LEFT", "LEFT"]),
+        Reply::bulk("x")
+    );
     assert_eq!(conn.call(&["RENAME", LISTS[1], LISTS[2]]), Reply::ok());
     let before: Vec<Vec<String>> = state(&mut conn);
     drop(conn);

@@ -438,7 +438,7 @@ mod tests {
         let value = reply_to_lua(&lua, &reply, &Shape::Plain, ReplyMode::Resp2).unwrap();
         let Value::Table(table) = value else { panic!() };
         assert_eq!(table.raw_get::<f64>(1).unwrap(), 7.0);
-        assert_eq!(table.raw_get::<bool>(2).unwrap(), false);
+        assert!(!table.raw_get::<bool>(2).unwrap());
         let err: Table = table.raw_get(3).unwrap();
         assert_eq!(err.raw_get::<String>("err").unwrap(), "WRONGTYPE no");
     }

@@ -99,8 +99,7 @@ fn pack_int(n: i64, out: &mut Vec<u8>) {
 fn pack_number(n: f64, out: &mut Vec<u8>) {
     if n.is_finite()
         && n == n.trunc()
-        && n >= -9.223_372_036_854_776e18
-        && n < 9.223_372_036_854_776e18
+        && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n)
     {
         pack_int(n as i64, out);
     } else if (n as f32) as f64 == n || n.is_nan() {
