@@ -63,8 +63,6 @@ const HOOK_EVERY: u32 = 1000;
 /// The coroutine's stack: Lua's C recursion is bounded (200 C calls), and so are the
 /// conversions' depths.
 const STACK_BYTES: usize = 1 << 20;
-/// Stacks kept for reuse per shard.
-const SPARE_STACKS: usize = 4;
 
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 const KILLED_FUNCTION: &str = "ERR Script killed by user with FUNCTION KILL...";
@@ -110,12 +108,12 @@ impl RunInfo {
 }
 
 /// A shard's scripting state: its Lua state (made on first use), a separate one for checking
-/// SCRIPT LOAD and FUNCTION LOAD, and spare coroutine stacks.
+/// SCRIPT LOAD and FUNCTION LOAD, and the coroutine scripts run on.
 #[derive(Default)]
 pub(crate) struct ScriptShard {
     engine: RefCell<Option<Rc<Engine>>>,
     checker: RefCell<Option<Rc<Checker>>>,
-    stacks: RefCell<Vec<DefaultStack>>,
+    runner: RefCell<Option<run::Runner>>,
 }
 
 struct Engine {
@@ -155,19 +153,17 @@ impl ScriptShard {
         Ok(engine)
     }
 
-    fn take_stack(&self) -> DefaultStack {
-        self.stacks
-            .borrow_mut()
-            .pop()
-            .or_else(|| DefaultStack::new(STACK_BYTES).ok())
-            .unwrap_or_default()
+    /// The shard's script coroutine, for `engine` (a new one if the state changed). Taken
+    /// while a script runs; scripts on a shard run one at a time (each holds the shard).
+    fn runner(&self, engine: &Rc<Engine>) -> run::Runner {
+        match self.runner.borrow_mut().take() {
+            Some(runner) if Rc::ptr_eq(runner.engine(), engine) => runner,
+            _ => run::Runner::new(engine.clone()),
+        }
     }
 
-    fn put_stack(&self, stack: DefaultStack) {
-        let mut stacks = self.stacks.borrow_mut();
-        if stacks.len() < SPARE_STACKS {
-            stacks.push(stack);
-        }
+    fn put_runner(&self, runner: run::Runner) {
+        *self.runner.borrow_mut() = Some(runner);
     }
 }
 
@@ -439,6 +435,8 @@ enum Suspend {
     Slice,
     /// Await the host's pending future, then resume with its reply in the host.
     Future,
+    /// The script ended with this reply; the coroutine waits for the next one.
+    Done(Reply),
 }
 
 async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Reply {

@@ -3,25 +3,75 @@
 
 use super::*;
 
-/// A coroutine that finishes the script if it is dropped unfinished (the server stops): it
-/// is told to stop at each resume rather than unwound through Lua's C frames.
-pub(super) struct Run {
-    coroutine: Option<Coroutine<(), Suspend, Reply, DefaultStack>>,
-    host: Rc<ScriptHost>,
+/// What the shard's driver gives the script coroutine.
+pub(super) enum Resume {
+    /// Run this script.
+    Run(Box<(Rc<ScriptHost>, Prepared)>),
+    /// Go on after a [`Suspend::Slice`] or [`Suspend::Future`].
+    Continue,
+    /// End (the coroutine is dropped).
+    Stop,
 }
 
-impl Drop for Run {
+type ScriptCoroutine = Coroutine<Resume, Suspend, (), DefaultStack>;
+
+/// A shard's script coroutine: one Lua state's calls, the suspending functions and the hook
+/// set up once, then one script after another (each waits for the previous: it holds the
+/// shard). If dropped unfinished (the server stops), the script is told to stop at each
+/// resume rather than unwound through Lua's C frames.
+pub(super) struct Runner {
+    coroutine: Option<ScriptCoroutine>,
+    engine: Rc<Engine>,
+    current: Rc<RefCell<Option<Rc<ScriptHost>>>>,
+}
+
+impl Runner {
+    pub(super) fn new(engine: Rc<Engine>) -> Runner {
+        let current = Rc::new(RefCell::new(None));
+        let (body_engine, body_current) = (engine.clone(), current.clone());
+        let stack = DefaultStack::new(STACK_BYTES).unwrap_or_default();
+        let coroutine = Coroutine::with_stack(stack, move |yielder, first| {
+            serve(yielder, &body_engine, &body_current, first)
+        });
+        Runner {
+            coroutine: Some(coroutine),
+            engine,
+            current,
+        }
+    }
+
+    pub(super) fn engine(&self) -> &Rc<Engine> {
+        &self.engine
+    }
+
+    fn resume(&mut self, resume: Resume) -> CoroutineResult<Suspend, ()> {
+        match self.coroutine.as_mut() {
+            Some(coroutine) if !coroutine.done() => coroutine.resume(resume),
+            _ => CoroutineResult::Return(()),
+        }
+    }
+}
+
+impl Drop for Runner {
     fn drop(&mut self) {
         let Some(mut coroutine) = self.coroutine.take() else {
             return;
         };
-        self.host.info.kill.store(true, Ordering::Relaxed);
+        if !coroutine.started() {
+            return;
+        }
+        let current = self.current.borrow().clone();
+        if let Some(host) = &current {
+            host.info.kill.store(true, Ordering::Relaxed);
+        }
         for _ in 0..10_000 {
             if coroutine.done() {
                 return;
             }
-            *self.host.result.borrow_mut() = Some(Reply::error(KILLED));
-            if let CoroutineResult::Return(_) = coroutine.resume(()) {
+            if let Some(host) = &current {
+                *host.result.borrow_mut() = Some(Reply::error(KILLED));
+            }
+            if let CoroutineResult::Return(()) = coroutine.resume(Resume::Stop) {
                 return;
             }
         }
@@ -30,27 +80,16 @@ impl Drop for Run {
     }
 }
 
+/// Runs one script on the shard's coroutine, serving its suspensions.
 pub(super) async fn drive(
     shard: &Rc<Shard>,
     engine: &Rc<Engine>,
     host: &Rc<ScriptHost>,
     prepared: Prepared,
 ) -> Reply {
-    let stack = shard.scripts.take_stack();
-    let body_engine = engine.clone();
-    let body_host = host.clone();
-    let coroutine = Coroutine::with_stack(stack, move |yielder: &Yielder<(), Suspend>, ()| {
-        run_script(yielder, &body_engine, &body_host, &prepared)
-    });
-    let mut run = Run {
-        coroutine: Some(coroutine),
-        host: host.clone(),
-    };
+    let mut runner = shard.scripts.runner(engine);
+    let mut step = runner.resume(Resume::Run(Box::new((host.clone(), prepared))));
     loop {
-        let step = match run.coroutine.as_mut() {
-            Some(coroutine) => coroutine.resume(()),
-            None => return Reply::error("ERR internal error: script ended twice"),
-        };
         match step {
             CoroutineResult::Yield(Suspend::Slice) => {
                 yield_now().await;
@@ -65,30 +104,32 @@ pub(super) async fn drive(
                 *host.result.borrow_mut() = Some(reply);
                 host.run_started.set(Instant::now());
             }
-            CoroutineResult::Return(reply) => {
-                if let Some(coroutine) = run.coroutine.take() {
-                    shard.scripts.put_stack(coroutine.into_stack());
-                }
+            CoroutineResult::Yield(Suspend::Done(reply)) => {
+                shard.scripts.put_runner(runner);
                 return reply;
             }
+            CoroutineResult::Return(()) => {
+                return Reply::error("ERR internal error: the script coroutine ended");
+            }
         }
+        step = runner.resume(Resume::Continue);
     }
 }
 
-/// The script itself, on the coroutine's stack.
-pub(super) fn run_script(
-    yielder: &Yielder<(), Suspend>,
+/// The coroutine's body: sets up this Lua state's `redis.call` / `redis.pcall` (they suspend
+/// the script directly: calling a Lua function to suspend would need stack slots a call with
+/// 8000 arguments lacks), the suspending function the hook calls, and the hook; then runs
+/// the scripts it is given until told to stop.
+fn serve(
+    yielder: &Yielder<Resume, Suspend>,
     engine: &Engine,
-    host: &Rc<ScriptHost>,
-    prepared: &Prepared,
-) -> Reply {
+    current: &Rc<RefCell<Option<Rc<ScriptHost>>>>,
+    first: Resume,
+) {
     let lua = engine.env.lua.clone();
-    lua.set_app_data(Rc::new(Running {
-        host: host.clone() as Rc<dyn Host>,
-        resp: Cell::new(2),
-    }));
     let suspend_now = |future: bool| {
-        yielder.suspend(if future {
+        // Resumed with `Continue`, or `Stop` when dropped (the kill flag then ends it).
+        let _ = yielder.suspend(if future {
             Suspend::Future
         } else {
             Suspend::Slice
@@ -100,8 +141,6 @@ pub(super) fn run_script(
             Ok(())
         })?;
         lua.set_named_registry_value(SUSPEND, suspend)?;
-        // This run's redis.call / redis.pcall: they suspend the script directly (calling a
-        // Lua function to suspend would need stack slots a call with 8000 arguments lacks).
         let call = scope.create_function(|lua, args: mlua::MultiValue| {
             crate::scripting::env::call(lua, args, true, &suspend_now)
         })?;
@@ -110,20 +149,46 @@ pub(super) fn run_script(
         })?;
         engine.env.redis.raw_set("call", call)?;
         engine.env.redis.raw_set("pcall", pcall)?;
-        let hook_host = host.clone();
+        let hook_current = current.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |lua, _debug| hook_host.hook(lua),
+            move |lua, _debug| {
+                let host = hook_current.borrow().clone();
+                match host {
+                    Some(host) => host.hook(lua),
+                    None => Ok(VmState::Continue),
+                }
+            },
         )?;
-        let result = call_script(&lua, engine, prepared);
+        let mut job = first;
+        loop {
+            match job {
+                Resume::Run(run) => {
+                    let (host, prepared) = *run;
+                    *current.borrow_mut() = Some(host.clone());
+                    lua.set_app_data(Rc::new(Running {
+                        host: host as Rc<dyn Host>,
+                        resp: Cell::new(2),
+                    }));
+                    let reply = call_script(&lua, engine, &prepared);
+                    lua.remove_app_data::<Rc<Running>>();
+                    *current.borrow_mut() = None;
+                    job = yielder.suspend(Suspend::Done(reply));
+                }
+                Resume::Continue => {
+                    job = yielder.suspend(Suspend::Done(Reply::error(
+                        "ERR internal error: no script to continue",
+                    )));
+                }
+                Resume::Stop => break,
+            }
+        }
         lua.remove_hook();
         lua.unset_named_registry_value(SUSPEND)?;
-        Ok(result)
+        Ok(())
     });
-    lua.remove_app_data::<Rc<Running>>();
-    match outcome {
-        Ok(reply) => reply,
-        Err(error) => lua_failure(error),
+    if let Err(error) = outcome {
+        tracing::error!(error = %lua_message(&error), "the script coroutine failed");
     }
 }
 
