@@ -113,6 +113,9 @@ pub(crate) struct Blocked {
     blockers: RefCell<HashSet<SinkKey>>,
     /// This shard's share of `ServerShared::blocked_clients` (INFO's `blocked_clients`).
     published: Cell<usize>,
+    /// Wake-ups of programs blocked over several shards queued here: not counted in
+    /// `blocked_clients` (the program counts itself once, on its own shard).
+    wakers: Cell<usize>,
 }
 
 impl Default for Blocked {
@@ -121,6 +124,7 @@ impl Default for Blocked {
             queues: RefCell::new(WaitQueues::new(MAX_WAITERS)),
             blockers: RefCell::new(HashSet::new()),
             published: Cell::new(0),
+            wakers: Cell::new(0),
         }
     }
 }
@@ -233,7 +237,7 @@ impl Shard {
 
     /// Brings INFO's `blocked_clients` up to date after this shard's queues changed.
     fn publish_blocked(&self) {
-        let now = self.blocked.queues.borrow().len();
+        let now = (self.blocked.queues.borrow().len()).saturating_sub(self.blocked.wakers.get());
         let before = self.blocked.published.replace(now);
         let total = &self.shared.blocked_clients;
         if now > before {
@@ -270,17 +274,23 @@ impl Shard {
                 self.publish_blocked();
                 continue;
             }
+            if client.wakes {
+                if !self.with_store(|store| store.pop_would_answer(&[key], now)) {
+                    return;
+                }
+                // The item stays for the program, which comes to take it under its locks;
+                // the waiters behind it get the next write's items.
+                self.blocked.queues.borrow_mut().remove(id);
+                self.blocked.wakers.set(self.blocked.wakers.get() - 1);
+                self.publish_blocked();
+                self.deliver(client.origin, Reply::Integer(1));
+                return;
+            }
             if !self.with_store(|store| store.has_list_items(key, now)) {
                 return;
             }
             self.blocked.queues.borrow_mut().remove(id);
             self.publish_blocked();
-            if client.wakes {
-                // The item stays for the program, which comes to take it under its locks;
-                // the waiters behind it get the next write's items.
-                self.deliver(client.origin, Reply::Integer(1));
-                return;
-            }
             let served = client.serving(key);
             if let Some(reply) = self.execute_store(client.origin, served, now) {
                 self.deliver(client.origin, reply);
@@ -315,6 +325,9 @@ impl Shard {
             wakes: true,
         };
         let blocked = (self.blocked.queues.borrow_mut()).block(&keys, Deadline::Never, client);
+        if blocked.is_ok() {
+            self.blocked.wakers.set(self.blocked.wakers.get() + 1);
+        }
         self.publish_blocked();
         if blocked.is_err() {
             self.deliver(
@@ -326,7 +339,24 @@ impl Shard {
 
     /// The program at `origin` no longer waits: its wake-ups here go.
     pub(crate) fn unblock_waker(&self, origin: Origin) {
-        self.drop_waiters_of(origin.shard, origin.sink);
+        let removed = (self.blocked.queues.borrow_mut()).remove_clients(|client| {
+            client.origin.shard == origin.shard && client.origin.sink == origin.sink
+        });
+        self.blocked
+            .wakers
+            .set(self.blocked.wakers.get().saturating_sub(removed));
+        self.publish_blocked();
+    }
+
+    /// A program on this shard blocked over several shards: counted once in INFO's
+    /// `blocked_clients` while it waits.
+    pub(crate) fn program_blocked(&self, blocked: bool) {
+        let total = &self.shared.blocked_clients;
+        if blocked {
+            total.fetch_add(1, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// The sweep tick: waiters past their deadline get the nil reply.

@@ -85,8 +85,14 @@ impl ScriptHost {
             };
             return (Reply::error(text), None);
         }
+        // Redis 7.0 flags its blocking pops `noscript`; the table here has them as
+        // `blocking` (as XREAD, which a script may run without BLOCK).
         let flags = Command::flags(&args);
-        if flags.contains(&"noscript") || flags.contains(&"blocking") {
+        let blocking_pop = flags.contains(&"blocking")
+            && crate::command::table::find(&args[0]).is_some_and(|spec| {
+                matches!(spec.kind, crate::command::table::CommandKind::Typed(_))
+            });
+        if flags.contains(&"noscript") || blocking_pop {
             return (
                 Reply::error("ERR This Redis command is not allowed from script"),
                 None,

@@ -196,6 +196,7 @@ async fn wait_for_items(held: &Held, client: Origin, keys: Vec<Bytes>, deadline:
             );
         }
     }
+    shard.program_blocked(true);
     let woken = loop {
         if held.try_reply(seq).is_some() {
             break true;
@@ -206,6 +207,7 @@ async fn wait_for_items(held: &Held, client: Origin, keys: Vec<Bytes>, deadline:
         }
         held.wait_any(BLOCKED_TICK).await;
     };
+    shard.program_blocked(false);
     for target in targets {
         held.send(target, TxnMsg::Unblock(wake));
     }
