@@ -82,12 +82,14 @@ stop_server() {
 # to $work/NAME.counts.
 run_units() {
     local name="$1"; shift
-    start_server "$@"
     local logs="$work/logs/$name"
     mkdir -p "$logs"
     : >"$work/$name.out"
     local u try
     for u in "${units[@]}"; do
+        # A fresh server per unit: a failed test can leave settings behind (a maxmemory it
+        # would have reset) that would fail the next unit for a reason of its own.
+        start_server "$@"
         # One unit at a time: the test framework listens on a fixed port of its own, which
         # another run on this machine may hold for a while; such a start is retried.
         for try in 1 2 3 4 5 6 7 8 9 10; do
@@ -97,8 +99,8 @@ run_units() {
             sleep $(( 10 + RANDOM % 20 ))
         done
         grep -E '^[^ ]+ +ok ' "$work/unit.out" >>"$work/$name.out" || true
+        stop_server
     done
-    stop_server
     if [[ -n "${KEEP_LOGS:-}" ]]; then mkdir -p "$KEEP_LOGS/$name"; cp "$logs"/* "$KEEP_LOGS/$name/" 2>/dev/null || true; fi
     # run-external.sh prints: UNIT ok N  err N  exc N  FIRST-FAILURE. A unit that hit the
     # test framework's timeout ([TIMEOUT], which it does not count) aborted too.
