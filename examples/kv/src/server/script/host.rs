@@ -98,6 +98,16 @@ impl ScriptHost {
                 None,
             );
         }
+        if flags.contains(&"blocking") && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block"))
+        {
+            return (
+                Reply::error(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+                )),
+                None,
+            );
+        }
         let writes = flags.contains(&"write");
         if writes && self.read_only {
             return (
