@@ -273,3 +273,57 @@ fn functions_and_script_effects_survive_a_restart() {
     let mut conn = server.connect();
     assert_eq!(conn.call(&["FCALL", "bump", "1", "c1", "1"]), Reply::Int(7));
 }
+
+/// Cluster mode: a script's declared keys must share a slot (CROSSSLOT otherwise), and a key
+/// it did not declare, on a shard it does not hold, gets Redis's "non local key" error.
+#[test]
+fn cluster_mode_keeps_redis_cluster_rules() {
+    let dir = TempDir::new("scripting-cluster");
+    let conf = dir.path().join("nodes.conf");
+    let server = Server::start(&[
+        "--shards",
+        "2",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        conf.to_str().unwrap(),
+        "--cluster-port",
+        "0",
+    ]);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]),
+        Reply::ok()
+    );
+    assert!(
+        common::eventually(Duration::from_secs(10), || {
+            matches!(conn.call(&["CLUSTER", "INFO"]), Reply::Bulk(Some(info))
+                if String::from_utf8_lossy(&info).contains("cluster_state:ok"))
+        }),
+        "the one-node cluster never came up"
+    );
+    assert_eq!(
+        conn.call(&["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "a"]),
+        Reply::ok()
+    );
+    let Reply::Error(crossslot) = conn.call(&["EVAL", "return 1", "2", "a", "b"]) else {
+        panic!("keys of two slots are refused");
+    };
+    assert!(crossslot.starts_with("CROSSSLOT"), "{crossslot}");
+    // "b" lives on the other shard than "a" (slots 3300 and 15495, over 2 shards).
+    let Reply::Error(non_local) = conn.call(&["EVAL", "return redis.call('get', 'b')", "1", "a"])
+    else {
+        panic!("an undeclared key elsewhere is refused");
+    };
+    assert!(non_local.contains("non local key"), "{non_local}");
+    assert_eq!(
+        conn.call(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], 1) return redis.call('incr', KEYS[2])",
+            "2",
+            "{t}a",
+            "{t}b",
+        ]),
+        Reply::Int(1)
+    );
+}
