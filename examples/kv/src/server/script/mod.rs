@@ -374,6 +374,11 @@ pub(crate) fn dispatch(shard: &Shard, origin: Origin, command: ScriptCommand) ->
     None
 }
 
+/// A SCRIPT or FUNCTION subcommand run here (queued in a transaction).
+pub(crate) fn admin_command(shard: &Shard, command: ScriptCommand) -> Reply {
+    admin(shard, command)
+}
+
 /// A script run forwarded to this shard (its first key's).
 pub(crate) fn run_here(shard: &Shard, origin: Origin, command: ScriptCommand) -> Option<Reply> {
     match prepare(shard, &command, Some(shard.id)) {

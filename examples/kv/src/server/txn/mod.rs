@@ -202,6 +202,8 @@ impl Shard {
             Command::Script(script) if script.op.runs_script() => {
                 super::script::run_here(self, origin, script)
             }
+            // SCRIPT and FUNCTION subcommands queued in a transaction.
+            Command::Script(script) => Some(super::script::admin_command(self, script)),
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.
