@@ -56,6 +56,7 @@ pub fn script() -> String {
            fail 'pkg-config still finds libibverbs'\n\
          fi\n\
          echo 'xtask: hidden: rdma-core headers, libraries and providers, pkg-config, libclang' >&2\n\
+         unset XTASK_HIDE_SCRIPT\n\
          exec \"$@\"\n",
     );
     s = s.replace("DIRS", &HIDDEN_DIRS.join(" "));
@@ -73,13 +74,19 @@ where
     if !crate::setup::is_root() {
         c.args(["--user", "--map-root-user"]);
     }
-    c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-        .arg(script())
+    // The script travels in the environment so that the command line (which xtask logs)
+    // stays one readable line.
+    c.env(SCRIPT_VAR, script())
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(format!("eval \"${SCRIPT_VAR}\""))
         .arg("xtask-hidden")
         .arg(program)
         .args(args);
     c
 }
+
+/// The environment variable that carries [`script`] into the namespace.
+const SCRIPT_VAR: &str = "XTASK_HIDE_SCRIPT";
 
 #[cfg(test)]
 mod tests {
@@ -107,5 +114,11 @@ mod tests {
         let at = args.iter().position(|a| a == "xtask-hidden").unwrap();
         assert_eq!(args[at + 1..], ["cargo", "doc"]);
         assert!(args.contains(&"--mount".to_string()));
+        let script = c
+            .get_envs()
+            .find(|(k, _)| *k == SCRIPT_VAR)
+            .and_then(|(_, v)| v)
+            .unwrap();
+        assert_eq!(script.to_string_lossy(), super::script());
     }
 }

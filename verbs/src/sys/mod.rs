@@ -15,6 +15,9 @@
 //! that exists only because loading succeeded. A raw call made before [`load`] loads the
 //! libraries itself and panics when they are missing.
 
+// Generated (prettyplease's layout, which rustfmt must leave alone so the CI check compares
+// like with like): C names, and unsafe blocks without SAFETY comments in the calls through
+// the table and bindgen's `Default` impls.
 #[rustfmt::skip]
 #[allow(
     non_upper_case_globals,
@@ -22,7 +25,6 @@
     non_snake_case,
     dead_code,
     clippy::all,
-// generated: the calls through the table and bindgen's `Default` impls
     clippy::undocumented_unsafe_blocks
 )]
 mod bindings;
