@@ -24,6 +24,8 @@ mod protected;
 mod pubsub;
 mod resp_conn;
 mod resp_io;
+mod scan;
+mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -248,6 +250,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         protected_mode: config.protected_mode.into(),
         tls: tls.clone(),
         cancelling: Default::default(),
+        scripting: Default::default(),
     });
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));
@@ -519,6 +522,9 @@ fn start_shards(
                     None => (None, None),
                     Some(aof) => {
                         let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
+                        if let Some(payload) = &summary.functions {
+                            script::restore_logged(&shared, payload);
+                        }
                         tracing::info!(
                             shard = id,
                             files = summary.files,

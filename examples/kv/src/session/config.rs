@@ -25,6 +25,8 @@ pub struct SessionConfig {
     /// Applies CONFIG SET of `tls-*` parameters (rebuilds the TLS configuration); `None`
     /// when the server runs no TLS, and then they are only recorded.
     pub tls_reload: Option<TlsReload>,
+    /// Scripts running past the busy threshold: every connection answers BUSY meanwhile.
+    pub script_busy: std::sync::Arc<crate::scripting::Busy>,
 }
 
 /// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
@@ -69,6 +71,7 @@ impl Default for SessionConfig {
             requirepass: None,
             pubsub_output_limit: super::pubsub::OutputLimit::PUBSUB_DEFAULT,
             tls_reload: None,
+            script_busy: Default::default(),
             // redis-benchmark asks for `save` and `appendonly` at start-up.
             parameters: [
                 ("save", ""),
