@@ -100,7 +100,11 @@ fn chunks_arrive_in_order_and_every_buffer_goes_back() {
         assert_eq!(stats.recv_single_shot, 0, "the ring never ran dry: {stats}");
     } else if epoll(&rt) {
         // Readiness receives into the shard's scratch buffer: neither kind of op.
-        assert_eq!(stats.recv_single_shot + stats.recv_multishot_arms, 0, "{stats}");
+        assert_eq!(
+            stats.recv_single_shot + stats.recv_multishot_arms,
+            0,
+            "{stats}"
+        );
     } else {
         assert!(stats.recv_single_shot >= 1, "{stats}");
         assert_eq!(stats.recv_multishot_arms, 0, "{stats}");
