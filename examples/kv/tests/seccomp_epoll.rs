@@ -83,6 +83,26 @@ fn corewire_kv_serves_redis_cli_on_epoll_when_io_uring_is_blocked() {
     assert_names_epoll_and_why(&server.stderr());
 }
 
+/// An operator who forces io_uring where it is blocked gets an error that says why, not a
+/// bare errno.
+#[test]
+fn forced_io_uring_fails_with_the_reason_when_it_is_blocked() {
+    let mut command = Command::new(common::SERVER);
+    command
+        .args(["--port", "0", "--shards", "1"])
+        .env("COREWIRE_BACKEND", "io_uring")
+        .stdin(Stdio::null());
+    under_seccomp(&mut command);
+    let out = command.output().expect("running corewire-kv");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started anyway:\n{stderr}");
+    assert!(
+        stderr.contains("io_uring_setup: EPERM — blocked by seccomp or kernel.io_uring_disabled")
+            && stderr.contains("COREWIRE_BACKEND=epoll"),
+        "the error does not say why or what to do:\n{stderr}"
+    );
+}
+
 /// The echo example's binaries, built next to this test by `cargo test` (examples are built
 /// with the tests of their package).
 fn example(name: &str) -> PathBuf {

@@ -111,8 +111,12 @@ impl Receiver {
         cx: &mut Context<'_>,
         buf: &mut BytesMut,
     ) -> Option<Poll<io::Result<usize>>> {
-        if matches!(&*self.state.borrow(), State::Eof) {
-            return Some(Poll::Ready(Ok(0)));
+        match &*self.state.borrow() {
+            State::Eof => return Some(Poll::Ready(Ok(0))),
+            State::Idle => {}
+            // On epoll the state is only ever `Idle` or `Eof`: an io_uring receive in flight
+            // answers `None` without a look at the driver.
+            State::Armed { .. } | State::Single(_) => return None,
         }
         self.poll_epoll(fd, cx, |bytes| buf.extend_from_slice(bytes))
     }

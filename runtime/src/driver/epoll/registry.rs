@@ -200,6 +200,9 @@ impl Registry {
                 if *waiter == 0 {
                     *waiter = fresh;
                 }
+                // Usually the only waiter: room for one, not the four a first push reserves
+                // (an idle connection's whole cost here).
+                waiters.reserve_exact(1);
                 waiters.push((*waiter, waker.clone()));
                 self.waiting += 1;
             }
