@@ -354,9 +354,9 @@ pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
         // The caller's arguments pick tests themselves; else a rerun's own filters.
         let filters = rerun.map_or(&[][..], |r| r.filters);
         if test_args.is_empty() {
-            words.extend(filters.iter().map(|f| shell_quote(f)));
+            words.extend(filters.iter().map(shell_quote));
         }
-        words.extend(test_args.iter().map(|a| shell_quote(a)));
+        words.extend(test_args.iter().map(shell_quote));
         for word in words {
             s.push(' ');
             s.push_str(&word);

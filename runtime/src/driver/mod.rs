@@ -60,6 +60,9 @@ pub(crate) struct DriverConfig {
 }
 
 /// A shard's driver: io_uring or epoll, fixed for the runtime's life.
+// One per shard, made once and never moved: boxing the larger variant would only add an
+// indirection to every call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Driver {
     Uring(uring::Uring),
     Epoll(epoll::Epoll),
