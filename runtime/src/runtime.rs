@@ -35,7 +35,10 @@ impl Default for RuntimeBuilder {
             cpus: None,
             pin: true,
             config: ShardConfig {
-                backend: Backend::Auto,
+                backend: driver::Wanted {
+                    backend: Backend::Auto,
+                    by: String::new(),
+                },
                 ring_entries: 256,
                 recv_buffers: RecvBuffers::default(),
                 registered_fds: 0,
@@ -203,8 +206,7 @@ impl RuntimeBuilder {
     }
 
     pub fn build(mut self) -> io::Result<Runtime> {
-        let selected = driver::select(self.backend, self.config.ring_entries)?;
-        self.config.backend = selected.backend;
+        self.config.backend = driver::select(self.backend)?;
         let allowed = allowed_cpus();
         let count = self.shards.unwrap_or(allowed.len().max(1));
         let cpus = self.cpus.unwrap_or(allowed);
@@ -216,8 +218,9 @@ impl RuntimeBuilder {
             shards: remotes.clone(),
             threads: Vec::with_capacity(count),
             features: Features::default(),
-            backend: selected.backend,
+            backend: Backend::Auto,
         };
+        let mut why = String::new();
         for (i, remote) in remotes.into_iter().enumerate() {
             let peers = peers.clone();
             let config = self.config.clone();
@@ -236,25 +239,29 @@ impl RuntimeBuilder {
                 })?;
             runtime.threads.push(thread);
             match ready_rx.recv() {
-                Ok(Ok(features)) => runtime.features = features,
+                Ok(Ok(started)) => {
+                    runtime.features = started.features;
+                    runtime.backend = started.backend;
+                    if i == 0 {
+                        // The first shard decides `Auto`; the others take what it got.
+                        why = started.why;
+                        self.config.backend.backend = started.backend;
+                    }
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => return Err(io::Error::other(format!("shard {i} died during start-up"))),
             }
         }
-        match driver::limits(selected.backend) {
+        let backend = runtime.backend;
+        match driver::limits(backend) {
             Some(limits) => tracing::info!(
                 shards = count,
-                backend = %selected.backend,
-                why = %selected.reason,
+                %backend,
+                %why,
                 %limits,
-                "runtime started on {}", selected.backend
+                "runtime started on {backend}"
             ),
-            None => tracing::info!(
-                shards = count,
-                backend = %selected.backend,
-                why = %selected.reason,
-                "runtime started on {}", selected.backend
-            ),
+            None => tracing::info!(shards = count, %backend, %why, "runtime started on {backend}"),
         }
         tracing::debug!(features = ?runtime.features, "io_uring features");
         Ok(runtime)

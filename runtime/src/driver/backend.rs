@@ -1,6 +1,9 @@
 //! Which backend a runtime runs on, chosen once when it starts: asked for in
 //! `RuntimeBuilder::backend`, overridden by the operator with `COREWIRE_BACKEND`, and for
-//! `Auto` decided by trying to set up an io_uring ring the way the shards will.
+//! `Auto` decided by the first shard's attempt to set up its ring (the later shards take
+//! what it got). No probe ring on the builder's thread: a ring a thread set up and dropped
+//! leaves io_uring state on that thread, whose task work can interrupt its timed socket
+//! reads with EINTR.
 
 use std::fmt;
 use std::io;
@@ -49,19 +52,17 @@ impl fmt::Display for Backend {
 /// The operator's override of the backend the program asked for.
 pub(crate) const ENV: &str = "COREWIRE_BACKEND";
 
-/// The backend chosen at start, and why (for the one log line).
+/// The backend asked for (`Auto` still open) and by whom, for the log line and errors.
 #[derive(Debug, Clone)]
-pub(crate) struct Selected {
+pub(crate) struct Wanted {
     pub backend: Backend,
-    pub reason: String,
+    pub by: String,
 }
 
-/// Decide the backend for a runtime: `asked` (the builder's), unless `COREWIRE_BACKEND`
-/// overrides it. `Auto` sets up (and drops) one ring of `ring_entries` the way a shard
-/// would: where that fails with ENOSYS, EPERM, EACCES or ENOMEM, or the kernel lacks what
-/// corewire needs, epoll it is. A forced `IoUring` that cannot start is an error naming why.
-pub(crate) fn select(asked: Backend, ring_entries: u32) -> io::Result<Selected> {
-    let (wanted, by) = match std::env::var(ENV) {
+/// The backend for a runtime: `asked` (the builder's), unless `COREWIRE_BACKEND` overrides
+/// it (an unknown value is an error).
+pub(crate) fn select(asked: Backend) -> io::Result<Wanted> {
+    let (backend, by) = match std::env::var(ENV) {
         Ok(v) => match Backend::from_name(&v) {
             Some(b) => (b, format!("{ENV}={v}")),
             None => {
@@ -73,16 +74,24 @@ pub(crate) fn select(asked: Backend, ring_entries: u32) -> io::Result<Selected> 
         },
         Err(_) => (asked, "RuntimeBuilder::backend".to_string()),
     };
-    match wanted {
-        Backend::Epoll => Ok(Selected {
-            backend: Backend::Epoll,
-            reason: format!("asked for by {by}"),
-        }),
-        Backend::IoUring => match probe(ring_entries) {
-            Ok(()) => Ok(Selected {
-                backend: Backend::IoUring,
-                reason: format!("asked for by {by}"),
-            }),
+    Ok(Wanted { backend, by })
+}
+
+/// What a shard got: `io_uring` tried first where `wanted` allows it, epoll where it asked
+/// for epoll or (`Auto`) where io_uring cannot start. `try_uring` sets up the io_uring
+/// driver; `epoll` the epoll one. Returns the driver and why it is that backend; a forced
+/// `IoUring` that cannot start is an error naming why.
+pub(crate) fn open<D>(
+    wanted: &Wanted,
+    try_uring: impl FnOnce() -> io::Result<D>,
+    epoll: impl FnOnce() -> io::Result<D>,
+) -> io::Result<(D, String)> {
+    let by = &wanted.by;
+    match wanted.backend {
+        Backend::Epoll => Ok((epoll()?, format!("asked for by {by}"))),
+        Backend::IoUring => match try_uring() {
+            Ok(d) => Ok((d, format!("asked for by {by}"))),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Err(explain(&e)),
             Err(e) => Err(io::Error::new(
                 e.kind(),
                 format!(
@@ -91,23 +100,12 @@ pub(crate) fn select(asked: Backend, ring_entries: u32) -> io::Result<Selected> 
                 ),
             )),
         },
-        Backend::Auto => match probe(ring_entries) {
-            Ok(()) => Ok(Selected {
-                backend: Backend::IoUring,
-                reason: "io_uring set up".to_string(),
-            }),
-            Err(e) if falls_back(&e) => Ok(Selected {
-                backend: Backend::Epoll,
-                reason: format!("{}; using epoll", describe(&e)),
-            }),
+        Backend::Auto => match try_uring() {
+            Ok(d) => Ok((d, "io_uring set up".to_string())),
+            Err(e) if falls_back(&e) => Ok((epoll()?, format!("{}; using epoll", describe(&e)))),
             Err(e) => Err(explain(&e)),
         },
     }
-}
-
-/// Set up one ring as a shard would (with the feature checks), and drop it.
-fn probe(ring_entries: u32) -> io::Result<()> {
-    super::uring::features::build_ring(ring_entries).map(drop)
 }
 
 /// Errors of io_uring_setup that mean "not here" rather than "something broke".
@@ -231,6 +229,32 @@ mod tests {
         )));
         assert!(!falls_back(&io::Error::from_raw_os_error(libc::EMFILE)));
         assert!(describe(&io::Error::from_raw_os_error(libc::ENOMEM)).contains("RLIMIT_MEMLOCK"));
+    }
+
+    #[test]
+    fn auto_falls_back_and_forced_io_uring_says_why() {
+        let eperm = || Err::<&str, _>(io::Error::from_raw_os_error(libc::EPERM));
+        let wanted = |backend| Wanted {
+            backend,
+            by: "a test".into(),
+        };
+        let (got, why) = open(&wanted(Backend::Auto), eperm, || Ok("epoll")).unwrap();
+        assert_eq!(got, "epoll");
+        assert_eq!(
+            why,
+            "io_uring_setup: EPERM — blocked by seccomp or kernel.io_uring_disabled; using epoll"
+        );
+        let err = open(&wanted(Backend::IoUring), eperm, || Ok("epoll")).unwrap_err();
+        assert!(
+            err.to_string().contains("EPERM — blocked by seccomp"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("COREWIRE_BACKEND=epoll"), "{err}");
+        let (got, _) = open(&wanted(Backend::Epoll), || Ok("uring"), || Ok("epoll")).unwrap();
+        assert_eq!(got, "epoll");
+        // A broken set-up that is not "io_uring is not allowed here" is not hidden by epoll.
+        let emfile = || Err::<&str, _>(io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(open(&wanted(Backend::Auto), emfile, || Ok("epoll")).is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 pub(crate) use backend::memlock_note as backend_memlock_note;
 pub use backend::Backend;
-pub(crate) use backend::{limits, select};
+pub(crate) use backend::{limits, select, Wanted};
 pub(crate) use uring::buf_ring;
 use uring::buf_ring::{BufRing, RecvBuffers};
 pub(crate) use uring::features;
@@ -53,7 +53,7 @@ pub(crate) struct Reaped {
 
 /// The settings a shard's driver is made with.
 pub(crate) struct DriverConfig {
-    pub backend: Backend,
+    pub backend: Wanted,
     pub ring_entries: u32,
     pub recv_buffers: RecvBuffers,
     pub registered_fds: u32,
@@ -69,20 +69,26 @@ pub(crate) enum Driver {
 }
 
 impl Driver {
-    /// The driver of the shard `remote` stands for (its eventfd wakes the shard). `backend`
-    /// is what [`select`] chose: `IoUring` or `Epoll`.
-    pub(crate) fn new(config: &DriverConfig, remote: &Arc<ShardRemote>) -> io::Result<Driver> {
-        match config.backend {
-            Backend::Epoll => Ok(Driver::Epoll(epoll::Epoll::new(remote)?)),
-            Backend::IoUring | Backend::Auto => uring::Uring::new(
-                config.ring_entries,
-                remote.wake_fd(),
-                config.recv_buffers,
-                config.registered_fds,
-            )
-            .map(Driver::Uring)
-            .map_err(|e| backend::explain(&e)),
-        }
+    /// The driver of the shard `remote` stands for (its eventfd wakes the shard), on the
+    /// backend asked for (`Auto`: io_uring where it can start, else epoll), and why it is on
+    /// that one.
+    pub(crate) fn new(
+        config: &DriverConfig,
+        remote: &Arc<ShardRemote>,
+    ) -> io::Result<(Driver, String)> {
+        backend::open(
+            &config.backend,
+            || {
+                uring::Uring::new(
+                    config.ring_entries,
+                    remote.wake_fd(),
+                    config.recv_buffers,
+                    config.registered_fds,
+                )
+                .map(Driver::Uring)
+            },
+            || epoll::Epoll::new(remote).map(Driver::Epoll),
+        )
     }
 
     /// Which backend this is.

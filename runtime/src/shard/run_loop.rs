@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::context::{self, ShardContext};
 use super::stall::{StallDetector, StallHook, StallSource};
 use super::{ShardId, ShardRemote};
-use crate::driver::{Backend, Driver, DriverConfig, Features};
+use crate::driver::{Backend, Driver, DriverConfig, Features, Wanted};
 use crate::executor::{panic_message, Executor};
 use crate::poller::Pollers;
 use crate::timer::Timers;
@@ -20,8 +20,9 @@ use crate::timer::Timers;
 /// Settings of every shard of a runtime (see `RuntimeBuilder` for what each one means).
 #[derive(Debug, Clone)]
 pub(crate) struct ShardConfig {
-    /// The backend `RuntimeBuilder::build` chose (`IoUring` or `Epoll`).
-    pub backend: Backend,
+    /// The backend asked for; `RuntimeBuilder::build` sets what the first shard got for the
+    /// others.
+    pub backend: Wanted,
     pub ring_entries: u32,
     pub recv_buffers: crate::net::RecvBuffers,
     pub registered_fds: u32,
@@ -37,6 +38,14 @@ pub(crate) struct ShardConfig {
     pub stall_threshold: Option<Duration>,
 }
 
+/// What a shard reports once its driver exists.
+pub(crate) struct Started {
+    pub backend: Backend,
+    /// Why it is that backend (for the start-up log line).
+    pub why: String,
+    pub features: Features,
+}
+
 /// Per-shard init/release hooks (brpc's `init_fn`/`release_fn`), run on the shard thread.
 pub type ShardHook = Arc<dyn Fn(ShardId) + Send + Sync>;
 
@@ -48,24 +57,25 @@ pub(crate) struct ShardHooks {
 }
 
 /// Run shard `remote.id` on the current thread until it is asked to stop. `ready` receives the
-/// kernel features (or the set-up error) once the ring exists.
+/// backend it got and why, with the io_uring features (or the set-up error), once the driver
+/// exists.
 pub(crate) fn run_shard(
     remote: Arc<ShardRemote>,
     peers: Arc<[Arc<ShardRemote>]>,
     config: ShardConfig,
     hooks: ShardHooks,
-    ready: std::sync::mpsc::Sender<std::io::Result<Features>>,
+    ready: std::sync::mpsc::Sender<std::io::Result<Started>>,
 ) {
     let id = remote.id;
     let span = tracing::info_span!("shard", id);
     let _entered = span.enter();
     let driver_config = DriverConfig {
-        backend: config.backend,
+        backend: config.backend.clone(),
         ring_entries: config.ring_entries,
         recv_buffers: config.recv_buffers,
         registered_fds: config.registered_fds,
     };
-    let mut driver = match Driver::new(&driver_config, &remote) {
+    let (mut driver, why) = match Driver::new(&driver_config, &remote) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -100,7 +110,11 @@ pub(crate) fn run_shard(
         hook(id);
     }
     tracing::debug!(?features, "shard started");
-    let _ = ready.send(Ok(features));
+    let _ = ready.send(Ok(Started {
+        backend: ctx.driver.borrow().backend(),
+        why,
+        features,
+    }));
 
     // The loop catches every panic of user code (tasks, messages, pollers); one escaping
     // anyway is a bug of ours, but the shard still must not die with work queued for it.
