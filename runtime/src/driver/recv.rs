@@ -199,11 +199,24 @@ impl Receiver {
     pub(crate) fn stop(&self) {
         let state = std::mem::replace(&mut *self.state.borrow_mut(), State::Eof);
         let (token, waiter) = self.waiter.replace((0, 0));
+        let armed = match state {
+            State::Armed { key } => Some(key),
+            // A single-shot receive cancels itself when dropped, which needs the driver: not
+            // inside the borrow below (it would find the driver busy and leak the op).
+            other => {
+                drop(other);
+                None
+            }
+        };
         // No driver (off the shard, or at its teardown): the slot goes with the driver.
-        let _ = context::try_with_driver(|d| match (d, state) {
-            (Driver::Uring(u), State::Armed { key }) => u.abandon_multi(key),
-            (Driver::Epoll(e), _) if waiter != 0 => e.forget_waiter(token, Interest::Read, waiter),
-            _ => {}
+        let _ = context::try_with_driver(|d| match d {
+            Driver::Uring(u) => {
+                if let Some(key) = armed {
+                    u.abandon_multi(key);
+                }
+            }
+            Driver::Epoll(e) if waiter != 0 => e.forget_waiter(token, Interest::Read, waiter),
+            Driver::Epoll(_) => {}
         });
     }
 }
