@@ -57,6 +57,13 @@ fn under_seccomp(command: &mut Command) {
     }
 }
 
+/// Under the filter with the backend left to `Auto` (the suite also runs with
+/// `COREWIRE_BACKEND=epoll` set, which the child must not inherit here).
+fn auto_under_seccomp(command: &mut Command) {
+    command.env_remove("COREWIRE_BACKEND");
+    under_seccomp(command);
+}
+
 fn assert_names_epoll_and_why(log: &str) {
     assert!(
         log.contains("runtime started on epoll")
@@ -68,7 +75,7 @@ fn assert_names_epoll_and_why(log: &str) {
 
 #[test]
 fn corewire_kv_serves_redis_cli_on_epoll_when_io_uring_is_blocked() {
-    let mut server = Server::try_start_configured(&["--shards", "2"], &[], under_seccomp)
+    let mut server = Server::try_start_configured(&["--shards", "2"], &[], auto_under_seccomp)
         .unwrap_or_else(|e| panic!("corewire-kv did not start under the filter: {e}"));
     assert_eq!(redis_cli(server.port, &["set", "greeting", "hello"]), "OK");
     assert_eq!(redis_cli(server.port, &["get", "greeting"]), "hello");
@@ -141,7 +148,7 @@ fn the_echo_server_serves_its_client_on_epoll_when_io_uring_is_blocked() {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log_path).unwrap());
-    under_seccomp(&mut command);
+    auto_under_seccomp(&mut command);
     let mut server = Killed(command.spawn().expect("spawning echo_server"));
     let stdout = server.0.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
@@ -173,7 +180,7 @@ fn the_echo_server_serves_its_client_on_epoll_when_io_uring_is_blocked() {
         .args(["--size", "4096", "--count", "4000"])
         .env("RUST_LOG", "info")
         .stdin(Stdio::null());
-    under_seccomp(&mut client);
+    auto_under_seccomp(&mut client);
     let out = client.output().expect("running echo_client");
     let client_log = String::from_utf8_lossy(&out.stderr);
     assert!(
