@@ -24,6 +24,9 @@ pub struct ServerInfo {
     pub aof_enabled: bool,
     /// `--cluster-enabled`.
     pub cluster_enabled: bool,
+    /// The I/O backend the shards run on (`io_uring` or `epoll`), Redis's
+    /// `multiplexing_api` field.
+    pub multiplexing_api: String,
     /// `uname -s -r -m`, as Redis's `os` field.
     pub os: String,
     pub maxclients: u64,
@@ -91,7 +94,7 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
          redis_mode:{}\r\n\
          os:{}\r\n\
          arch_bits:{}\r\n\
-         multiplexing_api:io_uring\r\n\
+         multiplexing_api:{}\r\n\
          process_id:{}\r\n\
          tcp_port:{}\r\n\
          uptime_in_seconds:{uptime_s}\r\n\
@@ -105,6 +108,7 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
         },
         server.os,
         usize::BITS,
+        server.multiplexing_api,
         server.process_id,
         server.tcp_port,
         uptime_s / 86_400,

@@ -47,14 +47,26 @@ impl Server {
     }
 
     pub fn try_start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+        Server::try_start_configured(args, env, |_| {})
+    }
+
+    /// Start with `configure` applied to the command last (e.g. a `pre_exec` hook).
+    pub fn try_start_configured(
+        args: &[&str],
+        env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
+    ) -> Result<Server, String> {
         let dir = TempDir::new("server");
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-        let mut child = Command::new(SERVER)
+        let mut command = Command::new(SERVER);
+        command
             .args(["--port", "0"])
             .args(args)
             .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        configure(&mut command);
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
