@@ -14,7 +14,7 @@ use corewire_transport::frame::FrameLimits;
 use corewire_transport::{ConnSettings, Listener};
 
 use super::dispatch;
-use super::registry::{factory, Factory, ServiceSet};
+use super::registry::{self, registration, Registration, Route, ServiceSet};
 use super::Service;
 
 /// Per-connection server settings.
@@ -42,7 +42,7 @@ impl Default for ServerOptions {
 
 #[derive(Default)]
 pub struct ServerBuilder {
-    factories: Vec<Factory>,
+    registrations: Vec<Registration>,
     options: ServerOptions,
 }
 
@@ -53,7 +53,7 @@ impl ServerBuilder {
         S: Service,
         F: Fn(corewire_runtime::ShardId) -> S + Send + Sync + 'static,
     {
-        self.factories.push(factory(make));
+        self.registrations.push(registration(make));
         self
     }
 
@@ -62,21 +62,40 @@ impl ServerBuilder {
         self
     }
 
+    /// The server. A service registered twice under the same name is served by the later
+    /// registration.
+    ///
+    /// # Panics
+    ///
+    /// When two services' names give the same id, or two methods of one service do: a naming
+    /// mistake better found at start-up than as misrouted calls ([`try_build`] returns it).
+    ///
+    /// [`try_build`]: ServerBuilder::try_build
     pub fn build(self) -> Server {
+        self.try_build().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The server, or why its services cannot be told apart by id.
+    pub fn try_build(self) -> Result<Server, String> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        Server {
+        let registrations = registry::check(self.registrations)?;
+        let routes = registry::routes(&registrations);
+        Ok(Server {
             inner: Arc::new(ServerInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                factories: self.factories,
+                registrations,
+                routes,
                 options: self.options,
             }),
-        }
+        })
     }
 }
 
 struct ServerInner {
     id: u64,
-    factories: Vec<Factory>,
+    registrations: Vec<Registration>,
+    /// Named methods by their gRPC name.
+    routes: HashMap<&'static str, Route>,
     options: ServerOptions,
 }
 
@@ -106,9 +125,16 @@ impl Server {
         INSTANCES.with(|m| {
             m.borrow_mut()
                 .entry(self.inner.id)
-                .or_insert_with(|| Rc::new(ServiceSet::build(&self.inner.factories, shard_id())))
+                .or_insert_with(|| {
+                    Rc::new(ServiceSet::build(&self.inner.registrations, shard_id()))
+                })
                 .clone()
         })
+    }
+
+    /// The method named `path` (`/package.Service/Method`), if a registered service has it.
+    pub(crate) fn route(&self, path: &str) -> Option<Route> {
+        self.inner.routes.get(path).copied()
     }
 
     /// Serve on `listener` — a [`TcpEndpoint`](corewire_runtime::accept::TcpEndpoint), an
