@@ -38,6 +38,7 @@
 //! ```
 
 pub mod service;
+pub mod typed;
 
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
