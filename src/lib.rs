@@ -37,6 +37,8 @@
 //! assert_eq!(&reply.unwrap()[..], b"hi");
 //! ```
 
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod service;
 pub mod typed;
 

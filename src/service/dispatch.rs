@@ -13,7 +13,8 @@ use std::future::{poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -347,20 +348,12 @@ async fn stream_replies<C: Connection>(
         let event = poll_fn(|cx| {
             if done.is_none() {
                 if let Some(t) = timer.as_mut() {
-                    if std::pin::Pin::new(t).poll(cx).is_ready() {
+                    if Pin::new(t).poll(cx).is_ready() {
                         return Poll::Ready(StreamEvent::Done(Err(Status::DeadlineExceeded)));
                     }
                 }
-                let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
-                match polled {
-                    Ok(Poll::Ready(r)) => done = Some(r),
-                    Ok(Poll::Pending) => {}
-                    Err(panic) => {
-                        tracing::error!(panic = %panic_text(&panic), "service handler panicked");
-                        return Poll::Ready(StreamEvent::Done(Err(Status::Internal(
-                            "the handler panicked".into(),
-                        ))));
-                    }
+                if let Poll::Ready(r) = poll_guarded(call.as_mut(), cx) {
+                    done = Some(r);
                 }
             }
             match rx.poll_recv(cx) {
@@ -394,7 +387,7 @@ async fn stream_replies<C: Connection>(
 }
 
 /// A handler's `call_now`. A panic in it fails the call as `Internal`, like one in `call`.
-fn call_now(service: &dyn DynService, request: Request) -> CallNow {
+pub(crate) fn call_now(service: &dyn DynService, request: Request) -> CallNow {
     catch_unwind(AssertUnwindSafe(|| service.call_now(request))).unwrap_or_else(|panic| {
         tracing::error!(panic = %panic_text(&panic), "service handler panicked");
         CallNow::Done(Err(Status::Internal("the handler panicked".into())))
@@ -404,14 +397,19 @@ fn call_now(service: &dyn DynService, request: Request) -> CallNow {
 /// One poll of a handler's call. A panic in it is the handler's bug: the call fails as
 /// `Internal` and the connection carries on.
 async fn poll_once(call: &mut CallFuture) -> Poll<Result<Response, Status>> {
-    poll_fn(|cx| {
-        let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
-        Poll::Ready(polled.unwrap_or_else(|panic| {
-            tracing::error!(panic = %panic_text(&panic), "service handler panicked");
-            Poll::Ready(Err(Status::Internal("the handler panicked".into())))
-        }))
+    poll_fn(|cx| Poll::Ready(poll_guarded(call.as_mut(), cx))).await
+}
+
+/// One poll of a handler's future; a panic in it fails the call as `Internal` (the handler's
+/// bug, not the connection's).
+pub(crate) fn poll_guarded<T>(
+    call: Pin<&mut dyn Future<Output = Result<T, Status>>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, Status>> {
+    catch_unwind(AssertUnwindSafe(|| call.poll(cx))).unwrap_or_else(|panic| {
+        tracing::error!(panic = %panic_text(&panic), "service handler panicked");
+        Poll::Ready(Err(Status::Internal("the handler panicked".into())))
     })
-    .await
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {

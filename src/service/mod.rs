@@ -3,9 +3,9 @@
 //! [`Connection`](corewire_transport::Connection).
 
 mod client;
-mod dispatch;
+pub(crate) mod dispatch;
 mod pool;
-mod registry;
+pub(crate) mod registry;
 mod server;
 mod stream;
 

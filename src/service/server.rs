@@ -28,6 +28,9 @@ pub struct ServerOptions {
     /// Reply bytes queued per connection (a true bound): past it handlers wait to queue
     /// their replies and the server reads nothing more from the connection (default 4 MiB).
     pub max_queued_bytes: usize,
+    /// Settings of [`serve_grpc`](Server::serve_grpc) listeners.
+    #[cfg(feature = "grpc")]
+    pub grpc: crate::grpc::GrpcOptions,
 }
 
 impl Default for ServerOptions {
@@ -36,6 +39,8 @@ impl Default for ServerOptions {
             max_in_flight_per_conn: 1024,
             limits: FrameLimits::default(),
             max_queued_bytes: 4 << 20,
+            #[cfg(feature = "grpc")]
+            grpc: crate::grpc::GrpcOptions::default(),
         }
     }
 }
