@@ -42,6 +42,15 @@ pub mod grpc;
 pub mod service;
 pub mod typed;
 
+/// Include the code `corewire-build` generated for protobuf package `package` (from the
+/// build script, into `OUT_DIR`): `corewire::include_proto!("helloworld");`.
+#[macro_export]
+macro_rules! include_proto {
+    ($package:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/", $package, ".rs"));
+    };
+}
+
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 
