@@ -65,3 +65,23 @@ fn proto_errors_name_the_file_and_line() {
     let text = err.to_string();
     assert!(text.contains("t.proto"), "{text}");
 }
+
+#[test]
+fn methods_whose_ids_collide_fail_the_build() {
+    // Two names with the same FNV-1a hash (found by search).
+    assert_eq!(
+        crate::method_id("/t.S/VWncXijl"),
+        crate::method_id("/t.S/pdjWDAZQ")
+    );
+    let err = compile(
+        r#"syntax = "proto3";
+        package t;
+        message A {}
+        service S {
+          rpc VWncXijl (A) returns (A);
+          rpc pdjWDAZQ (A) returns (A);
+        }"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("same id"), "{err}");
+}

@@ -177,3 +177,49 @@ fn a_deadline_covers_the_whole_stream() {
     });
     assert_eq!(result, Err(ClientError::Timeout));
 }
+
+#[test]
+fn services_or_methods_with_the_same_id_are_refused() {
+    struct A;
+    impl Service for A {
+        const ID: u32 = service_id("t.ulArLnGV");
+        const NAME: &'static str = "t.ulArLnGV";
+        async fn call(&self, _: Request) -> Result<Response, Status> {
+            Ok(Response::default())
+        }
+    }
+    struct B;
+    impl Service for B {
+        // Another name, the same FNV-1a hash.
+        const ID: u32 = service_id("t.XCSxcQuN");
+        const NAME: &'static str = "t.XCSxcQuN";
+        async fn call(&self, _: Request) -> Result<Response, Status> {
+            Ok(Response::default())
+        }
+    }
+    assert_eq!(A::ID, B::ID);
+    let err = Server::builder()
+        .service(|_| A)
+        .service(|_| B)
+        .try_build()
+        .err()
+        .unwrap();
+    assert!(err.contains("same id"), "{err}");
+    // The same service registered twice is fine: the later one serves.
+    assert!(Server::builder().service(|_| A).service(|_| A).try_build().is_ok());
+
+    struct C;
+    impl Service for C {
+        const ID: u32 = service_id("t.S");
+        const NAME: &'static str = "t.S";
+        const METHODS: &'static [MethodInfo] = &[
+            MethodInfo::new("/t.S/VWncXijl", MethodKind::Unary),
+            MethodInfo::new("/t.S/pdjWDAZQ", MethodKind::Unary),
+        ];
+        async fn call(&self, _: Request) -> Result<Response, Status> {
+            Ok(Response::default())
+        }
+    }
+    let err = Server::builder().service(|_| C).try_build().err().unwrap();
+    assert!(err.contains("same id"), "{err}");
+}
