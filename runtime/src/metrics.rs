@@ -24,11 +24,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write as _};
-use std::sync::{Mutex, Weak};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -346,7 +346,14 @@ mod tests {
     fn families_group_samples_from_every_source() {
         let mut f = Families::default();
         f.sample("x_total", "X.", MetricType::Counter, "", "shard=\"0\"", 1);
-        f.sample("a_seconds", "A.", MetricType::Histogram, "_count", "shard=\"0\"", 2);
+        f.sample(
+            "a_seconds",
+            "A.",
+            MetricType::Histogram,
+            "_count",
+            "shard=\"0\"",
+            2,
+        );
         f.sample("x_total", "X.", MetricType::Counter, "", "shard=\"1\"", 3);
         assert_eq!(
             f.render(),

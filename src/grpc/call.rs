@@ -84,8 +84,7 @@ fn http_error(status: StatusCode) -> Reply {
 fn is_grpc(content_type: Option<&HeaderValue>) -> bool {
     content_type.is_some_and(|v| {
         let v = v.as_bytes();
-        v.starts_with(b"application/grpc")
-            && matches!(v.get(16), None | Some(b'+' | b';'))
+        v.starts_with(b"application/grpc") && matches!(v.get(16), None | Some(b'+' | b';'))
     })
 }
 
@@ -126,11 +125,12 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
     let accepts_gzip = headers
         .get("grpc-accept-encoding")
         .is_some_and(|v| accepts(v.as_bytes(), Encoding::Gzip));
-    let reply_encoding = if accepts_gzip && (encoding == Encoding::Gzip || shared.options.compress_responses) {
-        Encoding::Gzip
-    } else {
-        Encoding::Identity
-    };
+    let reply_encoding =
+        if accepts_gzip && (encoding == Encoding::Gzip || shared.options.compress_responses) {
+            Encoding::Gzip
+        } else {
+            Encoding::Identity
+        };
     let deadline = match headers.get("grpc-timeout") {
         None => None,
         Some(v) => match parse_timeout(v.as_bytes()) {
@@ -150,12 +150,13 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
     };
     let read = read_message(body, shared.options.max_message_len, encoding, shared.peer);
     let payload = match deadline {
-        Some(d) => match corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), read)
-            .await
-        {
-            Ok(read) => read,
-            Err(_) => return trailers_only(Err(Status::DeadlineExceeded)),
-        },
+        Some(d) => {
+            match corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), read).await
+            {
+                Ok(read) => read,
+                Err(_) => return trailers_only(Err(Status::DeadlineExceeded)),
+            }
+        }
         None => read.await,
     };
     let payload = match payload {

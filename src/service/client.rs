@@ -606,7 +606,9 @@ fn stream_item<C: Connection>(inner: &Inner<C>, frame: Frame) -> Result<(), Stri
             reply: Waiter::Stream(inbox),
             ..
         }) => inbox.clone(),
-        Ok(Waiting { service, method, .. }) => {
+        Ok(Waiting {
+            service, method, ..
+        }) => {
             let (service, method) = (*service, *method);
             drop(calls);
             let id = header.correlation_id;
@@ -619,7 +621,10 @@ fn stream_item<C: Connection>(inner: &Inner<C>, frame: Frame) -> Result<(), Stri
             return Ok(());
         }
         Err(ResponseError::UnknownCorrelationId(id)) => {
-            tracing::debug!(correlation_id = id, "stream item of a call no longer waiting");
+            tracing::debug!(
+                correlation_id = id,
+                "stream item of a call no longer waiting"
+            );
             return Ok(());
         }
         Err(e) => return Err(e.to_string()),

@@ -11,9 +11,9 @@
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -28,8 +28,8 @@ use corewire_transport::rpc::{
 use corewire_transport::{Connection, TransportError};
 
 use super::registry::{CallFuture, DynService, ServiceSet, StreamFuture};
-use super::stream::{CreditGate, Replies};
 use super::server::ServerOptions;
+use super::stream::{CreditGate, Replies};
 use super::{CallNow, Request, Response, Status};
 
 /// A request running in a task of its own.
@@ -164,7 +164,10 @@ pub(crate) async fn serve<C: Connection>(
 fn credit(running: &Running, frame: &Frame) -> Result<(), String> {
     let id = frame.header.correlation_id;
     let Some(n) = parse_credit(&frame.payload) else {
-        return Err(format!("credit frame for {id} with a {}-byte payload", frame.payload.len()));
+        return Err(format!(
+            "credit frame for {id} with a {}-byte payload",
+            frame.payload.len()
+        ));
     };
     let calls = running.calls.borrow();
     match calls.get(id).and_then(|c| c.credit.as_ref()) {

@@ -37,7 +37,9 @@ impl Service for Counting {
     async fn call_streaming(&self, req: Request, replies: Replies) -> Result<(), Status> {
         let n: u64 = std::str::from_utf8(&req.payload).unwrap().parse().unwrap();
         for i in 0..n {
-            let sent = replies.send(Response::new(Bytes::from(i.to_string()))).await;
+            let sent = replies
+                .send(Response::new(Bytes::from(i.to_string())))
+                .await;
             if sent.is_err() {
                 ENDED.with(|e| e.set(Some(false)));
                 return Err(Status::Cancelled);
@@ -86,7 +88,10 @@ fn every_reply_arrives_in_order_then_the_end() {
             }
         };
         // A unary method of the same service still answers once.
-        let unary = client.call(Counting::ID, ECHO.id, "x".into()).await.unwrap();
+        let unary = client
+            .call(Counting::ID, ECHO.id, "x".into())
+            .await
+            .unwrap();
         (got, failed, unary)
     });
     let want: Vec<String> = (0..100).map(|i| i.to_string()).collect();
@@ -147,14 +152,20 @@ fn dropping_the_stream_cancels_the_handler() {
         }
         let ended = ENDED.with(Cell::get);
         // The connection still works.
-        let echo = timeout(Duration::from_secs(5), client.call(Counting::ID, ECHO.id, "y".into()))
-            .await
-            .unwrap()
-            .unwrap();
+        let echo = timeout(
+            Duration::from_secs(5),
+            client.call(Counting::ID, ECHO.id, "y".into()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(&echo[..], b"y");
         ended
     });
-    assert_eq!(ended, None, "the handler ran to an end after its caller left");
+    assert_eq!(
+        ended, None,
+        "the handler ran to an end after its caller left"
+    );
 }
 
 #[test]
@@ -206,7 +217,11 @@ fn services_or_methods_with_the_same_id_are_refused() {
         .unwrap();
     assert!(err.contains("same id"), "{err}");
     // The same service registered twice is fine: the later one serves.
-    assert!(Server::builder().service(|_| A).service(|_| A).try_build().is_ok());
+    assert!(Server::builder()
+        .service(|_| A)
+        .service(|_| A)
+        .try_build()
+        .is_ok());
 
     struct C;
     impl Service for C {

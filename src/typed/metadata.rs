@@ -56,14 +56,17 @@ impl Metadata {
     /// Add a text entry. Panics on a key or value metadata cannot carry (see
     /// [`try_insert`](Metadata::try_insert)).
     pub fn insert(&mut self, key: &str, value: &str) -> &mut Metadata {
-        self.try_insert(key, value).unwrap_or_else(|e| panic!("{e}"));
+        self.try_insert(key, value)
+            .unwrap_or_else(|e| panic!("{e}"));
         self
     }
 
     /// Add a text entry, or say why it cannot be carried.
     pub fn try_insert(&mut self, key: &str, value: &str) -> Result<(), InvalidMetadata> {
         if !valid_key(key) || key.ends_with("-bin") {
-            return Err(InvalidMetadata(format!("{key:?} is not a text metadata key")));
+            return Err(InvalidMetadata(format!(
+                "{key:?} is not a text metadata key"
+            )));
         }
         if !valid_text(value.as_bytes()) {
             return Err(InvalidMetadata(format!(
@@ -113,7 +116,9 @@ impl Metadata {
             return Err(InvalidMetadata(format!("bad metadata key {key:?}")));
         }
         if !key.ends_with("-bin") && !valid_text(&value) {
-            return Err(InvalidMetadata(format!("metadata {key}: value not printable ASCII")));
+            return Err(InvalidMetadata(format!(
+                "metadata {key}: value not printable ASCII"
+            )));
         }
         self.entries.push((key.into(), value));
         Ok(())
@@ -174,7 +179,11 @@ fn read_len<const N: usize>(bytes: &[u8], at: &mut usize) -> Option<usize> {
 impl fmt::Debug for Metadata {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.entries.iter().map(|(k, v)| (k, String::from_utf8_lossy(v))))
+            .entries(
+                self.entries
+                    .iter()
+                    .map(|(k, v)| (k, String::from_utf8_lossy(v))),
+            )
             .finish()
     }
 }

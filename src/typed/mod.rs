@@ -191,10 +191,7 @@ impl<T: prost::Message> ServerStream<T> {
     /// Send one message. `Err(Cancelled)` once the caller is gone (it cancelled, its deadline
     /// passed, its connection closed): return then.
     pub async fn send(&mut self, message: T) -> Result<(), Status> {
-        let attachment = self
-            .metadata
-            .take()
-            .map_or_else(Bytes::new, |m| m.encode());
+        let attachment = self.metadata.take().map_or_else(Bytes::new, |m| m.encode());
         self.replies
             .send(crate::Response {
                 payload: encode(&message),

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corewire_runtime::metrics::{escape_label, register_source, Families, MetricType, MetricsSource};
+use corewire_runtime::metrics::{
+    escape_label, register_source, Families, MetricType, MetricsSource,
+};
 use corewire_runtime::ShardId;
 use corewire_transport::grpc::Code;
 
@@ -109,8 +111,7 @@ impl CallRecord<'_> {
     /// The call ended with `code`.
     pub fn finish(mut self, code: Code) {
         self.done = true;
-        self.stats
-            .record(self.index, code, self.started.elapsed());
+        self.stats.record(self.index, code, self.started.elapsed());
     }
 }
 
@@ -131,7 +132,9 @@ impl Drop for CallRecord<'_> {
 
 impl MetricsSource for Shared {
     fn collect(&self, out: &mut Families) {
-        let shard = self.shard.map_or_else(|| "none".to_owned(), |s| s.to_string());
+        let shard = self
+            .shard
+            .map_or_else(|| "none".to_owned(), |s| s.to_string());
         for c in self.methods.iter() {
             let labels = format!("method=\"{}\",shard=\"{shard}\"", escape_label(c.name));
             let codes: Vec<u64> = c.codes.iter().map(|n| n.load(Ordering::Relaxed)).collect();
@@ -219,9 +222,7 @@ mod tests {
         let mut f = Families::default();
         stats.shared.collect(&mut f);
         let text = f.render();
-        assert!(text.contains(
-            "corewire_rpc_requests_total{method=\"/t.S/A\",shard=\"none\"} 2\n"
-        ));
+        assert!(text.contains("corewire_rpc_requests_total{method=\"/t.S/A\",shard=\"none\"} 2\n"));
         assert!(text.contains(
             "corewire_rpc_errors_total{method=\"/t.S/A\",shard=\"none\",code=\"NOT_FOUND\"} 1\n"
         ));

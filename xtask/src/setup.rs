@@ -77,7 +77,12 @@ fn setup_python() -> Result<()> {
         venv.display(),
         grpc_requirements().display()
     );
-    cmd::run(Command::new("/usr/bin/python3").arg("-m").arg("venv").arg(&venv))?;
+    cmd::run(
+        Command::new("/usr/bin/python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&venv),
+    )?;
     cmd::run(
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet", "-r"])

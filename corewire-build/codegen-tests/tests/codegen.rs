@@ -10,7 +10,7 @@ use corewire::service::MethodKind;
 use corewire::{ClientError, ClientOptions, Runtime, Server, Status, TcpEndpoint};
 use corewire_codegen_tests::shop::catalog::catalog_client::CatalogClient;
 use corewire_codegen_tests::shop::catalog::catalog_server::{self, CatalogServer};
-use corewire_codegen_tests::shop::catalog::item::{dimensions, Discount, Dimensions, Kind};
+use corewire_codegen_tests::shop::catalog::item::{dimensions, Dimensions, Discount, Kind};
 use corewire_codegen_tests::shop::catalog::{GetRequest, Item, ListRequest};
 use corewire_codegen_tests::shop::common::{Availability, Money};
 use corewire_codegen_tests::Shelf;
@@ -100,14 +100,14 @@ fn the_generated_server_and_client_talk() {
             for id in ["a", "b", "c"] {
                 shelf.items.borrow_mut().insert(id.into(), book(id));
             }
-            shelf
-                .items
-                .borrow_mut()
-                .insert("f".into(), Item {
+            shelf.items.borrow_mut().insert(
+                "f".into(),
+                Item {
                     id: "f".into(),
                     kind: Kind::Food as i32,
                     ..Item::default()
-                });
+                },
+            );
             CatalogServer::new(shelf)
         })
         .build();
@@ -131,8 +131,14 @@ fn the_generated_server_and_client_talk() {
             .unwrap()
             .into_inner();
         assert_eq!(same, item);
-        let err = catalog.get(GetRequest { id: "zz".into() }).await.unwrap_err();
-        assert_eq!(err, ClientError::Status(Status::NotFound("no item zz".into())));
+        let err = catalog
+            .get(GetRequest { id: "zz".into() })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ClientError::Status(Status::NotFound("no item zz".into()))
+        );
 
         let mut books = catalog
             .list(

@@ -69,7 +69,9 @@ async fn call(h2: &mut H2, path: &str, headers: &[(&str, &str)], body: Bytes) ->
         request = request.header(*k, *v);
     }
     let mut client = h2.clone().ready().await.unwrap();
-    let (response, mut send) = client.send_request(request.body(()).unwrap(), false).unwrap();
+    let (response, mut send) = client
+        .send_request(request.body(()).unwrap(), false)
+        .unwrap();
     send.send_data(body, true).unwrap();
     let (parts, mut recv) = response.await.unwrap().into_parts();
     let mut data = BytesMut::new();
@@ -117,7 +119,10 @@ fn the_server_keeps_the_deadline_itself() {
         let reply = call(&mut h2, SLOWLY, &[("grpc-timeout", "100m")], framed(&slow)).await;
         assert_eq!(reply.status(), "4");
         let took = started.elapsed();
-        assert!(took >= Duration::from_millis(100), "answered early: {took:?}");
+        assert!(
+            took >= Duration::from_millis(100),
+            "answered early: {took:?}"
+        );
         assert!(took < Duration::from_secs(5), "answered late: {took:?}");
         // A malformed grpc-timeout is refused.
         let reply = call(&mut h2, SLOWLY, &[("grpc-timeout", "soon")], framed(&slow)).await;
@@ -132,25 +137,63 @@ fn malformed_messages_fail_their_call_only() {
         let mut h2 = connect(g.grpc, 65_535).await;
         let before = protocol_errors(g.metrics);
         // A bad flag.
-        let reply = call(&mut h2, SAY_HELLO, &[], Bytes::from_static(b"\x07\0\0\0\x01x")).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            Bytes::from_static(b"\x07\0\0\0\x01x"),
+        )
+        .await;
         assert_eq!(reply.status(), "13");
         // A message cut short.
-        let reply = call(&mut h2, SAY_HELLO, &[], Bytes::from_static(b"\0\0\0\0\x09abc")).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            Bytes::from_static(b"\0\0\0\0\x09abc"),
+        )
+        .await;
         assert_eq!(reply.status(), "13");
         // A compressed message on a call that named no encoding.
-        let reply = call(&mut h2, SAY_HELLO, &[], Bytes::from_static(b"\x01\0\0\0\x01x")).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            Bytes::from_static(b"\x01\0\0\0\x01x"),
+        )
+        .await;
         assert_eq!(reply.status(), "13");
         // Bytes that are no HelloRequest (a field 1 with a length past the end).
-        let reply = call(&mut h2, SAY_HELLO, &[], Bytes::from_static(b"\0\0\0\0\x02\x0a\x7f")).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            Bytes::from_static(b"\0\0\0\0\x02\x0a\x7f"),
+        )
+        .await;
         assert_eq!(reply.status(), "3");
         assert_eq!(protocol_errors(g.metrics), before + 4, "each counted once");
         // The connection goes on.
-        let reply = call(&mut h2, SAY_HELLO, &[], framed(&HelloRequest { name: "still".into() })).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            framed(&HelloRequest {
+                name: "still".into(),
+            }),
+        )
+        .await;
         assert_eq!(reply.status(), "0");
         let message = HelloReply::decode(&reply.body[5..]).unwrap();
         assert_eq!(message.message, "Hello still");
         // An encoding nobody here speaks.
-        let reply = call(&mut h2, SAY_HELLO, &[("grpc-encoding", "snappy")], Bytes::new()).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[("grpc-encoding", "snappy")],
+            Bytes::new(),
+        )
+        .await;
         assert_eq!(reply.status(), "12");
         assert!(reply.headers.get("grpc-accept-encoding").is_some());
     });
@@ -182,7 +225,15 @@ fn gzip_goes_both_ways_on_the_wire() {
         let message = HelloReply::decode(decompress_gzip(&b[..len], 1 << 20).unwrap()).unwrap();
         assert_eq!(message.message, format!("Hello {name}"));
         // A client that accepts only identity gets identity.
-        let reply = call(&mut h2, SAY_HELLO, &[], framed(&HelloRequest { name: "plain".into() })).await;
+        let reply = call(
+            &mut h2,
+            SAY_HELLO,
+            &[],
+            framed(&HelloRequest {
+                name: "plain".into(),
+            }),
+        )
+        .await;
         assert_eq!(reply.body[0], 0);
         assert!(reply.headers.get("grpc-encoding").is_none());
     });
@@ -256,10 +307,17 @@ fn a_stream_reader_that_stops_reading_stops_the_handler() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle = SENT.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(SENT.load(Ordering::Relaxed), idle, "the handler went on sending");
+        assert_eq!(
+            SENT.load(Ordering::Relaxed),
+            idle,
+            "the handler went on sending"
+        );
         // A message is 5 + 2 + 26 bytes: a 4 KiB window holds ~124 of them, plus the one in
         // hyper's hands and the one in the handler's channel.
-        assert!(idle < 200, "{idle} messages sent to a reader that read none");
+        assert!(
+            idle < 200,
+            "{idle} messages sent to a reader that read none"
+        );
         // Reading releases the window; the stream runs to its end.
         let mut bytes = 0;
         while let Some(chunk) = body.data().await {

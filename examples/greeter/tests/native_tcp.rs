@@ -28,9 +28,13 @@ fn the_generated_client_over_tcp() {
     assert_eq!(common::wait_for_count(g.metrics, SLOWLY, "ALL", 2), 2);
     let text = common::scrape(g.metrics);
     assert_eq!(
-        common::count(&text, SLOWLY, "DEADLINE_EXCEEDED") + common::count(&text, SLOWLY, "CANCELLED"),
+        common::count(&text, SLOWLY, "DEADLINE_EXCEEDED")
+            + common::count(&text, SLOWLY, "CANCELLED"),
         2,
         "{text}"
     );
-    assert_eq!(common::count(&text, "/helloworld.Greeter/SayHello", "ALL"), 2);
+    assert_eq!(
+        common::count(&text, "/helloworld.Greeter/SayHello", "ALL"),
+        2
+    );
 }

@@ -24,12 +24,9 @@ fn the_generated_client_over_rdma() {
     let grpc = server
         .serve_grpc(&rt, TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()))
         .unwrap();
-    let exporter = corewire::runtime::metrics::MetricsServer::serve(
-        &rt,
-        0,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .unwrap();
+    let exporter =
+        corewire::runtime::metrics::MetricsServer::serve(&rt, 0, "127.0.0.1:0".parse().unwrap())
+            .unwrap();
     rt.run_on(1, move || async move {
         let client = corewire::Client::connect_rdma(addr, ClientOptions::default())
             .await
@@ -41,7 +38,10 @@ fn the_generated_client_over_rdma() {
         common::typed_calls(client).await;
     })
     .unwrap();
-    assert_eq!(common::wait_for_count(exporter.local_addr(), SLOWLY, "ALL", 2), 2);
+    assert_eq!(
+        common::wait_for_count(exporter.local_addr(), SLOWLY, "ALL", 2),
+        2
+    );
     over_rdma.stop();
     grpc.stop();
 }

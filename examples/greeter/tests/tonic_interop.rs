@@ -30,14 +30,22 @@ async fn client(addr: std::net::SocketAddr) -> Grpc {
     tonic::client::Grpc::new(channel)
 }
 
-async fn unary<Q, R>(grpc: &mut Grpc, path: &'static str, request: Request<Q>) -> Result<tonic::Response<R>, Status>
+async fn unary<Q, R>(
+    grpc: &mut Grpc,
+    path: &'static str,
+    request: Request<Q>,
+) -> Result<tonic::Response<R>, Status>
 where
     Q: prost::Message + Send + Sync + 'static,
     R: prost::Message + Default + Send + Sync + 'static,
 {
     grpc.ready().await.unwrap();
-    grpc.unary(request, PathAndQuery::from_static(path), ProstCodec::default())
-        .await
+    grpc.unary(
+        request,
+        PathAndQuery::from_static(path),
+        ProstCodec::default(),
+    )
+    .await
 }
 
 /// `common::wait_for_count` that lets tokio run meanwhile (tonic's connection task sends the
@@ -71,13 +79,18 @@ fn tonic_calls_the_greeter() {
         let mut grpc = client(g.grpc).await;
 
         let reply: tonic::Response<HelloReply> =
-            unary(&mut grpc, SAY_HELLO, Request::new(hello("tonic"))).await.unwrap();
+            unary(&mut grpc, SAY_HELLO, Request::new(hello("tonic")))
+                .await
+                .unwrap();
         assert_eq!(reply.get_ref().message, "Hello tonic");
 
         // Metadata in (x-echo) and out (the reply's headers).
         let mut request = Request::new(hello("meta"));
-        request.metadata_mut().insert("x-echo", "ping".parse().unwrap());
-        let reply: tonic::Response<HelloReply> = unary(&mut grpc, SAY_HELLO, request).await.unwrap();
+        request
+            .metadata_mut()
+            .insert("x-echo", "ping".parse().unwrap());
+        let reply: tonic::Response<HelloReply> =
+            unary(&mut grpc, SAY_HELLO, request).await.unwrap();
         assert_eq!(reply.metadata().get("x-echo").unwrap(), "ping");
 
         // gzip both ways.
@@ -87,7 +100,9 @@ fn tonic_calls_the_greeter() {
             .accept_compressed(CompressionEncoding::Gzip);
         let long = "x".repeat(10_000);
         let reply: tonic::Response<HelloReply> =
-            unary(&mut zipped, SAY_HELLO, Request::new(hello(&long))).await.unwrap();
+            unary(&mut zipped, SAY_HELLO, Request::new(hello(&long)))
+                .await
+                .unwrap();
         assert_eq!(reply.get_ref().message, format!("Hello {long}"));
         assert_eq!(reply.metadata().get("grpc-encoding").unwrap(), "gzip");
     });
@@ -139,7 +154,9 @@ fn deadlines_cancellation_and_unknown_methods() {
         });
         request.set_timeout(Duration::from_millis(100));
         let started = std::time::Instant::now();
-        let err = unary::<_, HelloReply>(&mut grpc, SLOWLY, request).await.unwrap_err();
+        let err = unary::<_, HelloReply>(&mut grpc, SLOWLY, request)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err.code(), Code::DeadlineExceeded | Code::Cancelled),
             "{err:?}"
@@ -191,9 +208,13 @@ fn deadlines_cancellation_and_unknown_methods() {
         );
 
         // A method nobody serves.
-        let err = unary::<_, HelloReply>(&mut grpc, "/helloworld.Greeter/SayGoodbye", Request::new(hello("x")))
-            .await
-            .unwrap_err();
+        let err = unary::<_, HelloReply>(
+            &mut grpc,
+            "/helloworld.Greeter/SayGoodbye",
+            Request::new(hello("x")),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.code(), Code::Unimplemented);
     });
 }
@@ -208,7 +229,9 @@ fn every_status_code_arrives_with_its_message() {
                 code,
                 message: format!("failure {code}: ünïcode & 100%"),
             });
-            let err = unary::<_, HelloReply>(&mut grpc, FAIL, request).await.unwrap_err();
+            let err = unary::<_, HelloReply>(&mut grpc, FAIL, request)
+                .await
+                .unwrap_err();
             assert_eq!(err.code() as u32, code, "{err:?}");
             // The codes whose corewire status carries no text come with its description.
             let carries_text = ![1, 4, 8].contains(&code);

@@ -24,7 +24,13 @@ const KINDS: [FrameKind; 6] = [
 
 fn arb_header() -> impl Strategy<Value = (FrameHeader, u32, u32)> {
     (
-        (0..KINDS.len(), any::<u32>(), any::<u32>(), any::<u64>(), 0..19u8),
+        (
+            0..KINDS.len(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            0..19u8,
+        ),
         proptest::option::of(any::<u64>()),
         proptest::option::of(".{0,40}"),
         any::<u32>(),

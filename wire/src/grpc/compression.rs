@@ -49,10 +49,7 @@ pub fn accepts(accept_encoding: &[u8], encoding: Encoding) -> bool {
 
 /// `data` gzip-compressed.
 pub fn compress_gzip(data: &[u8]) -> Bytes {
-    let mut out = GzEncoder::new(
-        Vec::with_capacity(data.len() / 2 + 32),
-        Compression::fast(),
-    );
+    let mut out = GzEncoder::new(Vec::with_capacity(data.len() / 2 + 32), Compression::fast());
     out.write_all(data)
         .and_then(|()| out.try_finish())
         .expect("compressing into a Vec cannot fail");
@@ -67,7 +64,9 @@ pub fn decompress_gzip(data: &[u8], limit: usize) -> Result<Bytes, String> {
         .read_to_end(&mut out)
         .map_err(|e| format!("bad gzip message: {e}"))?;
     if read > limit {
-        return Err(format!("gzip message inflates past the limit of {limit} bytes"));
+        return Err(format!(
+            "gzip message inflates past the limit of {limit} bytes"
+        ));
     }
     Ok(Bytes::from(out))
 }
@@ -81,14 +80,19 @@ mod tests {
         let data = b"hello hello hello hello hello".repeat(20);
         let packed = compress_gzip(&data);
         assert!(packed.len() < data.len());
-        assert_eq!(&decompress_gzip(&packed, data.len()).unwrap()[..], &data[..]);
+        assert_eq!(
+            &decompress_gzip(&packed, data.len()).unwrap()[..],
+            &data[..]
+        );
     }
 
     #[test]
     fn a_bomb_and_garbage_are_refused() {
         let bomb = compress_gzip(&vec![0u8; 1 << 20]);
         assert!(bomb.len() < 16 << 10);
-        assert!(decompress_gzip(&bomb, 64 << 10).unwrap_err().contains("limit"));
+        assert!(decompress_gzip(&bomb, 64 << 10)
+            .unwrap_err()
+            .contains("limit"));
         assert!(decompress_gzip(b"not gzip at all", 1024).is_err());
     }
 

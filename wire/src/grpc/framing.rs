@@ -49,7 +49,10 @@ impl fmt::Display for GrpcFrameError {
         match self {
             Self::BadFlag(b) => write!(f, "gRPC message flag {b} (only 0 and 1 exist)"),
             Self::TooLong { len, limit } => {
-                write!(f, "gRPC message of {len} bytes exceeds the limit of {limit}")
+                write!(
+                    f,
+                    "gRPC message of {len} bytes exceeds the limit of {limit}"
+                )
             }
             Self::Truncated { have } => {
                 write!(f, "body ended {have} bytes into a gRPC message")

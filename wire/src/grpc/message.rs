@@ -55,7 +55,13 @@ mod tests {
 
     #[test]
     fn messages_round_trip_and_stay_printable_ascii() {
-        for text in ["plain text", "50% off", "naïve ünïcødé ✓", "line\nbreak", ""] {
+        for text in [
+            "plain text",
+            "50% off",
+            "naïve ünïcødé ✓",
+            "line\nbreak",
+            "",
+        ] {
             let encoded = encode_message(text);
             assert!(encoded.bytes().all(|b| (0x20..=0x7e).contains(&b)));
             assert_eq!(decode_message(encoded.as_bytes()), text);

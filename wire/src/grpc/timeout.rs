@@ -54,13 +54,30 @@ mod tests {
         assert_eq!(parse_timeout(b"3S"), Some(Duration::from_secs(3)));
         assert_eq!(parse_timeout(b"40m"), Some(Duration::from_millis(40)));
         assert_eq!(parse_timeout(b"500u"), Some(Duration::from_micros(500)));
-        assert_eq!(parse_timeout(b"99999999n"), Some(Duration::from_nanos(99_999_999)));
+        assert_eq!(
+            parse_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
     }
 
     #[test]
     fn malformed_values_are_refused() {
-        for bad in [&b""[..], b"S", b"10", b"10s", b"123456789S", b"-1S", b"1 S", b"1.5S"] {
-            assert_eq!(parse_timeout(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b""[..],
+            b"S",
+            b"10",
+            b"10s",
+            b"123456789S",
+            b"-1S",
+            b"1 S",
+            b"1.5S",
+        ] {
+            assert_eq!(
+                parse_timeout(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

@@ -135,7 +135,10 @@ mod tests {
         for _ in 0..1000 {
             while send.sent() {
                 buffered += 1;
-                assert!(buffered <= STREAM_WINDOW, "the client's buffer grew past a window");
+                assert!(
+                    buffered <= STREAM_WINDOW,
+                    "the client's buffer grew past a window"
+                );
             }
             buffered -= 1;
             delivered += 1;

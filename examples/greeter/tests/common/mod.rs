@@ -40,7 +40,8 @@ pub fn start() -> Greeter {
 /// The Prometheus text the greeter exports now.
 pub fn scrape(metrics: SocketAddr) -> String {
     let mut s = TcpStream::connect(metrics).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
