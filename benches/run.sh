@@ -319,7 +319,13 @@ h2load_one() {
 }
 
 grpc() {
-    build
+    # Only the bench binaries: this suite does not run the raw echo example.
+    if [[ -z "${BIN_DIR:-}" ]]; then
+        (cd "$repo" && cargo build --release -p corewire-bench --bins >&2)
+        BIN_DIR="$target/release"
+    fi
+    BIN_DIR="$(realpath "$BIN_DIR")"
+    COREWIRE_ECHO="${COREWIRE_ECHO:-unused}"
     local common; pinned_common
     [[ -z "${WORKLOAD:-}" ]] && common+=(--workload "64 conn")
     echo "# gRPC per core: corewire's gRPC server vs tonic's, same proto and handler, tonic's client as the load"

@@ -44,7 +44,7 @@ mod private;
 use std::future::Future;
 
 pub use blocking::spawn_blocking;
-pub use coop::{Budget, RoundBudget};
+pub use coop::{poll_started_at, Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};
 pub use driver::features::Features;

@@ -320,6 +320,11 @@ impl<C: Connection> Client<C> {
         })
     }
 
+    /// The deadline of calls that set none ([`ClientOptions::default_timeout`]).
+    pub(crate) fn default_timeout(&self) -> Option<Duration> {
+        self.inner().options.default_timeout
+    }
+
     pub fn in_flight(&self) -> usize {
         self.inner().calls.borrow().in_flight()
     }
@@ -333,7 +338,7 @@ impl<C: Connection> Client<C> {
     }
 
     /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
-    async fn start_call<R>(
+    pub(crate) async fn start_call<R>(
         &self,
         service: u32,
         method: u32,

@@ -236,12 +236,34 @@ fn bad_reply(e: impl std::fmt::Display) -> ClientError {
     ClientError::Status(Status::Internal(format!("bad reply: {e}")))
 }
 
+/// Messages up to this size are encoded into a shared per-thread chunk ([`ARENA_CHUNK`]) rather
+/// than an allocation of their own: the transport copies a small frame into its send buffer
+/// at once and drops the bytes, so the chunk is soon free again.
+const ARENA_MAX: usize = 1024;
+const ARENA_CHUNK: usize = 32 * 1024;
+
+thread_local! {
+    static ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
 /// A message's protobuf bytes.
 pub fn encode<T: prost::Message>(message: &T) -> Bytes {
-    let mut buf = BytesMut::with_capacity(message.encoded_len());
-    // A BytesMut with the capacity the message needs: encoding cannot run out of room.
-    let _ = message.encode(&mut buf);
-    buf.freeze()
+    let len = message.encoded_len();
+    if len > ARENA_MAX {
+        let mut buf = BytesMut::with_capacity(len);
+        // Room for the whole message: encoding cannot run out of it.
+        let _ = message.encode(&mut buf);
+        return buf.freeze();
+    }
+    ARENA.with(|arena| {
+        let mut arena = arena.borrow_mut();
+        if arena.capacity() < len {
+            // Reclaims the chunk when every message cut from it is gone, else starts a new one.
+            arena.reserve(ARENA_CHUNK);
+        }
+        let _ = message.encode(&mut *arena);
+        arena.split().freeze()
+    })
 }
 
 /// The message in protobuf `bytes`.
@@ -282,63 +304,75 @@ fn code_of<T>(result: &Result<T, Status>) -> Code {
 
 /// Serve one unary call of method `index` (generated code calls this): decode the request,
 /// run `handler` in a span named for the method, encode its reply, count the call.
-pub async fn unary<Req, Resp, Fut>(
-    stats: &MethodStats,
+///
+/// The request is decoded before the returned future exists, so that future holds only the
+/// handler's (it is moved, and boxed when the call has to wait: the smaller the better).
+pub fn unary<'a, Req, Resp, Fut>(
+    stats: &'a MethodStats,
     index: usize,
     raw: crate::Request,
     handler: impl FnOnce(Request<Req>) -> Fut,
-) -> Result<crate::Response, Status>
+) -> impl Future<Output = Result<crate::Response, Status>> + 'a
 where
     Req: prost::Message + Default,
     Resp: prost::Message,
-    Fut: Future<Output = Result<Response<Resp>, Status>>,
+    Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
 {
-    let method = stats.name(index);
     let record = stats.start(index, raw.deadline);
-    let result = match typed_request::<Req>(method, raw) {
-        Ok(request) => {
-            let span = tracing::info_span!("rpc", method);
-            handler(request).instrument(span).await
-        }
-        Err(status) => Err(status),
-    };
-    record.finish(code_of(&result));
-    let reply = result?;
-    Ok(crate::Response {
-        payload: encode(&reply.message),
-        attachment: reply.metadata.encode(),
-    })
+    let call =
+        typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index)));
+    async move {
+        let result = match call {
+            Ok((handler, None)) => handler.await,
+            Ok((handler, Some(span))) => handler.instrument(span).await,
+            Err(status) => Err(status),
+        };
+        record.finish(code_of(&result));
+        let reply = result?;
+        Ok(crate::Response {
+            payload: encode(&reply.message),
+            attachment: reply.metadata.encode(),
+        })
+    }
+}
+
+/// The call's span, `None` when nobody listens (then the handler's future is not wrapped).
+fn span(stats: &MethodStats, index: usize) -> Option<tracing::Span> {
+    let span = tracing::info_span!("rpc", method = stats.name(index));
+    (!span.is_disabled()).then_some(span)
 }
 
 /// Serve one server-streaming call of method `index` (generated code calls this).
-pub async fn server_streaming<Req, Resp, Fut>(
-    stats: &MethodStats,
+pub fn server_streaming<'a, Req, Resp, Fut>(
+    stats: &'a MethodStats,
     index: usize,
     raw: crate::Request,
     replies: Replies,
     handler: impl FnOnce(Request<Req>, ServerStream<Resp>) -> Fut,
-) -> Result<(), Status>
+) -> impl Future<Output = Result<(), Status>> + 'a
 where
     Req: prost::Message + Default,
     Resp: prost::Message,
-    Fut: Future<Output = Result<(), Status>>,
+    Fut: Future<Output = Result<(), Status>> + 'a,
 {
-    let method = stats.name(index);
     let record = stats.start(index, raw.deadline);
-    let result = match typed_request::<Req>(method, raw) {
-        Ok(request) => {
-            let stream = ServerStream {
-                replies,
-                metadata: None,
-                _message: PhantomData,
-            };
-            let span = tracing::info_span!("rpc", method);
-            handler(request, stream).instrument(span).await
-        }
-        Err(status) => Err(status),
-    };
-    record.finish(code_of(&result));
-    result
+    let call = typed_request::<Req>(stats.name(index), raw).map(|r| {
+        let stream = ServerStream {
+            replies,
+            metadata: None,
+            _message: PhantomData,
+        };
+        (handler(r, stream), span(stats, index))
+    });
+    async move {
+        let result = match call {
+            Ok((handler, None)) => handler.await,
+            Ok((handler, Some(span))) => handler.instrument(span).await,
+            Err(status) => Err(status),
+        };
+        record.finish(code_of(&result));
+        result
+    }
 }
 
 /// A unary call from a generated client.
@@ -353,14 +387,17 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let mut call = client
-        .request(service, method)
-        .payload(encode(&request.message))
-        .attachment(request.metadata.encode());
-    if let Some(t) = request.timeout {
-        call = call.timeout(t);
-    }
-    let reply = call.send().await?;
+    let timeout = request.timeout.or_else(|| client.default_timeout());
+    let reply = client
+        .start_call(
+            service,
+            method,
+            encode(&request.message),
+            request.metadata.encode(),
+            timeout,
+            std::convert::identity,
+        )
+        .await?;
     Ok(Response {
         message: decode(&reply.payload).map_err(bad_reply)?,
         metadata: Metadata::decode(&reply.attachment).map_err(bad_reply)?,
@@ -379,15 +416,18 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let mut call = client
-        .request(service, method)
-        .payload(encode(&request.message))
-        .attachment(request.metadata.encode());
-    if let Some(t) = request.timeout {
-        call = call.timeout(t);
-    }
+    let timeout = request.timeout.or_else(|| client.default_timeout());
+    let stream = client
+        .start_stream(
+            service,
+            method,
+            encode(&request.message),
+            request.metadata.encode(),
+            timeout,
+        )
+        .await?;
     Ok(Streaming {
-        inner: call.send_streaming().await?,
+        inner: stream,
         metadata: None,
         _message: PhantomData,
     })

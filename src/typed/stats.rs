@@ -4,6 +4,8 @@
 //! through the generated code's [`unary`](super::unary) and
 //! [`server_streaming`](super::server_streaming).
 
+use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,9 +40,11 @@ struct Shared {
 
 /// The counters of one service instance (one shard), one per method in the order of its
 /// `METHODS`. Generated servers make one when they are built on a shard; it is exported while
-/// it lives.
+/// it lives. `!Send`: only its shard writes the counters, so a count is a load and a store
+/// (no locked instruction), and the exporter reads them from any thread.
 pub struct MethodStats {
     shared: Arc<Shared>,
+    _one_writer: PhantomData<Rc<()>>,
 }
 
 impl MethodStats {
@@ -61,7 +65,10 @@ impl MethodStats {
         });
         let source: Arc<dyn MetricsSource> = shared.clone();
         register_source(Arc::downgrade(&source));
-        MethodStats { shared }
+        MethodStats {
+            shared,
+            _one_writer: PhantomData,
+        }
     }
 
     /// The name of method `index`.
@@ -71,12 +78,15 @@ impl MethodStats {
 
     /// A call of method `index` starts now; it is counted when the returned guard finishes
     /// it, or as cancelled (or deadline exceeded, once its deadline passed) if the guard is
-    /// dropped first (the caller went away and the handler was dropped).
+    /// dropped first (the caller went away and the handler was dropped). Its latency counts
+    /// from the start of the shard's poll that received the request (the time the shard
+    /// already read: no clock read here), so a request that waited behind others of the same
+    /// batch counts that wait too.
     pub fn start(&self, index: usize, deadline: Option<Instant>) -> CallRecord<'_> {
         CallRecord {
             stats: self,
             index,
-            started: Instant::now(),
+            started: corewire_runtime::poll_started_at().unwrap_or_else(Instant::now),
             deadline,
             done: false,
         }
@@ -84,18 +94,26 @@ impl MethodStats {
 
     fn record(&self, index: usize, code: Code, elapsed: Duration) {
         let c = &self.shared.methods[index];
-        c.codes[usize::from(code.value())].fetch_add(1, Ordering::Relaxed);
         let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let bucket = BUCKETS_US.partition_point(|&b| b < us);
-        c.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        c.nanos.fetch_add(ns, Ordering::Relaxed);
+        add(&c.codes[usize::from(code.value())], 1);
+        add(&c.buckets[bucket], 1);
+        add(&c.nanos, ns);
     }
 
     /// Calls of method `index` finished with `code` so far.
     pub fn count(&self, index: usize, code: Code) -> u64 {
         self.shared.methods[index].codes[usize::from(code.value())].load(Ordering::Relaxed)
     }
+}
+
+/// `n` more on a counter only this shard writes (see [`MethodStats`]).
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// One call being timed (see [`MethodStats::start`]).
