@@ -16,6 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::headers::trailers;
 use crate::service::dispatch::poll_guarded;
+use crate::service::registry::StreamFuture;
 use crate::Status;
 
 /// One gRPC message on the wire: its 5-byte prefix and its bytes, sent without copying them
@@ -157,7 +158,7 @@ pub(super) enum Event {
 /// only once the last one had room). Dropped (the client reset the stream, the connection
 /// went away) it drops the handler.
 pub(super) struct StreamBody {
-    call: Option<Pin<Box<dyn Future<Output = Result<(), Status>>>>>,
+    call: Option<StreamFuture>,
     replies: mpsc::Receiver<crate::Response>,
     done: Option<Result<(), Status>>,
     timer: Option<Sleep>,
@@ -169,7 +170,7 @@ pub(super) struct StreamBody {
 
 impl StreamBody {
     pub(super) fn new(
-        call: Pin<Box<dyn Future<Output = Result<(), Status>>>>,
+        call: StreamFuture,
         replies: mpsc::Receiver<crate::Response>,
         deadline: Option<Instant>,
         encoding: Encoding,
