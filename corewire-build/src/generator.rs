@@ -101,26 +101,41 @@ fn methods_table(service: &Service, methods: &[&Method], buf: &mut String) {
     buf.push_str("];\n");
 }
 
+/// `pub mod {module} {`, documented by `about`, with the method table, then the service's own
+/// comments (and an empty doc line after them) for the item that follows.
+fn open_module(
+    about: &str,
+    module: &str,
+    service: &Service,
+    methods: &[&Method],
+    buf: &mut String,
+) {
+    let _ = writeln!(buf, "/// {about}\npub mod {module} {{");
+    buf.push_str(
+        "#![allow(unused_variables, dead_code, missing_docs, clippy::wildcard_imports, \
+         clippy::let_unit_value)]\n",
+    );
+    methods_table(service, methods, buf);
+    let before = buf.len();
+    doc(&service.comments, buf);
+    if buf.len() > before {
+        buf.push_str("///\n");
+    }
+}
+
 impl Generator {
     fn server(&self, service: &Service, methods: &[&Method], buf: &mut String) {
         let trait_name = &service.name;
         let module = format!("{}_server", snake(&service.name));
         let full = full_name(service);
-        let _ = writeln!(
-            buf,
-            "/// The server side of `{full}`: implement [`{module}::{trait_name}`] and serve \
+        let about = format!(
+            "The server side of `{full}`: implement [`{module}::{trait_name}`] and serve \
              [`{module}::{trait_name}Server`]."
         );
-        let _ = writeln!(buf, "pub mod {module} {{");
-        buf.push_str(
-            "#![allow(unused_variables, dead_code, missing_docs, clippy::wildcard_imports, \
-             clippy::let_unit_value)]\n",
-        );
-        methods_table(service, methods, buf);
-        doc(&service.comments, buf);
+        open_module(&about, &module, service, methods, buf);
         let _ = writeln!(
             buf,
-            "///\n/// One instance runs on each shard (made by the factory given to \
+            "/// One instance runs on each shard (made by the factory given to \
              `Server::builder().service`), so its state can live in `Cell`/`RefCell`; its \
              futures need not be `Send`.\npub trait {trait_name}: 'static {{"
         );
@@ -218,19 +233,11 @@ impl Generator {
         let name = format!("{}Client", service.name);
         let module = format!("{}_client", snake(&service.name));
         let full = full_name(service);
+        let about = format!("The client side of `{full}`: [`{module}::{name}`].");
+        open_module(&about, &module, service, methods, buf);
         let _ = writeln!(
             buf,
-            "/// The client side of `{full}`: [`{module}::{name}`].\npub mod {module} {{"
-        );
-        buf.push_str(
-            "#![allow(unused_variables, dead_code, missing_docs, clippy::wildcard_imports, \
-             clippy::let_unit_value)]\n",
-        );
-        methods_table(service, methods, buf);
-        doc(&service.comments, buf);
-        let _ = writeln!(
-            buf,
-            "///\n/// Calls over one corewire connection (TCP, RDMA or any other), pipelined. \
+            "/// Calls over one corewire connection (TCP, RDMA or any other), pipelined. \
              Give a call a deadline with `Request::with_timeout`; drop its future (or its \
              stream) to cancel it on the server.\n\
              pub struct {name}<C: ::corewire::transport::Connection = \

@@ -87,6 +87,16 @@ impl Default for ClientOptions {
 
 type CallResult = Result<Response, ClientError>;
 
+/// A call as it leaves: what it addresses, what it carries, how long it may take.
+#[derive(Debug, Clone)]
+pub(crate) struct Outgoing {
+    pub(crate) service: u32,
+    pub(crate) method: u32,
+    pub(crate) payload: Bytes,
+    pub(crate) attachment: Bytes,
+    pub(crate) timeout: Option<Duration>,
+}
+
 /// What the call table keeps for a call: where its result goes, and what a Cancel names.
 struct Waiting {
     reply: Waiter,
@@ -244,21 +254,27 @@ impl<C: Connection> Client<C> {
     ) -> impl Future<Output = Result<Bytes, ClientError>> + '_ {
         // The call future itself, with no `async` layer around it: each layer copies the
         // whole future (most of a KiB) once more per call.
-        let timeout = self.inner().options.default_timeout;
-        self.start_call(service, method, payload, Bytes::new(), timeout, |r| {
-            r.payload
-        })
+        let call = Outgoing {
+            service,
+            method,
+            payload,
+            attachment: Bytes::new(),
+            timeout: self.inner().options.default_timeout,
+        };
+        self.start_call(call, |r| r.payload)
     }
 
     /// A call with more options (attachment, timeout).
     pub fn request(&self, service: u32, method: u32) -> CallBuilder<'_, C> {
         CallBuilder {
             client: self,
-            service,
-            method,
-            payload: Bytes::new(),
-            attachment: Bytes::new(),
-            timeout: self.inner().options.default_timeout,
+            call: Outgoing {
+                service,
+                method,
+                payload: Bytes::new(),
+                attachment: Bytes::new(),
+                timeout: self.inner().options.default_timeout,
+            },
         }
     }
 
@@ -270,48 +286,26 @@ impl<C: Connection> Client<C> {
         method: u32,
         payload: Bytes,
     ) -> Result<ReplyStream<C>, ClientError> {
-        let timeout = self.inner().options.default_timeout;
-        self.start_stream(service, method, payload, Bytes::new(), timeout)
-            .await
+        self.start_stream(Outgoing {
+            service,
+            method,
+            payload,
+            attachment: Bytes::new(),
+            timeout: self.inner().options.default_timeout,
+        })
+        .await
     }
 
-    pub(crate) async fn start_stream(
-        &self,
-        service: u32,
-        method: u32,
-        payload: Bytes,
-        attachment: Bytes,
-        timeout: Option<Duration>,
-    ) -> Result<ReplyStream<C>, ClientError> {
-        let inner = self.inner();
-        let now = timeout.map(|_| Instant::now());
-        let deadline = now.zip(timeout).map(|(now, t)| now + t);
+    pub(crate) async fn start_stream(&self, call: Outgoing) -> Result<ReplyStream<C>, ClientError> {
+        let (service, method) = (call.service, call.method);
         let inbox = Rc::new(StreamInbox::default());
-        let token = Waiting {
-            reply: Waiter::Stream(inbox.clone()),
-            service,
-            method,
-        };
-        let id = start(inner, token, deadline).await?;
-        let mut pending = PendingCall {
-            inner,
-            id: Some(id),
-            service,
-            method,
-            sent: false,
-        };
-        let header = match now {
-            Some(now) => request_header(service, method, id, deadline, now),
-            None => FrameHeader::request(service, method, id),
-        };
-        if let Err(e) = inner.conn.send(&header, payload, attachment).await {
-            return Err(ClientError::Disconnected(e.to_string()));
-        }
+        let waiter = Waiter::Stream(inbox.clone());
+        let mut pending = send_request(self.inner(), waiter, call).await?;
         // From here the stream owns the call (and cancels it when dropped early).
-        pending.id = None;
+        let id = pending.id.take();
         Ok(ReplyStream {
             client: self.clone(),
-            id: std::cell::Cell::new(Some(id)),
+            id: std::cell::Cell::new(id),
             service,
             method,
             inbox,
@@ -340,42 +334,14 @@ impl<C: Connection> Client<C> {
     /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
     pub(crate) async fn start_call<R>(
         &self,
-        service: u32,
-        method: u32,
-        payload: Bytes,
-        attachment: Bytes,
-        timeout: Option<Duration>,
+        call: Outgoing,
         finish: fn(Response) -> R,
     ) -> Result<R, ClientError> {
-        let inner = self.inner();
-        // The clock is read only for a call with a deadline (a read per call shows in the
-        // profile of a small-message load).
-        let now = timeout.map(|_| Instant::now());
-        let deadline = now.zip(timeout).map(|(now, t)| now + t);
-        let reply = inner.replies.reserve();
-        let token = Waiting {
-            reply: Waiter::Reply(reply.key()),
-            service,
-            method,
-        };
-        let id = start(inner, token, deadline).await?;
-        // From here the call holds a window slot: `Pending` gives it back if this future is
-        // dropped before the reply arrives (and tells the server once the request was sent).
-        let mut pending = PendingCall {
-            inner,
-            id: Some(id),
-            service,
-            method,
-            sent: false,
-        };
-        let header = match now {
-            Some(now) => request_header(service, method, id, deadline, now),
-            None => FrameHeader::request(service, method, id),
-        };
-        if let Err(e) = inner.conn.send(&header, payload, attachment).await {
-            return Err(ClientError::Disconnected(e.to_string()));
-        }
-        pending.sent = true;
+        let reply = self.inner().replies.reserve();
+        let waiter = Waiter::Reply(reply.key());
+        // The call holds a window slot: `pending` gives it back if this future is dropped
+        // before the reply arrives (and tells the server, the request being sent).
+        let mut pending = send_request(self.inner(), waiter, call).await?;
         // The reader fills the slot (a reply, `Timeout` when the deadline passes, or
         // `Disconnected` when the connection ends).
         let result = reply.await;
@@ -409,6 +375,48 @@ async fn start<C: Connection>(
             }
         }
     }
+}
+
+/// Take a window slot for a call whose result goes to `reply` and send its request: the
+/// call, pending (dropped before its end, it frees the slot and cancels the request).
+async fn send_request<'a, C: Connection>(
+    inner: &'a Rc<Inner<C>>,
+    reply: Waiter,
+    call: Outgoing,
+) -> Result<PendingCall<'a, C>, ClientError> {
+    let Outgoing {
+        service,
+        method,
+        payload,
+        attachment,
+        timeout,
+    } = call;
+    // The clock is read only for a call with a deadline (a read per call shows in the
+    // profile of a small-message load).
+    let now = timeout.map(|_| Instant::now());
+    let deadline = now.zip(timeout).map(|(now, t)| now + t);
+    let token = Waiting {
+        reply,
+        service,
+        method,
+    };
+    let id = start(inner, token, deadline).await?;
+    let mut pending = PendingCall {
+        inner,
+        id: Some(id),
+        service,
+        method,
+        sent: false,
+    };
+    let header = match now {
+        Some(now) => request_header(service, method, id, deadline, now),
+        None => FrameHeader::request(service, method, id),
+    };
+    if let Err(e) = inner.conn.send(&header, payload, attachment).await {
+        return Err(ClientError::Disconnected(e.to_string()));
+    }
+    pending.sent = true;
+    Ok(pending)
 }
 
 /// Give up call `id` of `client` (a stream dropped before its end): free its slot and cancel
@@ -651,51 +659,32 @@ fn stream_item<C: Connection>(inner: &Inner<C>, frame: Frame) -> Result<(), Stri
 /// Builds one call.
 pub struct CallBuilder<'a, C: Connection> {
     client: &'a Client<C>,
-    service: u32,
-    method: u32,
-    payload: Bytes,
-    attachment: Bytes,
-    timeout: Option<Duration>,
+    call: Outgoing,
 }
 
 impl<'a, C: Connection> CallBuilder<'a, C> {
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
-        self.payload = payload.into();
+        self.call.payload = payload.into();
         self
     }
 
     pub fn attachment(mut self, attachment: impl Into<Bytes>) -> Self {
-        self.attachment = attachment.into();
+        self.call.attachment = attachment.into();
         self
     }
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.call.timeout = Some(timeout);
         self
     }
 
     /// Send it as a server-streaming call: the stream of replies.
     pub async fn send_streaming(self) -> Result<ReplyStream<C>, ClientError> {
-        self.client
-            .start_stream(
-                self.service,
-                self.method,
-                self.payload,
-                self.attachment,
-                self.timeout,
-            )
-            .await
+        self.client.start_stream(self.call).await
     }
 
     pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
         // The call future itself (see `Client::call`).
-        self.client.start_call(
-            self.service,
-            self.method,
-            self.payload,
-            self.attachment,
-            self.timeout,
-            std::convert::identity,
-        )
+        self.client.start_call(self.call, std::convert::identity)
     }
 }

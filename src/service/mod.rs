@@ -2,7 +2,7 @@
 //! shard (with that shard's state) and serves it over every transport that implements
 //! [`Connection`](corewire_transport::Connection).
 
-mod client;
+pub(crate) mod client;
 pub(crate) mod dispatch;
 mod pool;
 pub(crate) mod registry;

@@ -39,6 +39,7 @@ use corewire_transport::grpc::Code;
 use corewire_transport::Connection;
 use tracing::Instrument;
 
+use crate::service::client::Outgoing;
 use crate::service::{Client, ClientError, Replies, ReplyStream};
 use crate::Status;
 
@@ -68,26 +69,6 @@ impl<T> Request<T> {
             peer: None,
             shard: None,
         }
-    }
-
-    pub fn get_ref(&self) -> &T {
-        &self.message
-    }
-
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.message
-    }
-
-    pub fn into_inner(self) -> T {
-        self.message
-    }
-
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
-
-    pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.metadata
     }
 
     /// Client side: the call fails with `ClientError::Timeout` (and is cancelled on the
@@ -154,23 +135,37 @@ impl<T> Response<T> {
             metadata: Metadata::new(),
         }
     }
-
-    pub fn get_ref(&self) -> &T {
-        &self.message
-    }
-
-    pub fn into_inner(self) -> T {
-        self.message
-    }
-
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
-
-    pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.metadata
-    }
 }
+
+/// The accessors of a message that travels with metadata ([`Request`], [`Response`]).
+macro_rules! message_with_metadata {
+    ($ty:ident) => {
+        impl<T> $ty<T> {
+            pub fn get_ref(&self) -> &T {
+                &self.message
+            }
+
+            pub fn get_mut(&mut self) -> &mut T {
+                &mut self.message
+            }
+
+            pub fn into_inner(self) -> T {
+                self.message
+            }
+
+            pub fn metadata(&self) -> &Metadata {
+                &self.metadata
+            }
+
+            pub fn metadata_mut(&mut self) -> &mut Metadata {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+message_with_metadata!(Request);
+message_with_metadata!(Response);
 
 /// Where a server-streaming handler sends its messages. [`send`](ServerStream::send) waits
 /// while the caller is not reading: buffering is bounded, whatever the caller does.
@@ -322,13 +317,7 @@ where
     let call =
         typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index)));
     async move {
-        let result = match call {
-            Ok((handler, None)) => handler.await,
-            Ok((handler, Some(span))) => handler.instrument(span).await,
-            Err(status) => Err(status),
-        };
-        record.finish(code_of(&result));
-        let reply = result?;
+        let reply = counted(record, call).await?;
         Ok(crate::Response {
             payload: encode(&reply.message),
             attachment: reply.metadata.encode(),
@@ -364,14 +353,43 @@ where
         };
         (handler(r, stream), span(stats, index))
     });
-    async move {
-        let result = match call {
-            Ok((handler, None)) => handler.await,
-            Ok((handler, Some(span))) => handler.instrument(span).await,
-            Err(status) => Err(status),
-        };
-        record.finish(code_of(&result));
-        result
+    counted(record, call)
+}
+
+/// Run a handler's future (in its span, if any) and count how the call ended.
+async fn counted<T>(
+    record: CallRecord<'_>,
+    call: Result<
+        (
+            impl Future<Output = Result<T, Status>>,
+            Option<tracing::Span>,
+        ),
+        Status,
+    >,
+) -> Result<T, Status> {
+    let result = match call {
+        Ok((handler, None)) => handler.await,
+        Ok((handler, Some(span))) => handler.instrument(span).await,
+        Err(status) => Err(status),
+    };
+    record.finish(code_of(&result));
+    result
+}
+
+/// What the raw client sends for `request` to `method` of `service`: its message, its
+/// metadata, its deadline.
+fn outgoing<C: Connection, T: prost::Message>(
+    client: &Client<C>,
+    service: u32,
+    method: u32,
+    request: &Request<T>,
+) -> Outgoing {
+    Outgoing {
+        service,
+        method,
+        payload: encode(&request.message),
+        attachment: request.metadata.encode(),
+        timeout: request.timeout.or_else(|| client.default_timeout()),
     }
 }
 
@@ -387,17 +405,8 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let timeout = request.timeout.or_else(|| client.default_timeout());
-    let reply = client
-        .start_call(
-            service,
-            method,
-            encode(&request.message),
-            request.metadata.encode(),
-            timeout,
-            std::convert::identity,
-        )
-        .await?;
+    let call = outgoing(client, service, method, &request);
+    let reply = client.start_call(call, std::convert::identity).await?;
     Ok(Response {
         message: decode(&reply.payload).map_err(bad_reply)?,
         metadata: Metadata::decode(&reply.attachment).map_err(bad_reply)?,
@@ -416,15 +425,8 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let timeout = request.timeout.or_else(|| client.default_timeout());
     let stream = client
-        .start_stream(
-            service,
-            method,
-            encode(&request.message),
-            request.metadata.encode(),
-            timeout,
-        )
+        .start_stream(outgoing(client, service, method, &request))
         .await?;
     Ok(Streaming {
         inner: stream,

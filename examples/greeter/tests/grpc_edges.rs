@@ -61,7 +61,13 @@ impl Reply {
     }
 }
 
-async fn call(h2: &mut H2, path: &str, headers: &[(&str, &str)], body: Bytes) -> Reply {
+/// Send one request (`body`, then the end of the stream); its response, to come.
+async fn send(
+    h2: &H2,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> h2::client::ResponseFuture {
     let mut request = http::Request::post(format!("http://localhost{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
@@ -69,10 +75,15 @@ async fn call(h2: &mut H2, path: &str, headers: &[(&str, &str)], body: Bytes) ->
         request = request.header(*k, *v);
     }
     let mut client = h2.clone().ready().await.unwrap();
-    let (response, mut send) = client
+    let (response, mut stream) = client
         .send_request(request.body(()).unwrap(), false)
         .unwrap();
-    send.send_data(body, true).unwrap();
+    stream.send_data(body, true).unwrap();
+    response
+}
+
+async fn call(h2: &mut H2, path: &str, headers: &[(&str, &str)], body: Bytes) -> Reply {
+    let response = send(h2, path, headers, body).await;
     let (parts, mut recv) = response.await.unwrap().into_parts();
     let mut data = BytesMut::new();
     while let Some(chunk) = recv.data().await {
@@ -136,42 +147,24 @@ fn malformed_messages_fail_their_call_only() {
     runtime().block_on(async {
         let mut h2 = connect(g.grpc, 65_535).await;
         let before = protocol_errors(g.metrics);
-        // A bad flag.
-        let reply = call(
-            &mut h2,
-            SAY_HELLO,
-            &[],
-            Bytes::from_static(b"\x07\0\0\0\x01x"),
-        )
-        .await;
-        assert_eq!(reply.status(), "13");
-        // A message cut short.
-        let reply = call(
-            &mut h2,
-            SAY_HELLO,
-            &[],
-            Bytes::from_static(b"\0\0\0\0\x09abc"),
-        )
-        .await;
-        assert_eq!(reply.status(), "13");
-        // A compressed message on a call that named no encoding.
-        let reply = call(
-            &mut h2,
-            SAY_HELLO,
-            &[],
-            Bytes::from_static(b"\x01\0\0\0\x01x"),
-        )
-        .await;
-        assert_eq!(reply.status(), "13");
-        // Bytes that are no HelloRequest (a field 1 with a length past the end).
-        let reply = call(
-            &mut h2,
-            SAY_HELLO,
-            &[],
-            Bytes::from_static(b"\0\0\0\0\x02\x0a\x7f"),
-        )
-        .await;
-        assert_eq!(reply.status(), "3");
+        for (what, body, status) in [
+            ("a bad flag", &b"\x07\0\0\0\x01x"[..], "13"),
+            ("a message cut short", b"\0\0\0\0\x09abc", "13"),
+            (
+                "a compressed message, no encoding named",
+                b"\x01\0\0\0\x01x",
+                "13",
+            ),
+            // A field 1 whose length runs past the end: no HelloRequest.
+            (
+                "bytes that are no HelloRequest",
+                b"\0\0\0\0\x02\x0a\x7f",
+                "3",
+            ),
+        ] {
+            let reply = call(&mut h2, SAY_HELLO, &[], Bytes::from_static(body)).await;
+            assert_eq!(reply.status(), status, "{what}");
+        }
         assert_eq!(protocol_errors(g.metrics), before + 4, "each counted once");
         // The connection goes on.
         let reply = call(
@@ -290,19 +283,13 @@ fn a_stream_reader_that_stops_reading_stops_the_handler() {
     runtime().block_on(async {
         // A 4 KiB stream window, released only when we read.
         let h2 = connect(addr, 4096).await;
-        let request = http::Request::post("http://localhost/hellostreams.MultiGreeter/SayHellos")
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let mut client = h2.ready().await.unwrap();
-        let (response, mut send) = client.send_request(request, false).unwrap();
         let ask = ManyHellosRequest {
             name: String::new(),
             count: 20_000,
             interval_ms: 0,
         };
-        send.send_data(framed(&ask), true).unwrap();
+        let path = "/hellostreams.MultiGreeter/SayHellos";
+        let response = send(&h2, path, &[], framed(&ask)).await;
         let mut body = response.await.unwrap().into_body();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle = SENT.load(Ordering::Relaxed);
