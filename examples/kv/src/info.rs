@@ -32,6 +32,8 @@ pub struct ServerInfo {
     /// Process CPU time from getrusage(RUSAGE_SELF), in microseconds.
     pub used_cpu_sys_us: u64,
     pub used_cpu_user_us: u64,
+    /// Scripts in the node's script cache (SCRIPT LOAD, EVAL).
+    pub cached_scripts: u64,
 }
 
 type SectionRenderer = fn(&mut String, &ServerInfo, &[ShardStats]);
@@ -130,12 +132,14 @@ fn memory_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
          used_memory_dataset:{}\r\n\
          maxmemory:{}\r\n\
          maxmemory_human:{}\r\n\
-         maxmemory_policy:{}\r\n",
+         maxmemory_policy:{}\r\n\
+         number_of_cached_scripts:{}\r\n",
         human_bytes(used),
         total(shards, |s| s.data_bytes),
         server.maxmemory,
         human_bytes(server.maxmemory),
         server.maxmemory_policy,
+        server.cached_scripts,
     );
 }
 

@@ -157,6 +157,7 @@ fn parse_spec(
         K::CommandCount => Command::Introspect(CommandQuery::Count),
         K::CommandDocs => Command::Introspect(CommandQuery::Docs(rest.collect())),
         K::CommandInfo => Command::Introspect(CommandQuery::Info(rest.collect())),
+        K::CommandGetKeys => Command::Introspect(CommandQuery::GetKeys(rest.collect())),
         K::Auth => {
             if argc > 3 {
                 return Err(CommandError::Syntax);
@@ -195,6 +196,10 @@ fn parse_spec(
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
         // A container alone fails the arity check first.
         K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
+        K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
+            op,
+            args: rest.collect(),
+        }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -40,6 +40,7 @@ pub(crate) enum CommandKind {
     CommandCount,
     CommandDocs,
     CommandInfo,
+    CommandGetKeys,
     Client,
     ClientSetName,
     ClientGetName,
@@ -76,6 +77,8 @@ pub(crate) enum CommandKind {
     Typed(super::typed::TypedOp),
     /// A keyspace or string command of [`super::keyops`].
     Key(super::keyops::KeyOp),
+    /// A command of the scripting family ([`crate::scripting`]).
+    Script(crate::scripting::ScriptOp),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -126,7 +129,7 @@ impl CommandSpec {
     }
 }
 
-pub(super) const fn spec(
+pub(crate) const fn spec(
     kind: CommandKind,
     name: &'static str,
     arity: i64,
@@ -219,7 +222,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
     ),
 ];
 
-static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
+static COMMAND_SUBCOMMANDS: [CommandSpec; 4] = [
     spec(
         K::CommandCount,
         "command|count",
@@ -238,6 +241,13 @@ static COMMAND_SUBCOMMANDS: [CommandSpec; 3] = [
         K::CommandInfo,
         "command|info",
         -2,
+        &["loading", "stale"],
+        NO_KEYS,
+    ),
+    spec(
+        K::CommandGetKeys,
+        "command|getkeys",
+        -3,
         &["loading", "stale"],
         NO_KEYS,
     ),
@@ -540,6 +550,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .iter()
         .chain(super::typed::TYPED_COMMANDS)
         .chain(super::keyops::KEY_COMMANDS)
+        .chain(crate::scripting::COMMANDS)
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
@@ -547,6 +558,13 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
 /// and wrong arity, as the parser reports them.
 pub fn key_positions(args: &[Bytes]) -> Result<Vec<usize>, super::CommandError> {
     let spec = super::parse::resolve(args)?;
+    if let CommandKind::Script(op) = spec.kind {
+        return Ok(if op.runs_script() {
+            crate::scripting::key_positions(args)
+        } else {
+            Vec::new()
+        });
+    }
     if spec.first_key <= 0 {
         return Ok(Vec::new());
     }
@@ -586,7 +604,8 @@ mod tests {
             assert!(!name.contains(&b'|'), "a subcommand in a top-level table");
             let scanned = lookup(&COMMANDS, name)
                 .or_else(|| lookup(super::super::typed::TYPED_COMMANDS, name))
-                .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name));
+                .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name))
+                .or_else(|| lookup(crate::scripting::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
         }

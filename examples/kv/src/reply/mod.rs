@@ -26,6 +26,12 @@ pub enum Reply {
     /// An array of bulk strings already in wire form (see `bulks.rs`).
     Bulks(Bulks),
     NullArray,
+    /// A reply whose RESP3 form has types RESP2 lacks (a script's return value: booleans,
+    /// doubles, maps, ...): the RESP2 reply, and the RESP3 bytes as they go on the wire.
+    Dual {
+        resp2: Box<Reply>,
+        resp3: Bytes,
+    },
 }
 
 impl PartialEq for Reply {
@@ -37,6 +43,7 @@ impl PartialEq for Reply {
             (NullBulk, NullBulk) | (NullArray, NullArray) => true,
             (Array(a), Array(b)) => a == b,
             (Bulks(a), Bulks(b)) => a == b,
+            (Dual { resp2: a, .. }, b) | (b, Dual { resp2: a, .. }) => **a == *b,
             (Bulks(bulks), Array(items)) | (Array(items), Bulks(bulks)) => {
                 bulks.len() == items.len()
                     && (bulks.iter().zip(items))
@@ -71,6 +78,7 @@ impl Hash for Reply {
                 bulks.iter().for_each(|item| bulk(item, state));
             }
             Reply::NullArray => state.write_u8(6),
+            Reply::Dual { resp2, .. } => resp2.hash(state),
         }
     }
 }
@@ -123,6 +131,7 @@ impl Reply {
             }
             Reply::Bulks(bulks) => out.extend_from_slice(bulks.wire()),
             Reply::NullArray => resp::write_null_array(out),
+            Reply::Dual { resp2, .. } => resp2.encode(out),
         }
     }
 }

@@ -1,12 +1,14 @@
 //! Which shard owns a key, how a command splits into per-shard parts, and how the parts'
 //! replies merge back into one client reply.
 
+pub mod atomic;
 mod keyops;
 mod merge;
 mod plan;
 mod slot;
 
-pub use merge::{MergeError, Merger, SetAlgebra};
+pub use keyops::{join_cursor, split_cursor};
+pub use merge::{MergeError, Merger};
 pub use plan::{route, to_shards, FanOut, Route, ShardPart};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 

@@ -30,6 +30,8 @@ pub(crate) struct Job {
 pub(crate) enum Work {
     Run(Job),
     Txn(super::txn::TxnMsg),
+    /// The function libraries changed: shard 0 logs them (see `server/script.rs`).
+    LogFunctions,
 }
 
 /// A reply on its way back to the shard its request came from.

@@ -22,6 +22,8 @@ pub mod config;
 mod forward;
 mod pubsub;
 mod resp_conn;
+mod scan;
+mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -227,6 +229,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         blocked_clients: Default::default(),
         session: Arc::new(session_config(&config)),
         cancelling: Default::default(),
+        scripting: Default::default(),
     });
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));
@@ -457,6 +460,9 @@ fn start_shards(
                     None => (None, None),
                     Some(aof) => {
                         let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
+                        if let Some(payload) = &summary.functions {
+                            script::restore_logged(&shared, payload);
+                        }
                         tracing::info!(
                             shard = id,
                             files = summary.files,

@@ -26,6 +26,8 @@ pub(crate) struct ServerShared {
     /// Closed (or killed) connections whose blocked waits on other shards are not cancelled
     /// there yet (see `blocking.rs`).
     pub cancelling: CancellingSinks,
+    /// The script cache, the function libraries and the scripts running now.
+    pub scripting: super::script::ScriptingShared,
 }
 
 /// Connections that closed with blocked waits, until every other shard has applied their
@@ -94,6 +96,7 @@ impl ServerShared {
             ),
             used_cpu_sys_us: cpu.0,
             used_cpu_user_us: cpu.1,
+            cached_scripts: self.scripting.cached_scripts() as u64,
         }
     }
 

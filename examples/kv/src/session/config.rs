@@ -22,6 +22,8 @@ pub struct SessionConfig {
     pub parameters: Parameters,
     /// How much output a Pub/Sub subscriber may leave unread (see `session/pubsub.rs`).
     pub pubsub_output_limit: super::pubsub::OutputLimit,
+    /// Scripts running past the busy threshold: every connection answers BUSY meanwhile.
+    pub script_busy: std::sync::Arc<crate::scripting::Busy>,
 }
 
 impl Default for SessionConfig {
@@ -32,6 +34,7 @@ impl Default for SessionConfig {
             max_pending_output: 16 * 1024 * 1024,
             requirepass: None,
             pubsub_output_limit: super::pubsub::OutputLimit::PUBSUB_DEFAULT,
+            script_busy: Default::default(),
             // redis-benchmark asks for `save` and `appendonly` at start-up.
             parameters: [
                 ("save", ""),

@@ -155,6 +155,17 @@ impl Session {
         }
         let mut settings = Vec::new();
         for (name, value, setting) in checked {
+            if name == "lua-time-limit" || name == "busy-reply-threshold" {
+                // One setting under two names (Redis 7 renamed it); the scripts read it.
+                if let Some(ms) = crate::number::parse_i64(&value).filter(|&ms| ms >= 0) {
+                    (self.config.script_busy.threshold_ms)
+                        .store(ms as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.config.parameters.set("lua-time-limit", value.clone());
+                self.config
+                    .parameters
+                    .set("busy-reply-threshold", value.clone());
+            }
             self.config.parameters.set(&name, value);
             settings.extend(setting);
         }

@@ -120,6 +120,21 @@ fn introspect(query: CommandQuery) -> Reply {
         CommandQuery::Count => Reply::Integer(table::all().count() as i64),
         // No documentation is shipped; redis-cli accepts an empty reply and shows no hints.
         CommandQuery::Docs(_) => Reply::Array(Vec::new()),
+        CommandQuery::GetKeys(request) => match crate::command::key_positions(&request) {
+            Err(crate::command::CommandError::WrongArity { .. }) => {
+                Reply::error("ERR Invalid number of arguments specified for command")
+            }
+            Err(_) => Reply::error("ERR Invalid command specified"),
+            Ok(positions) if positions.is_empty() => {
+                Reply::error("ERR The command has no key arguments")
+            }
+            Ok(positions) => Reply::Array(
+                positions
+                    .into_iter()
+                    .map(|i| Reply::Bulk(request[i].clone()))
+                    .collect(),
+            ),
+        },
         CommandQuery::Info(names) if names.is_empty() => introspect(CommandQuery::List),
         CommandQuery::Info(names) => Reply::Array(
             names

@@ -19,7 +19,7 @@ mod local;
 mod multi;
 mod order;
 mod pubsub;
-mod resp3;
+pub(crate) mod resp3;
 
 use std::fmt;
 use std::sync::Arc;
@@ -261,6 +261,28 @@ impl Session {
             };
             if let Some(refusal) = refusal {
                 return Admission::Answered(refusal);
+            }
+        }
+        if let Some(busy) = self.config.script_busy.refusal() {
+            // A script past the busy threshold runs: only `allow_busy` commands get through.
+            // Inside MULTI the refusal aborts the transaction, and EXEC discards it.
+            if permitted && !Command::allows_busy(&args) {
+                if !self.txn.in_multi() {
+                    return Admission::Answered(busy);
+                }
+                if args[0].eq_ignore_ascii_case(b"exec") {
+                    let Reply::Error(text) = busy else {
+                        return Admission::Answered(busy);
+                    };
+                    let reply = Reply::error(format!(
+                        "EXECABORT Transaction discarded because of: {}",
+                        String::from_utf8_lossy(&text)
+                    ));
+                    return self.reset_txn(seq, reply);
+                }
+                let (name, parsed) = Command::parse_named(args);
+                self.identity.last_command = name;
+                return self.admit_queued(parsed, Some(busy), seq);
             }
         }
         if self.txn.in_multi() {

@@ -34,6 +34,7 @@ pub use memory::{EvictionPolicy, MemoryLimit};
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
+pub(crate) use types::args::format_double;
 pub use value::ValueType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +249,7 @@ impl Store {
             | Command::PubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
+            | Command::Script(_)
             | Command::ConfigApply(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),

@@ -141,6 +141,12 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Err(CommandError::Syntax);
         }
         let count = a.get(1).map(|n| int(n)).transpose()?;
+        if count == Some(i64::MIN) {
+            // Its absolute value does not fit: Redis's range check.
+            return Err(CommandError::Text(
+                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
+            ));
+        }
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
         let Some(set) = set_ref(value) else {
             return Ok(match count {
@@ -173,11 +179,17 @@ impl<S: ChangeSink> Cx<'_, S> {
             .update(src, SET, false, self.now, self.sink, |v| {
                 set(v).remove(member)
             })?;
-        self.store
+        let added = self
+            .store
             .update(dst, SET, true, self.now, self.sink, |v| {
                 set(v).insert(own(member))
             })?;
-        self.log_as_written(a);
+        if added.unwrap_or(true) {
+            self.log_as_written(a);
+        } else {
+            // The destination had it: only the source changed (as Redis signals it).
+            self.log("srem", &[src.clone(), member.clone()]);
+        }
         Ok(Reply::Integer(1))
     }
 
