@@ -94,6 +94,7 @@ pub(crate) fn check(registrations: Vec<Registration>) -> Result<Vec<Registration
 }
 
 /// A method found by its gRPC name.
+#[cfg(feature = "grpc")]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
     pub(crate) service: u32,
@@ -101,6 +102,7 @@ pub(crate) struct Route {
 }
 
 /// Every named method of a server by its full name (`/package.Service/Method`).
+#[cfg(feature = "grpc")]
 pub(crate) fn routes(registrations: &[Registration]) -> HashMap<&'static str, Route> {
     registrations
         .iter()

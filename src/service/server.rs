@@ -14,7 +14,9 @@ use corewire_transport::frame::FrameLimits;
 use corewire_transport::{ConnSettings, Listener};
 
 use super::dispatch;
-use super::registry::{self, registration, Registration, Route, ServiceSet};
+#[cfg(feature = "grpc")]
+use super::registry::Route;
+use super::registry::{self, registration, Registration, ServiceSet};
 use super::Service;
 
 /// Per-connection server settings.
@@ -84,12 +86,12 @@ impl ServerBuilder {
     pub fn try_build(self) -> Result<Server, String> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let registrations = registry::check(self.registrations)?;
-        let routes = registry::routes(&registrations);
         Ok(Server {
             inner: Arc::new(ServerInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                #[cfg(feature = "grpc")]
+                routes: registry::routes(&registrations),
                 registrations,
-                routes,
                 options: self.options,
             }),
         })
@@ -100,6 +102,7 @@ struct ServerInner {
     id: u64,
     registrations: Vec<Registration>,
     /// Named methods by their gRPC name.
+    #[cfg(feature = "grpc")]
     routes: HashMap<&'static str, Route>,
     options: ServerOptions,
 }
@@ -138,6 +141,7 @@ impl Server {
     }
 
     /// The method named `path` (`/package.Service/Method`), if a registered service has it.
+    #[cfg(feature = "grpc")]
     pub(crate) fn route(&self, path: &str) -> Option<Route> {
         self.inner.routes.get(path).copied()
     }
