@@ -3,6 +3,8 @@
 //! [`Connection`](corewire_transport::Connection).
 
 pub(crate) mod client;
+#[cfg(feature = "tls")]
+mod client_tls;
 pub(crate) mod dispatch;
 mod pool;
 pub(crate) mod registry;

@@ -42,7 +42,9 @@ pub const PACKAGES: &[&str] = &[
     "wrk",
     // the kv cluster test's redis-py client (RedisCluster)
     "python3-redis",
-    // the venv of the greeter's grpcio interop test (see GRPC_VENV)
+    // the TLS tests' encrypted key file and the TLS benchmark's certificates
+    "openssl",
+    // the venv of the greeter's grpcio interop test (see `grpc_venv`)
     "python3-venv",
     // h2load: HTTP/2 load (gRPC-framed bodies) for the gRPC benchmark (benches/run.sh grpc)
     "nghttp2-client",

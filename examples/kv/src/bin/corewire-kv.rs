@@ -69,14 +69,15 @@ fn main() -> ExitCode {
     // Tests and scripts wait for this line (and read the ports from it).
     let or_off = |addr: Option<std::net::SocketAddr>| addr.map_or("off".into(), |a| a.to_string());
     println!(
-        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={} cluster={}",
-        running.resp_addr(),
+        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={} cluster={} tls={}",
+        or_off(running.resp_addr()),
         or_off(running.binary_addr()),
         or_off(running.rdma_addr()),
         running.shards(),
         fsync.unwrap_or("off"),
         or_off(metrics.as_ref().map(MetricsServer::local_addr)),
         or_off(running.cluster_bus_addr()),
+        or_off(running.tls_addr()),
     );
     let _ = std::io::stdout().flush();
     if let Some(signal) = signals.forever().next() {

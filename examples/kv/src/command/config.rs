@@ -10,4 +10,6 @@ pub enum Setting {
     MaxMemory(u64),
     MaxMemoryPolicy(EvictionPolicy),
     MaxClients(usize),
+    /// `protected-mode yes|no`.
+    ProtectedMode(bool),
 }

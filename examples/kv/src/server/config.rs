@@ -121,6 +121,10 @@ pub struct ServerConfig {
     pub maxmemory: u64,
     /// `--maxmemory-policy`: what a shard over its share does.
     pub maxmemory_policy: EvictionPolicy,
+    /// `--tls-*`: Redis's TLS settings (the TLS port, certificates, the cluster bus).
+    pub tls: super::tls::TlsSettings,
+    /// `--protected-mode yes|no` (default yes, as Redis).
+    pub protected_mode: bool,
 }
 
 impl Default for ServerConfig {
@@ -153,6 +157,8 @@ impl Default for ServerConfig {
             cluster: None,
             maxmemory: 0,
             maxmemory_policy: EvictionPolicy::NoEviction,
+            tls: Default::default(),
+            protected_mode: true,
         }
     }
 }
@@ -188,7 +194,8 @@ pub const USAGE: &str = "\
 Usage: corewire-kv [options]
 
   --shards N                 shard threads (default: number of CPUs)
-  --port P                   RESP port (default 6379; 0 = any free port)
+  --port P                   RESP port (default 6379; 0 = any free port, or no plaintext port
+                             when --tls-port is set, as Redis)
   --bind ADDR                listen address (default 127.0.0.1)
   --binary-port P            also serve the flatbuffers binary protocol on TCP port P
   --rdma ADDR:PORT           also serve the binary protocol over RDMA (rdma_cm) on ADDR:PORT
@@ -239,6 +246,22 @@ Usage: corewire-kv [options]
   --cluster-node-timeout MS  a node silent this long is shown fail? (default 15000)
   --cluster-announce-ip IP   the IP other nodes and clients are told (default: --bind, or
                              learned from the first CLUSTER MEET when bound to 0.0.0.0)
+  --protected-mode yes|no    refuse clients from outside the loopback interface while no
+                             password is set (default yes, as Redis)
+  --tls-port P               also serve RESP over TLS on port P (Redis's tls-* flags follow)
+  --tls-cert-file F          --tls-key-file F  [--tls-key-file-pass PW]  the server's
+                             certificate chain and key (PEM; an encrypted key: PKCS#8)
+  --tls-client-cert-file F   --tls-client-key-file F  ours on outgoing cluster links
+                             (default: the server's)
+  --tls-ca-cert-file F       --tls-ca-cert-dir D  CA certificates for client and peer
+                             certificates
+  --tls-auth-clients yes|no|optional  ask clients for a certificate (default yes)
+  --tls-protocols 'TLSv1.2 TLSv1.3'  --tls-ciphersuites (TLS 1.3) --tls-ciphers (TLS 1.2,
+                             OpenSSL names): what rustls has; anything else is refused
+  --tls-prefer-server-ciphers yes|no  --tls-session-caching yes|no
+  --tls-session-cache-size N --tls-session-cache-timeout S
+  --tls-cluster yes|no       the cluster bus and MIGRATE over TLS (default no)
+  --tls-replication yes|no   stored for replication (not implemented yet)
   -h, --help                 this text
 ";
 
@@ -366,6 +389,14 @@ impl ServerConfig {
                 "--cluster-port" => cluster.bus_port = Some(parse(&flag, value()?)?),
                 "--cluster-node-timeout" => cluster.node_timeout_ms = parse(&flag, value()?)?,
                 "--cluster-announce-ip" => cluster.announce_ip = Some(parse(&flag, value()?)?),
+                "--protected-mode" => config.protected_mode = yes_no(&flag, value()?)?,
+                tls if tls.starts_with("--tls-") => {
+                    let text = value()?;
+                    if let Err(why) = config.tls.set(&tls[2..], &text) {
+                        tracing::error!(flag = %tls, %why, "bad TLS setting");
+                        return Err(ConfigError::InvalidValue { flag, value: text });
+                    }
+                }
                 "--idle-spin-us" => {
                     config.idle_spin = Duration::from_micros(parse(&flag, value()?)?)
                 }

@@ -20,13 +20,16 @@ mod clients;
 mod cluster;
 pub mod config;
 mod forward;
+mod protected;
 mod pubsub;
 mod resp_conn;
+mod resp_io;
 mod scan;
 mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
+pub mod tls;
 mod txn;
 
 use std::fmt;
@@ -39,6 +42,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
+use corewire::runtime::tls::{TlsAccepted, TlsEndpoint};
 use corewire::runtime::{interval, spawn_local, Runtime};
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
@@ -73,6 +77,8 @@ pub enum StartError {
     Cluster(String),
     /// A shard thread died during start-up.
     ShardLost(usize),
+    /// The `tls-*` settings could not be used (files, names rustls does not support).
+    Tls(String),
 }
 
 impl fmt::Display for StartError {
@@ -85,6 +91,7 @@ impl fmt::Display for StartError {
             StartError::Aof(e) => write!(f, "{e}"),
             StartError::Cluster(why) => f.write_str(why),
             StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
+            StartError::Tls(why) => write!(f, "TLS: {why}"),
         }
     }
 }
@@ -94,7 +101,9 @@ impl std::error::Error for StartError {}
 /// A started server. Dropping it stops the shards without flushing the AOF; call
 /// [`RunningServer::shutdown`] for a clean stop.
 pub struct RunningServer {
-    resp: ListenerHandle,
+    /// `None` with `--port 0` and a TLS port (plaintext off, as Redis).
+    resp: Option<ListenerHandle>,
+    tls: Option<ListenerHandle>,
     binary: Option<ListenerHandle>,
     rdma: Option<ListenerHandle>,
     binary_server: corewire::Server,
@@ -105,8 +114,14 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    pub fn resp_addr(&self) -> SocketAddr {
-        self.resp.local_addr()
+    /// The plaintext RESP port's address (`None` when only TLS is served).
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp.as_ref().map(|r| r.local_addr())
+    }
+
+    /// The TLS port's address (`--tls-port`).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().map(|t| t.local_addr())
     }
 
     pub fn binary_addr(&self) -> Option<SocketAddr> {
@@ -165,12 +180,15 @@ impl RunningServer {
         }
         let RunningServer {
             resp,
+            tls,
             binary,
             rdma,
             rt,
             ..
         } = self;
-        resp.stop();
+        for listener in resp.into_iter().chain(tls) {
+            listener.stop();
+        }
         if let Some(binary) = binary {
             binary.stop();
         }
@@ -216,6 +234,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         };
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
+    let tls = tls::KvTls::start(&config.tls).map_err(StartError::Tls)?;
     let mut cluster = prepare_cluster(&config)?;
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
@@ -227,7 +246,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         total_connections: Default::default(),
         rejected_connections: Default::default(),
         blocked_clients: Default::default(),
-        session: Arc::new(session_config(&config)),
+        session: Arc::new(session_config(&config, tls.clone())),
+        protected_mode: config.protected_mode.into(),
+        tls: tls.clone(),
         cancelling: Default::default(),
         scripting: Default::default(),
     });
@@ -245,14 +266,44 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
     };
     let addr = config.resp_addr();
-    let resp = TcpEndpoint::bind(addr)
-        .mode(mode.clone())
-        .budget(config.conn_budget)
-        .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
-        .map_err(|error| StartError::Listen { addr, error })?;
-    shared
-        .tcp_port
-        .store(resp.local_addr().port(), Ordering::Relaxed);
+    // `--port 0` with a TLS port turns plaintext off, as in Redis; without one it picks any
+    // free port.
+    let resp = if config.port == 0 && config.tls.port != 0 {
+        None
+    } else {
+        let resp = TcpEndpoint::bind(addr)
+            .mode(mode.clone())
+            .budget(config.conn_budget)
+            .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
+            .map_err(|error| StartError::Listen { addr, error })?;
+        shared
+            .tcp_port
+            .store(resp.local_addr().port(), Ordering::Relaxed);
+        Some(resp)
+    };
+    let tls_listener = match (&tls, config.tls.port) {
+        (Some(tls), port) if port != 0 => {
+            let addr = SocketAddr::new(config.bind, port);
+            let tcp = TcpEndpoint::bind(addr)
+                .mode(mode.clone())
+                .budget(config.conn_budget);
+            Some(
+                TlsEndpoint::new(tcp, tls.acceptor.clone())
+                    .serve(&rt, |accepted: TlsAccepted| {
+                        resp_conn::serve(accepted, shard::current())
+                    })
+                    .map_err(|error| StartError::Listen { addr, error })?,
+            )
+        }
+        _ => None,
+    };
+    // The port clients are sent to (cluster redirections): the TLS one with `tls-cluster`.
+    let client_port = match (&tls_listener, &resp) {
+        (Some(tls), _) if config.tls.cluster => tls.local_addr().port(),
+        (_, Some(resp)) => resp.local_addr().port(),
+        (Some(tls), None) => tls.local_addr().port(),
+        (None, None) => 0,
+    };
     let cluster_bus = match cluster.take() {
         None => None,
         Some(mut prepared) => {
@@ -265,7 +316,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
                 })?;
             prepared.topology.update_my_addr(NodeAddr {
                 ip: prepared.announce_ip.clone(),
-                port: resp.local_addr().port(),
+                port: client_port,
                 cport: bus.port(),
             });
             let shards = rt.shard_count();
@@ -317,6 +368,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     };
     Ok(RunningServer {
         resp,
+        tls: tls_listener,
         binary,
         rdma,
         binary_server,
@@ -385,7 +437,7 @@ fn rdma_unavailable(error: rdma::RdmaError) -> StartError {
     StartError::RdmaUnavailable(error.to_string())
 }
 
-fn session_config(config: &ServerConfig) -> SessionConfig {
+fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> SessionConfig {
     let mut session = SessionConfig {
         parser_limits: config.parser_limits,
         max_backlog: config.max_backlog,
@@ -427,6 +479,16 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         "proto-max-bulk-len",
         config.parser_limits.max_bulk_len.to_string(),
     );
+    session.set_parameter(
+        "protected-mode",
+        if config.protected_mode { "yes" } else { "no" },
+    );
+    for (name, value) in config.tls.parameters() {
+        session.set_parameter(name, value);
+    }
+    session.tls_reload = tls.map(|tls| {
+        crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
+    });
     session
 }
 

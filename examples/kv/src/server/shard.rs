@@ -400,6 +400,10 @@ impl Shard {
                     .shared
                     .maxclients
                     .store(n, std::sync::atomic::Ordering::Relaxed),
+                Setting::ProtectedMode(on) => self
+                    .shared
+                    .protected_mode
+                    .store(on, std::sync::atomic::Ordering::Relaxed),
             }
         }
         store.set_memory_limit(limit);

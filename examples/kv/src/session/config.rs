@@ -22,9 +22,45 @@ pub struct SessionConfig {
     pub parameters: Parameters,
     /// How much output a Pub/Sub subscriber may leave unread (see `session/pubsub.rs`).
     pub pubsub_output_limit: super::pubsub::OutputLimit,
+    /// Applies CONFIG SET of `tls-*` parameters (rebuilds the TLS configuration); `None`
+    /// when the server runs no TLS, and then they are only recorded.
+    pub tls_reload: Option<TlsReload>,
     /// Scripts running past the busy threshold: every connection answers BUSY meanwhile.
     pub script_busy: std::sync::Arc<crate::scripting::Busy>,
 }
+
+/// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
+/// with the reason.
+#[derive(Clone)]
+pub struct TlsReload(Arc<TlsReloadFn>);
+
+type TlsReloadFn = dyn Fn(&[(String, String)]) -> Result<(), String> + Send + Sync;
+
+impl TlsReload {
+    pub fn new(
+        apply: impl Fn(&[(String, String)]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> TlsReload {
+        TlsReload(Arc::new(apply))
+    }
+
+    pub fn apply(&self, changes: &[(String, String)]) -> Result<(), String> {
+        (self.0)(changes)
+    }
+}
+
+impl fmt::Debug for TlsReload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TlsReload")
+    }
+}
+
+impl PartialEq for TlsReload {
+    fn eq(&self, other: &TlsReload) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TlsReload {}
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -34,6 +70,7 @@ impl Default for SessionConfig {
             max_pending_output: 16 * 1024 * 1024,
             requirepass: None,
             pubsub_output_limit: super::pubsub::OutputLimit::PUBSUB_DEFAULT,
+            tls_reload: None,
             script_busy: Default::default(),
             // redis-benchmark asks for `save` and `appendonly` at start-up.
             parameters: [

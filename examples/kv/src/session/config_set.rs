@@ -27,6 +27,10 @@ const IMMUTABLE: &[&str] = &[
     "io-threads",
     "auto-aof-rewrite-percentage",
     "auto-aof-rewrite-min-size",
+    // Fixed at start here (Redis re-binds and reconnects for them).
+    "tls-port",
+    "tls-cluster",
+    "tls-replication",
 ];
 
 /// Redis 7 parameters accepted and reported, with no effect here.
@@ -71,7 +75,6 @@ const ACCEPTED: &[&str] = &[
     "rdbchecksum",
     "lua-time-limit",
     "busy-reply-threshold",
-    "protected-mode",
     "repl-diskless-sync",
     "min-replicas-to-write",
     "replica-read-only",
@@ -118,6 +121,11 @@ fn check(name: &str, value: &Bytes) -> Result<Checked, Reply> {
                 Some(Setting::MaxMemoryPolicy(policy)),
             ));
         }
+        "protected-mode" => match text.to_ascii_lowercase().as_str() {
+            "yes" => Some(Setting::ProtectedMode(true)),
+            "no" => Some(Setting::ProtectedMode(false)),
+            _ => return Err(failed(name, "argument must be 'yes' or 'no'")),
+        },
         "maxclients" => match text.parse::<usize>() {
             Ok(n) if n >= 1 => Some(Setting::MaxClients(n)),
             _ => {
@@ -128,6 +136,13 @@ fn check(name: &str, value: &Bytes) -> Result<Checked, Reply> {
             }
         },
         _ if IMMUTABLE.contains(&name) => return Err(failed(name, "can't set immutable config")),
+        // Checked here as far as the value goes; the files are read when it is applied.
+        _ if name.starts_with("tls-") => {
+            crate::server::tls::TlsSettings::default()
+                .set(name, &text)
+                .map_err(|why| failed(name, &why))?;
+            None
+        }
         _ if ACCEPTED.contains(&name) => None,
         _ => {
             return Err(Reply::error(format!(
@@ -151,6 +166,22 @@ impl Session {
             match check(&name, value) {
                 Ok(ok) => checked.push(ok),
                 Err(reply) => return Admission::Answered(reply),
+            }
+        }
+        // TLS parameters take effect together (certificates re-read, new connections get
+        // them) or not at all, as Redis's TLS reload.
+        let tls: Vec<(String, String)> = checked
+            .iter()
+            .filter(|(name, _, _)| name.starts_with("tls-"))
+            .map(|(name, value, _)| (name.clone(), String::from_utf8_lossy(value).into_owned()))
+            .collect();
+        if let (false, Some(reload)) = (tls.is_empty(), &self.config.tls_reload) {
+            if let Err(why) = reload.apply(&tls) {
+                tracing::warn!(%why, "CONFIG SET of TLS parameters refused");
+                return Admission::Answered(failed(
+                    &tls[0].0,
+                    "Unable to update TLS configuration. Check server logs.",
+                ));
             }
         }
         let mut settings = Vec::new();

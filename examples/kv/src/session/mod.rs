@@ -31,7 +31,7 @@ use crate::command::{self, Command, CommandError, Scope};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
-pub use config::{Parameters, SessionConfig};
+pub use config::{Parameters, SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
