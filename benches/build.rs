@@ -1,8 +1,16 @@
 //! Generates the tonic service/client stubs for the RPC echo benchmark without protoc: the
 //! message is a handwritten prost struct (`src/rpc/message.rs`) and tonic-build's `manual`
-//! builder emits only the service glue.
+//! builder emits only the service glue. corewire's typed echo (the same proto, for the gRPC and
+//! typed-call benchmarks) comes from `proto/echo.proto` through corewire-build, with the
+//! payload as `Bytes` like the tonic peer's.
 
 fn main() {
+    corewire_build::configure()
+        .prost_config(|c| {
+            c.bytes(["."]);
+        })
+        .compile_protos(&["proto/echo.proto"], &["proto"])
+        .expect("corewire-build");
     let echo = tonic_build::manual::Method::builder()
         .name("echo")
         .route_name("Echo")

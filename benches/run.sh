@@ -48,6 +48,14 @@
 #                              probe latency and HOL, hot msgs/s, most receive CQEs one connection
 #                              took per poller pass and most frames it handed up per round.
 #                              ROUNDS (3 here), DUR_MS (4000), WARMUP_MS; QUICK=1: 1 round, 1 s
+#   benches/run.sh grpc        gRPC per core (issue 32): corewire's gRPC server (the echo generated
+#                              from benches/proto/echo.proto) vs tonic's on the same proto and
+#                              handler, server on SERVER_CPU, load on CLIENT_CPU, 64 conns x 4
+#                              streams, 64 B and 4 KiB: first with tonic's client as the load
+#                              (benchctl, QPS and server CPU per request), then with h2load
+#                              (nghttp2-client: a generator that is neither side's) posting a
+#                              gRPC-framed body; then typed calls vs the raw Service over
+#                              corewire's framing (benchctl rpc, corewire-typed vs corewire-rpc)
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -259,6 +267,98 @@ rdma_fairness() {
     (cd "$repo" && run env "${env[@]}" cargo xtask vm -- vm/bench/rdma-fairness.sh)
 }
 
+# CPU time (ns) of every thread of process $1 so far.
+cpu_ns() {
+    local total=0 t
+    for t in /proc/"$1"/task/*/schedstat; do
+        total=$(( total + $(cut -d' ' -f1 "$t") ))
+    done
+    echo "$total"
+}
+
+# A gRPC request body for h2load: one uncompressed message, an EchoMessage of $1 payload bytes.
+grpc_body() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+size, path = int(sys.argv[1]), sys.argv[2]
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+msg = b"\x0a" + varint(size) + bytes(i % 251 for i in range(size))
+open(path, "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
+PY
+}
+
+# h2load against one gRPC server: $1 label, then the server's command (it gets --addr).
+h2load_one() {
+    local label=$1; shift
+    local port; port=$(free_port "$port_base")
+    local log; log="$(mktemp)"
+    taskset -c "$server_cpu" "$@" --addr "127.0.0.1:$port" >"$log" 2>&1 &
+    local pid=$!
+    wait_listen "$port" "$pid" "$log" || { kill "$pid" 2>/dev/null; return 1; }
+    local url="http://127.0.0.1:$port/corewire.bench.Echo/Echo"
+    local size body out before after
+    for size in 64 4096; do
+        body="$(mktemp)"
+        grpc_body "$size" "$body"
+        local h2=(h2load -c 64 -m 4 -d "$body" -H 'content-type: application/grpc'
+            -H 'te: trailers' "$url")
+        # Warm-up, then the measured run with the server's CPU time around it.
+        taskset -c "$client_cpu" "${h2[@]}" -D "${warmup}ms" >/dev/null 2>&1 || true
+        before=$(cpu_ns "$pid")
+        out="$(taskset -c "$client_cpu" "${h2[@]}" -D "${duration}ms" 2>&1)"
+        after=$(cpu_ns "$pid")
+        rm -f "$body"
+        local rps ok failed
+        rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+        ok=$(sed -n 's/^requests: .* \([0-9]*\) succeeded, \([0-9]*\) failed.*/\1/p' <<<"$out")
+        failed=$(sed -n 's/^requests: .* succeeded, \([0-9]*\) failed.*/\1/p' <<<"$out")
+        if [[ -z "$rps" || -z "$ok" || "$ok" == 0 ]]; then
+            echo "run.sh: h2load against $label failed:" >&2
+            echo "$out" >&2
+            kill "$pid"; return 1
+        fi
+        printf '| %-14s | %6s B | %10.0f | %8.2f | %s |\n' "$label" "$size" "$rps" \
+            "$(awk -v d=$(( after - before )) -v n="$ok" 'BEGIN { print d / n / 1000 }')" "$failed"
+    done
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    rm -f "$log"
+}
+
+grpc() {
+    # Only the bench binaries: this suite does not run the raw echo example.
+    if [[ -z "${BIN_DIR:-}" ]]; then
+        (cd "$repo" && cargo build --release -p corewire-bench --bins >&2)
+        BIN_DIR="$target/release"
+    fi
+    BIN_DIR="$(realpath "$BIN_DIR")"
+    COREWIRE_ECHO="${COREWIRE_ECHO:-unused}"
+    local common; pinned_common
+    [[ -z "${WORKLOAD:-}" ]] && common+=(--workload "64 conn")
+    echo "# gRPC per core: corewire's gRPC server vs tonic's, same proto and handler, tonic's client as the load"
+    run "$BIN_DIR/benchctl" rpc "${common[@]}" --shards 1 --workers 1 \
+        --servers "${SERVERS:-corewire-grpc,tonic}" --baseline tonic
+    echo
+    echo "# gRPC per core, load from h2load (64 conns x 4 streams; server on CPU $server_cpu, h2load on CPU $client_cpu)"
+    command -v h2load >/dev/null || { echo "h2load not found: apt-get install nghttp2-client (cargo xtask setup)"; return 1; }
+    echo "| server         |    size |      req/s | srv µs/req | failed |"
+    echo "|----------------|---------|------------|------------|--------|"
+    h2load_one corewire-grpc "$BIN_DIR/rpc_corewire" server --grpc --shards 1 --no-pin
+    h2load_one tonic "$BIN_DIR/rpc_tonic" server --workers 1
+    echo
+    echo "# Typed calls vs the raw Service (corewire's framing over TCP, one shard)"
+    run "$BIN_DIR/benchctl" rpc "${common[@]}" --shards 1 \
+        --servers corewire-typed,corewire-rpc --baseline corewire-rpc
+}
+
 kv_fairness() {
     local args=(--rounds "$rounds")
     [[ $quick == 1 ]] && args=(--quick)
@@ -282,10 +382,11 @@ case "$suite" in
     percore) percore ;;
     tls) tls_suite ;;
     rpc) rpc ;;
+    grpc) grpc ;;
     fairness) fairness ;;
     kv-fairness) kv_fairness ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,64p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness, rdma-fairness, tls)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,72p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, rdma-fairness, tls)" >&2; exit 2 ;;
 esac

@@ -186,6 +186,13 @@ pub fn woken_at() -> u64 {
     context::try_with_executor(|e| e.woken_at()).unwrap_or(0)
 }
 
+/// When the poll of the task now running began, as the shard read it for its stall detector
+/// (on by default): a start time that costs no clock read. `None` with the detector off, off
+/// a shard, or outside a task's poll.
+pub fn poll_started_at() -> Option<std::time::Instant> {
+    context::try_with_executor(|e| e.poll_started()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,16 +46,16 @@ mod private;
 use std::future::Future;
 
 pub use blocking::spawn_blocking;
-pub use coop::{Budget, RoundBudget};
+pub use coop::{poll_started_at, Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};
 pub use driver::{Backend, Features};
 pub use executor::{yield_now, JoinError, JoinHandle};
 pub use mesh::{send_to, submit_to, MeshError, RemoteHandle};
 pub use poller::{register_poller, unregister_poller, PollOutcome, Poller, PollerId};
-pub use protocol_error::report_protocol_error;
+pub use protocol_error::{report_bad_call, report_protocol_error};
 pub use runtime::{Runtime, RuntimeBuilder};
-pub use shard::{shard_count, shard_id, ShardId, ShardStats, ShardStatsSnapshot};
+pub use shard::{shard_count, shard_id, try_shard_id, ShardId, ShardStats, ShardStatsSnapshot};
 pub use timer::{interval, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
 
 /// Spawn a `!Send` task on the current shard. Panics off a shard thread. The caller's

@@ -16,14 +16,20 @@
 //! [`MAX_CONNECTIONS`] scrapes at once (more wait in the kernel's backlog), requests over
 //! 8 KiB or slower than 5 s are closed, and each response is written once and the connection
 //! closed.
+//!
+//! Higher layers add their own families ([`MetricsSource`], [`register_source`]): the service
+//! framework's per-method request counts, errors by code and latency histograms come out of
+//! the same endpoint.
 
 #![warn(missing_docs)]
 
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::fmt::{Display, Write as _};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -156,9 +162,10 @@ fn respond(head: &[u8]) -> Bytes {
                 .map(|s| s.stats.snapshot())
                 .collect();
             let backend = context::with_driver(|d| d.backend());
-            let mut body = render(&snapshots);
-            body.push_str(&render_backend(backend));
-            http_response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
+            let mut text = render(&snapshots);
+            text.push_str(&render_backend(backend));
+            text.push_str(&render_sources(&context::current().peers));
+            http_response("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
         }
         (b"GET", Some(_)) => http_response("404 Not Found", "text/plain", "try /metrics\n".into()),
         _ => http_response(
@@ -214,6 +221,111 @@ fn escape_help(help: &str) -> String {
     help.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+/// A label value as the text format wants it (backslash, quote and newline escaped).
+pub fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// What a family of metrics is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Buckets, sum and count.
+    Histogram,
+}
+
+impl MetricType {
+    fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
+/// Metric families being gathered for one scrape: every sample of a family comes out
+/// together under one `# HELP`/`# TYPE`, whichever source and shard added it.
+#[derive(Debug, Default)]
+pub struct Families {
+    families: BTreeMap<String, (String, MetricType, String)>,
+}
+
+impl Families {
+    /// Add one sample to family `family` (described by `help` and `kind` the first time):
+    /// the line `family{suffix}{labels} value`, where `suffix` is `""`, or `_bucket`, `_sum`,
+    /// `_count` for a histogram, and `labels` is `k="v",...` (values escaped with
+    /// [`escape_label`]).
+    pub fn sample(
+        &mut self,
+        family: &str,
+        help: &str,
+        kind: MetricType,
+        suffix: &str,
+        labels: &str,
+        value: impl Display,
+    ) {
+        let entry = self
+            .families
+            .entry(family.to_owned())
+            .or_insert_with(|| (escape_help(help.trim()), kind, String::new()));
+        let _ = writeln!(entry.2, "{family}{suffix}{{{labels}}} {value}");
+    }
+
+    /// The text format of every family.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, (help, kind, lines)) in &self.families {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {}", kind.as_str());
+            out.push_str(lines);
+        }
+        out
+    }
+}
+
+/// Metrics a higher layer keeps (readable from any thread: atomics, usually written by one
+/// shard alone), exported with the shard counters.
+pub trait MetricsSource: Send + Sync {
+    /// Add this source's samples.
+    fn collect(&self, out: &mut Families);
+}
+
+/// Export `source` from the current shard's runtime for as long as it lives (a weak
+/// reference is kept: dropping the last `Arc` unregisters it). Off a shard, nothing happens.
+pub fn register_source(source: Weak<dyn MetricsSource>) {
+    if let Some(ctx) = context::try_current() {
+        let mut sources = lock(&ctx.remote.metric_sources);
+        sources.retain(|s| s.strong_count() > 0);
+        sources.push(source);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Every live source of `shards`, rendered.
+fn render_sources(shards: &[Arc<crate::shard::ShardRemote>]) -> String {
+    let mut families = Families::default();
+    for shard in shards {
+        let sources: Vec<_> = lock(&shard.metric_sources)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for source in sources {
+            source.collect(&mut families);
+        }
+    }
+    families.render()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +359,28 @@ mod tests {
         let text = render_backend(crate::Backend::Epoll);
         assert!(text.contains("# TYPE corewire_backend_info gauge\n"));
         assert!(text.ends_with("corewire_backend_info{backend=\"epoll\"} 1\n"));
+    }
+
+    #[test]
+    fn families_group_samples_from_every_source() {
+        let mut f = Families::default();
+        f.sample("x_total", "X.", MetricType::Counter, "", "shard=\"0\"", 1);
+        f.sample(
+            "a_seconds",
+            "A.",
+            MetricType::Histogram,
+            "_count",
+            "shard=\"0\"",
+            2,
+        );
+        f.sample("x_total", "X.", MetricType::Counter, "", "shard=\"1\"", 3);
+        assert_eq!(
+            f.render(),
+            "# HELP a_seconds A.\n# TYPE a_seconds histogram\na_seconds_count{shard=\"0\"} 2\n\
+             # HELP x_total X.\n# TYPE x_total counter\nx_total{shard=\"0\"} 1\n\
+             x_total{shard=\"1\"} 3\n"
+        );
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 
     #[test]

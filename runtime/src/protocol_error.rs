@@ -24,6 +24,22 @@ pub fn report_protocol_error(
     peer: Option<SocketAddr>,
     reason: &dyn fmt::Display,
 ) {
+    report(what, peer, reason, "closing connection: bad input");
+}
+
+/// Like [`report_protocol_error`] (counted in `protocol_errors`, logged as a sample), for bad
+/// input that fails one call or stream rather than the connection (a malformed gRPC message
+/// or protobuf on an HTTP/2 stream).
+pub fn report_bad_call(what: &'static str, peer: Option<SocketAddr>, reason: &dyn fmt::Display) {
+    report(what, peer, reason, "failing the call: bad input");
+}
+
+fn report(
+    what: &'static str,
+    peer: Option<SocketAddr>,
+    reason: &dyn fmt::Display,
+    action: &'static str,
+) {
     if let Some(ctx) = context::try_current() {
         ctx.remote.stats.protocol_errors.incr();
     }
@@ -32,9 +48,9 @@ pub fn report_protocol_error(
         .unwrap_or(Sample::Log { suppressed: 0 });
     if let Sample::Log { suppressed } = sample {
         if suppressed > 0 {
-            tracing::warn!(protocol = what, ?peer, %reason, suppressed, "closing connection: bad input (earlier lines suppressed)");
+            tracing::warn!(protocol = what, ?peer, %reason, suppressed, "{action} (earlier lines suppressed)");
         } else {
-            tracing::warn!(protocol = what, ?peer, %reason, "closing connection: bad input");
+            tracing::warn!(protocol = what, ?peer, %reason, "{action}");
         }
     }
 }

@@ -18,12 +18,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use corewire_runtime::sync::{Notify, SlotKey, Slots};
 use corewire_runtime::{sleep_until, spawn_local, Sleep};
-use corewire_transport::frame::{Frame, FrameHeader, FrameLimits, StatusCode};
+use corewire_transport::frame::{Frame, FrameHeader, FrameKind, FrameLimits, StatusCode};
 use corewire_transport::rdma::{RdmaConnection, RdmaOrTcp, TcpFallback};
-use corewire_transport::rpc::{request_header, ClientCalls, ResponseError, Status, WindowFull};
+use corewire_transport::rpc::{
+    request_header, ClientCalls, ReceiveCredit, ResponseError, Status, WindowFull, STREAM_WINDOW,
+};
 use corewire_transport::tcp::{ConnOptions, TcpConnection};
 use corewire_transport::{Connection, TransportError};
 
+use super::stream::{ReplyStream, StreamInbox};
 use super::Response;
 
 /// Why a call failed.
@@ -84,12 +87,42 @@ impl Default for ClientOptions {
 
 type CallResult = Result<Response, ClientError>;
 
-/// What the call table keeps for a call: where its result goes (its slot in
-/// [`Inner::replies`]), and what a Cancel names.
+/// A call as it leaves: what it addresses, what it carries, how long it may take.
+#[derive(Debug, Clone)]
+pub(crate) struct Outgoing {
+    pub(crate) service: u32,
+    pub(crate) method: u32,
+    pub(crate) payload: Bytes,
+    pub(crate) attachment: Bytes,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// What the call table keeps for a call: where its result goes, and what a Cancel names.
 struct Waiting {
-    reply: SlotKey,
+    reply: Waiter,
     service: u32,
     method: u32,
+}
+
+/// Where a call's result goes.
+enum Waiter {
+    /// A unary call: its slot in [`Inner::replies`].
+    Reply(SlotKey),
+    /// A server-streaming call: its buffer.
+    Stream(Rc<StreamInbox>),
+}
+
+impl Waiting {
+    /// Deliver the call's end.
+    fn finish<C>(self, inner: &Inner<C>, result: CallResult) {
+        match self.reply {
+            // The caller may have stopped waiting (dropped its call): fine.
+            Waiter::Reply(slot) => {
+                let _ = inner.replies.fill(slot, result);
+            }
+            Waiter::Stream(inbox) => inbox.finish(result.map(drop)),
+        }
+    }
 }
 
 struct Inner<C> {
@@ -221,22 +254,69 @@ impl<C: Connection> Client<C> {
     ) -> impl Future<Output = Result<Bytes, ClientError>> + '_ {
         // The call future itself, with no `async` layer around it: each layer copies the
         // whole future (most of a KiB) once more per call.
-        let timeout = self.inner().options.default_timeout;
-        self.start_call(service, method, payload, Bytes::new(), timeout, |r| {
-            r.payload
-        })
+        let call = Outgoing {
+            service,
+            method,
+            payload,
+            attachment: Bytes::new(),
+            timeout: self.inner().options.default_timeout,
+        };
+        self.start_call(call, |r| r.payload)
     }
 
     /// A call with more options (attachment, timeout).
     pub fn request(&self, service: u32, method: u32) -> CallBuilder<'_, C> {
         CallBuilder {
             client: self,
+            call: Outgoing {
+                service,
+                method,
+                payload: Bytes::new(),
+                attachment: Bytes::new(),
+                timeout: self.inner().options.default_timeout,
+            },
+        }
+    }
+
+    /// Call server-streaming `method` of `service` with `payload`: the stream of its replies
+    /// (the call's deadline, if any, covers the whole stream).
+    pub async fn call_streaming(
+        &self,
+        service: u32,
+        method: u32,
+        payload: Bytes,
+    ) -> Result<ReplyStream<C>, ClientError> {
+        self.start_stream(Outgoing {
             service,
             method,
-            payload: Bytes::new(),
+            payload,
             attachment: Bytes::new(),
             timeout: self.inner().options.default_timeout,
-        }
+        })
+        .await
+    }
+
+    pub(crate) async fn start_stream(&self, call: Outgoing) -> Result<ReplyStream<C>, ClientError> {
+        let (service, method) = (call.service, call.method);
+        let inbox = Rc::new(StreamInbox::default());
+        let waiter = Waiter::Stream(inbox.clone());
+        let mut pending = send_request(self.inner(), waiter, call).await?;
+        // From here the stream owns the call (and cancels it when dropped early).
+        let id = pending.id.take();
+        Ok(ReplyStream {
+            client: self.clone(),
+            id: std::cell::Cell::new(id),
+            service,
+            method,
+            inbox,
+            credit: ReceiveCredit::default(),
+            owed: 0,
+        })
+    }
+
+    /// The deadline of calls that set none ([`ClientOptions::default_timeout`]).
+    pub(crate) fn default_timeout(&self) -> Option<Duration> {
+        self.inner().options.default_timeout
     }
 
     pub fn in_flight(&self) -> usize {
@@ -252,61 +332,16 @@ impl<C: Connection> Client<C> {
     }
 
     /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
-    async fn start_call<R>(
+    pub(crate) async fn start_call<R>(
         &self,
-        service: u32,
-        method: u32,
-        payload: Bytes,
-        attachment: Bytes,
-        timeout: Option<Duration>,
+        call: Outgoing,
         finish: fn(Response) -> R,
     ) -> Result<R, ClientError> {
-        let inner = self.inner();
-        // The clock is read only for a call with a deadline (a read per call shows in the
-        // profile of a small-message load).
-        let now = timeout.map(|_| Instant::now());
-        let deadline = now.zip(timeout).map(|(now, t)| now + t);
-        let reply = inner.replies.reserve();
-        let mut token = Waiting {
-            reply: reply.key(),
-            service,
-            method,
-        };
-        let id = loop {
-            if let Some(why) = inner.gone.borrow().as_ref() {
-                return Err(ClientError::Disconnected(why.clone()));
-            }
-            let started = inner.calls.borrow_mut().try_start(token, deadline);
-            match started {
-                Ok(id) => {
-                    if deadline.is_some() && inner.calls.borrow().next_deadline() == deadline {
-                        inner.earliest_deadline.notify_one();
-                    }
-                    break id;
-                }
-                Err(WindowFull(back)) => {
-                    token = back;
-                    inner.window.notified().await;
-                }
-            }
-        };
-        // From here the call holds a window slot: `Pending` gives it back if this future is
-        // dropped before the reply arrives (and tells the server once the request was sent).
-        let mut pending = PendingCall {
-            inner,
-            id: Some(id),
-            service,
-            method,
-            sent: false,
-        };
-        let header = match now {
-            Some(now) => request_header(service, method, id, deadline, now),
-            None => FrameHeader::request(service, method, id),
-        };
-        if let Err(e) = inner.conn.send(&header, payload, attachment).await {
-            return Err(ClientError::Disconnected(e.to_string()));
-        }
-        pending.sent = true;
+        let reply = self.inner().replies.reserve();
+        let waiter = Waiter::Reply(reply.key());
+        // The call holds a window slot: `pending` gives it back if this future is dropped
+        // before the reply arrives (and tells the server, the request being sent).
+        let mut pending = send_request(self.inner(), waiter, call).await?;
         // The reader fills the slot (a reply, `Timeout` when the deadline passes, or
         // `Disconnected` when the connection ends).
         let result = reply.await;
@@ -314,6 +349,85 @@ impl<C: Connection> Client<C> {
         pending.id = None;
         result.map(finish)
     }
+}
+
+/// Take a window slot for `token`'s call, waiting for one while the window is full.
+async fn start<C: Connection>(
+    inner: &Inner<C>,
+    mut token: Waiting,
+    deadline: Option<Instant>,
+) -> Result<u64, ClientError> {
+    loop {
+        if let Some(why) = inner.gone.borrow().as_ref() {
+            return Err(ClientError::Disconnected(why.clone()));
+        }
+        let started = inner.calls.borrow_mut().try_start(token, deadline);
+        match started {
+            Ok(id) => {
+                if deadline.is_some() && inner.calls.borrow().next_deadline() == deadline {
+                    inner.earliest_deadline.notify_one();
+                }
+                return Ok(id);
+            }
+            Err(WindowFull(back)) => {
+                token = back;
+                inner.window.notified().await;
+            }
+        }
+    }
+}
+
+/// Take a window slot for a call whose result goes to `reply` and send its request: the
+/// call, pending (dropped before its end, it frees the slot and cancels the request).
+async fn send_request<'a, C: Connection>(
+    inner: &'a Rc<Inner<C>>,
+    reply: Waiter,
+    call: Outgoing,
+) -> Result<PendingCall<'a, C>, ClientError> {
+    let Outgoing {
+        service,
+        method,
+        payload,
+        attachment,
+        timeout,
+    } = call;
+    // The clock is read only for a call with a deadline (a read per call shows in the
+    // profile of a small-message load).
+    let now = timeout.map(|_| Instant::now());
+    let deadline = now.zip(timeout).map(|(now, t)| now + t);
+    let token = Waiting {
+        reply,
+        service,
+        method,
+    };
+    let id = start(inner, token, deadline).await?;
+    let mut pending = PendingCall {
+        inner,
+        id: Some(id),
+        service,
+        method,
+        sent: false,
+    };
+    let header = match now {
+        Some(now) => request_header(service, method, id, deadline, now),
+        None => FrameHeader::request(service, method, id),
+    };
+    if let Err(e) = inner.conn.send(&header, payload, attachment).await {
+        return Err(ClientError::Disconnected(e.to_string()));
+    }
+    pending.sent = true;
+    Ok(pending)
+}
+
+/// Give up call `id` of `client` (a stream dropped before its end): free its slot and cancel
+/// it on the server.
+pub(crate) fn forget_call<C: Connection>(client: &Client<C>, id: u64, service: u32, method: u32) {
+    let inner = client.inner();
+    if inner.calls.borrow_mut().cancel(id).is_none() {
+        return;
+    }
+    wake_window(inner);
+    send_cancels(&inner.conn, vec![(service, method, id)]);
 }
 
 /// A call that holds a window slot. Dropped before the reply: the slot is freed, and a
@@ -382,7 +496,7 @@ fn expire<C: Connection>(inner: &Inner<C>) {
     let mut cancels = Vec::with_capacity(expired.len());
     for c in expired {
         cancels.push((c.token.service, c.token.method, c.correlation_id));
-        let _ = inner.replies.fill(c.token.reply, Err(ClientError::Timeout));
+        c.token.finish(inner, Err(ClientError::Timeout));
     }
     wake_window(inner);
     send_cancels(&inner.conn, cancels);
@@ -427,6 +541,17 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
             Wake::Frame(r) => r,
         };
         match received {
+            Ok(Some(frame)) if frame.header.kind == FrameKind::StreamItem => {
+                if let Err(why) = stream_item(&inner, frame) {
+                    corewire_runtime::report_protocol_error(
+                        "rpc client",
+                        inner.conn.peer_addr(),
+                        &why,
+                    );
+                    inner.conn.close();
+                    break format!("protocol error: {why}");
+                }
+            }
             Ok(Some(frame)) => {
                 let done = inner.calls.borrow_mut().complete(&frame.header);
                 match done {
@@ -438,8 +563,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             }),
                             Err(status) => Err(ClientError::Status(status)),
                         };
-                        // The caller may have stopped waiting (dropped its call): fine.
-                        let _ = inner.replies.fill(c.token.reply, result);
+                        c.token.finish(&inner, result);
                         wake_window(&inner);
                     }
                     // A late reply to a call that timed out or was cancelled.
@@ -478,48 +602,89 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     *inner.gone.borrow_mut() = Some(why.clone());
     let failed = inner.calls.borrow_mut().fail_all(Status::Cancelled);
     for c in failed {
-        let _ = inner
-            .replies
-            .fill(c.token.reply, Err(ClientError::Disconnected(why.clone())));
+        c.token
+            .finish(&inner, Err(ClientError::Disconnected(why.clone())));
     }
     wake_window(&inner);
+}
+
+/// A StreamItem frame: into its stream's buffer. A late item of a stream given up on is
+/// dropped; one for a unary call fails that call (a peer that streams where it should not);
+/// one past the stream's credit is a protocol error (`Err`: the connection closes).
+fn stream_item<C: Connection>(inner: &Inner<C>, frame: Frame) -> Result<(), String> {
+    let header = &frame.header;
+    let calls = inner.calls.borrow();
+    let inbox = match calls.stream_item(header) {
+        Ok(Waiting {
+            reply: Waiter::Stream(inbox),
+            ..
+        }) => inbox.clone(),
+        Ok(Waiting {
+            service, method, ..
+        }) => {
+            let (service, method) = (*service, *method);
+            drop(calls);
+            let id = header.correlation_id;
+            if let Some(token) = inner.calls.borrow_mut().cancel(id) {
+                let why = Status::Internal("the server streamed a reply to a unary call".into());
+                token.finish(inner, Err(ClientError::Status(why)));
+            }
+            wake_window(inner);
+            send_cancels(&inner.conn, vec![(service, method, id)]);
+            return Ok(());
+        }
+        Err(ResponseError::UnknownCorrelationId(id)) => {
+            tracing::debug!(
+                correlation_id = id,
+                "stream item of a call no longer waiting"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    drop(calls);
+    inbox
+        .push(Response {
+            payload: frame.payload,
+            attachment: frame.attachment,
+        })
+        .map_err(|_| {
+            format!(
+                "stream {} sent more than its credit of {STREAM_WINDOW} messages",
+                header.correlation_id
+            )
+        })
 }
 
 /// Builds one call.
 pub struct CallBuilder<'a, C: Connection> {
     client: &'a Client<C>,
-    service: u32,
-    method: u32,
-    payload: Bytes,
-    attachment: Bytes,
-    timeout: Option<Duration>,
+    call: Outgoing,
 }
 
 impl<'a, C: Connection> CallBuilder<'a, C> {
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
-        self.payload = payload.into();
+        self.call.payload = payload.into();
         self
     }
 
     pub fn attachment(mut self, attachment: impl Into<Bytes>) -> Self {
-        self.attachment = attachment.into();
+        self.call.attachment = attachment.into();
         self
     }
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.call.timeout = Some(timeout);
         self
+    }
+
+    /// Send it as a server-streaming call: the stream of replies.
+    pub async fn send_streaming(self) -> Result<ReplyStream<C>, ClientError> {
+        self.client.start_stream(self.call).await
     }
 
     pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
         // The call future itself (see `Client::call`).
-        self.client.start_call(
-            self.service,
-            self.method,
-            self.payload,
-            self.attachment,
-            self.timeout,
-            std::convert::identity,
-        )
+        self.client.start_call(self.call, std::convert::identity)
     }
 }

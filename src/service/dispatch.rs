@@ -9,28 +9,39 @@
 //! Fairness needs nothing here: the connection's `recv` charges its budget and yields.
 
 use std::cell::RefCell;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use corewire_runtime::head_of_line::HeadOfLine;
-use corewire_runtime::sync::Notify;
+use corewire_runtime::sync::{mpsc, Notify};
 use corewire_runtime::{report_protocol_error, spawn_local, JoinHandle};
 use corewire_transport::frame::{Frame, FrameHeader, FrameKind};
-use corewire_transport::rpc::{request_deadline, response_header, ServerCalls, StartError};
+use corewire_transport::rpc::{
+    parse_credit, request_deadline, response_header, ServerCalls, StartError,
+};
 use corewire_transport::{Connection, TransportError};
 
-use super::registry::{CallFuture, DynService, ServiceSet};
+use super::registry::{CallFuture, DynService, ServiceSet, StreamFuture};
 use super::server::ServerOptions;
+use super::stream::{CreditGate, Replies};
 use super::{CallNow, Request, Response, Status};
+
+/// A request running in a task of its own.
+struct RunningCall {
+    task: JoinHandle<()>,
+    /// A streamed reply's credit, fed by the client's Credit frames.
+    credit: Option<Rc<CreditGate>>,
+}
 
 /// The requests running on one connection, shared by the reader and the handler tasks.
 struct Running {
-    calls: RefCell<ServerCalls<JoinHandle<()>>>,
+    calls: RefCell<ServerCalls<RunningCall>>,
     /// Wakes the reader parked while the window is full. A `finish` while the reader is not
     /// parked stores a permit; a stale permit costs one extra look at `is_full`, never a
     /// lost wake-up.
@@ -116,14 +127,21 @@ pub(crate) async fn serve<C: Connection>(
                     .calls
                     .borrow_mut()
                     .finish(frame.header.correlation_id);
-                if let Some(task) = task {
+                if let Some(call) = task {
                     // Dropping the task ends its `InFlight` (it found the id gone already).
-                    task.abort();
+                    call.task.abort();
                     let reply = Status::Cancelled.to_header(&frame.header);
                     let _ = conn.send(&reply, Bytes::new(), Bytes::new()).await;
                 }
             }
-            FrameKind::Response | FrameKind::Error => {
+            FrameKind::Credit => {
+                if let Err(why) = credit(&running, &frame) {
+                    report_protocol_error("rpc", conn.peer_addr(), &why);
+                    conn.close();
+                    break;
+                }
+            }
+            FrameKind::Response | FrameKind::Error | FrameKind::StreamItem => {
                 report_protocol_error(
                     "rpc",
                     conn.peer_addr(),
@@ -139,6 +157,24 @@ pub(crate) async fn serve<C: Connection>(
     }
     // Requests still running finish and reply; the connection closes when the last one
     // drops its handle.
+}
+
+/// A Credit frame: more messages the stream it names may send. Credit for a stream that has
+/// ended is late, not wrong; a malformed grant or one past the window is a protocol error.
+fn credit(running: &Running, frame: &Frame) -> Result<(), String> {
+    let id = frame.header.correlation_id;
+    let Some(n) = parse_credit(&frame.payload) else {
+        return Err(format!(
+            "credit frame for {id} with a {}-byte payload",
+            frame.payload.len()
+        ));
+    };
+    let calls = running.calls.borrow();
+    match calls.get(id).and_then(|c| c.credit.as_ref()) {
+        Some(gate) => gate.grant(n).map_err(|e| format!("stream {id}: {e}")),
+        None if calls.get(id).is_some() => Err(format!("credit frame for unary call {id}")),
+        None => Ok(()),
+    }
 }
 
 fn close_for<C: Connection>(conn: &C, e: &TransportError) {
@@ -178,7 +214,7 @@ async fn dispatch<C: Connection>(
     let header = frame.header;
     let id = header.correlation_id;
     running.calls.borrow().check(id)?;
-    let Some(service) = services.get(header.service_id) else {
+    let Some(entry) = services.get(header.service_id) else {
         reply(
             conn,
             &header,
@@ -187,6 +223,7 @@ async fn dispatch<C: Connection>(
         .await;
         return Ok(());
     };
+    let service = &entry.instance;
     // The clock is read only for a request that carries a deadline (most do not, and a
     // clock read per request shows in the profile of a small-message load).
     let deadline = match header.deadline {
@@ -209,6 +246,33 @@ async fn dispatch<C: Connection>(
         peer: conn.peer_addr(),
         shard: corewire_runtime::shard_id(),
     };
+    if entry.streams(header.method_id) {
+        let credit = Rc::new(CreditGate::default());
+        let (replies, rx) = Replies::channel();
+        let call = Rc::clone(service).call_streaming(request, replies);
+        let in_flight = InFlight {
+            running: running.clone(),
+            id,
+        };
+        let task = spawn_local(stream_replies(
+            conn.clone(),
+            header,
+            call,
+            rx,
+            credit.clone(),
+            deadline,
+            in_flight,
+            arrived,
+        ));
+        running.calls.borrow_mut().start(
+            id,
+            RunningCall {
+                task,
+                credit: Some(credit),
+            },
+        )?;
+        return Ok(());
+    }
     // The fastest path: a handler that answers in `call_now` costs no future at all.
     let request = match call_now(&**service, request) {
         CallNow::Done(result) => {
@@ -248,12 +312,85 @@ async fn dispatch<C: Connection>(
         }
     });
     // The task has not run yet (spawned tasks run from the queue), so the id is still free.
-    running.calls.borrow_mut().start(id, task)?;
+    running
+        .calls
+        .borrow_mut()
+        .start(id, RunningCall { task, credit: None })?;
     Ok(())
 }
 
+/// What woke a streaming call's task.
+enum StreamEvent {
+    Reply(Response),
+    Done(Result<(), Status>),
+}
+
+/// Run a server-streaming handler and send its replies as StreamItem frames, each against
+/// the client's credit, then the Response (or Error) that ends the stream. The handler is
+/// polled only here, so while the client grants no credit the handler waits at its next
+/// `send` (one reply outstanding): a reader that stops reading stops the handler.
+#[allow(clippy::too_many_arguments)]
+async fn stream_replies<C: Connection>(
+    conn: C,
+    request: FrameHeader,
+    mut call: StreamFuture,
+    mut rx: mpsc::Receiver<Response>,
+    credit: Rc<CreditGate>,
+    deadline: Option<Instant>,
+    in_flight: InFlight,
+    arrived: Arrived,
+) {
+    let _in_flight = in_flight;
+    let mut timer = deadline.map(corewire_runtime::sleep_until);
+    let mut done: Option<Result<(), Status>> = None;
+    let item_header = FrameHeader {
+        kind: FrameKind::StreamItem,
+        ..response_header(&request)
+    };
+    let result = loop {
+        let event = poll_fn(|cx| {
+            if done.is_none() {
+                if let Some(t) = timer.as_mut() {
+                    if Pin::new(t).poll(cx).is_ready() {
+                        return Poll::Ready(StreamEvent::Done(Err(Status::DeadlineExceeded)));
+                    }
+                }
+                if let Poll::Ready(r) = poll_guarded(call.as_mut(), cx) {
+                    done = Some(r);
+                }
+            }
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(item)) => Poll::Ready(StreamEvent::Reply(item)),
+                // Replies sent before the handler returned go out first; the stream ends
+                // once none is left (a `Replies` the handler kept elsewhere is cut off).
+                _ => match &done {
+                    Some(r) => Poll::Ready(StreamEvent::Done(r.clone())),
+                    None => Poll::Pending,
+                },
+            }
+        })
+        .await;
+        match event {
+            StreamEvent::Reply(item) => {
+                credit.take_one().await;
+                if conn
+                    .send(&item_header, item.payload, item.attachment)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            StreamEvent::Done(result) => break result,
+        }
+    };
+    if reply(&conn, &request, result.map(|()| Response::default())).await {
+        arrived.replied();
+    }
+}
+
 /// A handler's `call_now`. A panic in it fails the call as `Internal`, like one in `call`.
-fn call_now(service: &dyn DynService, request: Request) -> CallNow {
+pub(crate) fn call_now(service: &dyn DynService, request: Request) -> CallNow {
     catch_unwind(AssertUnwindSafe(|| service.call_now(request))).unwrap_or_else(|panic| {
         tracing::error!(panic = %panic_text(&panic), "service handler panicked");
         CallNow::Done(Err(Status::Internal("the handler panicked".into())))
@@ -263,14 +400,19 @@ fn call_now(service: &dyn DynService, request: Request) -> CallNow {
 /// One poll of a handler's call. A panic in it is the handler's bug: the call fails as
 /// `Internal` and the connection carries on.
 async fn poll_once(call: &mut CallFuture) -> Poll<Result<Response, Status>> {
-    poll_fn(|cx| {
-        let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
-        Poll::Ready(polled.unwrap_or_else(|panic| {
-            tracing::error!(panic = %panic_text(&panic), "service handler panicked");
-            Poll::Ready(Err(Status::Internal("the handler panicked".into())))
-        }))
+    poll_fn(|cx| Poll::Ready(poll_guarded(call.as_mut(), cx))).await
+}
+
+/// One poll of a handler's future; a panic in it fails the call as `Internal` (the handler's
+/// bug, not the connection's).
+pub(crate) fn poll_guarded<T>(
+    call: Pin<&mut dyn Future<Output = Result<T, Status>>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, Status>> {
+    catch_unwind(AssertUnwindSafe(|| call.poll(cx))).unwrap_or_else(|panic| {
+        tracing::error!(panic = %panic_text(&panic), "service handler panicked");
+        Poll::Ready(Err(Status::Internal("the handler panicked".into())))
     })
-    .await
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {

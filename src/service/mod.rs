@@ -2,13 +2,14 @@
 //! shard (with that shard's state) and serves it over every transport that implements
 //! [`Connection`](corewire_transport::Connection).
 
-mod client;
+pub(crate) mod client;
 #[cfg(feature = "tls")]
 mod client_tls;
-mod dispatch;
+pub(crate) mod dispatch;
 mod pool;
-mod registry;
+pub(crate) mod registry;
 mod server;
+mod stream;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
 pub use server::{Server, ServerBuilder, ServerOptions};
+pub use stream::{Replies, ReplyStream};
 
 /// One call as a service sees it.
 #[derive(Debug)]
@@ -62,14 +64,75 @@ impl Response {
     }
 }
 
+/// How a method answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MethodKind {
+    /// One reply ([`Service::call`]).
+    Unary,
+    /// A stream of replies ([`Service::call_streaming`]).
+    ServerStreaming,
+}
+
+/// A method as transports that address methods by name (gRPC) see it. Generated code lists
+/// them in [`Service::METHODS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodInfo {
+    /// The full gRPC name, `/package.Service/Method`.
+    pub name: &'static str,
+    /// The id corewire's framing carries: [`service_id`] of `name` (FNV-1a), so both ends
+    /// derive it from the name alone, with no set-up exchange.
+    pub id: u32,
+    pub kind: MethodKind,
+}
+
+impl MethodInfo {
+    /// A method of `kind` named `name` (`/package.Service/Method`), its id derived from the
+    /// name.
+    pub const fn new(name: &'static str, kind: MethodKind) -> MethodInfo {
+        MethodInfo {
+            name,
+            id: service_id(name),
+            kind,
+        }
+    }
+}
+
 /// A service: one instance per shard, called concurrently by every connection on that shard
 /// (so its state lives in `Cell`/`RefCell`, no locks). Reach other shards' instances with
 /// [`corewire_runtime::submit_to`].
+///
+/// This is the low-level layer: requests and replies are bytes. Services generated from a
+/// `.proto` file (`corewire-build`) implement it for you, with typed messages on top and
+/// [`NAME`](Service::NAME)/[`METHODS`](Service::METHODS) filled in so gRPC can reach them.
 pub trait Service: 'static {
     /// The id clients address this service by; [`service_id`] derives one from a name.
     const ID: u32;
 
+    /// The full name (`package.Service`); empty for a service only corewire's framing
+    /// reaches.
+    const NAME: &'static str = "";
+
+    /// The methods, for transports that address them by name (gRPC) and for streaming
+    /// methods on every transport; a method not listed is unary.
+    const METHODS: &'static [MethodInfo] = &[];
+
     fn call(&self, request: Request) -> impl Future<Output = Result<Response, Status>>;
+
+    /// A server-streaming method (one [`METHODS`](Service::METHODS) lists as
+    /// [`MethodKind::ServerStreaming`]): send each reply with [`Replies::send`], which waits
+    /// while the caller is not reading (the stream's buffering is bounded), then return how
+    /// the stream ends. The default answers `Unimplemented`.
+    fn call_streaming(
+        &self,
+        request: Request,
+        replies: Replies,
+    ) -> impl Future<Output = Result<(), Status>> {
+        drop(replies);
+        std::future::ready(Err(Status::Unimplemented(format!(
+            "method {} does not stream",
+            request.method
+        ))))
+    }
 
     /// The fast path, for handlers that can answer without waiting: answer here
     /// ([`CallNow::Done`]) or hand the request back ([`CallNow::Later`]) to be served by
@@ -111,6 +174,9 @@ mod head_of_line_tests;
 
 #[cfg(test)]
 mod fast_path_tests;
+
+#[cfg(test)]
+mod stream_tests;
 
 #[cfg(test)]
 mod id_tests {

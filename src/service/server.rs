@@ -14,7 +14,9 @@ use corewire_transport::frame::FrameLimits;
 use corewire_transport::{ConnSettings, Listener};
 
 use super::dispatch;
-use super::registry::{factory, Factory, ServiceSet};
+#[cfg(feature = "grpc")]
+use super::registry::Route;
+use super::registry::{self, registration, Registration, ServiceSet};
 use super::Service;
 
 /// Per-connection server settings.
@@ -28,6 +30,9 @@ pub struct ServerOptions {
     /// Reply bytes queued per connection (a true bound): past it handlers wait to queue
     /// their replies and the server reads nothing more from the connection (default 4 MiB).
     pub max_queued_bytes: usize,
+    /// Settings of [`serve_grpc`](Server::serve_grpc) listeners.
+    #[cfg(feature = "grpc")]
+    pub grpc: crate::grpc::GrpcOptions,
 }
 
 impl Default for ServerOptions {
@@ -36,13 +41,15 @@ impl Default for ServerOptions {
             max_in_flight_per_conn: 1024,
             limits: FrameLimits::default(),
             max_queued_bytes: 4 << 20,
+            #[cfg(feature = "grpc")]
+            grpc: crate::grpc::GrpcOptions::default(),
         }
     }
 }
 
 #[derive(Default)]
 pub struct ServerBuilder {
-    factories: Vec<Factory>,
+    registrations: Vec<Registration>,
     options: ServerOptions,
 }
 
@@ -53,7 +60,7 @@ impl ServerBuilder {
         S: Service,
         F: Fn(corewire_runtime::ShardId) -> S + Send + Sync + 'static,
     {
-        self.factories.push(factory(make));
+        self.registrations.push(registration(make));
         self
     }
 
@@ -62,21 +69,41 @@ impl ServerBuilder {
         self
     }
 
+    /// The server. A service registered twice under the same name is served by the later
+    /// registration.
+    ///
+    /// # Panics
+    ///
+    /// When two services' names give the same id, or two methods of one service do: a naming
+    /// mistake better found at start-up than as misrouted calls ([`try_build`] returns it).
+    ///
+    /// [`try_build`]: ServerBuilder::try_build
     pub fn build(self) -> Server {
+        self.try_build().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The server, or why its services cannot be told apart by id.
+    pub fn try_build(self) -> Result<Server, String> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        Server {
+        let registrations = registry::check(self.registrations)?;
+        Ok(Server {
             inner: Arc::new(ServerInner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                factories: self.factories,
+                #[cfg(feature = "grpc")]
+                routes: registry::routes(&registrations),
+                registrations,
                 options: self.options,
             }),
-        }
+        })
     }
 }
 
 struct ServerInner {
     id: u64,
-    factories: Vec<Factory>,
+    registrations: Vec<Registration>,
+    /// Named methods by their gRPC name.
+    #[cfg(feature = "grpc")]
+    routes: HashMap<&'static str, Route>,
     options: ServerOptions,
 }
 
@@ -106,9 +133,17 @@ impl Server {
         INSTANCES.with(|m| {
             m.borrow_mut()
                 .entry(self.inner.id)
-                .or_insert_with(|| Rc::new(ServiceSet::build(&self.inner.factories, shard_id())))
+                .or_insert_with(|| {
+                    Rc::new(ServiceSet::build(&self.inner.registrations, shard_id()))
+                })
                 .clone()
         })
+    }
+
+    /// The method named `path` (`/package.Service/Method`), if a registered service has it.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn route(&self, path: &str) -> Option<Route> {
+        self.inner.routes.get(path).copied()
     }
 
     /// Serve on `listener` — a [`TcpEndpoint`](corewire_runtime::accept::TcpEndpoint), an

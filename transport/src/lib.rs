@@ -13,7 +13,7 @@ pub mod mem;
 pub mod rdma;
 pub mod tcp;
 
-pub use corewire_wire::{frame, length_prefixed, rpc};
+pub use corewire_wire::{frame, grpc, length_prefixed, rpc};
 
 pub use conn::{ConnStats, Connection, TransportError, TransportKind};
 pub use listen::{ConnSettings, Listener};

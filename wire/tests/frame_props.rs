@@ -16,6 +16,8 @@ fn kind() -> impl Strategy<Value = FrameKind> {
         Just(FrameKind::Response),
         Just(FrameKind::Error),
         Just(FrameKind::Cancel),
+        Just(FrameKind::StreamItem),
+        Just(FrameKind::Credit),
     ]
 }
 
@@ -30,6 +32,10 @@ fn status() -> impl Strategy<Value = StatusCode> {
         Just(StatusCode::DeadlineExceeded),
         Just(StatusCode::Cancelled),
         Just(StatusCode::Failed),
+        Just(StatusCode::NotFound),
+        Just(StatusCode::Unavailable),
+        Just(StatusCode::Unauthenticated),
+        Just(StatusCode::Unimplemented),
     ]
 }
 

@@ -1,5 +1,7 @@
-//! `cargo xtask setup`: makes sure the Debian packages the project needs are installed.
+//! `cargo xtask setup`: makes sure the Debian packages the project needs are installed, and
+//! the Python packages of the gRPC interop test (a venv, `target/grpc-venv`).
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::cmd::{self, Result};
@@ -42,7 +44,62 @@ pub const PACKAGES: &[&str] = &[
     "python3-redis",
     // the TLS tests' encrypted key file and the TLS benchmark's certificates
     "openssl",
+    // the venv of the greeter's grpcio interop test (see `grpc_venv`)
+    "python3-venv",
+    // h2load: HTTP/2 load (gRPC-framed bodies) for the gRPC benchmark (benches/run.sh grpc)
+    "nghttp2-client",
 ];
+
+/// The venv with grpcio and grpcio-tools (from PyPI: Debian's grpc-tools is years older
+/// than its grpcio) that examples/greeter/tests/grpcio_interop.rs runs its client in.
+pub fn grpc_venv() -> PathBuf {
+    cmd::repo_root().join("target/grpc-venv")
+}
+
+/// What the venv must hold, pinned loosely.
+fn grpc_requirements() -> PathBuf {
+    cmd::repo_root().join("xtask/grpc-requirements.txt")
+}
+
+fn venv_ready(venv: &std::path::Path) -> bool {
+    Command::new(venv.join("bin/python"))
+        .args(["-c", "import grpc, grpc_tools"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Make the grpcio venv if it is missing or incomplete (Debian's python3 with python3-venv).
+fn setup_python() -> Result<()> {
+    let venv = grpc_venv();
+    if venv_ready(&venv) {
+        eprintln!("xtask setup: the grpcio venv is ready ({})", venv.display());
+        return Ok(());
+    }
+    eprintln!(
+        "xtask setup: making the grpcio venv {} (pip install -r {})",
+        venv.display(),
+        grpc_requirements().display()
+    );
+    cmd::run(
+        Command::new("/usr/bin/python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&venv),
+    )?;
+    cmd::run(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "-r"])
+            .arg(grpc_requirements()),
+    )?;
+    if !venv_ready(&venv) {
+        return Err(format!(
+            "{} still cannot import grpc and grpc_tools after pip install",
+            venv.display()
+        ));
+    }
+    Ok(())
+}
 
 /// Packages of `wanted` that `dpkg-query` output does not list as installed.
 /// `dpkg_output` has lines `<package> <status>` (status `installed` when present).
@@ -85,6 +142,11 @@ pub fn is_root() -> bool {
 }
 
 pub fn setup() -> Result<()> {
+    setup_debian()?;
+    setup_python()
+}
+
+fn setup_debian() -> Result<()> {
     let Some(missing) = query_missing() else {
         eprintln!(
             "xtask setup: dpkg-query not found (not Debian?): cannot check packages; make sure \

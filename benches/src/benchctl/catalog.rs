@@ -104,6 +104,22 @@ impl Catalog {
              {probe_listener_flag}",
             Some(format!("{{corewire_rpc_client}} {CLOSED_LOOP_FLAGS}")),
         );
+        // The same echo generated from proto/echo.proto (the typed layer over the raw one),
+        // called with its generated client.
+        add(
+            "corewire-typed",
+            "{corewire_rpc_server} --typed --addr {addr} --shards {shards}{budget_flag}",
+            Some(format!(
+                "{{corewire_rpc_client}} --typed {CLOSED_LOOP_FLAGS}"
+            )),
+        );
+        // corewire's gRPC server with that typed echo, loaded by tonic's client (tonic's
+        // server answers the same proto).
+        add(
+            "corewire-grpc",
+            "{corewire_rpc_server} --grpc --addr {addr} --shards {shards}",
+            Some(format!("{{bin}}/rpc_tonic client {CLOSED_LOOP_FLAGS}")),
+        );
         if let Some(rpc) = defs.get_mut("corewire-rpc") {
             rpc.probe_client = Some(format!(
                 "{{corewire_rpc_client}} --probe --probe-addr {{probe_addr}} {PROBE_FLAGS}"

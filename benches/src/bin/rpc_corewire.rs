@@ -1,6 +1,6 @@
 //! corewire RPC echo: `rpc_corewire server --addr A [--shards N] [--accept reuseport|handoff]
 //! [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B] [--hash-rounds N] [--probe-addr P]
-//! [--no-call-now]` or
+//! [--no-call-now] [--typed] [--grpc]` or
 //! `rpc_corewire client --addr A [--conns C] [--depth D] [--size S] [--duration-ms MS] [--warmup-ms MS] [--threads T]
 //! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc"), or the fairness probe
 //! `rpc_corewire client --probe --addr A [--probe-addr P] [--hot-conns H] [--hot-depth D] ...`.
@@ -25,8 +25,11 @@ rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handof
                      head-of-line counts are printed as probe_hol_*)]
                     [--no-call-now (answer through the handler's boxed future, not call_now:
                      the slow path, to compare allocations and polls per request)]
+                    [--typed (the echo generated from proto/echo.proto, not the raw one)]
+                    [--grpc (the typed echo over gRPC/HTTP2, not corewire's framing)]
 rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
                     [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]
+                    [--typed (call the typed echo with its generated client)]
 rpc_corewire client --probe --addr HOST:PORT [--probe-addr HOST:PORT] [--hot-conns 8]
                     [--hot-depth 32] [--size S] [--probe-size 64] [--duration-ms MS]
                     [--warmup-ms MS] [--threads T (hot client shards)] [--server-pid PID]";
@@ -53,6 +56,8 @@ fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
             hash_rounds: args.get("hash-rounds", 0u32)?,
             probe_addr: args.opt("probe-addr")?,
             no_call_now: args.switch("no-call-now"),
+            typed: args.switch("typed"),
+            grpc: args.switch("grpc"),
         };
         Ok((cfg, messages, bytes))
     };
@@ -76,9 +81,10 @@ fn server_main(args: Args) -> ExitCode {
     }
 }
 
-fn client_main(args: Args) -> ExitCode {
+fn client_main(mut args: Args) -> ExitCode {
+    let typed = args.switch("typed");
     let run = match cli::parse(args) {
-        Ok(Command::ClosedLoop(cfg)) => run_corewire_closed_loop(&cfg).map(|r| {
+        Ok(Command::ClosedLoop(cfg)) => run_corewire_closed_loop(&cfg, typed).map(|r| {
             print_json(&r);
             r.errors
         }),
@@ -104,9 +110,9 @@ fn client_main(args: Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // Switches: the server's `--no-pin` and `--no-call-now`, the client's `--probe`; every other
-    // flag takes a value.
-    let mut args = match Args::from_env(&["no-pin", "no-call-now", "probe"]) {
+    // Switches: the server's `--no-pin`, `--no-call-now` and `--grpc`, the client's `--probe`,
+    // both's `--typed`; every other flag takes a value.
+    let mut args = match Args::from_env(&["no-pin", "no-call-now", "probe", "typed", "grpc"]) {
         Ok(a) => a,
         Err(e) => return usage_error(e),
     };

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use corewire::{spawn_local, Client, ClientError, ClientOptions, Runtime, Service};
 
+use super::typed::{EchoClient, EchoMessage};
 use super::{Echo, ECHO_METHOD};
 use crate::loadgen::closed_loop::{
     closed_loop_report, probe_report, spread, ClosedLoopConfig, ProbeConfig, RunShape,
@@ -58,6 +59,8 @@ struct ShardBody {
     shard: usize,
     addr: SocketAddr,
     conns: Vec<ConnSpec>,
+    /// Call the typed echo (generated client) instead of the raw one.
+    typed: bool,
 }
 
 impl ThreadBody for ShardBody {
@@ -67,9 +70,10 @@ impl ThreadBody for ShardBody {
             shard,
             addr,
             conns,
+            typed,
         } = self;
         let n = conns.len();
-        match rt.run_on(shard, move || drive_shard(addr, conns, gate, groups)) {
+        match rt.run_on(shard, move || drive_shard(addr, conns, gate, groups, typed)) {
             Ok(stats) => stats,
             Err(e) => {
                 eprintln!("rpc_corewire: client shard {shard} failed: {e}");
@@ -98,6 +102,7 @@ async fn drive_shard(
     conns: Vec<ConnSpec>,
     mut gate: StartGate,
     groups: usize,
+    typed: bool,
 ) -> Vec<GroupStats> {
     let stats: Rc<Vec<RefCell<GroupStats>>> =
         Rc::new((0..groups).map(|_| RefCell::default()).collect());
@@ -119,7 +124,7 @@ async fn drive_shard(
     let mut tasks = Vec::new();
     for (spec, client) in &clients {
         for _ in 0..spec.depth.max(1) {
-            let task = call_loop(client.clone(), *spec, timeline, Rc::clone(&stats));
+            let task = call_loop(client.clone(), *spec, typed, timeline, Rc::clone(&stats));
             tasks.push((*spec, spawn_local(task)));
         }
     }
@@ -150,10 +155,12 @@ fn collect(stats: &[RefCell<GroupStats>]) -> Vec<GroupStats> {
 async fn call_loop(
     client: Client,
     spec: ConnSpec,
+    typed: bool,
     timeline: Timeline,
     stats: Rc<Vec<RefCell<GroupStats>>>,
 ) -> Result<(), CallLoopError> {
     let payload = Bytes::from((0..spec.size).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+    let typed = typed.then(|| EchoClient::from_client(client.clone()));
     // One clock read per call: the time a reply was recorded is when the next call starts
     // (the raw-echo loadgen likewise reads the clock once per read, not per request).
     let mut sent = timeline.now_ns();
@@ -161,10 +168,16 @@ async fn call_loop(
         if timeline.ended(sent) {
             return Ok(());
         }
-        let reply = client
-            .call(Echo::ID, ECHO_METHOD, payload.clone())
-            .await
-            .map_err(CallLoopError::Call)?;
+        let reply = match &typed {
+            Some(echo) => echo
+                .echo(EchoMessage {
+                    payload: payload.clone(),
+                })
+                .await
+                .map(|r| r.into_inner().payload),
+            None => client.call(Echo::ID, ECHO_METHOD, payload.clone()).await,
+        }
+        .map_err(CallLoopError::Call)?;
         // Length and last byte, as loadgen checks (a full compare would load the client).
         if reply.len() != spec.size || reply.last() != payload.last() {
             return Err(CallLoopError::WrongEcho {
@@ -200,6 +213,7 @@ fn run_shards(
     lists: Vec<(SocketAddr, Vec<ConnSpec>)>,
     groups: usize,
     shape: &RunShape,
+    typed: bool,
 ) -> Result<Outcome, ClientRuntimeError> {
     let lists: Vec<_> = lists.into_iter().filter(|(_, l)| !l.is_empty()).collect();
     let rt = Runtime::builder()
@@ -217,6 +231,7 @@ fn run_shards(
             shard,
             addr,
             conns,
+            typed,
         })
         .collect();
     let out = harness::run(
@@ -230,9 +245,11 @@ fn run_shards(
     Ok(out)
 }
 
-/// Runs a closed-loop benchmark against a corewire RPC echo server.
+/// Runs a closed-loop benchmark against a corewire RPC echo server (its typed echo, generated
+/// from `proto/echo.proto`, when `typed`).
 pub fn run_corewire_closed_loop(
     cfg: &ClosedLoopConfig,
+    typed: bool,
 ) -> Result<ClosedLoopReport, ClientRuntimeError> {
     let spec = ConnSpec {
         group: 0,
@@ -244,8 +261,13 @@ pub fn run_corewire_closed_loop(
         .into_iter()
         .map(|l| (s.addr, l))
         .collect();
-    let out = run_shards(lists, 1, s)?;
-    Ok(closed_loop_report("corewire-rpc", cfg, &out))
+    let out = run_shards(lists, 1, s, typed)?;
+    let mode = if typed {
+        "corewire-typed"
+    } else {
+        "corewire-rpc"
+    };
+    Ok(closed_loop_report(mode, cfg, &out))
 }
 
 /// Runs the fairness probe against a corewire RPC echo server: the hot connections on
@@ -260,6 +282,6 @@ pub fn run_corewire_probe(cfg: &ProbeConfig) -> Result<ProbeReport, ClientRuntim
     if let Some(probe) = lists.last_mut() {
         probe.0 = cfg.probe_addr();
     }
-    let out = run_shards(lists, 2, &cfg.shape)?;
+    let out = run_shards(lists, 2, &cfg.shape, false)?;
     Ok(probe_report("corewire-rpc-probe", cfg, &out))
 }

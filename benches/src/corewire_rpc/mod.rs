@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod client;
 pub mod server;
+pub mod typed;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -15,6 +15,7 @@ use corewire_runtime::accept::{
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use super::typed::{EchoServer, TypedEcho};
 use super::{Echo, Served};
 use crate::alloc_count::alloc_count;
 use crate::server_metrics::{metric_line, per_request};
@@ -37,6 +38,10 @@ pub struct CorewireRpcServerConfig {
     pub probe_addr: Option<SocketAddr>,
     /// Serve through the handler's boxed future only (see [`Echo::no_call_now`]).
     pub no_call_now: bool,
+    /// Serve the typed echo generated from `proto/echo.proto` instead of the raw one.
+    pub typed: bool,
+    /// Serve the typed echo over gRPC (HTTP/2) instead of corewire's framing.
+    pub grpc: bool,
 }
 
 /// Why the server could not run.
@@ -78,37 +83,54 @@ pub fn run(cfg: &CorewireRpcServerConfig) -> Result<(), CorewireRpcServerError> 
         .map_err(CorewireRpcServerError::Runtime)?;
     let served = Arc::new(Served::new(rt.shard_count()));
     let (hash_rounds, no_call_now) = (cfg.hash_rounds, cfg.no_call_now);
-    let counters = served.clone();
-    let server = Server::builder()
-        .service(move |shard| Echo {
-            hash_rounds,
-            served: Some((counters.clone(), shard)),
-            no_call_now,
-        })
-        .build();
     let endpoint = |addr| {
         TcpEndpoint::bind(addr)
             .mode(core_mode(cfg.accept))
             .budget(cfg.budget)
     };
+    let counters = served.clone();
+    let server = if cfg.typed || cfg.grpc {
+        Server::builder()
+            .service(move |shard| {
+                EchoServer::new(TypedEcho {
+                    served: Some((counters.clone(), shard)),
+                })
+            })
+            .build()
+    } else {
+        Server::builder()
+            .service(move |shard| Echo {
+                hash_rounds,
+                served: Some((counters.clone(), shard)),
+                no_call_now,
+            })
+            .build()
+    };
+    let serve = |addr| {
+        if cfg.grpc {
+            server.serve_grpc(&rt, endpoint(addr))
+        } else {
+            server.serve(&rt, endpoint(addr))
+        }
+    };
     // The probe's listener first: benchctl counts the server as up once `addr` listens.
     let probe = cfg
         .probe_addr
-        .map(|addr| server.serve(&rt, endpoint(addr)))
+        .map(serve)
         .transpose()
         .map_err(CorewireRpcServerError::Listen)?;
-    let handle = server
-        .serve(&rt, endpoint(cfg.addr))
-        .map_err(CorewireRpcServerError::Listen)?;
+    let handle = serve(cfg.addr).map_err(CorewireRpcServerError::Listen)?;
     eprintln!(
-        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={}, call_now={})",
+        "rpc_corewire: serving on {} (shards={}, accept={}, pinned={}, budget={:?}, hash_rounds={}, call_now={}, typed={}, grpc={})",
         handle.local_addr(),
         rt.shard_count(),
         cfg.accept,
         cfg.pin,
         cfg.budget,
         cfg.hash_rounds,
-        !cfg.no_call_now
+        !cfg.no_call_now,
+        cfg.typed,
+        cfg.grpc
     );
     // Counted from here: what connections and requests cost, not start-up.
     let polls = || rt.stats().iter().map(|s| s.tasks_polled).sum::<u64>();

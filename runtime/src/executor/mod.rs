@@ -56,6 +56,8 @@ pub(crate) struct Executor {
     messages: Cell<u64>,
     /// The message clock when the task being polled was woken.
     woken_at: Cell<u64>,
+    /// When the poll running now began (`None` between polls, or with no stall detector).
+    poll_started: Cell<Option<Instant>>,
     generation: Cell<u32>,
     remote: Arc<ShardRemote>,
     /// Tasks that yielded: woken only after the shard's pollers and ring had their turn.
@@ -72,6 +74,7 @@ impl Executor {
             yielded: RefCell::new(Vec::new()),
             messages: Cell::new(0),
             woken_at: Cell::new(0),
+            poll_started: Cell::new(None),
         }
     }
 
@@ -85,6 +88,10 @@ impl Executor {
     }
 
     /// The message clock when the task now being polled was woken (or spawned).
+    pub(crate) fn poll_started(&self) -> Option<Instant> {
+        self.poll_started.get()
+    }
+
     pub(crate) fn woken_at(&self) -> u64 {
         self.woken_at.get()
     }
@@ -184,7 +191,9 @@ impl Executor {
             task_waker.scheduled.store(false, Ordering::Release);
             let waker = Waker::from(task_waker);
             let mut cx = Context::from_waker(&waker);
+            self.poll_started.set(mark);
             let outcome = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+            self.poll_started.set(None);
             if let (Some(detector), Some(start)) = (stall, mark.as_mut()) {
                 let now = Instant::now();
                 let (shard, stats) = (self.remote.id, &self.remote.stats);

@@ -92,6 +92,11 @@ pub fn shard_id() -> ShardId {
     current().id
 }
 
+/// The id of the shard this thread runs, `None` off a shard thread.
+pub fn try_shard_id() -> Option<ShardId> {
+    try_current().map(|c| c.id)
+}
+
 /// How many shards the runtime of this thread has. Panics off a shard thread.
 pub fn shard_count() -> usize {
     current().peers.len()

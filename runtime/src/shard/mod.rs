@@ -7,7 +7,7 @@ mod run_loop;
 pub mod stall;
 mod stats;
 
-pub use context::{shard_count, shard_id};
+pub use context::{shard_count, shard_id, try_shard_id};
 pub use local::ShardLocal;
 pub(crate) use remote::Message;
 pub use remote::ShardRemote;

@@ -33,6 +33,8 @@ pub struct ShardRemote {
     /// Senders waiting for room in a full inbox (backpressure).
     inbox_waiters: Mutex<Vec<Waker>>,
     pub(crate) stats: ShardStats,
+    /// Metrics that higher layers keep for this shard (`metrics::register_source`).
+    pub(crate) metric_sources: Mutex<Vec<std::sync::Weak<dyn crate::metrics::MetricsSource>>>,
 }
 
 impl ShardRemote {
@@ -53,6 +55,7 @@ impl ShardRemote {
             inbox: ArrayQueue::new(inbox_capacity.max(1)),
             inbox_waiters: Mutex::new(Vec::new()),
             stats: ShardStats::default(),
+            metric_sources: Mutex::new(Vec::new()),
         }))
     }
 

@@ -168,7 +168,8 @@ shard_stats! {
     open_connections,
     /// Times a connection used up its per-round budget and yielded.
     budget_exhausted,
-    /// Connections closed for a protocol error (bad frame, oversize, ...).
+    /// Connections closed for a protocol error (bad frame, oversize, ...), and calls failed
+    /// for bad input on a connection that goes on (a malformed gRPC message or protobuf).
     protocol_errors,
     /// Gauge: live tasks on the shard.
     tasks_live,

@@ -15,6 +15,12 @@ pub enum FrameKind {
     Error,
     /// Client asks the server to stop working on a request; no reply is owed.
     Cancel,
+    /// One message of a streamed reply: the call goes on until the Response that ends the
+    /// stream (or an Error).
+    StreamItem,
+    /// The client took messages of a streamed reply; the payload is the `u32` little-endian
+    /// number of further messages the server may send (see `rpc::StreamCredit`).
+    Credit,
 }
 
 impl FrameKind {
@@ -25,6 +31,8 @@ impl FrameKind {
             Self::Response => 1,
             Self::Error => 2,
             Self::Cancel => 3,
+            Self::StreamItem => 4,
+            Self::Credit => 5,
         }
     }
 
@@ -35,6 +43,8 @@ impl FrameKind {
             1 => Some(Self::Response),
             2 => Some(Self::Error),
             3 => Some(Self::Cancel),
+            4 => Some(Self::StreamItem),
+            5 => Some(Self::Credit),
             _ => None,
         }
     }
@@ -61,10 +71,30 @@ pub enum StatusCode {
     Cancelled,
     /// The service answered with its own error (see `rpc::Status::Failed`).
     Failed,
+    /// What the call named does not exist.
+    NotFound,
+    /// What the call would create exists already.
+    AlreadyExists,
+    /// The caller may not do this.
+    PermissionDenied,
+    /// The system is not in the state the call needs.
+    FailedPrecondition,
+    /// Aborted by a concurrency conflict; the caller may retry the whole sequence.
+    Aborted,
+    /// Past the valid range.
+    OutOfRange,
+    /// Not available now; the caller may retry.
+    Unavailable,
+    /// Unrecoverable data loss or corruption.
+    DataLoss,
+    /// The caller is not authenticated.
+    Unauthenticated,
+    /// The method exists but is not implemented.
+    Unimplemented,
 }
 
 impl StatusCode {
-    const ALL: [StatusCode; 9] = [
+    pub(crate) const ALL: [StatusCode; 19] = [
         Self::Ok,
         Self::UnknownService,
         Self::UnknownMethod,
@@ -74,6 +104,16 @@ impl StatusCode {
         Self::DeadlineExceeded,
         Self::Cancelled,
         Self::Failed,
+        Self::NotFound,
+        Self::AlreadyExists,
+        Self::PermissionDenied,
+        Self::FailedPrecondition,
+        Self::Aborted,
+        Self::OutOfRange,
+        Self::Unavailable,
+        Self::DataLoss,
+        Self::Unauthenticated,
+        Self::Unimplemented,
     ];
 
     /// The status's byte on the wire (the schema's enum values, in declaration order).
@@ -104,6 +144,16 @@ impl fmt::Display for StatusCode {
             Self::DeadlineExceeded => "deadline exceeded",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
+            Self::NotFound => "not found",
+            Self::AlreadyExists => "already exists",
+            Self::PermissionDenied => "permission denied",
+            Self::FailedPrecondition => "failed precondition",
+            Self::Aborted => "aborted",
+            Self::OutOfRange => "out of range",
+            Self::Unavailable => "unavailable",
+            Self::DataLoss => "data loss",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Unimplemented => "unimplemented",
         };
         f.write_str(name)
     }

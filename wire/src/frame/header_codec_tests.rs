@@ -13,16 +13,24 @@ use super::header_codec;
 use super::header_generated::corewire::wire;
 use super::FrameError;
 
-const KINDS: [FrameKind; 4] = [
+const KINDS: [FrameKind; 6] = [
     FrameKind::Request,
     FrameKind::Response,
     FrameKind::Error,
     FrameKind::Cancel,
+    FrameKind::StreamItem,
+    FrameKind::Credit,
 ];
 
 fn arb_header() -> impl Strategy<Value = (FrameHeader, u32, u32)> {
     (
-        (0..4usize, any::<u32>(), any::<u32>(), any::<u64>(), 0..9u8),
+        (
+            0..KINDS.len(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            0..19u8,
+        ),
         proptest::option::of(any::<u64>()),
         proptest::option::of(".{0,40}"),
         any::<u32>(),

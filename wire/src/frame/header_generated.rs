@@ -13,14 +13,16 @@ pub mod wire {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_FRAME_KIND: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_FRAME_KIND: u8 = 3;
+pub const ENUM_MAX_FRAME_KIND: u8 = 5;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_FRAME_KIND: [FrameKind; 4] = [
+pub const ENUM_VALUES_FRAME_KIND: [FrameKind; 6] = [
   FrameKind::Request,
   FrameKind::Response,
   FrameKind::Error,
   FrameKind::Cancel,
+  FrameKind::StreamItem,
+  FrameKind::Credit,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -32,14 +34,18 @@ impl FrameKind {
   pub const Response: Self = Self(1);
   pub const Error: Self = Self(2);
   pub const Cancel: Self = Self(3);
+  pub const StreamItem: Self = Self(4);
+  pub const Credit: Self = Self(5);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_MAX: u8 = 5;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Request,
     Self::Response,
     Self::Error,
     Self::Cancel,
+    Self::StreamItem,
+    Self::Credit,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -48,6 +54,8 @@ impl FrameKind {
       Self::Response => Some("Response"),
       Self::Error => Some("Error"),
       Self::Cancel => Some("Cancel"),
+      Self::StreamItem => Some("StreamItem"),
+      Self::Credit => Some("Credit"),
       _ => None,
     }
   }
@@ -105,10 +113,10 @@ impl ::flatbuffers::SimpleToVerifyInSlice for FrameKind {}
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_STATUS_CODE: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_STATUS_CODE: u8 = 8;
+pub const ENUM_MAX_STATUS_CODE: u8 = 18;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 9] = [
+pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 19] = [
   StatusCode::Ok,
   StatusCode::UnknownService,
   StatusCode::UnknownMethod,
@@ -118,6 +126,16 @@ pub const ENUM_VALUES_STATUS_CODE: [StatusCode; 9] = [
   StatusCode::DeadlineExceeded,
   StatusCode::Cancelled,
   StatusCode::Failed,
+  StatusCode::NotFound,
+  StatusCode::AlreadyExists,
+  StatusCode::PermissionDenied,
+  StatusCode::FailedPrecondition,
+  StatusCode::Aborted,
+  StatusCode::OutOfRange,
+  StatusCode::Unavailable,
+  StatusCode::DataLoss,
+  StatusCode::Unauthenticated,
+  StatusCode::Unimplemented,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -134,9 +152,19 @@ impl StatusCode {
   pub const DeadlineExceeded: Self = Self(6);
   pub const Cancelled: Self = Self(7);
   pub const Failed: Self = Self(8);
+  pub const NotFound: Self = Self(9);
+  pub const AlreadyExists: Self = Self(10);
+  pub const PermissionDenied: Self = Self(11);
+  pub const FailedPrecondition: Self = Self(12);
+  pub const Aborted: Self = Self(13);
+  pub const OutOfRange: Self = Self(14);
+  pub const Unavailable: Self = Self(15);
+  pub const DataLoss: Self = Self(16);
+  pub const Unauthenticated: Self = Self(17);
+  pub const Unimplemented: Self = Self(18);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 8;
+  pub const ENUM_MAX: u8 = 18;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Ok,
     Self::UnknownService,
@@ -147,6 +175,16 @@ impl StatusCode {
     Self::DeadlineExceeded,
     Self::Cancelled,
     Self::Failed,
+    Self::NotFound,
+    Self::AlreadyExists,
+    Self::PermissionDenied,
+    Self::FailedPrecondition,
+    Self::Aborted,
+    Self::OutOfRange,
+    Self::Unavailable,
+    Self::DataLoss,
+    Self::Unauthenticated,
+    Self::Unimplemented,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -160,6 +198,16 @@ impl StatusCode {
       Self::DeadlineExceeded => Some("DeadlineExceeded"),
       Self::Cancelled => Some("Cancelled"),
       Self::Failed => Some("Failed"),
+      Self::NotFound => Some("NotFound"),
+      Self::AlreadyExists => Some("AlreadyExists"),
+      Self::PermissionDenied => Some("PermissionDenied"),
+      Self::FailedPrecondition => Some("FailedPrecondition"),
+      Self::Aborted => Some("Aborted"),
+      Self::OutOfRange => Some("OutOfRange"),
+      Self::Unavailable => Some("Unavailable"),
+      Self::DataLoss => Some("DataLoss"),
+      Self::Unauthenticated => Some("Unauthenticated"),
+      Self::Unimplemented => Some("Unimplemented"),
       _ => None,
     }
   }

@@ -123,7 +123,10 @@ impl<T> ClientCalls<T> {
                 None => Ok(()),
                 Some(status) => Err(status),
             },
-            kind @ (FrameKind::Request | FrameKind::Cancel) => {
+            kind @ (FrameKind::Request
+            | FrameKind::Cancel
+            | FrameKind::StreamItem
+            | FrameKind::Credit) => {
                 return Err(ResponseError::NotAResponse {
                     kind,
                     correlation_id: id,
@@ -138,6 +141,26 @@ impl<T> ClientCalls<T> {
             token,
             result,
         })
+    }
+
+    /// The call a StreamItem frame belongs to; the call stays pending (its Response or Error
+    /// ends it). A StreamItem for no pending call is `UnknownCorrelationId` (a late item of
+    /// a stream the caller dropped); any other kind is `NotAResponse`.
+    pub fn stream_item(&self, header: &FrameHeader) -> Result<&T, ResponseError> {
+        let id = header.correlation_id;
+        if header.kind != FrameKind::StreamItem {
+            return Err(ResponseError::NotAResponse {
+                kind: header.kind,
+                correlation_id: id,
+            });
+        }
+        let slot = self
+            .find(id)
+            .ok_or(ResponseError::UnknownCorrelationId(id))?;
+        match &self.slots[slot] {
+            Some(call) => Ok(&call.token),
+            None => Err(ResponseError::UnknownCorrelationId(id)),
+        }
     }
 
     /// Forgets a call the caller gave up on (e.g. its future was dropped); a

@@ -7,6 +7,7 @@ mod errors;
 mod server;
 mod server_calls;
 mod status;
+mod stream;
 
 pub use client_calls::{ClientCalls, Completed};
 pub use errors::{ResponseError, WindowFull};
@@ -16,3 +17,6 @@ pub use server::{
 };
 pub use server_calls::{ServerCalls, StartError};
 pub use status::Status;
+pub use stream::{
+    credit_payload, parse_credit, CreditError, ReceiveCredit, SendCredit, STREAM_WINDOW,
+};

@@ -83,6 +83,11 @@ impl<T> ServerCalls<T> {
         Ok(())
     }
 
+    /// The token of running request `id`.
+    pub fn get(&self, id: u64) -> Option<&T> {
+        self.running.get(&id)
+    }
+
     /// Request `id` finished (its reply is queued) or was cancelled: its token, if it was
     /// running.
     pub fn finish(&mut self, id: u64) -> Option<T> {

@@ -33,6 +33,26 @@ pub enum Status {
     /// as is (a KV store's `WRONGTYPE ...`): an outcome of the request, not a fault of the
     /// request (`BadRequest`) or of the server (`Internal`).
     Failed(String),
+    /// What the call named does not exist.
+    NotFound(String),
+    /// What the call would create exists already.
+    AlreadyExists(String),
+    /// The caller may not do this.
+    PermissionDenied(String),
+    /// The system is not in the state the call needs (e.g. a directory not empty).
+    FailedPrecondition(String),
+    /// Aborted by a concurrency conflict; the caller may retry the whole sequence.
+    Aborted(String),
+    /// Past the valid range (e.g. reading past the end).
+    OutOfRange(String),
+    /// Not available now (a dependency down, shutting down); the caller may retry.
+    Unavailable(String),
+    /// Unrecoverable data loss or corruption.
+    DataLoss(String),
+    /// The caller is not authenticated.
+    Unauthenticated(String),
+    /// The method exists but does not do this (yet).
+    Unimplemented(String),
 }
 
 impl Status {
@@ -47,14 +67,70 @@ impl Status {
             Self::DeadlineExceeded => StatusCode::DeadlineExceeded,
             Self::Cancelled => StatusCode::Cancelled,
             Self::Failed(_) => StatusCode::Failed,
+            Self::NotFound(_) => StatusCode::NotFound,
+            Self::AlreadyExists(_) => StatusCode::AlreadyExists,
+            Self::PermissionDenied(_) => StatusCode::PermissionDenied,
+            Self::FailedPrecondition(_) => StatusCode::FailedPrecondition,
+            Self::Aborted(_) => StatusCode::Aborted,
+            Self::OutOfRange(_) => StatusCode::OutOfRange,
+            Self::Unavailable(_) => StatusCode::Unavailable,
+            Self::DataLoss(_) => StatusCode::DataLoss,
+            Self::Unauthenticated(_) => StatusCode::Unauthenticated,
+            Self::Unimplemented(_) => StatusCode::Unimplemented,
         }
     }
 
-    /// The text the service gave (`BadRequest`, `Internal`, `Failed`), exactly as it gave it.
+    /// The text the service gave (every variant that carries one), exactly as it gave it.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            Self::BadRequest(s) | Self::Internal(s) | Self::Failed(s) => Some(s),
-            _ => None,
+            Self::BadRequest(s)
+            | Self::Internal(s)
+            | Self::Failed(s)
+            | Self::NotFound(s)
+            | Self::AlreadyExists(s)
+            | Self::PermissionDenied(s)
+            | Self::FailedPrecondition(s)
+            | Self::Aborted(s)
+            | Self::OutOfRange(s)
+            | Self::Unavailable(s)
+            | Self::DataLoss(s)
+            | Self::Unauthenticated(s)
+            | Self::Unimplemented(s) => Some(s),
+            Self::UnknownService(_)
+            | Self::UnknownMethod { .. }
+            | Self::Overloaded
+            | Self::DeadlineExceeded
+            | Self::Cancelled => None,
+        }
+    }
+
+    /// The status of wire code `code` with the text `text` (dropped by the variants that carry
+    /// none; the ids of `UnknownService`/`UnknownMethod` come from `service_id`/`method_id`).
+    /// `StatusCode::Ok` is no failure: a peer that sends it as one gets `Internal`.
+    pub fn from_code(code: StatusCode, text: String, service_id: u32, method_id: u32) -> Status {
+        match code {
+            StatusCode::UnknownService => Status::UnknownService(service_id),
+            StatusCode::UnknownMethod => Status::UnknownMethod {
+                service_id,
+                method_id,
+            },
+            StatusCode::BadRequest => Status::BadRequest(text),
+            StatusCode::Internal => Status::Internal(text),
+            StatusCode::Overloaded => Status::Overloaded,
+            StatusCode::DeadlineExceeded => Status::DeadlineExceeded,
+            StatusCode::Cancelled => Status::Cancelled,
+            StatusCode::Failed => Status::Failed(text),
+            StatusCode::NotFound => Status::NotFound(text),
+            StatusCode::AlreadyExists => Status::AlreadyExists(text),
+            StatusCode::PermissionDenied => Status::PermissionDenied(text),
+            StatusCode::FailedPrecondition => Status::FailedPrecondition(text),
+            StatusCode::Aborted => Status::Aborted(text),
+            StatusCode::OutOfRange => Status::OutOfRange(text),
+            StatusCode::Unavailable => Status::Unavailable(text),
+            StatusCode::DataLoss => Status::DataLoss(text),
+            StatusCode::Unauthenticated => Status::Unauthenticated(text),
+            StatusCode::Unimplemented => Status::Unimplemented(text),
+            StatusCode::Ok => Status::Internal("error reply carried status ok".into()),
         }
     }
 
@@ -69,21 +145,12 @@ impl Status {
         if header.kind == FrameKind::Response && header.status.is_ok() {
             return None;
         }
-        let text = || header.error_message.clone().unwrap_or_default();
-        Some(match header.status {
-            StatusCode::UnknownService => Status::UnknownService(header.service_id),
-            StatusCode::UnknownMethod => Status::UnknownMethod {
-                service_id: header.service_id,
-                method_id: header.method_id,
-            },
-            StatusCode::BadRequest => Status::BadRequest(text()),
-            StatusCode::Internal => Status::Internal(text()),
-            StatusCode::Overloaded => Status::Overloaded,
-            StatusCode::DeadlineExceeded => Status::DeadlineExceeded,
-            StatusCode::Cancelled => Status::Cancelled,
-            StatusCode::Failed => Status::Failed(text()),
-            StatusCode::Ok => Status::Internal("error reply carried status ok".into()),
-        })
+        Some(Status::from_code(
+            header.status,
+            header.error_message.clone().unwrap_or_default(),
+            header.service_id,
+            header.method_id,
+        ))
     }
 }
 
@@ -101,6 +168,16 @@ impl fmt::Display for Status {
             Self::DeadlineExceeded => f.write_str("deadline exceeded"),
             Self::Cancelled => f.write_str("cancelled"),
             Self::Failed(why) => f.write_str(why),
+            Self::NotFound(why)
+            | Self::AlreadyExists(why)
+            | Self::PermissionDenied(why)
+            | Self::FailedPrecondition(why)
+            | Self::Aborted(why)
+            | Self::OutOfRange(why)
+            | Self::Unavailable(why)
+            | Self::DataLoss(why)
+            | Self::Unauthenticated(why)
+            | Self::Unimplemented(why) => write!(f, "{}: {why}", self.code()),
         }
     }
 }

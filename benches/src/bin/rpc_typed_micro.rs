@@ -1,0 +1,131 @@
+//! What the typed layer costs per call, without sockets or a second process:
+//! `rpc_typed_micro [--typed] [--size 64] [--calls 1280000]`.
+//!
+//! One shard runs 16 clients over in-memory connections to a corewire server on the same
+//! shard, 4 call loops per client, calling the raw echo (`Service::call_now`, the RPC
+//! benchmark's server) or, with `--typed`, the echo generated from `proto/echo.proto` with its
+//! generated client. Prints one JSON line: the shard thread's CPU time per call (client and
+//! server together), wall time and allocations per call. For A/B comparisons of the typed
+//! path against the raw one on a noisy machine (the socket benchmark is `benches/run.sh grpc`).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use bytes::Bytes;
+use corewire::transport::mem::{pair, MemConnection, MemOptions};
+use corewire::{spawn_local, Client, ClientOptions, Runtime, Server, Service};
+use corewire_bench::alloc_count::{alloc_count, CountingAlloc};
+use corewire_bench::args::Args;
+use corewire_bench::corewire_rpc::typed::{EchoClient, EchoMessage, EchoServer, TypedEcho};
+use corewire_bench::corewire_rpc::{Echo, ECHO_METHOD};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+const USAGE: &str = "rpc_typed_micro [--typed] [--size 64] [--calls 1280000]";
+const CLIENTS: usize = 16;
+const DEPTH: usize = 4;
+
+fn thread_cpu_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .expect("thread CPU clock");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+async fn run(clients: &[Client<MemConnection>], typed: bool, per_loop: usize, size: usize) {
+    let payload = Bytes::from(vec![7u8; size]);
+    let mut loops = Vec::new();
+    for client in clients {
+        for _ in 0..DEPTH {
+            let (client, payload) = (client.clone(), payload.clone());
+            loops.push(spawn_local(async move {
+                let echo = EchoClient::from_client(client.clone());
+                for _ in 0..per_loop {
+                    let n = if typed {
+                        let message = EchoMessage {
+                            payload: payload.clone(),
+                        };
+                        echo.echo(message)
+                            .await
+                            .expect("typed echo")
+                            .into_inner()
+                            .payload
+                            .len()
+                    } else {
+                        let reply = client.call(Echo::ID, ECHO_METHOD, payload.clone()).await;
+                        reply.expect("raw echo").len()
+                    };
+                    assert_eq!(n, payload.len());
+                }
+            }));
+        }
+    }
+    for l in loops {
+        l.await.expect("call loop");
+    }
+}
+
+fn main() -> ExitCode {
+    let parsed = Args::from_env(&["typed"]).and_then(|mut args| {
+        let typed = args.switch("typed");
+        let size = args.get("size", 64usize)?;
+        let calls = args.get("calls", 1_280_000usize)?;
+        args.finish()?;
+        Ok((typed, size, calls))
+    });
+    let (typed, size, calls) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rpc_typed_micro: {e}\nusage: {USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let per_loop = (calls / (CLIENTS * DEPTH)).max(1);
+    let rt = Runtime::builder()
+        .shards(1)
+        .pin(false)
+        .build()
+        .expect("runtime");
+    let (cpu, allocs, wall) = rt
+        .run_on(0, move || async move {
+            let server = if typed {
+                Server::builder()
+                    .service(|_| EchoServer::new(TypedEcho { served: None }))
+                    .build()
+            } else {
+                Server::builder().service(|_| Echo::default()).build()
+            };
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|_| {
+                    let (ours, theirs) = pair(MemOptions::default());
+                    let server = server.clone();
+                    spawn_local(async move {
+                        corewire::service::serve_connection(&server, theirs).await
+                    });
+                    let options = ClientOptions {
+                        window: DEPTH,
+                        ..ClientOptions::default()
+                    };
+                    Client::new(ours, options)
+                })
+                .collect();
+            run(&clients, typed, (per_loop / 10).max(1), size).await;
+            let (cpu0, allocs0, wall0) = (thread_cpu_ns(), alloc_count(), Instant::now());
+            run(&clients, typed, per_loop, size).await;
+            (
+                thread_cpu_ns() - cpu0,
+                alloc_count() - allocs0,
+                wall0.elapsed(),
+            )
+        })
+        .expect("run");
+    let n = (per_loop * CLIENTS * DEPTH) as f64;
+    println!(
+        "{{\"mode\":\"rpc-typed-micro\",\"typed\":{typed},\"size\":{size},\"calls\":{},\"cpu_ns_per_call\":{:.1},\"wall_ns_per_call\":{:.1},\"allocs_per_call\":{:.3}}}",
+        n as u64,
+        cpu as f64 / n,
+        wall.as_nanos() as f64 / n,
+        allocs as f64 / n,
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,436 @@
+//! Typed services: protobuf messages ([`prost`]) on top of the raw [`Service`] layer, for the
+//! code `corewire-build` generates from `.proto` files.
+//!
+//! A generated server trait takes a [`Request<T>`] and answers a [`Response<T>`] (or, for a
+//! server-streaming method, sends messages into a [`ServerStream<T>`]); the generated
+//! `...Server` wrapper implements [`Service`] with the method table gRPC needs, so one
+//! implementation answers gRPC over HTTP/2 ([`Server::serve_grpc`]) and corewire's framing
+//! over TCP and RDMA ([`Server::serve`]). A generated client wraps a [`Client`] with one
+//! method per RPC: [`Request::with_timeout`] sets a call's deadline, and dropping the call
+//! (or the [`Streaming`] of a server-streaming call) cancels it on the server.
+//!
+//! Methods are identified by their full gRPC names (`/package.Service/Method`) on every
+//! transport: gRPC sends the name; corewire's framing sends the 32-bit FNV-1a hash of the
+//! service's name and of the method's ([`MethodInfo`]), which both ends compute from the
+//! names alone, so calls need no set-up exchange on a new connection (an RDMA connection's
+//! first call costs what every other costs) and a service id is a compile-time constant, as
+//! the raw layer's are. Collisions are refused where they could do harm: two methods of one
+//! service by `corewire-build` (the build fails) and by [`ServerBuilder::build`], two
+//! services of one server by [`ServerBuilder::build`].
+//!
+//! [`Service`]: crate::Service
+//! [`Client`]: crate::Client
+//! [`Server::serve_grpc`]: crate::Server::serve_grpc
+//! [`Server::serve`]: crate::Server::serve
+//! [`ServerBuilder::build`]: crate::ServerBuilder::build
+//! [`MethodInfo`]: crate::service::MethodInfo
+
+mod metadata;
+mod stats;
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use corewire_runtime::ShardId;
+use corewire_transport::grpc::Code;
+use corewire_transport::Connection;
+use tracing::Instrument;
+
+use crate::service::client::Outgoing;
+use crate::service::{Client, ClientError, Replies, ReplyStream};
+use crate::Status;
+
+pub use metadata::{valid_key, InvalidMetadata, Metadata};
+pub use prost;
+pub use stats::{CallRecord, MethodStats};
+
+/// A typed request: the message, its metadata, and (server side) when the caller stops
+/// waiting; (client side) how long the call may take.
+#[derive(Debug, Clone, Default)]
+pub struct Request<T> {
+    message: T,
+    metadata: Metadata,
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
+    peer: Option<SocketAddr>,
+    shard: Option<ShardId>,
+}
+
+impl<T> Request<T> {
+    pub fn new(message: T) -> Request<T> {
+        Request {
+            message,
+            metadata: Metadata::new(),
+            timeout: None,
+            deadline: None,
+            peer: None,
+            shard: None,
+        }
+    }
+
+    /// Client side: the call fails with `ClientError::Timeout` (and is cancelled on the
+    /// server) if it has not finished within `timeout`; the server is told the deadline
+    /// (`grpc-timeout` over gRPC) and stops working on it when it passes.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = Some(timeout);
+    }
+
+    /// [`set_timeout`](Request::set_timeout), by value.
+    pub fn with_timeout(mut self, timeout: Duration) -> Request<T> {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Server side: when the caller stops waiting (the server also enforces it).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Server side: the caller's address, when the transport knows it.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// Server side: the shard running the call (and owning this service instance).
+    pub fn shard(&self) -> Option<ShardId> {
+        self.shard
+    }
+}
+
+/// What a client call accepts: a message, or a [`Request`] with metadata or a timeout.
+pub trait IntoRequest<T> {
+    fn into_request(self) -> Request<T>;
+}
+
+impl<T> IntoRequest<T> for T {
+    fn into_request(self) -> Request<T> {
+        Request::new(self)
+    }
+}
+
+impl<T> IntoRequest<T> for Request<T> {
+    fn into_request(self) -> Request<T> {
+        self
+    }
+}
+
+/// A typed reply: the message and the metadata sent with it (gRPC: response headers).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Response<T> {
+    message: T,
+    metadata: Metadata,
+}
+
+impl<T> Response<T> {
+    pub fn new(message: T) -> Response<T> {
+        Response {
+            message,
+            metadata: Metadata::new(),
+        }
+    }
+}
+
+/// The accessors of a message that travels with metadata ([`Request`], [`Response`]).
+macro_rules! message_with_metadata {
+    ($ty:ident) => {
+        impl<T> $ty<T> {
+            pub fn get_ref(&self) -> &T {
+                &self.message
+            }
+
+            pub fn get_mut(&mut self) -> &mut T {
+                &mut self.message
+            }
+
+            pub fn into_inner(self) -> T {
+                self.message
+            }
+
+            pub fn metadata(&self) -> &Metadata {
+                &self.metadata
+            }
+
+            pub fn metadata_mut(&mut self) -> &mut Metadata {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+message_with_metadata!(Request);
+message_with_metadata!(Response);
+
+/// Where a server-streaming handler sends its messages. [`send`](ServerStream::send) waits
+/// while the caller is not reading: buffering is bounded, whatever the caller does.
+#[derive(Debug)]
+pub struct ServerStream<T> {
+    replies: Replies,
+    metadata: Option<Metadata>,
+    _message: PhantomData<fn(T)>,
+}
+
+impl<T: prost::Message> ServerStream<T> {
+    /// Metadata sent before the first message (gRPC: the response headers). Set it before the
+    /// first [`send`](ServerStream::send); later it is ignored.
+    pub fn set_metadata(&mut self, metadata: Metadata) {
+        self.metadata = Some(metadata);
+    }
+
+    /// Send one message. `Err(Cancelled)` once the caller is gone (it cancelled, its deadline
+    /// passed, its connection closed): return then.
+    pub async fn send(&mut self, message: T) -> Result<(), Status> {
+        let attachment = self.metadata.take().map_or_else(Bytes::new, |m| m.encode());
+        self.replies
+            .send(crate::Response {
+                payload: encode(&message),
+                attachment,
+            })
+            .await
+    }
+
+    /// Whether the caller is gone (a send would fail).
+    pub fn is_closed(&self) -> bool {
+        self.replies.is_closed()
+    }
+}
+
+/// The messages of a server-streaming call, as a client reads them. Dropping it before the
+/// end cancels the call on the server.
+pub struct Streaming<C: Connection, T> {
+    inner: ReplyStream<C>,
+    metadata: Option<Metadata>,
+    _message: PhantomData<fn() -> T>,
+}
+
+impl<C: Connection, T: prost::Message + Default> Streaming<C, T> {
+    /// The next message; `Ok(None)` when the stream ended well. Cancel-safe.
+    pub async fn message(&mut self) -> Result<Option<T>, ClientError> {
+        let Some(reply) = self.inner.message().await? else {
+            return Ok(None);
+        };
+        if self.metadata.is_none() {
+            self.metadata = Some(Metadata::decode(&reply.attachment).map_err(bad_reply)?);
+        }
+        decode::<T>(&reply.payload).map(Some).map_err(bad_reply)
+    }
+
+    /// The server's metadata, once the first message has arrived.
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.metadata.as_ref()
+    }
+}
+
+fn bad_reply(e: impl std::fmt::Display) -> ClientError {
+    ClientError::Status(Status::Internal(format!("bad reply: {e}")))
+}
+
+/// Messages up to this size are encoded into a shared per-thread chunk ([`ARENA_CHUNK`]) rather
+/// than an allocation of their own: the transport copies a small frame into its send buffer
+/// at once and drops the bytes, so the chunk is soon free again.
+const ARENA_MAX: usize = 1024;
+const ARENA_CHUNK: usize = 32 * 1024;
+
+thread_local! {
+    static ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// A message's protobuf bytes.
+pub fn encode<T: prost::Message>(message: &T) -> Bytes {
+    let len = message.encoded_len();
+    if len > ARENA_MAX {
+        let mut buf = BytesMut::with_capacity(len);
+        // Room for the whole message: encoding cannot run out of it.
+        let _ = message.encode(&mut buf);
+        return buf.freeze();
+    }
+    ARENA.with(|arena| {
+        let mut arena = arena.borrow_mut();
+        if arena.capacity() < len {
+            // Reclaims the chunk when every message cut from it is gone, else starts a new one.
+            arena.reserve(ARENA_CHUNK);
+        }
+        let _ = message.encode(&mut *arena);
+        arena.split().freeze()
+    })
+}
+
+/// The message in protobuf `bytes`.
+pub fn decode<T: prost::Message + Default>(bytes: &Bytes) -> Result<T, prost::DecodeError> {
+    T::decode(bytes.clone())
+}
+
+/// The typed request a raw one carries; `Err(BadRequest)` (counted and logged as a sample)
+/// when its message or metadata do not decode.
+fn typed_request<T: prost::Message + Default>(
+    method: &str,
+    raw: crate::Request,
+) -> Result<Request<T>, Status> {
+    let message = decode::<T>(&raw.payload).map_err(|e| bad_call(method, &raw, &e))?;
+    let metadata = Metadata::decode(&raw.attachment).map_err(|e| bad_call(method, &raw, &e))?;
+    Ok(Request {
+        message,
+        metadata,
+        timeout: None,
+        deadline: raw.deadline,
+        peer: raw.peer,
+        shard: Some(raw.shard),
+    })
+}
+
+fn bad_call(method: &str, raw: &crate::Request, e: &dyn std::fmt::Display) -> Status {
+    corewire_runtime::report_bad_call("protobuf", raw.peer, &format_args!("{method}: {e}"));
+    Status::BadRequest(format!("malformed request: {e}"))
+}
+
+/// The code a call ended with.
+fn code_of<T>(result: &Result<T, Status>) -> Code {
+    match result {
+        Ok(_) => Code::Ok,
+        Err(status) => Code::of(status),
+    }
+}
+
+/// Serve one unary call of method `index` (generated code calls this): decode the request,
+/// run `handler` in a span named for the method, encode its reply, count the call.
+///
+/// The request is decoded before the returned future exists, so that future holds only the
+/// handler's (it is moved, and boxed when the call has to wait: the smaller the better).
+pub fn unary<'a, Req, Resp, Fut>(
+    stats: &'a MethodStats,
+    index: usize,
+    raw: crate::Request,
+    handler: impl FnOnce(Request<Req>) -> Fut,
+) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+where
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+    Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
+{
+    let record = stats.start(index, raw.deadline);
+    let call =
+        typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index)));
+    async move {
+        let reply = counted(record, call).await?;
+        Ok(crate::Response {
+            payload: encode(&reply.message),
+            attachment: reply.metadata.encode(),
+        })
+    }
+}
+
+/// The call's span, `None` when nobody listens (then the handler's future is not wrapped).
+fn span(stats: &MethodStats, index: usize) -> Option<tracing::Span> {
+    let span = tracing::info_span!("rpc", method = stats.name(index));
+    (!span.is_disabled()).then_some(span)
+}
+
+/// Serve one server-streaming call of method `index` (generated code calls this).
+pub fn server_streaming<'a, Req, Resp, Fut>(
+    stats: &'a MethodStats,
+    index: usize,
+    raw: crate::Request,
+    replies: Replies,
+    handler: impl FnOnce(Request<Req>, ServerStream<Resp>) -> Fut,
+) -> impl Future<Output = Result<(), Status>> + 'a
+where
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+    Fut: Future<Output = Result<(), Status>> + 'a,
+{
+    let record = stats.start(index, raw.deadline);
+    let call = typed_request::<Req>(stats.name(index), raw).map(|r| {
+        let stream = ServerStream {
+            replies,
+            metadata: None,
+            _message: PhantomData,
+        };
+        (handler(r, stream), span(stats, index))
+    });
+    counted(record, call)
+}
+
+/// Run a handler's future (in its span, if any) and count how the call ended.
+async fn counted<T>(
+    record: CallRecord<'_>,
+    call: Result<
+        (
+            impl Future<Output = Result<T, Status>>,
+            Option<tracing::Span>,
+        ),
+        Status,
+    >,
+) -> Result<T, Status> {
+    let result = match call {
+        Ok((handler, None)) => handler.await,
+        Ok((handler, Some(span))) => handler.instrument(span).await,
+        Err(status) => Err(status),
+    };
+    record.finish(code_of(&result));
+    result
+}
+
+/// What the raw client sends for `request` to `method` of `service`: its message, its
+/// metadata, its deadline.
+fn outgoing<C: Connection, T: prost::Message>(
+    client: &Client<C>,
+    service: u32,
+    method: u32,
+    request: &Request<T>,
+) -> Outgoing {
+    Outgoing {
+        service,
+        method,
+        payload: encode(&request.message),
+        attachment: request.metadata.encode(),
+        timeout: request.timeout.or_else(|| client.default_timeout()),
+    }
+}
+
+/// A unary call from a generated client.
+pub async fn unary_call<C, Req, Resp>(
+    client: &Client<C>,
+    service: u32,
+    method: u32,
+    request: Request<Req>,
+) -> Result<Response<Resp>, ClientError>
+where
+    C: Connection,
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
+    let call = outgoing(client, service, method, &request);
+    let reply = client.start_call(call, std::convert::identity).await?;
+    Ok(Response {
+        message: decode(&reply.payload).map_err(bad_reply)?,
+        metadata: Metadata::decode(&reply.attachment).map_err(bad_reply)?,
+    })
+}
+
+/// A server-streaming call from a generated client.
+pub async fn streaming_call<C, Req, Resp>(
+    client: &Client<C>,
+    service: u32,
+    method: u32,
+    request: Request<Req>,
+) -> Result<Streaming<C, Resp>, ClientError>
+where
+    C: Connection,
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
+    let stream = client
+        .start_stream(outgoing(client, service, method, &request))
+        .await?;
+    Ok(Streaming {
+        inner: stream,
+        metadata: None,
+        _message: PhantomData,
+    })
+}

@@ -1,0 +1,253 @@
+//! Per-method metrics of a typed service on one shard: calls finished, errors by gRPC code and
+//! a latency histogram, kept in atomics the Prometheus exporter reads from its own shard
+//! (`corewire::runtime::metrics`). Every transport's calls are counted alike: they all go
+//! through the generated code's [`unary`](super::unary) and
+//! [`server_streaming`](super::server_streaming).
+
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corewire_runtime::metrics::{
+    escape_label, register_source, Families, MetricType, MetricsSource,
+};
+use corewire_runtime::ShardId;
+use corewire_transport::grpc::Code;
+
+use crate::service::MethodInfo;
+
+/// Upper bounds of the latency buckets, in microseconds (`+Inf` follows).
+const BUCKETS_US: [u64; 17] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+struct Counters {
+    name: &'static str,
+    /// Calls finished, by gRPC code.
+    codes: [AtomicU64; 17],
+    /// Calls by latency bucket (not cumulative; the last is `+Inf`).
+    buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    nanos: AtomicU64,
+}
+
+struct Shared {
+    shard: Option<ShardId>,
+    methods: Box<[Counters]>,
+}
+
+/// The counters of one service instance (one shard), one per method in the order of its
+/// `METHODS`. Generated servers make one when they are built on a shard; it is exported while
+/// it lives. `!Send`: only its shard writes the counters, so a count is a load and a store
+/// (no locked instruction), and the exporter reads them from any thread.
+pub struct MethodStats {
+    shared: Arc<Shared>,
+    _one_writer: PhantomData<Rc<()>>,
+}
+
+impl MethodStats {
+    /// Counters for `methods`, exported from the current shard (off a shard: kept, not
+    /// exported).
+    pub fn new(methods: &'static [MethodInfo]) -> MethodStats {
+        let shared = Arc::new(Shared {
+            shard: corewire_runtime::try_shard_id(),
+            methods: methods
+                .iter()
+                .map(|m| Counters {
+                    name: m.name,
+                    codes: Default::default(),
+                    buckets: Default::default(),
+                    nanos: AtomicU64::new(0),
+                })
+                .collect(),
+        });
+        let source: Arc<dyn MetricsSource> = shared.clone();
+        register_source(Arc::downgrade(&source));
+        MethodStats {
+            shared,
+            _one_writer: PhantomData,
+        }
+    }
+
+    /// The name of method `index`.
+    pub fn name(&self, index: usize) -> &'static str {
+        self.shared.methods[index].name
+    }
+
+    /// A call of method `index` starts now; it is counted when the returned guard finishes
+    /// it, or as cancelled (or deadline exceeded, once its deadline passed) if the guard is
+    /// dropped first (the caller went away and the handler was dropped). Its latency counts
+    /// from the start of the shard's poll that received the request (the time the shard
+    /// already read: no clock read here), so a request that waited behind others of the same
+    /// batch counts that wait too.
+    pub fn start(&self, index: usize, deadline: Option<Instant>) -> CallRecord<'_> {
+        CallRecord {
+            stats: self,
+            index,
+            started: corewire_runtime::poll_started_at().unwrap_or_else(Instant::now),
+            deadline,
+            done: false,
+        }
+    }
+
+    fn record(&self, index: usize, code: Code, elapsed: Duration) {
+        let c = &self.shared.methods[index];
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let bucket = BUCKETS_US.partition_point(|&b| b < us);
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        add(&c.codes[usize::from(code.value())], 1);
+        add(&c.buckets[bucket], 1);
+        add(&c.nanos, ns);
+    }
+
+    /// Calls of method `index` finished with `code` so far.
+    pub fn count(&self, index: usize, code: Code) -> u64 {
+        self.shared.methods[index].codes[usize::from(code.value())].load(Ordering::Relaxed)
+    }
+}
+
+/// `n` more on a counter only this shard writes (see [`MethodStats`]).
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// One call being timed (see [`MethodStats::start`]).
+pub struct CallRecord<'a> {
+    stats: &'a MethodStats,
+    index: usize,
+    started: Instant,
+    deadline: Option<Instant>,
+    done: bool,
+}
+
+impl CallRecord<'_> {
+    /// The call ended with `code`.
+    pub fn finish(mut self, code: Code) {
+        self.done = true;
+        self.stats.record(self.index, code, self.started.elapsed());
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let now = Instant::now();
+        let code = match self.deadline {
+            Some(d) if d <= now => Code::DeadlineExceeded,
+            _ => Code::Cancelled,
+        };
+        self.stats
+            .record(self.index, code, now.duration_since(self.started));
+    }
+}
+
+impl MetricsSource for Shared {
+    fn collect(&self, out: &mut Families) {
+        let shard = self
+            .shard
+            .map_or_else(|| "none".to_owned(), |s| s.to_string());
+        for c in self.methods.iter() {
+            let labels = format!("method=\"{}\",shard=\"{shard}\"", escape_label(c.name));
+            let codes: Vec<u64> = c.codes.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+            let total: u64 = codes.iter().sum();
+            out.sample(
+                "corewire_rpc_requests_total",
+                "Calls of a typed method that finished (any outcome), by method and shard.",
+                MetricType::Counter,
+                "",
+                &labels,
+                total,
+            );
+            for (code, &n) in Code::ALL.iter().zip(&codes) {
+                if *code == Code::Ok || n == 0 {
+                    continue;
+                }
+                out.sample(
+                    "corewire_rpc_errors_total",
+                    "Calls of a typed method that failed, by method, shard and gRPC code.",
+                    MetricType::Counter,
+                    "",
+                    &format!("{labels},code=\"{}\"", code.name()),
+                    n,
+                );
+            }
+            let help = "Time from a call's start (its request decoded) to its reply, by method \
+                        and shard.";
+            let mut cumulative = 0;
+            for (i, bucket) in c.buckets.iter().enumerate() {
+                cumulative += bucket.load(Ordering::Relaxed);
+                let le = match BUCKETS_US.get(i) {
+                    Some(us) => format!("{}", *us as f64 / 1e6),
+                    None => "+Inf".to_owned(),
+                };
+                out.sample(
+                    "corewire_rpc_latency_seconds",
+                    help,
+                    MetricType::Histogram,
+                    "_bucket",
+                    &format!("{labels},le=\"{le}\""),
+                    cumulative,
+                );
+            }
+            out.sample(
+                "corewire_rpc_latency_seconds",
+                help,
+                MetricType::Histogram,
+                "_sum",
+                &labels,
+                c.nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            );
+            out.sample(
+                "corewire_rpc_latency_seconds",
+                help,
+                MetricType::Histogram,
+                "_count",
+                &labels,
+                cumulative,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::MethodKind;
+
+    static METHODS: [MethodInfo; 2] = [
+        MethodInfo::new("/t.S/A", MethodKind::Unary),
+        MethodInfo::new("/t.S/B", MethodKind::ServerStreaming),
+    ];
+
+    #[test]
+    fn calls_are_counted_by_code_and_latency() {
+        let stats = MethodStats::new(&METHODS);
+        stats.start(0, None).finish(Code::Ok);
+        stats.start(0, None).finish(Code::NotFound);
+        drop(stats.start(1, None));
+        drop(stats.start(1, Some(Instant::now())));
+        assert_eq!(stats.count(0, Code::Ok), 1);
+        assert_eq!(stats.count(0, Code::NotFound), 1);
+        assert_eq!(stats.count(1, Code::Cancelled), 1);
+        assert_eq!(stats.count(1, Code::DeadlineExceeded), 1);
+        let mut f = Families::default();
+        stats.shared.collect(&mut f);
+        let text = f.render();
+        assert!(text.contains("corewire_rpc_requests_total{method=\"/t.S/A\",shard=\"none\"} 2\n"));
+        assert!(text.contains(
+            "corewire_rpc_errors_total{method=\"/t.S/A\",shard=\"none\",code=\"NOT_FOUND\"} 1\n"
+        ));
+        assert!(text.contains(
+            "corewire_rpc_latency_seconds_bucket{method=\"/t.S/B\",shard=\"none\",le=\"+Inf\"} 2\n"
+        ));
+        assert!(text.contains("# TYPE corewire_rpc_latency_seconds histogram\n"));
+        assert!(!text.contains("code=\"OK\""));
+    }
+}
