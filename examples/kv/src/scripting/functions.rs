@@ -168,7 +168,7 @@ impl Libraries {
         Ok(())
     }
 
-    /// FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]'s reply (RESP2 shape).
+    /// `FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]`'s reply (RESP2 shape).
     pub fn list(&self, with_code: bool, pattern: Option<&[u8]>) -> Reply {
         let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
         let mut items = Vec::new();
