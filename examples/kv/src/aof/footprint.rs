@@ -100,7 +100,9 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)
-        | Command::ConfigResetStat => 0,
+        | Command::ConfigResetStat
+        | Command::ConfigRewrite
+        | Command::Help { .. } => 0,
         // Each queued command is admitted on its own when EXEC plans the transaction.
         Command::Transaction(_) => 0,
     };
@@ -164,7 +166,9 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)
-        | Command::ConfigResetStat => {}
+        | Command::ConfigResetStat
+        | Command::ConfigRewrite
+        | Command::Help { .. } => {}
     }
 }
 

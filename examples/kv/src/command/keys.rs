@@ -48,7 +48,9 @@ impl Command {
             | Command::Hello(_)
             | Command::ConfigSet(_)
             | Command::ConfigApply(_)
-            | Command::ConfigResetStat => Vec::new(),
+            | Command::ConfigResetStat
+            | Command::ConfigRewrite
+            | Command::Help { .. } => Vec::new(),
         }
     }
 }

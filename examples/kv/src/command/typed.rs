@@ -274,6 +274,26 @@ impl TypedOp {
     pub fn is_blocking(self) -> bool {
         self.flags().contains(&"blocking")
     }
+
+    /// The class of the keyspace events this command's writes send (the type it works on).
+    pub fn event_class(self) -> crate::notify::Class {
+        use crate::notify::Class;
+        let name = self.name();
+        let starts = |prefix: &str| name.starts_with(prefix);
+        if starts("h") {
+            Class::Hash
+        } else if starts("z") || starts("bz") || starts("geo") {
+            Class::Zset
+        } else if starts("x") {
+            Class::Stream
+        } else if starts("l") || starts("rpop") || starts("blm") || starts("blp") || starts("brp") {
+            Class::List
+        } else if starts("s") && !starts("sort") {
+            Class::Set
+        } else {
+            Class::Generic
+        }
+    }
 }
 
 impl TypedCommand {

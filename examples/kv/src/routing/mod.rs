@@ -6,8 +6,10 @@ mod merge;
 mod plan;
 mod slot;
 
-pub use merge::{MergeError, Merger, SetAlgebra};
-pub use plan::{route, to_shards, FanOut, Route, ShardPart};
+pub use merge::{MergeError, MergeFn, Merger, SetAlgebra};
+pub use plan::{
+    broadcast_merged, route, route_clients, split_keys_merged, to_shards, FanOut, Route, ShardPart,
+};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 
 #[cfg(test)]

@@ -102,6 +102,15 @@ impl PubSubRegistry {
         out
     }
 
+    /// The channels, patterns and shard channels subscribed here (INFO's counts).
+    pub fn names(&self) -> [Vec<Bytes>; 3] {
+        [
+            self.channels.keys().cloned().collect(),
+            self.patterns.keys().cloned().collect(),
+            Vec::new(),
+        ]
+    }
+
     /// This shard's part of a PUBSUB query (merged across shards by the router).
     pub fn query(&self, query: &PubSubQuery) -> Reply {
         match query {

@@ -18,6 +18,7 @@ use corewire::runtime::net::{SendFuture, TcpStream};
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::RoundBudget;
 
+use super::introspect::{monotonic_us, unix_us};
 use super::shard::{now_ms, Shard};
 use super::shared::{ClientSlot, ServerShared};
 use super::sink::{Merges, Part, ReplySink, SinkKey};
@@ -62,6 +63,7 @@ pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
         }),
         task: WakerCell::new(),
         shared: shard.shared.clone(),
+        deferred: RefCell::new(Vec::new()),
     });
     let key = shard.register(conn.clone());
     let io = ConnIo {
@@ -142,6 +144,9 @@ struct RespConn {
     /// The connection task, parked until a reply or an I/O completion arrives.
     task: WakerCell,
     shared: Arc<ServerShared>,
+    /// Messages pushed while the connection itself was running (a RESP3 client publishing
+    /// to a channel it is subscribed to): queued, then pushed at its next turn.
+    deferred: RefCell<Vec<(Reply, u64)>>,
 }
 
 struct ConnIo {
@@ -163,6 +168,7 @@ impl ReplySink for RespConn {
             let mut state = self.state.borrow_mut();
             let ConnState { session, merges } = &mut *state;
             if let Some(reply) = merges.accept(seq, part, reply, || self.shared.info()) {
+                session.set_monotonic(monotonic_us());
                 if let Err(error) = session.complete(seq, reply) {
                     tracing::error!(%error, "reply delivered twice");
                 }
@@ -172,11 +178,14 @@ impl ReplySink for RespConn {
     }
 
     fn push(&self, message: Reply, now_ms: u64) {
-        let alive = self
-            .state
-            .borrow_mut()
-            .session
-            .push_message(message, now_ms);
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            // Pushed by this connection's own command: after it.
+            self.deferred.borrow_mut().push((message, now_ms));
+            self.wake();
+            return;
+        };
+        let alive = state.session.push_message(message, now_ms);
+        drop(state);
         if !alive {
             tracing::warn!("subscriber passed its output limit (client-output-buffer-limit pubsub); closing it");
         }
@@ -236,6 +245,7 @@ impl RespConn {
                 return Poll::Ready(());
             }
             let mut handled = 0;
+            session.set_clock(monotonic_us(), unix_us());
             while !io.round.exhausted() {
                 let buffered = session.input_buffer().len();
                 let next = session.next_request();
@@ -255,10 +265,19 @@ impl RespConn {
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
                 {
+                    session.set_monotonic(monotonic_us());
                     if let Err(error) = session.complete(request.seq, reply) {
                         tracing::error!(%error, "local reply delivered twice");
                     }
                 }
+            }
+            for (message, at) in self.deferred.take() {
+                session.push_message(message, at);
+            }
+            shard.record_calls(session.take_calls());
+            shard.feed_monitors(session.take_monitor_lines());
+            if let Some(on) = session.take_monitor_change() {
+                shard.set_monitor(key, on);
             }
             if let Some(reason) = session.take_protocol_error() {
                 corewire::runtime::report_protocol_error("resp", io.peer, &reason);

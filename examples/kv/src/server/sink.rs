@@ -22,8 +22,20 @@ pub(crate) struct SinkKey {
     generation: u32,
 }
 
-#[cfg(test)]
 impl SinkKey {
+    /// The key as one number (what the client directory keeps).
+    pub(crate) fn pack(self) -> u64 {
+        u64::from(self.index) << 32 | u64::from(self.generation)
+    }
+
+    pub(crate) fn unpack(packed: u64) -> SinkKey {
+        SinkKey {
+            index: (packed >> 32) as u32,
+            generation: packed as u32,
+        }
+    }
+
+    #[cfg(test)]
     pub(crate) fn for_test(index: u32, generation: u32) -> SinkKey {
         SinkKey { index, generation }
     }

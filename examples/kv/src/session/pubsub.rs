@@ -139,7 +139,7 @@ impl Session {
         }
         let seq = self.replies.push_pending(self.encoding(Shape::Push));
         self.answer(seq, message);
-        let limit = self.config.pubsub_output_limit;
+        let limit = self.config.live.pubsub_output_limit();
         // Messages stuck behind an unanswered reply count too, at the backlog limit.
         let pending = self.output.len();
         let over_hard = (limit.hard > 0 && pending > limit.hard)

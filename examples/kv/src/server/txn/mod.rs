@@ -162,10 +162,12 @@ impl Shard {
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::Introspect(request) => Some(self.run_introspect(request)),
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.
                 self.shared.reset_stats();
+                self.reset_introspection();
                 self.execute(origin, Command::ConfigResetStat, now)
             }
             command => self.execute(origin, command, now),

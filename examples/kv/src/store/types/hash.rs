@@ -45,6 +45,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             })?
             .unwrap_or(0);
         self.log("hset", a);
+        self.event("hset", &a[0]);
         Ok(match self.op {
             Op::HMSet => Reply::ok(),
             _ => Reply::Integer(added as i64),
@@ -61,6 +62,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(false);
         if added {
             self.log("hset", a);
+            self.event("hset", &a[0]);
         }
         Ok(Reply::Integer(i64::from(added)))
     }
@@ -119,6 +121,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("hdel", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -157,6 +160,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .checked_add(delta)
             .ok_or(CommandError::IncrementOverflow)?;
         self.set_field(a, format_i64(updated))?;
+        self.event("hincrby", &a[0]);
         Ok(Reply::Integer(updated))
     }
 
@@ -179,6 +183,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
         let text = format_human(updated);
         self.set_field(a, text.clone())?;
+        self.event("hincrbyfloat", &a[0]);
         Ok(Reply::Bulk(text))
     }
 

@@ -56,6 +56,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if added > 0 {
             self.log_as_written(a);
+            self.event("sadd", &a[0]);
         }
         Ok(Reply::Integer(added as i64))
     }
@@ -70,6 +71,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("srem", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -130,6 +132,9 @@ impl<S: ChangeSink> Cx<'_, S> {
         for member in &popped {
             self.log("srem", &[a[0].clone(), member.clone()]);
         }
+        if !popped.is_empty() {
+            self.event("spop", &a[0]);
+        }
         Ok(match count {
             Some(_) => bulks(popped),
             None => Reply::bulk_or_null(popped.into_iter().next()),
@@ -173,10 +178,12 @@ impl<S: ChangeSink> Cx<'_, S> {
             .update(src, SET, false, self.now, self.sink, |v| {
                 set(v).remove(member)
             })?;
+        self.event("srem", src);
         self.store
             .update(dst, SET, true, self.now, self.sink, |v| {
                 set(v).insert(own(member))
             })?;
+        self.event("sadd", dst);
         self.log_as_written(a);
         Ok(Reply::Integer(1))
     }
@@ -243,7 +250,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let how = self.how();
         let members = self.algebra(how, &a[1..])?;
         let count = members.len();
-        self.store.remove(&a[0]);
+        let existed = self.store.remove(&a[0]).is_some();
         if count > 0 {
             let mut result = Set::default();
             for member in members {
@@ -251,6 +258,10 @@ impl<S: ChangeSink> Cx<'_, S> {
             }
             self.store
                 .insert_new(CompactBytes::new(&a[0]), Value::Set(Box::new(result)), None);
+            self.event(self.op.name(), &a[0]);
+        } else if existed {
+            self.store
+                .notify(crate::notify::Class::Generic, "del", &a[0]);
         }
         // Deterministic given the sources, which replay has in the same state.
         self.log_as_written(a);
