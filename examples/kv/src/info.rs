@@ -64,16 +64,19 @@ pub struct ShardPart {
     pub channels: Vec<Bytes>,
     pub patterns: Vec<Bytes>,
     pub shard_channels: Vec<Bytes>,
+    /// The shard's connections' memory (their CLIENT LIST `tot-mem`).
+    pub clients_memory: u64,
 }
 
 impl ShardPart {
     /// The shard's reply to INFO: `[store stats, call stats, [tracking...], channels,
-    /// patterns, shard channels]`. Only the merger reads it.
+    /// patterns, shard channels, clients' memory]`. Only the merger reads it.
     pub fn to_reply(
         stats: Reply,
         calls: Reply,
         tracking: [u64; 3],
         pubsub: [Vec<Bytes>; 3],
+        clients_memory: u64,
     ) -> Reply {
         let [channels, patterns, shard] = pubsub;
         let names = |names: Vec<Bytes>| Reply::Array(names.into_iter().map(Reply::Bulk).collect());
@@ -84,6 +87,7 @@ impl ShardPart {
             names(channels),
             names(patterns),
             names(shard),
+            Reply::Integer(clients_memory as i64),
         ])
     }
 
@@ -91,7 +95,9 @@ impl ShardPart {
         let Reply::Array(fields) = reply else {
             return None;
         };
-        let [stats, calls, Reply::Array(tracking), channels, patterns, shard] = &fields[..] else {
+        let [stats, calls, Reply::Array(tracking), channels, patterns, shard, Reply::Integer(clients)] =
+            &fields[..]
+        else {
             // A store's own stats alone (a server built without the glue's parts).
             return ShardStats::from_reply(reply).map(|stats| ShardPart {
                 stats,
@@ -121,6 +127,7 @@ impl ShardPart {
         part.channels = names(channels);
         part.patterns = names(patterns);
         part.shard_channels = names(shard);
+        part.clients_memory = *clients as u64;
         Some(part)
     }
 }
@@ -268,9 +275,11 @@ fn clients_section(out: &mut String, facts: &Facts<'_>) {
 
 fn memory_section(out: &mut String, facts: &Facts<'_>) {
     let server = facts.server;
-    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs), not the
-    // allocator's total; `used_memory_dataset` is payload bytes only.
-    let used = total(facts, |s| s.used_memory);
+    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs) and the
+    // connections' buffers, not the allocator's total; `used_memory_dataset` is the keyspace's
+    // bytes. Eviction looks at the keyspace only: the connections are not counted for it.
+    let clients: u64 = facts.parts.iter().map(|p| p.clients_memory).sum();
+    let used = total(facts, |s| s.used_memory) + clients;
     let dataset = total(facts, |s| s.data_bytes);
     let percent = |part: u64, whole: u64| {
         if whole == 0 {
@@ -300,9 +309,9 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
          mem_allocator:mimalloc\r\n\
          lazyfree_pending_objects:0\r\n\
          lazyfreed_objects:0\r\n\
-         mem_not_counted_for_evict:0\r\n\
+         mem_not_counted_for_evict:{clients}\r\n\
          mem_clients_slaves:0\r\n\
-         mem_clients_normal:0\r\n\
+         mem_clients_normal:{clients}\r\n\
          mem_aof_buffer:0\r\n",
         human_bytes(used),
         server.used_memory_rss,

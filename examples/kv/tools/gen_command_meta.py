@@ -137,10 +137,14 @@ def argument(arg):
     sub = ", ".join(argument(a) for a in arg.get("arguments", [])) \
         if arg["type"] in ("oneof", "block") else ""
     token = arg.get("token")
+    # Redis's generator writes the token as a C string literal: `""` is the empty string.
+    if token == '""':
+        token = ""
     return ("Arg { name: %s, kind: %s, key_spec_index: %d, token: %s, summary: %s, "
             "since: %s, deprecated_since: %s, flags: %s, args: &[%s] }") % (
         rust_str(arg["name"].lower()), rust_str(arg["type"]), arg.get("key_spec_index", -1),
-        rust_str(token.upper() if token else None), rust_str(arg.get("summary")),
+        "None" if token is None else "Some(%s)" % rust_str(token.upper()),
+        rust_str(arg.get("summary")),
         rust_str(arg.get("since")), rust_str(arg.get("deprecated_since")), str_list(flags), sub)
 
 

@@ -97,6 +97,7 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
+        | Command::ShardPubSub(_)
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)
@@ -163,6 +164,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
+        | Command::ShardPubSub(_)
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)

@@ -184,8 +184,6 @@ const HELP: &[&str] = &[
     "      Kill connections authenticated by <username>.",
     "    * SKIPME (YES|NO)",
     "      Skip killing current connection (default: yes).",
-    "    * ID <client-id>",
-    "      Kill connections by client id.",
     "LIST [options ...]",
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
@@ -226,72 +224,90 @@ fn on_off(arg: &[u8]) -> Option<bool> {
 /// Parses CLIENT `sub`'s arguments (after the subcommand).
 pub(crate) fn parse(sub: Sub, args: Vec<Bytes>) -> Result<Command, CommandError> {
     let first = args.first().cloned().unwrap_or_default();
-    let request = match sub {
-        Sub::SetName => ClientRequest::set_name(first)?,
-        Sub::GetName => ClientRequest::GetName,
-        Sub::Id => ClientRequest::Id,
-        Sub::SetInfo => ClientRequest::set_info(&first, args[1].clone())?,
-        Sub::Info => ClientRequest::Info,
-        Sub::List => ClientRequest::List(ListQuery::parse(&args)?),
-        Sub::Kill => ClientRequest::Kill(KillFilter::parse(&args)?),
-        Sub::NoEvict => ClientRequest::NoEvict(on_off(&first).ok_or(CommandError::Syntax)?),
-        Sub::Reply => ClientRequest::Reply(match first.to_ascii_lowercase().as_slice() {
-            b"on" => ReplyMode::On,
-            b"off" => ReplyMode::Off,
-            b"skip" => ReplyMode::Skip,
-            _ => return Err(CommandError::Syntax),
-        }),
-        Sub::Pause => {
-            let timeout = parse_i64(&first).ok_or_else(|| {
-                CommandError::Text("ERR timeout is not an integer or out of range".into())
-            })?;
-            if timeout < 0 {
-                return Err(CommandError::Text("ERR timeout is negative".into()));
-            }
-            let all = match &args[1..] {
-                [] => true,
-                [mode] if mode.eq_ignore_ascii_case(b"all") => true,
-                [mode] if mode.eq_ignore_ascii_case(b"write") => false,
+    let request =
+        match sub {
+            Sub::SetName => ClientRequest::set_name(first)?,
+            Sub::GetName => ClientRequest::GetName,
+            Sub::Id => ClientRequest::Id,
+            Sub::SetInfo => ClientRequest::set_info(&first, args[1].clone())?,
+            Sub::Info => ClientRequest::Info,
+            Sub::List => ClientRequest::List(ListQuery::parse(&args)?),
+            Sub::Kill => ClientRequest::Kill(KillFilter::parse(&args)?),
+            Sub::NoEvict => ClientRequest::NoEvict(on_off(&first).ok_or(CommandError::Syntax)?),
+            Sub::Reply => ClientRequest::Reply(match first.to_ascii_lowercase().as_slice() {
+                b"on" => ReplyMode::On,
+                b"off" => ReplyMode::Off,
+                b"skip" => ReplyMode::Skip,
                 _ => return Err(CommandError::Syntax),
-            };
-            ClientRequest::Pause {
-                timeout_ms: timeout as u64,
-                all,
-            }
-        }
-        Sub::Unpause => ClientRequest::Unpause,
-        Sub::Unblock => {
-            let id = parse_i64(&first).ok_or(CommandError::NotAnInteger)?;
-            let error = match &args[1..] {
-                [] => false,
-                [mode] if mode.eq_ignore_ascii_case(b"timeout") => false,
-                [mode] if mode.eq_ignore_ascii_case(b"error") => true,
-                _ => {
-                    return Err(CommandError::Text(
-                        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into(),
-                    ))
+            }),
+            Sub::Pause => {
+                // Redis checks the mode before the timeout.
+                let all =
+                    match &args[1..] {
+                        [] => true,
+                        [mode] if mode.eq_ignore_ascii_case(b"all") => true,
+                        [mode] if mode.eq_ignore_ascii_case(b"write") => false,
+                        [_] => {
+                            return Err(CommandError::Text(
+                                "ERR CLIENT PAUSE mode must be WRITE or ALL".into(),
+                            ))
+                        }
+                        _ => return Err(CommandError::Text(
+                            "ERR unknown subcommand or wrong number of arguments for 'pause'. Try \
+                         CLIENT HELP."
+                                .into(),
+                        )),
+                    };
+                let timeout = parse_i64(&first).ok_or_else(|| {
+                    CommandError::Text("ERR timeout is not an integer or out of range".into())
+                })?;
+                if timeout < 0 {
+                    return Err(CommandError::Text("ERR timeout is negative".into()));
                 }
-            };
-            ClientRequest::Unblock {
-                id: id.max(0) as u64,
-                error,
+                ClientRequest::Pause {
+                    timeout_ms: timeout as u64,
+                    all,
+                }
             }
-        }
-        Sub::Tracking => ClientRequest::Tracking(TrackingArgs::parse(&args)?),
-        Sub::TrackingInfo => ClientRequest::TrackingInfo,
-        Sub::GetRedir => ClientRequest::GetRedir,
-        Sub::Caching => ClientRequest::Caching(match first.to_ascii_lowercase().as_slice() {
-            b"yes" => true,
-            b"no" => false,
-            _ => return Err(CommandError::Syntax),
-        }),
-        Sub::Help => {
-            return Ok(Command::Help {
-                command: "client|help",
-                lines: HELP,
-            })
-        }
-    };
+            Sub::Unpause => ClientRequest::Unpause,
+            Sub::Unblock => {
+                // Redis checks the reason before the id.
+                let error = match &args[1..] {
+                    [] => false,
+                    [mode] if mode.eq_ignore_ascii_case(b"timeout") => false,
+                    [mode] if mode.eq_ignore_ascii_case(b"error") => true,
+                    [_] => {
+                        return Err(CommandError::Text(
+                            "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into(),
+                        ))
+                    }
+                    _ => return Err(CommandError::Text(
+                        "ERR unknown subcommand or wrong number of arguments for 'unblock'. Try \
+                         CLIENT HELP."
+                            .into(),
+                    )),
+                };
+                let id = parse_i64(&first).ok_or(CommandError::NotAnInteger)?;
+                ClientRequest::Unblock {
+                    id: id.max(0) as u64,
+                    error,
+                }
+            }
+            Sub::Tracking => ClientRequest::Tracking(TrackingArgs::parse(&args)?),
+            Sub::TrackingInfo => ClientRequest::TrackingInfo,
+            Sub::GetRedir => ClientRequest::GetRedir,
+            Sub::Caching => ClientRequest::Caching(match first.to_ascii_lowercase().as_slice() {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Err(CommandError::Syntax),
+            }),
+            Sub::Help => {
+                return Ok(Command::Help {
+                    command: "client|help",
+                    lines: HELP,
+                })
+            }
+        };
     Ok(Command::Client(request))
 }
 

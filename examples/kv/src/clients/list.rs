@@ -24,6 +24,7 @@ pub struct ClientLine {
     pub flags: ClientFlags,
     pub sub: usize,
     pub psub: usize,
+    pub ssub: usize,
     /// Commands queued since MULTI; -1 outside MULTI.
     pub multi: i64,
     /// Unparsed input, and the input buffer's free space.
@@ -102,7 +103,7 @@ impl ClientLine {
         let _ = write!(
             out,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} \
-             ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
+             ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
              oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} \
              lib-name={} lib-ver={}",
             self.id,
@@ -115,6 +116,7 @@ impl ClientLine {
             self.flags.letters(),
             self.sub,
             self.psub,
+            self.ssub,
             self.multi,
             self.qbuf,
             self.qbuf_free,

@@ -137,7 +137,9 @@ impl Tracking {
             return Err(text("ERR OPTIN and OPTOUT are not compatible with BCAST"));
         }
         if args.optin && args.optout {
-            return Err(text("ERR You can't use both OPTIN and OPTOUT"));
+            return Err(text(
+                "ERR You can't specify both OPTIN mode and OPTOUT mode",
+            ));
         }
         if (args.optin && self.optout) || (args.optout && self.optin) {
             return Err(text(
@@ -271,12 +273,16 @@ pub fn push_message(keys: &Keys) -> Reply {
     ])
 }
 
-/// The RESP2 Pub/Sub message a redirect target subscribed to `__redis__:invalidate` gets.
+/// The RESP2 Pub/Sub message a redirect target subscribed to `__redis__:invalidate` gets
+/// (everything: a null bulk string, as Redis writes its RESP2 null).
 pub fn pubsub_message(keys: &Keys) -> Reply {
     Reply::Array(vec![
         Reply::Bulk(Bytes::from_static(b"message")),
         Reply::Bulk(Bytes::from_static(b"__redis__:invalidate")),
-        keys_reply(keys),
+        match keys {
+            Some(_) => keys_reply(keys),
+            None => Reply::NullBulk,
+        },
     ])
 }
 
@@ -390,19 +396,7 @@ impl<R: Reader> TrackingTable<R> {
         writer: Option<R>,
         out: &mut Vec<Invalidation<R>>,
     ) -> usize {
-        let mut removed = 0;
-        if let Some(readers) = self.keys.remove(key) {
-            removed = 1;
-            self.items -= readers.len();
-            for reader in readers {
-                out.push(Invalidation {
-                    reader,
-                    keys: vec![key.clone()],
-                    by_self: vec![writer == Some(reader)],
-                    bcast: false,
-                });
-            }
-        }
+        let removed = self.forget(key, writer, out);
         for broadcaster in &self.broadcasters {
             for prefix in &broadcaster.prefixes {
                 if key.starts_with(prefix) {
@@ -414,6 +408,23 @@ impl<R: Reader> TrackingTable<R> {
             }
         }
         removed
+    }
+
+    /// `key` leaves the table: its readers' invalidations. How many keys left (0 or 1).
+    fn forget(&mut self, key: &Bytes, writer: Option<R>, out: &mut Vec<Invalidation<R>>) -> usize {
+        let Some(readers) = self.keys.remove(key) else {
+            return 0;
+        };
+        self.items -= readers.len();
+        for reader in readers {
+            out.push(Invalidation {
+                reader,
+                keys: vec![key.clone()],
+                by_self: vec![writer == Some(reader)],
+                bcast: false,
+            });
+        }
+        1
     }
 
     /// The broadcast invalidations gathered since the last call: one message per
@@ -458,12 +469,25 @@ impl<R: Reader> TrackingTable<R> {
         keys
     }
 
-    /// One key to forget (the table is over its limit): its readers' invalidations.
+    /// Every key forgotten because the writes that changed them are unknown: how many keys
+    /// there were, and every connection that must now drop its whole cache (the readers and
+    /// the broadcasters, each once).
+    pub fn forget_all(&mut self) -> (usize, Vec<R>) {
+        let mut everyone: Vec<R> = self.keys.values().flatten().copied().collect();
+        everyone.extend(self.broadcasters.iter().map(|b| b.reader));
+        let mut seen = std::collections::HashSet::new();
+        everyone.retain(|reader| seen.insert(*reader));
+        self.pending.clear();
+        (self.clear(), everyone)
+    }
+
+    /// One key to forget (the table is over its limit): its readers' invalidations (not the
+    /// broadcasters': the key did not change).
     pub fn evict_one(&mut self, out: &mut Vec<Invalidation<R>>) -> bool {
         let Some(key) = self.keys.keys().next().cloned() else {
             return false;
         };
-        self.written(&key, None, out);
+        self.forget(&key, None, out);
         true
     }
 }
@@ -543,6 +567,9 @@ mod tests {
         assert_eq!(table.prefixes(), 2);
         assert!(table.evict_one(&mut out));
         assert_eq!(table.keys(), 0);
+        assert!(!table.has_pending(), "an evicted key did not change");
+        table.remember(1, &[b("c")]);
+        assert_eq!(table.forget_all(), (1, vec![1, 3]));
         table.set_broadcaster(3, Vec::new());
         assert!(!table.is_active());
     }

@@ -45,6 +45,7 @@ impl Command {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
+            | Command::ShardPubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
             | Command::ConfigApply(_)

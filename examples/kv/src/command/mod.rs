@@ -6,7 +6,7 @@ mod hello;
 pub(crate) mod keyops;
 mod keys;
 mod parse;
-mod pubsub;
+pub(crate) mod pubsub;
 pub(crate) mod table;
 mod typed;
 
@@ -18,7 +18,7 @@ pub use error::CommandError;
 pub use hello::Hello;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
-pub use pubsub::{PubSubQuery, Subscription};
+pub use pubsub::{PubSubQuery, ShardPubSub, Subscription};
 pub use table::key_positions;
 pub use typed::{mpop_args, sintercard_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
@@ -119,6 +119,8 @@ pub enum Command {
         message: Bytes,
     },
     PubSub(PubSubQuery),
+    /// SPUBLISH, and a connection's shard-channel registrations: on the channel's shard.
+    ShardPubSub(ShardPubSub),
     /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
     /// Boxed: large and once per connection (see `ClusterRequest::Migrate`).
     Hello(Box<Hello>),
@@ -329,6 +331,7 @@ impl Command {
             Command::Subscription(subscription) => subscription.name(),
             Command::Publish { .. } => "publish",
             Command::PubSub(query) => query.name(),
+            Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
         }
     }
@@ -359,7 +362,7 @@ impl Command {
             }
             Command::Cluster(request) if request.is_connection_level() => Scope::Connection,
             Command::Client(ClientRequest::Broadcast(_)) => Scope::AllShards,
-            Command::Client(ClientRequest::Track(_)) => Scope::Keyed,
+            Command::Client(ClientRequest::Track(_)) | Command::ShardPubSub(_) => Scope::Keyed,
             Command::Introspect(request) => request.scope(),
             Command::Client(_) => Scope::Connection,
             _ => Scope::Keyed,

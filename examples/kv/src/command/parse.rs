@@ -6,8 +6,7 @@ use bytes::Bytes;
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
     Command, CommandError, ExpireCommand, ExpireCondition, ExpireKind, KeyCommand, KeyOp,
-    PubSubQuery, SetCommand, SetCondition, SetExpiry, Subscription, TimeUnit, TypedCommand,
-    TypedOp,
+    SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -154,21 +153,8 @@ fn parse_spec(
         K::Discard => Command::Discard,
         K::Watch => Command::Watch(rest.collect()),
         K::Unwatch => Command::Unwatch,
-        K::Subscribe => Command::Subscription(Subscription::Subscribe(rest.collect())),
-        K::Unsubscribe => Command::Subscription(Subscription::Unsubscribe(rest.collect())),
-        K::PSubscribe => Command::Subscription(Subscription::PSubscribe(rest.collect())),
-        K::PUnsubscribe => Command::Subscription(Subscription::PUnsubscribe(rest.collect())),
-        K::Publish => Command::Publish {
-            channel: rest.next()?,
-            message: rest.next()?,
-        },
-        // Extra arguments are ignored, as Redis 7 does.
-        K::PubSubChannels => Command::PubSub(PubSubQuery::Channels(rest.next_opt())),
-        K::PubSubNumSub => Command::PubSub(PubSubQuery::NumSub(rest.collect())),
-        K::PubSubNumPat => Command::PubSub(PubSubQuery::NumPat),
+        K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
-        // A container alone fails the arity check first.
-        K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -48,15 +48,8 @@ pub(crate) enum CommandKind {
     Discard,
     Watch,
     Unwatch,
-    Subscribe,
-    Unsubscribe,
-    PSubscribe,
-    PUnsubscribe,
-    Publish,
-    PubSub,
-    PubSubChannels,
-    PubSubNumSub,
-    PubSubNumPat,
+    /// A Pub/Sub command (see [`super::pubsub`]).
+    PubSub(super::pubsub::Sub),
     Hello,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
@@ -124,21 +117,6 @@ const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 
 use CommandKind as K;
 
-const SUBSCRIBE_FLAGS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
-const PUBSUB_FLAGS: &[&str] = &["pubsub", "loading", "stale"];
-
-static PUBSUB_SUBCOMMANDS: [CommandSpec; 3] = [
-    spec(
-        K::PubSubChannels,
-        "pubsub|channels",
-        -2,
-        PUBSUB_FLAGS,
-        NO_KEYS,
-    ),
-    spec(K::PubSubNumSub, "pubsub|numsub", -2, PUBSUB_FLAGS, NO_KEYS),
-    spec(K::PubSubNumPat, "pubsub|numpat", 2, PUBSUB_FLAGS, NO_KEYS),
-];
-
 const ADMIN: &[&str] = &["admin", "stale", "no_async_loading"];
 const STALE: &[&str] = &["stale"];
 
@@ -202,7 +180,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 52] = [
+pub(crate) static COMMANDS: [CommandSpec; 46] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -317,27 +295,6 @@ pub(crate) static COMMANDS: [CommandSpec; 52] = [
         ],
         NO_KEYS,
     ),
-    spec(K::Subscribe, "subscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(K::Unsubscribe, "unsubscribe", -1, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(K::PSubscribe, "psubscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(
-        K::PUnsubscribe,
-        "punsubscribe",
-        -1,
-        SUBSCRIBE_FLAGS,
-        NO_KEYS,
-    ),
-    spec(
-        K::Publish,
-        "publish",
-        3,
-        &["pubsub", "loading", "stale", "fast", "may_replicate"],
-        NO_KEYS,
-    ),
-    CommandSpec {
-        subcommands: &PUBSUB_SUBCOMMANDS,
-        ..spec(K::PubSub, "pubsub", -2, &[], NO_KEYS)
-    },
     CommandSpec {
         subcommands: &CLUSTER_SUBCOMMANDS,
         ..spec(K::Cluster, "cluster", -2, &[], NO_KEYS)
@@ -433,6 +390,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(super::typed::TYPED_COMMANDS)
         .chain(super::keyops::KEY_COMMANDS)
         .chain(crate::introspect::COMMANDS.iter())
+        .chain(super::pubsub::COMMANDS.iter())
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
@@ -480,7 +438,8 @@ mod tests {
             let scanned = lookup(&COMMANDS, name)
                 .or_else(|| lookup(super::super::typed::TYPED_COMMANDS, name))
                 .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name))
-                .or_else(|| lookup(&crate::introspect::COMMANDS, name));
+                .or_else(|| lookup(&crate::introspect::COMMANDS, name))
+                .or_else(|| lookup(&super::super::pubsub::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
         }

@@ -286,7 +286,13 @@ impl TypedOp {
             Class::Zset
         } else if starts("x") {
             Class::Stream
-        } else if starts("l") || starts("rpop") || starts("blm") || starts("blp") || starts("brp") {
+        } else if starts("l")
+            || starts("rpop")
+            || starts("rpush")
+            || starts("blm")
+            || starts("blp")
+            || starts("brp")
+        {
             Class::List
         } else if starts("s") && !starts("sort") {
             Class::Set
@@ -344,6 +350,28 @@ mod tests {
             .iter()
             .map(|p| Bytes::copy_from_slice(p.as_bytes()))
             .collect()
+    }
+
+    #[test]
+    fn event_classes_follow_the_command_groups() {
+        use crate::notify::Class;
+        for spec in TYPED_COMMANDS {
+            let super::super::table::CommandKind::Typed(op) = spec.kind else {
+                continue;
+            };
+            let Some(meta) = crate::introspect::meta::find(spec.name) else {
+                continue;
+            };
+            let expected = match meta.group {
+                "list" => Class::List,
+                "hash" => Class::Hash,
+                "set" => Class::Set,
+                "sorted-set" | "geo" => Class::Zset,
+                "stream" => Class::Stream,
+                _ => Class::Generic,
+            };
+            assert_eq!(op.event_class(), expected, "{}", spec.name);
+        }
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct Hot {
     pub monitors: AtomicU64,
     /// Clients with CLIENT TRACKING on, all shards together.
     pub tracking_clients: AtomicU64,
+    /// Keys in the client tracking tables, all shards together (held under
+    /// `tracking-table-max-keys`).
+    pub tracking_keys: AtomicU64,
     /// `client-output-buffer-limit pubsub`.
     pubsub_hard: AtomicU64,
     pubsub_soft: AtomicU64,
@@ -77,6 +80,7 @@ impl LiveConfig {
                 notify: AtomicU32::new(0),
                 monitors: AtomicU64::new(0),
                 tracking_clients: AtomicU64::new(0),
+                tracking_keys: AtomicU64::new(0),
                 pubsub_hard: AtomicU64::new(0),
                 pubsub_soft: AtomicU64::new(0),
                 pubsub_soft_ms: AtomicU64::new(0),

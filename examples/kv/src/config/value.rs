@@ -289,10 +289,13 @@ fn parse_special(special: Special, args: &[String]) -> Result<String, String> {
             for arg in args {
                 match arg.parse::<f64>() {
                     Ok(v) if (0.0..=100.0).contains(&v) => values.push(format_percentile(v)),
-                    _ => {
-                        return Err("latency-tracking-info-percentiles parameter should be \
-                                    between 0.0 and 100.0"
+                    Ok(_) => {
+                        return Err("latency-tracking-info-percentiles parameters should sit \
+                                    between [0.0,100.0]"
                             .into())
+                    }
+                    Err(_) => {
+                        return Err("Invalid latency-tracking-info-percentiles parameters".into())
                     }
                 }
             }

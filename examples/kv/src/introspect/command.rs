@@ -357,3 +357,35 @@ mod tests {
         assert!(list.contains(&Reply::Bulk(Bytes::from("config|resetstat"))));
     }
 }
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    /// The dispatch table's arities and legacy key ranges are Redis 7.0's (what the parser
+    /// checks and the cluster check hashes must agree with what COMMAND INFO says).
+    #[test]
+    fn the_table_agrees_with_redis_metadata() {
+        let mut mismatches = Vec::new();
+        let mut check = |spec: &crate::command::table::CommandSpec| {
+            let Some(meta) = meta::find(spec.name) else {
+                return;
+            };
+            let ours = (spec.arity, spec.first_key, spec.last_key, spec.key_step);
+            let redis = (
+                i64::from(meta.arity),
+                i64::from(meta.first_key),
+                i64::from(meta.last_key),
+                i64::from(meta.key_step),
+            );
+            if ours != redis {
+                mismatches.push(format!("{}: ours {ours:?}, Redis {redis:?}", spec.name));
+            }
+        };
+        for spec in table::all() {
+            check(spec);
+            spec.subcommands.iter().for_each(&mut check);
+        }
+        assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    }
+}

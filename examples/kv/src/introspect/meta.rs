@@ -71,7 +71,8 @@ pub(crate) struct Arg {
     pub name: &'static str,
     pub kind: &'static str,
     pub key_spec_index: i32,
-    pub token: &'static str,
+    /// `None`: no token (MIGRATE has an empty one).
+    pub token: Option<&'static str>,
     pub summary: &'static str,
     pub since: &'static str,
     pub deprecated_since: &'static str,
@@ -357,8 +358,10 @@ fn args_reply(args: &[Arg]) -> Reply {
                         Reply::Integer(i64::from(arg.key_spec_index)),
                     ));
                 }
+                if let Some(token) = arg.token {
+                    fields.push(("token", bulk(token)));
+                }
                 for (key, value) in [
-                    ("token", arg.token),
                     ("summary", arg.summary),
                     ("since", arg.since),
                     ("deprecated_since", arg.deprecated_since),

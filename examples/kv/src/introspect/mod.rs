@@ -161,11 +161,11 @@ const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 static COMMAND_SUBCOMMANDS: [CommandSpec; 7] = [
     row(S::CommandCount, "command|count", 2, STALE),
     row(S::CommandDocs, "command|docs", -2, STALE),
-    row(S::CommandGetKeys, "command|getkeys", -3, STALE),
+    row(S::CommandGetKeys, "command|getkeys", -4, STALE),
     row(
         S::CommandGetKeysAndFlags,
         "command|getkeysandflags",
-        -3,
+        -4,
         STALE,
     ),
     row(S::CommandHelp, "command|help", 2, STALE),

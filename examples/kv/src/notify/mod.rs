@@ -35,11 +35,22 @@ impl KeyEvent {
 pub struct EventLog {
     on: bool,
     events: Vec<KeyEvent>,
+    /// Events were dropped past [`MAX_EVENTS`] since the last take.
+    overflowed: bool,
+}
+
+/// The events one command recorded.
+#[derive(Debug, Default)]
+pub struct Events {
+    pub events: Vec<KeyEvent>,
+    /// Some were dropped (past [`MAX_EVENTS`]): their keys are unknown.
+    pub overflowed: bool,
 }
 
 /// At most this many events are kept per command: a command touching more keys (FLUSHALL of
 /// a huge keyspace emits none; a DEL of a million keys would) keeps the first ones and marks
-/// the log as overflowed, so the tracking layer falls back to invalidating everything.
+/// the log as overflowed: the later notifications are lost (counted in a log line) and
+/// client tracking falls back to invalidating every key it tracks on the shard.
 pub const MAX_EVENTS: usize = 1 << 16;
 
 impl EventLog {
@@ -57,12 +68,17 @@ impl EventLog {
     /// Records an event (a copy of the key) when the log is on.
     #[inline]
     pub fn record(&mut self, class: Class, event: &'static str, key: &[u8]) {
-        if self.on && self.events.len() < MAX_EVENTS {
+        if !self.on {
+            return;
+        }
+        if self.events.len() < MAX_EVENTS {
             self.events.push(KeyEvent {
                 class,
                 event,
                 key: Bytes::copy_from_slice(key),
             });
+        } else {
+            self.overflowed = true;
         }
     }
 
@@ -77,8 +93,11 @@ impl EventLog {
     }
 
     /// The events recorded since the last call.
-    pub fn take(&mut self) -> Vec<KeyEvent> {
-        std::mem::take(&mut self.events)
+    pub fn take(&mut self) -> Events {
+        Events {
+            events: std::mem::take(&mut self.events),
+            overflowed: std::mem::take(&mut self.overflowed),
+        }
     }
 }
 
@@ -126,9 +145,15 @@ mod tests {
         assert_eq!(messages(EventFlags::parse("E$").unwrap(), &event).len(), 1);
         let mut log = EventLog::default();
         log.record(Class::String, "set", b"k");
-        assert!(log.take().is_empty(), "off: nothing kept");
+        assert!(log.take().events.is_empty(), "off: nothing kept");
         log.set_enabled(true);
         log.record(Class::String, "set", b"k");
-        assert_eq!(log.take().len(), 1);
+        assert_eq!(log.take().events.len(), 1);
+        for _ in 0..=MAX_EVENTS {
+            log.record(Class::String, "set", b"k");
+        }
+        let taken = log.take();
+        assert!(taken.overflowed && taken.events.len() == MAX_EVENTS);
+        assert!(!log.take().overflowed);
     }
 }

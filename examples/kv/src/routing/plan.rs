@@ -66,8 +66,8 @@ pub fn route(command: Command, shards: usize) -> Route {
         command @ Command::Publish { .. } => broadcast(command, shards, Merger::sum),
         Command::PubSub(query) => {
             let merger = match &query {
-                PubSubQuery::Channels(_) => Merger::distinct,
-                PubSubQuery::NumSub(_) => Merger::sum_pairs,
+                PubSubQuery::Channels(_) | PubSubQuery::ShardChannels(_) => Merger::distinct,
+                PubSubQuery::NumSub(_) | PubSubQuery::ShardNumSub(_) => Merger::sum_pairs,
                 PubSubQuery::NumPat => Merger::count_distinct,
             };
             broadcast(Command::PubSub(query), shards, merger)
@@ -78,6 +78,7 @@ pub fn route(command: Command, shards: usize) -> Route {
         }
         // Each shard rewrites its own log; an error (one already rewriting) wins.
         Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),
+        Command::ShardPubSub(request) => crate::command::pubsub::route(request, shards),
         Command::Cluster(request) => Route::Single {
             shard: request.shard(shards),
             command: Command::Cluster(request),

@@ -28,6 +28,7 @@ mod resp_conn;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
+mod tracking;
 mod txn;
 
 use std::fmt;
@@ -537,6 +538,7 @@ fn start_shards(
                 // The run-time settings as configured (CONFIG SET sends later changes).
                 shard.apply_settings(&shard.shared.session.live.shard_settings());
                 spawn_local(forward::run_flusher(shard.clone()));
+                spawn_local(tracking::run_flusher(shard.clone()));
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));
                     spawn_local(aof_rewrite::run_rewrites(shard.clone()));

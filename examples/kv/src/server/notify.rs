@@ -10,7 +10,9 @@ use bytes::Bytes;
 
 use super::forward::Work;
 use super::shard::Shard;
-use super::sink::Origin;
+use super::sink::{Origin, SinkKey};
+use super::tracking::Reader;
+use crate::clients::tracking::Keys;
 use crate::notify::{self, EventFlags};
 
 /// A message for a shard that answers no request.
@@ -19,6 +21,37 @@ pub(crate) enum Note {
     Publish { channel: Bytes, message: Bytes },
     /// MONITOR lines: deliver them to this shard's monitors.
     Monitor(Vec<Bytes>),
+    /// Client tracking: an invalidation for connection `sink` here (see `tracking.rs`).
+    Invalidate {
+        sink: SinkKey,
+        keys: Keys,
+        by_self: Vec<bool>,
+        bcast: bool,
+    },
+    /// Client tracking: an invalidation redirected to connection `sink` here, from `reader`.
+    TrackingDeliver {
+        sink: SinkKey,
+        keys: Keys,
+        reader: Reader,
+    },
+    /// Client tracking: the redirect target of connection `sink` here is gone.
+    RedirectBroken { sink: SinkKey },
+    /// A shard channel's message for connection `sink` here.
+    ShardMessage {
+        sink: SinkKey,
+        channel: Bytes,
+        message: Bytes,
+    },
+    /// A connection of another shard left shard channels this shard owns.
+    ShardUnsubscribe {
+        reader: Reader,
+        channels: Vec<Bytes>,
+    },
+    /// Client tracking: a broadcasting connection's prefixes (none: it stopped).
+    Broadcaster {
+        reader: Reader,
+        prefixes: Vec<Bytes>,
+    },
 }
 
 /// A shard's part of keyspace notifications.
@@ -28,6 +61,8 @@ pub(crate) struct ShardNotes {
     flags: Cell<EventFlags>,
     /// Whether the store records events (mirrors the store's switch, read per command).
     logging: Cell<bool>,
+    /// Notifications lost to a command's event cap (see [`notify::MAX_EVENTS`]).
+    lost: Cell<u64>,
 }
 
 impl Shard {
@@ -36,29 +71,50 @@ impl Shard {
         self.notes.flags.set(flags);
     }
 
-    /// Turns the store's event log on while anything consumes events here.
+    /// Turns the store's event log on while anything consumes events here (notifications or
+    /// client tracking).
     pub(crate) fn refresh_event_log(&self) {
-        let on = self.notes.flags.get().any();
-        self.notes.logging.set(on);
-        self.store().set_event_log(on);
+        let on = self.notes.flags.get().any() || self.tracking_active();
+        if on != self.notes.logging.get() {
+            self.notes.logging.set(on);
+            self.store().set_event_log(on);
+        }
     }
 
     /// After the store ran a command (`writer` is whose; `None` for the expiry sweep): its
     /// events go out.
-    pub(crate) fn after_change(&self, _writer: Option<Origin>, _now: u64) {
+    pub(crate) fn after_change(&self, writer: Option<Origin>, _now: u64) {
         if !self.notes.logging.get() {
             return;
         }
         let events = self.store().take_events();
-        if events.is_empty() {
+        if events.overflowed {
+            let lost = self.notes.lost.get() + 1;
+            self.notes.lost.set(lost);
+            // Rare (a command touching more than `MAX_EVENTS` keys): a line per power of two.
+            if lost.is_power_of_two() {
+                tracing::warn!(
+                    times = lost,
+                    "a command emitted more keyspace events than are kept; the rest were not published"
+                );
+            }
+        }
+        if events.events.is_empty() && !events.overflowed {
             return;
         }
         let flags = self.notes.flags.get();
         if flags.any() {
-            for event in &events {
+            for event in &events.events {
                 for (channel, message) in notify::messages(flags, event) {
                     self.publish_everywhere(channel, message);
                 }
+            }
+        }
+        if self.tracking_active() {
+            if events.overflowed {
+                self.tracking_invalidate_all();
+            } else {
+                self.tracking_written(&events.events, writer);
             }
         }
     }
@@ -78,11 +134,6 @@ impl Shard {
         self.publish(&channel, &message);
     }
 
-    /// Client tracking's counts here: keys tracked, (key, client) pairs, broadcast prefixes.
-    pub(crate) fn tracking_counts(&self) -> [u64; 3] {
-        [0, 0, 0]
-    }
-
     /// A [`Note`] from another shard.
     pub(crate) fn on_note(&self, note: Note, _now: u64) {
         match note {
@@ -90,6 +141,25 @@ impl Shard {
                 self.publish(&channel, &message);
             }
             Note::Monitor(lines) => self.deliver_monitor_lines(&lines),
+            Note::Invalidate {
+                sink,
+                keys,
+                by_self,
+                bcast,
+            } => self.invalidate_local(sink, keys, by_self, bcast),
+            Note::TrackingDeliver { sink, keys, reader } => {
+                self.deliver_redirected(sink, keys, reader)
+            }
+            Note::RedirectBroken { sink } => self.redirect_broken(sink),
+            Note::Broadcaster { reader, prefixes } => self.set_broadcaster(reader, prefixes),
+            Note::ShardMessage {
+                sink,
+                channel,
+                message,
+            } => self.push_shard_message(sink, &channel, &message),
+            Note::ShardUnsubscribe { reader, channels } => {
+                self.pubsub.borrow_mut().unregister_shard(reader, &channels)
+            }
         }
     }
 }

@@ -46,6 +46,8 @@ pub(crate) struct Shard {
     pub(crate) notes: super::notify::ShardNotes,
     /// Command statistics, SLOWLOG, LATENCY, MONITOR (see `introspect.rs`).
     pub(crate) introspect: super::introspect::IntroShard,
+    /// Client tracking (see `tracking.rs`).
+    pub(crate) tracking: super::tracking::ShardTracking,
 }
 
 corewire::runtime::shard_local! {
@@ -108,6 +110,7 @@ impl Shard {
             pubsub: RefCell::new(PubSubRegistry::default()),
             notes: super::notify::ShardNotes::default(),
             introspect: Default::default(),
+            tracking: Default::default(),
         }
     }
 
@@ -140,8 +143,9 @@ impl Shard {
     /// again).
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
-        self.pubsub.borrow_mut().forget(key);
+        self.forget_subscriber(key);
         self.set_monitor(key, false);
+        self.tracking_closed(key);
         self.cancel_waits(key);
         self.drop_watches(key);
     }
@@ -273,9 +277,13 @@ impl Shard {
         now: u64,
     ) -> Option<Reply> {
         let info = matches!(command, Command::Info(_));
+        let flush = command == Command::FlushAll;
         let reply = self.execute_store_only(origin, command, now);
         // Its keyspace events go out (notifications, tracking invalidations).
         self.after_change(Some(origin), now);
+        if flush {
+            self.tracking_flushed();
+        }
         match reply {
             // INFO's part: the store's numbers and the glue's.
             Some(stats) if info => Some(self.info_part(stats)),
@@ -285,7 +293,16 @@ impl Shard {
 
     fn info_part(&self, stats: Reply) -> Reply {
         let pubsub = self.pubsub.borrow().names();
-        crate::info::ShardPart::to_reply(stats, self.info_calls(), self.tracking_counts(), pubsub)
+        let clients_memory = (self.sinks().iter())
+            .map(|(_, sink)| sink.memory() as u64)
+            .sum();
+        crate::info::ShardPart::to_reply(
+            stats,
+            self.info_calls(),
+            self.tracking_counts(),
+            pubsub,
+            clients_memory,
+        )
     }
 
     fn execute_store_only(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
@@ -374,6 +391,7 @@ impl Shard {
         use crate::command::Setting;
         let mut store = self.store.borrow_mut();
         let mut limit = store.memory_limit();
+        let mut enforce_tracking = false;
         for setting in settings {
             match *setting {
                 Setting::MaxMemory(total) => limit.max_bytes = total.div_ceil(self.count as u64),
@@ -385,12 +403,15 @@ impl Shard {
                     .store(n, std::sync::atomic::Ordering::Relaxed),
                 Setting::Notify(flags) => self.set_notify(flags),
                 Setting::Encoding(limits) => store.set_encoding_limits(limits),
-                Setting::TrackingMaxKeys(_) => {}
+                Setting::TrackingMaxKeys(_) => enforce_tracking = true,
             }
         }
         store.set_memory_limit(limit);
         drop(store);
         self.refresh_event_log();
+        if enforce_tracking {
+            self.enforce_tracking_limit();
+        }
         Reply::ok()
     }
 
@@ -419,6 +440,8 @@ impl Shard {
         self.latency_event("expire-cycle", started.elapsed().as_millis() as u64);
         // The keys that expired: their events go out.
         self.after_change(None, now);
+        // As Redis's cron does: a limit lowered since is reached again.
+        self.enforce_tracking_limit();
         self.expire_waiters(now);
         if let Some(aof) = &self.aof {
             aof.tick(now);

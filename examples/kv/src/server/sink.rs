@@ -62,6 +62,10 @@ pub(crate) trait ReplySink {
     /// connections subscribe, so the others never get one.
     fn push(&self, _message: Reply, _now_ms: u64) {}
 
+    /// A shard channel's message: pushed like [`Self::push`] while the connection is still
+    /// subscribed to `channel`.
+    fn push_shard_message(&self, _channel: &bytes::Bytes, _message: Reply, _now_ms: u64) {}
+
     /// This client's CLIENT LIST line at `now_ms`. `None` for sinks that are not RESP
     /// connections, for a killed connection, and for the connection whose turn is running
     /// (the one asking: its session answers for itself).
@@ -69,8 +73,17 @@ pub(crate) trait ReplySink {
         None
     }
 
+    /// The connection's memory (INFO's `mem_clients_normal`); 0 for sinks that are not RESP
+    /// connections.
+    fn memory(&self) -> usize {
+        0
+    }
+
     /// CLIENT KILL: the connection closes at its next turn, which this wakes.
     fn kill(&self) {}
+
+    /// Client tracking's message for this connection (only RESP connections track).
+    fn tracking(&self, _event: super::tracking::TrackingEvent) {}
 }
 
 #[derive(Default)]

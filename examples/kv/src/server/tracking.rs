@@ -24,6 +24,22 @@ use crate::session::TrackingChange;
 /// A reading connection: its shard and its key there.
 pub(crate) type Reader = (usize, SinkKey);
 
+/// What a shard hands a tracking connection of its own (see [`super::sink::ReplySink::tracking`]).
+#[derive(Debug)]
+pub(crate) enum TrackingEvent {
+    /// Keys it read (or wrote under a broadcast prefix) changed; `None`: everything.
+    Invalidate {
+        keys: Keys,
+        /// Per key: it was written by the connection itself.
+        by_self: Vec<bool>,
+        bcast: bool,
+    },
+    /// Another connection's invalidation, redirected to this one.
+    Deliver(Keys),
+    /// Its redirect target is gone.
+    RedirectBroken,
+}
+
 /// A shard's tracking state.
 #[derive(Default)]
 pub(crate) struct ShardTracking {
@@ -109,34 +125,63 @@ impl Shard {
             .fetch_sub(removed as u64, Ordering::Relaxed);
         let local: Vec<SinkKey> = self.tracking.local.borrow().iter().copied().collect();
         for sink in local {
-            if let Some(sink) = self.sink(sink) {
-                sink.invalidate(None, Vec::new(), false);
-            }
+            self.invalidate_local(sink, None, Vec::new(), false);
+        }
+    }
+
+    /// A command's keyspace events were too many to keep: every connection that tracks a
+    /// key here (or broadcasts) drops its whole cache.
+    pub(crate) fn tracking_invalidate_all(&self) {
+        let (removed, everyone) = self.tracking.table.borrow_mut().forget_all();
+        self.tracked_keys_counter()
+            .fetch_sub(removed as u64, Ordering::Relaxed);
+        for reader in everyone {
+            self.send_to_reader(reader, None, Vec::new(), false);
         }
     }
 
     /// An invalidation to its reader, here or on its shard.
     fn send_invalidation(&self, invalidation: Invalidation<Reader>) {
-        let (shard, sink) = invalidation.reader;
-        if shard == self.id {
-            if let Some(sink) = self.sink(sink) {
-                sink.invalidate(
-                    Some(invalidation.keys),
-                    invalidation.by_self,
-                    invalidation.bcast,
-                );
-            }
-            return;
-        }
-        self.forward.push_work(
-            shard,
-            Work::Note(Note::Invalidate {
-                sink,
-                keys: Some(invalidation.keys),
-                by_self: invalidation.by_self,
-                bcast: invalidation.bcast,
-            }),
+        self.send_to_reader(
+            invalidation.reader,
+            Some(invalidation.keys),
+            invalidation.by_self,
+            invalidation.bcast,
         );
+    }
+
+    fn send_to_reader(&self, reader: Reader, keys: Keys, by_self: Vec<bool>, bcast: bool) {
+        let (shard, sink) = reader;
+        if shard == self.id {
+            self.invalidate_local(sink, keys, by_self, bcast);
+        } else {
+            self.forward.push_work(
+                shard,
+                Work::Note(Note::Invalidate {
+                    sink,
+                    keys,
+                    by_self,
+                    bcast,
+                }),
+            );
+        }
+    }
+
+    /// An invalidation for connection `sink` of this shard.
+    pub(crate) fn invalidate_local(
+        &self,
+        sink: SinkKey,
+        keys: Keys,
+        by_self: Vec<bool>,
+        bcast: bool,
+    ) {
+        if let Some(sink) = self.sink(sink) {
+            sink.tracking(TrackingEvent::Invalidate {
+                keys,
+                by_self,
+                bcast,
+            });
+        }
     }
 
     /// A tracking connection of this shard (`reader`) redirects `keys` to client `id`.
@@ -165,18 +210,19 @@ impl Shard {
     /// A redirected invalidation for connection `sink` of this shard.
     pub(crate) fn deliver_redirected(&self, sink: SinkKey, keys: Keys, reader: Reader) {
         match self.sink(sink) {
-            Some(target) => target.tracking_deliver(keys),
+            Some(target) => target.tracking(TrackingEvent::Deliver(keys)),
             None if reader.0 == self.id => self.redirect_broken(reader.1),
-            None => self
-                .forward
-                .push_work(reader.0, Work::Note(Note::RedirectBroken { sink: reader.1 })),
+            None => self.forward.push_work(
+                reader.0,
+                Work::Note(Note::RedirectBroken { sink: reader.1 }),
+            ),
         }
     }
 
     /// The redirect target of connection `reader` of this shard is gone.
     pub(crate) fn redirect_broken(&self, reader: SinkKey) {
         if let Some(sink) = self.sink(reader) {
-            sink.tracking_redirect_broken();
+            sink.tracking(TrackingEvent::RedirectBroken);
         }
     }
 
@@ -202,9 +248,8 @@ impl Shard {
 
     /// Connection `sink` of this shard closed.
     pub(crate) fn tracking_closed(&self, sink: SinkKey) {
-        if self.tracking.local.borrow_mut().remove(&sink) {
-            (self.shared.session.live.hot.tracking_clients).fetch_sub(1, Ordering::Relaxed);
-        }
+        // (The node's count of tracking clients is the connection's to keep.)
+        self.tracking.local.borrow_mut().remove(&sink);
         if self.tracking.broadcasting.borrow_mut().remove(&sink) {
             self.broadcast_prefixes((self.id, sink), Vec::new());
         }
@@ -225,7 +270,10 @@ impl Shard {
     }
 
     pub(crate) fn set_broadcaster(&self, reader: Reader, prefixes: Vec<Bytes>) {
-        self.tracking.table.borrow_mut().set_broadcaster(reader, prefixes);
+        self.tracking
+            .table
+            .borrow_mut()
+            .set_broadcaster(reader, prefixes);
         self.refresh_event_log();
     }
 

@@ -168,6 +168,11 @@ impl Session {
         self.output.clear();
     }
 
+    /// The connection's memory: its state and its buffers (CLIENT LIST's `tot-mem`).
+    pub fn memory(&self) -> usize {
+        std::mem::size_of::<Session>() + self.input.capacity() + self.output.capacity()
+    }
+
     /// The connection's CLIENT LIST line at `now_ms`; `None` once it is killed (it is gone
     /// for other clients even before its task has closed the socket).
     pub fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
@@ -175,7 +180,7 @@ impl Session {
             return None;
         }
         let identity = &self.identity;
-        let (sub, psub) = self.pubsub.counts();
+        let (sub, psub, ssub) = self.pubsub.counts();
         let queued = self.txn.queued();
         Some(ClientLine {
             id: identity.id,
@@ -186,7 +191,7 @@ impl Session {
             age_s: now_ms.saturating_sub(identity.connected_ms) / 1000,
             idle_s: now_ms.saturating_sub(identity.last_input_ms) / 1000,
             flags: ClientFlags {
-                pubsub: sub + psub > 0,
+                pubsub: sub + psub + ssub > 0,
                 multi: queued.is_some(),
                 blocked: !self.blocking.is_empty(),
                 no_evict: identity.no_evict,
@@ -197,13 +202,12 @@ impl Session {
             },
             sub,
             psub,
+            ssub,
             multi: queued.map_or(-1, |n| n as i64),
             qbuf: self.input.len(),
             qbuf_free: self.input.capacity() - self.input.len(),
             omem: self.output.len(),
-            tot_mem: std::mem::size_of::<Session>()
-                + self.input.capacity()
-                + self.output.capacity(),
+            tot_mem: self.memory(),
             cmd: identity.last_command,
             resp: if self.resp3 { 3 } else { 2 },
             lib_name: identity.lib_name.clone().unwrap_or_default(),

@@ -21,8 +21,18 @@ impl Session {
             }
             Command::Select(0) => Reply::ok(),
             // One keyspace split over shards, as Redis Cluster splits it over nodes: any other
-            // index gets Redis Cluster's answer, standalone or not (issue 13).
-            Command::Select(_) => CommandError::SelectInCluster.into(),
+            // index gets Redis Cluster's answer, standalone or not (out of `databases`'
+            // range, standalone, Redis's range error).
+            Command::Select(index) => {
+                let databases = (self.config.live.get("databases"))
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .unwrap_or(16);
+                if self.cluster.is_none() && (index < 0 || index >= databases) {
+                    Reply::error("ERR DB index is out of range")
+                } else {
+                    CommandError::SelectInCluster.into()
+                }
+            }
             Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => crate::config::get(&self.config.live, &patterns),
             Command::ConfigRewrite => crate::config::rewrite_command(&self.config.live),

@@ -32,6 +32,7 @@ use crate::reply::Reply;
 use crate::resp::RequestParser;
 
 pub use calls::{CallRecord, SlowEntry};
+pub use client::{Invalidated, TrackingChange};
 pub use config::SessionConfig;
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};

@@ -7,7 +7,8 @@
 //! as DELs, so the AOF replays them.
 //!
 //! Memory is estimated from the keyspace, not read from the allocator: payload bytes plus a
-//! fixed cost per key for the table slot, the key's handle and the entry.
+//! fixed cost per key for the table slot, the key's handle and the entry, and per element of
+//! a collection (see `value.rs`).
 
 use std::fmt;
 use std::str::FromStr;

@@ -135,7 +135,7 @@ impl Store {
     }
 
     /// The keyspace events recorded since the last call, in order.
-    pub fn take_events(&mut self) -> Vec<crate::notify::KeyEvent> {
+    pub fn take_events(&mut self) -> crate::notify::Events {
         self.events.take()
     }
 
@@ -310,6 +310,7 @@ impl Store {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
+            | Command::ShardPubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
             | Command::ConfigRewrite

@@ -161,9 +161,14 @@ impl Shard {
             }
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
+            Command::ShardPubSub(request) => Some(self.shard_pubsub(origin, request)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
             Command::Introspect(request) => Some(self.run_introspect(request)),
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
+            Command::Client(ClientRequest::Track(keys)) => {
+                self.track_keys(origin, &keys);
+                Some(Reply::ok())
+            }
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.
                 self.shared.reset_stats();
