@@ -242,9 +242,9 @@ impl Tracking {
                 flags.push(status("broken_redirect"));
             }
         }
-        Reply::Array(vec![
+        Reply::Map(vec![
             status("flags"),
-            Reply::Array(flags),
+            Reply::Set(flags),
             status("redirect"),
             Reply::Integer(self.redirect_reply()),
             status("prefixes"),

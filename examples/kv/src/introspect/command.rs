@@ -101,7 +101,7 @@ pub fn answer(query: CommandQuery) -> Reply {
             } else {
                 names.iter().filter_map(|name| implemented(name)).collect()
             };
-            Reply::Array(
+            Reply::Map(
                 metas
                     .into_iter()
                     .flat_map(|meta| {
@@ -144,22 +144,20 @@ pub fn answer(query: CommandQuery) -> Reply {
     }
 }
 
-/// Redis's `getKeysSubcommandImpl`.
+/// Redis's `getKeysSubcommandImpl`, over Redis 7.0's command table: a pure function of the
+/// arguments, so it answers for every Redis command, also those this server does not run.
 fn get_keys(args: &[Bytes], with_flags: bool) -> Reply {
-    let Some(spec) = crate::command::table::find(&args[0]) else {
+    let lower = |arg: &Bytes| String::from_utf8_lossy(arg).to_ascii_lowercase();
+    let Some(top) = meta::find(&lower(&args[0])) else {
         return Reply::error("ERR Invalid command specified");
     };
-    let (meta, name_len) = match args.get(1).filter(|_| !spec.subcommands.is_empty()) {
-        Some(sub) => match table::lookup(spec.subcommands, sub) {
-            Some(sub) => (meta::find(sub.name), 2),
-            None => return Reply::error("ERR Invalid command specified"),
-        },
-        None => (meta::find(spec.name), 1),
+    let meta = match args.get(1).filter(|_| !top.subcommands.is_empty()) {
+        Some(sub) => meta::find(&format!("{}|{}", top.name, lower(sub))),
+        None => Some(top),
     };
     let Some(meta) = meta else {
         return Reply::error("ERR Invalid command specified");
     };
-    let _ = name_len;
     if meta.key_specs.is_empty() {
         return Reply::error("ERR The command has no key arguments");
     }
@@ -307,7 +305,7 @@ mod tests {
             flagged,
             Reply::Array(vec![Reply::Array(vec![
                 Reply::Bulk(Bytes::from("k1")),
-                Reply::Array(vec![Reply::simple("OW"), Reply::simple("update")])
+                Reply::Set(vec![Reply::simple("OW"), Reply::simple("update")])
             ])])
         );
         let flags_of = |line: &str| match answer(CommandQuery::GetKeys {
@@ -320,9 +318,8 @@ mod tests {
             },
             other => panic!("{other:?}"),
         };
-        let statuses = |flags: &[&'static str]| {
-            Reply::Array(flags.iter().map(|f| Reply::simple(*f)).collect())
-        };
+        let statuses =
+            |flags: &[&'static str]| Reply::Set(flags.iter().map(|f| Reply::simple(*f)).collect());
         assert_eq!(
             flags_of("set k v get"),
             statuses(&["RW", "access", "update"])

@@ -105,17 +105,18 @@ fn bulk(text: &str) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(text.as_bytes()))
 }
 
+/// A set of status strings (flags, ACL categories).
 fn statuses(items: &[&'static str]) -> Reply {
-    Reply::Array(items.iter().map(|item| Reply::simple(item)).collect())
+    Reply::Set(items.iter().map(|item| Reply::simple(item)).collect())
 }
 
 fn bulks(items: &[&'static str]) -> Reply {
-    Reply::Array(items.iter().map(|item| bulk(item)).collect())
+    Reply::Set(items.iter().map(|item| bulk(item)).collect())
 }
 
 /// `[key, value, ...]` (a map in RESP3).
 fn map(pairs: Vec<(&str, Reply)>) -> Reply {
-    Reply::Array(
+    Reply::Map(
         pairs
             .into_iter()
             .flat_map(|(key, value)| [bulk(key), value])
@@ -135,8 +136,8 @@ impl Meta {
             Reply::Integer(i64::from(self.key_step)),
             statuses(self.acl),
             bulks(self.tips),
-            Reply::Array(self.key_specs.iter().map(KeySpec::reply).collect()),
-            Reply::Array(
+            Reply::Set(self.key_specs.iter().map(KeySpec::reply).collect()),
+            Reply::Set(
                 self.subcommands
                     .iter()
                     .filter(|sub| has(sub.name))
@@ -171,7 +172,7 @@ impl Meta {
         if !self.history.is_empty() {
             fields.push((
                 "history",
-                Reply::Array(
+                Reply::Set(
                     self.history
                         .iter()
                         .map(|(since, change)| Reply::Array(vec![bulk(since), bulk(change)]))
@@ -186,7 +187,7 @@ impl Meta {
         if !subs.is_empty() {
             fields.push((
                 "subcommands",
-                Reply::Array(
+                Reply::Map(
                     subs.into_iter()
                         .flat_map(|sub| [bulk(sub.name), sub.docs_reply(has)])
                         .collect(),

@@ -642,7 +642,7 @@ fn merge_histogram(parts: Vec<Reply>, _: &ServerInfo, names: &[Bytes]) -> Reply 
         items.push(Reply::Bulk(Bytes::from_static(name.as_bytes())));
         items.push(stats::histogram_reply(histogram));
     }
-    Reply::Array(items)
+    Reply::Map(items)
 }
 
 /// Each part: `[keys, expires, data_bytes, used_memory]` of the shard.
@@ -671,9 +671,9 @@ fn merge_memory_stats(parts: Vec<Reply>, server: &ServerInfo, _: &[Bytes]) -> Re
         } else {
             part as f64 * 100.0 / whole as f64
         };
-        Reply::Bulk(Bytes::from(format!("{value:.17}")))
+        Reply::Double(crate::store::format_double(value))
     };
-    Reply::Array(vec![
+    Reply::Map(vec![
         bulk("peak.allocated"),
         int(used),
         bulk("total.allocated"),
@@ -689,7 +689,7 @@ fn merge_memory_stats(parts: Vec<Reply>, server: &ServerInfo, _: &[Bytes]) -> Re
         bulk("aof.buffer"),
         int(0),
         bulk("db.0"),
-        Reply::Array(vec![
+        Reply::Map(vec![
             bulk("overhead.hashtable.main"),
             int(overhead),
             bulk("overhead.hashtable.expires"),

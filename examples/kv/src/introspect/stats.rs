@@ -181,11 +181,11 @@ pub fn histogram_reply(histogram: &Histogram<u64>) -> Reply {
         }
         previous = cumulative;
     }
-    Reply::Array(vec![
+    Reply::Map(vec![
         Reply::Bulk(Bytes::from_static(b"calls")),
         Reply::Integer(histogram.len() as i64),
         Reply::Bulk(Bytes::from_static(b"histogram_usec")),
-        Reply::Array(buckets),
+        Reply::Map(buckets),
     ])
 }
 
@@ -442,7 +442,7 @@ mod tests {
         assert!(merged.commands["get"].histogram.is_none());
         assert_eq!(merged.errors[&Bytes::from("ERR")], 2);
         assert_eq!(merged.total_errors, 2);
-        let Reply::Array(cdf) = histogram_reply(set.histogram.as_ref().unwrap()) else {
+        let Reply::Map(cdf) = histogram_reply(set.histogram.as_ref().unwrap()) else {
             panic!()
         };
         assert_eq!(cdf[1], Reply::Integer(2));

@@ -38,6 +38,7 @@ pub use object::EncodingLimits;
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
+pub(crate) use types::args::format_double;
 pub use value::ValueType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
