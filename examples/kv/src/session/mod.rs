@@ -113,6 +113,9 @@ pub struct Session {
     /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
     postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
     paused_until: Option<u64>,
+    /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
+    /// does when it exits), a refusal is.
+    shutdown: Option<u64>,
     /// CLIENT REPLY, TRACKING, MONITOR and other per-connection modes the glue must mirror.
     pub(crate) modes: client::Modes,
 }
@@ -159,6 +162,7 @@ impl Session {
             queued: std::collections::VecDeque::new(),
             postponed: None,
             paused_until: None,
+            shutdown: None,
             modes: client::Modes::default(),
         }
     }
@@ -258,6 +262,12 @@ impl Session {
                     if command.is_blocking() {
                         self.blocking.push(seq);
                     }
+                    if matches!(
+                        command,
+                        Command::Introspect(crate::introspect::Request::Shutdown { abort: false })
+                    ) {
+                        self.shutdown = Some(seq);
+                    }
                     let request = Request { seq, command };
                     // A tracking connection's read: its keys are remembered first.
                     return Some(match track {
@@ -340,6 +350,15 @@ impl Session {
     /// Delivers the reply for request `seq`; replies may arrive in any order.
     pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
         let reply = self.txn.client_reply(seq, reply);
+        if self.shutdown == Some(seq) {
+            self.shutdown = None;
+            if !reply.is_error() {
+                if let Some(slot) = self.replies.slot(seq) {
+                    slot.silent = true;
+                }
+                self.lifecycle = Lifecycle::ClosingAfter(seq);
+            }
+        }
         if !self.blocking.is_empty() {
             self.blocking.retain(|&blocked| blocked != seq);
         }

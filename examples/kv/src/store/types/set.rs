@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::args::{int, optional_count};
+use super::args::optional_count;
 use super::hash::random_indexes;
 use super::{scan, Cx};
 use crate::change::ChangeSink;
@@ -145,7 +145,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if a.len() > 2 {
             return Err(CommandError::Syntax);
         }
-        let count = a.get(1).map(|n| int(n)).transpose()?;
+        let count = a.get(1).map(|n| super::hash::random_count(n)).transpose()?;
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
         let Some(set) = set_ref(value) else {
             return Ok(match count {
