@@ -285,3 +285,34 @@ fn shutdown_stops_the_server() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", server.port)).is_err());
     server.stop();
 }
+
+/// With `enable-debug-command yes`: DEBUG SLEEP holds the server, DEBUG SET-ACTIVE-EXPIRE 0
+/// stops the expiry sweep on every shard (expired keys go only when looked up).
+#[test]
+fn debug_sleep_and_active_expire() {
+    let server = Server::start(&["--shards", SHARDS, "--enable-debug-command", "yes"]);
+    let mut admin = Conn::connect(server.port);
+    let started = Instant::now();
+    assert_eq!(admin.call_str(&["DEBUG", "SLEEP", "0.2"]), V::ok());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(
+        admin.call_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+        V::ok()
+    );
+    for i in 0..8 {
+        admin.call_str(&["SET", &format!("k{i}"), "v", "PX", "1"]);
+    }
+    // Several sweep ticks (100 ms each) pass: nothing is swept.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(admin.call_str(&["DBSIZE"]), V::Int(8));
+    assert_eq!(admin.call_str(&["GET", "k0"]), V::NullBulk);
+    assert_eq!(admin.call_str(&["DBSIZE"]), V::Int(7));
+    assert_eq!(
+        admin.call_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]),
+        V::ok()
+    );
+    let swept = common::eventually(Duration::from_secs(10), || {
+        admin.call_str(&["DBSIZE"]) == V::Int(0)
+    });
+    assert!(swept, "the sweep did not resume");
+}

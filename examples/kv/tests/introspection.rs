@@ -257,6 +257,9 @@ fn help_texts_and_argument_errors_match_redis() {
         &["SWAPDB", "0"],
         &["MOVE", "k"],
         &["DEBUG"],
+        // Protected: refused while `enable-debug-command` is `no` (the default).
+        &["DEBUG", "SLEEP", "0"],
+        &["DEBUG", "NOSUCH"],
         &["TIME", "x"],
         &["LASTSAVE", "x"],
         &["SHUTDOWN", "NOPE"],

@@ -81,6 +81,8 @@ fn main() -> ExitCode {
             tracing::warn!(path = %path.display(), %error, "could not write the pid file");
         }
     }
+    // SHUTDOWN is honoured from the moment clients may send it.
+    let stop = running.stop_requests();
     // Tests and scripts wait for these lines (and read the ports from the first); Redis's
     // own test harness looks for " PID: " and "Ready to accept connections".
     let or_off = |addr: Option<std::net::SocketAddr>| addr.map_or("off".into(), |a| a.to_string());
@@ -103,7 +105,6 @@ fn main() -> ExitCode {
     println!("Ready to accept connections tcp");
     let _ = std::io::stdout().flush();
     // A signal or SHUTDOWN, whichever comes first.
-    let stop = running.stop_requests();
     std::thread::spawn({
         let stop = stop.clone();
         move || {

@@ -176,6 +176,15 @@ pub fn rewrite_content(old: &str, values: &Values) -> String {
             Kind::Str | Kind::Special(Special::Checked) if value.is_empty() && !differs => {
                 state.mark(name)
             }
+            // This server's own options: a plain word as it is (`shards 4`).
+            Kind::Str | Kind::Special(Special::Checked)
+                if spec.flags & super::table::OURS != 0
+                    && value
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b)) =>
+            {
+                state.rewrite(name, format!("{name} {value}"), differs)
+            }
             Kind::Str | Kind::Special(Special::Checked) => {
                 state.rewrite(name, format!("{name} {}", quote(value)), differs)
             }

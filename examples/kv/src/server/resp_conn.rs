@@ -343,16 +343,25 @@ impl RespConn {
                     }
                 }
             }
-            for deferred in self.deferred.take() {
-                match deferred {
-                    Deferred::Push(message, at) => {
-                        session.push_message(message, at);
-                    }
-                    Deferred::ShardMessage(channel, message, at) => {
-                        session.push_shard_message(&channel, message, at);
-                    }
-                    Deferred::Tracking(event, at) => {
-                        self.on_tracking(session, shard, key, event, at);
+            // Handling one may queue another (a redirect to this same connection, a broken
+            // redirect): until none is left, as its wake-up would come while this poll runs.
+            loop {
+                let deferred = self.deferred.take();
+                if deferred.is_empty() {
+                    break;
+                }
+                progress = true;
+                for deferred in deferred {
+                    match deferred {
+                        Deferred::Push(message, at) => {
+                            session.push_message(message, at);
+                        }
+                        Deferred::ShardMessage(channel, message, at) => {
+                            session.push_shard_message(&channel, message, at);
+                        }
+                        Deferred::Tracking(event, at) => {
+                            self.on_tracking(session, shard, key, event, at);
+                        }
                     }
                 }
             }

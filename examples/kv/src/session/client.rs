@@ -24,7 +24,7 @@ pub(super) struct ClientIdentity {
     lib_ver: Option<Bytes>,
     no_evict: bool,
     /// The socket's ends and descriptor, as the glue reported them.
-    peer: Option<SocketAddr>,
+    pub(super) peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
     fd: i64,
     /// Unix ms: when the connection was accepted, and when its input last arrived.

@@ -284,6 +284,29 @@ impl Session {
         None
     }
 
+    /// DEBUG is a protected command: refused unless `enable-debug-command` is `yes`, or
+    /// `local` and the client is on this host (Redis's check, before the command's own).
+    fn protected_refusal(&self, args: &[Bytes]) -> Option<Reply> {
+        if !args.first()?.eq_ignore_ascii_case(b"debug") {
+            return None;
+        }
+        let allowed = match self.config.live.get("enable-debug-command").as_deref() {
+            Some("yes") => true,
+            Some("local") => self
+                .identity
+                .peer
+                .is_none_or(|peer| peer.ip().is_loopback()),
+            _ => false,
+        };
+        (!allowed).then(|| {
+            Reply::error(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \
+                 \"local\", you can run it from a local connection, otherwise you need to set \
+                 this option in the configuration file, and then restart the server.",
+            )
+        })
+    }
+
     /// While CLIENT PAUSE holds the next request: until when (Unix ms). The glue retries
     /// then (or sooner, for an UNPAUSE).
     pub fn paused_until(&self) -> Option<u64> {
@@ -433,7 +456,7 @@ impl Session {
             let rejected = match Command::check_table(&args) {
                 Err(error) => Some(error.into()),
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
-                Ok(()) => redirect,
+                Ok(()) => self.protected_refusal(&args).or(redirect),
             };
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;
@@ -443,6 +466,13 @@ impl Session {
         if let Some(redirect) = redirect {
             self.rejecting = true;
             return Admission::Answered(redirect);
+        }
+        if permitted && Command::check_table(&args).is_ok() {
+            if let Some(refusal) = self.protected_refusal(&args) {
+                self.identity.last_command = Command::table_name(&args).ok();
+                self.rejecting = true;
+                return Admission::Answered(refusal);
+            }
         }
         let (name, parsed) = Command::parse_named(args);
         self.identity.last_command = name;

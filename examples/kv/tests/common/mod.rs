@@ -44,10 +44,28 @@ impl Server {
     }
 
     pub fn try_start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+        Server::try_start_full(None, args, env)
+    }
+
+    /// Starts the server with a Redis configuration file (the first argument, as Redis takes
+    /// it), then `--port 0` and `args`.
+    pub fn try_start_with_config(config: &Path, args: &[&str]) -> Result<Server, String> {
+        Server::try_start_full(Some(config), args, &[])
+    }
+
+    fn try_start_full(
+        config: Option<&Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Server, String> {
         let dir = TempDir::new("server");
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-        let mut child = Command::new(SERVER)
+        let mut command = Command::new(SERVER);
+        if let Some(config) = config {
+            command.arg(config);
+        }
+        let mut child = command
             .args(["--port", "0"])
             .args(args)
             .env("RUST_LOG", "info")
