@@ -278,7 +278,7 @@ fn help_texts_and_argument_errors_match_redis() {
 fn object_encodings_match_redis() {
     let (oracle, server) = servers(SHARDS, &[]);
     let mut pair = Pair::new(&oracle, &server, "object encodings");
-    let mut run = |pair: &mut Pair, parts: &[&str]| {
+    let run = |pair: &mut Pair, parts: &[&str]| {
         pair.check_str(parts);
     };
     let long = "x".repeat(100);

@@ -322,8 +322,11 @@ pub struct TrackingTable<R: Reader> {
     broadcasters: Vec<Broadcaster<R>>,
     /// Keys written under broadcast prefixes this turn: per broadcaster and prefix, the keys
     /// and who wrote them.
-    pending: HashMap<(R, Bytes), Vec<(Bytes, Option<R>)>>,
+    pending: HashMap<(R, Bytes), Vec<Written<R>>>,
 }
+
+/// A key written, and by whom (`None`: the server itself, expiring or evicting it).
+type Written<R> = (Bytes, Option<R>);
 
 impl<R: Reader> Default for TrackingTable<R> {
     fn default() -> Self {

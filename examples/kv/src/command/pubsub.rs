@@ -94,6 +94,8 @@ impl ShardPubSub {
 
 /// The family's commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Named after the commands (NUMSUB, SHARDNUMSUB).
+#[allow(clippy::enum_variant_names)]
 pub enum Sub {
     Subscribe,
     Unsubscribe,

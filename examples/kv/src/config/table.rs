@@ -25,6 +25,9 @@ pub const HIDDEN: u16 = 2;
 pub const SENSITIVE: u16 = 4;
 /// corewire's own option (not Redis's): listed by `--help`.
 pub const OURS: u16 = 8;
+
+/// A [`Special::Checked`] option's validation: the value as kept, or the error's text.
+pub type Check = fn(&str) -> Result<String, String>;
 /// A flag corewire's command line also takes alone (`--pin`, `--no-pin`, `--aof-fix`): see
 /// [`super::file::parse_command_line`].
 pub const NO_STATE: u16 = 16;
@@ -80,7 +83,7 @@ pub struct OptionSpec {
     pub effect: Effect,
     pub setter: Option<Setter>,
     /// For [`Special::Checked`] options: validates (and may canonicalise) a value.
-    pub check: Option<fn(&str) -> Result<String, String>>,
+    pub check: Option<Check>,
     /// `--help`'s line (corewire's options, and Redis's that change what this server does).
     pub help: &'static str,
 }

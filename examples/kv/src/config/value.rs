@@ -215,7 +215,7 @@ fn parse_special(special: Special, args: &[String]) -> Result<String, String> {
                 other => other,
             };
             let invalid = || "Invalid save parameters".to_string();
-            if args.len() % 2 != 0 {
+            if !args.len().is_multiple_of(2) {
                 return Err(invalid());
             }
             let mut parts = Vec::with_capacity(args.len());
@@ -343,7 +343,7 @@ impl Default for OutputBufferLimits {
 impl OutputBufferLimits {
     /// Applies `<class> <hard> <soft> <seconds>` groups, all or none.
     pub fn update(&mut self, args: &[String]) -> Result<(), String> {
-        if args.len() % 4 != 0 {
+        if !args.len().is_multiple_of(4) {
             return Err("Wrong number of arguments in buffer limit configuration.".into());
         }
         let mut next = *self;
@@ -405,7 +405,7 @@ impl std::fmt::Display for OutputBufferLimits {
 pub fn format_memory_for_file(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "gb"), (1 << 20, "mb"), (1 << 10, "kb")];
     for (unit, suffix) in UNITS {
-        if bytes != 0 && bytes % unit == 0 {
+        if bytes != 0 && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }

@@ -319,7 +319,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let statuses =
-            |flags: &[&'static str]| Reply::Set(flags.iter().map(|f| Reply::simple(*f)).collect());
+            |flags: &[&'static str]| Reply::Set(flags.iter().map(|f| Reply::simple(f)).collect());
         assert_eq!(
             flags_of("set k v get"),
             statuses(&["RW", "access", "update"])

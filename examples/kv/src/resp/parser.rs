@@ -52,6 +52,9 @@ struct PartialArray {
 /// before we spend memory on them.
 const MAX_PREALLOCATED_ARGS: usize = 64;
 
+/// A request's arguments, and its whole frame when it came in one piece.
+pub type Framed = (Vec<Bytes>, Option<Bytes>);
+
 impl RequestParser {
     pub fn new(limits: ParserLimits) -> Self {
         RequestParser {
@@ -76,10 +79,7 @@ impl RequestParser {
     /// [`Self::parse`], also giving the request's whole frame when it came in one piece (the
     /// common case): the arguments are slices of it, and it can be read again later (what
     /// SLOWLOG and MONITOR show) for the cost of a reference count.
-    pub fn parse_framed(
-        &mut self,
-        buf: &mut BytesMut,
-    ) -> Result<Option<(Vec<Bytes>, Option<Bytes>)>, ProtocolError> {
+    pub fn parse_framed(&mut self, buf: &mut BytesMut) -> Result<Option<Framed>, ProtocolError> {
         loop {
             if let Some(partial) = &mut self.partial {
                 return match Self::continue_array(partial, buf, &self.limits)? {

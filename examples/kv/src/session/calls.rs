@@ -63,9 +63,14 @@ pub(super) struct Call {
     pub frame: Frame,
     /// Refused before it ran (arity, NOAUTH, a redirect, ...): Redis's `rejected_calls`.
     pub rejected: bool,
-    /// EXEC: the queued commands (their replies are EXEC's array).
-    pub exec: Option<Box<Vec<(Option<&'static str>, Frame)>>>,
+    /// EXEC: the queued commands (their replies are EXEC's array). Boxed: every reply slot
+    /// has a call, few are EXEC's, and a thin pointer keeps the others small.
+    #[allow(clippy::box_collection)]
+    pub exec: Option<Box<Vec<Queued>>>,
 }
+
+/// A command queued in MULTI: its name (when it parsed) and its request.
+pub type Queued = (Option<&'static str>, Frame);
 
 /// One command answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
