@@ -52,6 +52,7 @@ impl Drop for ChannelInner {
 impl CmEventChannel {
     /// `rdma_create_event_channel`, with its fd set non-blocking.
     pub fn new() -> Result<Self> {
+        sys::load()?;
         // SAFETY: no arguments; returns NULL (errno set) on failure.
         let ch = unsafe { sys::rdma_create_event_channel() };
         let ptr = NonNull::new(ch).ok_or_else(|| VerbsError::last("rdma_create_event_channel"))?;
@@ -442,13 +443,13 @@ impl CmId {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         // SAFETY: live id; the returned pointer is into the id's route.addr union, which
         // is large enough for any sockaddr family.
-        unsafe { addr::from_raw(sys::corewire_rdma_get_local_addr(self.as_ptr()).cast()) }
+        unsafe { addr::from_raw(sys::rdma_get_local_addr(self.as_ptr()).cast()) }
     }
 
     /// The peer's address (`None` before resolve / connect request).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         // SAFETY: as in local_addr.
-        unsafe { addr::from_raw(sys::corewire_rdma_get_peer_addr(self.as_ptr()).cast()) }
+        unsafe { addr::from_raw(sys::rdma_get_peer_addr(self.as_ptr()).cast()) }
     }
 
     /// The device port the id is bound to (0 before bind/resolve).

@@ -211,9 +211,8 @@ impl CompletionQueue {
         while done < wcs.len() {
             let want = (wcs.len() - done).min(POLL_CHUNK);
             // SAFETY: the CQ is live; raw has room for `want` entries.
-            let n = unsafe {
-                sys::corewire_ibv_poll_cq(self.inner.ptr.as_ptr(), want as i32, raw.as_mut_ptr())
-            };
+            let n =
+                unsafe { sys::ibv_poll_cq(self.inner.ptr.as_ptr(), want as i32, raw.as_mut_ptr()) };
             if n < 0 {
                 return Err(VerbsError::Call {
                     call: "ibv_poll_cq",
@@ -236,9 +235,8 @@ impl CompletionQueue {
     /// solicited receives or errors).
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         // SAFETY: the CQ is live.
-        let rc = unsafe {
-            sys::corewire_ibv_req_notify_cq(self.inner.ptr.as_ptr(), i32::from(solicited_only))
-        };
+        let rc =
+            unsafe { sys::ibv_req_notify_cq(self.inner.ptr.as_ptr(), i32::from(solicited_only)) };
         check_ret("ibv_req_notify_cq", rc)
     }
 

@@ -118,6 +118,7 @@ impl Context {
     /// Opens a device with `ibv_open_device`: the one named `name`, or the first one.
     /// Use this for verbs-only work; for QPs made with rdma_cm use [`Context::from_cm_id`].
     pub fn open(name: Option<&str>) -> Result<Context> {
+        sys::load()?;
         let mut n = 0;
         // SAFETY: ibv_get_device_list writes the count to n and returns a NULL-terminated
         // array (or NULL), which we free below after opening the device we want.
@@ -187,6 +188,7 @@ impl Context {
     }
 
     fn rdma_cm_device(mut pick: impl FnMut(*mut sys::ibv_context) -> bool) -> Result<Context> {
+        sys::load()?;
         let mut n = 0;
         // SAFETY: writes the count to n; returns a NULL-terminated array or NULL.
         let list = unsafe { sys::rdma_get_devices(&mut n) };
@@ -222,7 +224,7 @@ impl Context {
     pub fn query_port(&self, port: u8) -> Result<PortAttr> {
         let mut attr = sys::ibv_port_attr::default();
         // SAFETY: context is open; attr is a properly sized out-parameter on our stack.
-        let rc = unsafe { sys::corewire_ibv_query_port(self.as_ptr(), port, &mut attr) };
+        let rc = unsafe { sys::ibv_query_port(self.as_ptr(), port, &mut attr) };
         check_ret("ibv_query_port", rc)?;
         Ok(PortAttr {
             state: PortState::from_raw(attr.state),

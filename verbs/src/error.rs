@@ -42,6 +42,12 @@ pub enum VerbsError {
     InvalidArgument(&'static str),
     /// The memory allocation backing a memory region failed.
     Alloc { len: usize },
+    /// rdma-core's `library` (`libibverbs.so.1` or `librdmacm.so.1`) could not be loaded at
+    /// run time, or lacks a function this crate needs; `reason` is the loader's.
+    LibraryUnavailable {
+        library: crate::sys::Library,
+        reason: Box<str>,
+    },
 }
 
 impl VerbsError {
@@ -144,6 +150,13 @@ impl fmt::Display for VerbsError {
             ),
             VerbsError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             VerbsError::Alloc { len } => write!(f, "could not allocate {len} bytes"),
+            VerbsError::LibraryUnavailable { library, reason } => write!(
+                f,
+                "RDMA needs rdma-core's {}, which could not be loaded ({reason}); install it \
+                 ({})",
+                library.name(),
+                crate::sys::loader::INSTALL_HINT
+            ),
         }
     }
 }
@@ -157,6 +170,9 @@ impl From<VerbsError> for std::io::Error {
                 std::io::Error::from_raw_os_error(errno).kind(),
                 e.to_string(),
             ),
+            None if matches!(e, VerbsError::LibraryUnavailable { .. }) => {
+                std::io::Error::new(std::io::ErrorKind::Unsupported, e.to_string())
+            }
             None => std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
         }
     }

@@ -1,6 +1,35 @@
-//! RDMA verbs and rdma_cm for corewire: bindings generated at build time from the installed
-//! rdma-core headers ([`sys`]), and a small safe layer on top. All `unsafe` of the project's
-//! RDMA path lives in this crate.
+//! RDMA verbs and rdma_cm for corewire: rdma-core's API ([`sys`]) and a small safe layer on
+//! top. All `unsafe` of the project's RDMA path lives in this crate.
+//!
+//! # No rdma-core at build time
+//!
+//! Building this crate needs no rdma-core headers, no `pkg-config` and no libclang, and
+//! compiles no C: the bindings are generated ahead of time and committed
+//! (`src/sys/bindings.rs`), and `libibverbs.so.1` and `librdmacm.so.1` are loaded with
+//! `dlopen` the first time RDMA is used — [`Context::open`], [`Context::from_rdma_cm`],
+//! [`CmEventChannel::new`], [`list_devices`] or an explicit [`sys::load`]. On a host without
+//! them those calls return
+//! [`VerbsError::LibraryUnavailable`], which names the missing library and the packages to
+//! install (`apt-get install libibverbs1 librdmacm1 ibverbs-providers` on Debian/Ubuntu), and
+//! nothing else in the program is affected. Every function is resolved once, with `dlvsym`,
+//! at the symbol version the bindings were generated for (the version a program linked
+//! against that rdma-core would bind to). The calls that are `static inline` in the headers —
+//! `ibv_post_send`, `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,
+//! and the `ibv_query_port` and `ibv_reg_mr` macros — are written in Rust in [`sys::inline`]
+//! as the headers write them: the data path calls the provider through the context's ops
+//! table, with no extra hop.
+//!
+//! The bindings come from rdma-core 44 (Debian 12) on x86_64. Their structs use fixed-width
+//! C types, and `libc`'s pthread types for the mutexes some objects embed, so they hold on
+//! every 64-bit Linux target; the layout assertions bindgen wrote are compiled on x86_64.
+//! rdma-core keeps these structs ABI-stable (new fields only grow the extended context), so
+//! the bindings work with older and newer libraries that export the symbol versions used.
+//!
+//! Regenerate them with `cargo xtask gen-verbs` (the `verbs/gen` tool: bindgen over the
+//! installed `<infiniband/verbs.h>` and `<rdma/rdma_cma.h>`, which needs `libclang-dev`,
+//! `libibverbs-dev` and `librdmacm-dev`); `cargo xtask test` runs `cargo xtask gen-verbs
+//! --check`, which fails when the committed file differs from what the installed headers
+//! give or when the installed libraries lack a symbol version the table uses.
 //!
 //! Ownership mirrors rdma-core's rules: each object keeps its parents alive (reference
 //! counted) and is destroyed before them — MR/QP/SRQ before their PD, QP before its CQs and
@@ -33,21 +62,7 @@
 //! id → [`Context::from_cm_id`], [`ProtectionDomain`], [`CompletionQueue`] →
 //! [`QueuePair::create`] → post receives → [`CmId::accept`] → `Established`.
 
-pub mod sys {
-    //! Raw bindgen output over `<infiniband/verbs.h>` and `<rdma/rdma_cma.h>` (ibv_*,
-    //! rdma_*, IBV_*, RDMA_* items), plus `corewire_*` wrappers of the header-inline calls
-    //! (csrc/shim.c). C enums are modules of constants (`ibv_wc_status::IBV_WC_SUCCESS`).
-    #![allow(
-        non_upper_case_globals,
-        non_camel_case_types,
-        non_snake_case,
-        dead_code,
-        clippy::all,
-        // bindgen's layout tests: generated, not reviewed by hand
-        clippy::undocumented_unsafe_blocks
-    )]
-    include!(concat!(env!("OUT_DIR"), "/sys.rs"));
-}
+pub mod sys;
 
 mod addr;
 mod async_event;

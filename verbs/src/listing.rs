@@ -74,8 +74,9 @@ impl fmt::Display for DeviceInfo {
 }
 
 /// Every RDMA device with its ports and GID tables. An empty list (not an error) when the
-/// host has none.
+/// host has none; [`VerbsError::LibraryUnavailable`] when it has no rdma-core libraries.
 pub fn list_devices() -> Result<Vec<DeviceInfo>> {
+    sys::load()?;
     let mut out = Vec::new();
     for name in device_names() {
         let ctx = Context::open(Some(&name))?;
@@ -124,9 +125,8 @@ fn describe(ctx: &Context, name: String) -> Result<DeviceInfo> {
     let mut entries = vec![sys::ibv_gid_entry::default(); table_len.max(1)];
     // SAFETY: the context is open; entries has room for table_len entries, and the call
     // writes at most that many.
-    let n = unsafe {
-        sys::corewire_ibv_query_gid_table(ctx.as_ptr(), entries.as_mut_ptr(), entries.len())
-    };
+    let n =
+        unsafe { sys::ibv_query_gid_table(ctx.as_ptr(), entries.as_mut_ptr(), entries.len(), 0) };
     if n < 0 {
         return Err(VerbsError::Call {
             call: "ibv_query_gid_table",

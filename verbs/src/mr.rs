@@ -186,7 +186,7 @@ impl MemoryRegion {
         let access = i32::try_from(access.0).map_err(|_| VerbsError::InvalidArgument("access"))?;
         // SAFETY: buf is a live allocation of len bytes that this MemoryRegion will own and
         // keep alive until after ibv_dereg_mr; pd is a live PD.
-        let mr = unsafe { sys::corewire_ibv_reg_mr(pd.as_ptr(), buf.ptr().cast(), len, access) };
+        let mr = unsafe { sys::ibv_reg_mr(pd.as_ptr(), buf.ptr().cast(), len, access) };
         match NonNull::new(mr) {
             Some(mr) => Ok(MemoryRegion {
                 mr: Some(mr),

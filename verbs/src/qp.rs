@@ -284,7 +284,7 @@ impl QueuePair {
         // SAFETY: live QP; raw and its SGE list live on our stack for the call (providers
         // copy them into the send queue); each SGE was range-checked against a live MR of
         // this QP's PD.
-        let rc = unsafe { sys::corewire_ibv_post_send(self.qp.as_ptr(), &mut raw, &mut bad) };
+        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), &mut raw, &mut bad) };
         check_ret("ibv_post_send", rc)
     }
 
@@ -302,7 +302,7 @@ impl QueuePair {
         };
         let mut bad: *mut sys::ibv_recv_wr = null_mut();
         // SAFETY: as in post_send.
-        let rc = unsafe { sys::corewire_ibv_post_recv(self.qp.as_ptr(), &mut raw, &mut bad) };
+        let rc = unsafe { sys::ibv_post_recv(self.qp.as_ptr(), &mut raw, &mut bad) };
         check_ret("ibv_post_recv", rc)
     }
 

@@ -118,8 +118,7 @@ impl SharedReceiveQueue {
         let mut bad: *mut sys::ibv_recv_wr = null_mut();
         // SAFETY: live SRQ; wr and its SGE list live on our stack for the call (the
         // provider copies them); the SGEs were validated against their regions.
-        let rc =
-            unsafe { sys::corewire_ibv_post_srq_recv(self.inner.ptr.as_ptr(), &mut wr, &mut bad) };
+        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.ptr.as_ptr(), &mut wr, &mut bad) };
         check_ret("ibv_post_srq_recv", rc)
     }
 }

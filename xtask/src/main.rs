@@ -1,10 +1,12 @@
-//! Project tasks: `cargo xtask setup | test | vm | demo`. Std only, so it builds in seconds
-//! and does not depend on the crates it tests.
+//! Project tasks: `cargo xtask setup | test | vm | vm-faults | demo | gen-verbs`. Std only,
+//! so it builds in seconds and does not depend on the crates it tests.
 
 mod cmd;
 mod demo;
 mod faults;
+mod hidden;
 mod json;
+mod publish;
 mod setup;
 mod tally;
 mod test_runner;
@@ -27,6 +29,12 @@ usage: cargo xtask <command>
   vm-faults                   the two-VM fault suite alone (vm/two-vm.sh faults): server
                               VM killed mid-stream, link cut past the retry budget
   demo                        build the examples (release) and run the demo
+  hidden -- CMD [ARGS...]     run CMD where rdma-core's headers and libraries, pkg-config
+                              and libclang are hidden (a private mount namespace), as
+                              `test` builds the docs, the packages and tests/downstream
+  gen-verbs [--check]         regenerate corewire-verbs' committed rdma-core bindings
+                              (verbs/src/sys/bindings.rs) from the installed headers; with
+                              --check, fail when the committed file differs
 
 VM knobs (environment): see vm/run-in-rxe-vm.sh (RXE_VM_SMP, RXE_VM_TIMEOUT, RXE_VM_VERBOSE, ...)
 ";
@@ -46,6 +54,11 @@ fn main() -> ExitCode {
         }
         "demo" => demo::demo().map(|()| 0),
         "vm-faults" => faults::vm_faults(),
+        "gen-verbs" => gen_verbs(rest).map(|()| 0),
+        "hidden" => {
+            let rest = rest.strip_prefix(&["--".to_string()]).unwrap_or(rest);
+            run_hidden(rest)
+        }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(0)
@@ -59,6 +72,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask hidden -- CMD...`: CMD with the caller's stdio, rdma-core and libclang hidden.
+fn run_hidden(args: &[String]) -> cmd::Result<i32> {
+    let Some((program, rest)) = args.split_first() else {
+        return Err("usage: cargo xtask hidden -- CMD [ARGS...]".into());
+    };
+    let status = hidden::command(program, rest)
+        .status()
+        .map_err(|e| format!("could not start unshare: {e}"))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// `cargo xtask gen-verbs [--check]`: runs the generator (verbs/gen), which needs libclang
+/// and rdma-core's headers (`cargo xtask setup` installs them).
+fn gen_verbs(args: &[String]) -> cmd::Result<()> {
+    match args {
+        [] => {}
+        [a] if a == "--check" => {}
+        _ => return Err(format!("usage: cargo xtask gen-verbs [--check]\n{USAGE}")),
+    }
+    cmd::run(&mut gen_verbs_command(args))
+}
+
+/// The generator's command line (`cargo run -p corewire-verbs-gen -- ARGS`).
+pub fn gen_verbs_command(args: &[String]) -> std::process::Command {
+    let mut c = cmd::cargo();
+    c.args(["run", "-q", "-p", "corewire-verbs-gen", "--"])
+        .args(args);
+    c
 }
 
 fn run_tests(args: &[String]) -> cmd::Result<i32> {

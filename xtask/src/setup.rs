@@ -24,13 +24,15 @@ pub const PACKAGES: &[&str] = &[
     "ibverbs-utils",
     "rdmacm-utils",
     "perftest",
-    // building corewire-verbs: headers + libs, bindgen's libclang, the C shim
+    // `cargo xtask gen-verbs [--check]`: bindgen (libclang) over rdma-core's headers. Building
+    // corewire-verbs needs none of these: its bindings are committed and rdma-core is
+    // loaded at run time (the libraries come with rdma-core/ibverbs-providers above).
     "libibverbs-dev",
     "librdmacm-dev",
     "libclang-dev",
     "clang",
+    // the linker rustc calls
     "build-essential",
-    "pkg-config",
     // the kv example and its benchmarks
     "redis-tools",
     "redis-server",
@@ -72,7 +74,7 @@ fn query_missing() -> Option<Vec<String>> {
     ))
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::cmd::{self, shell_quote, Result};
 use crate::json::Json;
+use crate::publish;
 use crate::tally::{parse_result_line, ResultLine, Tally};
 use crate::vm;
 
@@ -236,25 +237,8 @@ fn run_doc_tests(test_args: &[String], tally: &mut Tally) {
     }
 }
 
-/// `cargo doc --no-deps` of every crate, every feature, with rustdoc warnings (broken
-/// links, malformed docs, missing docs where a crate asks for them) as errors.
-fn check_docs(tally: &mut Tally) {
-    let mut c = cmd::cargo();
-    c.args(["doc", "--workspace", "--no-deps", "--all-features"])
-        .env("RUSTDOCFLAGS", "-D warnings");
-    match cmd::run_streaming(&mut c, None, |_| {}) {
-        Ok(f) if f.status.success() => {}
-        Ok(f) => tally.problem(format!(
-            "`RUSTDOCFLAGS=-D warnings cargo doc --workspace --no-deps --all-features` failed \
-             ({})",
-            f.status
-        )),
-        Err(e) => tally.problem(e),
-    }
-}
-
-/// The transport without its `rdma` feature builds without rdma-core: keeps the RDMA
-/// transport the one part that needs verbs (corewire-verbs is then not in the build at all).
+/// The transport builds without its `rdma` feature: keeps the RDMA transport the one part
+/// that needs verbs (corewire-verbs is then not in the build at all).
 fn check_without_rdma(tally: &mut Tally) {
     let mut c = cmd::cargo();
     c.args(["check", "-p", "corewire-transport", "--no-default-features"]);
@@ -262,6 +246,20 @@ fn check_without_rdma(tally: &mut Tally) {
         Ok(f) if f.status.success() => {}
         Ok(f) => tally.problem(format!(
             "`cargo check -p corewire-transport --no-default-features` failed ({})",
+            f.status
+        )),
+        Err(e) => tally.problem(e),
+    }
+}
+
+/// corewire-verbs' committed bindings are what bindgen makes from the installed rdma-core
+/// headers, and the installed libraries export every symbol version they use.
+fn check_verbs_bindings(tally: &mut Tally) {
+    let mut c = crate::gen_verbs_command(&["--check".to_string()]);
+    match cmd::run_streaming(&mut c, None, |_| {}) {
+        Ok(f) if f.status.success() => {}
+        Ok(f) => tally.problem(format!(
+            "`cargo xtask gen-verbs --check` failed ({}): see its message above",
             f.status
         )),
         Err(e) => tally.problem(e),
@@ -441,8 +439,12 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
             );
         }
         run_doc_tests(&opts.test_args, &mut tally);
-        check_docs(&mut tally);
         check_without_rdma(&mut tally);
+        check_verbs_bindings(&mut tally);
+        // What users get, where rdma-core and libclang are not installed.
+        publish::check_docs(&mut tally);
+        publish::check_package(&mut tally);
+        publish::check_downstream(&mut tally, &opts.test_args);
         eprintln!(
             "xtask: host tests took {:.1}s",
             started.elapsed().as_secs_f64()

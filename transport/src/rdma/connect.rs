@@ -8,7 +8,7 @@ use std::rc::Rc;
 use corewire_runtime::spawn_local;
 use corewire_verbs::{CmEventKind, CmId, ConnParams};
 
-use super::conn::{ConnCore, RdmaConnection};
+use super::conn::{ConnCore, Failure, RdmaConnection, Setup};
 use super::establish::{expect_event, open_connection, watch_events, RESOLVE_TIMEOUT};
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
@@ -42,24 +42,24 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
             ..ConnParams::default()
         };
         if let Some(Err(e)) = set_ack_timeout(&shard, &core) {
-            core.fail(format!("setting the ACK timeout failed: {e}"));
+            core.fail(Failure::Setup(Setup::AckTimeout(e.clone())));
             return Err(RdmaError::Device(e));
         }
         if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().connect(&params)) {
-            core.fail(format!("rdma_connect failed: {e}"));
+            core.fail(Failure::Setup(Setup::Connect(e.clone())));
             return Err(RdmaError::Device(e));
         }
         let ev = match expect_event(&queue, CmEventKind::Established, "connection").await {
             Ok(ev) => ev,
             Err(e) => {
-                core.fail(e.to_string());
+                core.fail(Failure::Setup(Setup::NotEstablished(e.to_string())));
                 return Err(e);
             }
         };
         let peer = match Handshake::decode(ev.private_data()) {
             Ok(h) => h,
             Err(e) => {
-                core.fail(format!("bad handshake from server: {e}"));
+                core.fail(Failure::Setup(Setup::Handshake(e.clone())));
                 return Err(RdmaError::Handshake(e));
             }
         };
@@ -68,7 +68,9 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
                 "server buffers ({} B) are smaller than ours; both ends must use the same chunk size",
                 peer.chunk_size
             ));
-            core.fail(e.to_string());
+            core.fail(Failure::Setup(Setup::ServerChunk {
+                bytes: peer.chunk_size,
+            }));
             return Err(e);
         }
         core.set_peer(peer.window);

@@ -18,6 +18,7 @@ use corewire_verbs::{
     SharedReceiveQueue,
 };
 
+use super::conn::Failure;
 use super::cq_slots::{CqFull, CqSlots};
 use super::grants::{ConnKey, SharedGrants};
 use super::poller::CqPoller;
@@ -612,7 +613,7 @@ impl Device {
             AsyncEvent::QpError { qp_num, kind } => {
                 let key = self.conn_of_qp(qp_num);
                 if let Some(conn) = key.and_then(|(s, g)| shard.conn(s, g)) {
-                    conn.fail(format!("queue pair error (async event {kind})"));
+                    conn.fail(Failure::QpError { kind });
                 }
             }
             AsyncEvent::CommEstablished { .. } => {}

@@ -1,7 +1,7 @@
 //! Flow policy of one RDMA connection, sans-I/O: when a data message may be posted (a credit
 //! and a send slot), what its immediate data carries (the grants we owe the peer), when a pure
 //! acknowledgement is due, and when received messages are granted back to the peer or held
-//! back because our reader is behind. `conn.rs` does the posting and completion dispatch and
+//! back because our reader is behind. the connection (`conn/`) does the posting and completion dispatch and
 //! asks this state machine what to do; the rules are tested here without a device.
 //!
 //! Grants are receive buffers the peer may fill. A data message uses one; a pure ack (no

@@ -10,7 +10,7 @@
 //! ending the connection with every pending call, once the retry budget is spent.
 //!
 //! The decision is a plain state machine ([`Keepalive`]), tested below without a device;
-//! `conn.rs` posts the probe and feeds completions back.
+//! the connection (`conn/`) posts the probe and feeds completions back.
 
 use std::rc::Weak;
 use std::time::Duration;

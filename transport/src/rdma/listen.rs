@@ -13,7 +13,7 @@ use corewire_runtime::{report_protocol_error, shard_id, spawn_local, Runtime, Sh
 use corewire_verbs::{CmEventKind, CmId, ConnParams, Context, ReadDepths};
 
 use super::cm_events::EventQueue;
-use super::conn::RdmaConnection;
+use super::conn::{Failure, RdmaConnection, Setup};
 use super::establish::{expect_event, open_connection, reject_with_reason, watch_events};
 use super::handshake::Handshake;
 use super::shard::RdmaShard;
@@ -220,15 +220,15 @@ async fn accept_on_this_shard<H, Fut>(
         ..ConnParams::default()
     };
     if let Some(Err(e)) = super::connect::set_ack_timeout(&shard, &core) {
-        core.fail(format!("setting the ACK timeout failed: {e}"));
+        core.fail(Failure::Setup(Setup::AckTimeout(e)));
         return;
     }
     if let Some(Err(e)) = core.qp_do(|qp| qp.cm_id().accept(&params)) {
-        core.fail(format!("rdma_accept failed: {e}"));
+        core.fail(Failure::Setup(Setup::Accept(e)));
         return;
     }
     if let Err(e) = expect_event(&queue, CmEventKind::Established, "establishment").await {
-        core.fail(e.to_string());
+        core.fail(Failure::Setup(Setup::NotEstablished(e.to_string())));
         return;
     }
     core.run();
