@@ -50,6 +50,11 @@ impl ClientsShared {
         self.pause_until_ms.store(0, RELAXED);
     }
 
+    /// Whether a pause is in force at `now_ms` (one load: what every request checks first).
+    pub fn is_paused(&self, now_ms: u64) -> bool {
+        self.pause_until_ms.load(RELAXED) > now_ms
+    }
+
     /// Until when a command waits at `now_ms` (`writes`: whether it writes or may
     /// propagate, what a WRITE pause holds), if it does.
     pub fn paused_until(&self, now_ms: u64, writes: bool) -> Option<u64> {

@@ -255,7 +255,8 @@ const VALUELESS: [(&str, &str, &str); 3] = [
 /// directive whose values are the following arguments up to the next `--name` (a value may
 /// itself start with `--` when it is the first one; `--name value` may also come as one
 /// argument; `--save` with nothing after it means `save ""`). Older corewire spellings keep
-/// working: `--pin`, `--no-pin`, `--aof-fix` take no value, `--fsync` is `appendfsync`.
+/// working: `--pin`, `--no-pin`, `--aof-fix` take no value, `--fsync` is `appendfsync`,
+/// `--aof-rewrite-percentage` and `--aof-rewrite-min-size` are Redis's `auto-aof-rewrite-*`.
 pub fn parse_command_line<I: IntoIterator<Item = String>>(args: I) -> CommandLine {
     let args: Vec<String> = args.into_iter().collect();
     let mut out = CommandLine::default();
@@ -335,6 +336,8 @@ fn cli_name(name: &str) -> String {
     let name = name.to_ascii_lowercase();
     match name.as_str() {
         "fsync" => "appendfsync".into(),
+        "aof-rewrite-percentage" => "auto-aof-rewrite-percentage".into(),
+        "aof-rewrite-min-size" => "auto-aof-rewrite-min-size".into(),
         _ => name,
     }
 }
@@ -411,6 +414,13 @@ mod tests {
                 d("pin", &["no"]),
                 d("aof-fix", &["yes"]),
                 d("appendfsync", &["always"])
+            ]
+        );
+        assert_eq!(
+            cli("--aof-rewrite-percentage 50 --aof-rewrite-min-size 1mb"),
+            vec![
+                d("auto-aof-rewrite-percentage", &["50"]),
+                d("auto-aof-rewrite-min-size", &["1mb"])
             ]
         );
         let line = parse_command_line(["/etc/r.conf".to_owned(), "--maxmemory 1mb".to_owned()]);

@@ -7,6 +7,7 @@
 pub mod file;
 pub mod live;
 pub mod load;
+pub mod options;
 pub mod rewrite;
 pub mod table;
 pub mod value;

@@ -301,12 +301,14 @@ impl Session {
         let rejected = rejected || error.as_deref().is_some_and(refused_code);
         let threshold = (self.config.live.hot.slowlog_slower_than_us)
             .load(std::sync::atomic::Ordering::Relaxed);
-        let meta = name.and_then(crate::introspect::meta::find);
+        // The command's flags are looked up only when they matter (rarely: per request they
+        // would cost a name lookup).
+        let meta = || name.and_then(crate::introspect::meta::find);
         let slow = (threshold >= 0
             && duration_us >= threshold as u64
             && name.is_some()
             && !rejected
-            && !meta.is_some_and(|m| m.has_flag("skip_slowlog")))
+            && !meta().is_some_and(|m| m.has_flag("skip_slowlog")))
         .then(|| {
             let mut args = frame.args();
             redact(name, &mut args);
@@ -324,10 +326,11 @@ impl Session {
             .hot
             .monitors
             .load(std::sync::atomic::Ordering::Relaxed);
-        let shown = !rejected
+        if monitors > 0
+            && !rejected
             && name.is_some()
-            && !meta.is_some_and(|m| m.has_flag("admin") || m.has_flag("skip_monitor"));
-        if monitors > 0 && shown {
+            && !meta().is_some_and(|m| m.has_flag("admin") || m.has_flag("skip_monitor"))
+        {
             let mut args = frame.args();
             redact(name, &mut args);
             self.monitor_lines

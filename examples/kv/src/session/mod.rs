@@ -315,6 +315,9 @@ impl Session {
 
     /// Whether CLIENT PAUSE holds a request like `args` now.
     fn pause_hold(&self, args: &[Bytes]) -> Option<u64> {
+        if !self.config.clients.is_paused(self.unix_us / 1000) {
+            return None;
+        }
         let name = Command::table_name(args).ok()?;
         let writes = crate::clients::held_by_write_pause(name)
             || (name == "exec" && self.txn.queues_writes());
