@@ -19,6 +19,9 @@ pub(super) fn parse_named(
 ) -> (Option<&'static str>, Result<Command, CommandError>) {
     match resolve_counted(&args) {
         Ok((spec, skip)) => (Some(spec.name), parse_spec(spec, skip, args)),
+        // Found, then refused for its arity: it is still the command that was called (what
+        // INFO's rejected_calls counts and CLIENT LIST's `cmd` shows, as in Redis).
+        Err(error @ CommandError::WrongArity { command }) => (Some(command), Err(error)),
         Err(error) => (None, Err(error)),
     }
 }

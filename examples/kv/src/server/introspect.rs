@@ -57,8 +57,8 @@ impl Default for IntroShard {
 
 impl Shard {
     /// What this shard's connections answered: into the statistics, SLOWLOG and LATENCY.
-    pub(crate) fn record_calls(&self, calls: Vec<CallRecord>) {
-        if calls.is_empty() {
+    pub(crate) fn record_calls(&self, calls: std::vec::Drain<'_, CallRecord>) {
+        if calls.len() == 0 {
             return;
         }
         let hot = &self.shared.session.live.hot;

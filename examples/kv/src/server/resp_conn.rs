@@ -333,6 +333,8 @@ impl RespConn {
                     request.command.budget_units(),
                     buffered.saturating_sub(session.input_buffer().len()),
                 );
+                // What was answered before it is in the statistics it may read (INFO).
+                shard.record_calls(session.take_calls());
                 // One clock read per batch of requests.
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)

@@ -211,8 +211,8 @@ impl Session {
     }
 
     /// The commands answered since the last call.
-    pub fn take_calls(&mut self) -> Vec<CallRecord> {
-        std::mem::take(&mut self.calls)
+    pub fn take_calls(&mut self) -> std::vec::Drain<'_, CallRecord> {
+        self.calls.drain(..)
     }
 
     /// MONITOR lines of the commands answered since the last call (only while some
