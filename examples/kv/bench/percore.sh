@@ -15,7 +15,9 @@
 #            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
 #            [--memory-only] [--mem-types string,hash,list,set,zset] [--mem-rounds R (1)]
 #            [--mem-warmup]
-#   --tests = a comma list of redis-benchmark test names (default: the full default list)
+#   --tests = a comma list of redis-benchmark test names (default: the full default list),
+#             plus two of our own: evalsha (EVALSHA of a script of 3 commands on one key)
+#             and zunionstore (ZUNIONSTORE of two 100-member sorted sets)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
 #   --memory-only = skip the throughput runs, only measure memory per item
@@ -40,7 +42,7 @@ build=1
 memory_only=0
 mem_types=(string hash list set zset)
 tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop zadd zpopmin
-    lrange_100 lrange_300 lrange_500 lrange_600 mset xadd)
+    lrange_100 lrange_300 lrange_500 lrange_600 mset xadd evalsha zunionstore)
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -123,7 +125,25 @@ probe_cmd() {
         zadd) echo "ZADD probe:z 1 a" ;; zpopmin) echo "ZPOPMIN probe:z" ;;
         lrange_*) echo "LRANGE probe:l 0 99" ;;
         mset) echo "MSET probe:a 1 probe:b 2" ;; xadd) echo "XADD probe:x * f v" ;;
+        evalsha) echo "EVAL return 1 0" ;; zunionstore) echo "ZUNIONSTORE probe:zu 1 probe:z" ;;
     esac
+}
+
+# Tests that are not redis-benchmark's: the command it sends (after setup_custom).
+eval_script="redis.call('incr', KEYS[1]) redis.call('incr', KEYS[1]) return redis.call('get', KEYS[1])"
+custom_cmd() {
+    case "$1" in
+        evalsha) echo "EVALSHA $(redis-cli -p "$2" script load "$eval_script") 1 bench:eval:__rand_int__" ;;
+        zunionstore) echo "ZUNIONSTORE bench:zu 2 bench:z1 bench:z2" ;;
+    esac
+}
+# Data the custom tests read: two 100-member sorted sets (half their members shared).
+setup_custom() {
+    local p="$1" i
+    for i in $(seq 1 100); do
+        echo "ZADD bench:z1 $i m$i"
+        echo "ZADD bench:z2 $((i * 2)) m$((i + 50))"
+    done | redis-cli -p "$p" >/dev/null
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -142,6 +162,7 @@ for t in "${tests[@]}"; do
     fi
 done
 redis-cli -p "${port[corewire]}" flushall >/dev/null 2>&1 || true
+for name in redis corewire; do setup_custom "${port[$name]}"; done
 
 # Requests per run at pipeline depth $1.
 requests_at() { if [[ $1 == 1 ]]; then echo "$requests"; else echo "$requests_p16"; fi; }
@@ -150,9 +171,17 @@ requests_at() { if [[ $1 == 1 ]]; then echo "$requests"; else echo "$requests_p1
 bench_once() {
     local name="$1" t="$2" p="$3" before after csv n
     n="$(requests_at "$p")"
+    local custom
+    custom="$(custom_cmd "$t" "${port[$name]}")"
     before="$(cpu_ticks "${pid[$name]}")"
-    csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -t "$t" -n "$n" \
-        -r "$keyspace" -c "$clients" -P "$p" --csv 2>/dev/null | tail -n 1)"
+    if [[ -n $custom ]]; then
+        # shellcheck disable=SC2086 # the command is split into words on purpose
+        csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -n "$n" \
+            -r "$keyspace" -c "$clients" -P "$p" --csv $custom 2>/dev/null | tail -n 1)"
+    else
+        csv="$(taskset -c "$client_cpu" redis-benchmark -p "${port[$name]}" -t "$t" -n "$n" \
+            -r "$keyspace" -c "$clients" -P "$p" --csv 2>/dev/null | tail -n 1)"
+    fi
     after="$(cpu_ticks "${pid[$name]}")"
     echo "$csv" | awk -F'"' -v b="$before" -v a="$after" -v tk="$tck" -v n="$n" \
         '{ printf "%s %s %.3f\n", $4, $10, (a - b) / tk / (n / 1e6) }'

@@ -52,6 +52,8 @@ pub struct ServerInfo {
     pub latency_tracking: bool,
     /// Whether a CLIENT PAUSE is in force.
     pub paused: bool,
+    /// Scripts in the node's script cache (SCRIPT LOAD, EVAL).
+    pub cached_scripts: u64,
 }
 
 /// One shard's part of INFO: the store's numbers and the glue's.
@@ -312,7 +314,8 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
          mem_not_counted_for_evict:{clients}\r\n\
          mem_clients_slaves:0\r\n\
          mem_clients_normal:{clients}\r\n\
-         mem_aof_buffer:0\r\n",
+         mem_aof_buffer:0\r\n\
+         number_of_cached_scripts:{}\r\n",
         human_bytes(used),
         server.used_memory_rss,
         human_bytes(server.used_memory_rss),
@@ -327,6 +330,7 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
         } else {
             server.used_memory_rss as f64 / used as f64
         },
+        server.cached_scripts,
     );
 }
 

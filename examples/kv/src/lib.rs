@@ -46,6 +46,7 @@ mod number;
 pub mod reply;
 pub mod resp;
 pub mod routing;
+pub mod scripting;
 pub mod server;
 pub mod session;
 pub mod store;

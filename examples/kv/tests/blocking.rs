@@ -204,25 +204,30 @@ fn pops_are_logged_and_answered_through_the_durability_gate() {
 }
 
 #[test]
-fn keys_on_several_shards_are_refused_with_the_hash_tag_hint() {
+fn keys_on_several_shards_wait_on_all_of_them() {
     let server = Server::start(&["--shards", "4"]);
     let mut conn = server.connect();
     let names: Vec<String> = (0..16).map(|i| format!("key{i}")).collect();
     let mut args = vec!["BLPOP"];
     args.extend(names.iter().map(String::as_str));
-    args.push("0");
-    let Reply::Error(error) = conn.call(&args) else {
-        panic!("16 plain keys over 4 shards must be refused");
-    };
-    assert!(error.contains("hash tag"), "{error}");
+    args.push("0.1");
+    assert_eq!(
+        conn.call(&args),
+        Reply::Array(None),
+        "times out over 4 shards"
+    );
+    assert_eq!(conn.call(&["RPUSH", "key9", "a", "b"]), Reply::Int(2));
     let count = names.len().to_string();
     let mut args = vec!["BLMPOP", "0", &count];
     args.extend(names.iter().map(String::as_str));
-    args.push("LEFT");
-    let Reply::Error(error) = conn.call(&args) else {
-        panic!("BLMPOP over 4 shards must be refused");
-    };
-    assert!(error.contains("hash tag"), "{error}");
+    args.extend(["LEFT", "COUNT", "5"]);
+    assert_eq!(
+        conn.call(&args),
+        Reply::Array(Some(vec![
+            Reply::bulk("key9"),
+            Reply::Array(Some(vec![Reply::bulk("a"), Reply::bulk("b")]))
+        ]))
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use corewire_kv::change::NoLog;
 use corewire_kv::info::ServerInfo;
-use corewire_kv::routing::{route, FanOut, Merger, Route};
+use corewire_kv::routing::{atomic, route, shard_of, FanOut, Merger, Route};
 use corewire_kv::session::{Session, SessionConfig};
 use corewire_kv::store::Store;
 use corewire_kv::{Command, Reply};
@@ -75,6 +75,43 @@ fn serve(input: &[u8], shards: usize, seed: u64, max_backlog: usize) -> Vec<u8> 
                     part: None,
                     reply,
                 }),
+                // The glue holds every shard of the keys (after the work queued there before
+                // it) and runs the command as one step; the connection reads nothing more
+                // until it answers.
+                Route::Atomic { command, .. } => {
+                    for shard in 0..shards {
+                        while let Some(work) = queues[shard].pop_front() {
+                            let reply = stores[shard].execute(work.command, NOW_MS, &mut NoLog);
+                            done.push(Done {
+                                seq: work.seq,
+                                part: work.part,
+                                reply,
+                            });
+                        }
+                    }
+                    let keys = atomic::keys_of(&command);
+                    let stored: Vec<Option<atomic::Stored>> = keys
+                        .iter()
+                        .map(|key| {
+                            let store = &stores[shard_of(key, shards)];
+                            store
+                                .dump(key, NOW_MS)
+                                .map(|(payload, expire_at)| atomic::Stored { payload, expire_at })
+                        })
+                        .collect();
+                    let mut scratch = atomic::scratch(&keys, &stored, NOW_MS);
+                    let (reply, writes) =
+                        atomic::run(&mut scratch, command, &keys, &stored, NOW_MS);
+                    for written in writes {
+                        let owner = shard_of(&written.key, shards);
+                        stores[owner].execute(written.into_command(), NOW_MS, &mut NoLog);
+                    }
+                    done.push(Done {
+                        seq: request.seq,
+                        part: None,
+                        reply,
+                    });
+                }
             }
         }
         if let Some(bytes) = session.take_output() {

@@ -63,6 +63,9 @@ pub fn payload_bound(command: &Command) -> u64 {
         // The command is logged as written (SPOP as one SREM per member, each no larger than
         // the record that once added it).
         Command::Typed(typed) => keys(&typed.args),
+        // A script's writes are logged one by one, each checked as it runs; FUNCTION LOAD
+        // and RESTORE log their code.
+        Command::Script(script) => keys(&script.args),
         // Logged as written, except SETRANGE (the SET of the result: at most offset + value)
         // and INCRBYFLOAT (the SET of a number).
         Command::Key(key) => {
@@ -161,6 +164,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Watch(_)
         | Command::Unwatch
         | Command::Transaction(_)
+        | Command::Script(_)
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)

@@ -42,7 +42,7 @@
 mod footprint;
 mod gate;
 mod manifest;
-mod record;
+pub(crate) mod record;
 mod recovery;
 mod replay;
 mod rewrite;

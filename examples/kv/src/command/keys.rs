@@ -23,6 +23,7 @@ impl Command {
             Command::Cluster(request) => request.keys(),
             Command::Typed(typed) => typed.keys(),
             Command::Key(key) => key.keys(),
+            Command::Script(script) => script.keys(),
             Command::Watch(keys) => keys.iter().map(|k| &k[..]).collect(),
             Command::Ping(_)
             | Command::Echo(_)

@@ -100,6 +100,8 @@ pub enum Command {
     Typed(TypedCommand),
     /// A keyspace or string command ([`KeyOp`]).
     Key(KeyCommand),
+    /// EVAL, FCALL, SCRIPT, FUNCTION: the scripting family ([`crate::scripting`]).
+    Script(crate::scripting::ScriptCommand),
     /// MULTI, EXEC, DISCARD: the session queues and submits (see `session/multi.rs`).
     Multi,
     Exec,
@@ -260,6 +262,16 @@ impl Command {
         parse::resolve(args).map(|_| ())
     }
 
+    /// The table's flags for the request (none for an unknown command).
+    pub fn flags(args: &[Bytes]) -> &'static [&'static str] {
+        parse::resolve(args).map_or(&[], |spec| spec.flags)
+    }
+
+    /// Whether the command is flagged `allow_busy` (runs while a script is busy).
+    pub fn allows_busy(args: &[Bytes]) -> bool {
+        parse::resolve(args).is_ok_and(|spec| spec.flags.contains(&"allow_busy"))
+    }
+
     /// The table's name for the request (`get`, `config|get`), after the same checks as
     /// [`Command::check_table`].
     pub fn table_name(args: &[Bytes]) -> Result<&'static str, CommandError> {
@@ -323,6 +335,7 @@ impl Command {
             Command::Cluster(request) => request.name(),
             Command::Typed(typed) => typed.op.name(),
             Command::Key(key) => key.op.name(),
+            Command::Script(script) => script.op.name(),
             Command::Multi => "multi",
             Command::Exec | Command::Transaction(_) => "exec",
             Command::Discard => "discard",
@@ -385,6 +398,8 @@ impl Command {
         ) || matches!(self, Command::Cluster(request) if request.is_write())
             || matches!(self, Command::Typed(typed) if typed.op.is_write())
             || matches!(self, Command::Key(key) if key.op.is_write())
+            // FUNCTION LOAD and friends change the libraries (logged for restart).
+            || matches!(self, Command::Script(script) if script.op.is_function_write())
     }
 }
 

@@ -158,6 +158,10 @@ fn parse_spec(
         K::Unwatch => Command::Unwatch,
         K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
+        K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
+            op,
+            args: rest.collect(),
+        }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -58,6 +58,8 @@ pub(crate) enum CommandKind {
     Typed(super::typed::TypedOp),
     /// A keyspace or string command of [`super::keyops`].
     Key(super::keyops::KeyOp),
+    /// A command of the scripting family ([`crate::scripting`]).
+    Script(crate::scripting::ScriptOp),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -391,6 +393,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(super::keyops::KEY_COMMANDS)
         .chain(crate::introspect::COMMANDS.iter())
         .chain(super::pubsub::COMMANDS.iter())
+        .chain(crate::scripting::COMMANDS)
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
@@ -398,6 +401,13 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
 /// and wrong arity, as the parser reports them.
 pub fn key_positions(args: &[Bytes]) -> Result<Vec<usize>, super::CommandError> {
     let spec = super::parse::resolve(args)?;
+    if let CommandKind::Script(op) = spec.kind {
+        return Ok(if op.runs_script() {
+            crate::scripting::key_positions(args)
+        } else {
+            Vec::new()
+        });
+    }
     if spec.first_key <= 0 {
         return Ok(Vec::new());
     }
@@ -439,7 +449,8 @@ mod tests {
                 .or_else(|| lookup(super::super::typed::TYPED_COMMANDS, name))
                 .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name))
                 .or_else(|| lookup(&crate::introspect::COMMANDS, name))
-                .or_else(|| lookup(&super::super::pubsub::COMMANDS, name));
+                .or_else(|| lookup(&super::super::pubsub::COMMANDS, name))
+                .or_else(|| lookup(crate::scripting::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
         }

@@ -220,7 +220,8 @@ impl LiveConfig {
             | LiveKey::MaxMemorySamples
             | LiveKey::LatencyPercentiles
             | LiveKey::Encoding
-            | LiveKey::RequirePass => {}
+            | LiveKey::RequirePass
+            | LiveKey::BusyReplyThreshold => {}
         }
     }
 

@@ -384,7 +384,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         .live(LiveKey::SlowlogMaxLen)
         .help("entries SLOWLOG keeps"),
     opt("acllog-max-len", int(0, LONG_MAX), "128"),
-    opt("busy-reply-threshold", int(0, LONG_MAX), "5000").alias("lua-time-limit"),
+    opt("busy-reply-threshold", int(0, LONG_MAX), "5000")
+        .alias("lua-time-limit")
+        .live(LiveKey::BusyReplyThreshold),
     opt("cluster-node-timeout", int(0, LONG_MAX), "15000")
         .start(|c, v| {
             c.cluster.node_timeout_ms = parsed(v)?;

@@ -64,6 +64,8 @@ pub enum LiveKey {
     RequirePass,
     Timeout,
     LogLevel,
+    /// `busy-reply-threshold`: copied to the scripts' busy state by the session config.
+    BusyReplyThreshold,
 }
 
 /// Fills the start-up configuration from the option's canonical value.

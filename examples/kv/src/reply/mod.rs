@@ -32,6 +32,12 @@ pub enum Reply {
     Set(Vec<Reply>),
     /// A double (its text, as Redis prints it): RESP3's `,`, a bulk string in RESP2.
     Double(Bytes),
+    /// A reply whose RESP3 form has types RESP2 lacks (a script's return value: booleans,
+    /// doubles, maps, ...): the RESP2 reply, and the RESP3 bytes as they go on the wire.
+    Dual {
+        resp2: Box<Reply>,
+        resp3: Bytes,
+    },
 }
 
 impl PartialEq for Reply {
@@ -46,6 +52,7 @@ impl PartialEq for Reply {
             (NullBulk, NullBulk) | (NullArray, NullArray) => true,
             (Array(a), Array(b)) | (Map(a), Map(b)) | (Set(a), Set(b)) => a == b,
             (Bulks(a), Bulks(b)) => a == b,
+            (Dual { resp2: a, .. }, b) | (b, Dual { resp2: a, .. }) => **a == *b,
             (Bulks(bulks), Array(items)) | (Array(items), Bulks(bulks)) => {
                 bulks.len() == items.len()
                     && (bulks.iter().zip(items))
@@ -89,6 +96,7 @@ impl Hash for Reply {
                 items.iter().for_each(|item| item.hash(state));
             }
             Reply::Double(text) => (9u8, &text[..]).hash(state),
+            Reply::Dual { resp2, .. } => resp2.hash(state),
         }
     }
 }
@@ -141,6 +149,7 @@ impl Reply {
             }
             Reply::Bulks(bulks) => out.extend_from_slice(bulks.wire()),
             Reply::NullArray => resp::write_null_array(out),
+            Reply::Dual { resp2, .. } => resp2.encode(out),
         }
     }
 }

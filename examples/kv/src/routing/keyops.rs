@@ -5,9 +5,9 @@
 use bytes::Bytes;
 
 use super::merge::Merger;
-use super::plan::{broadcast, split_keys, FanOut, Route, ShardPart};
+use super::plan::{atomic, broadcast, split_keys, FanOut, Route, ShardPart};
 use super::slot::shard_of;
-use crate::command::{Command, CommandError, KeyCommand, KeyOp, KeyShape};
+use crate::command::{Command, KeyCommand, KeyOp, KeyShape};
 
 pub(super) fn route(command: KeyCommand, shards: usize) -> Route {
     match command.op {
@@ -44,7 +44,7 @@ fn unlink(keys: Vec<Bytes>) -> Command {
     })
 }
 
-/// The whole command on the shard owning its keys, or refused when they live on several.
+/// The whole command on the shard owning its keys, or holding every shard they live on.
 fn one_shard(command: KeyCommand, shards: usize) -> Route {
     let mut owners = command.keys().into_iter().map(|key| shard_of(key, shards));
     let shard = owners.next().unwrap_or(0);
@@ -54,26 +54,21 @@ fn one_shard(command: KeyCommand, shards: usize) -> Route {
             command: Command::Key(command),
         }
     } else {
-        Route::Refused(
-            CommandError::KeysOnSeveralShards {
-                command: command.op.name(),
-            }
-            .into(),
-        )
+        atomic(Command::Key(command), shards)
     }
 }
 
 /// A client's SCAN cursor: `position * shards + shard`, where `position` is the shard's own
 /// cursor (0 = start there). Cursor 0 is thus shard 0's start, and the cursor of shard `s`'s
 /// start is `s`. With one shard the client's cursor is the shard's.
-pub(crate) fn split_cursor(cursor: u64, shards: usize) -> (usize, u64) {
+pub fn split_cursor(cursor: u64, shards: usize) -> (usize, u64) {
     let shards = shards as u64;
     ((cursor % shards) as usize, cursor / shards)
 }
 
 /// The client's cursor after shard `shard` answered with its own cursor `next`: the same
 /// shard again, the next shard's start when this one is done, or 0 after the last.
-pub(crate) fn join_cursor(shard: usize, next: u64, shards: usize) -> u64 {
+pub fn join_cursor(shard: usize, next: u64, shards: usize) -> u64 {
     if next != 0 {
         next.saturating_mul(shards as u64) + shard as u64
     } else if shard + 1 < shards {

@@ -35,8 +35,6 @@ enum MergeKind {
     Scan { shard: usize, shards: usize },
     /// INFO: part `i` carries shard `i`'s [`ShardStats`].
     Info { sections: Vec<Bytes> },
-    /// SINTER / SUNION / SDIFF / SINTERCARD: part `i` holds the members of the i-th key.
-    SetAlgebra(SetAlgebra),
     /// PUBSUB CHANNELS: every part's array, each name once.
     Distinct,
     /// PUBSUB NUMPAT: how many distinct names the parts' arrays hold.
@@ -60,17 +58,6 @@ enum MergeKind {
 /// A family's own merge: the parts' replies in part order (none an error: the first error
 /// is the reply), the process's facts, and the request's context (its own arguments).
 pub type MergeFn = fn(Vec<Reply>, &ServerInfo, &[Bytes]) -> Reply;
-
-/// What the set algebra merger computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetAlgebra {
-    /// SINTER; with a limit (0 = none), SINTERCARD's count.
-    Inter {
-        limit: Option<usize>,
-    },
-    Union,
-    Diff,
-}
 
 /// A mismatch between the merger and what the glue fed it: a bug in the glue or a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,10 +108,6 @@ impl Merger {
 
     pub(super) fn gather(owners: Vec<u32>, parts: usize) -> Merger {
         Merger::new(MergeKind::Gather { owners }, parts)
-    }
-
-    pub(super) fn set_algebra(algebra: SetAlgebra, parts: usize) -> Merger {
-        Merger::new(MergeKind::SetAlgebra(algebra), parts)
     }
 
     pub(super) fn concat(parts: usize) -> Merger {
@@ -240,7 +223,6 @@ impl Merger {
                     .ok_or(MergeError::Incomplete { missing: 0 })
             }
             MergeKind::Gather { owners } => gather(owners, replies),
-            MergeKind::SetAlgebra(algebra) => set_algebra(algebra, replies),
             MergeKind::Concat => {
                 let mut all = Vec::new();
                 for (part, reply) in replies.into_iter().enumerate() {
@@ -321,60 +303,6 @@ impl Merger {
             }
         }
     }
-}
-
-fn set_algebra(algebra: SetAlgebra, replies: Vec<Reply>) -> Result<Reply, MergeError> {
-    use indexmap::IndexSet;
-    let mut sets: Vec<IndexSet<Bytes>> = Vec::with_capacity(replies.len());
-    for (part, reply) in replies.into_iter().enumerate() {
-        let Reply::Array(items) = reply else {
-            return Err(MergeError::UnexpectedReply { part });
-        };
-        let mut set = IndexSet::with_capacity(items.len());
-        for item in items {
-            let Reply::Bulk(member) = item else {
-                return Err(MergeError::UnexpectedReply { part });
-            };
-            set.insert(member);
-        }
-        sets.push(set);
-    }
-    let mut sets = sets.into_iter();
-    let first = sets.next().unwrap_or_default();
-    let members: Vec<Bytes> = match algebra {
-        SetAlgebra::Inter { .. } => {
-            let rest: Vec<IndexSet<Bytes>> = sets.collect();
-            first
-                .into_iter()
-                .filter(|m| rest.iter().all(|s| s.contains(m)))
-                .collect()
-        }
-        SetAlgebra::Union => {
-            let mut union = first;
-            for set in sets {
-                union.extend(set);
-            }
-            union.into_iter().collect()
-        }
-        SetAlgebra::Diff => {
-            let rest: Vec<IndexSet<Bytes>> = sets.collect();
-            first
-                .into_iter()
-                .filter(|m| rest.iter().all(|s| !s.contains(m)))
-                .collect()
-        }
-    };
-    Ok(match algebra {
-        SetAlgebra::Inter { limit: Some(limit) } => {
-            let count = if limit == 0 {
-                members.len()
-            } else {
-                members.len().min(limit)
-            };
-            Reply::Integer(count as i64)
-        }
-        _ => Reply::Array(members.into_iter().map(Reply::Bulk).collect()),
-    })
 }
 
 fn scan_reply(shard: usize, shards: usize, replies: Vec<Reply>) -> Result<Reply, MergeError> {

@@ -1,11 +1,8 @@
 use bytes::Bytes;
 
 use super::merge::Merger;
-use super::merge::SetAlgebra;
 use super::slot::shard_of;
-use crate::command::{
-    sintercard_args, ClientRequest, Command, CommandError, PubSubQuery, TypedCommand, TypedOp,
-};
+use crate::command::{ClientRequest, Command, PubSubQuery};
 use crate::reply::Reply;
 
 /// Where a command executes.
@@ -16,9 +13,14 @@ pub enum Route {
     /// Send each part to its shard (`parts[i]` answers as part `i`), feed the replies to the
     /// merger in any order, and reply with [`Merger::finish`].
     FanOut(FanOut),
-    /// Not executed: the reply says why (a collection command whose keys live on several
-    /// shards).
+    /// Not executed: the reply says why.
     Refused(Reply),
+    /// A command over keys of several shards (`shards`, ascending): it runs with all of them
+    /// held, so no other command sees it half done (see `server/txn/multikey.rs`).
+    Atomic {
+        shards: Vec<usize>,
+        command: Command,
+    },
 }
 
 #[derive(Debug)]
@@ -92,7 +94,7 @@ pub fn route(command: Command, shards: usize) -> Route {
                     command: Command::Typed(typed),
                 }
             } else {
-                gather_set_algebra(typed, shards)
+                atomic(Command::Typed(typed), shards)
             }
         }
         Command::Key(key) => super::keyops::route(key, shards),
@@ -119,40 +121,19 @@ pub fn to_shards(command: Command, targets: &[usize]) -> Route {
     })
 }
 
-/// SINTER, SUNION, SDIFF and SINTERCARD over keys of several shards: one SMEMBERS per key,
-/// the algebra done by the merger (not atomic across shards, like a fanned-out MGET). The
-/// other collection commands over several shards write, or move an element, and are refused.
-fn gather_set_algebra(typed: TypedCommand, shards: usize) -> Route {
-    let (keys, algebra) = match typed.op {
-        TypedOp::SInter => (&typed.args[..], SetAlgebra::Inter { limit: None }),
-        TypedOp::SUnion => (&typed.args[..], SetAlgebra::Union),
-        TypedOp::SDiff => (&typed.args[..], SetAlgebra::Diff),
-        TypedOp::SInterCard => match sintercard_args(&typed.args) {
-            Ok((numkeys, limit)) => (
-                &typed.args[1..=numkeys],
-                SetAlgebra::Inter { limit: Some(limit) },
-            ),
-            Err(error) => return Route::Refused(error.into()),
-        },
-        op => {
-            return Route::Refused(CommandError::KeysOnSeveralShards { command: op.name() }.into())
-        }
-    };
-    let parts: Vec<ShardPart> = keys
-        .iter()
-        .map(|key| ShardPart {
-            shard: shard_of(key, shards),
-            command: Command::Typed(TypedCommand {
-                op: TypedOp::SMembers,
-                args: vec![key.clone()],
-            }),
-        })
+/// `command`, whose keys live on several shards, as one step holding them all.
+pub(super) fn atomic(command: Command, shards: usize) -> Route {
+    let mut owners: Vec<usize> = command
+        .keys()
+        .into_iter()
+        .map(|key| shard_of(key, shards))
         .collect();
-    let count = parts.len();
-    Route::FanOut(FanOut {
-        parts,
-        merger: Merger::set_algebra(algebra, count),
-    })
+    owners.sort_unstable();
+    owners.dedup();
+    Route::Atomic {
+        shards: owners,
+        command,
+    }
 }
 
 fn single_key(command: &Command) -> Option<&[u8]> {

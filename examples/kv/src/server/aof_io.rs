@@ -182,6 +182,12 @@ impl AofShard {
         Some(reply)
     }
 
+    /// Appends one record that no store command makes (the function libraries).
+    pub fn log(&self, op: crate::change::WriteOp<'_>) {
+        self.writer.borrow_mut().append(op);
+        self.kick.notify_one();
+    }
+
     /// Log what runs until [`Self::end_transaction`] as one transaction block, replayed all
     /// or nothing (see `AofWriter::begin_block`). No await in between.
     pub fn begin_transaction(&self) {

@@ -15,6 +15,7 @@ use super::config::AofConfig;
 use crate::aof::{
     is_log_file_of, CorruptTail, Damage, LoadPolicy, Manifest, RecordReader, Recovery,
 };
+use crate::command::Command;
 use crate::store::Store;
 
 /// Why a shard's log could not be opened or replayed.
@@ -75,7 +76,7 @@ impl fmt::Display for AofStartError {
 impl std::error::Error for AofStartError {}
 
 /// What start-up found in a shard's log (all its files together).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
     pub files: u64,
     pub records: u64,
@@ -83,6 +84,8 @@ pub struct ReplaySummary {
     pub valid_len: u64,
     /// Bytes cut off: a torn last record, or whatever `--aof-fix` cut.
     pub truncated: u64,
+    /// The function libraries as the log last recorded them (shard 0's log holds them).
+    pub functions: Option<bytes::Bytes>,
 }
 
 /// A shard's log as start-up leaves it.
@@ -199,6 +202,13 @@ async fn replay_file(
     let mut corrupt = None;
     for record in &mut reader {
         match record {
+            Ok(Command::Script(script))
+                if script.op == crate::scripting::ScriptOp::FunctionRestore =>
+            {
+                // The libraries are the node's, not the store's: the glue loads the last.
+                summary.records += 1;
+                summary.functions = script.args.first().cloned();
+            }
             Ok(command) => {
                 summary.records += 1;
                 let reply = store.apply_replayed(command);

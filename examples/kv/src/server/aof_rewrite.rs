@@ -209,9 +209,16 @@ async fn rewrite(shard: &Shard, aof: &AofShard, hooks: &TestHooks) -> io::Result
     }
     shard.store().snapshot_begin();
     aof.rewrite.borrow_mut().image = Some(ImageBuffer::default());
+    // The function libraries as of the switch point (shard 0's log keeps them).
+    let functions = super::script::functions_record(shard);
 
     // 3. The walk.
     let mut base_len = 0u64;
+    if let Some(record) = functions {
+        let len = record.len() as u64;
+        base.write_all_at(record, 0).await?;
+        base_len = len;
+    }
     loop {
         let (chunk, finished) = walk_step(shard, aof, hooks.step_keys)?;
         if !chunk.is_empty() {

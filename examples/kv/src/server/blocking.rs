@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use super::forward::Cancel;
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
-use crate::blocking::{parse_timeout, WaitQueues};
+use crate::blocking::{parse_timeout, Deadline, WaitQueues};
 use crate::command::{mpop_args, Command, ListEnd, TypedCommand, TypedOp};
 use crate::reply::Reply;
 use bytes::Bytes;
@@ -47,6 +47,9 @@ pub(crate) struct Client {
     origin: Origin,
     op: TypedOp,
     args: Vec<Bytes>,
+    /// A program waiting for its keys on several shards: served by waking it (it then pops
+    /// under the locks of all its shards), not by a pop here.
+    wakes: bool,
 }
 
 impl Client {
@@ -110,6 +113,9 @@ pub(crate) struct Blocked {
     blockers: RefCell<HashSet<SinkKey>>,
     /// This shard's share of `ServerShared::blocked_clients` (INFO's `blocked_clients`).
     published: Cell<usize>,
+    /// Wake-ups of programs blocked over several shards queued here: not counted in
+    /// `blocked_clients` (the program counts itself once, on its own shard).
+    wakers: Cell<usize>,
 }
 
 impl Default for Blocked {
@@ -118,6 +124,7 @@ impl Default for Blocked {
             queues: RefCell::new(WaitQueues::new(MAX_WAITERS)),
             blockers: RefCell::new(HashSet::new()),
             published: Cell::new(0),
+            wakers: Cell::new(0),
         }
     }
 }
@@ -212,6 +219,7 @@ impl Shard {
             origin,
             op,
             args: typed.args.clone(),
+            wakes: false,
         };
         let blocked = self
             .blocked
@@ -229,7 +237,7 @@ impl Shard {
 
     /// Brings INFO's `blocked_clients` up to date after this shard's queues changed.
     fn publish_blocked(&self) {
-        let now = self.blocked.queues.borrow().len();
+        let now = (self.blocked.queues.borrow().len()).saturating_sub(self.blocked.wakers.get());
         let before = self.blocked.published.replace(now);
         let total = &self.shared.blocked_clients;
         if now > before {
@@ -266,6 +274,18 @@ impl Shard {
                 self.publish_blocked();
                 continue;
             }
+            if client.wakes {
+                if !self.with_store(|store| store.pop_would_answer(&[key], now)) {
+                    return;
+                }
+                // The item stays for the program, which comes to take it under its locks;
+                // the waiters behind it get the next write's items.
+                self.blocked.queues.borrow_mut().remove(id);
+                self.blocked.wakers.set(self.blocked.wakers.get() - 1);
+                self.publish_blocked();
+                self.deliver(client.origin, Reply::Integer(1));
+                return;
+            }
             if !self.with_store(|store| store.has_list_items(key, now)) {
                 return;
             }
@@ -284,6 +304,58 @@ impl Shard {
                     }
                 }
             }
+        }
+    }
+
+    /// A program blocked on keys of several shards waits here on `keys` (without deadline:
+    /// the program keeps its own) until one gets items.
+    pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, now: u64) {
+        let ready = self.with_store(|store| {
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            store.pop_would_answer(&keys, now)
+        });
+        if ready {
+            self.deliver(origin, Reply::Integer(1));
+            return;
+        }
+        let client = Client {
+            origin,
+            op: TypedOp::BLPop,
+            args: Vec::new(),
+            wakes: true,
+        };
+        let blocked = (self.blocked.queues.borrow_mut()).block(&keys, Deadline::Never, client);
+        if blocked.is_ok() {
+            self.blocked.wakers.set(self.blocked.wakers.get() + 1);
+        }
+        self.publish_blocked();
+        if blocked.is_err() {
+            self.deliver(
+                origin,
+                Reply::error("ERR too many blocked clients on this shard; try again later"),
+            );
+        }
+    }
+
+    /// The program at `origin` no longer waits: its wake-ups here go.
+    pub(crate) fn unblock_waker(&self, origin: Origin) {
+        let removed = (self.blocked.queues.borrow_mut()).remove_clients(|client| {
+            client.origin.shard == origin.shard && client.origin.sink == origin.sink
+        });
+        self.blocked
+            .wakers
+            .set(self.blocked.wakers.get().saturating_sub(removed));
+        self.publish_blocked();
+    }
+
+    /// A program on this shard blocked over several shards: counted once in INFO's
+    /// `blocked_clients` while it waits.
+    pub(crate) fn program_blocked(&self, blocked: bool) {
+        let total = &self.shared.blocked_clients;
+        if blocked {
+            total.fetch_add(1, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

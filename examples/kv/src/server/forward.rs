@@ -33,6 +33,8 @@ pub(crate) enum Work {
     /// A message for this shard's connections that answers no request: a keyspace event to
     /// publish, a tracking invalidation, a MONITOR line (see `notify.rs`).
     Note(super::notify::Note),
+    /// The function libraries changed: shard 0 logs them (see `server/script.rs`).
+    LogFunctions,
 }
 
 /// A reply on its way back to the shard its request came from.

@@ -25,6 +25,8 @@ pub mod logging;
 mod notify;
 mod pubsub;
 mod resp_conn;
+mod scan;
+mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
@@ -241,6 +243,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         cancelling: Default::default(),
         stop: Default::default(),
         slowlog_ids: Default::default(),
+        scripting: Default::default(),
     });
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));
@@ -471,13 +474,15 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         values.set_named(name, value);
     }
     let live = crate::config::LiveConfig::new(values, config.config_file.clone());
-    SessionConfig {
+    let session = SessionConfig {
         parser_limits: config.parser_limits,
         max_backlog: config.max_backlog,
         max_pending_output: config.max_pending_output,
         live: Arc::new(live),
         ..SessionConfig::default()
-    }
+    };
+    session.sync_script_busy();
+    session
 }
 
 /// Builds every shard's state on its own thread (replaying its AOF there, through its ring),
@@ -512,6 +517,9 @@ fn start_shards(
                     None => (None, None),
                     Some(aof) => {
                         let (log, summary) = AofShard::open(&aof, id, &mut store).await?;
+                        if let Some(payload) = &summary.functions {
+                            script::restore_logged(&shared, payload);
+                        }
                         tracing::info!(
                             shard = id,
                             files = summary.files,

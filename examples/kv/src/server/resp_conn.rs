@@ -318,7 +318,8 @@ impl RespConn {
             }
             let mut handled = 0;
             session.set_clock(monotonic_us(), unix_us());
-            while !io.round.exhausted() {
+            // A running EXEC or multi-shard command of this connection: what follows waits.
+            while !io.round.exhausted() && !shard.txn.is_held_back(key) {
                 let buffered = session.input_buffer().len();
                 let next = session.next_request();
                 // Subscriptions reach the shard's registry before anything else runs here.

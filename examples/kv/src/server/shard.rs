@@ -16,9 +16,9 @@ use super::pubsub::PubSubRegistry;
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
 use super::txn::watch::Tap;
-use super::txn::{Coordinator, ShardTxn};
+use super::txn::{multikey, Coordinator, ShardTxn};
 use crate::change::NoLog;
-use crate::command::Command;
+use crate::command::{Command, TxnItem};
 use crate::reply::Reply;
 use crate::routing::{route, to_shards, FanOut, Route};
 use crate::store::Store;
@@ -48,6 +48,8 @@ pub(crate) struct Shard {
     pub(crate) introspect: super::introspect::IntroShard,
     /// Client tracking (see `tracking.rs`).
     pub(crate) tracking: super::tracking::ShardTracking,
+    /// This shard's Lua state and script stacks.
+    pub(crate) scripts: super::script::ScriptShard,
 }
 
 corewire::runtime::shard_local! {
@@ -77,6 +79,12 @@ pub(crate) fn current() -> Rc<Shard> {
 
 pub(crate) fn with<R>(f: impl FnOnce(&Shard) -> R) -> R {
     f(&current())
+}
+
+/// Whether `command` runs as one step over several shards ([`Route::Atomic`]).
+fn spans_shards(command: &Command, shards: usize) -> bool {
+    matches!(command, Command::Typed(_) | Command::Key(_))
+        && matches!(route(command.clone(), shards), Route::Atomic { .. })
 }
 
 /// Unix time in milliseconds: the store's clock.
@@ -111,6 +119,7 @@ impl Shard {
             notes: super::notify::ShardNotes::default(),
             introspect: Default::default(),
             tracking: Default::default(),
+            scripts: Default::default(),
         }
     }
 
@@ -199,7 +208,20 @@ impl Shard {
         let route = match command {
             Command::Transaction(transaction) => {
                 let watching = self.txn.take_watching(sink);
-                return Coordinator::start(self, origin, *transaction, watching);
+                if transaction.items.iter().any(|item| match item {
+                    TxnItem::Run(command) => {
+                        spans_shards(command, self.count) || super::script::is_run(command)
+                    }
+                    TxnItem::Answered(_) => false,
+                }) {
+                    multikey::start_transaction(current(), origin, *transaction, watching);
+                    return None;
+                }
+                let reply = Coordinator::start(self, origin, *transaction, watching);
+                if reply.is_none() {
+                    self.txn.hold_back(sink, seq);
+                }
+                return reply;
             }
             Command::Unwatch => {
                 let watching = self.txn.take_watching(sink);
@@ -207,6 +229,11 @@ impl Shard {
                     return Some(Reply::ok());
                 }
                 to_shards(Command::Unwatch, &watching)
+            }
+            Command::Script(script) => return super::script::dispatch(self, origin, script),
+            command if super::scan::handles(&command, self.count) => {
+                super::scan::start(current(), origin, command);
+                return None;
             }
             command => route(command, self.count),
         };
@@ -226,6 +253,10 @@ impl Shard {
         }
         match route {
             Route::Refused(reply) => Some(reply),
+            Route::Atomic { shards, command } => {
+                multikey::start(current(), origin, shards, command);
+                None
+            }
             Route::Single { shard, command } if shard == self.id => {
                 self.execute_gated(origin, command, now)
             }
@@ -309,6 +340,17 @@ impl Shard {
         let mut store = self.store.borrow_mut();
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
+        let is_flush = matches!(
+            &command,
+            Command::FlushAll
+                | Command::Key(crate::command::KeyCommand {
+                    op: crate::command::KeyOp::FlushDb,
+                    ..
+                })
+        );
+        if is_flush && !watches.is_empty() {
+            watches.touch_stored(|key| store.stored_expiry(key).is_some());
+        }
         let watches = (!watches.is_empty()).then_some(&mut *watches);
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
@@ -341,6 +383,7 @@ impl Shard {
             self.forward.push_done(origin.shard, Done { origin, reply });
             return;
         }
+        self.txn.reply_arrived(origin.sink, origin.seq);
         // Cloned out of the registry so the sink may register or unregister others.
         let sink = self.sinks.borrow().get(origin.sink);
         match sink {
@@ -362,6 +405,10 @@ impl Shard {
                 }
                 Work::Note(note) => {
                     self.on_note(note, now);
+                    continue;
+                }
+                Work::LogFunctions => {
+                    super::script::log_functions_here(self);
                     continue;
                 }
             };

@@ -30,6 +30,8 @@ pub(crate) struct ServerShared {
     pub stop: StopRequests,
     /// SLOWLOG entries' ids, increasing over the whole node.
     pub slowlog_ids: AtomicU64,
+    /// The script cache, the function libraries and the scripts running now.
+    pub scripting: super::script::ScriptingShared,
 }
 
 /// Asks whoever owns the server (the binary's main thread) to stop it: a signal handler or
@@ -152,6 +154,7 @@ impl ServerShared {
             latency_percentiles: self.session.live.latency_percentiles(),
             latency_tracking: (self.session.live.hot.latency_tracking).load(Ordering::Relaxed),
             paused: false,
+            cached_scripts: self.scripting.cached_scripts() as u64,
         }
     }
 

@@ -23,6 +23,9 @@ pub struct SessionConfig {
     pub started_unix_s: u64,
     /// What every connection shares: CLIENT PAUSE, the directory of clients by id.
     pub clients: Arc<crate::clients::ClientsShared>,
+    /// Scripts running past the busy threshold: every connection answers BUSY meanwhile
+    /// (its threshold is `busy-reply-threshold`, see [`SessionConfig::sync_script_busy`]).
+    pub script_busy: Arc<crate::scripting::Busy>,
 }
 
 impl Default for SessionConfig {
@@ -36,6 +39,7 @@ impl Default for SessionConfig {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             clients: Arc::default(),
+            script_busy: Default::default(),
         }
     }
 }
@@ -55,6 +59,16 @@ impl SessionConfig {
     /// Redis `requirepass`: when set, connections must AUTH first.
     pub fn requirepass(&self) -> Option<Bytes> {
         self.live.requirepass()
+    }
+
+    /// Copies `busy-reply-threshold` (alias `lua-time-limit`) to where running scripts read
+    /// it: at start and after a CONFIG SET.
+    pub fn sync_script_busy(&self) {
+        if let Some(ms) =
+            (self.live.get("busy-reply-threshold")).and_then(|v| v.parse::<u64>().ok())
+        {
+            (self.script_busy.threshold_ms).store(ms, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

@@ -19,7 +19,7 @@ mod local;
 mod multi;
 mod order;
 mod pubsub;
-mod resp3;
+pub(crate) mod resp3;
 
 use std::fmt;
 use std::sync::Arc;
@@ -284,6 +284,20 @@ impl Session {
         None
     }
 
+    /// CONFIG SET: all or nothing on the node's configuration; what the shards apply goes to
+    /// every shard.
+    fn config_set(&mut self, pairs: Vec<(Bytes, Bytes)>) -> Admission {
+        let set = crate::config::set(&self.config.live, &pairs);
+        if set.is_ok() {
+            self.config.sync_script_busy();
+        }
+        match set {
+            Ok(settings) if settings.is_empty() => Admission::Answered(Reply::ok()),
+            Ok(settings) => Admission::Forward(Command::ConfigApply(settings)),
+            Err(reply) => Admission::Answered(reply),
+        }
+    }
+
     /// DEBUG is a protected command: refused unless `enable-debug-command` is `yes`, or
     /// `local` and the client is on this host (Redis's check, before the command's own).
     fn protected_refusal(&self, args: &[Bytes]) -> Option<Reply> {
@@ -454,6 +468,28 @@ impl Session {
                 return Admission::Answered(refusal);
             }
         }
+        if let Some(busy) = self.config.script_busy.refusal() {
+            // A script past the busy threshold runs: only `allow_busy` commands get through.
+            // Inside MULTI the refusal aborts the transaction, and EXEC discards it.
+            if permitted && !Command::allows_busy(&args) {
+                if !self.txn.in_multi() {
+                    return Admission::Answered(busy);
+                }
+                if args[0].eq_ignore_ascii_case(b"exec") {
+                    let Reply::Error(text) = busy else {
+                        return Admission::Answered(busy);
+                    };
+                    let reply = Reply::error(format!(
+                        "EXECABORT Transaction discarded because of: {}",
+                        String::from_utf8_lossy(&text)
+                    ));
+                    return self.reset_txn(seq, reply);
+                }
+                let (name, parsed) = Command::parse_named(args);
+                self.identity.last_command = name;
+                return self.admit_queued(parsed, Some(busy), seq);
+            }
+        }
         if self.txn.in_multi() {
             // Redis's order: the table's checks, then NOAUTH, then the cluster redirect.
             let rejected = match Command::check_table(&args) {
@@ -513,11 +549,7 @@ impl Session {
             return Admission::Answered(reply);
         }
         if let Command::ConfigSet(pairs) = command {
-            return match crate::config::set(&self.config.live, &pairs) {
-                Ok(settings) if settings.is_empty() => Admission::Answered(Reply::ok()),
-                Ok(settings) => Admission::Forward(Command::ConfigApply(settings)),
-                Err(reply) => Admission::Answered(reply),
-            };
+            return self.config_set(pairs);
         }
         if let Command::Subscription(subscription) = command {
             // Confirmations are pushed even while CLIENT REPLY is off, as in Redis.

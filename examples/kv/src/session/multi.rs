@@ -229,6 +229,12 @@ impl Session {
                     Admission::Answered(reply) => TxnItem::Answered(reply),
                     Admission::Forward(command) => TxnItem::Run(command),
                 },
+                // Checked when EXEC runs, as Redis runs it: an error takes its place in the
+                // reply; what the shards apply goes with the transaction.
+                Queued::Run(Command::ConfigSet(pairs)) => match self.config_set(pairs) {
+                    Admission::Answered(reply) => TxnItem::Answered(reply),
+                    Admission::Forward(command) => TxnItem::Run(command),
+                },
                 Queued::Run(command) if command.scope() == Scope::Connection => {
                     TxnItem::Answered(self.run_local(command, seq))
                 }

@@ -118,6 +118,7 @@ pub fn encode(reply: &Reply, shape: &Shape, out: &mut BytesMut) {
         }
     }
     match (shape, reply) {
+        (_, Reply::Dual { resp3, .. }) => out.put_slice(resp3),
         (_, Reply::NullBulk | Reply::NullArray) => write_null(out),
         (Shape::Map, Reply::Array(items)) if items.len() % 2 == 0 => {
             write_header(out, b'%', items.len() / 2);

@@ -160,6 +160,15 @@ impl Store {
         self.data_bytes as u64 + self.map.len() as u64 * per_key_overhead()
     }
 
+    /// Whether a command that may grow memory would be refused now (`noeviction` past the
+    /// limit): what a multi-key command over several shards checks on each before it runs.
+    pub fn over_memory_limit(&self) -> bool {
+        let limit = self.config.memory;
+        limit.max_bytes != 0
+            && limit.policy == EvictionPolicy::NoEviction
+            && self.used_memory() > limit.max_bytes
+    }
+
     /// Runs before every command from a client: when the shard is over its limit and the
     /// command may grow memory, evicts (each eviction an `evicted` event, logged as a DEL) or
     /// refuses. Keys' accesses are recorded as commands look them up (see `keyspace.rs`).

@@ -316,6 +316,7 @@ impl Store {
             | Command::ConfigSet(_)
             | Command::ConfigRewrite
             | Command::Help { .. }
+            | Command::Script(_)
             | Command::ConfigApply(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),
             }),

@@ -332,10 +332,12 @@ impl Gen {
         (0..n).map(|_| self.elem()).collect()
     }
 
-    /// A key of the hash-tagged group, for commands over several keys (corewire-kv needs
-    /// them on one shard; Redis does not care).
-    pub fn tagged(&mut self) -> Vec<u8> {
-        b(self.rng.pick(&["{t}x", "{t}y", "{t}z"]))
+    /// A key for commands over several keys: plain keys (on different shards, which such a
+    /// command must hold together) and the hash-tagged group (one shard).
+    pub fn multi(&mut self) -> Vec<u8> {
+        b(self
+            .rng
+            .pick(&["a", "b", "c", "d", "k:1", "{t}x", "{t}y", "{t}z"]))
     }
 
     fn small_int(&mut self) -> Vec<u8> {
@@ -392,7 +394,7 @@ impl Gen {
 
     fn lists(&mut self) -> Step {
         let key = self.key();
-        match self.rng.below(15) {
+        match self.rng.below(16) {
             0 | 1 => {
                 let name = self.rng.pick(&["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]);
                 let mut parts = vec![b(name), key];
@@ -428,15 +430,21 @@ impl Gen {
             12 => {
                 let ends = ["LEFT", "RIGHT", "left", "middle"];
                 let (from, to) = (self.rng.pick(&ends), self.rng.pick(&ends));
-                exact(vec![
-                    b("LMOVE"),
-                    self.tagged(),
-                    self.tagged(),
-                    b(from),
-                    b(to),
-                ])
+                exact(vec![b("LMOVE"), self.multi(), self.multi(), b(from), b(to)])
             }
-            13 => exact(vec![b("RPOPLPUSH"), self.tagged(), self.tagged()]),
+            13 => exact(vec![b("RPOPLPUSH"), self.multi(), self.multi()]),
+            14 if self.rng.chance(50) => {
+                // LMPOP over keys of several shards.
+                let n = 1 + self.rng.below(3);
+                let mut parts = vec![b("LMPOP"), num(n as i64)];
+                parts.extend((0..n).map(|_| self.multi()));
+                parts.push(b(self.rng.pick(&["LEFT", "RIGHT", "up"])));
+                if self.rng.chance(50) {
+                    parts.push(b("COUNT"));
+                    parts.push(self.small_int());
+                }
+                exact(parts)
+            }
             _ => exact(vec![b("LRANGE"), key, b("0"), b("-1")]),
         }
     }
@@ -528,7 +536,7 @@ impl Gen {
                 vec![b("SRANDMEMBER"), key, num(self.rng.range(-3, 3))],
                 Cmp::SameShape,
             ),
-            10 => exact(vec![b("SMOVE"), self.tagged(), self.tagged(), self.elem()]),
+            10 => exact(vec![b("SMOVE"), self.multi(), self.multi(), self.elem()]),
             11 => {
                 // Any keys: corewire-kv gathers these across shards.
                 let name = self.rng.pick(&["SINTER", "SUNION", "SDIFF"]);
@@ -542,7 +550,7 @@ impl Gen {
                 let name = self.rng.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]);
                 let mut parts = vec![b(name)];
                 for _ in 0..2 + self.rng.below(2) {
-                    parts.push(self.tagged());
+                    parts.push(self.multi());
                 }
                 exact(parts)
             }
@@ -675,16 +683,16 @@ impl Gen {
                 if name == "ZRANGESTORE" {
                     return exact(vec![
                         b(name),
-                        self.tagged(),
-                        self.tagged(),
+                        self.multi(),
+                        self.multi(),
                         b("0"),
                         self.small_int(),
                     ]);
                 }
                 let n = 1 + self.rng.below(3);
-                let mut parts = vec![b(name), self.tagged(), num(n as i64)];
+                let mut parts = vec![b(name), self.multi(), num(n as i64)];
                 for _ in 0..n {
-                    parts.push(self.tagged());
+                    parts.push(self.multi());
                 }
                 if self.rng.chance(30) {
                     parts.push(b("WEIGHTS"));

@@ -1,6 +1,6 @@
 //! Generated keyspace and string commands of issue 13 item 2 (SETNX ... OBJECT ENCODING):
-//! commands over several keys use the hash-tagged keys where corewire-kv needs them on one
-//! shard (RENAME, COPY, MSETNX), and the plain pool where it splits them (TOUCH, UNLINK).
+//! commands over several keys (RENAME, COPY, MSETNX, TOUCH, UNLINK) take plain keys, which
+//! live on different shards, as well as hash-tagged ones.
 
 use super::gen::{b, exact, Gen};
 use super::{Cmp, Step};
@@ -88,10 +88,10 @@ impl Gen {
             }
             9 => {
                 let name = self.rng.pick(&["RENAME", "RENAMENX"]);
-                exact(vec![b(name), self.tagged(), self.tagged()])
+                exact(vec![b(name), self.multi(), self.multi()])
             }
             10 => {
-                let mut parts = vec![b("COPY"), self.tagged(), self.tagged()];
+                let mut parts = vec![b("COPY"), self.multi(), self.multi()];
                 for _ in 0..self.rng.below(3) {
                     match self.rng.below(4) {
                         0 | 1 => parts.push(b("REPLACE")),
@@ -104,7 +104,7 @@ impl Gen {
             11 => {
                 let mut parts = vec![b("MSETNX")];
                 for _ in 0..1 + self.rng.below(3) {
-                    parts.push(self.tagged());
+                    parts.push(self.multi());
                     parts.push(self.value());
                 }
                 if self.rng.chance(5) {

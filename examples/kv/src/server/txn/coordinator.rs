@@ -111,6 +111,10 @@ impl Coordinator {
             }
             match route(command, shard.count) {
                 Route::Refused(reply) => state.replies.push(Some(reply)),
+                // The glue sends such transactions to `multikey` instead.
+                Route::Atomic { .. } => state.replies.push(Some(Reply::error(
+                    "ERR internal error: a multi-shard step in a batched transaction",
+                ))),
                 Route::Single { shard, command } => {
                     per_shard[shard].push((origin(i, None), command));
                     state.replies.push(None);

@@ -24,7 +24,9 @@
 //! reply path. It runs to the end even if the client goes away, so every lock is released.
 
 mod coordinator;
+pub(crate) mod held;
 mod lock;
+pub(crate) mod multikey;
 pub(crate) mod watch;
 
 use std::cell::{Cell, RefCell};
@@ -63,6 +65,18 @@ pub(crate) enum TxnMsg {
     Release(TxnId),
     /// An aborted EXEC never reached this shard: drop the connection's watches here.
     Unwatch(Watcher),
+    /// Run this batch on the shard `txn` holds, as one block in its log, and keep holding.
+    Step { txn: TxnId, batch: Batch },
+    /// Answer `origin` with the stored form of `keys` (see [`held::Held::dump`]).
+    Dump {
+        txn: TxnId,
+        origin: Origin,
+        keys: Vec<Bytes>,
+    },
+    /// A program waits for `keys` to get list items: wake `origin` (once) when one does.
+    Block { origin: Origin, keys: Vec<Bytes> },
+    /// The program at `origin` waits no more: drop its wake-ups here.
+    Unblock(Origin),
 }
 
 /// Waiting work on a held shard.
@@ -85,6 +99,9 @@ pub(crate) struct ShardTxn {
     draining: Cell<bool>,
     /// The connections of this shard watching keys, and the shards where.
     watching: RefCell<std::collections::HashMap<SinkKey, Vec<usize>>>,
+    /// The connections of this shard whose EXEC or multi-key command over several shards
+    /// is running: they read no further request until it answers.
+    held_back: RefCell<std::collections::HashMap<SinkKey, u64>>,
 }
 
 impl ShardTxn {
@@ -100,6 +117,26 @@ impl ShardTxn {
 
     pub fn note_written(&self, keys: Vec<Bytes>) {
         self.written.borrow_mut().extend(keys);
+    }
+
+    /// Connection `sink` reads no further request until the reply to its request `seq`
+    /// arrives ([`Self::reply_arrived`]).
+    pub fn hold_back(&self, sink: SinkKey, seq: u64) {
+        self.held_back.borrow_mut().insert(sink, seq);
+    }
+
+    /// A reply for `sink`'s request `seq` is delivered: the connection reads on if it waited
+    /// for that one.
+    pub fn reply_arrived(&self, sink: SinkKey, seq: u64) {
+        let mut held_back = self.held_back.borrow_mut();
+        if !held_back.is_empty() && held_back.get(&sink) == Some(&seq) {
+            held_back.remove(&sink);
+        }
+    }
+
+    pub fn is_held_back(&self, sink: SinkKey) -> bool {
+        let held_back = self.held_back.borrow();
+        !held_back.is_empty() && held_back.contains_key(&sink)
     }
 
     /// WATCH from connection `sink` of this shard reaches `shards`.
@@ -164,6 +201,11 @@ impl Shard {
             Command::ShardPubSub(request) => Some(self.shard_pubsub(origin, request)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
             Command::Introspect(request) => Some(self.run_introspect(request)),
+            Command::Script(script) if script.op.runs_script() => {
+                super::script::run_here(self, origin, script)
+            }
+            // SCRIPT and FUNCTION subcommands queued in a transaction.
+            Command::Script(script) => Some(super::script::admin_command(self, script)),
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
             Command::Client(ClientRequest::Track(keys)) => {
                 self.track_keys(origin, &keys);
@@ -211,6 +253,34 @@ impl Shard {
             }
             TxnMsg::Release(txn) => self.release(txn, now),
             TxnMsg::Unwatch(watcher) => self.txn.watches.borrow_mut().unwatch(watcher),
+            TxnMsg::Step { txn, batch } => {
+                if self.txn.lock.borrow().holder() != Some(txn) {
+                    tracing::error!(shard = self.id, "program step for a shard it does not hold");
+                }
+                self.run_batch(batch, now);
+            }
+            TxnMsg::Dump { txn, origin, keys } => {
+                if self.txn.lock.borrow().holder() != Some(txn) {
+                    tracing::error!(shard = self.id, "program dump on a shard it does not hold");
+                }
+                let reply = self.with_store(|store| {
+                    let mut items: Vec<Reply> = keys
+                        .iter()
+                        .map(|key| match store.dump(key, now) {
+                            Some((payload, at)) => Reply::Array(vec![
+                                Reply::Bulk(payload),
+                                Reply::Integer(at.map_or(-1, |at| at as i64)),
+                            ]),
+                            None => Reply::NullBulk,
+                        })
+                        .collect();
+                    items.push(Reply::Integer(i64::from(store.over_memory_limit())));
+                    Reply::Array(items)
+                });
+                self.deliver(origin, reply);
+            }
+            TxnMsg::Block { origin, keys } => self.block_waker(origin, keys, now),
+            TxnMsg::Unblock(origin) => self.unblock_waker(origin),
         }
     }
 

@@ -23,6 +23,8 @@ pub(crate) type Watcher = (usize, SinkKey);
 #[derive(Default)]
 pub(crate) struct WatchRegistry {
     by_key: HashMap<Bytes, Vec<Watcher>, RandomState>,
+    /// The flush being run was handled by [`Self::touch_stored`].
+    flush_seen: bool,
     watchers: HashMap<Watcher, Watched, RandomState>,
 }
 
@@ -109,6 +111,20 @@ impl WatchRegistry {
         }
     }
 
+    /// A flush is about to empty the store: the watched keys it holds (`stored`) change;
+    /// watched keys that are not there do not (Redis's `touchAllWatchedKeysInDb`). The
+    /// flush's own record must then not mark every watcher: see [`Tap`].
+    pub fn touch_stored(&mut self, stored: impl Fn(&[u8]) -> bool) {
+        let keys: Vec<Bytes> = (self.by_key.keys())
+            .filter(|key| stored(key))
+            .cloned()
+            .collect();
+        for key in keys {
+            self.touch(&key);
+        }
+        self.flush_seen = true;
+    }
+
     /// EXEC: whether `who`'s keys here are unchanged at `now`; its watches here end.
     pub fn finish(&mut self, who: Watcher, now: u64) -> bool {
         match self.remove(who) {
@@ -144,6 +160,8 @@ impl WatchRegistry {
             | WriteOp::Persist { key } => self.touch(key),
             WriteOp::MSet(pairs) => pairs.iter().for_each(|(key, _)| self.touch(key)),
             WriteOp::Del(keys) => keys.iter().for_each(|key| self.touch_deleted(key)),
+            // Marked by `touch_stored` just before, with what the store held.
+            WriteOp::FlushAll if std::mem::take(&mut self.flush_seen) => {}
             WriteOp::FlushAll => self.touch_all(),
             WriteOp::Command { name, key, args } => {
                 self.touch(key);

@@ -83,6 +83,12 @@ impl<S: ChangeSink> Cx<'_, S> {
         } else {
             End::Right
         };
+        // LPOP key [count]: more is Redis's arity error, not a syntax error.
+        if a.len() > 2 {
+            return Err(CommandError::WrongArity {
+                command: self.op.name(),
+            });
+        }
         let count = optional_count(a, 1)?;
         let popped = self
             .store

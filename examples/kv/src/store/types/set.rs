@@ -179,12 +179,18 @@ impl<S: ChangeSink> Cx<'_, S> {
                 set(v).remove(member)
             })?;
         self.event("srem", src);
-        self.store
+        let added = self
+            .store
             .update(dst, SET, true, self.now, self.sink, |v| {
                 set(v).insert(own(member))
             })?;
         self.event("sadd", dst);
-        self.log_as_written(a);
+        if added.unwrap_or(true) {
+            self.log_as_written(a);
+        } else {
+            // The destination had it: only the source changed (as Redis signals it).
+            self.log("srem", &[src.clone(), member.clone()]);
+        }
         Ok(Reply::Integer(1))
     }
 

@@ -1,0 +1,282 @@
+//! A running script's side of `redis.call`: Redis's checks, the shards the command touches,
+//! and waiting (off the script's stack) for replies from other shards.
+
+use super::*;
+
+pub(super) type LocalFuture = Pin<Box<dyn Future<Output = Reply>>>;
+
+/// A running script's side of `redis.call`.
+pub(super) struct ScriptHost {
+    pub(super) shard: Rc<Shard>,
+    pub(super) held: Rc<Held>,
+    pub(super) info: Arc<RunInfo>,
+    pub(super) read_only: bool,
+    /// What the coroutine waits for, and what it got.
+    pub(super) pending: RefCell<Option<LocalFuture>>,
+    pub(super) result: RefCell<Option<Reply>>,
+    /// When the current slice of running time began.
+    pub(super) run_started: Cell<Instant>,
+}
+
+impl ScriptHost {
+    fn killed_text(&self) -> &'static str {
+        if self.info.function.is_some() {
+            KILLED_FUNCTION
+        } else {
+            KILLED
+        }
+    }
+
+    /// The instruction-count hook: a kill ends the script (and `redis.call` fails from then
+    /// on, so a `pcall` loop cannot keep it alive for long); past the busy threshold the node answers BUSY; every
+    /// [`SLICE`] the shard gets a turn.
+    pub(super) fn hook(&self, lua: &Lua) -> mlua::Result<VmState> {
+        if self.info.kill.load(Ordering::Relaxed) {
+            return Err(mlua::Error::RuntimeError(
+                self.killed_text().trim_start_matches("ERR ").into(),
+            ));
+        }
+        let busy = &self.shard.shared.session.script_busy;
+        if !self.info.busy.load(Ordering::Relaxed) && self.info.started.elapsed() > busy.threshold()
+        {
+            // Only a busy script is listed: SCRIPT KILL and FUNCTION STATS see it.
+            self.info.busy.store(true, Ordering::Relaxed);
+            if let Ok(mut running) = self.shard.shared.scripting.running.lock() {
+                running.push(self.info.clone());
+            }
+            busy.enter(self.info.function.is_some());
+        }
+        if self.run_started.get().elapsed() > SLICE {
+            self.suspend(lua, false)?;
+            if self.info.kill.load(Ordering::Relaxed) {
+                return Err(mlua::Error::RuntimeError(
+                    self.killed_text().trim_start_matches("ERR ").into(),
+                ));
+            }
+        }
+        Ok(VmState::Continue)
+    }
+
+    /// Switches to the shard's stack from the hook (the scoped function in the registry
+    /// suspends).
+    fn suspend(&self, lua: &Lua, future: bool) -> mlua::Result<()> {
+        let suspend: Function = lua.named_registry_value(SUSPEND)?;
+        suspend.call::<()>(future)
+    }
+
+    /// Waits (off the script's stack) for `future`.
+    fn wait(&self, suspend: &dyn Fn(bool), future: LocalFuture) -> Reply {
+        *self.pending.borrow_mut() = Some(future);
+        suspend(true);
+        self.result
+            .borrow_mut()
+            .take()
+            .unwrap_or_else(|| Reply::error("ERR internal error: no reply"))
+    }
+
+    /// One command for the script: Redis's checks, then on the shard(s) of its keys.
+    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Option<Command>) {
+        if let Err(error) = Command::check_table(&args) {
+            let text = match error {
+                CommandError::WrongArity { .. } => {
+                    "ERR Wrong number of args calling Redis command from script"
+                }
+                _ => "ERR Unknown Redis command called from script",
+            };
+            return (Reply::error(text), None);
+        }
+        // Redis 7.0 flags its blocking pops `noscript`; the table here has them as
+        // `blocking` (as XREAD, which a script may run without BLOCK).
+        let flags = Command::flags(&args);
+        let blocking_pop = flags.contains(&"blocking")
+            && crate::command::table::find(&args[0]).is_some_and(|spec| {
+                matches!(spec.kind, crate::command::table::CommandKind::Typed(_))
+            });
+        if flags.contains(&"noscript") || blocking_pop {
+            return (
+                Reply::error("ERR This Redis command is not allowed from script"),
+                None,
+            );
+        }
+        if flags.contains(&"blocking") && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block"))
+        {
+            return (
+                Reply::error(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+                )),
+                None,
+            );
+        }
+        let writes = flags.contains(&"write");
+        if writes && self.read_only {
+            return (
+                Reply::error("ERR Write commands are not allowed from read-only scripts."),
+                None,
+            );
+        }
+        let command = match Command::parse(args) {
+            Ok(command) => command,
+            Err(error) => return (error.into(), None),
+        };
+        if let Command::Select(db) = command {
+            return (
+                if db == 0 {
+                    Reply::ok()
+                } else {
+                    CommandError::SelectInCluster.into()
+                },
+                None,
+            );
+        }
+        if let Err(refusal) = self.reach(suspend, &command) {
+            return (refusal, None);
+        }
+        let reply = self.execute(suspend, command.clone());
+        if writes && !reply.is_error() {
+            self.info.wrote.store(true, Ordering::Relaxed);
+        }
+        (reply, Some(command))
+    }
+
+    /// Makes sure every shard the command touches is held: a key the script did not
+    /// declare, on a shard it does not hold, is taken now when the lock order allows
+    /// (standalone mode), else refused.
+    fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<(), Reply> {
+        let count = self.shard.count;
+        let mut needed: Vec<usize> = command
+            .keys()
+            .into_iter()
+            .map(|key| shard_of(key, count))
+            .collect();
+        if matches!(command.scope(), crate::command::Scope::AllShards) {
+            needed.extend(0..count);
+        }
+        needed.sort_unstable();
+        needed.dedup();
+        let missing: Vec<usize> = needed
+            .into_iter()
+            .filter(|&s| !self.held.holds(s))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if self.shard.shared.cluster_enabled {
+            return Err(Reply::error(
+                "ERR Script attempted to access a non local key in a cluster node script",
+            ));
+        }
+        let highest = self.held.held().last().copied().unwrap_or(0);
+        if missing.iter().any(|&s| s < highest) {
+            return Err(Reply::error(
+                "ERR Script attempted to access a key on a shard it does not hold: declare the keys it uses in KEYS",
+            ));
+        }
+        let held = self.held.clone();
+        let reply = self.wait(
+            suspend,
+            Box::pin(async move {
+                held.lock(&missing, None).await;
+                Reply::ok()
+            }),
+        );
+        if reply.is_error() {
+            return Err(reply);
+        }
+        Ok(())
+    }
+
+    fn execute(&self, suspend: &dyn Fn(bool), command: Command) -> Reply {
+        let count = self.shard.count;
+        let route = if command.keys().is_empty()
+            && !matches!(command.scope(), crate::command::Scope::AllShards)
+        {
+            // Keyless commands (PING, ECHO, ...) run where the script runs.
+            Route::Single {
+                shard: self.shard.id,
+                command,
+            }
+        } else {
+            route(command, count)
+        };
+        match route {
+            Route::Refused(reply) => reply,
+            Route::Single { shard, command } => {
+                let seqs = self.held.send_step(shard, vec![command]);
+                let seq = seqs.start;
+                if let Some(reply) = self.held.try_reply(seq) {
+                    return reply;
+                }
+                let held = self.held.clone();
+                self.wait(suspend, Box::pin(async move { held.reply(seq).await }))
+            }
+            Route::FanOut(FanOut { parts, mut merger }) => {
+                let held = self.held.clone();
+                let server = self.shard.shared.clone();
+                self.wait(
+                    suspend,
+                    Box::pin(async move {
+                        for (i, part) in parts.into_iter().enumerate() {
+                            let reply = held.call(part.shard, part.command).await;
+                            if let Err(error) = merger.accept(i, reply) {
+                                tracing::error!(%error, "bad part reply in a script");
+                            }
+                        }
+                        merger.finish(&server.info()).unwrap_or_else(|error| {
+                            Reply::error(format!("ERR internal error: {error}"))
+                        })
+                    }),
+                )
+            }
+            Route::Atomic { command, .. } => {
+                let held = self.held.clone();
+                self.wait(
+                    suspend,
+                    Box::pin(async move { multikey::apply_held(&held, command).await }),
+                )
+            }
+        }
+    }
+}
+
+impl Host for ScriptHost {
+    fn call(
+        &self,
+        lua: &Lua,
+        args: Vec<Bytes>,
+        raise: bool,
+        suspend: &dyn Fn(bool),
+    ) -> mlua::Result<Value> {
+        if self.info.kill.load(Ordering::Relaxed) {
+            return Err(mlua::Error::RuntimeError(
+                self.killed_text().trim_start_matches("ERR ").into(),
+            ));
+        }
+        let (reply, command) = self.run(suspend, args);
+        let mode = match crate::scripting::env::running(lua).map(|r| r.resp.get()) {
+            Ok(3) => ReplyMode::Resp3,
+            _ => ReplyMode::Resp2,
+        };
+        if let Reply::Error(text) = &reply {
+            let mut dashed = b"-".to_vec();
+            dashed.extend_from_slice(text);
+            let table = error_table(lua, &dashed)?;
+            return if raise {
+                Err(crate::scripting::env::raise_table(lua, table)?)
+            } else {
+                Ok(Value::Table(table))
+            };
+        }
+        let shape = command.as_ref().map(shape_of).unwrap_or_default();
+        convert::reply_to_lua(lua, &reply, &shape, mode)
+    }
+
+    fn log(&self, level: i64, message: &str) {
+        match level {
+            0 => tracing::debug!(target: "script", "{message}"),
+            1 => tracing::debug!(target: "script", "{message}"),
+            2 => tracing::info!(target: "script", "{message}"),
+            _ => tracing::warn!(target: "script", "{message}"),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! A script's run on its coroutine: the coroutine's driver, the Lua call, and Redis's error
+//! replies.
+
+use super::*;
+
+/// What the shard's driver gives the script coroutine.
+pub(super) enum Resume {
+    /// Run this script.
+    Run(Box<(Rc<ScriptHost>, Prepared)>),
+    /// Go on after a [`Suspend::Slice`] or [`Suspend::Future`].
+    Continue,
+    /// End (the coroutine is dropped).
+    Stop,
+}
+
+type ScriptCoroutine = Coroutine<Resume, Suspend, (), DefaultStack>;
+
+/// A shard's script coroutine: one Lua state's calls, the suspending functions and the hook
+/// set up once, then one script after another (each waits for the previous: it holds the
+/// shard). If dropped unfinished (the server stops), the script is told to stop at each
+/// resume rather than unwound through Lua's C frames.
+pub(super) struct Runner {
+    coroutine: Option<ScriptCoroutine>,
+    engine: Rc<Engine>,
+    current: Rc<RefCell<Option<Rc<ScriptHost>>>>,
+}
+
+impl Runner {
+    pub(super) fn new(engine: Rc<Engine>) -> Runner {
+        let current = Rc::new(RefCell::new(None));
+        let (body_engine, body_current) = (engine.clone(), current.clone());
+        let stack = DefaultStack::new(STACK_BYTES).unwrap_or_default();
+        let coroutine = Coroutine::with_stack(stack, move |yielder, first| {
+            serve(yielder, &body_engine, &body_current, first)
+        });
+        Runner {
+            coroutine: Some(coroutine),
+            engine,
+            current,
+        }
+    }
+
+    pub(super) fn engine(&self) -> &Rc<Engine> {
+        &self.engine
+    }
+
+    fn resume(&mut self, resume: Resume) -> CoroutineResult<Suspend, ()> {
+        match self.coroutine.as_mut() {
+            Some(coroutine) if !coroutine.done() => coroutine.resume(resume),
+            _ => CoroutineResult::Return(()),
+        }
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let Some(mut coroutine) = self.coroutine.take() else {
+            return;
+        };
+        if !coroutine.started() {
+            return;
+        }
+        let current = self.current.borrow().clone();
+        if let Some(host) = &current {
+            host.info.kill.store(true, Ordering::Relaxed);
+        }
+        for _ in 0..10_000 {
+            if coroutine.done() {
+                return;
+            }
+            if let Some(host) = &current {
+                *host.result.borrow_mut() = Some(Reply::error(KILLED));
+            }
+            if let CoroutineResult::Return(()) = coroutine.resume(Resume::Stop) {
+                return;
+            }
+        }
+        // A script that keeps catching its own end: its stack is leaked, not unwound.
+        std::mem::forget(coroutine);
+    }
+}
+
+/// Runs one script on the shard's coroutine, serving its suspensions.
+pub(super) async fn drive(
+    shard: &Rc<Shard>,
+    engine: &Rc<Engine>,
+    host: &Rc<ScriptHost>,
+    prepared: Prepared,
+) -> Reply {
+    let mut runner = shard.scripts.runner(engine);
+    let mut step = runner.resume(Resume::Run(Box::new((host.clone(), prepared))));
+    loop {
+        match step {
+            CoroutineResult::Yield(Suspend::Slice) => {
+                yield_now().await;
+                host.run_started.set(Instant::now());
+            }
+            CoroutineResult::Yield(Suspend::Future) => {
+                let pending = host.pending.borrow_mut().take();
+                let reply = match pending {
+                    Some(future) => future.await,
+                    None => Reply::error("ERR internal error: nothing to wait for"),
+                };
+                *host.result.borrow_mut() = Some(reply);
+                host.run_started.set(Instant::now());
+            }
+            CoroutineResult::Yield(Suspend::Done(reply)) => {
+                shard.scripts.put_runner(runner);
+                return reply;
+            }
+            CoroutineResult::Return(()) => {
+                return Reply::error("ERR internal error: the script coroutine ended");
+            }
+        }
+        step = runner.resume(Resume::Continue);
+    }
+}
+
+/// The coroutine's body: sets up this Lua state's `redis.call` / `redis.pcall` (they suspend
+/// the script directly: calling a Lua function to suspend would need stack slots a call with
+/// 8000 arguments lacks), the suspending function the hook calls, and the hook; then runs
+/// the scripts it is given until told to stop.
+fn serve(
+    yielder: &Yielder<Resume, Suspend>,
+    engine: &Engine,
+    current: &Rc<RefCell<Option<Rc<ScriptHost>>>>,
+    first: Resume,
+) {
+    let lua = engine.env.lua.clone();
+    let suspend_now = |future: bool| {
+        // Resumed with `Continue`, or `Stop` when dropped (the kill flag then ends it).
+        let _ = yielder.suspend(if future {
+            Suspend::Future
+        } else {
+            Suspend::Slice
+        });
+    };
+    let outcome = lua.scope(|scope| {
+        let suspend = scope.create_function(|_, future: bool| {
+            suspend_now(future);
+            Ok(())
+        })?;
+        lua.set_named_registry_value(SUSPEND, suspend)?;
+        let call = scope.create_function(|lua, args: mlua::MultiValue| {
+            crate::scripting::env::call(lua, args, true, &suspend_now)
+        })?;
+        let pcall = scope.create_function(|lua, args: mlua::MultiValue| {
+            crate::scripting::env::call(lua, args, false, &suspend_now)
+        })?;
+        engine.env.redis.raw_set("call", call)?;
+        engine.env.redis.raw_set("pcall", pcall)?;
+        let hook_current = current.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |lua, _debug| {
+                let host = hook_current.borrow().clone();
+                match host {
+                    Some(host) => host.hook(lua),
+                    None => Ok(VmState::Continue),
+                }
+            },
+        )?;
+        let mut job = first;
+        loop {
+            match job {
+                Resume::Run(run) => {
+                    let (host, prepared) = *run;
+                    *current.borrow_mut() = Some(host.clone());
+                    lua.set_app_data(Rc::new(Running {
+                        host: host as Rc<dyn Host>,
+                        resp: Cell::new(2),
+                    }));
+                    let reply = call_script(&lua, engine, &prepared);
+                    lua.remove_app_data::<Rc<Running>>();
+                    *current.borrow_mut() = None;
+                    job = yielder.suspend(Suspend::Done(reply));
+                }
+                Resume::Continue => {
+                    job = yielder.suspend(Suspend::Done(Reply::error(
+                        "ERR internal error: no script to continue",
+                    )));
+                }
+                Resume::Stop => break,
+            }
+        }
+        lua.remove_hook();
+        lua.unset_named_registry_value(SUSPEND)?;
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        tracing::error!(error = %lua_message(&error), "the script coroutine failed");
+    }
+}
+
+pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Reply {
+    let make_array = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
+        let table = lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, item) in items.iter().enumerate() {
+            table.raw_set(i + 1, lua.create_string(item)?)?;
+        }
+        Ok(table)
+    };
+    let (keys, argv) = match (make_array(&prepared.keys), make_array(&prepared.argv)) {
+        (Ok(keys), Ok(argv)) => (keys, argv),
+        (Err(error), _) | (_, Err(error)) => return lua_failure(error),
+    };
+    let result = match &prepared.what {
+        What::Eval { sha, .. } => {
+            let Some(function) = engine.scripts.borrow().get(sha).cloned() else {
+                return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+            };
+            let globals = lua.globals();
+            if let Err(error) = globals
+                .raw_set("KEYS", keys)
+                .and_then(|()| globals.raw_set("ARGV", argv))
+            {
+                return lua_failure(error);
+            }
+            function.call::<Value>(())
+        }
+        What::Function { name } => {
+            let key = name.to_ascii_lowercase();
+            let Some((_, function)) = engine.functions.borrow().functions.get(&key).cloned() else {
+                return Reply::error("ERR Function not found");
+            };
+            function.call::<Value>((keys, argv))
+        }
+    };
+    match result {
+        Ok(value) => convert::script_reply(&value),
+        Err(error) => error_reply(&error, prepared),
+    }
+}
+
+/// A script's error as Redis 7.0 replies it: the error's own text (a Lua error gets `ERR`),
+/// then where it happened.
+pub(super) fn error_reply(error: &mlua::Error, prepared: &Prepared) -> Reply {
+    let (mut text, line) = match find_error_value(error) {
+        Some((text, line)) => (text, line),
+        None => {
+            let message = lua_message(error);
+            let line = script_line(&message);
+            (format!("ERR {message}"), line)
+        }
+    };
+    text = text.replace(['\r', '\n'], " ");
+    let source = if prepared.what.is_function() {
+        "@user_function"
+    } else {
+        "@user_script"
+    };
+    match line {
+        Some(line) => Reply::error(format!(
+            "{text} script: {}, on {source}:{line}.",
+            prepared.label
+        )),
+        None => Reply::error(text),
+    }
+}
+
+/// The line in a Lua error message's `user_script:N:` prefix.
+pub(super) fn script_line(message: &str) -> Option<u32> {
+    let rest = message
+        .strip_prefix("user_script:")
+        .or_else(|| message.strip_prefix("user_function:"))?;
+    rest.split(':').next()?.parse().ok()
+}
+
+/// A Redis error table raised by `redis.call` (its text and the line of the call).
+pub(super) fn find_error_value(error: &mlua::Error) -> Option<(String, Option<u32>)> {
+    match error {
+        mlua::Error::CallbackError { cause, .. } => find_error_value(cause),
+        mlua::Error::ExternalError(external) => {
+            let value = external.downcast_ref::<LuaErrorValue>()?;
+            let Value::Table(table) = &value.0 else {
+                return None;
+            };
+            let text = table
+                .raw_get::<mlua::LuaString>("err")
+                .ok()?
+                .to_string_lossy();
+            let line = table.raw_get::<Option<u32>>("line").ok().flatten();
+            Some((text, line))
+        }
+        mlua::Error::WithContext { cause, .. } => find_error_value(cause),
+        _ => None,
+    }
+}

@@ -1,0 +1,329 @@
+//! Scripting (EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL): replies compared with `redis-server`
+//! over keys on different shards (no hash tags), scripts atomic across shards under
+//! concurrent clients, a long script that leaves its shard serving (BUSY, SCRIPT KILL from
+//! a connection on the same shard), and functions and script effects surviving a restart.
+
+mod common;
+mod diff;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Reply, Server, TempDir};
+use diff::{args, Cmp, Pair};
+
+const SHARDS: usize = 4;
+
+/// Each request as the client sends it; replies must be identical (error texts too).
+const SCRIPTS: &[&[&str]] = &[
+    &["EVAL", "return 'hello'", "0"],
+    &["EVAL", "return 100.5", "0"],
+    &["EVAL", "return {1,2,3,'ciao',{1,2}}", "0"],
+    &["EVAL", "return true", "0"],
+    &["EVAL", "return false", "0"],
+    &["EVAL", "return {ok='fine'}", "0"],
+    &["EVAL", "return {err='ERR this is an error'}", "0"],
+    &["EVAL", "return redis.error_reply('MY_CODE custom')", "0"],
+    &["EVAL", "return {KEYS[1],KEYS[2],ARGV[1],ARGV[2]}", "2", "a", "b", "c", "d"],
+    &["SET", "mykey", "myval"],
+    &["EVAL", "return redis.call('get',KEYS[1])", "1", "mykey"],
+    &["EVALSHA", "fd758d1589d044dd850a6f05d52f2eefd27f033f", "1", "mykey"],
+    &["EVALSHA", "FD758D1589D044DD850A6F05D52F2EEFD27F033F", "1", "mykey"],
+    &["EVALSHA", "ffd632c7d33e571e9f24556ebed26c3479a87130", "0"],
+    &["EVAL", "local foo = redis.pcall('incr',KEYS[1]) return {type(foo),foo['err']}", "1", "mykey"],
+    &["EVAL", "return redis.pcall('get',KEYS[1]) == false", "1", "nokey"],
+    &["EVAL", "redis.call('lpush',KEYS[1],'val')", "1", "mykey"],
+    &["EVAL", "return redis.call('nosuchcommand')", "0"],
+    &["EVAL", "return redis.call('get','a','b','c')", "0"],
+    &["EVAL", "return redis.call()", "0"],
+    &["EVAL", "return a", "0"],
+    &["EVAL", "a = 10", "0"],
+    &["EVAL", "return redis.sha1hex('Pizza & Mandolino')", "0"],
+    &["EVAL", "return cjson.encode({1,2,'x'})", "0"],
+    &["EVAL", "return cjson.decode('{\"a\":[1,2]}').a[2]", "0"],
+    &["EVAL", "return cmsgpack.unpack(cmsgpack.pack({1,'two'}))[2]", "0"],
+    &["EVAL", "return bit.band(0x12345678, 0xff)", "0"],
+    &["EVAL", "return struct.unpack('>i2', struct.pack('>i2', 258))", "0"],
+    &["EVAL", "return 1", "-1"],
+    &["EVAL", "return 1", "3", "a"],
+    &["EVAL", "syntax error here", "0"],
+    // Writes over keys of different shards, read back by another script.
+    &[
+        "EVAL",
+        "redis.call('set',KEYS[1],ARGV[1]); redis.call('rpush',KEYS[2],ARGV[1]); \
+         return redis.call('sadd',KEYS[3],ARGV[1])",
+        "3",
+        "s:one",
+        "s:two",
+        "s:three",
+        "v",
+    ],
+    &[
+        "EVAL",
+        "return {redis.call('get',KEYS[1]), redis.call('lrange',KEYS[2],0,-1), \
+         redis.call('smembers',KEYS[3])}",
+        "3",
+        "s:one",
+        "s:two",
+        "s:three",
+    ],
+    // A multi-key command inside a script, over keys on different shards.
+    &["EVAL", "return redis.call('smove',KEYS[1],KEYS[2],'v')", "2", "s:three", "s:four"],
+    &["EVAL", "return redis.call('mset','u1','1','u2','2','u3','3')", "0"],
+    &["EVAL", "return redis.call('mget','u1','u2','u3')", "0"],
+    &["SCRIPT", "LOAD", "return redis.call('incr', KEYS[1])"],
+    &["SCRIPT", "EXISTS", "5a5a7b8bd4d8bd1e1f9ed5b4b2ee4a92b40b9e88", "0000000000000000000000000000000000000000"],
+    &[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib1\nredis.register_function('f1', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\nredis.register_function{function_name='f2', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}",
+    ],
+    &["FCALL", "f1", "1", "counter", "5"],
+    &["FCALL", "F1", "1", "counter", "5"],
+    &["FCALL_RO", "f2", "1", "counter"],
+    &["FCALL_RO", "f1", "1", "counter", "1"],
+    &["FCALL", "nosuch", "0"],
+    // Redis lists a library's functions in its hash table's order: one function here.
+    &[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib2
+redis.register_function{function_name='g', callback=function() return 1 end, flags={'no-writes', 'allow-oom'}, description='d'}",
+    ],
+    &["FUNCTION", "LIST", "LIBRARYNAME", "lib2"],
+    &["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "lib2"],
+    &["FUNCTION", "DELETE", "lib1"],
+    &["FUNCTION", "DELETE", "lib1"],
+    &["SCRIPT", "FLUSH"],
+    &["EVALSHA", "fd758d1589d044dd850a6f05d52f2eefd27f033f", "1", "mykey"],
+];
+
+#[test]
+fn scripts_match_redis_over_shards() {
+    let (oracle, server) = diff::servers(SHARDS, &[]);
+    let mut pair = Pair::new(&oracle, &server, "scripting");
+    pair.check_str(&["FLUSHALL"]);
+    pair.check_str(&["FUNCTION", "FLUSH"]);
+    for request in SCRIPTS {
+        pair.check(&args(request), Cmp::Exact);
+    }
+}
+
+/// Transfers between accounts on different shards, each a script over two declared keys;
+/// readers sum every account in one script (no keys: it holds every shard). The sum never
+/// changes.
+#[test]
+fn scripts_are_atomic_across_shards() {
+    let server = Server::start(&["--shards", "4"]);
+    let accounts = ["acct:a", "acct:b", "acct:c", "acct:d", "acct:e"];
+    let mut setup = server.connect();
+    for account in accounts {
+        assert_eq!(setup.call(&["SET", account, "1000"]), Reply::ok());
+    }
+    let port = server.port;
+    let transfer = "local a = tonumber(redis.call('get', KEYS[1])) \
+                    local n = tonumber(ARGV[1]) \
+                    redis.call('set', KEYS[1], a - n) \
+                    redis.call('incrby', KEYS[2], n) \
+                    return a - n";
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            thread::spawn(move || {
+                let mut conn = common::Resp::connect(port);
+                for i in 0..300usize {
+                    let from = accounts[(i + w) % accounts.len()];
+                    let to = accounts[(i * 7 + w + 1) % accounts.len()];
+                    if from == to {
+                        continue;
+                    }
+                    let amount = ((i % 13) + 1).to_string();
+                    let reply = conn.call(&["EVAL", transfer, "2", from, to, &amount]);
+                    assert!(matches!(reply, Reply::Int(_)), "{reply:?}");
+                }
+            })
+        })
+        .collect();
+    let sum = "local s = 0 for _, k in ipairs({'acct:a','acct:b','acct:c','acct:d','acct:e'}) \
+               do s = s + tonumber(redis.call('get', k)) end return s";
+    let mut reader = server.connect();
+    for _ in 0..200 {
+        assert_eq!(reader.call(&["EVAL", sum, "0"]), Reply::Int(5000));
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert_eq!(reader.call(&["EVAL", sum, "0"]), Reply::Int(5000));
+}
+
+/// A long script: its shard keeps answering (BUSY past the threshold, PING as BUSY), SCRIPT
+/// KILL from a connection on the same shard ends it, and the script's client gets the error.
+#[test]
+fn a_busy_script_is_killed_from_its_own_shard() {
+    for shards in ["1", "2"] {
+        let server = Server::start(&["--shards", shards]);
+        let mut admin = server.connect();
+        assert_eq!(
+            admin.call(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+            Reply::ok()
+        );
+        let port = server.port;
+        let looping = thread::spawn(move || {
+            let mut conn = common::Resp::connect(port);
+            conn.call(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"])
+        });
+        let started = Instant::now();
+        loop {
+            match admin.call(&["PING"]) {
+                Reply::Error(error) if error.starts_with("BUSY") => break,
+                _ if started.elapsed() > Duration::from_secs(10) => {
+                    panic!("the script never became busy")
+                }
+                _ => thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        assert!(matches!(admin.call(&["GET", "x"]), Reply::Error(e) if e.starts_with("BUSY")));
+        assert_eq!(admin.call(&["SCRIPT", "KILL"]), Reply::ok());
+        let Reply::Error(killed) = looping.join().unwrap() else {
+            panic!("the killed script's client gets an error");
+        };
+        assert!(killed.contains("killed by user"), "{killed}");
+        assert_eq!(admin.call(&["PING"]), Reply::Simple("PONG".into()));
+        assert_eq!(
+            admin.call(&["SCRIPT", "KILL"]),
+            Reply::Error("NOTBUSY No scripts in execution right now.".into())
+        );
+    }
+}
+
+/// A script that wrote cannot be killed; it keeps running until it ends by itself.
+#[test]
+fn a_script_that_wrote_is_unkillable() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut admin = server.connect();
+    admin.call(&["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    let port = server.port;
+    let script = thread::spawn(move || {
+        let mut conn = common::Resp::connect(port);
+        conn.call(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'y') local i = 0 \
+             while i < 3000000 do i = i + 1 end return i",
+            "1",
+            "x",
+        ])
+    });
+    let started = Instant::now();
+    let reply = loop {
+        match admin.call(&["SCRIPT", "KILL"]) {
+            Reply::Error(error) if error.starts_with("NOTBUSY") => {
+                assert!(started.elapsed() < Duration::from_secs(10), "never busy");
+                thread::sleep(Duration::from_millis(5));
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(&reply, Reply::Error(e) if e.starts_with("UNKILLABLE")),
+        "{reply:?}"
+    );
+    assert_eq!(script.join().unwrap(), Reply::Int(3_000_000));
+}
+
+#[test]
+fn functions_and_script_effects_survive_a_restart() {
+    let dir = TempDir::new("scripting-aof");
+    let args = ["--shards", "2", "--aof", dir.arg(), "--fsync", "always"];
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    let library = "#!lua name=counters\nredis.register_function('bump', function(keys, args) \
+                   return redis.call('incrby', keys[1], args[1]) end)";
+    assert_eq!(
+        conn.call(&["FUNCTION", "LOAD", library]),
+        Reply::bulk("counters")
+    );
+    assert_eq!(conn.call(&["FCALL", "bump", "1", "c1", "5"]), Reply::Int(5));
+    assert_eq!(
+        conn.call(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], ARGV[1]) redis.call('rpush', KEYS[2], ARGV[1]) return 1",
+            "2",
+            "k:a",
+            "k:b",
+            "v",
+        ]),
+        Reply::Int(1)
+    );
+    drop(conn);
+    server.stop();
+
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["FCALL", "bump", "1", "c1", "1"]), Reply::Int(6));
+    assert_eq!(conn.call(&["GET", "k:a"]), Reply::bulk("v"));
+    assert_eq!(
+        conn.call(&["LRANGE", "k:b", "0", "-1"]),
+        Reply::Array(Some(vec![Reply::bulk("v")]))
+    );
+    // A rewritten log keeps the libraries too.
+    conn.call(&["BGREWRITEAOF"]);
+    thread::sleep(Duration::from_millis(500));
+    drop(conn);
+    server.stop();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["FCALL", "bump", "1", "c1", "1"]), Reply::Int(7));
+}
+
+/// Cluster mode: a script's declared keys must share a slot (CROSSSLOT otherwise), and a key
+/// it did not declare, on a shard it does not hold, gets Redis's "non local key" error.
+#[test]
+fn cluster_mode_keeps_redis_cluster_rules() {
+    let dir = TempDir::new("scripting-cluster");
+    let conf = dir.path().join("nodes.conf");
+    let server = Server::start(&[
+        "--shards",
+        "2",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        conf.to_str().unwrap(),
+        "--cluster-port",
+        "0",
+    ]);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]),
+        Reply::ok()
+    );
+    assert!(
+        common::eventually(Duration::from_secs(10), || {
+            matches!(conn.call(&["CLUSTER", "INFO"]), Reply::Bulk(Some(info))
+                if String::from_utf8_lossy(&info).contains("cluster_state:ok"))
+        }),
+        "the one-node cluster never came up"
+    );
+    assert_eq!(
+        conn.call(&["EVAL", "return redis.call('set', KEYS[1], 'x')", "1", "a"]),
+        Reply::ok()
+    );
+    let Reply::Error(crossslot) = conn.call(&["EVAL", "return 1", "2", "a", "b"]) else {
+        panic!("keys of two slots are refused");
+    };
+    assert!(crossslot.starts_with("CROSSSLOT"), "{crossslot}");
+    // "b" lives on the other shard than "a" (slots 3300 and 15495, over 2 shards).
+    let Reply::Error(non_local) = conn.call(&["EVAL", "return redis.call('get', 'b')", "1", "a"])
+    else {
+        panic!("an undeclared key elsewhere is refused");
+    };
+    assert!(non_local.contains("non local key"), "{non_local}");
+    assert_eq!(
+        conn.call(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], 1) return redis.call('incr', KEYS[2])",
+            "2",
+            "{t}a",
+            "{t}b",
+        ]),
+        Reply::Int(1)
+    );
+}
