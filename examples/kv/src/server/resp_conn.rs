@@ -334,8 +334,10 @@ impl RespConn {
                     request.command.budget_units(),
                     buffered.saturating_sub(session.input_buffer().len()),
                 );
-                // What was answered before it is in the statistics it may read (INFO).
+                // What was answered before it is in the statistics it may read (INFO), and
+                // MONITOR shows it (and an EXEC or EVAL, which show as they start) first.
                 shard.record_calls(session.take_calls());
+                shard.feed_monitors(session.take_monitor_lines());
                 // One clock read per batch of requests.
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)

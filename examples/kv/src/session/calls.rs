@@ -230,6 +230,31 @@ impl Session {
             || hot.monitors.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
+    /// The commands Redis shows in MONITOR as they start rather than when done (EXEC, EVAL,
+    /// FCALL, flagged `skip_monitor`): their line goes out before what they run.
+    pub(super) fn monitor_at_start(&mut self, seq: u64) {
+        let hot = &self.config.live.hot;
+        if hot.monitors.load(std::sync::atomic::Ordering::Relaxed) == 0 || self.rejecting {
+            return;
+        }
+        let Some(name) = self.identity.last_command else {
+            return;
+        };
+        let Some(meta) = crate::introspect::meta::find(name) else {
+            return;
+        };
+        if !meta.has_flag("skip_monitor") || meta.has_flag("admin") {
+            return;
+        }
+        let Some(slot) = self.replies.slot(seq) else {
+            return;
+        };
+        let (unix_us, mut args) = (slot.call.unix_us, slot.call.frame.args());
+        redact(Some(name), &mut args);
+        let peer = self.peer_text();
+        self.monitor_lines.push(monitor_line(unix_us, &peer, &args));
+    }
+
     /// Starts request `seq`'s accounting (at parse time).
     pub(super) fn begin_call(&mut self, seq: u64, frame: Frame) {
         let (now, unix) = (self.clock_us, self.unix_us);
@@ -348,7 +373,7 @@ impl Session {
 
 /// Redis's MONITOR line: `+<unix time with microseconds> [0 <client>] "arg" ...`, quoted as
 /// `sdscatrepr` quotes.
-fn monitor_line(unix_us: u64, client: &str, args: &[Bytes]) -> Bytes {
+pub fn monitor_line(unix_us: u64, client: &str, args: &[Bytes]) -> Bytes {
     let mut line = format!(
         "{}.{:06} [0 {client}]",
         unix_us / 1_000_000,

@@ -31,7 +31,7 @@ use crate::command::{self, Command, CommandError, Scope, TxnItem};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
-pub use calls::{CallRecord, SlowEntry};
+pub use calls::{monitor_line, CallRecord, SlowEntry};
 pub use client::{Invalidated, TrackingChange};
 pub use config::SessionConfig;
 use order::ReplyQueue;
@@ -249,6 +249,7 @@ impl Session {
             self.rejecting = false;
             let admission = self.admit(args, seq);
             self.name_call(seq, self.identity.last_command, self.rejecting);
+            self.monitor_at_start(seq);
             let track = match &admission {
                 Admission::Forward(command) => self.track_before(command),
                 Admission::Answered(_) => None,

@@ -115,6 +115,15 @@ impl ScriptHost {
                 None,
             );
         }
+        if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
+            && !flags.contains(&"admin")
+            && !flags.contains(&"skip_monitor")
+        {
+            // As Redis shows a script's commands: after its EVAL or FCALL, from "lua".
+            let line =
+                crate::session::monitor_line(super::super::introspect::unix_us(), "lua", &args);
+            self.shard.feed_monitors(vec![line]);
+        }
         let command = match Command::parse(args) {
             Ok(command) => command,
             Err(error) => return (error.into(), None),
