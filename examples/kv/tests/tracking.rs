@@ -275,3 +275,43 @@ fn the_tracking_table_is_bounded_over_all_shards() {
     assert_eq!(more, 5);
     assert_eq!(tracked(&mut admin), 10);
 }
+
+/// A script tracks its declared keys for its caller once it reads (not when it only
+/// writes); its writes are the caller's own (NOLOOP); EVAL_RO itself is no read.
+#[test]
+fn scripts_track_their_declared_keys_when_they_read() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let mut reader = resp3(&server);
+    let mut writer = Conn::connect(server.port);
+    reader.call_str(&["CLIENT", "TRACKING", "ON"]);
+    let keys = ["2", "a{x}", "b{x}"];
+    let script = |body: &str| -> Vec<String> {
+        ["EVAL", body]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(keys.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let call = |conn: &mut Conn, args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        conn.call_str(&args)
+    };
+    call(&mut reader, &script("redis.call('set', 'c{x}', 'v')"));
+    writer.call_str(&["MSET", "b{x}", "1", "a{x}", "1"]);
+    nothing_pending(&mut reader);
+    let mut ro = script("redis.call('ping')");
+    ro[0] = "EVAL_RO".into();
+    call(&mut reader, &ro);
+    writer.call_str(&["MSET", "b{x}", "2", "a{x}", "2"]);
+    nothing_pending(&mut reader);
+    call(&mut reader, &script("redis.call('get', 'c{x}')"));
+    writer.call_str(&["MSET", "b{x}", "3", "a{x}", "3"]);
+    assert_eq!(invalidated(&reader.read()), Some(vec!["b{x}".into()]));
+    assert_eq!(invalidated(&reader.read()), Some(vec!["a{x}".into()]));
+    // NOLOOP: the script's own write is the caller's.
+    reader.call_str(&["CLIENT", "TRACKING", "ON", "NOLOOP"]);
+    reader.call_str(&["GET", "k"]);
+    let reply = reader.call_str(&["EVAL", "return redis.call('set', KEYS[1], '2')", "1", "k"]);
+    assert_eq!(reply, V::ok());
+    nothing_pending(&mut reader);
+}

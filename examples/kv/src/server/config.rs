@@ -1,4 +1,5 @@
-//! The server's settings and the `corewire-kv` command line that fills them.
+//! The settings a server starts with ([`ServerConfig`], filled from the configuration file
+//! and the command line by [`crate::config::load`]) and why a start-up configuration is refused.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -243,6 +243,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         cancelling: Default::default(),
         stop: Default::default(),
         slowlog_ids: Default::default(),
+        acting_for: Default::default(),
         scripting: Default::default(),
     });
 

@@ -47,6 +47,8 @@ pub(crate) enum Note {
         reader: Reader,
         channels: Vec<Bytes>,
     },
+    /// Client tracking: a script's caller read through it; it tracks the script's keys here.
+    TrackFor { reader: Reader, keys: Vec<Bytes> },
     /// Client tracking: a broadcasting connection's prefixes (none: it stopped).
     Broadcaster {
         reader: Reader,
@@ -152,6 +154,7 @@ impl Shard {
             }
             Note::RedirectBroken { sink } => self.redirect_broken(sink),
             Note::Broadcaster { reader, prefixes } => self.set_broadcaster(reader, prefixes),
+            Note::TrackFor { reader, keys } => self.track_reader(reader, &keys),
             Note::ShardMessage {
                 sink,
                 channel,

@@ -30,6 +30,9 @@ pub(crate) struct ServerShared {
     pub stop: StopRequests,
     /// SLOWLOG entries' ids, increasing over the whole node.
     pub slowlog_ids: AtomicU64,
+    /// Client tracking: the programs (scripts) running for a client, so their writes count
+    /// as the client's own (NOLOOP).
+    pub acting_for: super::tracking::ActingFor,
     /// The script cache, the function libraries and the scripts running now.
     pub scripting: super::script::ScriptingShared,
 }

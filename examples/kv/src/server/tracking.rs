@@ -64,7 +64,12 @@ impl Shard {
 
     /// Connection `origin` read `keys` (it tracks them).
     pub(crate) fn track_keys(&self, origin: Origin, keys: &[Bytes]) {
-        let added = (self.tracking.table.borrow_mut()).remember((origin.shard, origin.sink), keys);
+        self.track_reader((origin.shard, origin.sink), keys);
+    }
+
+    /// `reader` read `keys` (it tracks them).
+    pub(crate) fn track_reader(&self, reader: Reader, keys: &[Bytes]) {
+        let added = (self.tracking.table.borrow_mut()).remember(reader, keys);
         self.tracked_keys_counter()
             .fetch_add(added as u64, Ordering::Relaxed);
         self.refresh_event_log();
@@ -73,7 +78,9 @@ impl Shard {
 
     /// The keys `events` modified, written by `writer`: their readers' invalidations.
     pub(crate) fn tracking_written(&self, events: &[KeyEvent], writer: Option<Origin>) {
-        let writer = writer.map(|origin| (origin.shard, origin.sink));
+        // A script's writes are its caller's.
+        let writer =
+            writer.map(|origin| (self.shared.acting_for).client_of((origin.shard, origin.sink)));
         let mut invalidations = Vec::new();
         let mut removed = 0;
         {
@@ -285,6 +292,110 @@ impl Shard {
             table.items() as u64,
             table.prefixes() as u64,
         ]
+    }
+}
+
+/// The programs running for a client (scripts), node-wide: looked up only while some run
+/// and a tracked key is written.
+#[derive(Default)]
+pub(crate) struct ActingFor {
+    running: std::sync::atomic::AtomicUsize,
+    programs: std::sync::Mutex<std::collections::HashMap<Reader, Reader>>,
+}
+
+impl ActingFor {
+    fn programs(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Reader, Reader>> {
+        // One insert, remove or lookup per use: a panic while holding it leaves it whole.
+        self.programs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The client `writer` writes for (itself, unless it is a program running for one).
+    fn client_of(&self, writer: Reader) -> Reader {
+        if self.running.load(Ordering::Relaxed) == 0 {
+            return writer;
+        }
+        self.programs().get(&writer).copied().unwrap_or(writer)
+    }
+
+    fn start(&self, program: Reader, client: Reader) {
+        self.programs().insert(program, client);
+        self.running.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn end(&self, program: Reader) {
+        if self.programs().remove(&program).is_some() {
+            self.running.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A script's caller, for client tracking: the script's reads track its declared keys for
+/// the caller (once per run), and its writes are the caller's (see [`ActingFor`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ScriptCaller {
+    reader: Reader,
+    program: Reader,
+    keys: Vec<Bytes>,
+    remembered: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl Shard {
+    /// The caller (`origin`) of a script about to run as `program`: `None` while no client
+    /// tracks (nothing to do then).
+    pub(crate) fn script_caller(
+        &self,
+        origin: Origin,
+        program: &super::txn::held::Held,
+        keys: &[Bytes],
+    ) -> Option<ScriptCaller> {
+        let tracking = &self.shared.session.live.hot.tracking_clients;
+        if tracking.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let program = program.origin(0);
+        let caller = ScriptCaller {
+            reader: (origin.shard, origin.sink),
+            program: (program.shard, program.sink),
+            keys: keys.to_vec(),
+            remembered: Default::default(),
+        };
+        self.shared.acting_for.start(caller.program, caller.reader);
+        Some(caller)
+    }
+
+    pub(crate) fn script_ended(&self, caller: &ScriptCaller) {
+        self.shared.acting_for.end(caller.program);
+    }
+
+    /// The script read: its caller tracks the script's declared keys (Redis's
+    /// `trackingRememberKeys` for a script's caller).
+    pub(crate) fn track_for_script(&self, caller: &ScriptCaller) {
+        if caller.remembered.replace(true) || caller.keys.is_empty() {
+            return;
+        }
+        let (shard, sink) = caller.reader;
+        // A caller of this shard that does not track has nothing to remember.
+        if shard == self.id && !self.tracking.local.borrow().contains(&sink) {
+            return;
+        }
+        let mut by_owner: std::collections::BTreeMap<usize, Vec<Bytes>> = Default::default();
+        for key in &caller.keys {
+            let owner = crate::routing::shard_of(key, self.count);
+            by_owner.entry(owner).or_default().push(key.clone());
+        }
+        for (owner, keys) in by_owner {
+            if owner == self.id {
+                self.track_reader(caller.reader, &keys);
+            } else {
+                let note = Note::TrackFor {
+                    reader: caller.reader,
+                    keys,
+                };
+                self.forward.push_work(owner, Work::Note(note));
+            }
+        }
     }
 }
 

@@ -347,8 +347,12 @@ impl Session {
         if !self.modes.tracking.tracks_reads() {
             return None;
         }
+        // The read-only scripts are not reads themselves: what they read is tracked as they
+        // read it (see `server/tracking.rs`), as Redis does.
         let readonly = |command: &Command| {
-            crate::introspect::meta::find(command.name()).is_some_and(|m| m.has_flag("readonly"))
+            let name = command.name();
+            !matches!(name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+                && crate::introspect::meta::find(name).is_some_and(|m| m.has_flag("readonly"))
         };
         let keys: Vec<Bytes> = match command {
             Command::Transaction(transaction) => transaction

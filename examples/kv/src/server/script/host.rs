@@ -16,6 +16,9 @@ pub(super) struct ScriptHost {
     pub(super) result: RefCell<Option<Reply>>,
     /// When the current slice of running time began.
     pub(super) run_started: Cell<Instant>,
+    /// For client tracking: who ran the script, and its declared keys (remembered for the
+    /// caller once the script reads, as Redis does).
+    pub(super) caller: Option<crate::server::tracking::ScriptCaller>,
 }
 
 impl ScriptHost {
@@ -140,6 +143,11 @@ impl ScriptHost {
         }
         if let Err(refusal) = self.reach(suspend, &command) {
             return (refusal, None);
+        }
+        if flags.contains(&"readonly") {
+            if let Some(caller) = &self.caller {
+                self.shard.track_for_script(caller);
+            }
         }
         let reply = self.execute(suspend, command.clone());
         if writes && !reply.is_error() {
