@@ -31,6 +31,12 @@
 #                              8 connections pipelining MSET/MGET batches + 1 probe GET, budgets
 #                              unlimited,default (examples/kv/bench/fairness.sh; KV_FAIRNESS_ARGS
 #                              adds its flags, QUICK=1 its --quick)
+#   benches/run.sh tls         the cost of TLS (issue 33): corewire-kv vs redis-server over TLS
+#                              (examples/kv/bench/tls.sh: redis-benchmark --tls SET/GET at -P 1
+#                              and -P 16, server CPU per request, new handshakes/s with -k 0;
+#                              TLS_ARGS adds its flags), then echo and RPC over TCP and TLS on one
+#                              server shard (examples/tls_bench.rs: requests/s and server CPU
+#                              µs per request; TLS_BENCH_ARGS adds its flags)
 #   benches/run.sh rdma-fairness the fairness layout over RDMA (issue 12.7), in the soft-RoCE VM:
 #                              builds examples/rdma_fairness (release), then
 #                              `cargo xtask vm -- vm/bench/rdma-fairness.sh`: 1 server shard (CQ
@@ -251,13 +257,26 @@ kv_fairness() {
     run "$repo/examples/kv/bench/fairness.sh" "${args[@]}" ${KV_FAIRNESS_ARGS:-}
 }
 
+tls_suite() {
+    local args=(--rounds "$rounds") secs=5
+    [[ $quick == 1 ]] && args=(--quick) && secs=1
+    # shellcheck disable=SC2086 # TLS_ARGS is split into flags on purpose
+    run "$repo/examples/kv/bench/tls.sh" "${args[@]}" ${TLS_ARGS:-}
+    (cd "$repo" && cargo build --release --example tls_bench >&2)
+    echo "# TLS echo and RPC per core vs plaintext"
+    # shellcheck disable=SC2086 # TLS_BENCH_ARGS is split into flags on purpose
+    run "$target/release/examples/tls_bench" --seconds "$secs" --server-cpu "$server_cpu" \
+        --client-cpu "$client_cpu" ${TLS_BENCH_ARGS:-}
+}
+
 case "$suite" in
     percore) percore ;;
+    tls) tls_suite ;;
     rpc) rpc ;;
     fairness) fairness ;;
     kv-fairness) kv_fairness ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,58p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness, rdma-fairness)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,64p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, fairness, kv-fairness, rdma-fairness, tls)" >&2; exit 2 ;;
 esac

@@ -51,6 +51,8 @@ pub use corewire_runtime as runtime;
 pub use corewire_transport as transport;
 
 pub use corewire_runtime::accept::{ListenerHandle, TcpEndpoint};
+#[cfg(feature = "tls")]
+pub use corewire_runtime::tls::{TlsAcceptor, TlsConnector, TlsEndpoint};
 pub use corewire_runtime::{
     main, shard_count, shard_id, shard_local, sleep, spawn_local, submit_to, sync, test, timeout,
     Budget, Runtime, ShardId,

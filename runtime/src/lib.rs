@@ -33,6 +33,8 @@ mod runtime;
 pub mod shard;
 pub mod sync;
 pub mod timer;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 #[doc(hidden)]
 pub mod __private {

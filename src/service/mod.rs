@@ -3,6 +3,8 @@
 //! [`Connection`](corewire_transport::Connection).
 
 mod client;
+#[cfg(feature = "tls")]
+mod client_tls;
 mod dispatch;
 mod pool;
 mod registry;

@@ -40,6 +40,8 @@ pub const PACKAGES: &[&str] = &[
     "wrk",
     // the kv cluster test's redis-py client (RedisCluster)
     "python3-redis",
+    // the TLS tests' encrypted key file and the TLS benchmark's certificates
+    "openssl",
 ];
 
 /// Packages of `wanted` that `dpkg-query` output does not list as installed.

@@ -26,12 +26,8 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../../.." && pwd)"
-kv="${COREWIRE_KV:-}"
-if [[ -z "$kv" ]]; then
-    [[ $build == 1 ]] && (cd "$repo" && cargo build --release -p corewire-kv --bin corewire-kv >&2)
-    kv="${CARGO_TARGET_DIR:-$repo/target}/release/corewire-kv"
-fi
+# shellcheck source=kv-binary.sh
+source "$here/kv-binary.sh"
 kv="$(realpath "$kv")"
 cluster="$repo/examples/kv/cluster.sh"
 

@@ -70,12 +70,8 @@ for tool in redis-benchmark redis-server redis-cli; do
     command -v "$tool" >/dev/null || { echo "percore.sh: $tool not found (apt-get install redis-tools redis-server)" >&2; exit 1; }
 done
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../../.." && pwd)"
-kv="${COREWIRE_KV:-}"
-if [[ -z "$kv" ]]; then
-    [[ $build == 1 ]] && (cd "$repo" && cargo build --release -p corewire-kv --bin corewire-kv >&2)
-    kv="${CARGO_TARGET_DIR:-$repo/target}/release/corewire-kv"
-fi
+# shellcheck source=kv-binary.sh
+source "$here/kv-binary.sh"
 [[ -x "$kv" ]] || { echo "percore.sh: $kv missing" >&2; exit 1; }
 
 work="$(mktemp -d)"

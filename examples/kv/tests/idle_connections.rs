@@ -4,6 +4,8 @@
 //! buffer of its own instead; the test checks that this is what happens.)
 
 mod common;
+#[path = "../../../tests/tls_common/mod.rs"]
+mod tls_common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -46,20 +48,7 @@ fn idle_connections_hold_no_ring_buffers() {
         .map(|i| {
             let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
             c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-            // A pipelined pair of requests, so each connection received something.
-            let key = format!("idle:{i}");
-            let req = format!(
-                "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
-                key.len()
-            );
-            c.write_all(req.as_bytes()).unwrap();
-            let mut got = Vec::new();
-            let mut buf = [0u8; 64];
-            while got != b"+OK\r\n+PONG\r\n" {
-                let n = c.read(&mut buf).unwrap();
-                assert!(n > 0, "server closed");
-                got.extend_from_slice(&buf[..n]);
-            }
+            exchange(&mut c, i);
             c
         })
         .collect();
@@ -100,3 +89,137 @@ fn idle_connections_hold_no_ring_buffers() {
     }
     drop(conns);
 }
+
+/// Idle TLS connections: they hold no ring buffer either (the TLS stream reads through the
+/// same multishot receive), and what each costs beyond a plaintext one — rustls's state and
+/// its 4 KiB read buffer — is measured as the server's resident memory growth with N idle
+/// connections, on a fresh TLS server and a fresh plaintext one (printed for BENCHMARKS.md;
+/// bounded generously here, since RSS moves in pages).
+#[test]
+fn idle_tls_connections_hold_no_ring_buffers_and_little_memory() {
+    use corewire::runtime::tls::rustls::pki_types::ServerName;
+    use corewire::runtime::tls::rustls::{ClientConnection, StreamOwned};
+    use std::sync::Arc;
+
+    const N: usize = 400;
+    let dir = common::TempDir::new("idle-tls");
+    let ca = tls_common::TestCa::new("idle CA");
+    let (cert, key) = ca
+        .leaf(&["localhost"], tls_common::Usage::Server)
+        .write(dir.path(), "server");
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let common_args = [
+        "--shards",
+        "1",
+        "--metrics",
+        "127.0.0.1:0",
+        "--maxclients",
+        "2000",
+    ];
+    let tls_args = [
+        "--port",
+        "0",
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+        "--tls-auth-clients",
+        "no",
+    ];
+    let config = Arc::new(tls_common::client_config(&ca, None, &[]));
+    let rss_kib = |server: &Server| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+            .unwrap()
+    };
+    // N idle connections (each after one exchange) to a fresh server: its RSS growth per
+    // connection, in bytes, with the connections still open.
+    let measure = |tls: bool| -> (i64, Vec<Box<dyn ReadWrite>>, Server) {
+        let mut args: Vec<&str> = common_args.to_vec();
+        if tls {
+            args.extend_from_slice(&tls_args);
+        }
+        let server = Server::start(&args);
+        let before = rss_kib(&server);
+        let conns: Vec<Box<dyn ReadWrite>> = (0..N)
+            .map(|i| {
+                let port = if tls {
+                    server.tls_port.unwrap()
+                } else {
+                    server.port
+                };
+                let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                tcp.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                let mut c: Box<dyn ReadWrite> = if tls {
+                    let conn = ClientConnection::new(
+                        config.clone(),
+                        ServerName::try_from("localhost").unwrap(),
+                    )
+                    .unwrap();
+                    Box::new(StreamOwned::new(conn, tcp))
+                } else {
+                    Box::new(tcp)
+                };
+                exchange(&mut *c, i);
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let per_conn = (rss_kib(&server) - before) * 1024 / N as i64;
+        (per_conn, conns, server)
+    };
+    let (plain, plain_conns, plain_server) = measure(false);
+    drop(plain_conns);
+    drop(plain_server);
+    let (tls, conns, server) = measure(true);
+    eprintln!(
+        "idle connections, {N} each, server RSS growth per connection: plaintext {plain} B, \
+         TLS {tls} B (TLS adds {} B: rustls's state, its read buffer, the session)",
+        tls - plain
+    );
+    let text = scrape(server.metrics_port.unwrap());
+    let free = value(&text, "corewire_recv_buffers_free");
+    if value(&text, "corewire_recv_multishot_arms_total") > 0 {
+        assert!(
+            free >= ring() - 1,
+            "idle TLS connections hold ring buffers: {free} of {} free",
+            ring()
+        );
+    }
+    assert!(
+        tls - plain < 48 * 1024,
+        "an idle TLS connection costs {} bytes more than a plaintext one",
+        tls - plain
+    );
+    drop(conns);
+}
+
+/// A pipelined pair of requests, so each connection received something.
+fn exchange(c: &mut dyn ReadWrite, i: usize) {
+    let key = format!("idle:{i}");
+    let req = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n",
+        key.len()
+    );
+    c.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got != b"+OK\r\n+PONG\r\n" {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "server closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}

@@ -24,11 +24,19 @@
 //! Writes are write-behind, like a `BufWriter`: `poll_write` returns as soon as the bytes are
 //! in the buffer, a send error shows up on a later write or flush, and `poll_flush` /
 //! `poll_close` (`poll_shutdown`) wait until everything is with the kernel.
+//!
+//! With the `tls` feature, [`TlsStream`](crate::tls::TlsStream) implements the same traits
+//! itself (no wrapper), so hyper and h2 serve over TLS the same way.
 
 #![warn(missing_docs)]
 
 #[cfg(feature = "hyper")]
 pub mod hyper;
 mod stream;
+#[cfg(all(
+    feature = "tls",
+    any(feature = "futures-io", feature = "tokio-io", feature = "hyper")
+))]
+mod tls;
 
 pub use stream::{Compat, Stream, WRITE_BUFFER};

@@ -26,6 +26,8 @@ use crate::frame::{Frame, FrameHeader};
 pub enum TransportKind {
     /// TCP on the shard's ring.
     Tcp,
+    /// TLS over TCP (the `tls` feature).
+    Tls,
     /// RDMA (the `rdma` module).
     Rdma,
     /// An in-memory pair ([`crate::mem::pair`]), for tests.

@@ -1,6 +1,8 @@
 //! Frames over TCP on the shard's ring: one reader at a time decodes the chunks the stream
 //! receives (multishot receive into the shard's buffer ring); one writer task per connection
-//! drains the shared [`OutQueue`] with vectored sends.
+//! drains the shared [`OutQueue`] with vectored sends. With the `tls` feature the same
+//! connection runs over a [`TlsStream`](corewire_runtime::tls::TlsStream)
+//! ([`TlsConnection`], served by a `TlsEndpoint`).
 //!
 //! Receiving is cancel-safe: the stream keeps its receive armed and its undelivered chunks,
 //! and the bytes of a partial frame belong to the connection, not to the `recv` future. A
@@ -10,8 +12,12 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "tls")]
+mod tls;
+
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -49,16 +55,77 @@ impl Default for ConnOptions {
     }
 }
 
+impl ConnOptions {
+    /// What a server's [`ConnSettings`] and a listener's budget ask of one connection.
+    pub fn from_settings(settings: ConnSettings, budget: Budget) -> ConnOptions {
+        ConnOptions {
+            limits: settings.limits,
+            max_queued_bytes: settings.max_queued_bytes,
+            budget,
+        }
+    }
+}
+
 /// Buffers per sendmsg; Linux's IOV_MAX is 1024.
 const MAX_IOVECS: usize = 1024;
 
-struct Shared {
+/// The byte stream a frame connection runs over: a [`TcpStream`], or (feature `tls`) a
+/// [`TlsStream`](corewire_runtime::tls::TlsStream) over one.
+pub trait FrameStream: 'static {
+    /// Which transport the connection reports.
+    const KIND: TransportKind;
+    /// Append what was received to `buf`, as `TcpStream::recv_available` (cancel-safe;
+    /// `Ok(0)` at end of stream).
+    fn poll_recv_available(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>>;
+    /// Send every buffer, in order.
+    fn send_all_vectored(&self, bufs: Vec<Bytes>) -> impl Future<Output = io::Result<()>>;
+    /// After the last send: end the connection (the peer reads end-of-stream).
+    fn finish(&self) -> impl Future<Output = ()>;
+    /// Stop both directions at once (after a protocol error).
+    fn shutdown_both(&self) -> io::Result<()>;
+    /// The peer's address.
+    fn peer_addr(&self) -> io::Result<SocketAddr>;
+}
+
+impl FrameStream for TcpStream {
+    const KIND: TransportKind = TransportKind::Tcp;
+
+    fn poll_recv_available(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.recv_available(buf)).poll(cx)
+    }
+
+    fn send_all_vectored(&self, bufs: Vec<Bytes>) -> impl Future<Output = io::Result<()>> {
+        TcpStream::send_all_vectored(self, bufs)
+    }
+
+    async fn finish(&self) {
+        let _ = self.shutdown_both();
+    }
+
+    fn shutdown_both(&self) -> io::Result<()> {
+        TcpStream::shutdown_both(self)
+    }
+
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        TcpStream::peer_addr(self)
+    }
+}
+
+struct Shared<S> {
     read: RefCell<ReadSide>,
     /// A `recv` future is alive (a second concurrent one gets `Busy`).
     reading: Cell<bool>,
     /// This round's use of the connection's fairness budget, charged by `recv`.
     round: RefCell<RoundBudget>,
-    stream: TcpStream,
+    stream: S,
     peer: Option<SocketAddr>,
     options: ConnOptions,
     out: OutQueue,
@@ -86,7 +153,7 @@ impl ReadSide {
     fn poll_frame(
         &mut self,
         cx: &mut Context<'_>,
-        stream: &TcpStream,
+        stream: &impl FrameStream,
         stats: &ConnStatsCells,
     ) -> Poll<Result<Option<Frame>, TransportError>> {
         loop {
@@ -110,7 +177,7 @@ impl ReadSide {
             }
             // Every chunk already received, in one go: room for all of them is reserved at
             // once (in the room left behind the frames split off before, when it is enough).
-            match Pin::new(&mut stream.recv_available(&mut self.buf)).poll(cx) {
+            match stream.poll_recv_available(cx, &mut self.buf) {
                 Poll::Ready(Ok(0)) => self.eof = true,
                 Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(TransportError::Io(e))),
@@ -138,23 +205,34 @@ impl Drop for Reading<'_> {
 
 /// Closes the connection when the last user handle goes away (the writer task holds only
 /// `Shared`, so it cannot keep the connection open by itself).
-struct Owner(Rc<Shared>);
+struct Owner<S>(Rc<Shared<S>>);
 
-impl Drop for Owner {
+impl<S> Drop for Owner<S> {
     fn drop(&mut self) {
         self.0.out.close();
     }
 }
 
-/// A frame connection over TCP.
-#[derive(Clone)]
-pub struct TcpConnection {
-    owner: Rc<Owner>,
+/// A frame connection over TCP (or, as [`TlsConnection`], over TLS over TCP).
+pub struct TcpConnection<S = TcpStream> {
+    owner: Rc<Owner<S>>,
 }
 
-impl TcpConnection {
+/// A frame connection over TLS.
+#[cfg(feature = "tls")]
+pub type TlsConnection = TcpConnection<corewire_runtime::tls::TlsStream>;
+
+impl<S> Clone for TcpConnection<S> {
+    fn clone(&self) -> Self {
+        TcpConnection {
+            owner: self.owner.clone(),
+        }
+    }
+}
+
+impl<S: FrameStream> TcpConnection<S> {
     /// Wrap a connected stream and start its writer task on the current shard.
-    pub fn new(stream: TcpStream, options: ConnOptions) -> TcpConnection {
+    pub fn new(stream: S, options: ConnOptions) -> TcpConnection<S> {
         let peer = stream.peer_addr().ok();
         let shared = Rc::new(Shared {
             read: RefCell::new(ReadSide {
@@ -178,16 +256,7 @@ impl TcpConnection {
         }
     }
 
-    /// Connect to `addr` from the current shard.
-    pub async fn connect(
-        addr: SocketAddr,
-        options: ConnOptions,
-    ) -> Result<TcpConnection, TransportError> {
-        let stream = TcpStream::connect(addr).await?;
-        Ok(TcpConnection::new(stream, options))
-    }
-
-    fn shared(&self) -> &Rc<Shared> {
+    fn shared(&self) -> &Rc<Shared<S>> {
         &self.owner.0
     }
 
@@ -200,7 +269,18 @@ impl TcpConnection {
     }
 }
 
-async fn write_loop(shared: Rc<Shared>) {
+impl TcpConnection<TcpStream> {
+    /// Connect to `addr` from the current shard.
+    pub async fn connect(
+        addr: SocketAddr,
+        options: ConnOptions,
+    ) -> Result<TcpConnection, TransportError> {
+        let stream = TcpStream::connect(addr).await?;
+        Ok(TcpConnection::new(stream, options))
+    }
+}
+
+async fn write_loop<S: FrameStream>(shared: Rc<Shared<S>>) {
     while let Some(batch) = shared.out.next_batch(MAX_IOVECS).await {
         let n: usize = batch.iter().map(Bytes::len).sum();
         if let Err(e) = shared.stream.send_all_vectored(batch).await {
@@ -212,10 +292,10 @@ async fn write_loop(shared: Rc<Shared>) {
         shared.out.sent(n);
     }
     // Flushed and closed: the peer reads end-of-stream, and a pending local recv returns.
-    let _ = shared.stream.shutdown_both();
+    shared.stream.finish().await;
 }
 
-impl Connection for TcpConnection {
+impl<S: FrameStream> Connection for TcpConnection<S> {
     fn send(
         &self,
         header: &FrameHeader,
@@ -275,7 +355,7 @@ impl Connection for TcpConnection {
     }
 
     fn kind(&self) -> TransportKind {
-        TransportKind::Tcp
+        S::KIND
     }
 
     fn budget(&self) -> Budget {
@@ -307,11 +387,7 @@ impl Listener for TcpEndpoint {
         Fut: Future<Output = ()> + 'static,
     {
         self.serve(rt, move |accepted: Accepted| {
-            let options = ConnOptions {
-                limits: settings.limits,
-                max_queued_bytes: settings.max_queued_bytes,
-                budget: accepted.budget,
-            };
+            let options = ConnOptions::from_settings(settings, accepted.budget);
             handler(TcpConnection::new(accepted.stream, options))
         })
     }

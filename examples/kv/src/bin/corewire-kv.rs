@@ -87,19 +87,22 @@ fn main() -> ExitCode {
     // own test harness looks for " PID: " and "Ready to accept connections".
     let or_off = |addr: Option<std::net::SocketAddr>| addr.map_or("off".into(), |a| a.to_string());
     println!(
-        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={} cluster={}",
-        running.resp_addr(),
+        "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={} cluster={} tls={}",
+        or_off(running.resp_addr()),
         or_off(running.binary_addr()),
         or_off(running.rdma_addr()),
         running.shards(),
         fsync.unwrap_or("off"),
         or_off(metrics.as_ref().map(MetricsServer::local_addr)),
         or_off(running.cluster_bus_addr()),
+        or_off(running.tls_addr()),
     );
     println!(
         "corewire-kv {} port: {} PID: {}",
         env!("CARGO_PKG_VERSION"),
-        running.resp_addr().port(),
+        (running.resp_addr())
+            .or(running.tls_addr())
+            .map_or(0, |addr| addr.port()),
         std::process::id()
     );
     println!("Ready to accept connections tcp");

@@ -221,7 +221,9 @@ impl LiveConfig {
             | LiveKey::LatencyPercentiles
             | LiveKey::Encoding
             | LiveKey::RequirePass
-            | LiveKey::BusyReplyThreshold => {}
+            | LiveKey::BusyReplyThreshold
+            | LiveKey::ProtectedMode
+            | LiveKey::Tls => {}
         }
     }
 
@@ -239,6 +241,7 @@ impl LiveConfig {
             }
             LiveKey::Encoding => Setting::Encoding(self.encoding_limits()),
             LiveKey::TrackingTableMaxKeys => Setting::TrackingMaxKeys(number(value)),
+            LiveKey::ProtectedMode => Setting::ProtectedMode(value == "yes"),
             _ => return None,
         })
     }
@@ -246,6 +249,16 @@ impl LiveConfig {
     /// CONFIG SET: checks every pair with Redis 7's rules (every name known, none twice, none
     /// immutable, every value valid), then stores them all. Returns what the shards apply.
     pub fn config_set(&self, pairs: &[(Bytes, Bytes)]) -> Result<Vec<Setting>, String> {
+        self.config_set_with(pairs, &|_| Ok(()))
+    }
+
+    /// [`Self::config_set`], with `tls` applying the `tls-*` changes (canonical name and
+    /// value) before anything is stored: its error refuses them all, as Redis's TLS reload.
+    pub fn config_set_with(
+        &self,
+        pairs: &[(Bytes, Bytes)],
+        tls: &dyn Fn(&[(String, String)]) -> Result<(), String>,
+    ) -> Result<Vec<Setting>, String> {
         let mut found: Vec<(usize, &'static OptionSpec, &Bytes)> = Vec::with_capacity(pairs.len());
         let mut unknown = None;
         let mut refusal = None;
@@ -275,6 +288,7 @@ impl LiveConfig {
         }
         let mut next = values.clone();
         let mut changed = Vec::new();
+        let mut tls_changes = Vec::new();
         for (index, spec, raw) in found {
             let raw = String::from_utf8_lossy(raw).into_owned();
             // Redis splits a multi-argument value on single spaces.
@@ -289,9 +303,21 @@ impl LiveConfig {
             if fixed && (spec.has(IMMUTABLE) || value != current) {
                 return Err(failed(spec.name, "can't set immutable config"));
             }
+            if spec.effect == Effect::Live(LiveKey::Tls) {
+                tls_changes.push((spec.name.to_owned(), value.clone()));
+            }
             next.set(index, value);
             if let Effect::Live(key) = spec.effect {
                 changed.push(key);
+            }
+        }
+        if let Some((first, _)) = tls_changes.first() {
+            if let Err(why) = tls(&tls_changes) {
+                tracing::warn!(%why, "CONFIG SET of TLS parameters refused");
+                return Err(failed(
+                    first,
+                    "Unable to update TLS configuration. Check server logs.",
+                ));
             }
         }
         *self.lock() = next.clone();

@@ -340,11 +340,11 @@ mod tests {
 
     #[test]
     fn every_problem_is_reported() {
-        let list = problems("--nosuch 1 --port x --tls-port 1 --daemonize yes --save 900 1");
+        let list = problems("--nosuch 1 --port x --loadmodule m.so --daemonize yes --save 900 1");
         assert_eq!(list.len(), 5, "{list:?}");
         assert!(list[0].contains("'nosuch': Bad directive"));
         assert!(list[1].contains("'port': argument couldn't be parsed into an integer"));
-        assert!(list[2].contains("TLS is not supported"));
+        assert!(list[2].contains("modules are not supported"));
         assert!(list
             .iter()
             .any(|p| p.contains("'daemonize yes': not supported")));

@@ -38,6 +38,8 @@ pub enum Setting {
     Encoding(EncodingLimits),
     /// `tracking-table-max-keys`: the shards forget tracked keys down to it.
     TrackingMaxKeys(u64),
+    /// `protected-mode yes|no`.
+    ProtectedMode(bool),
 }
 
 const FLAGS: &[&str] = &["admin", "noscript", "loading", "stale"];
@@ -156,8 +158,12 @@ pub fn get(live: &LiveConfig, patterns: &[Bytes]) -> Reply {
 }
 
 /// CONFIG SET: all or nothing; `Ok` holds what the shards must apply.
-pub fn set(live: &LiveConfig, pairs: &[(Bytes, Bytes)]) -> Result<Vec<Setting>, Reply> {
-    live.config_set(pairs).map_err(Reply::error)
+pub fn set(
+    live: &LiveConfig,
+    pairs: &[(Bytes, Bytes)],
+    tls: &dyn Fn(&[(String, String)]) -> Result<(), String>,
+) -> Result<Vec<Setting>, Reply> {
+    live.config_set_with(pairs, tls).map_err(Reply::error)
 }
 
 /// CONFIG REWRITE.

@@ -52,7 +52,15 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("daemonize", BOOL, "no").flags(IMMUTABLE | STRICT),
     opt("io-threads-do-reads", BOOL, "no").flags(IMMUTABLE),
     opt("always-show-logo", BOOL, "no").flags(IMMUTABLE),
-    opt("protected-mode", BOOL, "yes"),
+    opt("protected-mode", BOOL, "yes")
+        .both(
+            |c, v| {
+                c.protected_mode = yes(v);
+                Ok(())
+            },
+            LiveKey::ProtectedMode,
+        )
+        .help("refuse clients from outside the loopback interface while no password is set"),
     opt("rdbcompression", BOOL, "yes"),
     opt("rdb-del-sync-files", BOOL, "no"),
     opt("activerehashing", BOOL, "yes"),
@@ -517,6 +525,71 @@ pub static OPTIONS: &[OptionSpec] = &[
     )
     .live(LiveKey::LatencyPercentiles)
     .help("percentiles INFO latencystats shows"),
+    // Redis's TLS options (`server/tls.rs` checks and applies them): set at start, and at run
+    // time, but for the port, the bus and replication, through the TLS reload.
+    opt("tls-port", CHECKED, "0")
+        .flags(IMMUTABLE)
+        .check(|v| tls_check("tls-port", v))
+        .start(|c, v| c.tls.set("tls-port", v)),
+    opt("tls-cert-file", CHECKED, "")
+        .check(|v| tls_check("tls-cert-file", v))
+        .both(|c, v| c.tls.set("tls-cert-file", v), LiveKey::Tls),
+    opt("tls-key-file", CHECKED, "")
+        .check(|v| tls_check("tls-key-file", v))
+        .both(|c, v| c.tls.set("tls-key-file", v), LiveKey::Tls),
+    opt("tls-key-file-pass", CHECKED, "")
+        .check(|v| tls_check("tls-key-file-pass", v))
+        .both(|c, v| c.tls.set("tls-key-file-pass", v), LiveKey::Tls),
+    opt("tls-client-cert-file", CHECKED, "")
+        .check(|v| tls_check("tls-client-cert-file", v))
+        .both(|c, v| c.tls.set("tls-client-cert-file", v), LiveKey::Tls),
+    opt("tls-client-key-file", CHECKED, "")
+        .check(|v| tls_check("tls-client-key-file", v))
+        .both(|c, v| c.tls.set("tls-client-key-file", v), LiveKey::Tls),
+    opt("tls-client-key-file-pass", CHECKED, "")
+        .check(|v| tls_check("tls-client-key-file-pass", v))
+        .both(|c, v| c.tls.set("tls-client-key-file-pass", v), LiveKey::Tls),
+    opt("tls-ca-cert-file", CHECKED, "")
+        .check(|v| tls_check("tls-ca-cert-file", v))
+        .both(|c, v| c.tls.set("tls-ca-cert-file", v), LiveKey::Tls),
+    opt("tls-ca-cert-dir", CHECKED, "")
+        .check(|v| tls_check("tls-ca-cert-dir", v))
+        .both(|c, v| c.tls.set("tls-ca-cert-dir", v), LiveKey::Tls),
+    opt("tls-dh-params-file", CHECKED, "")
+        .check(|v| tls_check("tls-dh-params-file", v))
+        .both(|c, v| c.tls.set("tls-dh-params-file", v), LiveKey::Tls),
+    opt("tls-auth-clients", CHECKED, "yes")
+        .check(|v| tls_check("tls-auth-clients", v))
+        .both(|c, v| c.tls.set("tls-auth-clients", v), LiveKey::Tls),
+    opt("tls-protocols", CHECKED, "")
+        .check(|v| tls_check("tls-protocols", v))
+        .both(|c, v| c.tls.set("tls-protocols", v), LiveKey::Tls),
+    opt("tls-ciphersuites", CHECKED, "")
+        .check(|v| tls_check("tls-ciphersuites", v))
+        .both(|c, v| c.tls.set("tls-ciphersuites", v), LiveKey::Tls),
+    opt("tls-ciphers", CHECKED, "")
+        .check(|v| tls_check("tls-ciphers", v))
+        .both(|c, v| c.tls.set("tls-ciphers", v), LiveKey::Tls),
+    opt("tls-prefer-server-ciphers", CHECKED, "no")
+        .check(|v| tls_check("tls-prefer-server-ciphers", v))
+        .both(|c, v| c.tls.set("tls-prefer-server-ciphers", v), LiveKey::Tls),
+    opt("tls-session-caching", CHECKED, "yes")
+        .check(|v| tls_check("tls-session-caching", v))
+        .both(|c, v| c.tls.set("tls-session-caching", v), LiveKey::Tls),
+    opt("tls-session-cache-size", CHECKED, "20480")
+        .check(|v| tls_check("tls-session-cache-size", v))
+        .both(|c, v| c.tls.set("tls-session-cache-size", v), LiveKey::Tls),
+    opt("tls-session-cache-timeout", CHECKED, "300")
+        .check(|v| tls_check("tls-session-cache-timeout", v))
+        .both(|c, v| c.tls.set("tls-session-cache-timeout", v), LiveKey::Tls),
+    opt("tls-cluster", CHECKED, "no")
+        .flags(IMMUTABLE)
+        .check(|v| tls_check("tls-cluster", v))
+        .start(|c, v| c.tls.set("tls-cluster", v)),
+    opt("tls-replication", CHECKED, "no")
+        .flags(IMMUTABLE)
+        .check(|v| tls_check("tls-replication", v))
+        .start(|c, v| c.tls.set("tls-replication", v)),
     // corewire's own.
     opt("shards", CHECKED, "")
         .flags(OURS)
@@ -674,6 +747,12 @@ pub static OPTIONS: &[OptionSpec] = &[
         })
         .help("ADDR:PORT: serve the runtime's per-shard counters in Prometheus text format"),
 ];
+
+/// A `tls-*` value, checked as the TLS settings read it.
+fn tls_check(name: &str, value: &str) -> Result<String, String> {
+    crate::server::tls::TlsSettings::default().set(name, value)?;
+    Ok(value.to_owned())
+}
 
 fn optional<T: std::str::FromStr>(value: &str) -> Result<String, String>
 where

@@ -66,6 +66,9 @@ pub enum LiveKey {
     LogLevel,
     /// `busy-reply-threshold`: copied to the scripts' busy state by the session config.
     BusyReplyThreshold,
+    ProtectedMode,
+    /// A `tls-*` parameter: applied by the TLS reload (see `LiveConfig::config_set_with`).
+    Tls,
 }
 
 /// Fills the start-up configuration from the option's canonical value.
@@ -171,7 +174,6 @@ pub fn unsupported_directive(name: &str) -> Option<&'static str> {
         "rename-command" => "renaming commands is not supported",
         "loadmodule" => "modules are not supported",
         "sentinel" => "Sentinel is not supported",
-        _ if name.starts_with("tls-") => "TLS is not supported",
         _ => return None,
     };
     Some(reason)
@@ -219,7 +221,7 @@ mod tests {
             "hash-max-listpack-entries"
         );
         assert!(find("nosuch").is_none());
-        assert!(unsupported_directive("tls-port").is_some());
+        assert!(unsupported_directive("tls-port").is_none());
         assert!(unsupported_directive("port").is_none());
     }
 }

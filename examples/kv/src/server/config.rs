@@ -138,6 +138,10 @@ pub struct ServerConfig {
     /// Every option's value as read at start-up (CONFIG GET reports them; the fields above
     /// win for the options they hold).
     pub options: crate::config::Values,
+    /// `--tls-*`: Redis's TLS settings (the TLS port, certificates, the cluster bus).
+    pub tls: super::tls::TlsSettings,
+    /// `--protected-mode yes|no` (default yes, as Redis).
+    pub protected_mode: bool,
 }
 
 impl Default for ServerConfig {
@@ -178,6 +182,8 @@ impl Default for ServerConfig {
             dir: PathBuf::new(),
             config_file: None,
             options: crate::config::Values::default(),
+            tls: Default::default(),
+            protected_mode: true,
         }
     }
 }

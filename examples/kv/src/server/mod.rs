@@ -23,13 +23,16 @@ mod forward;
 mod introspect;
 pub mod logging;
 mod notify;
+mod protected;
 mod pubsub;
 mod resp_conn;
+mod resp_io;
 mod scan;
 mod script;
 pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
+pub mod tls;
 mod tracking;
 mod txn;
 
@@ -42,6 +45,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
+use corewire::runtime::tls::{TlsAccepted, TlsEndpoint};
 use corewire::runtime::{interval, spawn_local, Runtime};
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
@@ -77,6 +81,8 @@ pub enum StartError {
     Cluster(String),
     /// A shard thread died during start-up.
     ShardLost(usize),
+    /// The `tls-*` settings could not be used (files, names rustls does not support).
+    Tls(String),
 }
 
 impl fmt::Display for StartError {
@@ -89,6 +95,7 @@ impl fmt::Display for StartError {
             StartError::Aof(e) => write!(f, "{e}"),
             StartError::Cluster(why) => f.write_str(why),
             StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
+            StartError::Tls(why) => write!(f, "TLS: {why}"),
         }
     }
 }
@@ -98,7 +105,9 @@ impl std::error::Error for StartError {}
 /// A started server. Dropping it stops the shards without flushing the AOF; call
 /// [`RunningServer::shutdown`] for a clean stop.
 pub struct RunningServer {
-    resp: ListenerHandle,
+    /// `None` with `--port 0` and a TLS port (plaintext off, as Redis).
+    resp: Option<ListenerHandle>,
+    tls: Option<ListenerHandle>,
     binary: Option<ListenerHandle>,
     rdma: Option<ListenerHandle>,
     binary_server: corewire::Server,
@@ -110,8 +119,14 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    pub fn resp_addr(&self) -> SocketAddr {
-        self.resp.local_addr()
+    /// The plaintext RESP port's address (`None` when only TLS is served).
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp.as_ref().map(|r| r.local_addr())
+    }
+
+    /// The TLS port's address (`--tls-port`).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().map(|t| t.local_addr())
     }
 
     pub fn binary_addr(&self) -> Option<SocketAddr> {
@@ -177,12 +192,15 @@ impl RunningServer {
         }
         let RunningServer {
             resp,
+            tls,
             binary,
             rdma,
             rt,
             ..
         } = self;
-        resp.stop();
+        for listener in resp.into_iter().chain(tls) {
+            listener.stop();
+        }
         if let Some(binary) = binary {
             binary.stop();
         }
@@ -228,6 +246,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         };
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
+    let tls = tls::KvTls::start(&config.tls).map_err(StartError::Tls)?;
     let mut cluster = prepare_cluster(&config)?;
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
@@ -239,7 +258,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         total_connections: Default::default(),
         rejected_connections: Default::default(),
         blocked_clients: Default::default(),
-        session: Arc::new(session_config(&config)),
+        session: Arc::new(session_config(&config, tls.clone())),
+        protected_mode: config.protected_mode.into(),
+        tls: tls.clone(),
         cancelling: Default::default(),
         stop: Default::default(),
         slowlog_ids: Default::default(),
@@ -260,14 +281,44 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
     };
     let addr = config.resp_addr();
-    let resp = TcpEndpoint::bind(addr)
-        .mode(mode.clone())
-        .budget(config.conn_budget)
-        .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
-        .map_err(|error| StartError::Listen { addr, error })?;
-    shared
-        .tcp_port
-        .store(resp.local_addr().port(), Ordering::Relaxed);
+    // `--port 0` with a TLS port turns plaintext off, as in Redis; without one it picks any
+    // free port.
+    let resp = if config.port == 0 && config.tls.port != 0 {
+        None
+    } else {
+        let resp = TcpEndpoint::bind(addr)
+            .mode(mode.clone())
+            .budget(config.conn_budget)
+            .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
+            .map_err(|error| StartError::Listen { addr, error })?;
+        shared
+            .tcp_port
+            .store(resp.local_addr().port(), Ordering::Relaxed);
+        Some(resp)
+    };
+    let tls_listener = match (&tls, config.tls.port) {
+        (Some(tls), port) if port != 0 => {
+            let addr = SocketAddr::new(config.bind, port);
+            let tcp = TcpEndpoint::bind(addr)
+                .mode(mode.clone())
+                .budget(config.conn_budget);
+            Some(
+                TlsEndpoint::new(tcp, tls.acceptor.clone())
+                    .serve(&rt, |accepted: TlsAccepted| {
+                        resp_conn::serve(accepted, shard::current())
+                    })
+                    .map_err(|error| StartError::Listen { addr, error })?,
+            )
+        }
+        _ => None,
+    };
+    // The port clients are sent to (cluster redirections): the TLS one with `tls-cluster`.
+    let client_port = match (&tls_listener, &resp) {
+        (Some(tls), _) if config.tls.cluster => tls.local_addr().port(),
+        (_, Some(resp)) => resp.local_addr().port(),
+        (Some(tls), None) => tls.local_addr().port(),
+        (None, None) => 0,
+    };
     let cluster_bus = match cluster.take() {
         None => None,
         Some(mut prepared) => {
@@ -280,7 +331,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
                 })?;
             prepared.topology.update_my_addr(NodeAddr {
                 ip: prepared.announce_ip.clone(),
-                port: resp.local_addr().port(),
+                port: client_port,
                 cport: bus.port(),
             });
             let shards = rt.shard_count();
@@ -332,6 +383,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     };
     Ok(RunningServer {
         resp,
+        tls: tls_listener,
         binary,
         rdma,
         binary_server,
@@ -401,7 +453,7 @@ fn rdma_unavailable(error: rdma::RdmaError) -> StartError {
     StartError::RdmaUnavailable(error.to_string())
 }
 
-fn session_config(config: &ServerConfig) -> SessionConfig {
+fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> SessionConfig {
     // The options as read at start-up, with the effective settings of those the server
     // config holds (a server started from code sets the fields, not the options).
     let mut values = config.options.clone();
@@ -471,7 +523,14 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         ("client-output-buffer-limit", obuf.to_string()),
         ("dir", dir.display().to_string()),
         ("shards", config.shards.to_string()),
+        (
+            "protected-mode",
+            if config.protected_mode { "yes" } else { "no" }.to_owned(),
+        ),
     ] {
+        values.set_named(name, value);
+    }
+    for (name, value) in config.tls.parameters() {
         values.set_named(name, value);
     }
     let live = crate::config::LiveConfig::new(values, config.config_file.clone());
@@ -480,6 +539,9 @@ fn session_config(config: &ServerConfig) -> SessionConfig {
         max_backlog: config.max_backlog,
         max_pending_output: config.max_pending_output,
         live: Arc::new(live),
+        tls_reload: tls.map(|tls| {
+            crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
+        }),
         ..SessionConfig::default()
     };
     session.sync_script_busy();

@@ -12,14 +12,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
-use corewire::runtime::accept::Accepted;
-use corewire::runtime::net::{SendFuture, TcpStream};
+use bytes::Bytes;
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::timer::{sleep_until, Sleep};
 use corewire::runtime::RoundBudget;
 
 use super::introspect::{monotonic_us, unix_us};
+use super::resp_io::{RespAccepted, RespIo};
 use super::shard::{now_ms, Shard};
 use super::shared::{ClientSlot, ServerShared};
 use super::sink::{Merges, Part, ReplySink, SinkKey};
@@ -43,19 +42,20 @@ const MAX_CLIENTS_REPLY: &[u8] = b"-ERR max number of clients reached\r\n";
 /// keeps storage for every local it ever held (the session it built, the accepted stream)
 /// next to the state it needs while waiting, which made an idle connection's task several
 /// times larger than [`Serving`] (see BENCHMARKS.md, idle memory).
-pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
+pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serve {
+    let accepted: RespAccepted = accepted.into();
     let Some(slot) = shard.shared.admit_client() else {
         tracing::debug!(peer = ?accepted.peer, "refusing client: maxclients reached");
-        let stream = accepted.stream;
         // Rare: the refusal may be boxed.
-        return Serve::Refusing(Box::pin(async move {
-            let _ = stream.send_all(Bytes::from_static(MAX_CLIENTS_REPLY)).await;
-        }));
+        return Serve::Refusing(Box::pin(accepted.stream.refuse(MAX_CLIENTS_REPLY)));
     };
     let mut session = Session::new(shard.shared.session.clone());
+    if let Some(denied) = super::protected::refusal(&shard.shared, accepted.peer) {
+        return Serve::Refusing(Box::pin(accepted.stream.refuse(denied)));
+    }
     session.set_peer(
         accepted.peer,
-        accepted.stream.local_addr().ok(),
+        accepted.stream.local_addr(),
         i64::from(accepted.stream.raw_fd()),
         now_ms(),
     );
@@ -82,9 +82,7 @@ pub(crate) fn serve(accepted: Accepted, shard: Rc<Shard>) -> Serve {
     );
     let io = ConnIo {
         peer: accepted.peer,
-        stream: accepted.stream,
-        send: None,
-        unsent: None,
+        stream: RespIo::new(accepted.stream),
         read_closed: false,
         round: RoundBudget::new(accepted.budget),
         pause: None,
@@ -181,10 +179,8 @@ enum Deferred {
 
 struct ConnIo {
     peer: Option<std::net::SocketAddr>,
-    stream: TcpStream,
-    send: Option<SendFuture>,
-    /// The rest of a short send.
-    unsent: Option<Bytes>,
+    /// The stream (TCP or TLS) with its send in flight and the rest of a short send.
+    stream: RespIo,
     read_closed: bool,
     /// The listener's fairness budget: work (a request's keys or elements, see
     /// `Command::budget_units`, and its bytes) parsed per round before the connection
@@ -291,22 +287,11 @@ impl RespConn {
         loop {
             let mut progress = false;
 
-            if let Some(op) = io.send.as_mut() {
-                if let Poll::Ready((result, mut buf)) = Pin::new(op).poll(cx) {
-                    io.send = None;
-                    progress = true;
-                    match result {
-                        Ok(n) if n > 0 && n < buf.len() => {
-                            buf.advance(n);
-                            io.unsent = Some(buf);
-                        }
-                        Ok(n) if n > 0 => {}
-                        Ok(_) => return Poll::Ready(()),
-                        Err(error) => {
-                            tracing::debug!(%error, "send failed; closing");
-                            return Poll::Ready(());
-                        }
-                    }
+            if let Poll::Ready(sent) = io.stream.poll_sent(cx) {
+                progress = true;
+                if let Err(error) = sent {
+                    tracing::debug!(%error, "send failed; closing");
+                    return Poll::Ready(());
                 }
             }
 
@@ -393,15 +378,15 @@ impl RespConn {
                 && session.backlog() > 0
                 && session.pending_output() < FLUSH_THRESHOLD
                 && !io.read_closed;
-            if io.send.is_none() {
+            if !io.stream.sending() {
                 // The rest of a short send goes out regardless: it was due already.
-                let next = match io.unsent.take() {
+                let next = match io.stream.take_unsent() {
                     Some(rest) => Some(rest),
                     None if hold_output => None,
                     None => session.take_output(),
                 };
                 if let Some(bytes) = next {
-                    io.send = Some(io.stream.send(bytes));
+                    io.stream.start_send(cx, bytes);
                     progress = true;
                 }
             }
@@ -409,18 +394,18 @@ impl RespConn {
             // More input only once everything buffered is parsed (or waits for more bytes).
             // The receive stays armed in between: taking no chunk is the backpressure.
             if !out_of_budget && !io.read_closed && session.wants_read() {
-                if let Poll::Ready(received) = io.stream.poll_recv_chunk(cx) {
+                if let Poll::Ready(received) = io.stream.poll_recv(cx, |bytes| session.feed(bytes))
+                {
                     progress = true;
                     match received {
-                        Ok(Some(chunk)) => {
-                            session.feed(&chunk);
+                        Ok(true) => {
                             // New input, maybe long after the last clock read (chunks
                             // already queued are taken in the same poll): read it again.
                             let at = now_ms();
                             session.touch(at);
                             now = Some(at);
                         }
-                        Ok(None) => io.read_closed = true,
+                        Ok(false) => io.read_closed = true,
                         Err(error) => {
                             tracing::debug!(%error, "recv failed");
                             io.read_closed = true;
@@ -429,7 +414,7 @@ impl RespConn {
                 }
             }
 
-            let flushed = io.send.is_none() && io.unsent.is_none() && session.pending_output() == 0;
+            let flushed = io.stream.flushed() && session.pending_output() == 0;
             // A client that went away while blocked is done at once, as in Redis: its pop
             // may never be answered, and closing cancels it (see `blocking.rs`).
             let done = !out_of_budget

@@ -451,6 +451,10 @@ impl Shard {
                 Setting::Notify(flags) => self.set_notify(flags),
                 Setting::Encoding(limits) => store.set_encoding_limits(limits),
                 Setting::TrackingMaxKeys(_) => enforce_tracking = true,
+                Setting::ProtectedMode(on) => self
+                    .shared
+                    .protected_mode
+                    .store(on, std::sync::atomic::Ordering::Relaxed),
             }
         }
         store.set_memory_limit(limit);

@@ -23,6 +23,10 @@ pub(crate) struct ServerShared {
     /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`).
     pub blocked_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
+    /// Redis's protected mode (see `protected.rs`); CONFIG SET protected-mode changes it.
+    pub protected_mode: AtomicBool,
+    /// The TLS port's and cluster bus's TLS, when configured.
+    pub tls: Option<Arc<super::tls::KvTls>>,
     /// Closed (or killed) connections whose blocked waits on other shards are not cancelled
     /// there yet (see `blocking.rs`).
     pub cancelling: CancellingSinks,

@@ -1,3 +1,4 @@
+use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -26,7 +27,43 @@ pub struct SessionConfig {
     /// Scripts running past the busy threshold: every connection answers BUSY meanwhile
     /// (its threshold is `busy-reply-threshold`, see [`SessionConfig::sync_script_busy`]).
     pub script_busy: Arc<crate::scripting::Busy>,
+    /// Applies CONFIG SET of `tls-*` parameters (rebuilds the TLS configuration); `None`
+    /// when the server runs no TLS, and then they are only recorded.
+    pub tls_reload: Option<TlsReload>,
 }
+
+/// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
+/// with the reason.
+#[derive(Clone)]
+pub struct TlsReload(Arc<TlsReloadFn>);
+
+type TlsReloadFn = dyn Fn(&[(String, String)]) -> Result<(), String> + Send + Sync;
+
+impl TlsReload {
+    pub fn new(
+        apply: impl Fn(&[(String, String)]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> TlsReload {
+        TlsReload(Arc::new(apply))
+    }
+
+    pub fn apply(&self, changes: &[(String, String)]) -> Result<(), String> {
+        (self.0)(changes)
+    }
+}
+
+impl fmt::Debug for TlsReload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TlsReload")
+    }
+}
+
+impl PartialEq for TlsReload {
+    fn eq(&self, other: &TlsReload) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TlsReload {}
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -39,6 +76,7 @@ impl Default for SessionConfig {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             clients: Arc::default(),
+            tls_reload: None,
             script_busy: Default::default(),
         }
     }

@@ -33,7 +33,7 @@ use crate::resp::RequestParser;
 
 pub use calls::{monitor_line, CallRecord, SlowEntry};
 pub use client::{Invalidated, TrackingChange};
-pub use config::SessionConfig;
+pub use config::{SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
@@ -288,7 +288,13 @@ impl Session {
     /// CONFIG SET: all or nothing on the node's configuration; what the shards apply goes to
     /// every shard.
     fn config_set(&mut self, pairs: Vec<(Bytes, Bytes)>) -> Admission {
-        let set = crate::config::set(&self.config.live, &pairs);
+        // TLS parameters take effect together (certificates re-read, new connections get
+        // them) or not at all; without TLS they are only recorded.
+        let tls = |changes: &[(String, String)]| match &self.config.tls_reload {
+            Some(reload) => reload.apply(changes),
+            None => Ok(()),
+        };
+        let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
         }

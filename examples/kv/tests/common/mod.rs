@@ -19,7 +19,10 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 /// A running `corewire-kv`; killed when dropped.
 pub struct Server {
     child: Child,
+    /// 0 when the plaintext port is off (`--port 0` with `--tls-port`).
     pub port: u16,
+    /// `--tls-port`'s port, read from the ready line.
+    pub tls_port: Option<u16>,
     pub binary_port: Option<u16>,
     /// `--metrics`' port, read from the ready line.
     pub metrics_port: Option<u16>,
@@ -95,14 +98,19 @@ impl Server {
             }
         };
         let port = field(&line, "resp=")
-            .and_then(|a| a.rsplit(':').next()?.parse().ok())
+            .and_then(|a| match a {
+                "off" => Some(0),
+                a => a.rsplit(':').next()?.parse().ok(),
+            })
             .ok_or_else(|| format!("bad ready line {line:?}"))?;
+        let tls_port = field(&line, "tls=").and_then(|a| a.rsplit(':').next()?.parse().ok());
         let binary_port = field(&line, "binary=").and_then(|a| a.rsplit(':').next()?.parse().ok());
         let metrics_port =
             field(&line, "metrics=").and_then(|a| a.rsplit(':').next()?.parse().ok());
         Ok(Server {
             child,
             port,
+            tls_port,
             binary_port,
             metrics_port,
             stderr_path,

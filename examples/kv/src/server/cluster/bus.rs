@@ -3,6 +3,10 @@
 //! handshake link per CLUSTER MEET in progress. Messages are [`Message`]s; what they change
 //! is decided by [`Topology::receive`], then committed like any change.
 //!
+//! With `tls-cluster yes` every link runs over TLS: the server's certificate (and, as the
+//! TLS port, `tls-auth-clients`) for incoming links, `tls-client-cert-file` (or the server's)
+//! for outgoing ones, peers checked against the CA.
+//!
 //! Bounded: a link handles one message at a time (a peer that stops reading stops being
 //! read), messages are capped by the parser's limits, incoming links are capped at
 //! [`MAX_INBOUND`] and closed when idle.
@@ -20,6 +24,7 @@ use corewire::runtime::{sleep, spawn_local, timeout};
 
 use super::super::shard::now_ms;
 use super::node::ClusterNode;
+use super::peer::{cluster_tls, PeerStream as BusStream};
 use crate::cluster::gossip::{self, Message, MessageKind};
 use crate::cluster::node::{NodeAddr, NodeId};
 use crate::cluster::topology::Link;
@@ -60,16 +65,14 @@ impl Reader {
 
     /// The next message; `Err` when the peer closed, failed, or sent something else. Not
     /// cancel-safe: a reader whose call was dropped must not be used again.
-    async fn next(&mut self, stream: &TcpStream) -> Result<Message, String> {
+    async fn next(&mut self, stream: &BusStream) -> Result<Message, String> {
         loop {
             match self.parser.parse(&mut self.buf) {
                 Ok(Some(fields)) => return Message::decode(&fields),
                 Ok(None) => {}
                 Err(error) => return Err(error.to_string()),
             }
-            let (result, buf) = stream.recv(std::mem::take(&mut self.buf), 4096).await;
-            self.buf = buf;
-            match result {
+            match stream.read_into(&mut self.buf).await {
                 Ok(0) => return Err("closed by the peer".into()),
                 Ok(_) => {}
                 Err(error) => return Err(error.to_string()),
@@ -78,7 +81,7 @@ impl Reader {
     }
 }
 
-async fn send(stream: &TcpStream, message: &Message) -> Result<(), String> {
+async fn send(stream: &BusStream, message: &Message) -> Result<(), String> {
     let mut out = BytesMut::new();
     message.encode(&mut out);
     stream
@@ -92,9 +95,9 @@ fn bus_addr(addr: &NodeAddr) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, addr.cport))
 }
 
-async fn connect(addr: &NodeAddr, limit: Duration) -> Result<TcpStream, String> {
+async fn connect(addr: &NodeAddr, limit: Duration) -> Result<BusStream, String> {
     let target = bus_addr(addr).ok_or_else(|| format!("no bus address for {addr:?}"))?;
-    match timeout(limit, TcpStream::connect(target)).await {
+    match timeout(limit, BusStream::connect(target)).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err("connect timed out".into()),
@@ -130,9 +133,27 @@ impl Drop for InboundSlot {
 }
 
 /// A connection a peer opened: PING or MEET in, PONG out.
-async fn inbound(node: Rc<ClusterNode>, stream: TcpStream, peer: Option<SocketAddr>) {
+async fn inbound(node: Rc<ClusterNode>, tcp: TcpStream, peer: Option<SocketAddr>) {
     node.links.borrow_mut().inbound += 1;
     let _slot = InboundSlot(node.clone());
+    let stream = match cluster_tls() {
+        None => BusStream::Tcp(tcp),
+        Some(tls) => match timeout(node_timeout(&node), tls.acceptor.accept(tcp)).await {
+            Ok(Ok(stream)) => BusStream::Tls(stream),
+            Ok(Err(error)) => {
+                corewire::runtime::report_protocol_error("cluster-bus-tls", peer, &error);
+                return;
+            }
+            Err(_) => {
+                corewire::runtime::report_protocol_error(
+                    "cluster-bus-tls",
+                    peer,
+                    &"handshake timed out",
+                );
+                return;
+            }
+        },
+    };
     let ip = |addr: Option<SocketAddr>| addr.map_or(String::new(), |a| a.ip().to_string());
     let link = Link::Inbound {
         peer_ip: ip(peer),
@@ -229,7 +250,7 @@ async fn link_to(node: Rc<ClusterNode>, id: NodeId) {
 }
 
 /// PING, PONG, pause, repeat; `Ok` once the node is forgotten.
-async fn ping(node: &ClusterNode, id: &NodeId, stream: &TcpStream) -> Result<(), String> {
+async fn ping(node: &ClusterNode, id: &NodeId, stream: &BusStream) -> Result<(), String> {
     let limit = node_timeout(node);
     let pause = PING_EVERY.min(limit / 2);
     let mut reader = Reader::new();

@@ -21,8 +21,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use super::peer::PeerStream;
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::net::TcpStream;
 use corewire::runtime::{spawn_local, timeout};
 
 use super::super::shard::{self, now_ms, Shard};
@@ -46,7 +46,7 @@ pub(crate) struct Migrations {
     locked: RefCell<HashSet<Bytes>>,
     /// Bounded by the connections' own limits: each waits with at most its backlog.
     waiting: RefCell<VecDeque<(Origin, Command)>>,
-    pool: RefCell<HashMap<SocketAddr, Vec<(TcpStream, Instant)>>>,
+    pool: RefCell<HashMap<SocketAddr, Vec<(PeerStream, Instant)>>>,
 }
 
 impl Migrations {
@@ -82,14 +82,14 @@ impl Migrations {
         }
     }
 
-    fn take_connection(&self, addr: SocketAddr) -> Option<TcpStream> {
+    fn take_connection(&self, addr: SocketAddr) -> Option<PeerStream> {
         let mut pool = self.pool.borrow_mut();
         let idle = pool.get_mut(&addr)?;
         idle.retain(|(_, since)| since.elapsed() < POOL_IDLE);
         idle.pop().map(|(stream, _)| stream)
     }
 
-    fn return_connection(&self, addr: SocketAddr, stream: TcpStream) {
+    fn return_connection(&self, addr: SocketAddr, stream: PeerStream) {
         let mut pool = self.pool.borrow_mut();
         let idle = pool.entry(addr).or_default();
         idle.retain(|(_, since)| since.elapsed() < POOL_IDLE);
@@ -216,7 +216,7 @@ async fn transfer(
         let retry_allowed = cached.is_some();
         let stream = match cached.take() {
             Some(stream) => stream,
-            None => match timeout(step, TcpStream::connect(addr)).await {
+            None => match timeout(step, PeerStream::connect(addr)).await {
                 Ok(Ok(stream)) => stream,
                 _ => return Err(io_error("connecting to the client")),
             },
@@ -273,7 +273,7 @@ fn restore_requests(request: &Migrate, batch: &[Outgoing], cluster: bool) -> Byt
 
 /// Sends the requests and reads `expected` replies, each step within `step`.
 async fn exchange(
-    stream: &TcpStream,
+    stream: &PeerStream,
     out: Bytes,
     expected: usize,
     step: Duration,
@@ -295,11 +295,10 @@ async fn exchange(
             Ok(None) => {}
             Err(_) => return Err(reading()),
         }
-        let (result, back) = match timeout(step, stream.recv(buf, 4096)).await {
+        let result = match timeout(step, stream.read_into(&mut buf)).await {
             Ok(done) => done,
             Err(_) => return Err(reading()),
         };
-        buf = back;
         match result {
             Ok(n) if n > 0 => {}
             // Closed or reset with nothing answered: most likely a cached connection the

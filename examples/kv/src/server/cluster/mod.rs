@@ -13,6 +13,7 @@ mod bus;
 pub(crate) mod conf_file;
 mod migrate;
 mod node;
+mod peer;
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
