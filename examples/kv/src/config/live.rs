@@ -257,7 +257,7 @@ impl LiveConfig {
     pub fn config_set_with(
         &self,
         pairs: &[(Bytes, Bytes)],
-        tls: &dyn Fn(&[(String, String)]) -> Result<(), String>,
+        tls: &TlsApply<'_>,
     ) -> Result<Vec<Setting>, String> {
         let mut found: Vec<(usize, &'static OptionSpec, &Bytes)> = Vec::with_capacity(pairs.len());
         let mut unknown = None;
@@ -339,6 +339,9 @@ impl LiveConfig {
         Ok(settings)
     }
 }
+
+/// Applies the `tls-*` changes of a CONFIG SET (canonical name and value), or refuses them.
+pub type TlsApply<'a> = dyn Fn(&[(String, String)]) -> Result<(), String> + 'a;
 
 fn failed(name: &str, why: &str) -> String {
     format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")

@@ -161,7 +161,7 @@ pub fn get(live: &LiveConfig, patterns: &[Bytes]) -> Reply {
 pub fn set(
     live: &LiveConfig,
     pairs: &[(Bytes, Bytes)],
-    tls: &dyn Fn(&[(String, String)]) -> Result<(), String>,
+    tls: &live::TlsApply<'_>,
 ) -> Result<Vec<Setting>, Reply> {
     live.config_set_with(pairs, tls).map_err(Reply::error)
 }
