@@ -2,7 +2,8 @@
 # One command per benchmark suite; each prints its figures and the commands that produced them.
 #
 #   benches/run.sh percore     per-core echo (issue 9): server alone on SERVER_CPU, loadgen on
-#                              CLIENT_CPU; corewire (1 shard) vs tokio current-thread, monoio,
+#                              CLIENT_CPU; corewire (1 shard; on io_uring, and as corewire-epoll
+#                              on its epoll backend) vs tokio current-thread, monoio,
 #                              glommio (1 executor) and the raw io_uring kernel floor; 64 and 256
 #                              conns x depth 4, 64 B and 4 KiB. A timing pass (medians of ROUNDS
 #                              interleaved rounds), then a shorter pass with perf counting the
@@ -10,7 +11,9 @@
 #                              tracepoint hit per syscall, so those figures come from their own pass).
 #   benches/run.sh idle-memory RSS per idle connection (issue 9): IDLE_CONNS (10000) connections,
 #                              each after one exchange, to corewire's echo server (1 shard),
-#                              corewire-kv (1 shard) and redis-server, in the same run;
+#                              corewire-kv (1 shard), both again on the epoll backend
+#                              (corewire-echo-epoll, corewire-kv-epoll) and redis-server, in the
+#                              same run;
 #                              (VmRSS with them open - VmRSS before) / N. Raises nofile.
 #   benches/run.sh rpc         RPC per core (issue 12): corewire RPC vs corewire raw echo vs tonic,
 #                              one shard / worker on SERVER_CPU, client on CLIENT_CPU; 1 conn and
@@ -50,7 +53,8 @@
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
 #   ROUNDS (5)  DURATION_MS (2000)  WARMUP_MS (500)
 #   SERVER_CPU (0)  CLIENT_CPU (1)
-#   SERVERS          comma list (percore default corewire,tokio-ct,monoio,glommio-1,floor;
+#   SERVERS          comma list (percore default corewire,corewire-epoll,tokio-ct,monoio,
+#                    glommio-1,floor;
 #                    fairness: corewire-rpc)
 #   BUDGETS, HASH_ROUNDS  fairness: budgets compared, handler cost
 #   WORKLOAD         only workloads whose label contains this (e.g. '256 conn')
@@ -165,12 +169,17 @@ idle_memory() {
     echo "| server | RSS before KiB | RSS at 1 s KiB | per connection at 1 s (bytes) | RSS at ${settle} s KiB | per connection at ${settle} s (bytes) |"
     echo "| --- | --- | --- | --- | --- | --- |"
     local cmds=()
-    for name in corewire-echo corewire-kv redis-server; do
+    for name in corewire-echo corewire-echo-epoll corewire-kv corewire-kv-epoll redis-server; do
         port="$(free_port $(( port + 1 )))"
         local cmd proto
         case "$name" in
             corewire-echo) cmd=("$COREWIRE_ECHO" --addr "127.0.0.1:$port" --shards 1); proto=echo ;;
+            corewire-echo-epoll)
+                cmd=(env COREWIRE_BACKEND=epoll "$COREWIRE_ECHO" --addr "127.0.0.1:$port" --shards 1)
+                proto=echo ;;
             corewire-kv) cmd=("$kv" --shards 1 --port "$port"); proto=resp ;;
+            corewire-kv-epoll)
+                cmd=(env COREWIRE_BACKEND=epoll "$kv" --shards 1 --port "$port"); proto=resp ;;
             redis-server)
                 command -v redis-server >/dev/null || { echo "| redis-server | not installed | | | | |"; continue; }
                 mkdir -p "$work/redis"

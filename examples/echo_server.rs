@@ -197,8 +197,9 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
         .budget(config.budget)
         .serve(&rt, move |accepted| serve_echo(accepted, limits))?;
     println!(
-        "echo_server listening on {} shards={} accept={:?} budget={:?} max_msg={}",
+        "echo_server listening on {} backend={} shards={} accept={:?} budget={:?} max_msg={}",
         server.local_addr(),
+        rt.backend(),
         config.shards,
         config.mode,
         config.budget,

@@ -49,7 +49,7 @@ pub use blocking::spawn_blocking;
 pub use coop::{Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};
-pub use driver::features::Features;
+pub use driver::{Backend, Features};
 pub use executor::{yield_now, JoinError, JoinHandle};
 pub use mesh::{send_to, submit_to, MeshError, RemoteHandle};
 pub use poller::{register_poller, unregister_poller, PollOutcome, Poller, PollerId};
@@ -68,6 +68,11 @@ where
 {
     let spawned_at = std::panic::Location::caller();
     shard::context::with_executor(|e| e.spawn(future, spawned_at))
+}
+
+/// The I/O backend of this thread's shard (`None` off a shard).
+pub fn current_backend() -> Option<Backend> {
+    shard::context::try_current().map(|ctx| ctx.driver.borrow().backend())
 }
 
 /// Look at the current shard's counters (e.g. to count protocol errors). Panics off a shard.

@@ -11,7 +11,8 @@
 //!
 //! Every [`ShardStats`](crate::ShardStats) field becomes one metric family named
 //! `corewire_<field>` (counters get the `_total` suffix), labelled `shard="N"`, with the
-//! field's documentation as its `# HELP` line. The exporter is bounded: at most
+//! field's documentation as its `# HELP` line; `corewire_backend_info{backend="io_uring"}`
+//! (or `"epoll"`) says which I/O backend the shards run on. The exporter is bounded: at most
 //! [`MAX_CONNECTIONS`] scrapes at once (more wait in the kernel's backlog), requests over
 //! 8 KiB or slower than 5 s are closed, and each response is written once and the connection
 //! closed.
@@ -154,11 +155,10 @@ fn respond(head: &[u8]) -> Bytes {
                 .iter()
                 .map(|s| s.stats.snapshot())
                 .collect();
-            http_response(
-                "200 OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                render(&snapshots),
-            )
+            let backend = context::with_driver(|d| d.backend());
+            let mut body = render(&snapshots);
+            body.push_str(&render_backend(backend));
+            http_response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
         }
         (b"GET", Some(_)) => http_response("404 Not Found", "text/plain", "try /metrics\n".into()),
         _ => http_response(
@@ -201,6 +201,15 @@ pub fn render(shards: &[ShardStatsSnapshot]) -> String {
     out
 }
 
+/// The info metric naming the backend: `corewire_backend_info{backend="epoll"} 1`.
+pub fn render_backend(backend: crate::Backend) -> String {
+    format!(
+        "# HELP corewire_backend_info The I/O backend the shards run on (io_uring or epoll).\n\
+         # TYPE corewire_backend_info gauge\n\
+         corewire_backend_info{{backend=\"{backend}\"}} 1\n"
+    )
+}
+
 fn escape_help(help: &str) -> String {
     help.replace('\\', "\\\\").replace('\n', "\\n")
 }
@@ -231,6 +240,13 @@ mod tests {
         }
         // Each family: HELP, TYPE, one line per shard.
         assert_eq!(text.lines().count(), ShardStatsSnapshot::FIELDS.len() * 4);
+    }
+
+    #[test]
+    fn the_backend_is_a_label() {
+        let text = render_backend(crate::Backend::Epoll);
+        assert!(text.contains("# TYPE corewire_backend_info gauge\n"));
+        assert!(text.ends_with("corewire_backend_info{backend=\"epoll\"} 1\n"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::driver::Features;
+use crate::driver::{self, Backend, Features};
 use crate::mesh::{self, RemoteHandle};
 use crate::net::RecvBuffers;
 use crate::shard::stall::{StallHook, StallReport};
@@ -17,6 +17,7 @@ use crate::shard::{
 
 /// Configures and starts a [`Runtime`].
 pub struct RuntimeBuilder {
+    backend: Backend,
     shards: Option<usize>,
     cpus: Option<Vec<usize>>,
     pin: bool,
@@ -29,10 +30,15 @@ pub struct RuntimeBuilder {
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
+            backend: Backend::Auto,
             shards: None,
             cpus: None,
             pin: true,
             config: ShardConfig {
+                backend: driver::Wanted {
+                    backend: Backend::Auto,
+                    by: String::new(),
+                },
                 ring_entries: 256,
                 recv_buffers: RecvBuffers::default(),
                 registered_fds: 0,
@@ -52,6 +58,28 @@ impl Default for RuntimeBuilder {
 }
 
 impl RuntimeBuilder {
+    /// The I/O backend of every shard (default [`Backend::Auto`]).
+    ///
+    /// - `Auto`: io_uring, unless setting up a ring fails with ENOSYS, EPERM (seccomp, as
+    ///   Docker's default profile does, or `kernel.io_uring_disabled`), EACCES (a security
+    ///   module) or ENOMEM (RLIMIT_MEMLOCK, before Linux 5.12), or the kernel lacks what
+    ///   corewire needs from io_uring (Linux 5.11): then epoll. `build` logs one INFO line
+    ///   naming the backend and why, e.g. `io_uring_setup: EPERM — blocked by seccomp or
+    ///   kernel.io_uring_disabled; using epoll`.
+    /// - `IoUring`: io_uring, or `build` fails with that reason in its error.
+    /// - `Epoll`: epoll with non-blocking syscalls; file operations run on the blocking
+    ///   pool ([`spawn_blocking`](crate::spawn_blocking)). The io_uring-only mechanisms
+    ///   (buffer ring, multishot receive and accept, bundles, zero-copy send, MSG_RING,
+    ///   registered files) are off, and [`Runtime::features`] reports none.
+    ///
+    /// Operators override it with the environment variable `COREWIRE_BACKEND=auto|io_uring|
+    /// epoll`, which wins over this setting (an unknown value makes `build` fail). Which
+    /// backend runs: [`Runtime::backend`], the `corewire_backend_info` metric.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
     /// Number of shards (default: one per CPU this process may run on).
     pub fn shards(mut self, n: usize) -> Self {
         self.shards = Some(n.max(1));
@@ -177,7 +205,8 @@ impl RuntimeBuilder {
         self
     }
 
-    pub fn build(self) -> io::Result<Runtime> {
+    pub fn build(mut self) -> io::Result<Runtime> {
+        self.config.backend = driver::select(self.backend)?;
         let allowed = allowed_cpus();
         let count = self.shards.unwrap_or(allowed.len().max(1));
         let cpus = self.cpus.unwrap_or(allowed);
@@ -189,7 +218,9 @@ impl RuntimeBuilder {
             shards: remotes.clone(),
             threads: Vec::with_capacity(count),
             features: Features::default(),
+            backend: Backend::Auto,
         };
+        let mut why = String::new();
         for (i, remote) in remotes.into_iter().enumerate() {
             let peers = peers.clone();
             let config = self.config.clone();
@@ -208,12 +239,31 @@ impl RuntimeBuilder {
                 })?;
             runtime.threads.push(thread);
             match ready_rx.recv() {
-                Ok(Ok(features)) => runtime.features = features,
+                Ok(Ok(started)) => {
+                    runtime.features = started.features;
+                    runtime.backend = started.backend;
+                    if i == 0 {
+                        // The first shard decides `Auto`; the others take what it got.
+                        why = started.why;
+                        self.config.backend.backend = started.backend;
+                    }
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => return Err(io::Error::other(format!("shard {i} died during start-up"))),
             }
         }
-        tracing::info!(shards = count, features = ?runtime.features, "runtime started");
+        let backend = runtime.backend;
+        match driver::limits(backend) {
+            Some(limits) => tracing::info!(
+                shards = count,
+                %backend,
+                %why,
+                %limits,
+                "runtime started on {backend}"
+            ),
+            None => tracing::info!(shards = count, %backend, %why, "runtime started on {backend}"),
+        }
+        tracing::debug!(features = ?runtime.features, "io_uring features");
         Ok(runtime)
     }
 }
@@ -230,6 +280,7 @@ pub struct Runtime {
     shards: Vec<Arc<ShardRemote>>,
     threads: Vec<thread::JoinHandle<()>>,
     features: Features,
+    backend: Backend,
 }
 
 impl Runtime {
@@ -241,9 +292,15 @@ impl Runtime {
         self.shards.len()
     }
 
-    /// The io_uring features the shards' rings got.
+    /// The io_uring features the shards' rings got (none on epoll).
     pub fn features(&self) -> Features {
         self.features
+    }
+
+    /// The backend the shards run on: [`Backend::IoUring`] or [`Backend::Epoll`] (see
+    /// [`RuntimeBuilder::backend`]).
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// Run `f` on shard `shard` (its future may be `!Send`: it is created there).

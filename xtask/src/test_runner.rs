@@ -161,16 +161,25 @@ fn test_timeout() -> Duration {
         .map_or(DEFAULT_TEST_TIMEOUT, Duration::from_secs)
 }
 
-/// The packages that do I/O through the ring, whose host tests run again under each io_uring
-/// fallback: `corewire` itself (`""`: services, the compat adapters, TCP fallback), the
+/// The packages that do I/O through the driver, whose host tests run again under each
+/// io_uring fallback and on the epoll backend: `corewire` itself (`""`: services, the compat adapters, TCP fallback), the
 /// runtime, the transports and the KV store. The others are sans-I/O (`wire`), RDMA-only
 /// (`verbs`, run in the VM) or tooling (`benches`, `xtask`, `macros`).
 ///
 /// The reruns: `COREWIRE_IO_URING=plain` forces every fallback at once (no set-up flags, no
 /// buffer ring, single-shot receives, no multishot accept, zero-copy send or MSG_RING), as on
 /// an old kernel; `COREWIRE_IO_URING=nobundle` keeps the buffer ring with one buffer per
-/// completion, as on kernels 6.0–6.9, which the host (6.10+) would otherwise never exercise.
+/// completion, as on kernels 6.0–6.9, which the host (6.10+) would otherwise never exercise;
+/// `COREWIRE_BACKEND=epoll` runs everything on the epoll backend, as where io_uring is
+/// blocked (seccomp, `kernel.io_uring_disabled`).
 const FALLBACK_PACKAGES: &[&str] = &["", "runtime", "transport", "examples/kv"];
+
+/// The environments the host tests of [`FALLBACK_PACKAGES`] run again under.
+const HOST_RERUNS: [(&str, &str); 3] = [
+    ("COREWIRE_IO_URING", "plain"),
+    ("COREWIRE_IO_URING", "nobundle"),
+    ("COREWIRE_BACKEND", "epoll"),
+];
 
 fn runs_with_fallbacks(bin: &TestBinary) -> bool {
     let root = cmd::repo_root();
@@ -266,19 +275,52 @@ fn check_verbs_bindings(tally: &mut Tally) {
     }
 }
 
-/// RDMA test binaries the VM runs a second time with `COREWIRE_IO_URING=plain`: the ones whose
-/// shards wait on the completion channel through the ring (event and adaptive modes), where a
-/// single-shot poll behaves unlike the multishot one.
-const VM_PLAIN_TESTS: &[&str] = &["rdma_transport"];
+/// An RDMA test binary the VM runs a second time: under `env`, and with `filters` (libtest
+/// name filters, any of which selects a test) when some, else whole.
+struct VmRerun {
+    binary: &'static str,
+    suffix: &'static str,
+    env: (&'static str, &'static str),
+    filters: &'static [&'static str],
+}
 
-/// What the VM runs: each binary under its own name, then the `plain` reruns.
-fn vm_runs<'a>(bins: &[&'a TestBinary]) -> Vec<(String, &'a TestBinary, Option<&'static str>)> {
-    let mut runs: Vec<_> = bins.iter().map(|b| (b.name.clone(), *b, None)).collect();
-    runs.extend(
-        bins.iter()
-            .filter(|b| VM_PLAIN_TESTS.contains(&b.name.as_str()))
-            .map(|b| (format!("{}-plain", b.name), *b, Some("plain"))),
-    );
+/// The VM's reruns of the binaries whose shards wait on the completion channel through the
+/// driver (event and adaptive modes): with `COREWIRE_IO_URING=plain` (a single-shot poll
+/// behaves unlike the multishot one), and the event-mode tests on the epoll backend (the
+/// channel in the shard's epoll set).
+const VM_RERUNS: &[VmRerun] = &[
+    VmRerun {
+        binary: "rdma_transport",
+        suffix: "plain",
+        env: ("COREWIRE_IO_URING", "plain"),
+        filters: &[],
+    },
+    VmRerun {
+        binary: "rdma_transport",
+        suffix: "epoll",
+        env: ("COREWIRE_BACKEND", "epoll"),
+        filters: &[
+            "event_mode",
+            "adaptive",
+            "solicited",
+            "mode_can_be_switched",
+        ],
+    },
+];
+
+/// One run in the VM: its name, the binary, the environment and filters of a rerun.
+type VmRun<'a> = (String, &'a TestBinary, Option<&'static VmRerun>);
+
+/// What the VM runs: each binary under its own name, then the reruns.
+fn vm_runs<'a>(bins: &[&'a TestBinary]) -> Vec<VmRun<'a>> {
+    let mut runs: Vec<VmRun<'a>> = bins.iter().map(|b| (b.name.clone(), *b, None)).collect();
+    for rerun in VM_RERUNS {
+        runs.extend(
+            bins.iter()
+                .filter(|b| b.name == rerun.binary)
+                .map(|b| (format!("{}-{}", b.name, rerun.suffix), *b, Some(rerun))),
+        );
+    }
     runs
 }
 
@@ -298,22 +340,24 @@ pub fn vm_script(bins: &[&TestBinary], test_args: &[String]) -> String {
            [ $rc = 0 ] || fail=1\n\
          }\n",
     );
-    for (name, b, mode) in vm_runs(bins) {
+    for (name, b, rerun) in vm_runs(bins) {
         s.push_str("run");
         let mut words = vec![shell_quote(&name), shell_quote(&b.package_dir)];
-        if let Some(mode) = mode {
+        if let Some(rerun) = rerun {
             // `run` execs its third word: env sets the mode for that binary only.
             words.push("env".into());
-            words.push(format!("COREWIRE_IO_URING={mode}"));
+            words.push(format!("{}={}", rerun.env.0, rerun.env.1));
         }
         words.push(shell_quote(&b.exe));
+        // The caller's arguments pick tests themselves; else a rerun's own filters.
+        let filters = rerun.map_or(&[][..], |r| r.filters);
+        if test_args.is_empty() {
+            words.extend(filters.iter().map(shell_quote));
+        }
+        words.extend(test_args.iter().map(shell_quote));
         for word in words {
             s.push(' ');
             s.push_str(&word);
-        }
-        for a in test_args {
-            s.push(' ');
-            s.push_str(&shell_quote(a));
         }
         s.push('\n');
     }
@@ -426,17 +470,12 @@ pub fn test(opts: &TestOptions) -> Result<Tally> {
             .copied()
             .filter(|b| runs_with_fallbacks(b))
             .collect();
-        for mode in ["plain", "nobundle"] {
+        for (var, mode) in HOST_RERUNS {
             eprintln!(
-                "xtask: {} test binaries again with COREWIRE_IO_URING={mode}",
+                "xtask: {} test binaries again with {var}={mode}",
                 again.len()
             );
-            run_host(
-                &again,
-                &opts.test_args,
-                Some(("COREWIRE_IO_URING", mode)),
-                &mut tally,
-            );
+            run_host(&again, &opts.test_args, Some((var, mode)), &mut tally);
         }
         run_doc_tests(&opts.test_args, &mut tally);
         check_without_rdma(&mut tally);
@@ -567,6 +606,19 @@ mod tests {
             ),
             "{s}"
         );
+        assert!(
+            s.contains(
+                "run rdma_transport-epoll /r env COREWIRE_BACKEND=epoll /t/rdma_transport-1 \
+                 event_mode adaptive solicited mode_can_be_switched\n"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn host_reruns_include_the_epoll_backend() {
+        assert!(HOST_RERUNS.contains(&("COREWIRE_BACKEND", "epoll")));
+        assert!(HOST_RERUNS.contains(&("COREWIRE_IO_URING", "plain")));
     }
 
     #[test]

@@ -76,6 +76,14 @@ impl Catalog {
             "{corewire_echo} --addr {addr} --shards {shards}{accept_flag}{budget_flag}",
             None,
         );
+        // The same server on its epoll backend (the operator's override), next to tokio's
+        // current-thread runtime, which uses epoll too.
+        add(
+            "corewire-epoll",
+            "env COREWIRE_BACKEND=epoll {corewire_echo} --addr {addr} --shards {shards}\
+             {accept_flag}{budget_flag}",
+            None,
+        );
         // The same raw echo server under a second name, so the rpc suite's table can show
         // what the RPC framework costs over it.
         add(

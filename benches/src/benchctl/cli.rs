@@ -16,7 +16,7 @@ benchctl list                 show built-in server templates and variables
 
   --rounds N (5)              measurements per (workload, variant); table shows medians
   --servers A,B,...           variants to compare (echo: corewire,tokio,glommio;
-                              percore: corewire,tokio-ct,monoio,glommio-1,floor;
+                              percore: corewire,corewire-epoll,tokio-ct,monoio,glommio-1,floor;
                               rpc: corewire-rpc,tonic,corewire-raw;
                               fairness: first one, corewire-rpc (corewire: the raw echo
                               example, one listener); accept: first one, corewire)

@@ -62,7 +62,7 @@ impl fmt::Display for PlanError {
         match self {
             PlanError::UnknownServer(s) => write!(
                 f,
-                "server {s:?} is not defined (built in: tokio, tokio-ct, glommio, glommio-1, monoio, floor, tonic, corewire, corewire-raw, corewire-rpc; add with --server {s}=TEMPLATE)"
+                "server {s:?} is not defined (built in: tokio, tokio-ct, glommio, glommio-1, monoio, floor, tonic, corewire, corewire-epoll, corewire-raw, corewire-rpc; add with --server {s}=TEMPLATE)"
             ),
             PlanError::Template(e) => write!(f, "{e}"),
             PlanError::NoFreePort(base) => write!(f, "no free port at or above {base}"),

@@ -263,9 +263,17 @@ pub const DEFAULT_HASH_ROUNDS: u32 = 32;
 /// Names of the suites.
 pub const SUITES: [&str; 5] = ["echo", "percore", "fairness", "accept", "rpc"];
 
-/// The per-core suite's peers, in table order: corewire with one shard, tokio's current-thread
-/// runtime, monoio (io_uring, one thread), glommio (one executor) and the raw-ring kernel floor.
-pub const PERCORE_SERVERS: [&str; 5] = ["corewire", "tokio-ct", "monoio", "glommio-1", "floor"];
+/// The per-core suite's peers, in table order: corewire with one shard (on io_uring, then on
+/// its epoll backend), tokio's current-thread runtime (epoll), monoio (io_uring, one thread),
+/// glommio (one executor) and the raw-ring kernel floor.
+pub const PERCORE_SERVERS: [&str; 6] = [
+    "corewire",
+    "corewire-epoll",
+    "tokio-ct",
+    "monoio",
+    "glommio-1",
+    "floor",
+];
 
 /// Columns of the per-core table: the latency columns plus the server's CPU split and syscalls.
 const PERCORE_COLUMNS: [Column; 9] = [

@@ -29,6 +29,9 @@ pub struct ServerInfo {
     pub aof_enabled: bool,
     /// `--cluster-enabled`.
     pub cluster_enabled: bool,
+    /// The I/O backend the shards run on (`io_uring` or `epoll`), Redis's
+    /// `multiplexing_api` field.
+    pub multiplexing_api: String,
     /// `uname -s -r -m`, as Redis's `os` field.
     pub os: String,
     pub maxclients: u64,
@@ -216,7 +219,7 @@ fn server_section(out: &mut String, facts: &Facts<'_>) {
          os:{}\r\n\
          arch_bits:{}\r\n\
          monotonic_clock:POSIX clock_gettime\r\n\
-         multiplexing_api:io_uring\r\n\
+         multiplexing_api:{}\r\n\
          atomicvar_api:c11-builtin\r\n\
          gcc_version:0.0.0\r\n\
          process_id:{}\r\n\
@@ -241,6 +244,7 @@ fn server_section(out: &mut String, facts: &Facts<'_>) {
         },
         server.os,
         usize::BITS,
+        server.multiplexing_api,
         server.process_id,
         server.run_id,
         server.tcp_port,

@@ -4,7 +4,8 @@
 //! clone. The descriptor is closed only when the last holder drops — the object and every
 //! op, including ops whose futures were dropped and whose data the driver keeps until their
 //! completion — so the kernel never sees a closed (or reused) descriptor number on an op of
-//! ours. On a shard the close itself goes through the ring.
+//! ours. On a shard the close itself goes through the ring (on epoll: the descriptor leaves
+//! the epoll set first, then it is closed, at the driver's next submit).
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -27,10 +28,22 @@ struct Inner {
     slot: Option<u32>,
     /// A task in [`SharedFd::close`] waiting for the ops in flight to finish.
     closer: RefCell<Option<Waker>>,
+    /// epoll: its registration in the shard's epoll set, once an op had to wait.
+    epoll: Cell<Option<u64>>,
+    /// epoll: O_NONBLOCK was set (listeners and connecting sockets need it; sends and
+    /// receives pass MSG_DONTWAIT instead).
+    nonblocking: Cell<bool>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if let Some(token) = self.epoll.take() {
+            // Out of the epoll set before the close (a duplicate of the descriptor elsewhere
+            // would keep its registration alive), at the same flush.
+            if context::try_current().is_some() {
+                PENDING_DEREGISTER.with(|p| p.borrow_mut().push((self.raw, token)));
+            }
+        }
         if let Some(slot) = self.slot {
             // Off the shard (its context gone at teardown) the table went with the ring.
             if context::try_current().is_some() {
@@ -82,7 +95,28 @@ impl SharedFd {
             raw,
             slot: None,
             closer: RefCell::new(None),
+            epoll: Cell::new(None),
+            nonblocking: Cell::new(false),
         }))
+    }
+
+    /// epoll: the descriptor's registration, if it has one.
+    #[inline]
+    pub(crate) fn epoll_token(&self) -> Option<u64> {
+        self.0.epoll.get()
+    }
+
+    pub(crate) fn set_epoll_token(&self, token: Option<u64>) {
+        self.0.epoll.set(token);
+    }
+
+    /// epoll: put the descriptor in non-blocking mode (once).
+    pub(crate) fn ensure_nonblocking(&self) -> io::Result<()> {
+        if !self.0.nonblocking.get() {
+            socket2::SockRef::from(self).set_nonblocking(true)?;
+            self.0.nonblocking.set(true);
+        }
+        Ok(())
     }
 
     /// A stream's descriptor: put into a slot of the shard's registered file table while
@@ -93,6 +127,7 @@ impl SharedFd {
         let raw = fd.as_raw_fd();
         let slot = context::try_current().and_then(|ctx| {
             let mut driver = ctx.driver.borrow_mut();
+            let driver = driver.uring()?;
             if !driver.has_fixed_table() {
                 return None;
             }
@@ -109,6 +144,8 @@ impl SharedFd {
             raw,
             slot,
             closer: RefCell::new(None),
+            epoll: Cell::new(None),
+            nonblocking: Cell::new(false),
         }))
     }
 
@@ -137,6 +174,14 @@ impl SharedFd {
             }
         })
         .await;
+        if let Some(token) = self.0.epoll.take() {
+            // Out of the epoll set while the number is still ours.
+            let _ = context::try_with_driver(|d| {
+                if let Some(e) = d.epoll() {
+                    e.deregister(self.0.raw, token);
+                }
+            });
+        }
         match self.0.fd.take() {
             Some(fd) => Op::submit(Close::new(fd)).await,
             None => Ok(()),
@@ -160,8 +205,27 @@ thread_local! {
     /// close them through the ring at its next submit. A list rather than a direct call:
     /// the last holder often drops inside the driver itself (an abandoned op's data).
     static PENDING_CLOSE: RefCell<Vec<RawFd>> = const { RefCell::new(Vec::new()) };
+    /// epoll registrations of descriptors whose last holder dropped: (descriptor, token),
+    /// undone before the descriptors in `PENDING_CLOSE` are closed.
+    static PENDING_DEREGISTER: RefCell<Vec<(RawFd, u64)>> = const { RefCell::new(Vec::new()) };
     /// Registered slots whose last holder dropped, for the same reason.
     static PENDING_SLOT_CLOSE: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The epoll registrations to undo before the pending closes (see [`take_pending_closes`]).
+pub(crate) fn take_pending_deregistrations(out: &mut Vec<(RawFd, u64)>) {
+    let _ = PENDING_DEREGISTER.try_with(|p| out.append(&mut p.borrow_mut()));
+}
+
+pub(crate) fn has_pending_deregistrations() -> bool {
+    PENDING_DEREGISTER
+        .try_with(|p| !p.borrow().is_empty())
+        .unwrap_or(false)
+}
+
+/// The epoll set is gone (shutdown): nothing to undo.
+pub(crate) fn forget_pending_deregistrations() {
+    let _ = PENDING_DEREGISTER.try_with(|p| p.borrow_mut().clear());
 }
 
 /// The slots queued for a close through the ring (the driver frees each at its completion).

@@ -19,7 +19,7 @@ use crate::shard::context;
 
 /// Whether the current shard's ring has an operation (see `Features`).
 pub(super) fn ring_has(op: fn(&Features) -> bool) -> bool {
-    context::with_driver(|d| op(&d.features))
+    context::with_driver(|d| op(&d.features()))
 }
 
 pub(super) fn c_path(path: &Path) -> io::Result<CString> {

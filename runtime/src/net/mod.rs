@@ -1,6 +1,5 @@
-//! Sockets on the shard's ring: TCP, UDP and Unix-domain (stream, listener, datagram).
+//! Sockets on the shard's driver: TCP, UDP and Unix-domain (stream, listener, datagram).
 
-mod acceptor;
 mod receiver;
 mod send;
 mod split;
@@ -8,7 +7,6 @@ mod tcp_listener;
 mod tcp_stream;
 mod udp;
 mod unix;
-mod zc_send;
 
 pub use crate::driver::buf_ring::{RecvBuf, RecvBuffers};
 pub use receiver::{RecvAvailable, RecvChunk};

@@ -1,55 +1,35 @@
-//! A stream's receive side: one multishot receive into the shard's buffer ring while the
-//! kernel has it (an idle stream then holds no buffer at all), otherwise one single-shot
-//! receive at a time into a buffer of its own.
-//!
-//! The state lives in the stream, not in a future: dropping a receive future leaves the
-//! operation running, and the next receive takes what it delivered (cancel-safe).
+//! A stream's receive side as futures: the next chunk ([`RecvChunk`]) or everything already
+//! received ([`RecvAvailable`]). The state lives in the stream (`driver::recv::Receiver`),
+//! not in a future: dropping a receive future leaves nothing behind, and the next receive
+//! takes what arrived (cancel-safe).
 //!
 //! [`Receiver::poll_recv_available`] appends every chunk already received in one go, so a
 //! request/response loop answers all the requests that arrived together with one send
 //! instead of one send per chunk (see its docs).
-//!
-//! An empty ring (ENOBUFS) ends the multishot receive with the data still in the socket. The
-//! stream then receives single-shot into its own buffer (no busy loop: that receive waits for
-//! data like any other) and re-arms the multishot receive once the ring has buffers again.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
-use io_uring::cqueue;
 
 use crate::driver::buf_ring::RecvBuf;
 use crate::driver::fd::SharedFd;
-use crate::driver::op::recv::Recv;
-use crate::driver::op::Op;
-use crate::shard::context;
+use crate::driver::recv;
 
 pub(crate) struct Receiver {
-    state: RefCell<State>,
+    inner: recv::Receiver,
     /// An error met while taking chunks already received after others: reported by the
     /// next receive, after the bytes before it.
     failed: Cell<Option<io::Error>>,
 }
 
-enum State {
-    /// Nothing in flight.
-    Idle,
-    /// A multishot receive, by its driver slot.
-    Armed { key: usize },
-    /// A single-shot receive into the stream's own buffer.
-    Single(Op<Recv>),
-    /// The peer closed its side.
-    Eof,
-}
-
 impl Receiver {
     pub(crate) fn new() -> Receiver {
         Receiver {
-            state: RefCell::new(State::Idle),
+            inner: recv::Receiver::new(),
             failed: Cell::new(None),
         }
     }
@@ -64,19 +44,26 @@ impl Receiver {
     /// receive delivers one completion per buffer, so requests that arrived together come
     /// out as several chunks; a loop that answered after each chunk would send one reply
     /// per chunk (one TCP segment each), and on loopback each segment costs the sender
-    /// about as much kernel time as the bytes.
+    /// about as much kernel time as the bytes. (On epoll one receive takes up to 64 KiB
+    /// straight into `buf`.)
     pub(crate) fn poll_recv_available(
         &self,
         fd: &SharedFd,
         cx: &mut Context<'_>,
         buf: &mut BytesMut,
     ) -> Poll<io::Result<usize>> {
-        let mut appended = match std::task::ready!(self.poll_recv(fd, cx)) {
+        if let Some(e) = self.failed.take() {
+            return Poll::Ready(Err(e));
+        }
+        if let Some(polled) = self.inner.poll_recv_into(fd, cx, buf) {
+            return polled;
+        }
+        let mut appended = match std::task::ready!(self.inner.poll_recv(fd, cx)) {
             Ok(Some(chunk)) => {
                 // Room for this chunk and the ones queued behind it (up to the limit) at
                 // once: growing chunk by chunk re-copied what was there at every step (9 % of
                 // the echo server's time at 4 KiB messages).
-                let queued = self.queued_bytes().min(AVAILABLE_LIMIT);
+                let queued = self.inner.queued_bytes().min(AVAILABLE_LIMIT);
                 buf.reserve(chunk.len() + queued);
                 buf.extend_from_slice(&chunk);
                 chunk.len()
@@ -87,8 +74,8 @@ impl Receiver {
         // What is already here, without registering for more: the task's waker stays with
         // the poll above, and the next receive registers it again if it must wait.
         let mut no_wake = Context::from_waker(Waker::noop());
-        while appended < AVAILABLE_LIMIT && self.has_queued() {
-            match self.poll_recv(fd, &mut no_wake) {
+        while appended < AVAILABLE_LIMIT && self.inner.has_queued() {
+            match self.inner.poll_recv(fd, &mut no_wake) {
                 Poll::Ready(Ok(Some(chunk))) => {
                     buf.extend_from_slice(&chunk);
                     appended += chunk.len();
@@ -104,31 +91,6 @@ impl Receiver {
         Poll::Ready(Ok(appended))
     }
 
-    /// The bytes of the chunks waiting to be taken without a new operation.
-    fn queued_bytes(&self) -> usize {
-        match &*self.state.borrow() {
-            State::Armed { key } => {
-                let key = *key;
-                context::with_driver(|d| d.multi_queued_bytes(key))
-            }
-            State::Eof | State::Idle | State::Single(_) => 0,
-        }
-    }
-
-    /// Whether a chunk (or the end) is waiting to be taken without a new operation.
-    fn has_queued(&self) -> bool {
-        match &*self.state.borrow() {
-            State::Armed { key } => {
-                let key = *key;
-                context::with_driver(|d| d.multi_has_queued(key))
-            }
-            State::Eof => true,
-            // A single-shot receive completes on its own; taking its result would mean
-            // submitting the next one, which is the next call's business.
-            State::Idle | State::Single(_) => false,
-        }
-    }
-
     /// The next chunk received: `Ok(None)` once the peer closed its side (and for every call
     /// after). Cancel-safe; one consumer at a time (a second one steals the first's waker).
     pub(crate) fn poll_recv(
@@ -139,125 +101,19 @@ impl Receiver {
         if let Some(e) = self.failed.take() {
             return Poll::Ready(Err(e));
         }
-        let mut state = self.state.borrow_mut();
-        loop {
-            match &mut *state {
-                State::Eof => return Poll::Ready(Ok(None)),
-                State::Idle => *state = start(fd),
-                State::Single(op) => {
-                    let (result, buf) = std::task::ready!(Pin::new(op).poll(cx));
-                    *state = State::Idle;
-                    return Poll::Ready(match result {
-                        Ok(0) => {
-                            *state = State::Eof;
-                            Ok(None)
-                        }
-                        Ok(_) => Ok(Some(RecvBuf::owned(buf))),
-                        Err(e) => Err(e),
-                    });
-                }
-                State::Armed { key } => {
-                    let key = *key;
-                    let Some((result, flags)) =
-                        context::with_driver(|d| d.poll_multi(key, cx.waker()))
-                    else {
-                        return Poll::Pending;
-                    };
-                    if !cqueue::more(flags) {
-                        *state = State::Idle;
-                    }
-                    let ctx = context::current();
-                    let driver = ctx.driver.borrow();
-                    let ring = driver.buf_ring().cloned();
-                    match (cqueue::buffer_select(flags), ring) {
-                        (Some(bid), Some(ring)) if result > 0 => {
-                            return Poll::Ready(Ok(Some(ring.take(bid, result as u32))));
-                        }
-                        (Some(bid), Some(ring)) => ring.took_and_returned(bid),
-                        _ => {}
-                    }
-                    drop(driver);
-                    match result {
-                        0 => {
-                            *state = State::Eof;
-                            return Poll::Ready(Ok(None));
-                        }
-                        r if r == -libc::ENOBUFS => {
-                            ctx.remote.stats.recv_buffers_exhausted.incr();
-                            // Straight to a receive of our own: re-arming now would only
-                            // meet the empty ring again.
-                            *state = single(fd);
-                        }
-                        // Ended without an error (cancelled by the kernel, CQ overflow):
-                        // `Idle` re-arms.
-                        r if r > 0 || r == -libc::ECANCELED => {}
-                        r => return Poll::Ready(Err(io::Error::from_raw_os_error(-r))),
-                    }
-                }
-            }
-        }
+        self.inner.poll_recv(fd, cx)
     }
 
     /// Hand the receive in flight back (cancelling it) before the descriptor closes.
     pub(crate) fn stop(&self) {
-        let state = std::mem::replace(&mut *self.state.borrow_mut(), State::Eof);
-        if let State::Armed { key } = state {
-            // No driver (off the shard, or at its teardown): the slot goes with the driver.
-            let _ = context::try_with_driver(|d| d.abandon_multi(key));
-        }
+        self.inner.stop();
     }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Buffers that must be free before a multishot receive is (re-)armed: fewer, and the ring
-/// would run dry again at once.
-fn low_water(count: u16) -> u32 {
-    (u32::from(count) / 8).max(1)
-}
-
-fn start(fd: &SharedFd) -> State {
-    let ctx = context::current();
-    let mut driver = ctx.driver.borrow_mut();
-    let ring_ready = driver
-        .buf_ring()
-        .is_some_and(|r| r.available() >= low_water(r.count()));
-    if ring_ready {
-        ctx.remote.stats.recv_multishot_arms.incr();
-        State::Armed {
-            key: driver.submit_recv_multishot(fd),
-        }
-    } else {
-        drop(driver);
-        single(fd)
-    }
-}
-
-fn single(fd: &SharedFd) -> State {
-    let ctx = context::current();
-    let size = ctx
-        .driver
-        .borrow()
-        .buf_ring()
-        .map_or(FALLBACK_CHUNK, |r| r.size() as usize);
-    ctx.remote.stats.recv_single_shot.incr();
-    State::Single(Op::submit(Recv::new(
-        fd.clone(),
-        BytesMut::with_capacity(size),
-    )))
 }
 
 /// The most bytes [`Receiver::poll_recv_available`] appends in one call (the first chunk
 /// always goes in whole): what one connection copies out of the ring before its consumer
 /// gets to the bytes.
 pub(crate) const AVAILABLE_LIMIT: usize = 64 * 1024;
-
-/// The own buffer of a single-shot receive where there is no ring to take the size from.
-const FALLBACK_CHUNK: usize = 16 * 1024;
 
 /// A receive of the next chunk ([`TcpStream::recv_chunk`](super::TcpStream::recv_chunk),
 /// [`UnixStream::recv_chunk`](super::UnixStream::recv_chunk)). Cancel-safe: dropping it

@@ -9,11 +9,11 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 
-use super::zc_send::ZcSend;
 use crate::driver::fd::SharedFd;
 use crate::driver::op::send::Send;
 use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
+use crate::driver::uring::zc_send::ZcSend;
 use crate::shard::context;
 
 /// A send in flight ([`TcpStream::send`](super::TcpStream::send),
@@ -34,7 +34,7 @@ pub(crate) fn send(fd: &SharedFd, buf: Bytes) -> SendFuture {
     let zero_copy = ctx
         .driver
         .borrow()
-        .send_zc_threshold
+        .send_zc_threshold()
         .is_some_and(|t| buf.len() >= t);
     drop(ctx);
     SendFuture(if zero_copy {

@@ -4,10 +4,10 @@ use std::os::fd::OwnedFd;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use super::acceptor::Acceptor;
 use super::TcpStream;
 use crate::driver::fd::SharedFd;
 use crate::driver::op::{accept::Accept, Op};
+use crate::driver::uring::acceptor::Acceptor;
 use crate::shard::context;
 
 /// How a listening socket is set up.
@@ -77,9 +77,10 @@ impl TcpListener {
     /// Accept one connection (TCP_NODELAY set: request/response traffic is the common case).
     ///
     /// With multishot accept (`Features::accept_multishot`) cancel-safe: connections wait in
-    /// the listener's queue for the next call. Otherwise not: a connection the kernel
-    /// accepted for a future that is then dropped is closed (never leaked), so that client
-    /// sees its connection close.
+    /// the listener's queue for the next call; on epoll too: a connection is taken from the
+    /// backlog only in the poll that returns it. With single-shot io_uring accepts not: a
+    /// connection the kernel accepted for a future that is then dropped is closed (never
+    /// leaked), so that client sees its connection close.
     pub async fn accept(&self) -> io::Result<(TcpStream, Option<SocketAddr>)> {
         let (fd, peer) = self.accept_fd().await?;
         Ok((TcpStream::from_fd(fd), peer))
@@ -90,7 +91,7 @@ impl TcpListener {
     /// wait in its queue (bounded by the listen backlog's worth of arrivals between polls),
     /// so a dropped call loses none; else one single-shot accept at a time.
     pub(crate) async fn accept_fd(&self) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
-        let multishot = context::with_driver(|d| d.features.accept_multishot);
+        let multishot = context::with_driver(|d| d.features().accept_multishot);
         let (fd, peer) = if multishot {
             let fd = std::future::poll_fn(|cx| self.acceptor.poll_accept(&self.fd, cx)).await?;
             // Multishot accept reports no address: ask the socket (a peer already gone has

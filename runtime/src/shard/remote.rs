@@ -130,7 +130,9 @@ impl ShardRemote {
             // sender's own ring (no syscall now: it goes out with the sender's next submit).
             if let Some(target) = self.msg_ring_fd.get() {
                 let posted = crate::shard::context::try_with_driver(|d| {
-                    d.features.msg_ring && d.post_wake(target.as_raw_fd(), self.id).is_ok()
+                    d.uring().is_some_and(|u| {
+                        u.features.msg_ring && u.post_wake(target.as_raw_fd(), self.id).is_ok()
+                    })
                 });
                 if posted == Some(true) {
                     self.stats.msg_ring_wakeups.incr();

@@ -1,6 +1,6 @@
 //! The loop every shard runs: tasks → timers → pollers (and the tasks their completions woke)
-//! → cross-shard inbox → ring, and a park in the ring only when none of them has work and the
-//! idle spin has run out.
+//! → cross-shard inbox → driver (io_uring or epoll), and a park in the driver only when none
+//! of them has work and the idle spin has run out.
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::context::{self, ShardContext};
 use super::stall::{StallDetector, StallHook, StallSource};
 use super::{ShardId, ShardRemote};
-use crate::driver::{Driver, Features};
+use crate::driver::{Backend, Driver, DriverConfig, Features, Wanted};
 use crate::executor::{panic_message, Executor};
 use crate::poller::Pollers;
 use crate::timer::Timers;
@@ -20,6 +20,9 @@ use crate::timer::Timers;
 /// Settings of every shard of a runtime (see `RuntimeBuilder` for what each one means).
 #[derive(Debug, Clone)]
 pub(crate) struct ShardConfig {
+    /// The backend asked for; `RuntimeBuilder::build` sets what the first shard got for the
+    /// others.
+    pub backend: Wanted,
     pub ring_entries: u32,
     pub recv_buffers: crate::net::RecvBuffers,
     pub registered_fds: u32,
@@ -35,6 +38,14 @@ pub(crate) struct ShardConfig {
     pub stall_threshold: Option<Duration>,
 }
 
+/// What a shard reports once its driver exists.
+pub(crate) struct Started {
+    pub backend: Backend,
+    /// Why it is that backend (for the start-up log line).
+    pub why: String,
+    pub features: Features,
+}
+
 /// Per-shard init/release hooks (brpc's `init_fn`/`release_fn`), run on the shard thread.
 pub type ShardHook = Arc<dyn Fn(ShardId) + Send + Sync>;
 
@@ -46,36 +57,39 @@ pub(crate) struct ShardHooks {
 }
 
 /// Run shard `remote.id` on the current thread until it is asked to stop. `ready` receives the
-/// kernel features (or the set-up error) once the ring exists.
+/// backend it got and why, with the io_uring features (or the set-up error), once the driver
+/// exists.
 pub(crate) fn run_shard(
     remote: Arc<ShardRemote>,
     peers: Arc<[Arc<ShardRemote>]>,
     config: ShardConfig,
     hooks: ShardHooks,
-    ready: std::sync::mpsc::Sender<std::io::Result<Features>>,
+    ready: std::sync::mpsc::Sender<std::io::Result<Started>>,
 ) {
     let id = remote.id;
     let span = tracing::info_span!("shard", id);
     let _entered = span.enter();
-    let driver = match Driver::new(
-        config.ring_entries,
-        remote.wake_fd(),
-        config.recv_buffers,
-        config.registered_fds,
-    ) {
+    let driver_config = DriverConfig {
+        backend: config.backend.clone(),
+        ring_entries: config.ring_entries,
+        recv_buffers: config.recv_buffers,
+        registered_fds: config.registered_fds,
+    };
+    let (mut driver, why) = match Driver::new(&driver_config, &remote) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(e));
             return;
         }
     };
-    let mut driver = driver;
-    driver.send_zc_threshold = config.send_zc_threshold.filter(|_| driver.features.send_zc);
-    let features = driver.features;
-    if features.msg_ring && config.msg_ring_wakeups {
-        match driver.ring_fd().try_clone_to_owned() {
-            Ok(fd) => remote.accept_msg_ring_wakeups(fd),
-            Err(e) => tracing::warn!(error = %e, "no MSG_RING wake-ups: eventfd only"),
+    let features = driver.features();
+    if let Some(uring) = driver.uring() {
+        uring.send_zc_threshold = config.send_zc_threshold.filter(|_| features.send_zc);
+        if features.msg_ring && config.msg_ring_wakeups {
+            match uring.ring_fd().try_clone_to_owned() {
+                Ok(fd) => remote.accept_msg_ring_wakeups(fd),
+                Err(e) => tracing::warn!(error = %e, "no MSG_RING wake-ups: eventfd only"),
+            }
         }
     }
     let ctx = Rc::new(ShardContext {
@@ -96,7 +110,11 @@ pub(crate) fn run_shard(
         hook(id);
     }
     tracing::debug!(?features, "shard started");
-    let _ = ready.send(Ok(features));
+    let _ = ready.send(Ok(Started {
+        backend: ctx.driver.borrow().backend(),
+        why,
+        features,
+    }));
 
     // The loop catches every panic of user code (tasks, messages, pollers); one escaping
     // anyway is a bug of ours, but the shard still must not die with work queued for it.
@@ -192,7 +210,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         let reaped = match ctx.driver.borrow_mut().submit_and_reap() {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(error = %e, "io_uring submit failed; stopping the shard");
+                tracing::error!(error = %e, "the I/O driver failed; stopping the shard");
                 return;
             }
         };
@@ -212,7 +230,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             stats.ops_in_flight.set(driver.in_flight() as u64);
             if let Some(ring) = driver.buf_ring() {
                 stats.recv_buffers_free.set(u64::from(ring.available()));
-                stats.recv_bundles.set(driver.recv_bundles);
+                stats.recv_bundles.set(driver.recv_bundles());
             }
         }
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);
@@ -282,14 +300,14 @@ fn park(ctx: &ShardContext) {
     ctx.remote.set_parked(false);
     match reaped {
         Ok(r) => ctx.remote.stats.completions.add(r.completions as u64),
-        Err(e) => tracing::error!(error = %e, "parking in the ring failed"),
+        Err(e) => tracing::error!(error = %e, "parking in the driver failed"),
     }
     wake_where_msg_ring_failed(ctx);
 }
 
 /// Shards this one failed to wake through their ring get an eventfd write instead.
 fn wake_where_msg_ring_failed(ctx: &ShardContext) {
-    let failed = std::mem::take(&mut ctx.driver.borrow_mut().msg_ring_failed);
+    let failed = ctx.driver.borrow_mut().take_msg_ring_failed();
     for shard in failed {
         if let Some(peer) = ctx.peers.get(shard) {
             peer.write_eventfd();

@@ -133,9 +133,9 @@ shard_stats! {
     task_panics,
     /// Most tasks ever waiting in the run queue at once.
     run_queue_max,
-    /// io_uring completions reaped.
+    /// io_uring completions reaped (on epoll: readiness events and finished blocking calls).
     completions,
-    /// Times the shard slept in its ring.
+    /// Times the shard slept in its ring (on epoll: in `epoll_wait`).
     parks,
     /// Eventfd writes other threads made to wake this shard.
     wakeups_sent,
@@ -172,7 +172,8 @@ shard_stats! {
     protocol_errors,
     /// Gauge: live tasks on the shard.
     tasks_live,
-    /// Gauge: io_uring operations in flight.
+    /// Gauge: io_uring operations in flight (on epoll: operations waiting for readiness and
+    /// blocking calls running).
     ops_in_flight,
     /// Gauge: armed timers.
     timers_pending,

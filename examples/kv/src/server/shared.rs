@@ -136,6 +136,9 @@ impl ServerShared {
             aof_enabled: self.aof_enabled,
             cluster_enabled: self.cluster_enabled,
             os: os_name(),
+            multiplexing_api: corewire::runtime::current_backend()
+                .map_or("unknown", |b| b.name())
+                .to_string(),
             maxclients: self.maxclients.load(Ordering::Relaxed) as u64,
             maxmemory: self
                 .parameter("maxmemory")

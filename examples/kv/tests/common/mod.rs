@@ -47,19 +47,29 @@ impl Server {
     }
 
     pub fn try_start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
-        Server::try_start_full(None, args, env)
+        Server::try_start_full(None, args, env, |_| {})
+    }
+
+    /// Start with `configure` applied to the command last (e.g. a `pre_exec` hook).
+    pub fn try_start_configured(
+        args: &[&str],
+        env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
+    ) -> Result<Server, String> {
+        Server::try_start_full(None, args, env, configure)
     }
 
     /// Starts the server with a Redis configuration file (the first argument, as Redis takes
     /// it), then `--port 0` and `args`.
     pub fn try_start_with_config(config: &Path, args: &[&str]) -> Result<Server, String> {
-        Server::try_start_full(Some(config), args, &[])
+        Server::try_start_full(Some(config), args, &[], |_| {})
     }
 
     fn try_start_full(
         config: Option<&Path>,
         args: &[&str],
         env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
     ) -> Result<Server, String> {
         let dir = TempDir::new("server");
         let stderr_path = dir.path().join("stderr.log");
@@ -68,11 +78,13 @@ impl Server {
         if let Some(config) = config {
             command.arg(config);
         }
-        let mut child = command
+        command
             .args(["--port", "0"])
             .args(args)
             .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        configure(&mut command);
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -4,7 +4,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{attempt_result, EpollKind, OpCode};
+use crate::driver::epoll::Interest;
 use crate::driver::fd::SharedFd;
 
 /// accept(2) on a listening socket; the new socket is close-on-exec.
@@ -28,6 +29,7 @@ impl Accept {
 // SAFETY: the address buffer is boxed and owned by the op; the listener is held by `fd`.
 unsafe impl OpCode for Accept {
     type Output = io::Result<(OwnedFd, Option<SocketAddr>)>;
+    const EPOLL: EpollKind = EpollKind::Ready(Interest::Read);
 
     fn sqe(&mut self) -> squeue::Entry {
         let (storage, len) = &mut *self.addr;
@@ -50,6 +52,28 @@ unsafe impl OpCode for Accept {
 
     fn release(result: i32, _flags: u32) {
         super::release_new_fd(result);
+    }
+
+    fn epoll_fd(&self) -> Option<&SharedFd> {
+        Some(&self.fd)
+    }
+
+    fn attempt(&mut self) -> io::Result<u32> {
+        // accept4 has no per-call non-blocking flag: the listener itself must be.
+        self.fd.ensure_nonblocking()?;
+        let (storage, len) = &mut *self.addr;
+        *len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes of address into the boxed storage
+        // and the length into `len`, both owned by the op; the call is done when it returns.
+        let rc = unsafe {
+            libc::accept4(
+                self.fd.raw(),
+                (storage as *mut libc::sockaddr_storage).cast(),
+                len,
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        attempt_result(rc as isize)
     }
 }
 

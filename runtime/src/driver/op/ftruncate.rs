@@ -2,7 +2,7 @@ use std::io;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 use crate::driver::fd::SharedFd;
 
 /// ftruncate(2): set a file's length (Linux 6.9).
@@ -20,6 +20,8 @@ impl Ftruncate {
 // SAFETY: no pointers; the file is held by `fd`.
 unsafe impl OpCode for Ftruncate {
     type Output = io::Result<()>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::Ftruncate::new(types::Fd(self.fd.raw()), self.len).build()

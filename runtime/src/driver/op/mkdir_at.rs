@@ -3,7 +3,7 @@ use std::io;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 
 /// mkdirat(2) relative to the working directory.
 pub(crate) struct MkDirAt {
@@ -20,6 +20,8 @@ impl MkDirAt {
 // SAFETY: the kernel only reads the path, a heap CString owned by the op.
 unsafe impl OpCode for MkDirAt {
     type Output = io::Result<()>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::MkDirAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())

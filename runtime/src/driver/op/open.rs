@@ -4,7 +4,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{errno_result, BlockingCall, EpollKind, OpCode, SendPtr};
 
 /// openat(2) relative to the working directory; the new descriptor is close-on-exec.
 pub(crate) struct Open {
@@ -26,6 +26,7 @@ impl Open {
 // SAFETY: the path is a heap CString owned by the op (its buffer does not move with it).
 unsafe impl OpCode for Open {
     type Output = io::Result<OwnedFd>;
+    const EPOLL: EpollKind = EpollKind::Blocking;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
@@ -42,5 +43,17 @@ unsafe impl OpCode for Open {
 
     fn release(result: i32, _flags: u32) {
         super::release_new_fd(result);
+    }
+
+    fn blocking(&mut self) -> BlockingCall {
+        let path = SendPtr(self.path.as_ptr().cast_mut());
+        let (flags, mode) = (self.flags, self.mode);
+        Box::new(move || {
+            let path = path;
+            // SAFETY: the path is the op's heap CString, alive and unchanged until the call
+            // returned (the driver keeps the op until then).
+            let rc = unsafe { libc::openat(libc::AT_FDCWD, path.0, flags, mode) };
+            errno_result(rc as isize)
+        })
     }
 }

@@ -3,7 +3,7 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 
 /// Wait until a descriptor is readable: how a shard waits on foreign fds such as an RDMA
 /// completion channel or an rdma_cm event channel without a thread of their own.
@@ -30,6 +30,8 @@ impl PollAdd {
 unsafe impl OpCode for PollAdd {
     /// The events that fired.
     type Output = io::Result<u32>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::PollAdd::new(types::Fd(self.fd), self.events).build()

@@ -3,7 +3,7 @@ use std::io;
 use bytes::BytesMut;
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{errno_result, BlockingCall, EpollKind, OpCode, SendPtr};
 use crate::driver::fd::SharedFd;
 
 /// pread(2) into the spare capacity of a `BytesMut` at `offset`.
@@ -30,6 +30,7 @@ impl Read {
 // op that nothing else references; the file is held by `fd`.
 unsafe impl OpCode for Read {
     type Output = (io::Result<usize>, BytesMut);
+    const EPOLL: EpollKind = EpollKind::Blocking;
 
     fn sqe(&mut self) -> squeue::Entry {
         let spare = self.buf.spare_capacity_mut();
@@ -53,5 +54,23 @@ unsafe impl OpCode for Read {
             }
             Err(e) => (Err(e), self.buf),
         }
+    }
+
+    fn blocking(&mut self) -> BlockingCall {
+        let spare = self.buf.spare_capacity_mut();
+        self.len = spare.len().min(u32::MAX as usize) as u32;
+        let (fd, ptr, len, offset) = (
+            self.fd.raw(),
+            SendPtr(spare.as_mut_ptr().cast::<u8>()),
+            self.len as usize,
+            self.offset as libc::off_t,
+        );
+        Box::new(move || {
+            let ptr = ptr;
+            // SAFETY: the helper writes only into the buffer's spare capacity (a heap
+            // allocation of the op that nothing else touches until the call returned).
+            let rc = unsafe { libc::pread(fd, ptr.0.cast(), len, offset) };
+            errno_result(rc)
+        })
     }
 }

@@ -3,7 +3,8 @@ use std::io;
 use bytes::BytesMut;
 use io_uring::{opcode, squeue};
 
-use super::OpCode;
+use super::{attempt_result, EpollKind, OpCode};
+use crate::driver::epoll::Interest;
 use crate::driver::fd::{on_fd, SharedFd};
 
 /// recv(2) into the spare capacity of a `BytesMut`; the bytes received are appended.
@@ -24,6 +25,7 @@ impl Recv {
 // op that nothing else references; the socket is held by `fd`.
 unsafe impl OpCode for Recv {
     type Output = (io::Result<usize>, BytesMut);
+    const EPOLL: EpollKind = EpollKind::Ready(Interest::Read);
 
     fn sqe(&mut self) -> squeue::Entry {
         let spare = self.buf.spare_capacity_mut();
@@ -42,5 +44,25 @@ unsafe impl OpCode for Recv {
             }
             Err(e) => (Err(e), self.buf),
         }
+    }
+
+    fn epoll_fd(&self) -> Option<&SharedFd> {
+        Some(&self.fd)
+    }
+
+    fn attempt(&mut self) -> io::Result<u32> {
+        let spare = self.buf.spare_capacity_mut();
+        self.len = spare.len().min(u32::MAX as usize) as u32;
+        // SAFETY: the kernel writes at most `len` bytes into the spare capacity, owned by
+        // the op; the call is done when it returns.
+        let rc = unsafe {
+            libc::recv(
+                self.fd.raw(),
+                spare.as_mut_ptr().cast(),
+                self.len as usize,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        attempt_result(rc)
     }
 }

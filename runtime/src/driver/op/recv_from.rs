@@ -4,7 +4,8 @@ use bytes::BytesMut;
 use io_uring::{opcode, squeue, types};
 use socket2::{SockAddr, SockAddrStorage};
 
-use super::OpCode;
+use super::{attempt_result, EpollKind, OpCode};
+use crate::driver::epoll::Interest;
 use crate::driver::fd::SharedFd;
 
 /// One datagram received by recvmsg(2) into the spare capacity of a `BytesMut`, with the
@@ -45,16 +46,10 @@ impl RecvFrom {
             msg: unsafe { std::mem::zeroed() },
         }
     }
-}
 
-// SAFETY: the kernel writes the datagram into `buf`'s spare capacity (a heap allocation the
-// op owns), the address into `addr`, and reads/writes `msg` and `iov`; all three are fields
-// of the boxed op, whose address is final when `sqe` runs and which the driver keeps alive
-// until the completion. The socket is held by `fd`.
-unsafe impl OpCode for RecvFrom {
-    type Output = (io::Result<Received>, BytesMut);
-
-    fn sqe(&mut self) -> squeue::Entry {
+    /// Point the header at the buffer's spare capacity and the address storage (their
+    /// final addresses: the boxed op's for the SQE, the op's own for an attempt).
+    fn prepare(&mut self) {
         let spare = self.buf.spare_capacity_mut();
         self.len = spare.len().min(u32::MAX as usize) as u32;
         self.iov = libc::iovec {
@@ -65,9 +60,40 @@ unsafe impl OpCode for RecvFrom {
         self.msg.msg_namelen = self.addr.size_of();
         self.msg.msg_iov = &mut self.iov;
         self.msg.msg_iovlen = 1;
+    }
+}
+
+// SAFETY: the kernel writes the datagram into `buf`'s spare capacity (a heap allocation the
+// op owns), the address into `addr`, and reads/writes `msg` and `iov`; all three are fields
+// of the boxed op, whose address is final when `sqe` runs and which the driver keeps alive
+// until the completion. The socket is held by `fd`.
+unsafe impl OpCode for RecvFrom {
+    type Output = (io::Result<Received>, BytesMut);
+    const EPOLL: EpollKind = EpollKind::Ready(Interest::Read);
+
+    fn sqe(&mut self) -> squeue::Entry {
+        self.prepare();
         opcode::RecvMsg::new(types::Fd(self.fd.raw()), &mut self.msg)
             .flags(libc::MSG_TRUNC as u32)
             .build()
+    }
+
+    fn epoll_fd(&self) -> Option<&SharedFd> {
+        Some(&self.fd)
+    }
+
+    fn attempt(&mut self) -> io::Result<u32> {
+        self.prepare();
+        // SAFETY: as for the SQE: the kernel writes the datagram, the address and the
+        // header fields into memory the op owns, during the call.
+        let rc = unsafe {
+            libc::recvmsg(
+                self.fd.raw(),
+                &mut self.msg,
+                libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+            )
+        };
+        attempt_result(rc)
     }
 
     fn complete(mut self, result: io::Result<u32>, _flags: u32) -> Self::Output {

@@ -3,7 +3,7 @@ use std::io;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 
 /// renameat(2) relative to the working directory (replacing `to` if it exists, atomically).
 pub(crate) struct RenameAt {
@@ -20,6 +20,8 @@ impl RenameAt {
 // SAFETY: the kernel only reads the two paths, heap CStrings owned by the op.
 unsafe impl OpCode for RenameAt {
     type Output = io::Result<()>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         let cwd = types::Fd(libc::AT_FDCWD);

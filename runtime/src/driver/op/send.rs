@@ -3,7 +3,8 @@ use std::io;
 use bytes::Bytes;
 use io_uring::{opcode, squeue};
 
-use super::OpCode;
+use super::{attempt_result, EpollKind, OpCode};
+use crate::driver::epoll::Interest;
 use crate::driver::fd::{on_fd, SharedFd};
 
 /// send(2) of one buffer (MSG_NOSIGNAL: a closed peer is an error, not a signal).
@@ -22,6 +23,7 @@ impl Send {
 // moves or mutates its contents); the socket is held by `fd`.
 unsafe impl OpCode for Send {
     type Output = (io::Result<usize>, Bytes);
+    const EPOLL: EpollKind = EpollKind::Ready(Interest::Write);
 
     fn sqe(&mut self) -> squeue::Entry {
         let len = self.buf.len().min(u32::MAX as usize) as u32;
@@ -33,5 +35,23 @@ unsafe impl OpCode for Send {
 
     fn complete(self, result: io::Result<u32>, _flags: u32) -> Self::Output {
         (result.map(|n| n as usize), self.buf)
+    }
+
+    fn epoll_fd(&self) -> Option<&SharedFd> {
+        Some(&self.fd)
+    }
+
+    fn attempt(&mut self) -> io::Result<u32> {
+        let len = self.buf.len().min(u32::MAX as usize);
+        // SAFETY: the kernel reads `len` bytes of the op's buffer during the call.
+        let rc = unsafe {
+            libc::send(
+                self.fd.raw(),
+                self.buf.as_ptr().cast(),
+                len,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        attempt_result(rc)
     }
 }

@@ -3,7 +3,7 @@ use std::io;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 use crate::driver::fd::SharedFd;
 
 /// statx(2) of a path (relative to the working directory), or of an open file (`fd` with an
@@ -42,6 +42,8 @@ impl Statx {
 // any, is held by `fd`.
 unsafe impl OpCode for Statx {
     type Output = io::Result<libc::statx>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         let dirfd = self.fd.as_ref().map_or(libc::AT_FDCWD, SharedFd::raw);

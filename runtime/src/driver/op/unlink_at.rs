@@ -3,7 +3,7 @@ use std::io;
 
 use io_uring::{opcode, squeue, types};
 
-use super::OpCode;
+use super::{EpollKind, OpCode};
 
 /// unlinkat(2) relative to the working directory: a file, or an empty directory.
 pub(crate) struct UnlinkAt {
@@ -27,6 +27,8 @@ impl UnlinkAt {
 // SAFETY: the kernel only reads the path, a heap CString owned by the op.
 unsafe impl OpCode for UnlinkAt {
     type Output = io::Result<()>;
+    // Files and foreign descriptors take other ways on epoll (the fs fallbacks, io::wait_readable).
+    const EPOLL: EpollKind = EpollKind::Unsupported;
 
     fn sqe(&mut self) -> squeue::Entry {
         opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())

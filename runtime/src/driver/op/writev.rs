@@ -3,7 +3,8 @@ use std::io;
 use bytes::Bytes;
 use io_uring::{opcode, squeue};
 
-use super::OpCode;
+use super::{attempt_result, EpollKind, OpCode};
+use crate::driver::epoll::Interest;
 use crate::driver::fd::{on_fd, SharedFd};
 
 /// Batches up to this many buffers keep their iovecs inside the op (a connection's batch of
@@ -63,13 +64,10 @@ impl Writev {
 unsafe impl OpCode for Writev {
     type Output = (io::Result<usize>, Vec<Bytes>);
 
+    const EPOLL: EpollKind = EpollKind::Ready(Interest::Write);
+
     fn sqe(&mut self) -> squeue::Entry {
-        let iovecs: &mut [libc::iovec] = match &mut self.iovecs {
-            Iovecs::Inline(inline) => &mut inline[..self.bufs.len()],
-            Iovecs::Heap(heap) => heap,
-        };
-        self.msg.msg_iov = iovecs.as_mut_ptr();
-        self.msg.msg_iovlen = iovecs.len() as _;
+        self.prepare();
         let msg: *const libc::msghdr = &self.msg;
         on_fd!(self.fd, t => opcode::SendMsg::new(t, msg)
             .flags(libc::MSG_NOSIGNAL as u32)
@@ -78,5 +76,35 @@ unsafe impl OpCode for Writev {
 
     fn complete(self, result: io::Result<u32>, _flags: u32) -> Self::Output {
         (result.map(|n| n as usize), self.bufs)
+    }
+
+    fn epoll_fd(&self) -> Option<&SharedFd> {
+        Some(&self.fd)
+    }
+
+    fn attempt(&mut self) -> io::Result<u32> {
+        self.prepare();
+        // SAFETY: as for the SQE: the kernel reads the header, the iovecs and the bytes they
+        // point at, all owned by the op, during the call.
+        let rc = unsafe {
+            libc::sendmsg(
+                self.fd.raw(),
+                &self.msg,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        attempt_result(rc)
+    }
+}
+
+impl Writev {
+    /// Point the header at the iovecs, where they are now.
+    fn prepare(&mut self) {
+        let iovecs: &mut [libc::iovec] = match &mut self.iovecs {
+            Iovecs::Inline(inline) => &mut inline[..self.bufs.len()],
+            Iovecs::Heap(heap) => heap,
+        };
+        self.msg.msg_iov = iovecs.as_mut_ptr();
+        self.msg.msg_iovlen = iovecs.len() as _;
     }
 }

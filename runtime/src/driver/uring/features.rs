@@ -136,3 +136,13 @@ pub(crate) fn build_ring(entries: u32) -> io::Result<(IoUring, Features)> {
     }
     Err(last_err.unwrap_or_else(|| io::Error::other("io_uring set-up failed")))
 }
+
+/// `what` failed with `e`: the log line's message, naming RLIMIT_MEMLOCK where that is what
+/// the kernel ran out of.
+pub(crate) fn why_not(what: &str, e: &io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ENOMEM) {
+        format!("{what}: {}", crate::driver::backend_memlock_note())
+    } else {
+        what.to_string()
+    }
+}

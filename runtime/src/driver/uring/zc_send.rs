@@ -27,7 +27,12 @@ pub(crate) struct ZcSend {
 impl ZcSend {
     pub(crate) fn submit(fd: &SharedFd, buf: Bytes) -> ZcSend {
         let ctx = context::current();
-        let key = ctx.driver.borrow_mut().submit_send_zc(fd, buf.clone());
+        let key = ctx
+            .driver
+            .borrow_mut()
+            .uring()
+            .expect("zero-copy sends are io_uring's: the threshold is off on epoll")
+            .submit_send_zc(fd, buf.clone());
         ctx.remote.stats.send_zc.incr();
         ZcSend {
             key: Some(key),
@@ -44,6 +49,7 @@ impl Future for ZcSend {
         let this = self.get_mut();
         let key = this.key.expect("zero-copy send polled after completion");
         let Some((result, flags)) = context::with_driver(|d| {
+            let d = d.uring()?;
             let next = d.poll_multi(key, cx.waker());
             if let Some((_, flags)) = next {
                 if cqueue::more(flags) {
@@ -72,7 +78,7 @@ impl Drop for ZcSend {
         if let Some(key) = self.key.take() {
             // Cancelled before its first completion; the slot keeps the bytes until the
             // kernel's last word. No driver (off the shard): the slot goes with the driver.
-            let _ = context::try_with_driver(|d| d.abandon_multi(key));
+            let _ = context::try_with_driver(|d| d.uring().map(|u| u.abandon_multi(key)));
         }
     }
 }

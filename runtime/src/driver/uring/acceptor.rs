@@ -1,6 +1,6 @@
 //! A TCP listener's multishot accept: one armed accept whose connections queue in the
 //! driver's slot until taken, re-armed when the kernel ends it. The queue is bounded: once
-//! `driver::ACCEPT_QUEUE_LIMIT` (64) connections nobody took are queued, the driver cancels
+//! `ACCEPT_QUEUE_LIMIT` (64) connections nobody took are queued, the driver cancels
 //! the accept (what the kernel posted in the same batch still arrives: at most the listen
 //! backlog more), and further clients wait in the kernel's listen backlog until the queue is
 //! taken and the accept re-armed.
@@ -36,7 +36,12 @@ impl Acceptor {
             let key = match self.armed.get() {
                 Some(key) => key,
                 None => {
-                    let key = ctx.driver.borrow_mut().submit_accept_multishot(fd);
+                    let key = ctx
+                        .driver
+                        .borrow_mut()
+                        .uring()
+                        .ok_or(io::ErrorKind::Unsupported)?
+                        .submit_accept_multishot(fd);
                     ctx.remote.stats.accept_multishot_arms.incr();
                     self.armed.set(Some(key));
                     key
@@ -45,7 +50,8 @@ impl Acceptor {
             let next = ctx
                 .driver
                 .borrow_mut()
-                .poll_accept_multishot(key, cx.waker());
+                .uring()
+                .and_then(|u| u.poll_accept_multishot(key, cx.waker()));
             let Some((result, still_armed)) = next else {
                 return Poll::Pending;
             };
@@ -66,7 +72,7 @@ impl Drop for Acceptor {
         if let Some(key) = self.armed.take() {
             // Connections queued for nobody are closed; no driver (off the shard, or at its
             // teardown): the slot goes with the driver.
-            let _ = context::try_with_driver(|d| d.abandon_multi(key));
+            let _ = context::try_with_driver(|d| d.uring().map(|u| u.abandon_multi(key)));
         }
     }
 }
