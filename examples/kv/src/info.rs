@@ -1,17 +1,22 @@
-//! The INFO text: Redis's `# Section` / `field:value` layout, with totals over all shards plus
-//! a `Shards` section that lists each shard.
+//! The INFO text: Redis 7.0's `# Section` / `field:value` layout and sections (server,
+//! clients, memory, persistence, stats, replication, cpu, modules, errorstats, cluster,
+//! keyspace, commandstats, latencystats) with totals over all shards, plus a `Shards`
+//! section that lists each shard. Any number of sections may be asked for, by name (any
+//! case), `default`, `all` or `everything`.
 
 use std::fmt::Write;
 
 use bytes::Bytes;
 
+use crate::introspect::stats::CallStats;
+use crate::reply::Reply;
 use crate::store::ShardStats;
 
 /// The Redis version this server claims compatibility with (clients gate features on it).
 pub const COMPATIBLE_REDIS_VERSION: &str = "7.0.0";
 
 /// Process-wide facts only the glue knows, snapshotted when INFO is answered.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerInfo {
     pub process_id: u32,
     pub tcp_port: u16,
@@ -35,72 +40,203 @@ pub struct ServerInfo {
     /// Process CPU time from getrusage(RUSAGE_SELF), in microseconds.
     pub used_cpu_sys_us: u64,
     pub used_cpu_user_us: u64,
+    /// A random id of this run (Redis's `run_id`).
+    pub run_id: String,
+    pub executable: String,
+    pub config_file: String,
+    /// The process's resident memory, from /proc (0 where unknown).
+    pub used_memory_rss: u64,
+    pub tracking_clients: u64,
+    /// Clients in CLIENT PAUSE's wait and the like.
+    pub server_time_usec: u64,
+    /// `latency-tracking-info-percentiles`.
+    pub latency_percentiles: Vec<f64>,
+    /// `latency-tracking`.
+    pub latency_tracking: bool,
+    /// Whether a CLIENT PAUSE is in force.
+    pub paused: bool,
     /// Scripts in the node's script cache (SCRIPT LOAD, EVAL).
     pub cached_scripts: u64,
 }
 
-type SectionRenderer = fn(&mut String, &ServerInfo, &[ShardStats]);
+/// One shard's part of INFO: the store's numbers and the glue's.
+#[derive(Debug, Clone, Default)]
+pub struct ShardPart {
+    pub stats: ShardStats,
+    pub calls: CallStats,
+    /// Client tracking: keys tracked, (key, client) pairs, broadcast prefixes.
+    pub tracking: [u64; 3],
+    pub channels: Vec<Bytes>,
+    pub patterns: Vec<Bytes>,
+    pub shard_channels: Vec<Bytes>,
+    /// The shard's connections' memory (their CLIENT LIST `tot-mem`).
+    pub clients_memory: u64,
+}
 
-const SECTIONS: [(&str, SectionRenderer); 9] = [
-    ("server", server_section),
-    ("clients", clients_section),
-    ("memory", memory_section),
-    ("persistence", persistence_section),
-    ("stats", stats_section),
-    ("cpu", cpu_section),
-    ("cluster", cluster_section),
-    ("keyspace", keyspace_section),
-    ("shards", shards_section),
+impl ShardPart {
+    /// The shard's reply to INFO: `[store stats, call stats, [tracking...], channels,
+    /// patterns, shard channels, clients' memory]`. Only the merger reads it.
+    pub fn to_reply(
+        stats: Reply,
+        calls: Reply,
+        tracking: [u64; 3],
+        pubsub: [Vec<Bytes>; 3],
+        clients_memory: u64,
+    ) -> Reply {
+        let [channels, patterns, shard] = pubsub;
+        let names = |names: Vec<Bytes>| Reply::Array(names.into_iter().map(Reply::Bulk).collect());
+        Reply::Array(vec![
+            stats,
+            calls,
+            Reply::Array(tracking.iter().map(|n| Reply::Integer(*n as i64)).collect()),
+            names(channels),
+            names(patterns),
+            names(shard),
+            Reply::Integer(clients_memory as i64),
+        ])
+    }
+
+    pub fn from_reply(reply: &Reply) -> Option<ShardPart> {
+        let Reply::Array(fields) = reply else {
+            return None;
+        };
+        let [stats, calls, Reply::Array(tracking), channels, patterns, shard, Reply::Integer(clients)] =
+            &fields[..]
+        else {
+            // A store's own stats alone (a server built without the glue's parts).
+            return ShardStats::from_reply(reply).map(|stats| ShardPart {
+                stats,
+                ..ShardPart::default()
+            });
+        };
+        let mut part = ShardPart {
+            stats: ShardStats::from_reply(stats)?,
+            ..ShardPart::default()
+        };
+        part.calls.merge_reply(calls);
+        for (slot, value) in part.tracking.iter_mut().zip(tracking) {
+            if let Reply::Integer(n) = value {
+                *slot = *n as u64;
+            }
+        }
+        let names = |reply: &Reply| match reply {
+            Reply::Array(items) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Reply::Bulk(name) => Some(name.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        part.channels = names(channels);
+        part.patterns = names(patterns);
+        part.shard_channels = names(shard);
+        part.clients_memory = *clients as u64;
+        Some(part)
+    }
+}
+
+/// What a section renders from.
+struct Facts<'a> {
+    server: &'a ServerInfo,
+    shards: Vec<&'a ShardStats>,
+    calls: CallStats,
+    parts: &'a [ShardPart],
+}
+
+type SectionRenderer = fn(&mut String, &Facts<'_>);
+
+/// Every section, in Redis's order, and whether `default` includes it.
+const SECTIONS: [(&str, SectionRenderer, bool); 14] = [
+    ("server", server_section, true),
+    ("clients", clients_section, true),
+    ("memory", memory_section, true),
+    ("persistence", persistence_section, true),
+    ("stats", stats_section, true),
+    ("replication", replication_section, true),
+    ("cpu", cpu_section, true),
+    ("modules", modules_section, true),
+    ("commandstats", commandstats_section, false),
+    ("errorstats", errorstats_section, true),
+    ("latencystats", latencystats_section, false),
+    ("cluster", cluster_section, true),
+    ("keyspace", keyspace_section, true),
+    ("shards", shards_section, true),
 ];
 
-/// Renders the requested sections (case-insensitive; none, `default`, `all` or `everything`
-/// mean all of them; unknown names are ignored, as in Redis). `shards[i]` is shard `i`.
-pub fn render(requested: &[Bytes], server: &ServerInfo, shards: &[ShardStats]) -> String {
-    let everything = requested.is_empty()
-        || requested.iter().any(|name| {
-            ["default", "all", "everything"]
-                .iter()
-                .any(|all| name.eq_ignore_ascii_case(all.as_bytes()))
-        });
+/// Renders the requested sections: none means `default`; `all` is every section but
+/// modules', `everything` all of them; unknown names are ignored, as in Redis. Each section
+/// comes once, in Redis's order. `parts[i]` is shard `i`'s.
+pub fn render(requested: &[Bytes], server: &ServerInfo, parts: &[ShardPart]) -> String {
+    let is = |name: &Bytes, word: &str| name.eq_ignore_ascii_case(word.as_bytes());
+    let everything = requested.iter().any(|n| is(n, "everything"));
+    let all = everything || requested.iter().any(|n| is(n, "all"));
+    let default = requested.is_empty() || requested.iter().any(|n| is(n, "default"));
+    let mut calls = CallStats::default();
+    for part in parts {
+        let reply = part.calls.to_reply();
+        calls.merge_reply(&reply);
+    }
+    let facts = Facts {
+        server,
+        shards: parts.iter().map(|p| &p.stats).collect(),
+        calls,
+        parts,
+    };
     let mut out = String::new();
-    for (name, render_section) in SECTIONS {
-        let wanted = everything
-            || requested
-                .iter()
-                .any(|r| r.eq_ignore_ascii_case(name.as_bytes()));
+    for (name, render_section, in_default) in SECTIONS {
+        let wanted = (all && (name != "modules" || everything))
+            || (default && in_default)
+            || requested.iter().any(|r| is(r, name));
         if wanted {
             if !out.is_empty() {
                 out.push_str("\r\n");
             }
-            render_section(&mut out, server, shards);
+            render_section(&mut out, &facts);
         }
     }
     out
 }
 
-fn total(shards: &[ShardStats], field: impl Fn(&ShardStats) -> u64) -> u64 {
-    shards.iter().map(field).sum()
+fn total(facts: &Facts<'_>, field: impl Fn(&ShardStats) -> u64) -> u64 {
+    facts.shards.iter().map(|s| field(s)).sum()
 }
 
 // `write!` into a String cannot fail, hence the ignored results below.
 
-fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
+fn server_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
     let uptime_s = server.uptime_ms / 1000;
     let _ = write!(
         out,
         "# Server\r\n\
          redis_version:{COMPATIBLE_REDIS_VERSION}\r\n\
-         corewire_version:{}\r\n\
+         redis_git_sha1:00000000\r\n\
+         redis_git_dirty:0\r\n\
+         redis_build_id:0\r\n\
          redis_mode:{}\r\n\
          os:{}\r\n\
          arch_bits:{}\r\n\
+         monotonic_clock:POSIX clock_gettime\r\n\
          multiplexing_api:{}\r\n\
+         atomicvar_api:c11-builtin\r\n\
+         gcc_version:0.0.0\r\n\
          process_id:{}\r\n\
+         process_supervised:no\r\n\
+         run_id:{}\r\n\
          tcp_port:{}\r\n\
+         server_time_usec:{}\r\n\
          uptime_in_seconds:{uptime_s}\r\n\
          uptime_in_days:{}\r\n\
+         hz:10\r\n\
+         configured_hz:10\r\n\
+         lru_clock:{}\r\n\
+         executable:{}\r\n\
+         config_file:{}\r\n\
+         io_threads_active:0\r\n\
+         corewire_version:{}\r\n\
          shards:{}\r\n",
-        env!("CARGO_PKG_VERSION"),
         if server.cluster_enabled {
             "cluster"
         } else {
@@ -110,39 +246,94 @@ fn server_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) 
         usize::BITS,
         server.multiplexing_api,
         server.process_id,
+        server.run_id,
         server.tcp_port,
+        server.server_time_usec,
         uptime_s / 86_400,
-        shards.len(),
+        (server.server_time_usec / 1_000_000) & ((1 << 24) - 1),
+        server.executable,
+        server.config_file,
+        env!("CARGO_PKG_VERSION"),
+        facts.shards.len(),
     );
 }
 
-fn clients_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+fn clients_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\nmaxclients:{}\r\n",
-        server.connected_clients, server.blocked_clients, server.maxclients
+        "# Clients\r\n\
+         connected_clients:{}\r\n\
+         cluster_connections:0\r\n\
+         maxclients:{}\r\n\
+         client_recent_max_input_buffer:0\r\n\
+         client_recent_max_output_buffer:0\r\n\
+         blocked_clients:{}\r\n\
+         tracking_clients:{}\r\n\
+         clients_in_timeout_table:{}\r\n",
+        server.connected_clients,
+        server.maxclients,
+        server.blocked_clients,
+        server.tracking_clients,
+        server.blocked_clients,
     );
 }
 
-fn memory_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
-    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs), not the
-    // allocator's total; `used_memory_dataset` is payload bytes only.
-    let used = total(shards, |s| s.used_memory);
+fn memory_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
+    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs) and the
+    // connections' buffers, not the allocator's total; `used_memory_dataset` is the keyspace's
+    // bytes. Eviction looks at the keyspace only: the connections are not counted for it.
+    let clients: u64 = facts.parts.iter().map(|p| p.clients_memory).sum();
+    let used = total(facts, |s| s.used_memory) + clients;
+    let dataset = total(facts, |s| s.data_bytes);
+    let percent = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
     let _ = write!(
         out,
         "# Memory\r\n\
          used_memory:{used}\r\n\
          used_memory_human:{}\r\n\
-         used_memory_dataset:{}\r\n\
+         used_memory_rss:{}\r\n\
+         used_memory_rss_human:{}\r\n\
+         used_memory_peak:{used}\r\n\
+         used_memory_peak_human:{}\r\n\
+         used_memory_peak_perc:100.00%\r\n\
+         used_memory_overhead:{}\r\n\
+         used_memory_startup:0\r\n\
+         used_memory_dataset:{dataset}\r\n\
+         used_memory_dataset_perc:{:.2}%\r\n\
          maxmemory:{}\r\n\
          maxmemory_human:{}\r\n\
          maxmemory_policy:{}\r\n\
+         mem_fragmentation_ratio:{:.2}\r\n\
+         mem_allocator:mimalloc\r\n\
+         lazyfree_pending_objects:0\r\n\
+         lazyfreed_objects:0\r\n\
+         mem_not_counted_for_evict:{clients}\r\n\
+         mem_clients_slaves:0\r\n\
+         mem_clients_normal:{clients}\r\n\
+         mem_aof_buffer:0\r\n\
          number_of_cached_scripts:{}\r\n",
         human_bytes(used),
-        total(shards, |s| s.data_bytes),
+        server.used_memory_rss,
+        human_bytes(server.used_memory_rss),
+        human_bytes(used),
+        used.saturating_sub(dataset),
+        percent(dataset, used),
         server.maxmemory,
         human_bytes(server.maxmemory),
         server.maxmemory_policy,
+        if used == 0 {
+            0.0
+        } else {
+            server.used_memory_rss as f64 / used as f64
+        },
         server.cached_scripts,
     );
 }
@@ -166,7 +357,8 @@ fn human_bytes(bytes: u64) -> String {
 /// Process CPU time as Redis prints it: seconds with six decimals. Per-thread and
 /// children's times are not tracked, so the children fields read 0 as on a Redis that
 /// never forked.
-fn cpu_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+fn cpu_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
     let seconds = |us: u64| format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
     let _ = write!(
         out,
@@ -180,23 +372,39 @@ fn cpu_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
     );
 }
 
-fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
+fn persistence_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
     // Redis's fields, over all shards: sizes and counts add up, a rewrite is in progress if
     // any shard's is, a status is `err` if any shard's is, times are the longest. There are
     // no RDB snapshots, so the `rdb_` fields tools poll read as on a Redis that never saved.
-    let aof = |f: fn(&crate::aof::AofStats) -> u64| total(shards, |s| f(&s.aof));
-    let any = |f: fn(&crate::aof::AofStats) -> bool| shards.iter().any(|s| f(&s.aof));
-    let longest =
-        |f: fn(&crate::aof::AofStats) -> i64| shards.iter().map(|s| f(&s.aof)).max().unwrap_or(-1);
+    let aof = |f: fn(&crate::aof::AofStats) -> u64| total(facts, |s| f(&s.aof));
+    let any = |f: fn(&crate::aof::AofStats) -> bool| facts.shards.iter().any(|s| f(&s.aof));
+    let longest = |f: fn(&crate::aof::AofStats) -> i64| {
+        facts.shards.iter().map(|s| f(&s.aof)).max().unwrap_or(-1)
+    };
     let status = |ok: bool| if ok { "ok" } else { "err" };
+    let started_s = (server.server_time_usec / 1_000_000).saturating_sub(server.uptime_ms / 1000);
     let _ = write!(
         out,
         "# Persistence\r\n\
          loading:0\r\n\
          async_loading:0\r\n\
+         current_cow_peak:0\r\n\
+         current_cow_size:0\r\n\
+         current_cow_size_age:0\r\n\
+         current_fork_perc:0.00\r\n\
+         current_save_keys_processed:0\r\n\
+         current_save_keys_total:0\r\n\
+         rdb_changes_since_last_save:{}\r\n\
          rdb_bgsave_in_progress:0\r\n\
+         rdb_last_save_time:{started_s}\r\n\
          rdb_last_bgsave_status:ok\r\n\
+         rdb_last_bgsave_time_sec:-1\r\n\
+         rdb_current_bgsave_time_sec:-1\r\n\
          rdb_saves:0\r\n\
+         rdb_last_cow_size:0\r\n\
+         rdb_last_load_keys_expired:0\r\n\
+         rdb_last_load_keys_loaded:0\r\n\
          aof_enabled:{}\r\n\
          aof_rewrite_in_progress:{}\r\n\
          aof_rewrite_scheduled:0\r\n\
@@ -209,6 +417,7 @@ fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardSta
          aof_last_cow_size:0\r\n\
          module_fork_in_progress:0\r\n\
          module_fork_last_cow_size:0\r\n",
+        total(facts, |s| s.dirty),
         u8::from(server.aof_enabled),
         u8::from(any(|a| a.rewrite_in_progress)),
         longest(|a| a.last_rewrite_time_sec),
@@ -234,54 +443,194 @@ fn persistence_section(out: &mut String, server: &ServerInfo, shards: &[ShardSta
     }
 }
 
-fn stats_section(out: &mut String, server: &ServerInfo, shards: &[ShardStats]) {
+/// Distinct names over the shards' lists.
+fn distinct(lists: impl Iterator<Item = Vec<Bytes>>) -> usize {
+    let mut all: Vec<Bytes> = lists.flatten().collect();
+    all.sort();
+    all.dedup();
+    all.len()
+}
+
+fn stats_section(out: &mut String, facts: &Facts<'_>) {
+    let server = facts.server;
+    let parts = facts.parts;
+    let tracking = |i: usize| parts.iter().map(|p| p.tracking[i]).sum::<u64>();
+    // Every shard knows every broadcast prefix: the most any shard has.
+    let prefixes = parts.iter().map(|p| p.tracking[2]).max().unwrap_or(0);
     let _ = write!(
         out,
         "# Stats\r\n\
          total_connections_received:{}\r\n\
          total_commands_processed:{}\r\n\
          instantaneous_ops_per_sec:{}\r\n\
+         total_net_input_bytes:0\r\n\
+         total_net_output_bytes:0\r\n\
+         rejected_connections:{}\r\n\
+         sync_full:0\r\n\
+         sync_partial_ok:0\r\n\
+         sync_partial_err:0\r\n\
+         expired_keys:{}\r\n\
+         expired_stale_perc:0.00\r\n\
+         expired_time_cap_reached_count:0\r\n\
+         expire_cycle_cpu_milliseconds:0\r\n\
+         evicted_keys:{}\r\n\
+         evicted_clients:0\r\n\
+         total_eviction_exceeded_time:0\r\n\
+         current_eviction_exceeded_time:0\r\n\
          keyspace_hits:{}\r\n\
          keyspace_misses:{}\r\n\
-         expired_keys:{}\r\n\
-         evicted_keys:{}\r\n\
-         rejected_connections:{}\r\n",
+         pubsub_channels:{}\r\n\
+         pubsub_patterns:{}\r\n\
+         pubsubshard_channels:{}\r\n\
+         latest_fork_usec:0\r\n\
+         total_forks:0\r\n\
+         migrate_cached_sockets:0\r\n\
+         slave_expires_tracked_keys:0\r\n\
+         active_defrag_hits:0\r\n\
+         active_defrag_misses:0\r\n\
+         active_defrag_key_hits:0\r\n\
+         active_defrag_key_misses:0\r\n\
+         total_active_defrag_time:0\r\n\
+         current_active_defrag_time:0\r\n\
+         tracking_total_keys:{}\r\n\
+         tracking_total_items:{}\r\n\
+         tracking_total_prefixes:{prefixes}\r\n\
+         unexpected_error_replies:0\r\n\
+         total_error_replies:{}\r\n\
+         dump_payload_sanitizations:0\r\n\
+         total_reads_processed:0\r\n\
+         total_writes_processed:0\r\n\
+         io_threaded_reads_processed:0\r\n\
+         io_threaded_writes_processed:0\r\n\
+         reply_buffer_shrinks:0\r\n\
+         reply_buffer_expands:0\r\n",
         server.total_connections_received,
-        total(shards, |s| s.commands_processed),
-        total(shards, |s| s.ops_per_sec),
-        total(shards, |s| s.keyspace_hits),
-        total(shards, |s| s.keyspace_misses),
-        total(shards, |s| s.expired_keys),
-        total(shards, |s| s.evicted_keys),
+        total(facts, |s| s.commands_processed),
+        total(facts, |s| s.ops_per_sec),
         server.rejected_connections,
+        total(facts, |s| s.expired_keys),
+        total(facts, |s| s.evicted_keys),
+        total(facts, |s| s.keyspace_hits),
+        total(facts, |s| s.keyspace_misses),
+        distinct(parts.iter().map(|p| p.channels.clone())),
+        distinct(parts.iter().map(|p| p.patterns.clone())),
+        distinct(parts.iter().map(|p| p.shard_channels.clone())),
+        tracking(0),
+        tracking(1),
+        facts.calls.total_errors,
     );
+}
+
+/// A primary with no replicas: what tools read to tell its role.
+fn replication_section(out: &mut String, _facts: &Facts<'_>) {
+    out.push_str(
+        "# Replication\r\n\
+         role:master\r\n\
+         connected_slaves:0\r\n\
+         master_failover_state:no-failover\r\n\
+         master_replid:0000000000000000000000000000000000000000\r\n\
+         master_replid2:0000000000000000000000000000000000000000\r\n\
+         master_repl_offset:0\r\n\
+         second_repl_offset:-1\r\n\
+         repl_backlog_active:0\r\n\
+         repl_backlog_size:1048576\r\n\
+         repl_backlog_first_byte_offset:0\r\n\
+         repl_backlog_histlen:0\r\n",
+    );
+}
+
+fn modules_section(out: &mut String, _facts: &Facts<'_>) {
+    out.push_str("# Modules\r\n");
+}
+
+fn commandstats_section(out: &mut String, facts: &Facts<'_>) {
+    out.push_str("# Commandstats\r\n");
+    let mut names: Vec<&&'static str> = facts.calls.commands.keys().collect();
+    names.sort();
+    for name in names {
+        let stat = &facts.calls.commands[*name];
+        if stat.calls == 0 && stat.rejected == 0 && stat.failed == 0 {
+            continue;
+        }
+        let per_call = if stat.calls == 0 {
+            0.0
+        } else {
+            stat.usec as f64 / stat.calls as f64
+        };
+        let _ = write!(
+            out,
+            "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},\
+             failed_calls={}\r\n",
+            stat.calls, stat.usec, stat.rejected, stat.failed
+        );
+    }
+}
+
+fn errorstats_section(out: &mut String, facts: &Facts<'_>) {
+    out.push_str("# Errorstats\r\n");
+    let mut codes: Vec<(&Bytes, &u64)> = facts.calls.errors.iter().collect();
+    codes.sort();
+    for (code, count) in codes {
+        let _ = write!(
+            out,
+            "errorstat_{}:count={count}\r\n",
+            String::from_utf8_lossy(code)
+        );
+    }
+}
+
+fn latencystats_section(out: &mut String, facts: &Facts<'_>) {
+    out.push_str("# Latencystats\r\n");
+    if !facts.server.latency_tracking {
+        return;
+    }
+    let mut names: Vec<&&'static str> = facts.calls.commands.keys().collect();
+    names.sort();
+    for name in names {
+        let Some(histogram) = &facts.calls.commands[*name].histogram else {
+            continue;
+        };
+        let _ = write!(out, "latency_percentiles_usec_{name}:");
+        for (i, percentile) in facts.server.latency_percentiles.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let value = histogram.value_at_quantile(percentile / 100.0) as f64 / 1000.0;
+            let _ = write!(
+                out,
+                "p{}={value:.3}",
+                crate::config::value::format_percentile(*percentile)
+            );
+        }
+        out.push_str("\r\n");
+    }
 }
 
 /// What `redis-cli --cluster` reads to tell a cluster node from a standalone one.
-fn cluster_section(out: &mut String, server: &ServerInfo, _shards: &[ShardStats]) {
+fn cluster_section(out: &mut String, facts: &Facts<'_>) {
     let _ = write!(
         out,
         "# Cluster\r\ncluster_enabled:{}\r\n",
-        u8::from(server.cluster_enabled)
+        u8::from(facts.server.cluster_enabled)
     );
 }
 
-fn keyspace_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
+fn keyspace_section(out: &mut String, facts: &Facts<'_>) {
     out.push_str("# Keyspace\r\n");
-    let keys = total(shards, |s| s.keys);
+    let keys = total(facts, |s| s.keys);
     // Redis lists only non-empty databases.
     if keys > 0 {
-        let expires = total(shards, |s| s.expires);
+        let expires = total(facts, |s| s.expires);
         let _ = write!(
             out,
             "db0:keys={keys},expires={expires},avg_ttl={}\r\n",
-            avg_ttl(shards, expires)
+            avg_ttl(&facts.shards, expires)
         );
     }
 }
 
 /// The shards' `avg_ttl` estimates, each weighed by its keys with a TTL.
-fn avg_ttl(shards: &[ShardStats], expires: u64) -> u64 {
+fn avg_ttl(shards: &[&ShardStats], expires: u64) -> u64 {
     if expires == 0 {
         return 0;
     }
@@ -292,9 +641,9 @@ fn avg_ttl(shards: &[ShardStats], expires: u64) -> u64 {
     (weighed / u128::from(expires)) as u64
 }
 
-fn shards_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats]) {
+fn shards_section(out: &mut String, facts: &Facts<'_>) {
     out.push_str("# Shards\r\n");
-    for (i, s) in shards.iter().enumerate() {
+    for (i, s) in facts.shards.iter().enumerate() {
         let _ = write!(
             out,
             "shard{i}:keys={},expires={},data_bytes={},hits={},misses={},commands={},expired={}",
@@ -324,24 +673,33 @@ fn shards_section(out: &mut String, _server: &ServerInfo, shards: &[ShardStats])
 mod tests {
     use super::*;
 
-    fn stats(keys: u64, hits: u64) -> ShardStats {
-        ShardStats {
+    fn part(stats: ShardStats) -> ShardPart {
+        ShardPart {
+            stats,
+            ..ShardPart::default()
+        }
+    }
+
+    fn stats(keys: u64, hits: u64) -> ShardPart {
+        part(ShardStats {
             keys,
             expires: 1,
             keyspace_hits: hits,
             commands_processed: 10,
             ..ShardStats::default()
-        }
+        })
     }
 
     #[test]
     fn rates_add_up_and_avg_ttl_weighs_by_keys_with_a_ttl() {
-        let shard = |expires, avg_ttl_ms, ops_per_sec| ShardStats {
-            keys: 10,
-            expires,
-            avg_ttl_ms,
-            ops_per_sec,
-            ..ShardStats::default()
+        let shard = |expires, avg_ttl_ms, ops_per_sec| {
+            part(ShardStats {
+                keys: 10,
+                expires,
+                avg_ttl_ms,
+                ops_per_sec,
+                ..ShardStats::default()
+            })
         };
         let text = render(
             &[],
@@ -376,19 +734,19 @@ mod tests {
     #[test]
     fn section_selection() {
         let server = ServerInfo::default();
-        let text = render(
-            &[Bytes::from("KEYSPACE")],
-            &server,
-            &[ShardStats::default()],
-        );
+        let b = |s: &str| Bytes::from(s.to_owned());
+        let text = render(&[b("KEYSPACE")], &server, &[part(ShardStats::default())]);
         assert_eq!(text, "# Keyspace\r\n");
-        let text = render(&[Bytes::from("clients"), Bytes::from("nope")], &server, &[]);
-        assert_eq!(
-            text,
-            "# Clients\r\nconnected_clients:0\r\nblocked_clients:0\r\nmaxclients:0\r\n"
-        );
-        assert_eq!(render(&[Bytes::from("nope")], &server, &[]), "");
-        assert!(render(&[Bytes::from("all")], &server, &[]).contains("# Shards"));
+        assert_eq!(render(&[b("nope")], &server, &[]), "");
+        let default = render(&[], &server, &[]);
+        assert!(default.contains("# Errorstats") && !default.contains("# Commandstats"));
+        assert!(default.contains("master_repl_offset"));
+        let all = render(&[b("cpu"), b("all")], &server, &[]);
+        assert!(all.contains("# Commandstats") && !all.contains("# Modules"));
+        assert_eq!(all.matches("used_cpu_user_children").count(), 1);
+        assert!(render(&[b("everything")], &server, &[]).contains("# Modules"));
+        let cpu = render(&[b("cpu"), b("sentinel")], &server, &[]);
+        assert!(cpu.starts_with("# CPU") && !cpu.contains("used_memory"));
     }
 
     #[test]
@@ -404,11 +762,12 @@ mod tests {
             used_cpu_user_us: 42,
             ..ServerInfo::default()
         };
-        let text = render(&[Bytes::from("memory"), Bytes::from("CPU")], &server, &[]);
+        let b = |s: &str| Bytes::from(s.to_owned());
+        let text = render(&[b("memory"), b("CPU")], &server, &[]);
         assert!(text.contains("maxmemory:1048576\r\nmaxmemory_human:1.00M\r\n"));
         assert!(text.contains("maxmemory_policy:allkeys-lru\r\n"));
-        let persistence = render(&[Bytes::from("persistence")], &server, &[]);
-        assert!(persistence.contains("rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"));
+        let persistence = render(&[b("persistence")], &server, &[]);
+        assert!(persistence.contains("rdb_bgsave_in_progress:0\r\n"));
         assert!(
             text.contains("\r\n\r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.000042\r\n")
         );

@@ -225,21 +225,21 @@ fn aof_fix_cuts_at_the_bad_record_and_keeps_the_cut_bytes() {
 #[test]
 fn replay_does_not_apply_the_protocol_limits() {
     let dir = TempDir::new("bulklimit");
-    let mut raised = aof_args(&dir, "always", "1");
-    raised.extend(["--proto-max-bulk-len", "1048576"]);
+    let raised = aof_args(&dir, "always", "1");
     let mut server = Server::start(&raised);
     let mut conn = server.connect();
-    let big = "b".repeat(600_000);
+    let big = "b".repeat(1_500_000);
     assert_eq!(conn.call(&["SET", "big", &big]), Reply::ok());
     assert_eq!(conn.call(&["SET", "after", "1"]), Reply::ok());
     drop(conn);
     server.kill9();
 
+    // Redis's lowest limit (1mb), below the logged value.
     let mut lowered = aof_args(&dir, "always", "1");
-    lowered.extend(["--proto-max-bulk-len", "1024"]);
+    lowered.extend(["--proto-max-bulk-len", "1048576"]);
     let server = Server::start(&lowered);
     let mut conn = server.connect();
-    assert_eq!(conn.call(&["STRLEN", "big"]), Reply::Int(600_000));
+    assert_eq!(conn.call(&["STRLEN", "big"]), Reply::Int(1_500_000));
     assert_eq!(conn.call(&["GET", "after"]), Reply::bulk("1"));
     assert!(!server.stderr().contains("record at offset"));
 }

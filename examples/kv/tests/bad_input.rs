@@ -47,19 +47,20 @@ fn malformed_resp_closes_only_that_connection() {
 
 #[test]
 fn oversize_bulk_is_rejected() {
-    let server = Server::start(&["--shards", "2", "--proto-max-bulk-len", "1024"]);
+    // Redis's lowest limit, 1mb.
+    let server = Server::start(&["--shards", "2", "--proto-max-bulk-len", "1mb"]);
     let mut conn = server.connect();
-    let fits = "x".repeat(1024);
+    let fits = "x".repeat(1 << 20);
     assert_eq!(conn.call(&["SET", "fits", &fits]), Reply::ok());
-    assert_eq!(conn.call(&["STRLEN", "fits"]), Reply::Int(1024));
+    assert_eq!(conn.call(&["STRLEN", "fits"]), Reply::Int(1 << 20));
     // APPEND cannot grow a value past the limit either.
     assert_eq!(
         conn.call(&["APPEND", "fits", "y"]),
         Reply::Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into())
     );
 
-    // The header alone is refused: the server never waits for (or buffers) the 2000 bytes.
-    conn.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\n")
+    // The header alone is refused: the server never waits for (or buffers) the 2 MB.
+    conn.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n")
         .unwrap();
     assert_eq!(
         conn.read().unwrap(),
@@ -76,7 +77,10 @@ fn oversize_bulk_is_rejected() {
     );
     assert!(conn.is_closed_by_server());
 
-    assert_eq!(server.connect().call(&["STRLEN", "fits"]), Reply::Int(1024));
+    assert_eq!(
+        server.connect().call(&["STRLEN", "fits"]),
+        Reply::Int(1 << 20)
+    );
 }
 
 #[test]

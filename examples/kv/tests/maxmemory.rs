@@ -26,7 +26,7 @@ fn noeviction_refuses_writes_past_the_limit() {
     let server = Server::start(&["--shards", "2", "--maxmemory", "1mb"]);
     let mut conn = server.connect();
     assert_eq!(
-        conn.call(&["CONFIG", "GET", "maxmemory*"]),
+        conn.call(&["CONFIG", "GET", "maxmemory", "maxmemory-policy"]),
         Reply::Array(Some(vec![
             Reply::bulk("maxmemory"),
             Reply::bulk(&LIMIT.to_string()),

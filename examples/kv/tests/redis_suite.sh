@@ -7,7 +7,10 @@
 #   SUITE_DIR   folder holding run-external.sh (the suite stays out of this repository)
 #   --shards    corewire-kv shard counts to run, each as its own server (default: 1,4)
 #   --no-redis  skip redis-server (its counts are in SUITE_DIR's README)
-#   UNIT...     units as run-external.sh names them (default: its default list)
+#   UNIT...     units as run-external.sh names them (default: its default list). Units whose
+#               tests start servers of their own (pubsubshard, info, limits, networking,
+#               auth: run-external.sh runs nothing of them) go to redis_suite_servers.sh,
+#               which starts corewire-kv with each unit's configuration file instead.
 # Environment: COREWIRE_KV (binary; default: cargo build --release, then target/release),
 # COREWIRE_KV_ARGS (extra flags for corewire-kv), KEEP_LOGS=DIR (each unit's log, per server).
 # Needs tclsh (apt-get install tcl) and redis-server. Exit status 1 when a unit aborted on
@@ -29,6 +32,20 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 command -v tclsh >/dev/null || { echo "redis_suite.sh: tclsh missing (apt-get install tcl)" >&2; exit 2; }
+# No units named: run-external.sh's default list.
+if [[ ${#units[@]} -eq 0 ]]; then
+    mapfile -t units < <(sed -n '/|| units=(/,/)$/p' "$suite/run-external.sh" | grep -oE 'unit/[A-Za-z0-9/_-]+')
+fi
+# The units that start their own servers.
+own=()
+external=()
+for u in "${units[@]}"; do
+    case "$u" in
+        unit/pubsubshard|unit/info|unit/limits|unit/networking|unit/auth) own+=("$u") ;;
+        *) external+=("$u") ;;
+    esac
+done
+units=("${external[@]}")
 if [[ $with_redis == 1 ]]; then
     command -v redis-server >/dev/null || { echo "redis_suite.sh: redis-server missing (apt-get install redis-server)" >&2; exit 2; }
 fi
@@ -118,12 +135,15 @@ run_units() {
 }
 
 servers=()
-if [[ $with_redis == 1 ]]; then
+if [[ ${#units[@]} -eq 0 ]]; then
+    :
+elif [[ $with_redis == 1 ]]; then
     run_units redis redis-server --port PORT --bind 127.0.0.1 --save "" --appendonly no \
         --dir "$work" --daemonize no --protected-mode no
     servers+=(redis)
 fi
 for n in "${shard_counts[@]}"; do
+    [[ ${#units[@]} -gt 0 ]] || break
     # shellcheck disable=SC2086 # COREWIRE_KV_ARGS is a list of flags
     run_units "kv$n" "$kv" --port PORT --shards "$n" ${COREWIRE_KV_ARGS:-}
     servers+=("kv$n")
@@ -131,7 +151,7 @@ done
 
 # The side-by-side table: ok/err/exc per server, then corewire's first failure per unit.
 status=0
-{
+[[ ${#servers[@]} -gt 0 ]] && {
     printf '%-28s' unit
     for s in "${servers[@]}"; do printf '%16s' "$s ok/err/exc"; done
     printf '\n'
@@ -156,4 +176,10 @@ status=0
             END { printf "ok %d, err %d, aborted units %d\n", ok, err, exc }' "$work/redis.counts"
     fi
 }
+if [[ ${#own[@]} -gt 0 ]]; then
+    redis_flag=()
+    [[ $with_redis == 1 ]] && redis_flag=(--redis)
+    COREWIRE_KV="$kv" "$here/redis_suite_servers.sh" "$suite" \
+        --shards "$(IFS=,; echo "${shard_counts[*]}")" "${redis_flag[@]}" "${own[@]}" || status=1
+fi
 exit $status

@@ -120,6 +120,45 @@ fn transactions_and_info_in_resp3() {
     let redis = pair.redis.call_str(&["INFO", "keyspace"]);
     let kv = pair.kv.call_str(&["INFO", "keyspace"]);
     assert_eq!((redis.kind(), kv.kind()), (b'=', b'='));
+    // Introspection's nested maps and sets.
+    for step in [
+        &["COMMAND", "INFO", "get", "lmove"][..],
+        &["COMMAND", "DOCS", "hdel", "getset"],
+        &[
+            "COMMAND",
+            "GETKEYSANDFLAGS",
+            "lmove",
+            "a",
+            "b",
+            "left",
+            "right",
+        ],
+        &["CLIENT", "TRACKING", "ON", "OPTIN", "NOLOOP"],
+        &["CLIENT", "CACHING", "YES"],
+        &["CLIENT", "TRACKINGINFO"],
+        &["CLIENT", "TRACKING", "OFF"],
+        &["CONFIG", "RESETSTAT"],
+        &["LATENCY", "HISTOGRAM", "nosuch"],
+    ] {
+        pair.check_str(step);
+    }
+    // Their shape where the numbers differ by nature.
+    for step in [
+        &["LATENCY", "HISTOGRAM", "config|resetstat"][..],
+        &["MEMORY", "STATS"],
+        &["MEMORY", "DOCTOR"],
+        &["LATENCY", "DOCTOR"],
+    ] {
+        let redis = pair.redis.call_str(step);
+        let kv = pair.kv.call_str(step);
+        assert_eq!(
+            redis.kind(),
+            kv.kind(),
+            "{step:?}: {} vs {}",
+            redis.show(),
+            kv.show()
+        );
+    }
 }
 
 #[test]

@@ -100,10 +100,13 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
+        | Command::ShardPubSub(_)
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)
-        | Command::ConfigResetStat => 0,
+        | Command::ConfigResetStat
+        | Command::ConfigRewrite
+        | Command::Help { .. } => 0,
         // Each queued command is admitted on its own when EXEC plans the transaction.
         Command::Transaction(_) => 0,
     };
@@ -165,10 +168,13 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Subscription(_)
         | Command::Publish { .. }
         | Command::PubSub(_)
+        | Command::ShardPubSub(_)
         | Command::Hello(_)
         | Command::ConfigSet(_)
         | Command::ConfigApply(_)
-        | Command::ConfigResetStat => {}
+        | Command::ConfigResetStat
+        | Command::ConfigRewrite
+        | Command::Help { .. } => {}
     }
 }
 

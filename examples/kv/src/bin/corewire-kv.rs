@@ -3,11 +3,16 @@
 use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use corewire::runtime::metrics::MetricsServer;
-use corewire_kv::server::{self, ConfigError, ServerConfig, StartError};
+use corewire_kv::config::load;
+use corewire_kv::server::{self, logging, ConfigError, StartError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter};
 
 /// Many small, short-lived allocations (requests, replies, cross-shard batches), some freed on
 /// another shard than the one that allocated them: mimalloc's thread-local free lists suit
@@ -16,18 +21,10 @@ use signal_hook::iterator::Signals;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    let config = match ServerConfig::from_args(std::env::args().skip(1)) {
-        Ok(config) => config,
-        Err(ConfigError::Help) => {
-            print!("{}", server::USAGE);
+    let loaded = match load::from_args(std::env::args().skip(1)) {
+        Ok(loaded) => loaded,
+        Err(error @ (ConfigError::Help | ConfigError::Version)) => {
+            println!("{error}");
             return ExitCode::SUCCESS;
         }
         Err(error) => {
@@ -35,8 +32,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The handlers only write to a pipe that this thread reads once the server is up.
-    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+    let config = loaded.config;
+    if let Err(error) = init_logging(&config) {
+        eprintln!("corewire-kv: logfile: {error}");
+        return ExitCode::FAILURE;
+    }
+    if !loaded.notes.is_empty() {
+        tracing::info!(
+            options = loaded.notes.join(" "),
+            "accepted with no effect here (Redis features this server does not have)"
+        );
+    }
+    // The handlers only write to a pipe that the thread below reads.
+    let signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(signals) => signals,
         Err(error) => {
             eprintln!("corewire-kv: installing signal handlers: {error}");
@@ -66,7 +74,17 @@ fn main() -> ExitCode {
         },
         None => None,
     };
-    // Tests and scripts wait for this line (and read the ports from it).
+    let pidfile = config.pidfile.clone();
+    if let Some(path) = &pidfile {
+        // Redis only warns when it cannot write its pid file.
+        if let Err(error) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            tracing::warn!(path = %path.display(), %error, "could not write the pid file");
+        }
+    }
+    // SHUTDOWN is honoured from the moment clients may send it.
+    let stop = running.stop_requests();
+    // Tests and scripts wait for these lines (and read the ports from the first); Redis's
+    // own test harness looks for " PID: " and "Ready to accept connections".
     let or_off = |addr: Option<std::net::SocketAddr>| addr.map_or("off".into(), |a| a.to_string());
     println!(
         "corewire-kv ready: resp={} binary={} rdma={} shards={} aof={} metrics={} cluster={} tls={}",
@@ -79,11 +97,66 @@ fn main() -> ExitCode {
         or_off(running.cluster_bus_addr()),
         or_off(running.tls_addr()),
     );
+    println!(
+        "corewire-kv {} port: {} PID: {}",
+        env!("CARGO_PKG_VERSION"),
+        (running.resp_addr())
+            .or(running.tls_addr())
+            .map_or(0, |addr| addr.port()),
+        std::process::id()
+    );
+    println!("Ready to accept connections tcp");
     let _ = std::io::stdout().flush();
-    if let Some(signal) = signals.forever().next() {
-        tracing::info!(signal, "shutting down");
-    }
+    // A signal or SHUTDOWN, whichever comes first.
+    std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut signals = signals;
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "shutting down");
+                stop.request();
+            }
+        }
+    });
+    stop.wait();
     drop(metrics);
     running.shutdown();
+    if let Some(path) = &pidfile {
+        let _ = std::fs::remove_file(path);
+    }
     ExitCode::SUCCESS
+}
+
+/// The log: to `logfile` (appended) or standard error, at `loglevel` unless RUST_LOG says
+/// otherwise; CONFIG SET loglevel changes the level while running.
+fn init_logging(config: &server::ServerConfig) -> std::io::Result<()> {
+    let from_env = std::env::var("RUST_LOG").is_ok();
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(logging::filter_for(&config.loglevel)));
+    let (filter, handle) = reload::Layer::new(filter);
+    let writer = match &config.logfile {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(Mutex::new(file))
+        }
+        None => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+    };
+    let ansi = config.logfile.is_none() && std::io::stderr().is_terminal();
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_ansi(ansi),
+        )
+        .init();
+    if !from_env {
+        logging::install(move |level| {
+            let _ = handle.reload(EnvFilter::new(logging::filter_for(level)));
+        });
+    }
+    Ok(())
 }

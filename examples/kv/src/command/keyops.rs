@@ -40,31 +40,47 @@ macro_rules! key_ops {
     (
         [$($op:ident $name:literal $arity:literal $flags:ident $shape:ident;)*]
         object: [$($sub:ident $sub_name:literal $sub_arity:literal $sub_flags:ident $sub_keys:expr;)*]
+        memory: [$($mem:ident $mem_name:literal $mem_arity:literal $mem_flags:ident $mem_keys:expr;)*]
     ) => {
         /// One variant per command name (OBJECT's per subcommand).
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum KeyOp { $($op,)* $($sub,)* }
+        pub enum KeyOp { $($op,)* $($sub,)* $($mem,)* }
 
         impl KeyOp {
             /// The lowercase Redis name (`object|encoding` for OBJECT's).
             pub fn name(self) -> &'static str {
-                match self { $(KeyOp::$op => $name,)* $(KeyOp::$sub => $sub_name,)* }
+                match self {
+                    $(KeyOp::$op => $name,)*
+                    $(KeyOp::$sub => $sub_name,)*
+                    $(KeyOp::$mem => $mem_name,)*
+                }
             }
 
             fn flags(self) -> &'static [&'static str] {
-                match self { $(KeyOp::$op => $flags,)* $(KeyOp::$sub => $sub_flags,)* }
+                match self {
+                    $(KeyOp::$op => $flags,)*
+                    $(KeyOp::$sub => $sub_flags,)*
+                    $(KeyOp::$mem => $mem_flags,)*
+                }
             }
 
             pub(crate) fn shape(self) -> KeyShape {
                 match self {
                     $(KeyOp::$op => KeyShape::$shape,)*
                     $(KeyOp::$sub => if $sub_keys.0 > 0 { KeyShape::One } else { KeyShape::None },)*
+                    $(KeyOp::$mem => if $mem_keys.0 > 0 { KeyShape::One } else { KeyShape::None },)*
                 }
             }
         }
 
         static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             $(spec(CommandKind::Key(KeyOp::$sub), $sub_name, $sub_arity, $sub_flags, $sub_keys),)*
+        ];
+
+        /// MEMORY's subcommands about one key (the MEMORY container is the introspection
+        /// family's: see [`crate::introspect`]).
+        pub(crate) const MEMORY_KEY_SUBCOMMANDS: [CommandSpec; [$($mem_name,)*].len()] = [
+            $(spec(CommandKind::Key(KeyOp::$mem), $mem_name, $mem_arity, $mem_flags, $mem_keys),)*
         ];
 
         /// This file's rows of the command table.
@@ -116,7 +132,13 @@ key_ops! {
     ]
     object: [
     ObjectEncoding "object|encoding" 3 RO (2, 2, 1);
+    ObjectFreq "object|freq" 3 RO (2, 2, 1);
     ObjectHelp "object|help" 2 STALE (0, 0, 0);
+    ObjectIdleTime "object|idletime" 3 RO (2, 2, 1);
+    ObjectRefCount "object|refcount" 3 RO (2, 2, 1);
+    ]
+    memory: [
+    MemoryUsage "memory|usage" -3 RO (2, 2, 1);
     ]
 }
 

@@ -46,10 +46,13 @@ impl Command {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
+            | Command::ShardPubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
             | Command::ConfigApply(_)
-            | Command::ConfigResetStat => Vec::new(),
+            | Command::ConfigResetStat
+            | Command::ConfigRewrite
+            | Command::Help { .. } => Vec::new(),
         }
     }
 }

@@ -1,26 +1,24 @@
 //! Typed client commands, parsed from a request's arguments with Redis 7's validation order
 //! and error wording.
 
-mod client;
-mod config;
 mod error;
 mod hello;
-mod keyops;
+pub(crate) mod keyops;
 mod keys;
 mod parse;
-mod pubsub;
+pub(crate) mod pubsub;
 pub(crate) mod table;
 mod typed;
 
 use bytes::Bytes;
 
-pub use client::{ClientRequest, ClientsBroadcast, ClientsOp, LibAttribute};
-pub use config::Setting;
+pub use crate::clients::{ClientRequest, ClientsBroadcast, ClientsOp, LibAttribute};
+pub use crate::config::Setting;
 pub use error::CommandError;
 pub use hello::Hello;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
-pub use pubsub::{PubSubQuery, Subscription};
+pub use pubsub::{PubSubQuery, ShardPubSub, Subscription};
 pub use table::key_positions;
 pub use typed::{mpop_args, sintercard_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
@@ -74,8 +72,16 @@ pub enum Command {
     ConfigApply(Vec<Setting>),
     /// CONFIG RESETSTAT: every shard zeroes the counters INFO reports.
     ConfigResetStat,
-    /// COMMAND and its subcommands.
-    Introspect(CommandQuery),
+    /// CONFIG REWRITE: the configuration file, rewritten with the current values.
+    ConfigRewrite,
+    /// A HELP subcommand: its lines, answered by the connection.
+    Help {
+        command: &'static str,
+        lines: &'static [&'static str],
+    },
+    /// The introspection family: COMMAND, SLOWLOG, LATENCY, MEMORY, MONITOR, TIME, ... (see
+    /// [`crate::introspect`]).
+    Introspect(crate::introspect::Request),
     /// CLIENT SETNAME/GETNAME/ID/SETINFO/INFO/LIST/KILL/NO-EVICT.
     Client(ClientRequest),
     Auth {
@@ -115,6 +121,8 @@ pub enum Command {
         message: Bytes,
     },
     PubSub(PubSubQuery),
+    /// SPUBLISH, and a connection's shard-channel registrations: on the channel's shard.
+    ShardPubSub(ShardPubSub),
     /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
     /// Boxed: large and once per connection (see `ClusterRequest::Migrate`).
     Hello(Box<Hello>),
@@ -219,17 +227,6 @@ pub enum TimeUnit {
     Millis,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandQuery {
-    /// Plain `COMMAND`.
-    List,
-    Count,
-    Docs(Vec<Bytes>),
-    Info(Vec<Bytes>),
-    /// COMMAND GETKEYS command [arg ...]: the keys of that request.
-    GetKeys(Vec<Bytes>),
-}
-
 /// Where a command executes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -326,7 +323,9 @@ impl Command {
             Command::ConfigGet(_) => "config|get",
             Command::ConfigSet(_) | Command::ConfigApply(_) => "config|set",
             Command::ConfigResetStat => "config|resetstat",
-            Command::Introspect(_) => "command",
+            Command::ConfigRewrite => "config|rewrite",
+            Command::Help { command, .. } => command,
+            Command::Introspect(request) => request.name(),
             Command::Client(request) => request.name(),
             Command::Auth { .. } => "auth",
             Command::Quit => "quit",
@@ -345,6 +344,7 @@ impl Command {
             Command::Subscription(subscription) => subscription.name(),
             Command::Publish { .. } => "publish",
             Command::PubSub(query) => query.name(),
+            Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
         }
     }
@@ -355,7 +355,8 @@ impl Command {
             | Command::Echo(_)
             | Command::ConfigGet(_)
             | Command::ConfigSet(_)
-            | Command::Introspect(_)
+            | Command::ConfigRewrite
+            | Command::Help { .. }
             | Command::Auth { .. }
             | Command::Quit
             | Command::Reset
@@ -374,6 +375,8 @@ impl Command {
             }
             Command::Cluster(request) if request.is_connection_level() => Scope::Connection,
             Command::Client(ClientRequest::Broadcast(_)) => Scope::AllShards,
+            Command::Client(ClientRequest::Track(_)) | Command::ShardPubSub(_) => Scope::Keyed,
+            Command::Introspect(request) => request.scope(),
             Command::Client(_) => Scope::Connection,
             _ => Scope::Keyed,
         }

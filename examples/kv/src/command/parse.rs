@@ -5,9 +5,8 @@ use bytes::Bytes;
 
 use super::table::{self, CommandKind as K, CommandSpec};
 use super::{
-    ClientRequest, Command, CommandError, CommandQuery, ExpireCommand, ExpireCondition, ExpireKind,
-    KeyCommand, KeyOp, PubSubQuery, SetCommand, SetCondition, SetExpiry, Subscription, TimeUnit,
-    TypedCommand, TypedOp,
+    Command, CommandError, ExpireCommand, ExpireCondition, ExpireKind, KeyCommand, KeyOp,
+    SetCommand, SetCondition, SetExpiry, TimeUnit, TypedCommand, TypedOp,
 };
 use crate::number::parse_i64;
 
@@ -20,6 +19,9 @@ pub(super) fn parse_named(
 ) -> (Option<&'static str>, Result<Command, CommandError>) {
     match resolve_counted(&args) {
         Ok((spec, skip)) => (Some(spec.name), parse_spec(spec, skip, args)),
+        // Found, then refused for its arity: it is still the command that was called (what
+        // INFO's rejected_calls counts and CLIENT LIST's `cmd` shows, as in Redis).
+        Err(error @ CommandError::WrongArity { command }) => (Some(command), Err(error)),
         Err(error) => (None, Err(error)),
     }
 }
@@ -123,41 +125,14 @@ fn parse_spec(
         K::BgRewriteAof => Command::BgRewriteAof,
         K::FlushAll => parse_flush(argc, rest)?,
         K::Info => Command::Info(rest.collect()),
-        K::ConfigGet => Command::ConfigGet(rest.collect()),
-        K::ConfigSet => {
-            let args = rest.collect();
-            if !args.len().is_multiple_of(2) {
-                return Err(CommandError::WrongArity { command: spec.name });
-            }
-            let mut pairs = Vec::with_capacity(args.len() / 2);
-            let mut args = args.into_iter();
-            while let (Some(name), Some(value)) = (args.next(), args.next()) {
-                pairs.push((name, value));
-            }
-            Command::ConfigSet(pairs)
-        }
-        K::ConfigResetStat => Command::ConfigResetStat,
+        K::Config(sub) => crate::config::parse(sub, rest.collect())?,
         // A container without subcommand: only COMMAND allows that (CONFIG's arity forbids it).
-        K::Config | K::Client | K::Command => Command::Introspect(CommandQuery::List),
-        K::ClientSetName => Command::Client(ClientRequest::set_name(rest.next()?)?),
-        K::ClientGetName => Command::Client(ClientRequest::GetName),
-        K::ClientId => Command::Client(ClientRequest::Id),
-        K::ClientSetInfo => {
-            let attribute = rest.next()?;
-            Command::Client(ClientRequest::set_info(&attribute, rest.next()?)?)
+        // A container without subcommand: its arity forbids that.
+        K::Container | K::Client(None) => {
+            return Err(CommandError::WrongArity { command: spec.name })
         }
-        K::ClientInfo => Command::Client(ClientRequest::Info),
-        K::ClientList => Command::Client(ClientRequest::List(crate::clients::ListQuery::parse(
-            &rest.collect(),
-        )?)),
-        K::ClientKill => Command::Client(ClientRequest::Kill(crate::clients::KillFilter::parse(
-            &rest.collect(),
-        )?)),
-        K::ClientNoEvict => Command::Client(ClientRequest::no_evict(&rest.next()?)?),
-        K::CommandCount => Command::Introspect(CommandQuery::Count),
-        K::CommandDocs => Command::Introspect(CommandQuery::Docs(rest.collect())),
-        K::CommandInfo => Command::Introspect(CommandQuery::Info(rest.collect())),
-        K::CommandGetKeys => Command::Introspect(CommandQuery::GetKeys(rest.collect())),
+        K::Introspect(sub) => crate::introspect::parse(sub, rest.collect())?,
+        K::Client(Some(sub)) => crate::clients::command::parse(sub, rest.collect())?,
         K::Auth => {
             if argc > 3 {
                 return Err(CommandError::Syntax);
@@ -181,21 +156,8 @@ fn parse_spec(
         K::Discard => Command::Discard,
         K::Watch => Command::Watch(rest.collect()),
         K::Unwatch => Command::Unwatch,
-        K::Subscribe => Command::Subscription(Subscription::Subscribe(rest.collect())),
-        K::Unsubscribe => Command::Subscription(Subscription::Unsubscribe(rest.collect())),
-        K::PSubscribe => Command::Subscription(Subscription::PSubscribe(rest.collect())),
-        K::PUnsubscribe => Command::Subscription(Subscription::PUnsubscribe(rest.collect())),
-        K::Publish => Command::Publish {
-            channel: rest.next()?,
-            message: rest.next()?,
-        },
-        // Extra arguments are ignored, as Redis 7 does.
-        K::PubSubChannels => Command::PubSub(PubSubQuery::Channels(rest.next_opt())),
-        K::PubSubNumSub => Command::PubSub(PubSubQuery::NumSub(rest.collect())),
-        K::PubSubNumPat => Command::PubSub(PubSubQuery::NumPat),
+        K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
-        // A container alone fails the arity check first.
-        K::PubSub => return Err(CommandError::WrongArity { command: spec.name }),
         K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
             op,
             args: rest.collect(),
@@ -489,8 +451,8 @@ mod tests {
             "ERR unknown command 'foo', with args beginning with: 'bar' "
         );
         assert_eq!(
-            err_text("config rewrite"),
-            "ERR unknown subcommand 'rewrite'. Try CONFIG HELP."
+            err_text("config nosuch"),
+            "ERR unknown subcommand 'nosuch'. Try CONFIG HELP."
         );
         assert_eq!(
             cmd("config set a b"),
@@ -648,14 +610,20 @@ mod tests {
         assert_eq!(cmd("select 4294967296"), Err(CommandError::NotAnInteger));
         assert_eq!(cmd("flushall async"), Ok(Command::FlushAll));
         assert_eq!(cmd("flushall later"), Err(CommandError::Syntax));
-        assert_eq!(cmd("command"), Ok(Command::Introspect(CommandQuery::List)));
+        use crate::introspect::{CommandQuery, Request};
+        assert_eq!(
+            cmd("command"),
+            Ok(Command::Introspect(Request::Command(CommandQuery::All)))
+        );
         assert_eq!(
             cmd("command count"),
-            Ok(Command::Introspect(CommandQuery::Count))
+            Ok(Command::Introspect(Request::Command(CommandQuery::Count)))
         );
         assert_eq!(
             cmd("COMMAND DOCS"),
-            Ok(Command::Introspect(CommandQuery::Docs(vec![])))
+            Ok(Command::Introspect(Request::Command(CommandQuery::Docs(
+                vec![]
+            ))))
         );
         assert_eq!(
             err_text("command count x"),

@@ -2,8 +2,6 @@
 
 use bytes::Bytes;
 
-use crate::reply::Reply;
-
 /// Which parser handles a command; one per name in [`COMMANDS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CommandKind {
@@ -32,24 +30,14 @@ pub(crate) enum CommandKind {
     DbSize,
     FlushAll,
     Info,
-    Config,
-    ConfigGet,
-    ConfigSet,
-    ConfigResetStat,
-    Command,
-    CommandCount,
-    CommandDocs,
-    CommandInfo,
-    CommandGetKeys,
-    Client,
-    ClientSetName,
-    ClientGetName,
-    ClientId,
-    ClientSetInfo,
-    ClientInfo,
-    ClientList,
-    ClientKill,
-    ClientNoEvict,
+    /// A container named without subcommand (its arity forbids that; see the parser).
+    Container,
+    /// A CONFIG subcommand (see [`crate::config`]).
+    Config(crate::config::Sub),
+    /// A command of the introspection family (see [`crate::introspect`]).
+    Introspect(crate::introspect::Sub),
+    /// CLIENT (`None`: the container itself) and its subcommands (see [`crate::clients`]).
+    Client(Option<crate::clients::command::Sub>),
     Auth,
     Quit,
     Reset,
@@ -60,15 +48,8 @@ pub(crate) enum CommandKind {
     Discard,
     Watch,
     Unwatch,
-    Subscribe,
-    Unsubscribe,
-    PSubscribe,
-    PUnsubscribe,
-    Publish,
-    PubSub,
-    PubSubChannels,
-    PubSubNumSub,
-    PubSubNumPat,
+    /// A Pub/Sub command (see [`super::pubsub`]).
+    PubSub(super::pubsub::Sub),
     Hello,
     /// CLUSTER and its subcommands, ASKING, READONLY, READWRITE, MIGRATE, DUMP, RESTORE:
     /// parsed by [`crate::cluster::command::parse`] on the spec's name.
@@ -82,7 +63,7 @@ pub(crate) enum CommandKind {
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct CommandSpec {
     pub kind: CommandKind,
     /// Full lowercase name used in error messages, e.g. `get` or `config|get`.
@@ -104,28 +85,6 @@ impl CommandSpec {
         } else {
             argc >= -self.arity
         }
-    }
-
-    /// The entry `COMMAND` / `COMMAND INFO` returns (Redis 7 layout, ten fields; ACL
-    /// categories, tips and key specs are left empty).
-    pub fn info_reply(&self) -> Reply {
-        Reply::Array(vec![
-            Reply::Bulk(Bytes::from_static(self.name.as_bytes())),
-            Reply::Integer(self.arity),
-            Reply::Array(self.flags.iter().map(|f| Reply::simple(f)).collect()),
-            Reply::Integer(self.first_key),
-            Reply::Integer(self.last_key),
-            Reply::Integer(self.key_step),
-            Reply::Array(Vec::new()),
-            Reply::Array(Vec::new()),
-            Reply::Array(Vec::new()),
-            Reply::Array(
-                self.subcommands
-                    .iter()
-                    .map(CommandSpec::info_reply)
-                    .collect(),
-            ),
-        ])
     }
 }
 
@@ -159,99 +118,6 @@ const ONE_KEY: (i64, i64, i64) = (1, 1, 1);
 const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 
 use CommandKind as K;
-
-const CONFIG_FLAGS: &[&str] = &["admin", "noscript", "loading", "stale"];
-
-static CONFIG_SUBCOMMANDS: [CommandSpec; 3] = [
-    spec(K::ConfigGet, "config|get", -3, CONFIG_FLAGS, NO_KEYS),
-    spec(K::ConfigSet, "config|set", -4, CONFIG_FLAGS, NO_KEYS),
-    spec(
-        K::ConfigResetStat,
-        "config|resetstat",
-        2,
-        CONFIG_FLAGS,
-        NO_KEYS,
-    ),
-];
-
-const SUBSCRIBE_FLAGS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
-const PUBSUB_FLAGS: &[&str] = &["pubsub", "loading", "stale"];
-
-static PUBSUB_SUBCOMMANDS: [CommandSpec; 3] = [
-    spec(
-        K::PubSubChannels,
-        "pubsub|channels",
-        -2,
-        PUBSUB_FLAGS,
-        NO_KEYS,
-    ),
-    spec(K::PubSubNumSub, "pubsub|numsub", -2, PUBSUB_FLAGS, NO_KEYS),
-    spec(K::PubSubNumPat, "pubsub|numpat", 2, PUBSUB_FLAGS, NO_KEYS),
-];
-
-const CLIENT_FLAGS: &[&str] = &["noscript", "loading", "stale"];
-
-const CLIENT_ADMIN_FLAGS: &[&str] = &["admin", "noscript", "loading", "stale"];
-
-static CLIENT_SUBCOMMANDS: [CommandSpec; 8] = [
-    spec(K::ClientSetName, "client|setname", 3, CLIENT_FLAGS, NO_KEYS),
-    spec(K::ClientGetName, "client|getname", 2, CLIENT_FLAGS, NO_KEYS),
-    spec(K::ClientId, "client|id", 2, CLIENT_FLAGS, NO_KEYS),
-    spec(K::ClientSetInfo, "client|setinfo", 4, CLIENT_FLAGS, NO_KEYS),
-    spec(K::ClientInfo, "client|info", 2, CLIENT_FLAGS, NO_KEYS),
-    spec(
-        K::ClientList,
-        "client|list",
-        -2,
-        CLIENT_ADMIN_FLAGS,
-        NO_KEYS,
-    ),
-    spec(
-        K::ClientKill,
-        "client|kill",
-        -3,
-        CLIENT_ADMIN_FLAGS,
-        NO_KEYS,
-    ),
-    spec(
-        K::ClientNoEvict,
-        "client|no-evict",
-        3,
-        CLIENT_ADMIN_FLAGS,
-        NO_KEYS,
-    ),
-];
-
-static COMMAND_SUBCOMMANDS: [CommandSpec; 4] = [
-    spec(
-        K::CommandCount,
-        "command|count",
-        2,
-        &["loading", "stale"],
-        NO_KEYS,
-    ),
-    spec(
-        K::CommandDocs,
-        "command|docs",
-        -2,
-        &["loading", "stale"],
-        NO_KEYS,
-    ),
-    spec(
-        K::CommandInfo,
-        "command|info",
-        -2,
-        &["loading", "stale"],
-        NO_KEYS,
-    ),
-    spec(
-        K::CommandGetKeys,
-        "command|getkeys",
-        -3,
-        &["loading", "stale"],
-        NO_KEYS,
-    ),
-];
 
 const ADMIN: &[&str] = &["admin", "stale", "no_async_loading"];
 const STALE: &[&str] = &["stale"];
@@ -316,7 +182,7 @@ static CLUSTER_SUBCOMMANDS: [CommandSpec; 27] = [
     spec(K::Cluster, "cluster|slots", 2, STALE, NO_KEYS),
 ];
 
-pub(crate) static COMMANDS: [CommandSpec; 53] = [
+pub(crate) static COMMANDS: [CommandSpec; 46] = [
     spec(K::Ping, "ping", -1, &["fast"], NO_KEYS),
     spec(K::Echo, "echo", 2, &["fast"], NO_KEYS),
     spec(K::Get, "get", 2, READ_FAST, ONE_KEY),
@@ -350,16 +216,12 @@ pub(crate) static COMMANDS: [CommandSpec; 53] = [
         NO_KEYS,
     ),
     CommandSpec {
-        subcommands: &CONFIG_SUBCOMMANDS,
-        ..spec(K::Config, "config", -2, &[], NO_KEYS)
+        subcommands: &crate::config::SUBCOMMANDS,
+        ..spec(K::Container, "config", -2, &[], NO_KEYS)
     },
     CommandSpec {
-        subcommands: &CLIENT_SUBCOMMANDS,
-        ..spec(K::Client, "client", -2, &[], NO_KEYS)
-    },
-    CommandSpec {
-        subcommands: &COMMAND_SUBCOMMANDS,
-        ..spec(K::Command, "command", -1, &["loading", "stale"], NO_KEYS)
+        subcommands: &crate::clients::command::SUBCOMMANDS,
+        ..spec(K::Client(None), "client", -2, &[], NO_KEYS)
     },
     spec(
         K::Auth,
@@ -435,27 +297,6 @@ pub(crate) static COMMANDS: [CommandSpec; 53] = [
         ],
         NO_KEYS,
     ),
-    spec(K::Subscribe, "subscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(K::Unsubscribe, "unsubscribe", -1, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(K::PSubscribe, "psubscribe", -2, SUBSCRIBE_FLAGS, NO_KEYS),
-    spec(
-        K::PUnsubscribe,
-        "punsubscribe",
-        -1,
-        SUBSCRIBE_FLAGS,
-        NO_KEYS,
-    ),
-    spec(
-        K::Publish,
-        "publish",
-        3,
-        &["pubsub", "loading", "stale", "fast", "may_replicate"],
-        NO_KEYS,
-    ),
-    CommandSpec {
-        subcommands: &PUBSUB_SUBCOMMANDS,
-        ..spec(K::PubSub, "pubsub", -2, &[], NO_KEYS)
-    },
     CommandSpec {
         subcommands: &CLUSTER_SUBCOMMANDS,
         ..spec(K::Cluster, "cluster", -2, &[], NO_KEYS)
@@ -550,6 +391,8 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .iter()
         .chain(super::typed::TYPED_COMMANDS)
         .chain(super::keyops::KEY_COMMANDS)
+        .chain(crate::introspect::COMMANDS.iter())
+        .chain(super::pubsub::COMMANDS.iter())
         .chain(crate::scripting::COMMANDS)
 }
 
@@ -605,6 +448,8 @@ mod tests {
             let scanned = lookup(&COMMANDS, name)
                 .or_else(|| lookup(super::super::typed::TYPED_COMMANDS, name))
                 .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name))
+                .or_else(|| lookup(&crate::introspect::COMMANDS, name))
+                .or_else(|| lookup(&super::super::pubsub::COMMANDS, name))
                 .or_else(|| lookup(crate::scripting::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
@@ -628,8 +473,8 @@ mod tests {
         assert_eq!(lookup(&COMMANDS, b"gEt").map(|s| s.kind), Some(K::Get));
         assert_eq!(lookup(&COMMANDS, b"nope").map(|s| s.kind), None);
         assert_eq!(
-            lookup(&CONFIG_SUBCOMMANDS, b"GET").map(|s| s.kind),
-            Some(K::ConfigGet)
+            lookup(&crate::config::SUBCOMMANDS, b"GET").map(|s| s.kind),
+            Some(K::Config(crate::config::Sub::Get))
         );
     }
 

@@ -274,6 +274,32 @@ impl TypedOp {
     pub fn is_blocking(self) -> bool {
         self.flags().contains(&"blocking")
     }
+
+    /// The class of the keyspace events this command's writes send (the type it works on).
+    pub fn event_class(self) -> crate::notify::Class {
+        use crate::notify::Class;
+        let name = self.name();
+        let starts = |prefix: &str| name.starts_with(prefix);
+        if starts("h") {
+            Class::Hash
+        } else if starts("z") || starts("bz") || starts("geo") {
+            Class::Zset
+        } else if starts("x") {
+            Class::Stream
+        } else if starts("l")
+            || starts("rpop")
+            || starts("rpush")
+            || starts("blm")
+            || starts("blp")
+            || starts("brp")
+        {
+            Class::List
+        } else if starts("s") && !starts("sort") {
+            Class::Set
+        } else {
+            Class::Generic
+        }
+    }
 }
 
 impl TypedCommand {
@@ -324,6 +350,28 @@ mod tests {
             .iter()
             .map(|p| Bytes::copy_from_slice(p.as_bytes()))
             .collect()
+    }
+
+    #[test]
+    fn event_classes_follow_the_command_groups() {
+        use crate::notify::Class;
+        for spec in TYPED_COMMANDS {
+            let super::super::table::CommandKind::Typed(op) = spec.kind else {
+                continue;
+            };
+            let Some(meta) = crate::introspect::meta::find(spec.name) else {
+                continue;
+            };
+            let expected = match meta.group {
+                "list" => Class::List,
+                "hash" => Class::Hash,
+                "set" => Class::Set,
+                "sorted-set" | "geo" => Class::Zset,
+                "stream" => Class::Stream,
+                _ => Class::Generic,
+            };
+            assert_eq!(op.event_class(), expected, "{}", spec.name);
+        }
     }
 
     #[test]

@@ -26,6 +26,12 @@ pub enum Reply {
     /// An array of bulk strings already in wire form (see `bulks.rs`).
     Bulks(Bulks),
     NullArray,
+    /// `[key, value, key, value, ...]`: a map in RESP3, that flat array in RESP2.
+    Map(Vec<Reply>),
+    /// A set in RESP3, an array in RESP2.
+    Set(Vec<Reply>),
+    /// A double (its text, as Redis prints it): RESP3's `,`, a bulk string in RESP2.
+    Double(Bytes),
     /// A reply whose RESP3 form has types RESP2 lacks (a script's return value: booleans,
     /// doubles, maps, ...): the RESP2 reply, and the RESP3 bytes as they go on the wire.
     Dual {
@@ -38,10 +44,13 @@ impl PartialEq for Reply {
     fn eq(&self, other: &Self) -> bool {
         use Reply::*;
         match (self, other) {
-            (Simple(a), Simple(b)) | (Error(a), Error(b)) | (Bulk(a), Bulk(b)) => a == b,
+            (Simple(a), Simple(b))
+            | (Error(a), Error(b))
+            | (Bulk(a), Bulk(b))
+            | (Double(a), Double(b)) => a == b,
             (Integer(a), Integer(b)) => a == b,
             (NullBulk, NullBulk) | (NullArray, NullArray) => true,
-            (Array(a), Array(b)) => a == b,
+            (Array(a), Array(b)) | (Map(a), Map(b)) | (Set(a), Set(b)) => a == b,
             (Bulks(a), Bulks(b)) => a == b,
             (Dual { resp2: a, .. }, b) | (b, Dual { resp2: a, .. }) => **a == *b,
             (Bulks(bulks), Array(items)) | (Array(items), Bulks(bulks)) => {
@@ -78,6 +87,15 @@ impl Hash for Reply {
                 bulks.iter().for_each(|item| bulk(item, state));
             }
             Reply::NullArray => state.write_u8(6),
+            Reply::Map(items) => {
+                (7u8, items.len()).hash(state);
+                items.iter().for_each(|item| item.hash(state));
+            }
+            Reply::Set(items) => {
+                (8u8, items.len()).hash(state);
+                items.iter().for_each(|item| item.hash(state));
+            }
+            Reply::Double(text) => (9u8, &text[..]).hash(state),
             Reply::Dual { resp2, .. } => resp2.hash(state),
         }
     }
@@ -121,9 +139,9 @@ impl Reply {
             Reply::Simple(text) => resp::write_simple(out, text),
             Reply::Error(message) => resp::write_error(out, message),
             Reply::Integer(value) => resp::write_integer(out, *value),
-            Reply::Bulk(data) => resp::write_bulk(out, data),
+            Reply::Bulk(data) | Reply::Double(data) => resp::write_bulk(out, data),
             Reply::NullBulk => resp::write_null_bulk(out),
-            Reply::Array(items) => {
+            Reply::Array(items) | Reply::Map(items) | Reply::Set(items) => {
                 resp::write_array_header(out, items.len());
                 for item in items {
                     item.encode(out);

@@ -52,6 +52,9 @@ struct PartialArray {
 /// before we spend memory on them.
 const MAX_PREALLOCATED_ARGS: usize = 64;
 
+/// A request's arguments, and its whole frame when it came in one piece.
+pub type Framed = (Vec<Bytes>, Option<Bytes>);
+
 impl RequestParser {
     pub fn new(limits: ParserLimits) -> Self {
         RequestParser {
@@ -70,10 +73,17 @@ impl RequestParser {
     /// Empty requests (`*0`, `*-1`, blank inline lines) are skipped, as Redis does. After an
     /// error the parser's state is meaningless: the connection must be closed.
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        Ok(self.parse_framed(buf)?.map(|(args, _)| args))
+    }
+
+    /// [`Self::parse`], also giving the request's whole frame when it came in one piece (the
+    /// common case): the arguments are slices of it, and it can be read again later (what
+    /// SLOWLOG and MONITOR show) for the cost of a reference count.
+    pub fn parse_framed(&mut self, buf: &mut BytesMut) -> Result<Option<Framed>, ProtocolError> {
         loop {
             if let Some(partial) = &mut self.partial {
                 return match Self::continue_array(partial, buf, &self.limits)? {
-                    true => Ok(self.partial.take().map(|p| p.args)),
+                    true => Ok(self.partial.take().map(|p| (p.args, None))),
                     false => Ok(None),
                 };
             }
@@ -81,8 +91,8 @@ impl RequestParser {
                 return Ok(None);
             };
             if first == b'*' {
-                if let Some(args) = super::whole::take_whole(buf, &self.limits) {
-                    return Ok(Some(args));
+                if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits) {
+                    return Ok(Some((args, Some(frame))));
                 }
                 let Some(len) = take_header_line(buf, self.limits.max_inline_len)
                     .map_err(|()| ProtocolError::TooBigMultibulkCount)?
@@ -102,7 +112,7 @@ impl RequestParser {
                 }
             } else if let Some(args) = self.parse_inline(buf)? {
                 if !args.is_empty() {
-                    return Ok(Some(args));
+                    return Ok(Some((args, None)));
                 }
             } else {
                 return Ok(None);

@@ -15,7 +15,17 @@ const MAX_ARGS: usize = 32;
 
 /// Takes one complete, well-formed `*` request off the front of `buf`, or returns `None` and
 /// leaves `buf` untouched.
+#[cfg(test)]
 pub(super) fn take_whole(buf: &mut BytesMut, limits: &ParserLimits) -> Option<Vec<Bytes>> {
+    take_whole_frame(buf, limits).map(|(args, _)| args)
+}
+
+/// [`take_whole`], also giving the request's whole frame (the arguments are slices of it):
+/// a handle that keeps the request for later without copying its arguments.
+pub(super) fn take_whole_frame(
+    buf: &mut BytesMut,
+    limits: &ParserLimits,
+) -> Option<(Vec<Bytes>, Bytes)> {
     let (count, mut at) = header(buf, 0, b'*', limits)?;
     if !(1..=MAX_ARGS).contains(&count) || count > limits.max_array_len {
         return None;
@@ -35,12 +45,11 @@ pub(super) fn take_whole(buf: &mut BytesMut, limits: &ParserLimits) -> Option<Ve
         at = end + 2;
     }
     let frame = buf.split_to(at).freeze();
-    Some(
-        ranges[..count]
-            .iter()
-            .map(|&(start, end)| frame.slice(start as usize..end as usize))
-            .collect(),
-    )
+    let args = ranges[..count]
+        .iter()
+        .map(|&(start, end)| frame.slice(start as usize..end as usize))
+        .collect();
+    Some((args, frame))
 }
 
 /// A length taken here has fewer digits than this: it fits a `usize` without overflow

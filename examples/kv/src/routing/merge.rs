@@ -6,7 +6,6 @@ use crate::clients::{KillFilter, ListQuery};
 use crate::command::ClientsOp;
 use crate::info::{self, ServerInfo};
 use crate::reply::Reply;
-use crate::store::ShardStats;
 
 /// Collects the replies of a fanned-out command's parts and builds the client's reply.
 #[derive(Debug)]
@@ -52,7 +51,13 @@ enum MergeKind {
         filter: KillFilter,
         caller_killed: bool,
     },
+    /// A merge a command family defines (see [`Merger::custom`]).
+    Custom { merge: MergeFn, context: Vec<Bytes> },
 }
+
+/// A family's own merge: the parts' replies in part order (none an error: the first error
+/// is the reply), the process's facts, and the request's context (its own arguments).
+pub type MergeFn = fn(Vec<Reply>, &ServerInfo, &[Bytes]) -> Reply;
 
 /// A mismatch between the merger and what the glue fed it: a bug in the glue or a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,12 +144,19 @@ impl Merger {
                 filter,
                 caller_killed,
             },
+            // Merged by their own functions (see `clients::command::route`).
+            ClientsOp::Unblock { .. } => MergeKind::AllOk,
         };
         Merger::new(kind, parts)
     }
 
     pub(super) fn info(sections: Vec<Bytes>, parts: usize) -> Merger {
         Merger::new(MergeKind::Info { sections }, parts)
+    }
+
+    /// Merges `parts` replies with `merge`, given `context`.
+    pub fn custom(parts: usize, merge: MergeFn, context: Vec<Bytes>) -> Merger {
+        Merger::new(MergeKind::Custom { merge, context }, parts)
     }
 
     pub fn parts(&self) -> usize {
@@ -184,6 +196,7 @@ impl Merger {
             return Ok(error.clone());
         }
         match self.kind {
+            MergeKind::Custom { merge, context } => Ok(merge(replies, server, &context)),
             MergeKind::Sum => {
                 let mut total = 0i64;
                 for (part, reply) in replies.iter().enumerate() {
@@ -278,14 +291,14 @@ impl Merger {
             }
             MergeKind::Scan { shard, shards } => scan_reply(shard, shards, replies),
             MergeKind::Info { sections } => {
-                let mut stats = Vec::with_capacity(replies.len());
+                let mut parts = Vec::with_capacity(replies.len());
                 for (part, reply) in replies.iter().enumerate() {
-                    stats.push(
-                        ShardStats::from_reply(reply)
+                    parts.push(
+                        info::ShardPart::from_reply(reply)
                             .ok_or(MergeError::UnexpectedReply { part })?,
                     );
                 }
-                let text = info::render(&sections, server, &stats);
+                let text = info::render(&sections, server, &parts);
                 Ok(Reply::Bulk(Bytes::from(text)))
             }
         }

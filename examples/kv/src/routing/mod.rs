@@ -8,8 +8,10 @@ mod plan;
 mod slot;
 
 pub use keyops::{join_cursor, split_cursor};
-pub use merge::{MergeError, Merger};
-pub use plan::{route, to_shards, FanOut, Route, ShardPart};
+pub use merge::{MergeError, MergeFn, Merger};
+pub use plan::{
+    broadcast_merged, route, route_clients, split_keys_merged, to_shards, FanOut, Route, ShardPart,
+};
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 
 #[cfg(test)]

@@ -68,24 +68,19 @@ pub fn route(command: Command, shards: usize) -> Route {
         command @ Command::Publish { .. } => broadcast(command, shards, Merger::sum),
         Command::PubSub(query) => {
             let merger = match &query {
-                PubSubQuery::Channels(_) => Merger::distinct,
-                PubSubQuery::NumSub(_) => Merger::sum_pairs,
+                PubSubQuery::Channels(_) | PubSubQuery::ShardChannels(_) => Merger::distinct,
+                PubSubQuery::NumSub(_) | PubSubQuery::ShardNumSub(_) => Merger::sum_pairs,
                 PubSubQuery::NumPat => Merger::count_distinct,
             };
             broadcast(Command::PubSub(query), shards, merger)
         }
         Command::FlushAll => broadcast(Command::FlushAll, shards, Merger::all_ok),
-        // Every shard lists or kills its own connections.
-        Command::Client(ClientRequest::Broadcast(request)) => {
-            let op = request.op.clone();
-            broadcast(
-                Command::Client(ClientRequest::Broadcast(request)),
-                shards,
-                |n| Merger::clients(op, n),
-            )
+        Command::Client(request @ (ClientRequest::Broadcast(_) | ClientRequest::Track(_))) => {
+            crate::clients::command::route(request, shards)
         }
         // Each shard rewrites its own log; an error (one already rewriting) wins.
         Command::BgRewriteAof => broadcast(Command::BgRewriteAof, shards, Merger::same),
+        Command::ShardPubSub(request) => crate::command::pubsub::route(request, shards),
         Command::Cluster(request) => Route::Single {
             shard: request.shard(shards),
             command: Command::Cluster(request),
@@ -103,6 +98,7 @@ pub fn route(command: Command, shards: usize) -> Route {
             }
         }
         Command::Key(key) => super::keyops::route(key, shards),
+        Command::Introspect(request) => crate::introspect::route(request, shards),
         command => {
             let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }
@@ -242,4 +238,38 @@ pub(super) fn broadcast(
             .collect(),
         merger: merger(shards),
     })
+}
+
+/// `command` to every shard, the parts merged by `merge` with `context`: for the command
+/// families that answer with what every shard holds (SLOWLOG, LATENCY, ...).
+pub fn broadcast_merged(
+    command: Command,
+    shards: usize,
+    merge: super::MergeFn,
+    context: Vec<Bytes>,
+) -> Route {
+    broadcast(command, shards.max(1), |n| {
+        Merger::custom(n, merge, context)
+    })
+}
+
+/// CLIENT LIST and KILL: every shard lists or kills its own connections.
+pub fn route_clients(request: crate::command::ClientsBroadcast, shards: usize) -> Route {
+    let op = request.op.clone();
+    broadcast(
+        Command::Client(ClientRequest::Broadcast(Box::new(request))),
+        shards.max(1),
+        |n| Merger::clients(op, n),
+    )
+}
+
+/// `keys` grouped by shard into `rebuild`'s commands, the parts merged by `merger` (given,
+/// for each key, the part that holds it): WATCH's routing, for other families.
+pub fn split_keys_merged(
+    keys: Vec<Bytes>,
+    shards: usize,
+    rebuild: fn(Vec<Bytes>) -> Command,
+    merger: impl FnOnce(Vec<u32>, usize) -> Merger,
+) -> Route {
+    split_keys(keys, shards.max(1), rebuild, merger)
 }

@@ -104,6 +104,16 @@ pub fn reply_to_lua(
             return reply_to_lua(lua, &Reply::Array(items), shape, mode);
         }
         Reply::Dual { resp2, .. } => return reply_to_lua(lua, resp2, shape, mode),
+        // Introspection's own maps, sets and doubles: as the shaped replies they stand for.
+        Reply::Map(items) => {
+            return reply_to_lua(lua, &Reply::Array(items.clone()), &Shape::Map, mode)
+        }
+        Reply::Set(items) => {
+            return reply_to_lua(lua, &Reply::Array(items.clone()), &Shape::Set, mode)
+        }
+        Reply::Double(text) => {
+            return reply_to_lua(lua, &Reply::Bulk(text.clone()), &Shape::Double, mode)
+        }
         Reply::Array(items) => match (mode, shape) {
             (ReplyMode::Resp3, Shape::Map) if items.len() % 2 == 0 => {
                 let map = lua.create_table()?;

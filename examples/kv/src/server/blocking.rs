@@ -392,6 +392,24 @@ impl Shard {
         }
     }
 
+    /// CLIENT UNBLOCK: the waits here of connection `sink` of `shard` end with `reply`;
+    /// whether it had any.
+    pub(crate) fn unblock_waits(&self, shard: usize, sink: SinkKey, reply: Reply) -> bool {
+        let mut origins = Vec::new();
+        self.blocked.queues.borrow_mut().remove_clients(|client| {
+            let hit = client.origin.shard == shard && client.origin.sink == sink;
+            if hit {
+                origins.push(client.origin);
+            }
+            hit
+        });
+        self.publish_blocked();
+        for origin in &origins {
+            self.deliver(*origin, reply.clone());
+        }
+        !origins.is_empty()
+    }
+
     fn drop_waiters_of(&self, shard: usize, sink: SinkKey) {
         self.blocked
             .queues

@@ -6,6 +6,7 @@
 //! turn, however idle or blocked it was.
 
 use super::shard::{now_ms, Shard};
+use super::sink::SinkKey;
 use crate::command::{ClientsBroadcast, ClientsOp};
 use crate::reply::Reply;
 use bytes::Bytes;
@@ -42,6 +43,15 @@ impl Shard {
                     }
                 }
                 Reply::Integer(killed)
+            }
+            ClientsOp::Unblock { target, error } => {
+                let reply = if *error {
+                    Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                } else {
+                    super::blocking::timed_out()
+                };
+                let sink = SinkKey::unpack(target.handle);
+                Reply::Integer(i64::from(self.unblock_waits(target.shard, sink, reply)))
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The server's settings and the `corewire-kv` command line that fills them.
+//! The settings a server starts with ([`ServerConfig`], filled from the configuration file
+//! and the command line by [`crate::config::load`]) and why a start-up configuration is refused.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -9,7 +10,6 @@ use corewire::runtime::Budget;
 use corewire::transport::rdma::PollerMode;
 
 use crate::aof::{FsyncPolicy, LoadPolicy, RewritePolicy, MAX_PAYLOAD_LEN};
-use crate::number::parse_memory;
 use crate::resp::ParserLimits;
 use crate::store::EvictionPolicy;
 
@@ -121,6 +121,23 @@ pub struct ServerConfig {
     pub maxmemory: u64,
     /// `--maxmemory-policy`: what a shard over its share does.
     pub maxmemory_policy: EvictionPolicy,
+    /// `pidfile`: written at start-up, removed at a clean stop.
+    pub pidfile: Option<PathBuf>,
+    /// `logfile`: where the log goes (`None`: standard error).
+    pub logfile: Option<PathBuf>,
+    /// `loglevel`: Redis's level name.
+    pub loglevel: String,
+    /// `enable-debug-command`: DEBUG is refused unless set.
+    pub enable_debug_command: bool,
+    /// `timeout`: idle clients are closed after this long (zero: never).
+    pub timeout: Duration,
+    /// `dir`: the working directory, absolute (relative paths were resolved against it).
+    pub dir: PathBuf,
+    /// The configuration file the server was started with (CONFIG REWRITE writes it).
+    pub config_file: Option<PathBuf>,
+    /// Every option's value as read at start-up (CONFIG GET reports them; the fields above
+    /// win for the options they hold).
+    pub options: crate::config::Values,
     /// `--tls-*`: Redis's TLS settings (the TLS port, certificates, the cluster bus).
     pub tls: super::tls::TlsSettings,
     /// `--protected-mode yes|no` (default yes, as Redis).
@@ -157,6 +174,14 @@ impl Default for ServerConfig {
             cluster: None,
             maxmemory: 0,
             maxmemory_policy: EvictionPolicy::NoEviction,
+            pidfile: None,
+            logfile: None,
+            loglevel: "notice".into(),
+            enable_debug_command: false,
+            timeout: Duration::ZERO,
+            dir: PathBuf::new(),
+            config_file: None,
+            options: crate::config::Values::default(),
             tls: Default::default(),
             protected_mode: true,
         }
@@ -190,99 +215,32 @@ impl ServerConfig {
     }
 }
 
-pub const USAGE: &str = "\
-Usage: corewire-kv [options]
-
-  --shards N                 shard threads (default: number of CPUs)
-  --port P                   RESP port (default 6379; 0 = any free port, or no plaintext port
-                             when --tls-port is set, as Redis)
-  --bind ADDR                listen address (default 127.0.0.1)
-  --binary-port P            also serve the flatbuffers binary protocol on TCP port P
-  --rdma ADDR:PORT           also serve the binary protocol over RDMA (rdma_cm) on ADDR:PORT
-  --rdma-poller MODE         polling|polling-yield|event|adaptive[:US] (default adaptive)
-  --aof DIR                  enable per-shard append-only logs DIR/shard-<i>.aof
-  --fsync always|everysec|no AOF fsync policy (default everysec)
-  --aof-load-truncated yes|no  cut a torn last record (an incomplete write) with a warning at
-                             start-up (default yes, as Redis), or refuse to start
-  --aof-fix                  also cut a log at a corrupt record that has data after it (default:
-                             refuse to start; the cut bytes are saved to <log>.cut-<offset>)
-  --aof-max-record-bytes B   largest AOF record one write may log; bigger writes are refused
-                             (default and most 4294967295)
-  --aof-rewrite-percentage P rewrite a shard's AOF when it has grown P% since its last rewrite
-                             (default 100; 0 = never by itself; BGREWRITEAOF always works)
-  --aof-rewrite-min-size B   ... but not below this size (default 64mb; k/kb/m/mb/g/gb suffixes)
-  --requirepass PW           require AUTH PW
-  --maxclients N             maximum RESP clients (default 10000)
-  --accept handoff|reuseport how connections reach shards (default handoff)
-  --proto-max-bulk-len B     largest bulk string accepted (default 536870912)
-  --maxmemory B              memory limit for the keyspace, shared equally by the shards (default 0
-                             = none; k/kb/m/mb/g/gb suffixes); estimated from keys and values
-  --maxmemory-policy P       past the limit: noeviction (refuse writes with OOM, default),
-                             allkeys-lru or allkeys-lfu (evict sampled keys, per shard)
-  --budget N|unlimited       work one RESP connection does per round before the rest of its
-                             shard runs, counted in keys or elements (GET 1, an MSET of 100
-                             pairs 100; fairness; default 64)
-  --max-backlog N            unanswered requests per connection before reading pauses (default 1024;
-                             RESP and the binary protocol)
-  --max-pending-output B     unwritten reply bytes per connection before parsing pauses (default 16777216;
-                             RESP and the binary protocol)
-  --pubsub-output-limit HARD[:SOFT:SECONDS]
-                             unread Pub/Sub bytes before a subscriber is dropped: at once past
-                             HARD, or after SECONDS above SOFT (default 33554432:8388608:60, as
-                             Redis's client-output-buffer-limit pubsub; 0 = no limit)
-  --idle-spin-us US          how long an idle shard polls before sleeping (default 0; 50
-                             lowers a lone client's latency by a third, costs CPU under load)
-  --pin | --no-pin           pin shard i to CPU i, or let the kernel place shard threads
-                             (default: pin only when there are more CPUs than shards)
-  --mesh-batch N             most commands per cross-shard message (default 0 = no limit;
-                             1 turns batching off)
-  --metrics ADDR:PORT        serve the runtime's per-shard counters in Prometheus text
-                             format at http://ADDR:PORT/metrics
-  --cluster-enabled yes|no   Redis Cluster mode: own hash slots, redirect the others (MOVED,
-                             ASK), CLUSTER commands, MIGRATE (default no)
-  --cluster-config-file F    this node's id and cluster configuration, kept across restarts
-                             (default nodes.conf; one file per node)
-  --cluster-port P           cluster bus port (default: --port + 10000)
-  --cluster-node-timeout MS  a node silent this long is shown fail? (default 15000)
-  --cluster-announce-ip IP   the IP other nodes and clients are told (default: --bind, or
-                             learned from the first CLUSTER MEET when bound to 0.0.0.0)
-  --protected-mode yes|no    refuse clients from outside the loopback interface while no
-                             password is set (default yes, as Redis)
-  --tls-port P               also serve RESP over TLS on port P (Redis's tls-* flags follow)
-  --tls-cert-file F          --tls-key-file F  [--tls-key-file-pass PW]  the server's
-                             certificate chain and key (PEM; an encrypted key: PKCS#8)
-  --tls-client-cert-file F   --tls-client-key-file F  ours on outgoing cluster links
-                             (default: the server's)
-  --tls-ca-cert-file F       --tls-ca-cert-dir D  CA certificates for client and peer
-                             certificates
-  --tls-auth-clients yes|no|optional  ask clients for a certificate (default yes)
-  --tls-protocols 'TLSv1.2 TLSv1.3'  --tls-ciphersuites (TLS 1.3) --tls-ciphers (TLS 1.2,
-                             OpenSSL names): what rustls has; anything else is refused
-  --tls-prefer-server-ciphers yes|no  --tls-session-caching yes|no
-  --tls-session-cache-size N --tls-session-cache-timeout S
-  --tls-cluster yes|no       the cluster bus and MIGRATE over TLS (default no)
-  --tls-replication yes|no   stored for replication (not implemented yet)
-  -h, --help                 this text
-";
-
 /// Why the command line was rejected (or `--help` was asked for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
     Help,
-    MissingValue(String),
-    InvalidValue { flag: String, value: String },
-    UnknownFlag(String),
+    Version,
+    /// Everything wrong with the configuration file and the command line, one line each.
+    Problems(Vec<String>),
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Help => f.write_str(USAGE),
-            ConfigError::MissingValue(flag) => write!(f, "{flag} needs a value"),
-            ConfigError::InvalidValue { flag, value } => {
-                write!(f, "invalid value {value:?} for {flag}")
+            ConfigError::Help => f.write_str(&crate::config::usage()),
+            ConfigError::Version => write!(
+                f,
+                "corewire-kv {} (Redis {} compatible)",
+                env!("CARGO_PKG_VERSION"),
+                crate::info::COMPATIBLE_REDIS_VERSION
+            ),
+            ConfigError::Problems(problems) => {
+                f.write_str("*** FATAL CONFIG ERROR ***")?;
+                for problem in problems {
+                    write!(f, "\n{problem}")?;
+                }
+                Ok(())
             }
-            ConfigError::UnknownFlag(flag) => write!(f, "unknown option {flag:?}\n\n{USAGE}"),
         }
     }
 }
@@ -290,191 +248,10 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl ServerConfig {
-    /// Parses the arguments after the program name.
+    /// Reads the arguments after the program name: an optional Redis configuration file,
+    /// then `--name value` options (see [`crate::config::load`]).
     pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<ServerConfig, ConfigError> {
-        let mut config = ServerConfig::default();
-        let mut aof_dir = None;
-        let mut fsync = FsyncPolicy::EverySec;
-        let mut load = LoadPolicy::default();
-        let mut max_record_bytes = MAX_PAYLOAD_LEN;
-        let mut rewrite = RewritePolicy::default();
-        let mut cluster_enabled = false;
-        let mut cluster = ClusterConfig::default();
-        let mut args = args.into_iter();
-        while let Some(flag) = args.next() {
-            if flag == "-h" || flag == "--help" {
-                return Err(ConfigError::Help);
-            }
-            if flag == "--pin" || flag == "--no-pin" {
-                config.pin = Some(flag == "--pin");
-                continue;
-            }
-            if flag == "--aof-fix" {
-                load.fix = true;
-                continue;
-            }
-            let mut value = || {
-                args.next()
-                    .ok_or_else(|| ConfigError::MissingValue(flag.clone()))
-            };
-            match flag.as_str() {
-                "--shards" => config.shards = parse(&flag, value()?)?,
-                "--port" => config.port = parse(&flag, value()?)?,
-                "--bind" => config.bind = parse(&flag, value()?)?,
-                "--binary-port" => config.binary_port = Some(parse(&flag, value()?)?),
-                "--rdma" => config.rdma = Some(parse(&flag, value()?)?),
-                "--metrics" => config.metrics = Some(parse(&flag, value()?)?),
-                "--rdma-poller" => config.rdma_poller = parse(&flag, value()?)?,
-                "--aof" => aof_dir = Some(PathBuf::from(value()?)),
-                "--fsync" => fsync = parse(&flag, value()?)?,
-                "--aof-load-truncated" => {
-                    load.load_truncated = match value()?.to_ascii_lowercase().as_str() {
-                        "yes" => true,
-                        "no" => false,
-                        other => {
-                            return Err(ConfigError::InvalidValue {
-                                flag,
-                                value: other.to_owned(),
-                            })
-                        }
-                    }
-                }
-                "--aof-rewrite-percentage" => rewrite.percentage = parse(&flag, value()?)?,
-                "--aof-rewrite-min-size" => {
-                    let size = value()?;
-                    rewrite.min_size = parse_memory(&size)
-                        .ok_or(ConfigError::InvalidValue { flag, value: size })?
-                }
-                "--aof-max-record-bytes" => {
-                    let bytes = value()?;
-                    max_record_bytes = match bytes.parse() {
-                        Ok(n) if n > 0 && n <= MAX_PAYLOAD_LEN => n,
-                        _ => return Err(ConfigError::InvalidValue { flag, value: bytes }),
-                    }
-                }
-                "--requirepass" => config.requirepass = Some(value()?).filter(|pw| !pw.is_empty()),
-                "--maxclients" => config.maxclients = parse(&flag, value()?)?,
-                "--accept" => {
-                    config.accept = match value()?.as_str() {
-                        "handoff" => AcceptChoice::Handoff,
-                        "reuseport" => AcceptChoice::ReusePort,
-                        other => {
-                            return Err(ConfigError::InvalidValue {
-                                flag,
-                                value: other.to_owned(),
-                            })
-                        }
-                    }
-                }
-                "--proto-max-bulk-len" => {
-                    config.parser_limits.max_bulk_len = parse(&flag, value()?)?
-                }
-                "--maxmemory" => {
-                    let text = value()?;
-                    config.maxmemory = parse_memory(&text).ok_or(ConfigError::InvalidValue {
-                        flag: flag.clone(),
-                        value: text,
-                    })?;
-                }
-                "--maxmemory-policy" => config.maxmemory_policy = parse(&flag, value()?)?,
-                "--budget" => config.conn_budget = parse_budget(&flag, value()?)?,
-                "--max-backlog" => config.max_backlog = parse(&flag, value()?)?,
-                "--max-pending-output" => config.max_pending_output = parse(&flag, value()?)?,
-                "--pubsub-output-limit" => {
-                    config.pubsub_output_limit = parse_output_limit(&flag, value()?)?
-                }
-                "--mesh-batch" => config.mesh_batch = parse(&flag, value()?)?,
-                "--cluster-enabled" => cluster_enabled = yes_no(&flag, value()?)?,
-                "--cluster-config-file" => cluster.config_file = PathBuf::from(value()?),
-                "--cluster-port" => cluster.bus_port = Some(parse(&flag, value()?)?),
-                "--cluster-node-timeout" => cluster.node_timeout_ms = parse(&flag, value()?)?,
-                "--cluster-announce-ip" => cluster.announce_ip = Some(parse(&flag, value()?)?),
-                "--protected-mode" => config.protected_mode = yes_no(&flag, value()?)?,
-                tls if tls.starts_with("--tls-") => {
-                    let text = value()?;
-                    if let Err(why) = config.tls.set(&tls[2..], &text) {
-                        tracing::error!(flag = %tls, %why, "bad TLS setting");
-                        return Err(ConfigError::InvalidValue { flag, value: text });
-                    }
-                }
-                "--idle-spin-us" => {
-                    config.idle_spin = Duration::from_micros(parse(&flag, value()?)?)
-                }
-                _ => return Err(ConfigError::UnknownFlag(flag)),
-            }
-        }
-        if config.shards == 0 {
-            return Err(ConfigError::InvalidValue {
-                flag: "--shards".into(),
-                value: "0".into(),
-            });
-        }
-        config.max_backlog = config.max_backlog.max(1);
-        config.cluster = cluster_enabled.then_some(cluster);
-        config.aof = aof_dir.map(|dir| AofConfig {
-            load,
-            max_record_bytes,
-            rewrite,
-            ..AofConfig::new(dir, fsync)
-        });
-        Ok(config)
-    }
-}
-
-/// A size as Redis writes them in its config: bytes, or with a k/kb/m/mb/g/gb suffix (the
-/// `b` forms are powers of 1024, the others of 1000, as in Redis).
-/// `unlimited` or a positive number of requests per round.
-fn parse_budget(flag: &str, value: String) -> Result<Budget, ConfigError> {
-    match value.parse::<u32>() {
-        _ if value == "unlimited" => Ok(Budget::UNLIMITED),
-        Ok(n) if n > 0 => Ok(Budget::messages(n)),
-        _ => Err(ConfigError::InvalidValue {
-            flag: flag.to_string(),
-            value,
-        }),
-    }
-}
-
-fn yes_no(flag: &str, value: String) -> Result<bool, ConfigError> {
-    match value.to_ascii_lowercase().as_str() {
-        "yes" => Ok(true),
-        "no" => Ok(false),
-        _ => Err(ConfigError::InvalidValue {
-            flag: flag.to_owned(),
-            value,
-        }),
-    }
-}
-
-fn parse<T: std::str::FromStr>(flag: &str, value: String) -> Result<T, ConfigError> {
-    value.parse().map_err(|_| ConfigError::InvalidValue {
-        flag: flag.to_owned(),
-        value,
-    })
-}
-
-/// `HARD[:SOFT:SECONDS]` in bytes and seconds.
-fn parse_output_limit(
-    flag: &str,
-    value: String,
-) -> Result<crate::session::OutputLimit, ConfigError> {
-    let fields: Vec<&str> = value.split(':').collect();
-    let number = |text: &str| parse::<u64>(flag, text.to_owned());
-    match fields[..] {
-        [hard] => Ok(crate::session::OutputLimit {
-            hard: number(hard)? as usize,
-            soft: 0,
-            soft_ms: 0,
-        }),
-        [hard, soft, seconds] => Ok(crate::session::OutputLimit {
-            hard: number(hard)? as usize,
-            soft: number(soft)? as usize,
-            soft_ms: number(seconds)?.saturating_mul(1000),
-        }),
-        _ => Err(ConfigError::InvalidValue {
-            flag: flag.to_owned(),
-            value,
-        }),
+        crate::config::load::from_args(args).map(|loaded| loaded.config)
     }
 }
 
@@ -504,40 +281,8 @@ mod tests {
             Budget::UNLIMITED
         );
         for bad in ["--budget 0", "--budget lots", "--budget -1"] {
-            assert!(
-                matches!(args(bad), Err(ConfigError::InvalidValue { .. })),
-                "{bad}"
-            );
+            assert!(matches!(args(bad), Err(ConfigError::Problems(_))), "{bad}");
         }
-    }
-
-    #[test]
-    fn every_flag_parses() {
-        let config = args(
-            "--shards 3 --port 0 --bind 0.0.0.0 --binary-port 7000 --aof /tmp/x --fsync always \
-             --requirepass pw --maxclients 5 --accept reuseport --proto-max-bulk-len 1024 \
-             --max-backlog 16 --max-pending-output 4096 --rdma 10.0.0.1:7471",
-        )
-        .unwrap();
-        assert_eq!(config.shards, 3);
-        assert_eq!(config.port, 0);
-        assert_eq!(config.binary_addr().unwrap().to_string(), "0.0.0.0:7000");
-        assert_eq!(
-            config.aof,
-            Some(AofConfig::new("/tmp/x", FsyncPolicy::Always))
-        );
-        assert_eq!(config.requirepass.as_deref(), Some("pw"));
-        assert_eq!(config.maxclients, 5);
-        assert_eq!(config.accept, AcceptChoice::ReusePort);
-        assert_eq!(config.parser_limits.max_bulk_len, 1024);
-        assert_eq!(config.max_backlog, 16);
-        assert_eq!(config.max_pending_output, 4096);
-        assert_eq!(config.rdma, Some("10.0.0.1:7471".parse().unwrap()));
-        assert_eq!(config.rdma_poller, PollerMode::adaptive());
-        assert_eq!(
-            args("--rdma-poller event").unwrap().rdma_poller,
-            PollerMode::Event
-        );
     }
 
     #[test]
@@ -554,7 +299,7 @@ mod tests {
             }
         );
         assert_eq!(aof.max_record_bytes, 1024);
-        let aof = args("--aof d --aof-rewrite-percentage 50 --aof-rewrite-min-size 64kb")
+        let aof = args("--aof d --auto-aof-rewrite-percentage 50 --auto-aof-rewrite-min-size 64kb")
             .unwrap()
             .aof
             .unwrap();
@@ -565,10 +310,6 @@ mod tests {
                 min_size: 64 << 10
             }
         );
-        assert_eq!(parse_memory("64mb"), Some(64 << 20));
-        assert_eq!(parse_memory("1G"), Some(1_000_000_000));
-        assert_eq!(parse_memory("1000"), Some(1000));
-        assert_eq!(parse_memory("mb"), None);
         let aof = args("--aof d").unwrap().aof.unwrap();
         assert_eq!(aof.load, LoadPolicy::default());
         assert_eq!(aof.max_record_bytes, MAX_PAYLOAD_LEN);
@@ -576,13 +317,10 @@ mod tests {
             "--aof-load-truncated maybe",
             "--aof-max-record-bytes 0",
             "--aof-max-record-bytes 4294967296",
-            "--aof-rewrite-min-size lots",
-            "--aof-rewrite-percentage -1",
+            "--auto-aof-rewrite-min-size lots",
+            "--auto-aof-rewrite-percentage -1",
         ] {
-            assert!(
-                matches!(args(bad), Err(ConfigError::InvalidValue { .. })),
-                "{bad}"
-            );
+            assert!(matches!(args(bad), Err(ConfigError::Problems(_))), "{bad}");
         }
     }
 
@@ -606,7 +344,7 @@ mod tests {
         assert_eq!(any.cluster_bus_addr().unwrap().port(), 0);
         assert!(matches!(
             args("--cluster-enabled maybe"),
-            Err(ConfigError::InvalidValue { .. })
+            Err(ConfigError::Problems(_))
         ));
     }
 
@@ -622,21 +360,15 @@ mod tests {
     #[test]
     fn bad_input_is_reported() {
         assert_eq!(args("--help"), Err(ConfigError::Help));
-        assert_eq!(
-            args("--port"),
-            Err(ConfigError::MissingValue("--port".into()))
-        );
+        assert!(matches!(args("--port"), Err(ConfigError::Problems(_))));
         assert!(matches!(
             args("--fsync sometimes"),
-            Err(ConfigError::InvalidValue { .. })
+            Err(ConfigError::Problems(_))
         ));
-        assert!(matches!(
-            args("--shards 0"),
-            Err(ConfigError::InvalidValue { .. })
-        ));
-        assert_eq!(
-            args("--nope"),
-            Err(ConfigError::UnknownFlag("--nope".into()))
-        );
+        assert!(matches!(args("--shards 0"), Err(ConfigError::Problems(_))));
+        let Err(ConfigError::Problems(problems)) = args("--nope") else {
+            panic!("--nope accepted");
+        };
+        assert!(problems[0].contains("'nope'"), "{problems:?}");
     }
 }

@@ -30,6 +30,9 @@ pub(crate) struct Job {
 pub(crate) enum Work {
     Run(Job),
     Txn(super::txn::TxnMsg),
+    /// A message for this shard's connections that answers no request: a keyspace event to
+    /// publish, a tracking invalidation, a MONITOR line (see `notify.rs`).
+    Note(super::notify::Note),
     /// The function libraries changed: shard 0 logs them (see `server/script.rs`).
     LogFunctions,
 }

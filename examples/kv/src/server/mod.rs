@@ -20,6 +20,9 @@ mod clients;
 mod cluster;
 pub mod config;
 mod forward;
+mod introspect;
+pub mod logging;
+mod notify;
 mod protected;
 mod pubsub;
 mod resp_conn;
@@ -30,6 +33,7 @@ pub(crate) mod shard;
 pub(crate) mod shared;
 pub(crate) mod sink;
 pub mod tls;
+mod tracking;
 mod txn;
 
 use std::fmt;
@@ -40,7 +44,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
 use corewire::runtime::tls::{TlsAccepted, TlsEndpoint};
 use corewire::runtime::{interval, spawn_local, Runtime};
@@ -48,8 +51,9 @@ use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 
 pub use aof_load::{AofStartError, ReplaySummary};
 pub use binary_conn::{serve_connection as serve_binary_connection, KvService};
-pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConfig, USAGE};
+pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConfig};
 pub use forward::ForwardCounters;
+pub use shared::StopRequests;
 
 use crate::cluster::{NodeAddr, SlotMap, Topology};
 use crate::session::SessionConfig;
@@ -109,6 +113,7 @@ pub struct RunningServer {
     binary_server: corewire::Server,
     replay: Vec<Option<ReplaySummary>>,
     cluster_bus: Option<SocketAddr>,
+    shared: Arc<ServerShared>,
     // Declared last: dropped after the listeners.
     rt: Runtime,
 }
@@ -139,6 +144,13 @@ impl RunningServer {
 
     pub fn shards(&self) -> usize {
         self.rt.shard_count()
+    }
+
+    /// Where SHUTDOWN (and the binary's signal handler) ask the owner to stop the server:
+    /// wait on it, then call [`Self::shutdown`].
+    pub fn stop_requests(&self) -> shared::StopRequests {
+        self.shared.stop.own();
+        self.shared.stop.clone()
     }
 
     /// What each shard replayed from its AOF (`None` without `--aof`).
@@ -250,6 +262,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         protected_mode: config.protected_mode.into(),
         tls: tls.clone(),
         cancelling: Default::default(),
+        stop: Default::default(),
+        slowlog_ids: Default::default(),
+        acting_for: Default::default(),
         scripting: Default::default(),
     });
 
@@ -374,6 +389,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         binary_server,
         replay,
         cluster_bus,
+        shared,
         rt,
     })
 }
@@ -438,14 +454,9 @@ fn rdma_unavailable(error: rdma::RdmaError) -> StartError {
 }
 
 fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> SessionConfig {
-    let mut session = SessionConfig {
-        parser_limits: config.parser_limits,
-        max_backlog: config.max_backlog,
-        max_pending_output: config.max_pending_output,
-        pubsub_output_limit: config.pubsub_output_limit,
-        requirepass: config.requirepass.clone().map(Bytes::from),
-        ..SessionConfig::default()
-    };
+    // The options as read at start-up, with the effective settings of those the server
+    // config holds (a server started from code sets the fields, not the options).
+    let mut values = config.options.clone();
     let (appendonly, fsync) = match &config.aof {
         Some(aof) => ("yes", aof.fsync.as_str()),
         None => ("no", "everysec"),
@@ -459,36 +470,81 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
         .as_ref()
         .map(|aof| aof.rewrite)
         .unwrap_or_default();
-    session.set_parameter("appendonly", appendonly);
-    session.set_parameter("appendfsync", fsync);
-    session.set_parameter(
-        "aof-load-truncated",
-        if load_truncated { "yes" } else { "no" },
-    );
-    session.set_parameter(
-        "auto-aof-rewrite-percentage",
-        rewrite.percentage.to_string(),
-    );
-    session.set_parameter("auto-aof-rewrite-min-size", rewrite.min_size.to_string());
-    session.set_parameter("maxclients", config.maxclients.to_string());
-    session.set_parameter("maxmemory", config.maxmemory.to_string());
-    session.set_parameter("maxmemory-policy", config.maxmemory_policy.name());
-    session.set_parameter("port", config.port.to_string());
-    session.set_parameter("bind", config.bind.to_string());
-    session.set_parameter(
-        "proto-max-bulk-len",
-        config.parser_limits.max_bulk_len.to_string(),
-    );
-    session.set_parameter(
-        "protected-mode",
-        if config.protected_mode { "yes" } else { "no" },
-    );
-    for (name, value) in config.tls.parameters() {
-        session.set_parameter(name, value);
+    let limit = config.pubsub_output_limit;
+    let mut obuf = crate::config::value::OutputBufferLimits::parse(
+        values
+            .named("client-output-buffer-limit")
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    obuf.pubsub = (limit.hard as u64, limit.soft as u64, limit.soft_ms / 1000);
+    let dir = if config.dir.as_os_str().is_empty() {
+        std::env::current_dir().unwrap_or_default()
+    } else {
+        config.dir.clone()
+    };
+    for (name, value) in [
+        ("appendonly", appendonly.to_owned()),
+        ("appendfsync", fsync.to_owned()),
+        (
+            "aof-load-truncated",
+            if load_truncated { "yes" } else { "no" }.to_owned(),
+        ),
+        (
+            "auto-aof-rewrite-percentage",
+            rewrite.percentage.to_string(),
+        ),
+        ("auto-aof-rewrite-min-size", rewrite.min_size.to_string()),
+        ("maxclients", config.maxclients.to_string()),
+        ("maxmemory", config.maxmemory.to_string()),
+        (
+            "maxmemory-policy",
+            config.maxmemory_policy.name().to_owned(),
+        ),
+        ("port", config.port.to_string()),
+        ("bind", config.bind.to_string()),
+        (
+            "proto-max-bulk-len",
+            config.parser_limits.max_bulk_len.to_string(),
+        ),
+        (
+            "requirepass",
+            config.requirepass.clone().unwrap_or_default(),
+        ),
+        (
+            "cluster-enabled",
+            if config.cluster.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_owned(),
+        ),
+        ("client-output-buffer-limit", obuf.to_string()),
+        ("dir", dir.display().to_string()),
+        ("shards", config.shards.to_string()),
+        (
+            "protected-mode",
+            if config.protected_mode { "yes" } else { "no" }.to_owned(),
+        ),
+    ] {
+        values.set_named(name, value);
     }
-    session.tls_reload = tls.map(|tls| {
-        crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
-    });
+    for (name, value) in config.tls.parameters() {
+        values.set_named(name, value);
+    }
+    let live = crate::config::LiveConfig::new(values, config.config_file.clone());
+    let session = SessionConfig {
+        parser_limits: config.parser_limits,
+        max_backlog: config.max_backlog,
+        max_pending_output: config.max_pending_output,
+        live: Arc::new(live),
+        tls_reload: tls.map(|tls| {
+            crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
+        }),
+        ..SessionConfig::default()
+    };
+    session.sync_script_busy();
     session
 }
 
@@ -510,7 +566,9 @@ fn start_shards(
                 memory: MemoryLimit {
                     max_bytes: config.maxmemory.div_ceil(count as u64),
                     policy: config.maxmemory_policy,
+                    ..MemoryLimit::default()
                 },
+                ..StoreConfig::default()
             };
             let sweep_interval = config.sweep_interval;
             let mesh_batch = config.mesh_batch;
@@ -548,7 +606,10 @@ fn start_shards(
                     mesh_batch,
                     ClusterShard::new(cluster_map),
                 )));
+                // The run-time settings as configured (CONFIG SET sends later changes).
+                shard.apply_settings(&shard.shared.session.live.shard_settings());
                 spawn_local(forward::run_flusher(shard.clone()));
+                spawn_local(tracking::run_flusher(shard.clone()));
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));
                     spawn_local(aof_rewrite::run_rewrites(shard.clone()));

@@ -24,7 +24,7 @@ things in order for the server to start accepting connections from the outside.\
 
 /// The refusal a new connection from `peer` gets, if protected mode turns it away.
 pub(crate) fn refusal(shared: &ServerShared, peer: Option<SocketAddr>) -> Option<&'static [u8]> {
-    if !shared.protected_mode.load(Ordering::Relaxed) || shared.session.requirepass.is_some() {
+    if !shared.protected_mode.load(Ordering::Relaxed) || shared.session.requirepass().is_some() {
         return None;
     }
     // As Redis, a peer whose address is unknown is not taken for a local one.

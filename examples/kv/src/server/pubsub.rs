@@ -2,15 +2,21 @@
 //! their sessions), PUBLISH's delivery to them and PUBSUB's answers about them. A PUBLISH
 //! goes to every shard (the reply adds their counts); it travels the ordinary forwarding
 //! lanes, so the messages one connection publishes reach each subscriber in order.
+//!
+//! Shard channels are kept by the shard that owns their slot, with subscribers from every
+//! shard: SPUBLISH runs there alone and sends each remote subscriber's message to its shard.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use foldhash::fast::RandomState;
 
+use super::forward::Work;
+use super::notify::Note;
 use super::shard::{now_ms, Shard};
-use super::sink::SinkKey;
-use crate::command::PubSubQuery;
+use super::sink::{Origin, SinkKey};
+use super::tracking::Reader;
+use crate::command::{PubSubQuery, ShardPubSub};
 use crate::glob::glob_match;
 use crate::reply::Reply;
 use crate::session::SubChange;
@@ -19,8 +25,11 @@ use crate::session::SubChange;
 pub(crate) struct PubSubRegistry {
     channels: HashMap<Bytes, Vec<SinkKey>, RandomState>,
     patterns: HashMap<Bytes, Vec<SinkKey>, RandomState>,
-    /// Each subscribed connection's channels and patterns, to forget it when it closes.
+    /// Each subscribed connection's channels, patterns and shard channels, to forget it
+    /// when it closes.
     by_sink: HashMap<SinkKey, Vec<SubChange>, RandomState>,
+    /// The shard channels this shard owns, and their subscribers on every shard.
+    shard_channels: HashMap<Bytes, Vec<Reader>, RandomState>,
 }
 
 fn add(map: &mut HashMap<Bytes, Vec<SinkKey>, RandomState>, name: Bytes, sink: SinkKey) {
@@ -59,21 +68,55 @@ impl PubSubRegistry {
                 remove(&mut self.patterns, name, sink);
                 mine.retain(|c| !matches!(c, SubChange::PSubscribe(n) if n == name));
             }
+            // Registered on the channel's shard: only remembered here.
+            SubChange::SSubscribe(_) => mine.push(change),
+            SubChange::SUnsubscribe(name) => {
+                mine.retain(|c| !matches!(c, SubChange::SSubscribe(n) if n == name));
+            }
         }
         if mine.is_empty() {
             self.by_sink.remove(&sink);
         }
     }
 
-    /// Connection `sink` closed.
-    pub fn forget(&mut self, sink: SinkKey) {
+    /// Connection `sink` closed: its shard channels (to unregister on their shards).
+    pub fn forget(&mut self, sink: SinkKey) -> Vec<Bytes> {
+        let mut shard_channels = Vec::new();
         for change in self.by_sink.remove(&sink).unwrap_or_default() {
             match change {
                 SubChange::Subscribe(name) => remove(&mut self.channels, &name, sink),
                 SubChange::PSubscribe(name) => remove(&mut self.patterns, &name, sink),
+                SubChange::SSubscribe(name) => shard_channels.push(name),
                 _ => {}
             }
         }
+        shard_channels
+    }
+
+    /// A connection of any shard subscribes to shard channels this shard owns.
+    pub fn register_shard(&mut self, reader: Reader, channels: Vec<Bytes>) {
+        for channel in channels {
+            let readers = self.shard_channels.entry(channel).or_default();
+            if !readers.contains(&reader) {
+                readers.push(reader);
+            }
+        }
+    }
+
+    pub fn unregister_shard(&mut self, reader: Reader, channels: &[Bytes]) {
+        for channel in channels {
+            if let Some(readers) = self.shard_channels.get_mut(channel) {
+                readers.retain(|r| *r != reader);
+                if readers.is_empty() {
+                    self.shard_channels.remove(channel);
+                }
+            }
+        }
+    }
+
+    /// SPUBLISH's receivers.
+    pub fn shard_subscribers(&self, channel: &[u8]) -> &[Reader] {
+        self.shard_channels.get(channel).map_or(&[], Vec::as_slice)
     }
 
     /// Who gets `message` on `channel`, and what: `["message", channel, message]` for each
@@ -102,29 +145,28 @@ impl PubSubRegistry {
         out
     }
 
+    /// The channels, patterns and shard channels subscribed here (INFO's counts).
+    pub fn names(&self) -> [Vec<Bytes>; 3] {
+        [
+            self.channels.keys().cloned().collect(),
+            self.patterns.keys().cloned().collect(),
+            self.shard_channels.keys().cloned().collect(),
+        ]
+    }
+
     /// This shard's part of a PUBSUB query (merged across shards by the router).
     pub fn query(&self, query: &PubSubQuery) -> Reply {
         match query {
-            PubSubQuery::Channels(pattern) => Reply::Array(
-                self.channels
-                    .keys()
-                    .filter(|name| {
-                        pattern
-                            .as_ref()
-                            .is_none_or(|pattern| glob_match(pattern, name, false))
-                    })
-                    .map(|name| Reply::Bulk(name.clone()))
-                    .collect(),
-            ),
-            PubSubQuery::NumSub(channels) => Reply::Array(
-                channels
-                    .iter()
-                    .flat_map(|name| {
-                        let count = self.channels.get(name).map_or(0, Vec::len);
-                        [Reply::Bulk(name.clone()), Reply::Integer(count as i64)]
-                    })
-                    .collect(),
-            ),
+            PubSubQuery::Channels(pattern) => names(self.channels.keys(), pattern.as_ref()),
+            PubSubQuery::ShardChannels(pattern) => {
+                names(self.shard_channels.keys(), pattern.as_ref())
+            }
+            PubSubQuery::NumSub(channels) => {
+                counts(channels, |name| self.channels.get(name).map_or(0, Vec::len))
+            }
+            PubSubQuery::ShardNumSub(channels) => {
+                counts(channels, |name| self.shard_subscribers(name).len())
+            }
             PubSubQuery::NumPat => Reply::Array(
                 self.patterns
                     .keys()
@@ -133,6 +175,31 @@ impl PubSubRegistry {
             ),
         }
     }
+}
+
+/// The names matching `pattern` (all without one).
+fn names<'a>(names: impl Iterator<Item = &'a Bytes>, pattern: Option<&Bytes>) -> Reply {
+    Reply::Array(
+        names
+            .filter(|name| pattern.is_none_or(|pattern| glob_match(pattern, name, false)))
+            .map(|name| Reply::Bulk(name.clone()))
+            .collect(),
+    )
+}
+
+/// `[name, count]...` for each of `names`.
+fn counts(names: &[Bytes], count: impl Fn(&Bytes) -> usize) -> Reply {
+    Reply::Array(
+        names
+            .iter()
+            .flat_map(|name| {
+                [
+                    Reply::Bulk(name.clone()),
+                    Reply::Integer(count(name) as i64),
+                ]
+            })
+            .collect(),
+    )
 }
 
 impl Shard {
@@ -149,6 +216,89 @@ impl Shard {
             }
         }
         Reply::Integer(count as i64)
+    }
+
+    /// A connection of this shard changed its subscriptions (see [`SubChange`]).
+    pub(crate) fn apply_sub_change(&self, sink: SinkKey, change: SubChange) {
+        let left = match &change {
+            SubChange::SUnsubscribe(channel) => Some(channel.clone()),
+            _ => None,
+        };
+        self.pubsub.borrow_mut().apply(sink, change);
+        if let Some(channel) = left {
+            // SUNSUBSCRIBE unregistered it already (a repeat is harmless); RESET did not.
+            self.unregister_shard_channels(sink, vec![channel]);
+        }
+    }
+
+    /// Connection `sink` of this shard closed: its subscriptions go, here and on the shards
+    /// of its shard channels.
+    pub(crate) fn forget_subscriber(&self, sink: SinkKey) {
+        let shard_channels = self.pubsub.borrow_mut().forget(sink);
+        if !shard_channels.is_empty() {
+            self.unregister_shard_channels(sink, shard_channels);
+        }
+    }
+
+    fn unregister_shard_channels(&self, sink: SinkKey, channels: Vec<Bytes>) {
+        let mut by_owner: HashMap<usize, Vec<Bytes>> = HashMap::new();
+        for channel in channels {
+            let owner = crate::routing::shard_of(&channel, self.count);
+            by_owner.entry(owner).or_default().push(channel);
+        }
+        let reader = (self.id, sink);
+        for (owner, channels) in by_owner {
+            if owner == self.id {
+                self.pubsub.borrow_mut().unregister_shard(reader, &channels);
+            } else {
+                let note = Note::ShardUnsubscribe { reader, channels };
+                self.forward.push_work(owner, Work::Note(note));
+            }
+        }
+    }
+
+    /// SPUBLISH and shard-channel registrations, on the channels' shard.
+    pub(crate) fn shard_pubsub(&self, origin: Origin, request: ShardPubSub) -> Reply {
+        match request {
+            ShardPubSub::Register { channels, on } => {
+                let reader = (origin.shard, origin.sink);
+                let mut registry = self.pubsub.borrow_mut();
+                if on {
+                    registry.register_shard(reader, channels);
+                } else {
+                    registry.unregister_shard(reader, &channels);
+                }
+                Reply::ok()
+            }
+            ShardPubSub::Publish { channel, message } => {
+                let readers = self.pubsub.borrow().shard_subscribers(&channel).to_vec();
+                for &(shard, sink) in &readers {
+                    if shard == self.id {
+                        self.push_shard_message(sink, &channel, &message);
+                    } else {
+                        let note = Note::ShardMessage {
+                            sink,
+                            channel: channel.clone(),
+                            message: message.clone(),
+                        };
+                        self.forward.push_work(shard, Work::Note(note));
+                    }
+                }
+                Reply::Integer(readers.len() as i64)
+            }
+        }
+    }
+
+    /// `["smessage", channel, message]` for connection `sink` of this shard.
+    pub(crate) fn push_shard_message(&self, sink: SinkKey, channel: &Bytes, message: &Bytes) {
+        if let Some(sink) = self.sink(sink) {
+            let reply = Reply::Array(vec![
+                Reply::Bulk(Bytes::from_static(b"smessage")),
+                Reply::Bulk(channel.clone()),
+                Reply::Bulk(message.clone()),
+            ]);
+            sink.push_shard_message(channel, reply, now_ms());
+        }
     }
 }
 

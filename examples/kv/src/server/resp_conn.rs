@@ -12,19 +12,27 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use corewire::runtime::sync::WakerCell;
+use corewire::runtime::timer::{sleep_until, Sleep};
 use corewire::runtime::RoundBudget;
 
+use super::introspect::{monotonic_us, unix_us};
 use super::resp_io::{RespAccepted, RespIo};
 use super::shard::{now_ms, Shard};
 use super::shared::{ClientSlot, ServerShared};
 use super::sink::{Merges, Part, ReplySink, SinkKey};
-use crate::clients::ClientLine;
+use super::tracking::TrackingEvent;
+use crate::clients::{ClientAddress, ClientLine};
 use crate::reply::Reply;
 use crate::session::Session;
 
 /// Output held back (see `hold_output`) is written anyway once it reaches this size.
 const FLUSH_THRESHOLD: usize = 64 * 1024;
+
+/// A request held by CLIENT PAUSE is retried at least this often (an UNPAUSE, from any
+/// connection, wakes no one).
+const PAUSE_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
 
 const MAX_CLIENTS_REPLY: &[u8] = b"-ERR max number of clients reached\r\n";
 
@@ -61,13 +69,23 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
         }),
         task: WakerCell::new(),
         shared: shard.shared.clone(),
+        deferred: RefCell::new(Vec::new()),
     });
     let key = shard.register(conn.clone());
+    let id = conn.state.borrow().session.client_id();
+    shard.shared.session.clients.register(
+        id,
+        ClientAddress {
+            shard: shard.id,
+            handle: key.pack(),
+        },
+    );
     let io = ConnIo {
         peer: accepted.peer,
         stream: RespIo::new(accepted.stream),
         read_closed: false,
         round: RoundBudget::new(accepted.budget),
+        pause: None,
     };
     Serve::Serving(Serving {
         conn,
@@ -117,6 +135,12 @@ impl Serving {
     /// Dropping an op still in flight cancels it; the socket closes once it has completed.
     fn finish(&mut self) {
         if self.io.take().is_some() {
+            let session = &self.conn.state.borrow().session;
+            (self.shard.shared.session.clients).unregister(session.client_id());
+            if session.is_tracking() {
+                let tracking = &self.shard.shared.session.live.hot.tracking_clients;
+                tracking.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             self.shard.unregister(self.key);
         }
     }
@@ -139,6 +163,18 @@ struct RespConn {
     /// The connection task, parked until a reply or an I/O completion arrives.
     task: WakerCell,
     shared: Arc<ServerShared>,
+    /// Messages pushed while the connection itself was running (a RESP3 client publishing
+    /// to a channel it is subscribed to), client tracking's messages (always: an
+    /// invalidation may need the shard to go on to a redirect target), and the messages after
+    /// those (to keep their order): queued, then handled at its next turn. Bounded like the
+    /// output they become (the session kills a subscriber past its output limit).
+    deferred: RefCell<Vec<Deferred>>,
+}
+
+enum Deferred {
+    Push(Reply, u64),
+    ShardMessage(Bytes, Reply, u64),
+    Tracking(TrackingEvent, u64),
 }
 
 struct ConnIo {
@@ -150,6 +186,8 @@ struct ConnIo {
     /// `Command::budget_units`, and its bytes) parsed per round before the connection
     /// yields to the rest of its shard.
     round: RoundBudget,
+    /// While CLIENT PAUSE holds a request: when to look again.
+    pause: Option<Sleep>,
 }
 
 impl ReplySink for RespConn {
@@ -158,6 +196,7 @@ impl ReplySink for RespConn {
             let mut state = self.state.borrow_mut();
             let ConnState { session, merges } = &mut *state;
             if let Some(reply) = merges.accept(seq, part, reply, || self.shared.info()) {
+                session.set_monotonic(monotonic_us());
                 if let Err(error) = session.complete(seq, reply) {
                     tracing::error!(%error, "reply delivered twice");
                 }
@@ -167,15 +206,51 @@ impl ReplySink for RespConn {
     }
 
     fn push(&self, message: Reply, now_ms: u64) {
-        let alive = self
-            .state
-            .borrow_mut()
-            .session
-            .push_message(message, now_ms);
+        let state = match self.state.try_borrow_mut() {
+            Ok(state) if self.deferred.borrow().is_empty() => Some(state),
+            _ => None,
+        };
+        let Some(mut state) = state else {
+            // Pushed by this connection's own command (after it), or behind deferred ones.
+            self.deferred
+                .borrow_mut()
+                .push(Deferred::Push(message, now_ms));
+            self.wake();
+            return;
+        };
+        let alive = state.session.push_message(message, now_ms);
+        drop(state);
         if !alive {
             tracing::warn!("subscriber passed its output limit (client-output-buffer-limit pubsub); closing it");
         }
         self.wake();
+    }
+
+    fn push_shard_message(&self, channel: &Bytes, message: Reply, now_ms: u64) {
+        let state = match self.state.try_borrow_mut() {
+            Ok(state) if self.deferred.borrow().is_empty() => Some(state),
+            _ => None,
+        };
+        let Some(mut state) = state else {
+            let deferred = Deferred::ShardMessage(channel.clone(), message, now_ms);
+            self.deferred.borrow_mut().push(deferred);
+            self.wake();
+            return;
+        };
+        let alive = state.session.push_shard_message(channel, message, now_ms);
+        drop(state);
+        if !alive {
+            tracing::warn!("subscriber passed its output limit (client-output-buffer-limit pubsub); closing it");
+        }
+        self.wake();
+    }
+
+    fn memory(&self) -> usize {
+        match self.state.try_borrow() {
+            Ok(state) => state.session.memory(),
+            // The connection asking: at least its state.
+            Err(_) => std::mem::size_of::<Session>(),
+        }
     }
 
     fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
@@ -186,6 +261,13 @@ impl ReplySink for RespConn {
         if let Ok(mut state) = self.state.try_borrow_mut() {
             state.session.kill();
         }
+        self.wake();
+    }
+
+    fn tracking(&self, event: TrackingEvent) {
+        self.deferred
+            .borrow_mut()
+            .push(Deferred::Tracking(event, now_ms()));
         self.wake();
     }
 }
@@ -220,13 +302,14 @@ impl RespConn {
                 return Poll::Ready(());
             }
             let mut handled = 0;
+            session.set_clock(monotonic_us(), unix_us());
             // A running EXEC or multi-shard command of this connection: what follows waits.
             while !io.round.exhausted() && !shard.txn.is_held_back(key) {
                 let buffered = session.input_buffer().len();
                 let next = session.next_request();
                 // Subscriptions reach the shard's registry before anything else runs here.
                 for change in session.take_pubsub_changes() {
-                    shard.pubsub.borrow_mut().apply(key, change);
+                    shard.apply_sub_change(key, change);
                 }
                 let Some(request) = next else {
                     break;
@@ -236,14 +319,49 @@ impl RespConn {
                     request.command.budget_units(),
                     buffered.saturating_sub(session.input_buffer().len()),
                 );
+                // What was answered before it is in the statistics it may read (INFO), and
+                // MONITOR shows it (and an EXEC or EVAL, which show as they start) first.
+                shard.record_calls(session.take_calls());
+                shard.feed_monitors(session.take_monitor_lines());
                 // One clock read per batch of requests.
                 let now = *now.get_or_insert_with(now_ms);
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
                 {
+                    session.set_monotonic(monotonic_us());
                     if let Err(error) = session.complete(request.seq, reply) {
                         tracing::error!(%error, "local reply delivered twice");
                     }
                 }
+            }
+            // Handling one may queue another (a redirect to this same connection, a broken
+            // redirect): until none is left, as its wake-up would come while this poll runs.
+            loop {
+                let deferred = self.deferred.take();
+                if deferred.is_empty() {
+                    break;
+                }
+                progress = true;
+                for deferred in deferred {
+                    match deferred {
+                        Deferred::Push(message, at) => {
+                            session.push_message(message, at);
+                        }
+                        Deferred::ShardMessage(channel, message, at) => {
+                            session.push_shard_message(&channel, message, at);
+                        }
+                        Deferred::Tracking(event, at) => {
+                            self.on_tracking(session, shard, key, event, at);
+                        }
+                    }
+                }
+            }
+            if let Some(change) = session.take_tracking_change() {
+                shard.tracking_changed(key, change);
+            }
+            shard.record_calls(session.take_calls());
+            shard.feed_monitors(session.take_monitor_lines());
+            if let Some(on) = session.take_monitor_change() {
+                shard.set_monitor(key, on);
             }
             if let Some(reason) = session.take_protocol_error() {
                 corewire::runtime::report_protocol_error("resp", io.peer, &reason);
@@ -314,6 +432,9 @@ impl RespConn {
                 return Poll::Pending;
             }
             if !progress {
+                if self.wait_for_pause(cx, io) {
+                    continue;
+                }
                 // Waiting: empty buffers are not worth keeping (the next request may be a
                 // while; idle connections should cost as little as possible).
                 self.state.borrow_mut().session.release_idle_buffers();
@@ -323,6 +444,51 @@ impl RespConn {
                 return Poll::Pending;
             }
         }
+    }
+
+    /// A client tracking message for this connection.
+    fn on_tracking(
+        &self,
+        session: &mut Session,
+        shard: &Shard,
+        key: SinkKey,
+        event: TrackingEvent,
+        at: u64,
+    ) {
+        match event {
+            TrackingEvent::Invalidate {
+                keys,
+                by_self,
+                bcast,
+            } => {
+                if let crate::session::Invalidated::Redirect { id, keys } =
+                    session.tracking_invalidate(keys, &by_self, bcast, at)
+                {
+                    shard.redirect_invalidation(id, keys, key);
+                }
+            }
+            TrackingEvent::Deliver(keys) => session.tracking_deliver(keys, at),
+            TrackingEvent::RedirectBroken => session.tracking_redirect_broken(at),
+        }
+    }
+
+    /// While CLIENT PAUSE holds a request, a timer brings the connection back: `true` when
+    /// it already expired (look again now).
+    fn wait_for_pause(&self, cx: &mut Context<'_>, io: &mut ConnIo) -> bool {
+        let Some(until_ms) = self.state.borrow().session.paused_until() else {
+            io.pause = None;
+            return false;
+        };
+        let wait_ms = until_ms.saturating_sub(now_ms());
+        let wait = std::time::Duration::from_millis(wait_ms).min(PAUSE_RECHECK);
+        let timer = io
+            .pause
+            .get_or_insert_with(|| sleep_until(std::time::Instant::now() + wait));
+        if Pin::new(&mut *timer).poll(cx).is_ready() {
+            io.pause = None;
+            return true;
+        }
+        false
     }
 
     fn wake(&self) {

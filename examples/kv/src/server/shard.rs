@@ -42,6 +42,12 @@ pub(crate) struct Shard {
     pub(crate) txn: ShardTxn,
     /// This shard's subscribed connections.
     pub(crate) pubsub: RefCell<PubSubRegistry>,
+    /// Keyspace notifications and client tracking on this shard (see `notify.rs`).
+    pub(crate) notes: super::notify::ShardNotes,
+    /// Command statistics, SLOWLOG, LATENCY, MONITOR (see `introspect.rs`).
+    pub(crate) introspect: super::introspect::IntroShard,
+    /// Client tracking (see `tracking.rs`).
+    pub(crate) tracking: super::tracking::ShardTracking,
     /// This shard's Lua state and script stacks.
     pub(crate) scripts: super::script::ScriptShard,
 }
@@ -110,6 +116,9 @@ impl Shard {
             cluster,
             txn: ShardTxn::default(),
             pubsub: RefCell::new(PubSubRegistry::default()),
+            notes: super::notify::ShardNotes::default(),
+            introspect: Default::default(),
+            tracking: Default::default(),
             scripts: Default::default(),
         }
     }
@@ -143,7 +152,9 @@ impl Shard {
     /// again).
     pub fn unregister(&self, key: SinkKey) {
         self.sinks.borrow_mut().remove(key);
-        self.pubsub.borrow_mut().forget(key);
+        self.forget_subscriber(key);
+        self.set_monitor(key, false);
+        self.tracking_closed(key);
         self.cancel_waits(key);
         self.drop_watches(key);
     }
@@ -296,6 +307,36 @@ impl Shard {
         command: Command,
         now: u64,
     ) -> Option<Reply> {
+        let info = matches!(command, Command::Info(_));
+        let flush = command == Command::FlushAll;
+        let reply = self.execute_store_only(origin, command, now);
+        // Its keyspace events go out (notifications, tracking invalidations).
+        self.after_change(Some(origin), now);
+        if flush {
+            self.tracking_flushed();
+        }
+        match reply {
+            // INFO's part: the store's numbers and the glue's.
+            Some(stats) if info => Some(self.info_part(stats)),
+            reply => reply,
+        }
+    }
+
+    fn info_part(&self, stats: Reply) -> Reply {
+        let pubsub = self.pubsub.borrow().names();
+        let clients_memory = (self.sinks().iter())
+            .map(|(_, sink)| sink.memory() as u64)
+            .sum();
+        crate::info::ShardPart::to_reply(
+            stats,
+            self.info_calls(),
+            self.tracking_counts(),
+            pubsub,
+            clients_memory,
+        )
+    }
+
+    fn execute_store_only(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
@@ -362,6 +403,10 @@ impl Shard {
                     self.on_txn(msg, now);
                     continue;
                 }
+                Work::Note(note) => {
+                    self.on_note(note, now);
+                    continue;
+                }
                 Work::LogFunctions => {
                     super::script::log_functions_here(self);
                     continue;
@@ -387,19 +432,25 @@ impl Shard {
     }
 
     /// CONFIG SET's settings, on this shard: its share of `maxmemory` (as at start-up, an
-    /// equal share per shard), the policy, and the server-wide client limit.
+    /// equal share per shard), the policy, the server-wide client limit, the keyspace events
+    /// published, the encodings' thresholds and the tracking table's limit.
     pub(crate) fn apply_settings(&self, settings: &[crate::command::Setting]) -> Reply {
         use crate::command::Setting;
         let mut store = self.store.borrow_mut();
         let mut limit = store.memory_limit();
+        let mut enforce_tracking = false;
         for setting in settings {
             match *setting {
                 Setting::MaxMemory(total) => limit.max_bytes = total.div_ceil(self.count as u64),
                 Setting::MaxMemoryPolicy(policy) => limit.policy = policy,
+                Setting::MaxMemorySamples(n) => limit.samples = n.max(1),
                 Setting::MaxClients(n) => self
                     .shared
                     .maxclients
                     .store(n, std::sync::atomic::Ordering::Relaxed),
+                Setting::Notify(flags) => self.set_notify(flags),
+                Setting::Encoding(limits) => store.set_encoding_limits(limits),
+                Setting::TrackingMaxKeys(_) => enforce_tracking = true,
                 Setting::ProtectedMode(on) => self
                     .shared
                     .protected_mode
@@ -407,6 +458,11 @@ impl Shard {
             }
         }
         store.set_memory_limit(limit);
+        drop(store);
+        self.refresh_event_log();
+        if enforce_tracking {
+            self.enforce_tracking_limit();
+        }
         Reply::ok()
     }
 
@@ -414,11 +470,12 @@ impl Shard {
     pub fn sweep(&self, work: usize) {
         let now = now_ms();
         // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
-        let passes = if self.txn.is_busy() {
+        let passes = if self.txn.is_busy() || !self.introspect.active_expire.get() {
             0
         } else {
             MAX_SWEEP_PASSES
         };
+        let started = std::time::Instant::now();
         let mut store = self.store.borrow_mut();
         store.sample_rates(now);
         for _ in 0..passes {
@@ -431,6 +488,11 @@ impl Shard {
             }
         }
         drop(store);
+        self.latency_event("expire-cycle", started.elapsed().as_millis() as u64);
+        // The keys that expired: their events go out.
+        self.after_change(None, now);
+        // As Redis's cron does: a limit lowered since is reached again.
+        self.enforce_tracking_limit();
         self.expire_waiters(now);
         if let Some(aof) = &self.aof {
             aof.tick(now);

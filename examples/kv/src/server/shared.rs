@@ -30,8 +30,55 @@ pub(crate) struct ServerShared {
     /// Closed (or killed) connections whose blocked waits on other shards are not cancelled
     /// there yet (see `blocking.rs`).
     pub cancelling: CancellingSinks,
+    /// SHUTDOWN asks the process to stop here.
+    pub stop: StopRequests,
+    /// SLOWLOG entries' ids, increasing over the whole node.
+    pub slowlog_ids: AtomicU64,
+    /// Client tracking: the programs (scripts) running for a client, so their writes count
+    /// as the client's own (NOLOOP).
+    pub acting_for: super::tracking::ActingFor,
     /// The script cache, the function libraries and the scripts running now.
     pub scripting: super::script::ScriptingShared,
+}
+
+/// Asks whoever owns the server (the binary's main thread) to stop it: a signal handler or
+/// SHUTDOWN requests, the owner waits.
+#[derive(Clone, Default)]
+pub struct StopRequests(Arc<(Mutex<bool>, std::sync::Condvar)>, Arc<AtomicBool>);
+
+impl StopRequests {
+    /// Marks that an owner waits on these requests (SHUTDOWN is refused otherwise).
+    pub fn own(&self) {
+        self.1.store(true, Ordering::Relaxed);
+    }
+
+    /// Requests a stop if an owner waits for it; whether one does.
+    pub fn request_if_owned(&self) -> bool {
+        let owned = self.1.load(Ordering::Relaxed);
+        if owned {
+            self.request();
+        }
+        owned
+    }
+
+    pub fn request(&self) {
+        let (requested, wake) = &*self.0;
+        *requested.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        wake.notify_all();
+    }
+
+    pub fn is_requested(&self) -> bool {
+        *self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until a stop is requested.
+    pub fn wait(&self) {
+        let (requested, wake) = &*self.0;
+        let mut done = requested.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
+            done = wake.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 /// Connections that closed with blocked waits, until every other shard has applied their
@@ -103,6 +150,20 @@ impl ServerShared {
             ),
             used_cpu_sys_us: cpu.0,
             used_cpu_user_us: cpu.1,
+            run_id: run_id().to_owned(),
+            executable: std::env::current_exe()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default(),
+            config_file: (self.session.live.config_file)
+                .as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default(),
+            used_memory_rss: rss_bytes(),
+            tracking_clients: (self.session.live.hot.tracking_clients).load(Ordering::Relaxed),
+            server_time_usec: super::introspect::unix_us(),
+            latency_percentiles: self.session.live.latency_percentiles(),
+            latency_tracking: (self.session.live.hot.latency_tracking).load(Ordering::Relaxed),
+            paused: false,
             cached_scripts: self.scripting.cached_scripts() as u64,
         }
     }
@@ -110,13 +171,7 @@ impl ServerShared {
     /// A CONFIG GET value: the glue records the effective settings there at start-up, and
     /// CONFIG SET keeps them current.
     fn parameter(&self, name: &str) -> Option<bytes::Bytes> {
-        let (_, value) = self
-            .session
-            .parameters
-            .matching(|n| n == name)
-            .into_iter()
-            .next()?;
-        Some(value)
+        self.session.live.get(name).map(bytes::Bytes::from)
     }
 
     /// CONFIG RESETSTAT's part here: the connection counters INFO reports.
@@ -151,6 +206,25 @@ impl Drop for ClientSlot {
             .connected_clients
             .fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Redis's `run_id`: 40 random hex digits, fixed for the life of the process.
+fn run_id() -> &'static str {
+    static RUN_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUN_ID.get_or_init(|| (0..40).map(|_| fastrand::digit(16)).collect())
+}
+
+/// The resident set size, from /proc/self/statm (0 when unavailable).
+fn rss_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|field| field.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
 }
 
 /// This process's (system, user) CPU time in microseconds; zeros if getrusage fails.

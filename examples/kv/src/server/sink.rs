@@ -22,8 +22,20 @@ pub(crate) struct SinkKey {
     generation: u32,
 }
 
-#[cfg(test)]
 impl SinkKey {
+    /// The key as one number (what the client directory keeps).
+    pub(crate) fn pack(self) -> u64 {
+        u64::from(self.index) << 32 | u64::from(self.generation)
+    }
+
+    pub(crate) fn unpack(packed: u64) -> SinkKey {
+        SinkKey {
+            index: (packed >> 32) as u32,
+            generation: packed as u32,
+        }
+    }
+
+    #[cfg(test)]
     pub(crate) fn for_test(index: u32, generation: u32) -> SinkKey {
         SinkKey { index, generation }
     }
@@ -50,6 +62,10 @@ pub(crate) trait ReplySink {
     /// connections subscribe, so the others never get one.
     fn push(&self, _message: Reply, _now_ms: u64) {}
 
+    /// A shard channel's message: pushed like [`Self::push`] while the connection is still
+    /// subscribed to `channel`.
+    fn push_shard_message(&self, _channel: &bytes::Bytes, _message: Reply, _now_ms: u64) {}
+
     /// This client's CLIENT LIST line at `now_ms`. `None` for sinks that are not RESP
     /// connections, for a killed connection, and for the connection whose turn is running
     /// (the one asking: its session answers for itself).
@@ -57,8 +73,17 @@ pub(crate) trait ReplySink {
         None
     }
 
+    /// The connection's memory (INFO's `mem_clients_normal`); 0 for sinks that are not RESP
+    /// connections.
+    fn memory(&self) -> usize {
+        0
+    }
+
     /// CLIENT KILL: the connection closes at its next turn, which this wakes.
     fn kill(&self) {}
+
+    /// Client tracking's message for this connection (only RESP connections track).
+    fn tracking(&self, _event: super::tracking::TrackingEvent) {}
 }
 
 #[derive(Default)]

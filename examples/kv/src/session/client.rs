@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 
 use super::{Admission, Lifecycle, Session};
+use crate::clients::command::ReplyMode;
+use crate::clients::tracking::{self, Tracking};
 use crate::clients::{ClientFlags, ClientLine};
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, LibAttribute};
 use crate::reply::Reply;
@@ -22,7 +24,7 @@ pub(super) struct ClientIdentity {
     lib_ver: Option<Bytes>,
     no_evict: bool,
     /// The socket's ends and descriptor, as the glue reported them.
-    peer: Option<SocketAddr>,
+    pub(super) peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
     fd: i64,
     /// Unix ms: when the connection was accepted, and when its input last arrived.
@@ -80,17 +82,57 @@ impl ClientIdentity {
                 self.no_evict = on;
                 Reply::ok()
             }
-            // The session answers these itself (they need more than the identity).
-            ClientRequest::Info
-            | ClientRequest::List(_)
-            | ClientRequest::Kill(_)
-            | ClientRequest::Broadcast(_) => Reply::error("ERR internal error: misrouted CLIENT"),
+            // The session answers the others itself (they need more than the identity).
+            _ => Reply::error("ERR internal error: misrouted CLIENT"),
         }
     }
 }
 
 fn address(addr: Option<SocketAddr>) -> String {
     addr.map_or_else(|| "?:0".to_owned(), |addr| addr.to_string())
+}
+
+/// Per-connection modes the glue mirrors into its shard (as it mirrors subscriptions).
+#[derive(Debug, Default)]
+pub(crate) struct Modes {
+    /// MONITOR was sent (and not undone by RESET).
+    pub monitor: bool,
+    /// The monitor mode changed since the glue last looked.
+    pub monitor_changed: bool,
+    /// CLIENT TRACKING.
+    pub tracking: Tracking,
+    /// Tracking changed since the glue last looked (on/off, broadcast prefixes).
+    pub tracking_changed: bool,
+}
+
+/// What the glue mirrors of a connection's tracking: whether it is on, and the prefixes
+/// every shard must know when it broadcasts (empty otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackingChange {
+    pub on: bool,
+    pub prefixes: Vec<Bytes>,
+    pub noloop: bool,
+}
+
+/// Where an invalidation a connection received goes next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidated {
+    /// Pushed to this connection, or dropped (tracking off, NOLOOP, RESP2 without redirect).
+    Done,
+    /// To the connection with this id.
+    Redirect { id: u64, keys: tracking::Keys },
+}
+
+impl Session {
+    /// The client's address as CLIENT LIST shows it (`ip:port`).
+    pub(super) fn peer_text(&self) -> String {
+        address(self.identity.peer)
+    }
+
+    /// The name CLIENT SETNAME gave (empty: none).
+    pub(super) fn client_name(&self) -> Bytes {
+        self.identity.name.clone().unwrap_or_default()
+    }
 }
 
 impl Session {
@@ -126,6 +168,11 @@ impl Session {
         self.output.clear();
     }
 
+    /// The connection's memory: its state and its buffers (CLIENT LIST's `tot-mem`).
+    pub fn memory(&self) -> usize {
+        std::mem::size_of::<Session>() + self.input.capacity() + self.output.capacity()
+    }
+
     /// The connection's CLIENT LIST line at `now_ms`; `None` once it is killed (it is gone
     /// for other clients even before its task has closed the socket).
     pub fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
@@ -133,7 +180,7 @@ impl Session {
             return None;
         }
         let identity = &self.identity;
-        let (sub, psub) = self.pubsub.counts();
+        let (sub, psub, ssub) = self.pubsub.counts();
         let queued = self.txn.queued();
         Some(ClientLine {
             id: identity.id,
@@ -144,38 +191,46 @@ impl Session {
             age_s: now_ms.saturating_sub(identity.connected_ms) / 1000,
             idle_s: now_ms.saturating_sub(identity.last_input_ms) / 1000,
             flags: ClientFlags {
-                pubsub: sub + psub > 0,
+                pubsub: sub + psub + ssub > 0,
                 multi: queued.is_some(),
                 blocked: !self.blocking.is_empty(),
                 no_evict: identity.no_evict,
+                monitor: self.modes.monitor,
+                tracking: self.modes.tracking.on,
+                broken_redirect: self.modes.tracking.broken_redirect,
+                bcast: self.modes.tracking.bcast,
             },
             sub,
             psub,
+            ssub,
             multi: queued.map_or(-1, |n| n as i64),
             qbuf: self.input.len(),
             qbuf_free: self.input.capacity() - self.input.len(),
             omem: self.output.len(),
-            tot_mem: std::mem::size_of::<Session>()
-                + self.input.capacity()
-                + self.output.capacity(),
+            tot_mem: self.memory(),
             cmd: identity.last_command,
             resp: if self.resp3 { 3 } else { 2 },
             lib_name: identity.lib_name.clone().unwrap_or_default(),
             lib_ver: identity.lib_ver.clone().unwrap_or_default(),
+            redir: self.modes.tracking.redirect_reply(),
         })
     }
 
-    /// The caller's own line, as of its last input (the command being answered came in it).
-    fn own_line(&self) -> ClientLine {
-        self.client_line(self.identity.last_input_ms)
-            .unwrap_or_default()
+    /// The caller's own line, as of its last input (the command being answered came in it;
+    /// as in Redis, its query buffer still holds that command).
+    fn own_line(&mut self, seq: u64) -> ClientLine {
+        let mut line = self
+            .client_line(self.identity.last_input_ms)
+            .unwrap_or_default();
+        line.qbuf += self.request_len(seq);
+        line
     }
 
     /// CLIENT INFO, LIST and KILL: INFO is answered here; LIST and KILL become the request
     /// every shard runs over its connections, with the caller's own part decided here (a
     /// KILL that picks the caller closes it after the reply, as Redis does).
     pub(super) fn client_request(&mut self, request: ClientRequest, seq: u64) -> Admission {
-        let own = self.own_line();
+        let own = self.own_line(seq);
         let op = match request {
             ClientRequest::List(query) => ClientsOp::List {
                 caller_line: query
@@ -198,10 +253,186 @@ impl Session {
                 line.push('\n');
                 return Admission::Answered(Reply::Bulk(Bytes::from(line)));
             }
-            other => return Admission::Answered(self.identity.run(other)),
+            ClientRequest::Unblock { id, error } => match self.config.clients.find(id) {
+                Some(target) => ClientsOp::Unblock { target, error },
+                None => return Admission::Answered(Reply::Integer(0)),
+            },
+            other => return Admission::Answered(self.client_mode(other, seq)),
         };
         Admission::Forward(Command::Client(ClientRequest::Broadcast(Box::new(
             ClientsBroadcast { caller: own.id, op },
         ))))
+    }
+}
+
+impl Session {
+    /// The CLIENT subcommands that change this connection's modes or the server's pause.
+    fn client_mode(&mut self, request: ClientRequest, seq: u64) -> Reply {
+        match request {
+            ClientRequest::Reply(mode) => {
+                let silent = match mode {
+                    ReplyMode::On => {
+                        self.reply_mode = super::ReplyMode::On;
+                        false
+                    }
+                    ReplyMode::Off => {
+                        self.reply_mode = super::ReplyMode::Off;
+                        true
+                    }
+                    ReplyMode::Skip => {
+                        if self.reply_mode != super::ReplyMode::Off {
+                            self.reply_mode = super::ReplyMode::SkipNext;
+                        }
+                        true
+                    }
+                };
+                if let Some(slot) = self.replies.slot(seq) {
+                    slot.silent = silent;
+                }
+                Reply::ok()
+            }
+            ClientRequest::Pause { timeout_ms, all } => {
+                let now = self.unix_us / 1000;
+                self.config
+                    .clients
+                    .pause(now.saturating_add(timeout_ms), all);
+                Reply::ok()
+            }
+            ClientRequest::Unpause => {
+                self.config.clients.unpause();
+                Reply::ok()
+            }
+            ClientRequest::Tracking(args) => {
+                let clients = self.config.clients.clone();
+                let was = self.modes.tracking.clone();
+                match (self.modes.tracking).apply(args, |id| clients.find(id).is_some()) {
+                    Ok(()) => {
+                        self.tracking_transition(&was);
+                        Reply::ok()
+                    }
+                    Err(error) => error.into(),
+                }
+            }
+            ClientRequest::TrackingInfo => self.modes.tracking.info(),
+            ClientRequest::GetRedir => Reply::Integer(self.modes.tracking.redirect_reply()),
+            ClientRequest::Caching(yes) => match self.modes.tracking.caching(yes) {
+                Ok(()) => Reply::ok(),
+                Err(error) => error.into(),
+            },
+            other => self.identity.run(other),
+        }
+    }
+
+    /// Tracking went from `was` to the current state: the server-wide count and what the
+    /// glue must mirror.
+    fn tracking_transition(&mut self, was: &Tracking) {
+        let now = &self.modes.tracking;
+        let counter = &self.config.live.hot.tracking_clients;
+        match (was.on, now.on) {
+            (false, true) => {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                counter.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if was.on != now.on || was.prefixes != now.prefixes || was.noloop != now.noloop {
+            self.modes.tracking_changed = true;
+        }
+    }
+
+    /// RESET's part: tracking off.
+    pub(super) fn reset_tracking(&mut self) {
+        let was = std::mem::take(&mut self.modes.tracking);
+        self.tracking_transition(&was);
+    }
+
+    /// Tracking changed since the last call: what the glue mirrors.
+    pub fn take_tracking_change(&mut self) -> Option<TrackingChange> {
+        if !std::mem::take(&mut self.modes.tracking_changed) {
+            return None;
+        }
+        let tracking = &self.modes.tracking;
+        Some(TrackingChange {
+            on: tracking.on,
+            prefixes: if tracking.bcast {
+                tracking.prefixes.clone()
+            } else {
+                Vec::new()
+            },
+            noloop: tracking.noloop,
+        })
+    }
+
+    /// Whether the connection has tracking on (the glue's count at close).
+    pub fn is_tracking(&self) -> bool {
+        self.modes.tracking.on
+    }
+
+    /// An invalidation for keys this connection read (`keys` `None`: everything, after
+    /// FLUSHALL): pushed here, or to be sent to the redirect target. `by_self[i]`: this
+    /// connection wrote `keys[i]` itself; `bcast`: sent for a broadcast prefix.
+    pub fn tracking_invalidate(
+        &mut self,
+        keys: tracking::Keys,
+        by_self: &[bool],
+        bcast: bool,
+        now_ms: u64,
+    ) -> Invalidated {
+        let tracking = &self.modes.tracking;
+        if !tracking.on {
+            return Invalidated::Done;
+        }
+        let keys = match keys {
+            None => None,
+            // Keys read before a switch to (or from) BCAST no longer concern it.
+            Some(_) if bcast != tracking.bcast => return Invalidated::Done,
+            Some(keys) => {
+                let kept: Vec<Bytes> = keys
+                    .into_iter()
+                    .zip(by_self.iter().chain(std::iter::repeat(&false)))
+                    .filter(|(_, by_self)| !(tracking.noloop && **by_self))
+                    .map(|(key, _)| key)
+                    .collect();
+                if kept.is_empty() {
+                    return Invalidated::Done;
+                }
+                Some(kept)
+            }
+        };
+        if tracking.redirect != 0 {
+            return Invalidated::Redirect {
+                id: tracking.redirect,
+                keys,
+            };
+        }
+        if self.resp3 {
+            self.push_message(tracking::push_message(&keys), now_ms);
+        }
+        Invalidated::Done
+    }
+
+    /// Another connection's invalidation, redirected here: pushed in RESP3, or as a Pub/Sub
+    /// message in RESP2 while subscribed (as Redis sends it; dropped otherwise).
+    pub fn tracking_deliver(&mut self, keys: tracking::Keys, now_ms: u64) {
+        if self.resp3 {
+            self.push_message(tracking::push_message(&keys), now_ms);
+        } else if self.pubsub.active() {
+            self.push_message(tracking::pubsub_message(&keys), now_ms);
+        }
+    }
+
+    /// The redirect target was gone when an invalidation came.
+    pub fn tracking_redirect_broken(&mut self, now_ms: u64) {
+        let tracking = &mut self.modes.tracking;
+        if !tracking.on || tracking.redirect == 0 {
+            return;
+        }
+        tracking.broken_redirect = true;
+        let id = tracking.redirect;
+        if self.resp3 {
+            self.push_message(tracking::redir_broken_message(id), now_ms);
+        }
     }
 }

@@ -1,12 +1,13 @@
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::config::LiveConfig;
 use crate::resp::ParserLimits;
 
 /// Settings shared by every connection of a server (wrap in an `Arc` once).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SessionConfig {
     pub parser_limits: ParserLimits,
     /// Requests parsed but not yet answered before parsing (and reading) pauses.
@@ -14,19 +15,21 @@ pub struct SessionConfig {
     /// Encoded reply bytes not yet taken by the glue before parsing (and reading) pauses, so
     /// a client that pipelines without reading cannot grow our memory without bound.
     pub max_pending_output: usize,
-    /// Redis `requirepass`: when set, connections must AUTH first. Map Redis's empty
-    /// `requirepass ""` to `None`.
-    pub requirepass: Option<Bytes>,
-    /// What CONFIG GET reports, name (lowercase) and value, in order; shared by every
-    /// connection of the server, and changed by CONFIG SET.
-    pub parameters: Parameters,
-    /// How much output a Pub/Sub subscriber may leave unread (see `session/pubsub.rs`).
-    pub pubsub_output_limit: super::pubsub::OutputLimit,
+    /// The server's configuration as it runs: what CONFIG GET reports and CONFIG SET changes
+    /// (`requirepass`, the Pub/Sub output limit, ... are read from it), shared by every
+    /// connection; it is touched by CONFIG commands and at connect and AUTH, never on the
+    /// data path.
+    pub live: Arc<LiveConfig>,
+    /// When the server started, Unix seconds (LASTSAVE).
+    pub started_unix_s: u64,
+    /// What every connection shares: CLIENT PAUSE, the directory of clients by id.
+    pub clients: Arc<crate::clients::ClientsShared>,
+    /// Scripts running past the busy threshold: every connection answers BUSY meanwhile
+    /// (its threshold is `busy-reply-threshold`, see [`SessionConfig::sync_script_busy`]).
+    pub script_busy: Arc<crate::scripting::Busy>,
     /// Applies CONFIG SET of `tls-*` parameters (rebuilds the TLS configuration); `None`
     /// when the server runs no TLS, and then they are only recorded.
     pub tls_reload: Option<TlsReload>,
-    /// Scripts running past the busy threshold: every connection answers BUSY meanwhile.
-    pub script_busy: std::sync::Arc<crate::scripting::Busy>,
 }
 
 /// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
@@ -68,83 +71,52 @@ impl Default for SessionConfig {
             parser_limits: ParserLimits::default(),
             max_backlog: 1024,
             max_pending_output: 16 * 1024 * 1024,
-            requirepass: None,
-            pubsub_output_limit: super::pubsub::OutputLimit::PUBSUB_DEFAULT,
+            live: Arc::new(LiveConfig::default()),
+            started_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            clients: Arc::default(),
             tls_reload: None,
             script_busy: Default::default(),
-            // redis-benchmark asks for `save` and `appendonly` at start-up.
-            parameters: [
-                ("save", ""),
-                ("appendonly", "no"),
-                ("appendfsync", "everysec"),
-                ("databases", "1"),
-                ("maxmemory", "0"),
-            ]
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), Bytes::from_static(value.as_bytes())))
-            .collect::<Vec<_>>()
-            .into(),
         }
     }
 }
 
 impl SessionConfig {
     /// Sets (or adds) a parameter reported by CONFIG GET.
-    pub fn set_parameter(&mut self, name: &str, value: impl Into<Bytes>) {
-        self.parameters.set(name, value.into());
+    pub fn set_parameter(&mut self, name: &str, value: impl Into<String>) {
+        self.live.set(name, value);
     }
-}
 
-/// The server's CONFIG parameters: one table for every connection (CONFIG SET on one is seen
-/// by CONFIG GET on all), behind a mutex because connections live on different shards; it
-/// is touched only by CONFIG commands, never on the data path.
-#[derive(Clone, Default)]
-pub struct Parameters(Arc<Mutex<Vec<(String, Bytes)>>>);
+    /// With `requirepass` set (an empty password: none).
+    pub fn with_requirepass(self, password: impl Into<String>) -> SessionConfig {
+        self.live.set("requirepass", password);
+        self
+    }
 
-impl Parameters {
-    /// Sets (or adds) `name`.
-    pub fn set(&self, name: &str, value: Bytes) {
-        let mut table = self.lock();
-        match table.iter_mut().find(|(n, _)| n == name) {
-            Some((_, existing)) => *existing = value,
-            None => table.push((name.to_owned(), value)),
+    /// Redis `requirepass`: when set, connections must AUTH first.
+    pub fn requirepass(&self) -> Option<Bytes> {
+        self.live.requirepass()
+    }
+
+    /// Copies `busy-reply-threshold` (alias `lua-time-limit`) to where running scripts read
+    /// it: at start and after a CONFIG SET.
+    pub fn sync_script_busy(&self) {
+        if let Some(ms) =
+            (self.live.get("busy-reply-threshold")).and_then(|v| v.parse::<u64>().ok())
+        {
+            (self.script_busy.threshold_ms).store(ms, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
 
-    /// The parameters whose name `keep` accepts, in table order.
-    pub fn matching(&self, mut keep: impl FnMut(&str) -> bool) -> Vec<(String, Bytes)> {
-        self.lock()
-            .iter()
-            .filter(|(name, _)| keep(name))
-            .cloned()
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Bytes)>> {
-        // A panic while holding it cannot leave the table half-written (each write is one
-        // assignment or push): use it anyway.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+impl PartialEq for SessionConfig {
+    fn eq(&self, other: &SessionConfig) -> bool {
+        self.parser_limits == other.parser_limits
+            && self.max_backlog == other.max_backlog
+            && self.max_pending_output == other.max_pending_output
+            && Arc::ptr_eq(&self.live, &other.live)
     }
 }
 
-impl From<Vec<(String, Bytes)>> for Parameters {
-    fn from(table: Vec<(String, Bytes)>) -> Parameters {
-        Parameters(Arc::new(Mutex::new(table)))
-    }
-}
-
-impl PartialEq for Parameters {
-    fn eq(&self, other: &Parameters) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Parameters {}
-
-impl fmt::Debug for Parameters {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.lock().iter()).finish()
-    }
-}
+impl Eq for SessionConfig {}

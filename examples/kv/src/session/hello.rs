@@ -80,7 +80,7 @@ impl Session {
     /// HELLO's AUTH: as AUTH with a username, except that without `requirepass` any
     /// password of the default user is accepted (Redis's `nopass` default user).
     fn auth_hello(&mut self, username: Bytes, password: &[u8]) -> Reply {
-        if self.config.requirepass.is_none() {
+        if self.config.requirepass().is_none() {
             return if username.as_ref() == b"default" {
                 Reply::ok()
             } else {

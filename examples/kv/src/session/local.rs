@@ -5,9 +5,8 @@ use bytes::Bytes;
 use super::{Lifecycle, Session};
 use crate::cluster::slots::key_slot;
 use crate::cluster::ClusterRequest;
-use crate::command::table;
-use crate::command::{Command, CommandError, CommandQuery};
-use crate::glob::glob_match;
+use crate::command::{Command, CommandError};
+use crate::introspect::{self, Request};
 use crate::reply::Reply;
 
 impl Session {
@@ -22,11 +21,26 @@ impl Session {
             }
             Command::Select(0) => Reply::ok(),
             // One keyspace split over shards, as Redis Cluster splits it over nodes: any other
-            // index gets Redis Cluster's answer, standalone or not (issue 13).
-            Command::Select(_) => CommandError::SelectInCluster.into(),
+            // index gets Redis Cluster's answer, standalone or not (out of `databases`'
+            // range, standalone, Redis's range error).
+            Command::Select(index) => {
+                let databases = (self.config.live.get("databases"))
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .unwrap_or(16);
+                if self.cluster.is_none() && (index < 0 || index >= databases) {
+                    Reply::error("ERR DB index is out of range")
+                } else {
+                    CommandError::SelectInCluster.into()
+                }
+            }
             Command::Cluster(request) => self.run_cluster_local(request),
-            Command::ConfigGet(patterns) => self.config_get(&patterns),
-            Command::Introspect(query) => introspect(query),
+            Command::ConfigGet(patterns) => crate::config::get(&self.config.live, &patterns),
+            Command::ConfigRewrite => crate::config::rewrite_command(&self.config.live),
+            Command::Help { command, lines } => {
+                let container = command.split('|').next().unwrap_or(command);
+                introspect::help_reply(&container.to_ascii_uppercase(), lines)
+            }
+            Command::Introspect(request) => self.introspect(request),
             Command::Client(request) => match self.client_request(request, seq) {
                 super::Admission::Answered(reply) => reply,
                 super::Admission::Forward(command) => CommandError::NotShardCommand {
@@ -48,7 +62,7 @@ impl Session {
     /// `nopass` user (any password works with the two-argument form).
     pub(super) fn auth(&mut self, username: Option<Bytes>, password: &[u8]) -> Reply {
         let default_user = username.as_deref().is_none_or(|name| name == b"default");
-        match &self.config.requirepass {
+        match &self.config.requirepass() {
             None if username.is_none() => CommandError::AuthNotConfigured.into(),
             None if default_user => Reply::ok(),
             Some(expected) if default_user && constant_time_eq(expected, password) => {
@@ -62,31 +76,46 @@ impl Session {
     /// RESET (Redis 6.2): database 0 (the only one), cluster READWRITE, no name, and
     /// authenticated again only if no password is required. The id and library info stay.
     pub(super) fn reset(&mut self) -> Reply {
-        self.authenticated = self.config.requirepass.is_none();
+        self.authenticated = self.config.requirepass().is_none();
         if let Some(gate) = &mut self.cluster {
             gate.set_readonly(false);
         }
         self.identity.reset();
         self.reset_pubsub();
-        Reply::simple("RESET")
-    }
-
-    fn config_get(&self, patterns: &[Bytes]) -> Reply {
-        let mut items = Vec::new();
-        let matching = self.config.parameters.matching(|name| {
-            patterns
-                .iter()
-                .any(|pattern| glob_match(pattern, name.as_bytes(), true))
-        });
-        for (name, value) in matching {
-            items.push(Reply::Bulk(Bytes::from(name)));
-            items.push(Reply::Bulk(value));
+        self.reset_tracking();
+        self.reply_mode = super::ReplyMode::On;
+        if self.modes.monitor {
+            self.modes.monitor = false;
+            self.modes.monitor_changed = true;
         }
-        Reply::Array(items)
+        Reply::simple("RESET")
     }
 }
 
 impl Session {
+    /// The introspection commands a connection answers itself.
+    fn introspect(&mut self, request: Request) -> Reply {
+        match request {
+            Request::Command(query) => introspect::command::answer(query),
+            Request::Time => introspect::time_reply(self.unix_us),
+            // No RDB saves: the last "save" is when the server started, as on a Redis that
+            // never saved.
+            Request::LastSave => Reply::Integer(self.config.started_unix_s as i64),
+            Request::Monitor => {
+                if !self.modes.monitor {
+                    self.modes.monitor = true;
+                    self.modes.monitor_changed = true;
+                }
+                Reply::ok()
+            }
+            Request::Help(container, lines) => introspect::help_reply(container, lines),
+            other => CommandError::NotShardCommand {
+                command: other.name(),
+            }
+            .into(),
+        }
+    }
+
     /// KEYSLOT, ASKING, READONLY, READWRITE (the session refused them without cluster mode).
     fn run_cluster_local(&mut self, request: ClusterRequest) -> Reply {
         let Some(gate) = &mut self.cluster else {
@@ -111,37 +140,6 @@ impl Session {
             }
             .into(),
         }
-    }
-}
-
-fn introspect(query: CommandQuery) -> Reply {
-    match query {
-        CommandQuery::List => Reply::Array(table::all().map(|spec| spec.info_reply()).collect()),
-        CommandQuery::Count => Reply::Integer(table::all().count() as i64),
-        // No documentation is shipped; redis-cli accepts an empty reply and shows no hints.
-        CommandQuery::Docs(_) => Reply::Array(Vec::new()),
-        CommandQuery::GetKeys(request) => match crate::command::key_positions(&request) {
-            Err(crate::command::CommandError::WrongArity { .. }) => {
-                Reply::error("ERR Invalid number of arguments specified for command")
-            }
-            Err(_) => Reply::error("ERR Invalid command specified"),
-            Ok(positions) if positions.is_empty() => {
-                Reply::error("ERR The command has no key arguments")
-            }
-            Ok(positions) => Reply::Array(
-                positions
-                    .into_iter()
-                    .map(|i| Reply::Bulk(request[i].clone()))
-                    .collect(),
-            ),
-        },
-        CommandQuery::Info(names) if names.is_empty() => introspect(CommandQuery::List),
-        CommandQuery::Info(names) => Reply::Array(
-            names
-                .iter()
-                .map(|name| table::find(name).map_or(Reply::NullBulk, |spec| spec.info_reply()))
-                .collect(),
-        ),
     }
 }
 

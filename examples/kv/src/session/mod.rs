@@ -11,9 +11,9 @@
 //! after the write finishes:                        if session.is_closed() && nothing pending { close }
 //! ```
 
+mod calls;
 mod client;
 mod config;
-mod config_set;
 mod hello;
 mod local;
 mod multi;
@@ -27,11 +27,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::cluster::ClusterGate;
-use crate::command::{self, Command, CommandError, Scope};
+use crate::command::{self, Command, CommandError, Scope, TxnItem};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
-pub use config::{Parameters, SessionConfig, TlsReload};
+pub use calls::{monitor_line, CallRecord, SlowEntry};
+pub use client::{Invalidated, TrackingChange};
+pub use config::{SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
@@ -95,6 +97,37 @@ pub struct Session {
     killed: bool,
     /// Blocking pops sent and not answered yet (CLIENT LIST's `b` flag).
     blocking: Vec<u64>,
+    /// The glue's clocks, microseconds: monotonic (durations) and Unix time.
+    clock_us: u64,
+    unix_us: u64,
+    /// Commands answered, and MONITOR lines, for the glue (see `calls.rs`).
+    calls: Vec<CallRecord>,
+    monitor_lines: Vec<Bytes>,
+    /// CLIENT REPLY.
+    reply_mode: ReplyMode,
+    /// The request being admitted was refused before it could run (see `calls.rs`).
+    rejecting: bool,
+    /// Requests already admitted, to dispatch next (a read that a tracking connection sends
+    /// after the keys it reads).
+    queued: std::collections::VecDeque<Request>,
+    /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
+    postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
+    paused_until: Option<u64>,
+    /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
+    /// does when it exits), a refusal is.
+    shutdown: Option<u64>,
+    /// CLIENT REPLY, TRACKING, MONITOR and other per-connection modes the glue must mirror.
+    pub(crate) modes: client::Modes,
+}
+
+/// CLIENT REPLY ON / OFF / SKIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ReplyMode {
+    #[default]
+    On,
+    Off,
+    /// The next command's reply is not sent.
+    SkipNext,
 }
 
 enum Admission {
@@ -106,7 +139,7 @@ impl Session {
     pub fn new(config: Arc<SessionConfig>) -> Session {
         Session {
             parser: RequestParser::new(config.parser_limits),
-            authenticated: config.requirepass.is_none(),
+            authenticated: config.requirepass().is_none(),
             config,
             input: BytesMut::new(),
             replies: ReplyQueue::default(),
@@ -120,6 +153,17 @@ impl Session {
             resp3: false,
             killed: false,
             blocking: Vec::new(),
+            clock_us: 0,
+            unix_us: 0,
+            calls: Vec::new(),
+            monitor_lines: Vec::new(),
+            reply_mode: ReplyMode::On,
+            rejecting: false,
+            queued: std::collections::VecDeque::new(),
+            postponed: None,
+            paused_until: None,
+            shutdown: None,
+            modes: client::Modes::default(),
         }
     }
 
@@ -163,11 +207,26 @@ impl Session {
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.
     pub fn next_request(&mut self) -> Option<Request> {
+        if let Some(request) = self.queued.pop_front() {
+            return Some(request);
+        }
+        self.paused_until = None;
         // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
         while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
         {
-            let args = match self.parser.parse(&mut self.input) {
-                Ok(Some(args)) => args,
+            let parsed = match self.postponed.take() {
+                Some(postponed) => Ok(Some(postponed)),
+                None => self.parser.parse_framed(&mut self.input),
+            };
+            let (args, frame) = match parsed {
+                Ok(Some((args, frame))) => {
+                    if let Some(until) = self.pause_hold(&args) {
+                        self.postponed = Some((args, frame));
+                        self.paused_until = Some(until);
+                        return None;
+                    }
+                    (args, frame)
+                }
                 Ok(None) => return None,
                 Err(error) => {
                     // The stream cannot be resynchronised: answer, then close, like Redis.
@@ -180,12 +239,45 @@ impl Session {
                 }
             };
             let seq = self.replies.push_pending(self.encoding(Default::default()));
-            match self.admit(args, seq) {
+            let frame = match frame {
+                _ if !self.keeps_requests() => calls::Frame::None,
+                Some(frame) => calls::Frame::Whole(frame),
+                None => calls::Frame::Args(args.clone()),
+            };
+            self.begin_call(seq, frame);
+            self.silence(seq);
+            self.rejecting = false;
+            let admission = self.admit(args, seq);
+            self.name_call(seq, self.identity.last_command, self.rejecting);
+            self.monitor_at_start(seq);
+            let track = match &admission {
+                Admission::Forward(command) => self.track_before(command),
+                Admission::Answered(_) => None,
+            };
+            // CLIENT CACHING counts for the one command after it.
+            if self.identity.last_command != Some("client|caching") && !self.txn.in_multi() {
+                self.modes.tracking.caching = false;
+            }
+            match admission {
                 Admission::Forward(command) => {
                     if command.is_blocking() {
                         self.blocking.push(seq);
                     }
-                    return Some(Request { seq, command });
+                    if matches!(
+                        command,
+                        Command::Introspect(crate::introspect::Request::Shutdown { abort: false })
+                    ) {
+                        self.shutdown = Some(seq);
+                    }
+                    let request = Request { seq, command };
+                    // A tracking connection's read: its keys are remembered first.
+                    return Some(match track {
+                        Some(track) => {
+                            self.queued.push_back(request);
+                            track
+                        }
+                        None => request,
+                    });
                 }
                 Admission::Answered(reply) => self.answer(seq, reply),
             }
@@ -193,12 +285,135 @@ impl Session {
         None
     }
 
+    /// CONFIG SET: all or nothing on the node's configuration; what the shards apply goes to
+    /// every shard.
+    fn config_set(&mut self, pairs: Vec<(Bytes, Bytes)>) -> Admission {
+        // TLS parameters take effect together (certificates re-read, new connections get
+        // them) or not at all; without TLS they are only recorded.
+        let tls = |changes: &[(String, String)]| match &self.config.tls_reload {
+            Some(reload) => reload.apply(changes),
+            None => Ok(()),
+        };
+        let set = crate::config::set(&self.config.live, &pairs, &tls);
+        if set.is_ok() {
+            self.config.sync_script_busy();
+        }
+        match set {
+            Ok(settings) if settings.is_empty() => Admission::Answered(Reply::ok()),
+            Ok(settings) => Admission::Forward(Command::ConfigApply(settings)),
+            Err(reply) => Admission::Answered(reply),
+        }
+    }
+
+    /// DEBUG is a protected command: refused unless `enable-debug-command` is `yes`, or
+    /// `local` and the client is on this host (Redis's check, before the command's own).
+    fn protected_refusal(&self, args: &[Bytes]) -> Option<Reply> {
+        if !args.first()?.eq_ignore_ascii_case(b"debug") {
+            return None;
+        }
+        let allowed = match self.config.live.get("enable-debug-command").as_deref() {
+            Some("yes") => true,
+            Some("local") => self
+                .identity
+                .peer
+                .is_none_or(|peer| peer.ip().is_loopback()),
+            _ => false,
+        };
+        (!allowed).then(|| {
+            Reply::error(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \
+                 \"local\", you can run it from a local connection, otherwise you need to set \
+                 this option in the configuration file, and then restart the server.",
+            )
+        })
+    }
+
+    /// While CLIENT PAUSE holds the next request: until when (Unix ms). The glue retries
+    /// then (or sooner, for an UNPAUSE).
+    pub fn paused_until(&self) -> Option<u64> {
+        self.paused_until
+    }
+
+    /// Whether CLIENT PAUSE holds a request like `args` now.
+    fn pause_hold(&self, args: &[Bytes]) -> Option<u64> {
+        if !self.config.clients.is_paused(self.unix_us / 1000) {
+            return None;
+        }
+        let name = Command::table_name(args).ok()?;
+        let writes = crate::clients::held_by_write_pause(name)
+            || (name == "exec" && self.txn.queues_writes());
+        self.config
+            .clients
+            .paused_until(self.unix_us / 1000, writes)
+    }
+
+    /// The request that remembers the keys a tracking connection reads with `command`
+    /// (sent before it, on the same lanes): `None` when nothing is to be tracked.
+    fn track_before(&mut self, command: &Command) -> Option<Request> {
+        if !self.modes.tracking.tracks_reads() {
+            return None;
+        }
+        // The read-only scripts are not reads themselves: what they read is tracked as they
+        // read it (see `server/tracking.rs`), as Redis does.
+        let readonly = |command: &Command| {
+            let name = command.name();
+            !matches!(name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+                && crate::introspect::meta::find(name).is_some_and(|m| m.has_flag("readonly"))
+        };
+        let keys: Vec<Bytes> = match command {
+            Command::Transaction(transaction) => transaction
+                .items
+                .iter()
+                .filter_map(|item| match item {
+                    TxnItem::Run(command) if readonly(command) => Some(command.keys()),
+                    _ => None,
+                })
+                .flatten()
+                .map(Bytes::copy_from_slice)
+                .collect(),
+            command if readonly(command) => command
+                .keys()
+                .into_iter()
+                .map(Bytes::copy_from_slice)
+                .collect(),
+            _ => Vec::new(),
+        };
+        if keys.is_empty() {
+            return None;
+        }
+        let seq = self.replies.push_pending(self.encoding(Default::default()));
+        if let Some(slot) = self.replies.slot(seq) {
+            slot.silent = true;
+        }
+        Some(Request {
+            seq,
+            command: Command::Client(crate::command::ClientRequest::Track(keys)),
+        })
+    }
+
+    /// The length of request `seq` as it arrived (0 when it was not kept).
+    fn request_len(&mut self, seq: u64) -> usize {
+        self.replies
+            .slot(seq)
+            .map_or(0, |slot| slot.call.frame.len())
+    }
+
     /// Delivers the reply for request `seq`; replies may arrive in any order.
     pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
         let reply = self.txn.client_reply(seq, reply);
+        if self.shutdown == Some(seq) {
+            self.shutdown = None;
+            if !reply.is_error() {
+                if let Some(slot) = self.replies.slot(seq) {
+                    slot.silent = true;
+                }
+                self.lifecycle = Lifecycle::ClosingAfter(seq);
+            }
+        }
         if !self.blocking.is_empty() {
             self.blocking.retain(|&blocked| blocked != seq);
         }
+        self.account(seq, &reply);
         self.replies.fill(seq, reply)?;
         self.flush_ready();
         Ok(())
@@ -260,6 +475,7 @@ impl Session {
                 Ok(name) => self.refuse_while_subscribed(name),
             };
             if let Some(refusal) = refusal {
+                self.rejecting = true;
                 return Admission::Answered(refusal);
             }
         }
@@ -290,23 +506,36 @@ impl Session {
             let rejected = match Command::check_table(&args) {
                 Err(error) => Some(error.into()),
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
-                Ok(()) => redirect,
+                Ok(()) => self.protected_refusal(&args).or(redirect),
             };
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;
+            self.rejecting = rejected.is_some();
             return self.admit_queued(parsed, rejected, seq);
         }
         if let Some(redirect) = redirect {
+            self.rejecting = true;
             return Admission::Answered(redirect);
+        }
+        if permitted && Command::check_table(&args).is_ok() {
+            if let Some(refusal) = self.protected_refusal(&args) {
+                self.identity.last_command = Command::table_name(&args).ok();
+                self.rejecting = true;
+                return Admission::Answered(refusal);
+            }
         }
         let (name, parsed) = Command::parse_named(args);
         self.identity.last_command = name;
         let command = match parsed {
             Ok(command) if permitted => command,
             Err(error) if permitted || error.is_checked_before_auth() => {
-                return Admission::Answered(error.into())
+                self.rejecting = error.is_checked_before_auth();
+                return Admission::Answered(error.into());
             }
-            _ => return Admission::Answered(CommandError::NoAuth.into()),
+            _ => {
+                self.rejecting = true;
+                return Admission::Answered(CommandError::NoAuth.into());
+            }
         };
         if let Command::Cluster(request) = &command {
             if self.cluster.is_none() && request.needs_cluster_mode() {
@@ -334,6 +563,10 @@ impl Session {
             return self.config_set(pairs);
         }
         if let Command::Subscription(subscription) = command {
+            // Confirmations are pushed even while CLIENT REPLY is off, as in Redis.
+            if let Some(slot) = self.replies.slot(seq) {
+                slot.silent = false;
+            }
             return self.subscription(subscription, seq);
         }
         if let Command::Client(request) = command {
@@ -345,7 +578,30 @@ impl Session {
         }
     }
 
+    /// CLIENT REPLY OFF / SKIP: request `seq`'s reply is not sent.
+    fn silence(&mut self, seq: u64) {
+        let silent = match self.reply_mode {
+            ReplyMode::On => false,
+            ReplyMode::Off => true,
+            ReplyMode::SkipNext => {
+                self.reply_mode = ReplyMode::On;
+                true
+            }
+        };
+        if let Some(slot) = self.replies.slot(seq) {
+            slot.silent = silent;
+        }
+    }
+
+    /// Whether request `seq`'s reply counts as a call (not while it is only queued).
+    fn uncount(&mut self, seq: u64) {
+        if let Some(slot) = self.replies.slot(seq) {
+            slot.call.counted = false;
+        }
+    }
+
     fn answer(&mut self, seq: u64, reply: Reply) {
+        self.account(seq, &reply);
         // `seq` was just pushed and nothing else can fill it, so this cannot fail.
         if self.replies.fill(seq, reply).is_ok() {
             self.flush_ready();
@@ -354,7 +610,9 @@ impl Session {
 
     fn flush_ready(&mut self) {
         while let Some((seq, encoding, reply)) = self.replies.pop_ready() {
-            resp3::write(&reply, &encoding, &mut self.output);
+            if let Some(encoding) = encoding {
+                resp3::write(&reply, &encoding, &mut self.output);
+            }
             if self.lifecycle == Lifecycle::ClosingAfter(seq) {
                 self.lifecycle = Lifecycle::Closed;
             }

@@ -19,6 +19,7 @@
 //! While an EXEC is in flight no later request is dispatched: a request pipelined after EXEC
 //! must not run before the transaction on a shard the transaction has not locked yet.
 
+use super::calls::Frame;
 use super::resp3::{shape_of, Shape};
 use super::{Admission, Session};
 use crate::command::{Command, CommandError, Scope, Transaction, TxnItem};
@@ -28,6 +29,8 @@ use crate::reply::Reply;
 #[derive(Debug, Default)]
 pub(super) struct Queue {
     items: Vec<Queued>,
+    /// Each item's name and request, for the statistics when EXEC runs them.
+    calls: Vec<(Option<&'static str>, Frame)>,
     /// An error at queue time: EXEC answers EXECABORT and runs nothing.
     aborted: bool,
 }
@@ -75,6 +78,16 @@ impl TxnState {
 
     pub(super) fn exec_in_flight(&self) -> bool {
         self.exec_in_flight.is_some()
+    }
+
+    /// Whether the transaction queued so far writes (what a WRITE pause holds EXEC for).
+    pub(super) fn queues_writes(&self) -> bool {
+        self.queue.as_ref().is_some_and(|queue| {
+            queue.items.iter().any(|item| match item {
+                Queued::Run(command) => crate::clients::held_by_write_pause(command.name()),
+                Queued::Failed(_) => false,
+            })
+        })
     }
 
     /// The reply the client sees for `seq`, given the shards' `reply`.
@@ -144,7 +157,7 @@ impl Session {
         }
         let command = match parsed {
             Ok(command) => command,
-            Err(error) => return self.queue(Queued::Failed(error.into())),
+            Err(error) => return self.queue(Queued::Failed(error.into()), seq),
         };
         match command {
             Command::Multi => {
@@ -155,12 +168,13 @@ impl Session {
             }
             Command::Exec => self.exec(seq),
             // Redis runs them at EXEC; here a subscription is refused inside a transaction.
-            Command::Subscription(subscription) => {
-                self.queue(Queued::Failed(Reply::error(format!(
+            Command::Subscription(subscription) => self.queue(
+                Queued::Failed(Reply::error(format!(
                     "ERR {} inside MULTI is not supported",
                     subscription.name().to_uppercase()
-                ))))
-            }
+                ))),
+                seq,
+            ),
             Command::Discard => {
                 self.txn.queue = None;
                 self.unwatch(seq, Reply::ok())
@@ -170,13 +184,23 @@ impl Session {
                 let reply = self.reset();
                 self.reset_txn(seq, reply)
             }
-            command => self.queue(Queued::Run(command)),
+            command => self.queue(Queued::Run(command), seq),
         }
     }
 
-    fn queue(&mut self, item: Queued) -> Admission {
+    /// Queues `item` (request `seq`): it is answered QUEUED, and counts as a call only when
+    /// EXEC runs it.
+    fn queue(&mut self, item: Queued, seq: u64) -> Admission {
+        let name = self.identity.last_command;
+        let frame = self
+            .replies
+            .slot(seq)
+            .map(|slot| std::mem::take(&mut slot.call.frame))
+            .unwrap_or_default();
+        self.uncount(seq);
         if let Some(queue) = self.txn.queue.as_mut() {
             queue.items.push(item);
+            queue.calls.push((name, frame));
         }
         Admission::Answered(Reply::simple("QUEUED"))
     }
@@ -186,6 +210,7 @@ impl Session {
         if queue.aborted {
             return self.unwatch(seq, exec_abort());
         }
+        self.exec_calls(seq, queue.calls);
         let mut items = Vec::with_capacity(queue.items.len());
         let mut shapes = Vec::new();
         self.txn.executing = Some(queue.items.len());

@@ -1,54 +1,74 @@
 use std::collections::VecDeque;
 
+use super::calls::Call;
 use super::resp3::Encoding;
 use super::SessionError;
 use crate::reply::Reply;
+
+/// One request's place in the reply order.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub encoding: Encoding,
+    pub reply: Option<Reply>,
+    /// What the request was, for the statistics and SLOWLOG (see `calls.rs`).
+    pub call: Call,
+    /// CLIENT REPLY OFF or SKIP: the reply is not written.
+    pub silent: bool,
+}
 
 /// Reorder buffer: one slot per parsed request, filled in any order, drained in order.
 #[derive(Debug, Default)]
 pub(super) struct ReplyQueue {
     /// Sequence number of `slots[0]`.
     first_seq: u64,
-    slots: VecDeque<(Encoding, Option<Reply>)>,
+    slots: VecDeque<Slot>,
 }
 
 impl ReplyQueue {
     /// A slot for the next reply, to be written with `encoding`.
     pub fn push_pending(&mut self, encoding: Encoding) -> u64 {
-        self.slots.push_back((encoding, None));
+        self.slots.push_back(Slot {
+            encoding,
+            reply: None,
+            call: Call::default(),
+            silent: false,
+        });
         self.first_seq + self.slots.len() as u64 - 1
     }
 
     /// Sets how reply `seq` is written (once its request is parsed).
     pub fn set_encoding(&mut self, seq: u64, encoding: Encoding) {
         if let Some(slot) = self.slot(seq) {
-            slot.0 = encoding;
+            slot.encoding = encoding;
         }
     }
 
-    fn slot(&mut self, seq: u64) -> Option<&mut (Encoding, Option<Reply>)> {
+    /// The slot of request `seq`, while its reply is owed.
+    pub fn slot(&mut self, seq: u64) -> Option<&mut Slot> {
         let index = usize::try_from(seq.checked_sub(self.first_seq)?).ok()?;
         self.slots.get_mut(index)
     }
 
     pub fn fill(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
         let slot = self.slot(seq).ok_or(SessionError::UnknownSequence(seq))?;
-        if slot.1.is_some() {
+        if slot.reply.is_some() {
             return Err(SessionError::AlreadyAnswered(seq));
         }
-        slot.1 = Some(reply);
+        slot.reply = Some(reply);
         Ok(())
     }
 
-    /// The oldest reply, if it has arrived.
-    pub fn pop_ready(&mut self) -> Option<(u64, Encoding, Reply)> {
-        if !matches!(self.slots.front(), Some((_, Some(_)))) {
+    /// The oldest reply, if it has arrived: its sequence number, how it is written (`None`:
+    /// not at all) and the reply.
+    pub fn pop_ready(&mut self) -> Option<(u64, Option<Encoding>, Reply)> {
+        if !matches!(self.slots.front(), Some(slot) if slot.reply.is_some()) {
             return None;
         }
-        let (encoding, reply) = self.slots.pop_front()?;
+        let slot = self.slots.pop_front()?;
         let seq = self.first_seq;
         self.first_seq += 1;
-        Some((seq, encoding, reply?))
+        let encoding = (!slot.silent).then_some(slot.encoding);
+        Some((seq, encoding, slot.reply?))
     }
 
     /// Frees the slots' memory when no reply is owed.

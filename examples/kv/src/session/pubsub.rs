@@ -4,6 +4,9 @@
 //!   pattern (`[kind, name, count]`, count = channels + patterns of the connection); the
 //!   changes are queued for the glue, which mirrors them into the shard's registry (the one
 //!   PUBLISH reaches) before anything else runs on the shard;
+//! - S(UN)SUBSCRIBE too (count = shard channels), but a shard channel's subscribers are kept
+//!   on the channel's shard: the session sends the (un)registration there, silently, and the
+//!   confirmations follow it, so they are written once it is done;
 //! - while subscribed, only (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING (answered `[pong, message]`),
 //!   QUIT and RESET are allowed;
 //! - messages are pushed in order behind the replies already owed, and the output they fill
@@ -27,6 +30,11 @@ pub enum SubChange {
     Unsubscribe(Bytes),
     PSubscribe(Bytes),
     PUnsubscribe(Bytes),
+    /// A shard channel: the glue only remembers it (to unregister it at close); the
+    /// registration itself went to the channel's shard as a request.
+    SSubscribe(Bytes),
+    /// A shard channel left (SUNSUBSCRIBE, RESET): the glue tells the channel's shard.
+    SUnsubscribe(Bytes),
 }
 
 /// Redis's `client-output-buffer-limit` for one class of clients.
@@ -57,6 +65,7 @@ pub(super) struct PubSubState(Option<Box<Subscribed>>);
 struct Subscribed {
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
+    shard_channels: HashSet<Bytes>,
     changes: Vec<SubChange>,
     /// Since when the output has been above the soft limit.
     above_soft_since: Option<u64>,
@@ -66,16 +75,24 @@ struct Subscribed {
 
 impl PubSubState {
     pub(super) fn active(&self) -> bool {
-        self.0
-            .as_ref()
-            .is_some_and(|s| !s.channels.is_empty() || !s.patterns.is_empty())
+        self.0.as_ref().is_some_and(|s| {
+            !s.channels.is_empty() || !s.patterns.is_empty() || !s.shard_channels.is_empty()
+        })
     }
 
-    /// (channels, patterns) subscribed to.
-    pub(super) fn counts(&self) -> (usize, usize) {
+    /// (channels, patterns, shard channels) subscribed to.
+    pub(super) fn counts(&self) -> (usize, usize, usize) {
+        self.0.as_ref().map_or((0, 0, 0), |s| {
+            (s.channels.len(), s.patterns.len(), s.shard_channels.len())
+        })
+    }
+
+    /// Whether a shard channel's message is still wanted (one already on its way when
+    /// SUNSUBSCRIBE ran is dropped).
+    pub(super) fn has_shard_channel(&self, channel: &[u8]) -> bool {
         self.0
             .as_ref()
-            .map_or((0, 0), |s| (s.channels.len(), s.patterns.len()))
+            .is_some_and(|s| s.shard_channels.contains(channel))
     }
 
     fn killed(&self) -> bool {
@@ -105,7 +122,15 @@ fn confirmation(kind: &'static str, name: Option<Bytes>, count: i64) -> Reply {
 fn allowed_while_subscribed(name: &str) -> bool {
     matches!(
         name,
-        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+        "subscribe"
+            | "unsubscribe"
+            | "psubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
     )
 }
 
@@ -139,7 +164,7 @@ impl Session {
         }
         let seq = self.replies.push_pending(self.encoding(Shape::Push));
         self.answer(seq, message);
-        let limit = self.config.pubsub_output_limit;
+        let limit = self.config.live.pubsub_output_limit();
         // Messages stuck behind an unanswered reply count too, at the backlog limit.
         let pending = self.output.len();
         let over_hard = (limit.hard > 0 && pending > limit.hard)
@@ -192,6 +217,8 @@ impl Session {
         self.replies.set_encoding(seq, encoding);
         let state = self.pubsub.get();
         let mut replies = Vec::new();
+        // Shard channels (un)registered on their shards first.
+        let mut register = None;
         match command {
             Subscription::Subscribe(channels) => {
                 for channel in channels {
@@ -241,6 +268,53 @@ impl Session {
                     replies.push(confirmation("punsubscribe", None, state.count()));
                 }
             }
+            Subscription::SSubscribe(channels) => {
+                let mut added = Vec::new();
+                for channel in channels {
+                    if state.shard_channels.insert(channel.clone()) {
+                        state.changes.push(SubChange::SSubscribe(channel.clone()));
+                        added.push(channel.clone());
+                    }
+                    let count = state.shard_channels.len() as i64;
+                    replies.push(confirmation("ssubscribe", Some(channel), count));
+                }
+                register = (!added.is_empty()).then_some((added, true));
+            }
+            Subscription::SUnsubscribe(channels) => {
+                let channels = if channels.is_empty() {
+                    sorted(&state.shard_channels)
+                } else {
+                    channels
+                };
+                let mut removed = Vec::new();
+                for channel in channels {
+                    if state.shard_channels.remove(&channel) {
+                        state.changes.push(SubChange::SUnsubscribe(channel.clone()));
+                        removed.push(channel.clone());
+                    }
+                    let count = state.shard_channels.len() as i64;
+                    replies.push(confirmation("sunsubscribe", Some(channel), count));
+                }
+                if replies.is_empty() {
+                    let count = state.shard_channels.len() as i64;
+                    replies.push(confirmation("sunsubscribe", None, count));
+                }
+                register = (!removed.is_empty()).then_some((removed, false));
+            }
+        }
+        if let Some((channels, on)) = register {
+            // This request's own reply (the shards' OK) is not written; every confirmation
+            // follows it.
+            if let Some(slot) = self.replies.slot(seq) {
+                slot.silent = true;
+            }
+            for reply in replies {
+                let extra = self.replies.push_pending(self.encoding(Shape::Push));
+                self.answer(extra, reply);
+            }
+            return Admission::Forward(Command::ShardPubSub(
+                crate::command::ShardPubSub::Register { channels, on },
+            ));
         }
         let mut replies = replies.into_iter();
         let first = replies.next().unwrap_or(Reply::NullArray);
@@ -263,6 +337,17 @@ impl Session {
         for pattern in state.patterns.drain() {
             state.changes.push(SubChange::PUnsubscribe(pattern));
         }
+        for channel in state.shard_channels.drain() {
+            state.changes.push(SubChange::SUnsubscribe(channel));
+        }
+    }
+
+    /// A shard channel's message for this connection: pushed while it is still subscribed.
+    pub fn push_shard_message(&mut self, channel: &[u8], message: Reply, now_ms: u64) -> bool {
+        if !self.pubsub.has_shard_channel(channel) {
+            return true;
+        }
+        self.push_message(message, now_ms)
     }
 }
 

@@ -55,6 +55,11 @@ pub fn shape_of(command: &Command) -> Shape {
         Command::Client(request) if matches!(request.name(), "client|info" | "client|list") => {
             Shape::Verbatim
         }
+        Command::Introspect(
+            crate::introspect::Request::LatencyDoctor
+            | crate::introspect::Request::LatencyGraph(_)
+            | crate::introspect::Request::MemoryDoctor,
+        ) => Shape::Verbatim,
         Command::Typed(typed) => typed_shape(typed),
         _ => Shape::Plain,
     }
@@ -127,7 +132,7 @@ pub fn encode(reply: &Reply, shape: &Shape, out: &mut BytesMut) {
                 .iter()
                 .for_each(|item| encode(item, &Shape::Plain, out));
         }
-        (Shape::Double, Reply::Bulk(text)) => write_double(out, text),
+        (Shape::Double, Reply::Bulk(text)) | (_, Reply::Double(text)) => write_double(out, text),
         (Shape::Doubles, Reply::Array(items)) => {
             write_header(out, b'*', items.len());
             items
@@ -159,6 +164,18 @@ pub fn encode(reply: &Reply, shape: &Shape, out: &mut BytesMut) {
         }
         (Shape::Push, Reply::Array(items)) => {
             write_header(out, b'>', items.len());
+            items
+                .iter()
+                .for_each(|item| encode(item, &Shape::Plain, out));
+        }
+        (_, Reply::Map(items)) => {
+            write_header(out, b'%', items.len() / 2);
+            items
+                .iter()
+                .for_each(|item| encode(item, &Shape::Plain, out));
+        }
+        (_, Reply::Set(items)) => {
+            write_header(out, b'~', items.len());
             items
                 .iter()
                 .for_each(|item| encode(item, &Shape::Plain, out));

@@ -186,11 +186,17 @@ impl Store {
             (at, true) => Some(at),
             (ttl, false) => Some(now.saturating_add(ttl)),
         };
+        // The value's own commands send no events: RESTORE sends `restore` (or `del`).
+        let mark = self.events.mark();
         if existed {
             self.del(vec![key.clone()], now, sink);
         }
+        self.events.truncate(mark);
         if expire_at.is_some_and(|at| at <= now) {
             // Already expired: nothing to create (an existing key was replaced by nothing).
+            if existed {
+                self.notify(crate::notify::Class::Generic, "del", &key);
+            }
             return Ok(Reply::ok());
         }
         for command in commands {
@@ -201,13 +207,15 @@ impl Store {
         }
         if let Some(at) = expire_at {
             let expire = Command::Expire(ExpireCommand {
-                key,
+                key: key.clone(),
                 kind: ExpireKind::PExpireAt,
                 time_ms: at as i64,
                 condition: ExpireCondition::default(),
             });
             self.run(expire, now, sink);
         }
+        self.events.truncate(mark);
+        self.notify(crate::notify::Class::Generic, "restore", &key);
         Ok(Reply::ok())
     }
 }

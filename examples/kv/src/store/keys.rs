@@ -5,6 +5,7 @@ use bytes::Bytes;
 use super::Store;
 use crate::change::{ChangeSink, WriteOp};
 use crate::command::{CommandError, ExpireCommand, TimeUnit};
+use crate::notify::Class;
 use crate::reply::Reply;
 
 impl Store {
@@ -18,8 +19,10 @@ impl Store {
             if expire_at.is_some_and(|at| now > at) {
                 // Gone already as far as clients can tell; it still has to reach the log.
                 self.counters.expired_keys += 1;
+                self.notify(Class::Expired, "expired", &stored_key);
             } else {
                 deleted += 1;
+                self.notify(Class::Generic, "del", &stored_key);
             }
             if S::ENABLED {
                 removed.push(stored_key.to_bytes());
@@ -40,7 +43,7 @@ impl Store {
         let mut found = 0;
         for key in keys {
             let live = self.is_live(key, now, sink);
-            self.count_lookup(live);
+            self.count_lookup(key, live);
             found += i64::from(live);
         }
         Reply::Integer(found)
@@ -80,6 +83,7 @@ impl Store {
         }
         if when <= now as i64 {
             if let Some((stored_key, _, _)) = self.remove(&expire.key) {
+                self.notify(Class::Generic, "del", &stored_key);
                 super::keyspace::record_del(sink, &stored_key);
             }
         } else {
@@ -89,6 +93,7 @@ impl Store {
                 at_ms,
             });
             self.set_expiry(&expire.key, at_ms);
+            self.notify(Class::Generic, "expire", &expire.key);
         }
         Ok(Reply::Integer(1))
     }
@@ -101,7 +106,7 @@ impl Store {
         sink: &mut S,
     ) -> Reply {
         let live = self.is_live(key, now, sink);
-        self.count_lookup(live);
+        self.count_lookup(key, live);
         if !live {
             return Reply::Integer(-2);
         }
@@ -120,6 +125,7 @@ impl Store {
             return Reply::Integer(0);
         }
         sink.record(WriteOp::Persist { key });
+        self.notify(Class::Generic, "persist", key);
         Reply::Integer(1)
     }
 }

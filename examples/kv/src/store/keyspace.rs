@@ -9,6 +9,7 @@ use super::value::{Value, ValueType};
 use super::Store;
 use crate::change::{ChangeSink, WriteOp};
 use crate::command::CommandError;
+use crate::notify::Class;
 
 /// What a write does to the key's TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +47,12 @@ impl Store {
             self.remove_expired(key, sink);
             return None;
         }
-        self.map.get(key).map(|entry| &entry.value)
+        let (clock, lfu) = (self.memory.clock, self.config.memory.policy.is_lfu());
+        let entry = self.map.get_mut(key)?;
+        if !self.no_touch {
+            touch(entry, clock, lfu);
+        }
+        Some(&entry.value)
     }
 
     /// The string value of a live key (a copy, for the reply); WRONGTYPE for another type.
@@ -71,7 +77,7 @@ impl Store {
         sink: &mut S,
     ) -> Result<Option<Bytes>, CommandError> {
         let value = self.read(key, now, sink);
-        self.count_lookup(!matches!(value, Ok(None)));
+        self.count_lookup(key, !matches!(value, Ok(None)));
         value
     }
 
@@ -85,7 +91,7 @@ impl Store {
         sink: &mut S,
     ) -> Result<Option<&Value>, CommandError> {
         let found = self.lookup(key, now, sink).is_some();
-        self.count_lookup(found);
+        self.count_lookup(key, found);
         match self.map.get(key).map(|entry| &entry.value) {
             Some(value) if value.value_type() != kind => Err(CommandError::WrongType),
             other => Ok(other),
@@ -135,6 +141,7 @@ impl Store {
             }
             None => return Ok(None),
         };
+        touch(entry, self.memory.clock, self.config.memory.policy.is_lfu());
         let before = entry.value.payload_len();
         let out = change(&mut entry.value);
         let after = entry.value.payload_len();
@@ -142,21 +149,28 @@ impl Store {
         self.data_bytes = self.data_bytes + after - before;
         if emptied {
             self.remove(key);
+            // Its `del` event follows the command's own (see `Store::notify_emptied`).
+            if self.events.is_enabled() {
+                self.emptied.push(Bytes::copy_from_slice(key));
+            }
         }
         Ok(Some(out))
     }
 
-    pub(super) fn count_lookup(&mut self, hit: bool) {
+    /// Counts a read of `key` as a keyspace hit or miss (a miss is a `keymiss` event).
+    pub(super) fn count_lookup(&mut self, key: &[u8], hit: bool) {
         if hit {
             self.counters.keyspace_hits += 1;
         } else {
             self.counters.keyspace_misses += 1;
+            self.notify(Class::KeyMiss, "keymiss", key);
         }
     }
 
     pub(super) fn remove_expired<S: ChangeSink>(&mut self, key: &[u8], sink: &mut S) {
         if let Some((stored_key, _, _)) = self.remove(key) {
             self.counters.expired_keys += 1;
+            self.notify(Class::Expired, "expired", &stored_key);
             record_del(sink, &stored_key);
         }
     }
@@ -196,6 +210,7 @@ impl Store {
             return;
         };
         replace_value(&mut self.data_bytes, entry, value);
+        entry.access = self.memory.clock;
         match ttl {
             TtlUpdate::Keep => {}
             TtlUpdate::Clear => {
@@ -222,6 +237,7 @@ impl Store {
         match self.map.get_mut(key) {
             Some(entry) if !entry.has_ttl => {
                 replace_value(&mut self.data_bytes, entry, value);
+                entry.access = self.memory.clock;
                 if let TtlUpdate::At(at) = ttl {
                     entry.has_ttl = true;
                     self.expiring.set(key, at);
@@ -242,6 +258,7 @@ impl Store {
     }
 
     pub(super) fn insert_new(&mut self, key: CompactBytes, value: Value, expire_at: Option<u64>) {
+        self.notify(Class::New, "new", &key);
         self.data_bytes += key.len() + value.payload_len();
         if let Some(slots) = &mut self.slot_index {
             slots.insert(&key);
@@ -289,6 +306,16 @@ impl Store {
         }
         assert_eq!(with_ttl, self.expiring.len());
         assert_eq!(bytes, self.data_bytes);
+    }
+}
+
+/// A key was used: its access time, or its access counter under an LFU policy (Redis's
+/// `lookupKey` updates one or the other).
+fn touch(entry: &mut Entry, clock: u32, lfu: bool) {
+    if lfu {
+        entry.freq = super::memory::lfu_increment(entry.freq);
+    } else {
+        entry.access = clock;
     }
 }
 

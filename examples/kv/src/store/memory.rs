@@ -7,7 +7,8 @@
 //! as DELs, so the AOF replays them.
 //!
 //! Memory is estimated from the keyspace, not read from the allocator: payload bytes plus a
-//! fixed cost per key for the table slot, the key's handle and the entry.
+//! fixed cost per key for the table slot, the key's handle and the entry, and per element of
+//! a collection (see `value.rs`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,6 +19,7 @@ use super::table::KeyTable;
 use super::Store;
 use crate::change::ChangeSink;
 use crate::command::{table, Command, CommandError};
+use crate::notify::Class;
 
 /// Keys sampled per eviction (Redis's `maxmemory-samples` default).
 pub(crate) const SAMPLES: usize = 5;
@@ -28,7 +30,7 @@ pub(crate) const LFU_INIT: u8 = 5;
 /// Redis's `lfu-log-factor` default: the counter grows logarithmically with accesses.
 const LFU_LOG_FACTOR: f64 = 10.0;
 
-/// What a shard does past its share of `--maxmemory`.
+/// What a shard does past its share of `--maxmemory` (Redis's `maxmemory-policy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum EvictionPolicy {
     /// Refuse commands that may grow memory (Redis's default).
@@ -38,7 +40,26 @@ pub enum EvictionPolicy {
     AllKeysLru,
     /// Evict an approximately least frequently used key.
     AllKeysLfu,
+    /// Evict a random key.
+    AllKeysRandom,
+    /// As the `allkeys` ones, among keys with a TTL only.
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    /// The key with a TTL that expires soonest.
+    VolatileTtl,
 }
+
+const POLICIES: [EvictionPolicy; 8] = [
+    EvictionPolicy::VolatileLru,
+    EvictionPolicy::VolatileLfu,
+    EvictionPolicy::VolatileRandom,
+    EvictionPolicy::VolatileTtl,
+    EvictionPolicy::AllKeysLru,
+    EvictionPolicy::AllKeysLfu,
+    EvictionPolicy::AllKeysRandom,
+    EvictionPolicy::NoEviction,
+];
 
 impl EvictionPolicy {
     pub fn name(self) -> &'static str {
@@ -46,7 +67,30 @@ impl EvictionPolicy {
             EvictionPolicy::NoEviction => "noeviction",
             EvictionPolicy::AllKeysLru => "allkeys-lru",
             EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+            EvictionPolicy::AllKeysRandom => "allkeys-random",
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::VolatileLfu => "volatile-lfu",
+            EvictionPolicy::VolatileRandom => "volatile-random",
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
         }
+    }
+
+    /// Whether keys' access frequency is what counts (OBJECT FREQ answers, IDLETIME not).
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
+        )
+    }
+
+    fn is_volatile(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
+                | EvictionPolicy::VolatileTtl
+        )
     }
 }
 
@@ -60,31 +104,48 @@ impl FromStr for EvictionPolicy {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        [
-            EvictionPolicy::NoEviction,
-            EvictionPolicy::AllKeysLru,
-            EvictionPolicy::AllKeysLfu,
-        ]
-        .into_iter()
-        .find(|policy| policy.name().eq_ignore_ascii_case(text))
-        .ok_or_else(|| format!("{text}: expected noeviction, allkeys-lru or allkeys-lfu"))
+        POLICIES
+            .into_iter()
+            .find(|policy| policy.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| {
+                let names: Vec<&str> = POLICIES.iter().map(|p| p.name()).collect();
+                format!("{text}: expected one of {}", names.join(", "))
+            })
     }
 }
 
 /// One shard's memory limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryLimit {
     /// Bytes this shard may use; 0 = no limit.
     pub max_bytes: u64,
     pub policy: EvictionPolicy,
+    /// Keys sampled per eviction (`maxmemory-samples`).
+    pub samples: usize,
 }
 
-/// The access clock (a count of commands that touched keys, so the order of accesses is
-/// exact) and what eviction did.
+impl Default for MemoryLimit {
+    fn default() -> Self {
+        MemoryLimit {
+            max_bytes: 0,
+            policy: EvictionPolicy::NoEviction,
+            samples: SAMPLES,
+        }
+    }
+}
+
+/// The access clock (the low 32 bits of the time in ms: keys' last access, for LRU eviction
+/// and OBJECT IDLETIME; ages wrap after 49 days, as Redis's 24-bit clock does after 194)
+/// and what eviction did.
 #[derive(Debug, Default)]
 pub(crate) struct MemoryState {
     pub clock: u32,
     pub evicted_keys: u64,
+}
+
+/// The access clock's reading at `now_ms`.
+pub(crate) fn lru_clock(now_ms: u64) -> u32 {
+    now_ms as u32
 }
 
 /// Fixed cost of one key besides its payload: the table's slot (the key's handle and the
@@ -108,9 +169,9 @@ impl Store {
             && self.used_memory() > limit.max_bytes
     }
 
-    /// Runs before every command from a client: records the access to its keys (for the
-    /// eviction policies), then, when the shard is over its limit and the command may grow
-    /// memory, evicts or refuses.
+    /// Runs before every command from a client: when the shard is over its limit and the
+    /// command may grow memory, evicts (each eviction an `evicted` event, logged as a DEL) or
+    /// refuses. Keys' accesses are recorded as commands look them up (see `keyspace.rs`).
     pub(super) fn make_room<S: ChangeSink>(
         &mut self,
         command: &Command,
@@ -121,9 +182,6 @@ impl Store {
         if limit.max_bytes == 0 {
             return Ok(());
         }
-        if limit.policy != EvictionPolicy::NoEviction {
-            self.record_access(command);
-        }
         if self.used_memory() <= limit.max_bytes || !may_grow(command) {
             return Ok(());
         }
@@ -131,14 +189,16 @@ impl Store {
             return Err(CommandError::OutOfMemory);
         }
         while self.used_memory() > limit.max_bytes {
-            let Some(victim) = self.pick_victim(limit.policy) else {
+            let Some(victim) = self.pick_victim(limit, now) else {
                 return Err(CommandError::OutOfMemory);
             };
             if let Some((key, _, expire_at)) = self.remove(&victim) {
                 if expire_at.is_some_and(|at| now > at) {
                     self.counters.expired_keys += 1;
+                    self.notify(Class::Expired, "expired", &key);
                 } else {
                     self.memory.evicted_keys += 1;
+                    self.notify(Class::Evicted, "evicted", &key);
                 }
                 super::keyspace::record_del(sink, &key);
             }
@@ -146,34 +206,49 @@ impl Store {
         Ok(())
     }
 
-    fn record_access(&mut self, command: &Command) {
-        self.memory.clock = self.memory.clock.wrapping_add(1);
-        let clock = self.memory.clock;
-        for key in command.keys() {
-            if let Some(entry) = self.map.get_mut(key) {
-                entry.access = clock;
-                entry.freq = lfu_increment(entry.freq);
-            }
-        }
-    }
-
-    /// The least recently (or frequently) used of [`SAMPLES`] random keys.
-    fn pick_victim(&self, policy: EvictionPolicy) -> Option<CompactBytes> {
-        if self.map.is_empty() {
+    /// The best victim of `limit.samples` random keys (of the keys with a TTL for the
+    /// `volatile` policies): the least recently or frequently used, the one expiring first,
+    /// or any.
+    fn pick_victim(&self, limit: MemoryLimit, now: u64) -> Option<CompactBytes> {
+        let policy = limit.policy;
+        let pool = if policy.is_volatile() {
+            self.expiring.len()
+        } else {
+            self.map.len()
+        };
+        if pool == 0 {
             return None;
         }
-        let clock = self.memory.clock;
-        (0..SAMPLES)
-            .filter_map(|_| self.map.get_index(fastrand::usize(..self.map.len())))
-            .min_by_key(|(_, entry)| {
-                // Age on the wrapping clock: larger is older.
-                let age = clock.wrapping_sub(entry.access);
-                match policy {
-                    EvictionPolicy::AllKeysLfu => (entry.freq, u32::MAX - age),
-                    _ => (0, u32::MAX - age),
-                }
-            })
-            .map(|(key, _)| key.clone())
+        let clock = lru_clock(now);
+        let samples = (0..limit.samples.max(1)).filter_map(|_| {
+            let index = fastrand::usize(..pool);
+            let key = if policy.is_volatile() {
+                self.expiring.key(index)?
+            } else {
+                self.map.get_index(index)?.0
+            };
+            let entry = self.map.get(key)?;
+            Some((key, entry))
+        });
+        match policy {
+            EvictionPolicy::AllKeysRandom | EvictionPolicy::VolatileRandom => {
+                samples.map(|(key, _)| key.clone()).next()
+            }
+            EvictionPolicy::VolatileTtl => samples
+                .min_by_key(|(key, entry)| self.expiring.of(key, entry).unwrap_or(u64::MAX))
+                .map(|(key, _)| key.clone()),
+            _ => samples
+                .min_by_key(|(_, entry)| {
+                    // Age on the wrapping clock: larger is older.
+                    let age = clock.wrapping_sub(entry.access);
+                    if policy.is_lfu() {
+                        (entry.freq, u32::MAX - age)
+                    } else {
+                        (0, u32::MAX - age)
+                    }
+                })
+                .map(|(key, _)| key.clone()),
+        }
     }
 }
 
@@ -184,7 +259,7 @@ fn may_grow(command: &Command) -> bool {
 
 /// Redis's `LFULogIncr`: the counter grows with probability `1 / ((counter - init) *
 /// factor + 1)`, so it takes about a million accesses to saturate.
-fn lfu_increment(counter: u8) -> u8 {
+pub(super) fn lfu_increment(counter: u8) -> u8 {
     if counter == u8::MAX {
         return counter;
     }
@@ -206,14 +281,22 @@ mod tests {
 
     fn store(max_bytes: u64, policy: EvictionPolicy) -> Store {
         Store::new(StoreConfig {
-            memory: MemoryLimit { max_bytes, policy },
+            memory: MemoryLimit {
+                max_bytes,
+                policy,
+                ..MemoryLimit::default()
+            },
             ..StoreConfig::default()
         })
     }
 
     fn run(store: &mut Store, line: &str, sink: &mut impl ChangeSink) -> Reply {
+        run_at(store, line, 0, sink)
+    }
+
+    fn run_at(store: &mut Store, line: &str, now: u64, sink: &mut impl ChangeSink) -> Reply {
         let args = line.split(' ').map(|s| Bytes::from(s.to_owned())).collect();
-        let reply = store.execute(Command::parse(args).unwrap(), 0, sink);
+        let reply = store.execute(Command::parse(args).unwrap(), now, sink);
         store.assert_consistent();
         reply
     }
@@ -253,12 +336,14 @@ mod tests {
         let value = "x".repeat(100);
         run(&mut store, "SET hot 1", &mut log);
         for i in 0..2_000 {
+            // The access clock has millisecond resolution: one command per ms.
+            let now = 1_000 + 2 * i as u64;
             assert_eq!(
-                run(&mut store, &format!("SET k{i} {value}"), &mut log),
+                run_at(&mut store, &format!("SET k{i} {value}"), now, &mut log),
                 Reply::ok()
             );
             assert_eq!(
-                run(&mut store, "GET hot", &mut log),
+                run_at(&mut store, "GET hot", now + 1, &mut log),
                 Reply::Bulk("1".into())
             );
             // One command of slack: a write evicts before it runs.
@@ -303,6 +388,7 @@ mod tests {
     fn policies_parse_by_name() {
         assert_eq!("ALLKEYS-LRU".parse(), Ok(EvictionPolicy::AllKeysLru));
         assert_eq!("noeviction".parse(), Ok(EvictionPolicy::NoEviction));
-        assert!("volatile-lru".parse::<EvictionPolicy>().is_err());
+        assert_eq!("volatile-ttl".parse(), Ok(EvictionPolicy::VolatileTtl));
+        assert!("sometimes".parse::<EvictionPolicy>().is_err());
     }
 }

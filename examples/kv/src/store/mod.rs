@@ -13,6 +13,7 @@ mod keys;
 mod keyspace;
 mod list_pack;
 mod memory;
+mod object;
 mod snapshot;
 mod stats;
 mod strings;
@@ -21,6 +22,8 @@ mod table;
 mod types;
 mod value;
 mod zorder;
+
+use bytes::Bytes;
 
 use crate::change::{ChangeSink, NoLog};
 use crate::command::{Command, CommandError};
@@ -31,6 +34,7 @@ use expiring::ExpiringIndex;
 use stats::Counters;
 
 pub use memory::{EvictionPolicy, MemoryLimit};
+pub use object::EncodingLimits;
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
@@ -43,6 +47,8 @@ pub struct StoreConfig {
     pub max_value_len: usize,
     /// This shard's share of `--maxmemory`, and what happens past it.
     pub memory: MemoryLimit,
+    /// The thresholds OBJECT ENCODING reports against.
+    pub encoding: EncodingLimits,
 }
 
 impl Default for StoreConfig {
@@ -50,6 +56,7 @@ impl Default for StoreConfig {
         StoreConfig {
             max_value_len: 512 * 1024 * 1024,
             memory: MemoryLimit::default(),
+            encoding: EncodingLimits::default(),
         }
     }
 }
@@ -83,6 +90,14 @@ pub struct Store {
     /// running `avg_ttl` the sweep estimates.
     ops_rate: stats::RateSampler,
     avg_ttl_ms: u64,
+    /// The keyspace events of the command running (see [`crate::notify`]).
+    events: crate::notify::EventLog,
+    /// The command running does not count as an access to its keys (TYPE, TTL, EXISTS,
+    /// OBJECT: Redis's `LOOKUP_NOTOUCH`).
+    no_touch: bool,
+    /// Collections the command running emptied (and so removed), whose `del` event follows
+    /// the command's own event on them, as in Redis.
+    emptied: Vec<Bytes>,
 }
 
 impl Default for Store {
@@ -104,7 +119,44 @@ impl Store {
             memory: memory::MemoryState::default(),
             ops_rate: stats::RateSampler::default(),
             avg_ttl_ms: 0,
+            events: crate::notify::EventLog::default(),
+            no_touch: false,
+            emptied: Vec::new(),
         }
+    }
+
+    /// Whether the store records the keyspace events of what it runs (see
+    /// [`Store::take_events`]).
+    pub fn set_event_log(&mut self, on: bool) {
+        self.events.set_enabled(on);
+    }
+
+    pub fn event_log_enabled(&self) -> bool {
+        self.events.is_enabled()
+    }
+
+    /// The keyspace events recorded since the last call, in order.
+    pub fn take_events(&mut self) -> crate::notify::Events {
+        self.events.take()
+    }
+
+    /// Records a keyspace event (Redis's `notifyKeyspaceEvent`): free while the log is off.
+    #[inline]
+    pub(crate) fn notify(&mut self, class: crate::notify::Class, event: &'static str, key: &[u8]) {
+        self.events.record(class, event, key);
+    }
+
+    /// The `del` event of `key` if the command running emptied it.
+    pub(crate) fn notify_emptied(&mut self, key: &[u8]) {
+        if let Some(at) = self.emptied.iter().position(|k| &k[..] == key) {
+            let key = self.emptied.swap_remove(at);
+            self.notify(crate::notify::Class::Generic, "del", &key);
+        }
+    }
+
+    /// CONFIG SET of the encodings' thresholds.
+    pub fn set_encoding_limits(&mut self, limits: EncodingLimits) {
+        self.config.encoding = limits;
     }
 
     /// The glue's tick (every sweep interval): samples the command rate at `now_ms`.
@@ -121,10 +173,21 @@ impl Store {
     /// parts into the INFO text.
     pub fn execute<S: ChangeSink>(&mut self, command: Command, now_ms: u64, sink: &mut S) -> Reply {
         self.counters.commands_processed += 1;
+        self.memory.clock = memory::lru_clock(now_ms);
+        self.no_touch = object::is_no_touch(&command);
         if let Err(error) = self.make_room(&command, now_ms, sink) {
             return error.into();
         }
-        self.run(command, now_ms, sink)
+        let write = command.is_write();
+        let reply = self.run(command, now_ms, sink);
+        if write && !reply.is_error() {
+            self.counters.dirty += 1;
+        }
+        // Emptied collections whose command sent no event of its own still get their `del`.
+        for key in std::mem::take(&mut self.emptied) {
+            self.notify(crate::notify::Class::Generic, "del", &key);
+        }
+        reply
     }
 
     /// Applies a command read back from the AOF.
@@ -150,6 +213,7 @@ impl Store {
             evicted_keys: self.memory.evicted_keys,
             ops_per_sec: self.ops_rate.per_sec(),
             avg_ttl_ms: self.avg_ttl_ms,
+            dirty: self.counters.dirty,
             aof: Default::default(),
         }
     }
@@ -247,8 +311,11 @@ impl Store {
             | Command::Subscription(_)
             | Command::Publish { .. }
             | Command::PubSub(_)
+            | Command::ShardPubSub(_)
             | Command::Hello(_)
             | Command::ConfigSet(_)
+            | Command::ConfigRewrite
+            | Command::Help { .. }
             | Command::Script(_)
             | Command::ConfigApply(_)) => Err(CommandError::NotShardCommand {
                 command: other.name(),

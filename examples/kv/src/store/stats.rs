@@ -2,7 +2,7 @@ use crate::aof::AofStats;
 use crate::reply::Reply;
 
 /// Integers of the store's own fields in [`ShardStats::to_reply`].
-const STORE_FIELDS: usize = 11;
+const STORE_FIELDS: usize = 12;
 
 /// One shard's numbers for INFO.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct ShardStats {
     pub ops_per_sec: u64,
     /// Redis's running estimate of the TTL left on keys with one, in ms (0: none).
     pub avg_ttl_ms: u64,
+    /// Writes since start-up (Redis's `dirty`; there is no save to reset it).
+    pub dirty: u64,
     /// The shard's log, filled in by the glue (the store knows nothing of it).
     pub aof: AofStats,
 }
@@ -46,6 +48,7 @@ impl ShardStats {
                 self.evicted_keys,
                 self.ops_per_sec,
                 self.avg_ttl_ms,
+                self.dirty,
             ]
             .into_iter()
             .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
@@ -83,6 +86,7 @@ impl ShardStats {
             evicted_keys: next()?,
             ops_per_sec: next()?,
             avg_ttl_ms: next()?,
+            dirty: next()?,
             aof: AofStats::from_integers(&ints[STORE_FIELDS..])?,
         };
         Some(stats)
@@ -96,6 +100,7 @@ pub(crate) struct Counters {
     pub keyspace_misses: u64,
     pub commands_processed: u64,
     pub expired_keys: u64,
+    pub dirty: u64,
 }
 
 /// Samples kept by [`RateSampler`] (Redis's `STATS_METRIC_SAMPLES`).
@@ -190,6 +195,7 @@ mod tests {
             evicted_keys: 10,
             ops_per_sec: 11,
             avg_ttl_ms: 12,
+            dirty: 13,
             aof: AofStats {
                 enabled: true,
                 current_size: 8,

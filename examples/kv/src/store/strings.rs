@@ -9,6 +9,7 @@ use super::value::Value;
 use super::Store;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, SetCommand, SetCondition, SetExpiry};
+use crate::notify::Class;
 use crate::number::parse_i64;
 use crate::reply::Reply;
 
@@ -45,6 +46,7 @@ impl Store {
                 value: &set.value,
                 ttl: logged_ttl(ttl),
             });
+            self.notify_set(&set.key, ttl);
             return Ok(Reply::ok());
         }
         let old = if set.get {
@@ -65,6 +67,7 @@ impl Store {
                 ttl: logged_ttl(ttl),
             });
             self.upsert(&set.key, CompactBytes::new(&set.value), ttl);
+            self.notify_set(&set.key, ttl);
         }
         Ok(match (set.get, write) {
             (true, _) => Reply::bulk_or_null(old),
@@ -87,6 +90,7 @@ impl Store {
             ttl: LoggedTtl::None,
         });
         self.upsert(&key, CompactBytes::new(&value), TtlUpdate::Clear);
+        self.notify(Class::String, "set", &key);
         Ok(Reply::bulk_or_null(old))
     }
 
@@ -111,6 +115,8 @@ impl Store {
             });
             let value = Value::Str(CompactBytes::new(value));
             super::keyspace::replace_value(&mut self.data_bytes, entry, value);
+            entry.access = self.memory.clock;
+            self.notify(Class::String, "incrby", &key);
             return Ok(Reply::Integer(updated));
         }
         let updated = incremented(self.lookup(&key, now, sink), delta)?;
@@ -122,6 +128,7 @@ impl Store {
             ttl: LoggedTtl::Keep,
         });
         self.upsert(&key, CompactBytes::new(value), TtlUpdate::Keep);
+        self.notify(Class::String, "incrby", &key);
         Ok(Reply::Integer(updated))
     }
 
@@ -159,6 +166,7 @@ impl Store {
         };
         buffer.extend_from_slice(&value);
         self.upsert(&key, CompactBytes::appended(buffer), TtlUpdate::Keep);
+        self.notify(Class::String, "append", &key);
         Ok(Reply::Integer(new_len as i64))
     }
 
@@ -169,7 +177,7 @@ impl Store {
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
         let found = self.lookup(key, now, sink).is_some();
-        self.count_lookup(found);
+        self.count_lookup(key, found);
         let len = match self.map.get(key).map(|entry| &entry.value) {
             None => 0,
             Some(Value::Str(value)) => value.len(),
@@ -195,8 +203,17 @@ impl Store {
         sink.record(WriteOp::MSet(&pairs));
         for (key, value) in pairs {
             self.upsert(&key, CompactBytes::new(&value), TtlUpdate::Clear);
+            self.notify(Class::String, "set", &key);
         }
         Reply::ok()
+    }
+
+    /// SET's events: `set`, then `expire` when it gave the key a TTL.
+    fn notify_set(&mut self, key: &[u8], ttl: TtlUpdate) {
+        self.notify(Class::String, "set", key);
+        if let TtlUpdate::At(_) = ttl {
+            self.notify(Class::Generic, "expire", key);
+        }
     }
 }
 

@@ -62,14 +62,15 @@ impl Value {
         }
     }
 
-    /// Bytes of payload held: a string's length, a collection's elements (and fields).
+    /// Bytes held: a string's length, a collection's elements (and fields) with each
+    /// element's fixed cost in its collection (see [`element_cost`]).
     pub fn payload_len(&self) -> usize {
         match self {
             Value::Str(bytes) => bytes.len(),
-            Value::List(list) => list.bytes,
-            Value::Hash(hash) => hash.bytes,
-            Value::Set(set) => set.bytes,
-            Value::ZSet(zset) => zset.bytes,
+            Value::List(list) => list.bytes + list.len() * element_cost::LIST,
+            Value::Hash(hash) => hash.bytes + hash.map.len() * element_cost::HASH,
+            Value::Set(set) => set.bytes + set.members.len() * element_cost::SET,
+            Value::ZSet(zset) => zset.bytes + zset.scores.len() * element_cost::ZSET,
         }
     }
 
@@ -83,6 +84,21 @@ impl Value {
             Value::ZSet(zset) => zset.scores.is_empty(),
         }
     }
+}
+
+/// What one element of a collection costs besides its bytes, estimated from the entry types:
+/// its slot in the collection's table (entry and control byte), or in a list's chunk (a
+/// length header), so memory figures grow with element counts as Redis's do.
+pub(crate) mod element_cost {
+    use std::mem::size_of;
+
+    use super::super::compact::CompactBytes;
+
+    pub const LIST: usize = 2;
+    pub const SET: usize = size_of::<CompactBytes>() + 1;
+    pub const HASH: usize = 2 * size_of::<CompactBytes>() + 1;
+    /// The member's table entry with its score, and its place in the score order.
+    pub const ZSET: usize = 2 * (size_of::<CompactBytes>() + size_of::<f64>()) + 1;
 }
 
 /// A hash (fields and values inline when short, see `compact.rs`): small ones in insertion

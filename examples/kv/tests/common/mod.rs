@@ -47,7 +47,7 @@ impl Server {
     }
 
     pub fn try_start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
-        Server::try_start_configured(args, env, |_| {})
+        Server::try_start_full(None, args, env, |_| {})
     }
 
     /// Start with `configure` applied to the command last (e.g. a `pre_exec` hook).
@@ -56,10 +56,28 @@ impl Server {
         env: &[(&str, &str)],
         configure: impl FnOnce(&mut Command),
     ) -> Result<Server, String> {
+        Server::try_start_full(None, args, env, configure)
+    }
+
+    /// Starts the server with a Redis configuration file (the first argument, as Redis takes
+    /// it), then `--port 0` and `args`.
+    pub fn try_start_with_config(config: &Path, args: &[&str]) -> Result<Server, String> {
+        Server::try_start_full(Some(config), args, &[], |_| {})
+    }
+
+    fn try_start_full(
+        config: Option<&Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
+    ) -> Result<Server, String> {
         let dir = TempDir::new("server");
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
         let mut command = Command::new(SERVER);
+        if let Some(config) = config {
+            command.arg(config);
+        }
         command
             .args(["--port", "0"])
             .args(args)

@@ -16,6 +16,9 @@ pub(super) struct ScriptHost {
     pub(super) result: RefCell<Option<Reply>>,
     /// When the current slice of running time began.
     pub(super) run_started: Cell<Instant>,
+    /// For client tracking: who ran the script, and its declared keys (remembered for the
+    /// caller once the script reads, as Redis does).
+    pub(super) caller: Option<crate::server::tracking::ScriptCaller>,
 }
 
 impl ScriptHost {
@@ -115,6 +118,15 @@ impl ScriptHost {
                 None,
             );
         }
+        if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
+            && !flags.contains(&"admin")
+            && !flags.contains(&"skip_monitor")
+        {
+            // As Redis shows a script's commands: after its EVAL or FCALL, from "lua".
+            let line =
+                crate::session::monitor_line(super::super::introspect::unix_us(), "lua", &args);
+            self.shard.feed_monitors(vec![line]);
+        }
         let command = match Command::parse(args) {
             Ok(command) => command,
             Err(error) => return (error.into(), None),
@@ -131,6 +143,11 @@ impl ScriptHost {
         }
         if let Err(refusal) = self.reach(suspend, &command) {
             return (refusal, None);
+        }
+        if flags.contains(&"readonly") {
+            if let Some(caller) = &self.caller {
+                self.shard.track_for_script(caller);
+            }
         }
         let reply = self.execute(suspend, command.clone());
         if writes && !reply.is_error() {

@@ -395,7 +395,11 @@ fn start(shard: Rc<Shard>, origin: Origin, prepared: Prepared) -> Option<Reply> 
         async move {
             let held = Rc::new(Held::new(shard.clone()));
             held.lock(&prepared.lock, None).await;
-            let reply = run_held(&shard, &held, prepared).await;
+            let caller = shard.script_caller(origin, &held, &prepared.keys);
+            let reply = run_held(&shard, &held, prepared, caller.clone()).await;
+            if let Some(caller) = caller {
+                shard.script_ended(&caller);
+            }
             held.release();
             reply
         }
@@ -423,7 +427,7 @@ pub(crate) async fn run_in_transaction(
         Ok(prepared) => prepared,
         Err(reply) => return reply,
     };
-    run_held(shard, held, prepared).await
+    run_held(shard, held, prepared, None).await
 }
 
 /// The shards a script run inside a transaction needs held (with the transaction's shard).
@@ -444,7 +448,12 @@ enum Suspend {
     Done(Reply),
 }
 
-async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Reply {
+async fn run_held(
+    shard: &Rc<Shard>,
+    held: &Rc<Held>,
+    prepared: Prepared,
+    caller: Option<crate::server::tracking::ScriptCaller>,
+) -> Reply {
     let scripting = &shard.shared.scripting;
     let generation = match scripting.cache.lock() {
         Ok(cache) => cache.generation,
@@ -479,6 +488,7 @@ async fn run_held(shard: &Rc<Shard>, held: &Rc<Held>, prepared: Prepared) -> Rep
         pending: RefCell::new(None),
         result: RefCell::new(None),
         run_started: Cell::new(Instant::now()),
+        caller,
     });
     let reply = drive(shard, &engine, &host, prepared).await;
     if info.busy.load(Ordering::Relaxed) {

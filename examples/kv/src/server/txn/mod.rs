@@ -198,16 +198,23 @@ impl Shard {
             }
             Command::Publish { channel, message } => Some(self.publish(&channel, &message)),
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
+            Command::ShardPubSub(request) => Some(self.shard_pubsub(origin, request)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::Introspect(request) => Some(self.run_introspect(request)),
             Command::Script(script) if script.op.runs_script() => {
                 super::script::run_here(self, origin, script)
             }
             // SCRIPT and FUNCTION subcommands queued in a transaction.
             Command::Script(script) => Some(super::script::admin_command(self, script)),
             Command::Client(ClientRequest::Broadcast(request)) => Some(self.clients_part(&request)),
+            Command::Client(ClientRequest::Track(keys)) => {
+                self.track_keys(origin, &keys);
+                Some(Reply::ok())
+            }
             Command::ConfigResetStat => {
                 // Every shard resets the shared counters too: idempotent.
                 self.shared.reset_stats();
+                self.reset_introspection();
                 self.execute(origin, Command::ConfigResetStat, now)
             }
             command => self.execute(origin, command, now),

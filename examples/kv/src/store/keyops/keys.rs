@@ -1,20 +1,15 @@
-//! RENAME, RENAMENX, COPY, KEYS, SCAN, RANDOMKEY and OBJECT ENCODING.
+//! RENAME, RENAMENX, COPY, KEYS, SCAN, RANDOMKEY, OBJECT and MEMORY USAGE.
 
 use bytes::Bytes;
 
 use super::Cx;
 use crate::change::ChangeSink;
-use crate::command::{CommandError, KeyOp};
+use crate::command::{CommandError, KeyOp, KeyOp as Op};
 use crate::glob::glob_match;
+use crate::notify::Class;
 use crate::reply::Reply;
 use crate::store::compact::CompactBytes;
 use crate::store::types::args::{int, is};
-use crate::store::value::Value;
-
-/// Collection encodings Redis 7.0 reports while a collection is small.
-const SMALL_ENTRIES: usize = 128;
-const SMALL_VALUE: usize = 64;
-const INTSET_ENTRIES: usize = 512;
 
 impl<S: ChangeSink> Cx<'_, S> {
     /// Port of Redis 7.0's `renameGenericCommand`; logged as `RENAME src dst`, which replays
@@ -40,6 +35,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             self.store
                 .insert_new(CompactBytes::new(dst), entry.value, at);
         }
+        self.store.notify(Class::Generic, "rename_from", src);
+        self.store.notify(Class::Generic, "rename_to", dst);
         Ok(done)
     }
 
@@ -74,7 +71,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             ));
         }
         let live = self.store.is_live(src, self.now, self.sink);
-        self.store.count_lookup(live);
+        self.store.count_lookup(src, live);
         if !live {
             return Ok(Reply::Integer(0));
         }
@@ -96,6 +93,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if let Some((value, at)) = copied {
             self.store.insert_new(CompactBytes::new(dst), value, at);
         }
+        self.store.notify(Class::Generic, "copy_to", dst);
         Ok(Reply::Integer(1))
     }
 
@@ -190,55 +188,66 @@ impl<S: ChangeSink> Cx<'_, S> {
         Reply::NullBulk
     }
 
-    /// OBJECT ENCODING: the name Redis 7.0 would report for a value of this size and content.
-    pub fn object_encoding(&mut self, a: &[Bytes]) -> Reply {
-        let Some(value) = self.store.lookup(&a[0], self.now, self.sink) else {
-            return Reply::NullBulk;
+    /// OBJECT ENCODING / REFCOUNT / FREQ / IDLETIME and MEMORY USAGE of one key (nil when
+    /// it does not exist), with Redis 7.0's errors for the policy-dependent ones.
+    pub fn object(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        if self.op == Op::MemoryUsage {
+            memory_usage_options(&a[1..])?;
+        }
+        // Lazy expiry first (it logs the removal), then a look at the entry itself.
+        if self.store.lookup(&a[0], self.now, self.sink).is_none() {
+            return Ok(Reply::NullBulk);
+        }
+        let Some(entry) = self.store.map.get(&a[0]) else {
+            return Ok(Reply::NullBulk);
         };
-        Reply::Bulk(Bytes::from_static(encoding(value).as_bytes()))
+        let store = &*self.store;
+        Ok(match self.op {
+            Op::ObjectEncoding => Reply::Bulk(Bytes::from_static(
+                store.encoding_of(&entry.value).as_bytes(),
+            )),
+            Op::ObjectRefCount => Reply::Integer(store.refcount_of(&entry.value)),
+            Op::ObjectIdleTime => {
+                match store.idle_seconds(entry, self.now) {
+                    Some(idle) => Reply::Integer(idle),
+                    None => return Err(CommandError::Text(
+                        "ERR An LFU maxmemory policy is selected, idle time not tracked. Please \
+                         note that when switching between policies at runtime LRU and LFU data \
+                         will take some time to adjust."
+                            .into(),
+                    )),
+                }
+            }
+            Op::ObjectFreq => match store.frequency(entry) {
+                Some(freq) => Reply::Integer(freq),
+                None => {
+                    return Err(CommandError::Text(
+                        "ERR An LFU maxmemory policy is not selected, access frequency not \
+                         tracked. Please note that when switching between policies at runtime \
+                         LRU and LFU data will take some time to adjust."
+                            .into(),
+                    ))
+                }
+            },
+            _ => Reply::Integer(store.memory_usage(&a[0], &entry.value)),
+        })
     }
 }
 
-fn encoding(value: &Value) -> &'static str {
-    match value {
-        Value::Str(bytes) if bytes.len() <= 20 && crate::number::parse_i64(bytes).is_some() => {
-            "int"
-        }
-        Value::Str(bytes) if bytes.len() <= 44 => "embstr",
-        Value::Str(_) => "raw",
-        Value::List(_) => "quicklist",
-        Value::Hash(hash) => {
-            let sizes = hash.map.iter().flat_map(|(f, v)| [f.len(), v.len()]);
-            // Once a table, always one (Redis never converts a dict back).
-            if hash.map.is_small() && small(hash.map.len(), sizes) {
-                "listpack"
-            } else {
-                "hashtable"
+/// MEMORY USAGE's `[SAMPLES count]` (the estimate here counts every element anyway).
+fn memory_usage_options(options: &[Bytes]) -> Result<(), CommandError> {
+    let mut i = 0;
+    while i < options.len() {
+        if options[i].eq_ignore_ascii_case(b"samples") && i + 1 < options.len() {
+            match crate::number::parse_i64(&options[i + 1]) {
+                Some(n) if n >= 0 => {}
+                Some(_) => return Err(CommandError::Syntax),
+                None => return Err(CommandError::NotAnInteger),
             }
-        }
-        Value::Set(set) => {
-            let ints = set.len() <= INTSET_ENTRIES
-                && set.iter().all(|m| crate::number::parse_i64(m).is_some());
-            if ints {
-                "intset"
-            } else {
-                "hashtable"
-            }
-        }
-        Value::ZSet(zset) => {
-            if small(
-                zset.scores.len(),
-                zset.scores.iter().map(|(member, _)| member.len()),
-            ) {
-                "listpack"
-            } else {
-                "skiplist"
-            }
+            i += 2;
+        } else {
+            return Err(CommandError::Syntax);
         }
     }
-}
-
-/// Whether a collection still has Redis's compact encoding.
-fn small(entries: usize, mut sizes: impl Iterator<Item = usize>) -> bool {
-    entries <= SMALL_ENTRIES && sizes.all(|size| size <= SMALL_VALUE)
+    Ok(())
 }

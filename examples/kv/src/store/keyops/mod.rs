@@ -39,14 +39,27 @@ impl Store {
             Op::IncrByFloat => cx.incrbyfloat(a),
             Op::MSetNx => cx.msetnx(a),
             Op::ExpireTime | Op::PExpireTime => cx.expiretime(a),
-            Op::Touch => Ok(cx.store.exists(a, now, cx.sink)),
+            // A read of each key: it counts as a use of it (EXISTS does not).
+            Op::Touch => Ok(Reply::Integer(
+                a.iter()
+                    .filter(|key| {
+                        let live = cx.store.lookup(key, now, cx.sink).is_some();
+                        cx.store.count_lookup(key, live);
+                        live
+                    })
+                    .count() as i64,
+            )),
             Op::Unlink => Ok(cx.store.del(args, now, cx.sink)),
             Op::Rename | Op::RenameNx => cx.rename(a),
             Op::Copy => cx.copy(a),
             Op::Keys => Ok(cx.keys(a)),
             Op::Scan => cx.scan(a),
             Op::RandomKey => Ok(cx.random_key()),
-            Op::ObjectEncoding => Ok(cx.object_encoding(a)),
+            Op::ObjectEncoding
+            | Op::ObjectRefCount
+            | Op::ObjectFreq
+            | Op::ObjectIdleTime
+            | Op::MemoryUsage => cx.object(a),
             Op::ObjectHelp => Ok(object_help()),
             // Parsed into FLUSHALL; never reaches a store as a KeyOp.
             Op::FlushDb => Err(CommandError::NotShardCommand { command: "flushdb" }),
@@ -80,6 +93,15 @@ fn object_help() -> Reply {
             "ENCODING <key>",
             "    Return the kind of internal representation used in order to store the value",
             "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
             "HELP",
             "    Prints this help.",
         ]

@@ -6,6 +6,7 @@ use bytes::{Bytes, BytesMut};
 use super::Cx;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, KeyOp, SetCommand, SetCondition, SetExpiry};
+use crate::notify::Class;
 use crate::reply::Reply;
 use crate::store::keyspace::TtlUpdate;
 use crate::store::types::args::{format_human, int, is, parse_float};
@@ -66,6 +67,8 @@ impl<S: ChangeSink> Cx<'_, S> {
         });
         self.store
             .upsert(&a[0], Bytes::copy_from_slice(&a[2]), TtlUpdate::At(at));
+        self.store.notify(Class::String, "set", &a[0]);
+        self.store.notify(Class::Generic, "expire", &a[0]);
         Ok(Reply::ok())
     }
 
@@ -128,9 +131,11 @@ impl<S: ChangeSink> Cx<'_, S> {
                     at_ms: at,
                 });
                 self.store.set_expiry(&a[0], at);
+                self.store.notify(Class::Generic, "expire", &a[0]);
             }
             None if option == GetExOption::Persist && self.store.clear_expiry(&a[0]) => {
                 self.sink.record(WriteOp::Persist { key: &a[0] });
+                self.store.notify(Class::Generic, "persist", &a[0]);
             }
             None => {}
         }
@@ -192,6 +197,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         });
         let len = value.len() as i64;
         self.store.upsert(&a[0], value, TtlUpdate::Keep);
+        self.store.notify(Class::String, "setrange", &a[0]);
         Ok(Reply::Integer(len))
     }
 
@@ -218,6 +224,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             ttl: LoggedTtl::Keep,
         });
         self.store.upsert(&a[0], value.clone(), TtlUpdate::Keep);
+        self.store.notify(Class::String, "incrbyfloat", &a[0]);
         Ok(Reply::Bulk(value))
     }
 
@@ -239,7 +246,7 @@ impl<S: ChangeSink> Cx<'_, S> {
     /// EXPIRETIME and PEXPIRETIME: the absolute expiry, -1 without one, -2 without the key.
     pub fn expiretime(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let live = self.store.is_live(&a[0], self.now, self.sink);
-        self.store.count_lookup(live);
+        self.store.count_lookup(&a[0], live);
         if !live {
             return Ok(Reply::Integer(-2));
         }

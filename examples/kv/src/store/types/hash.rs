@@ -45,6 +45,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             })?
             .unwrap_or(0);
         self.log("hset", a);
+        self.event("hset", &a[0]);
         Ok(match self.op {
             Op::HMSet => Reply::ok(),
             _ => Reply::Integer(added as i64),
@@ -61,6 +62,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(false);
         if added {
             self.log("hset", a);
+            self.event("hset", &a[0]);
         }
         Ok(Reply::Integer(i64::from(added)))
     }
@@ -119,6 +121,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("hdel", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -157,6 +160,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .checked_add(delta)
             .ok_or(CommandError::IncrementOverflow)?;
         self.set_field(a, format_i64(updated))?;
+        self.event("hincrby", &a[0]);
         Ok(Reply::Integer(updated))
     }
 
@@ -179,6 +183,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
         let text = format_human(updated);
         self.set_field(a, text.clone())?;
+        self.event("hincrbyfloat", &a[0]);
         Ok(Reply::Bulk(text))
     }
 
@@ -198,12 +203,16 @@ impl<S: ChangeSink> Cx<'_, S> {
     }
 
     pub fn hrandfield(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
-        let count = a.get(1).map(|n| int(n)).transpose()?;
+        let count = a.get(1).map(|n| random_count(n)).transpose()?;
         let with_values = match a.get(2) {
             None => false,
             Some(option) if is(option, "withvalues") && a.len() == 3 => true,
             Some(_) => return Err(CommandError::Syntax),
         };
+        if with_values && count.is_some_and(|n| !(-i64::MAX / 2..=i64::MAX / 2).contains(&n)) {
+            // Two items per pick.
+            return Err(CommandError::Text("ERR value is out of range".into()));
+        }
         let value = self.store.view(&a[0], HASH, self.now, self.sink)?;
         let Some(hash) = hash_ref(value) else {
             return Ok(match count {
@@ -251,6 +260,19 @@ impl<S: ChangeSink> Cx<'_, S> {
             }
         });
         Ok(scan::reply(next, items))
+    }
+}
+
+/// HRANDFIELD / SRANDMEMBER / ZRANDMEMBER's count, in Redis's range (`LONG_MIN` is out: its
+/// magnitude is not a count).
+pub(super) fn random_count(arg: &[u8]) -> Result<i64, CommandError> {
+    match int(arg)? {
+        i64::MIN => Err(CommandError::Text(
+            "ERR value is out of range, value must between -9223372036854775807 and \
+             9223372036854775807"
+                .into(),
+        )),
+        n => Ok(n),
     }
 }
 

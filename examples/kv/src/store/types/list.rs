@@ -71,6 +71,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             None => Ok(Reply::Integer(0)),
             Some(len) => {
                 self.log_as_written(a);
+                self.event(if left { "lpush" } else { "rpush" }, &a[0]);
                 Ok(Reply::Integer(len as i64))
             }
         }
@@ -105,6 +106,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if !popped.is_empty() {
             let logged = [a[0].clone(), Bytes::from(popped.len().to_string())];
             self.log(self.op.name(), &logged);
+            self.event(self.op.name(), &a[0]);
         }
         Ok(match count {
             Some(_) => Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
@@ -137,6 +139,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 })?;
             if let Some(Some(item)) = item {
                 self.log(name, std::slice::from_ref(key));
+                self.event(name, key);
                 return Ok(Reply::Array(vec![
                     Reply::Bulk(key.clone()),
                     Reply::Bulk(item),
@@ -177,6 +180,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 continue;
             }
             self.log(name, &[key.clone(), Bytes::from(popped.len().to_string())]);
+            self.event(name, key);
             return Ok(Reply::Array(vec![
                 Reply::Bulk(key.clone()),
                 Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
@@ -249,6 +253,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             Some(false) => Err(CommandError::Text("ERR index out of range".into())),
             Some(true) => {
                 self.log_as_written(a);
+                self.event("lset", &a[0]);
                 Ok(Reply::ok())
             }
         }
@@ -275,6 +280,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let result = result.unwrap_or(0);
         if result > 0 {
             self.log_as_written(a);
+            self.event("linsert", &a[0]);
         }
         Ok(Reply::Integer(result))
     }
@@ -312,6 +318,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("lrem", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -329,6 +336,10 @@ impl<S: ChangeSink> Cx<'_, S> {
             })?;
         if changed == Some(true) {
             self.log_as_written(a);
+        }
+        // Redis sends it whenever the list exists, trimmed or not.
+        if changed.is_some() {
+            self.event("ltrim", &a[0]);
         }
         Ok(Reply::ok())
     }
@@ -459,6 +470,9 @@ impl<S: ChangeSink> Cx<'_, S> {
                 }
             })?;
         self.log(logged.0, logged.1);
+        // Redis's order: the push on the destination, then the pop on the source.
+        self.event(if to == End::Left { "lpush" } else { "rpush" }, &a[1]);
+        self.event(if from == End::Left { "lpop" } else { "rpop" }, &a[0]);
         Ok(Reply::Bulk(item))
     }
 }

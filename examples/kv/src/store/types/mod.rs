@@ -128,6 +128,13 @@ impl<S: ChangeSink> Cx<'_, S> {
         });
     }
 
+    /// The keyspace event of this command's change to `key`, of the class of the key's type,
+    /// then the `del` Redis sends when the change emptied the collection.
+    pub fn event(&mut self, name: &'static str, key: &[u8]) {
+        self.store.notify(self.op.event_class(), name, key);
+        self.store.notify_emptied(key);
+    }
+
     pub fn check(&mut self, key: &[u8], kind: ValueType) -> Result<(), CommandError> {
         self.store.check_type(key, kind, self.now, self.sink)
     }

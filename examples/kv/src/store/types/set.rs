@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::args::{int, optional_count};
+use super::args::optional_count;
 use super::hash::random_indexes;
 use super::{scan, Cx};
 use crate::change::ChangeSink;
@@ -56,6 +56,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if added > 0 {
             self.log_as_written(a);
+            self.event("sadd", &a[0]);
         }
         Ok(Reply::Integer(added as i64))
     }
@@ -70,6 +71,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("srem", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -130,6 +132,9 @@ impl<S: ChangeSink> Cx<'_, S> {
         for member in &popped {
             self.log("srem", &[a[0].clone(), member.clone()]);
         }
+        if !popped.is_empty() {
+            self.event("spop", &a[0]);
+        }
         Ok(match count {
             Some(_) => bulks(popped),
             None => Reply::bulk_or_null(popped.into_iter().next()),
@@ -140,13 +145,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         if a.len() > 2 {
             return Err(CommandError::Syntax);
         }
-        let count = a.get(1).map(|n| int(n)).transpose()?;
-        if count == Some(i64::MIN) {
-            // Its absolute value does not fit: Redis's range check.
-            return Err(CommandError::Text(
-                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into(),
-            ));
-        }
+        let count = a.get(1).map(|n| super::hash::random_count(n)).transpose()?;
         let value = self.store.view(&a[0], SET, self.now, self.sink)?;
         let Some(set) = set_ref(value) else {
             return Ok(match count {
@@ -179,11 +178,13 @@ impl<S: ChangeSink> Cx<'_, S> {
             .update(src, SET, false, self.now, self.sink, |v| {
                 set(v).remove(member)
             })?;
+        self.event("srem", src);
         let added = self
             .store
             .update(dst, SET, true, self.now, self.sink, |v| {
                 set(v).insert(own(member))
             })?;
+        self.event("sadd", dst);
         if added.unwrap_or(true) {
             self.log_as_written(a);
         } else {
@@ -255,7 +256,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let how = self.how();
         let members = self.algebra(how, &a[1..])?;
         let count = members.len();
-        self.store.remove(&a[0]);
+        let existed = self.store.remove(&a[0]).is_some();
         if count > 0 {
             let mut result = Set::default();
             for member in members {
@@ -263,6 +264,10 @@ impl<S: ChangeSink> Cx<'_, S> {
             }
             self.store
                 .insert_new(CompactBytes::new(&a[0]), Value::Set(Box::new(result)), None);
+            self.event(self.op.name(), &a[0]);
+        } else if existed {
+            self.store
+                .notify(crate::notify::Class::Generic, "del", &a[0]);
         }
         // Deterministic given the sources, which replay has in the same state.
         self.log_as_written(a);

@@ -419,6 +419,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let (added, changed, incr_result) = outcome;
         if added + changed > 0 {
             self.log_as_written(a);
+            self.event(if incr { "zincr" } else { "zadd" }, &a[0]);
         }
         Ok(if incr {
             incr_result.map_or(Reply::NullBulk, |s| Reply::Bulk(format_double(s)))
@@ -442,6 +443,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             })?
             .unwrap_or(Ok(0.0))?;
         self.log_as_written(a);
+        self.event("zincr", &a[0]);
         Ok(Reply::Bulk(format_double(result)))
     }
 
@@ -455,6 +457,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or(0);
         if removed > 0 {
             self.log_as_written(a);
+            self.event("zrem", &a[0]);
         }
         Ok(Reply::Integer(removed as i64))
     }
@@ -595,7 +598,7 @@ impl<S: ChangeSink> Cx<'_, S> {
     /// to the same result from the same sources.
     fn store_result(&mut self, a: &[Bytes], pairs: Vec<(Bytes, f64)>) -> Reply {
         let count = pairs.len();
-        self.store.remove(&a[0]);
+        let existed = self.store.remove(&a[0]).is_some();
         if count > 0 {
             let mut result = ZSet::default();
             for (member, score) in pairs {
@@ -606,6 +609,10 @@ impl<S: ChangeSink> Cx<'_, S> {
                 Value::ZSet(Box::new(result)),
                 None,
             );
+            self.event(self.op.name(), &a[0]);
+        } else if existed {
+            self.store
+                .notify(crate::notify::Class::Generic, "del", &a[0]);
         }
         self.log_as_written(a);
         Reply::Integer(count as i64)
@@ -650,6 +657,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             .unwrap_or_default();
         if !popped.is_empty() {
             self.log_as_written(a);
+            self.event(self.op.name(), &a[0]);
         }
         Ok(pairs_reply(popped, true))
     }

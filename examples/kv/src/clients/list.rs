@@ -24,6 +24,7 @@ pub struct ClientLine {
     pub flags: ClientFlags,
     pub sub: usize,
     pub psub: usize,
+    pub ssub: usize,
     /// Commands queued since MULTI; -1 outside MULTI.
     pub multi: i64,
     /// Unparsed input, and the input buffer's free space.
@@ -39,6 +40,8 @@ pub struct ClientLine {
     pub resp: u8,
     pub lib_name: Bytes,
     pub lib_ver: Bytes,
+    /// CLIENT TRACKING's redirect: -1 when tracking is off, 0 for none.
+    pub redir: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,6 +54,12 @@ pub struct ClientFlags {
     pub blocked: bool,
     /// `e`: CLIENT NO-EVICT on.
     pub no_evict: bool,
+    /// `O`: in MONITOR mode.
+    pub monitor: bool,
+    /// `t`, `R`, `B`: CLIENT TRACKING on, its redirect broken, in BCAST mode.
+    pub tracking: bool,
+    pub broken_redirect: bool,
+    pub bcast: bool,
 }
 
 impl ClientFlags {
@@ -58,9 +67,13 @@ impl ClientFlags {
     fn letters(self) -> String {
         let mut out = String::new();
         for (on, letter) in [
+            (self.monitor, 'O'),
             (self.pubsub, 'P'),
             (self.multi, 'x'),
             (self.blocked, 'b'),
+            (self.tracking, 't'),
+            (self.broken_redirect, 'R'),
+            (self.bcast, 'B'),
             (self.no_evict, 'e'),
         ] {
             if on {
@@ -90,8 +103,8 @@ impl ClientLine {
         let _ = write!(
             out,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} \
-             ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
-             oll=0 omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} \
+             ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
+             oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} \
              lib-name={} lib-ver={}",
             self.id,
             self.addr,
@@ -103,6 +116,7 @@ impl ClientLine {
             self.flags.letters(),
             self.sub,
             self.psub,
+            self.ssub,
             self.multi,
             self.qbuf,
             self.qbuf_free,
@@ -112,6 +126,7 @@ impl ClientLine {
             self.tot_mem,
             if self.omem > 0 { "rw" } else { "r" },
             self.cmd.unwrap_or("NULL"),
+            self.redir,
             self.resp,
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_ver),
@@ -338,6 +353,7 @@ mod tests {
             fd: 8,
             multi: -1,
             resp: 2,
+            redir: -1,
             ..ClientLine::default()
         }
     }
