@@ -14,12 +14,23 @@ use crate::shard::context;
 
 /// Limits for one round of one connection. `None` means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Budget {
+    /// Messages handed up per round, at most.
     pub max_messages: Option<u32>,
+    /// Bytes handed up per round, at most (a message that crosses it still completes).
     pub max_bytes: Option<usize>,
 }
 
 impl Budget {
+    /// A budget of these limits (`None`: unlimited).
+    pub const fn new(max_messages: Option<u32>, max_bytes: Option<usize>) -> Budget {
+        Budget {
+            max_messages,
+            max_bytes,
+        }
+    }
+
     pub const UNLIMITED: Budget = Budget {
         max_messages: None,
         max_bytes: None,

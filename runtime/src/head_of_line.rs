@@ -71,6 +71,7 @@ impl HeadOfLine {
 
 /// A point-in-time copy of a [`HeadOfLine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeadOfLineSnapshot {
     buckets: Vec<u64>,
     pub count: u64,

@@ -231,6 +231,7 @@ pub fn escape_label(value: &str) -> String {
 
 /// What a family of metrics is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MetricType {
     /// Only goes up.
     Counter,

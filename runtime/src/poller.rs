@@ -13,6 +13,7 @@ use crate::shard::{ShardId, ShardStats};
 
 /// What one call to [`Poller::poll`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PollOutcome {
     /// Nothing to do.
     Idle,

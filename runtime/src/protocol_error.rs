@@ -63,6 +63,7 @@ crate::shard_local! {
 
 /// What to do with one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Sample {
     /// Log it; `suppressed` events were left out since the last line logged.
     Log { suppressed: u64 },

@@ -130,6 +130,7 @@ impl Drop for Sleep {
 
 /// The deadline passed before the future completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Elapsed;
 
 impl fmt::Display for Elapsed {

@@ -18,7 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use corewire_runtime::ShardId;
 
-pub use client::{CallBuilder, Client, ClientError, ClientOptions};
+pub use client::{CallBuilder, Client, ClientError, ClientOptions, DisconnectCause};
 pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
@@ -66,6 +66,7 @@ impl Response {
 
 /// How a method answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MethodKind {
     /// One reply ([`Service::call`]).
     Unary,
@@ -76,6 +77,7 @@ pub enum MethodKind {
 /// A method as transports that address methods by name (gRPC) see it. Generated code lists
 /// them in [`Service::METHODS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MethodInfo {
     /// The full gRPC name, `/package.Service/Method`.
     pub name: &'static str,
@@ -146,6 +148,7 @@ pub trait Service: 'static {
 
 /// What [`Service::call_now`] did with a request.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum CallNow {
     /// Answered: the reply is queued at once.
     Done(Result<Response, Status>),

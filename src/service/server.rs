@@ -21,6 +21,7 @@ use super::Service;
 
 /// Per-connection server settings.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ServerOptions {
     /// Requests running at once on one connection, each counted until its reply is queued;
     /// while they are all running the server reads nothing more from the connection
@@ -159,10 +160,7 @@ impl Server {
     ) -> Result<ListenerHandle, L::Error> {
         let server = self.clone();
         let options = self.options();
-        let settings = ConnSettings {
-            limits: options.limits,
-            max_queued_bytes: options.max_queued_bytes,
-        };
+        let settings = ConnSettings::new(options.limits, options.max_queued_bytes);
         let head_of_line = Arc::new(HeadOfLine::new());
         let recorder = head_of_line.clone();
         let handle = listener.listen(rt, settings, move |conn| {

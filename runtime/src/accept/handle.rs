@@ -68,11 +68,27 @@ impl ListenerHandle {
     }
 
     /// Stop accepting (listeners close; open connections carry on) and wait for the accept
-    /// loops to end. Call from outside the shards.
+    /// loops to end, blocking this thread.
+    ///
+    /// # Panics
+    /// On a shard thread (see [`assert_can_block`](crate::assert_can_block)): there, await
+    /// [`stop_async`](ListenerHandle::stop_async).
+    #[track_caller]
     pub fn stop(self) {
+        crate::assert_can_block("ListenerHandle::stop");
         self.stop.stop();
         for a in self.acceptors {
-            let _ = a.wait();
+            let _ = a.wait_unchecked();
+        }
+    }
+
+    /// [`stop`](ListenerHandle::stop) for async code: stop accepting and wait, without
+    /// blocking the thread, for the accept loops to end. Works on a shard, the listener's own
+    /// included.
+    pub async fn stop_async(self) {
+        self.stop.stop();
+        for a in self.acceptors {
+            let _ = a.await;
         }
     }
 }

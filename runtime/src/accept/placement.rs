@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::shard::ShardId;
 
 /// What a placement policy may look at.
+#[non_exhaustive]
 pub struct PlacementInput<'a> {
     pub peer: Option<SocketAddr>,
     /// The shard that accepted the connection.
@@ -20,6 +21,7 @@ pub type PlacementFn = Arc<dyn Fn(&PlacementInput<'_>) -> ShardId + Send + Sync>
 
 /// The policy of an accept handoff (Seastar's load-balancing choices, plus a user function).
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Placement {
     /// The shard with the fewest open connections of this server (ties rotate).
     #[default]

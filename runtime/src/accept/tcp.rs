@@ -18,6 +18,7 @@ use crate::{spawn_local, Runtime};
 
 /// How connections reach shards.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AcceptMode {
     ReusePort,
     Handoff {
@@ -37,6 +38,7 @@ impl AcceptMode {
 }
 
 /// A connection as its handler receives it, on the shard that will own it.
+#[non_exhaustive]
 pub struct Accepted {
     pub stream: TcpStream,
     pub peer: Option<SocketAddr>,

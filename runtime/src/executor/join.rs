@@ -10,6 +10,7 @@ use crate::shard::context;
 
 /// Why a task produced no output.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JoinError {
     /// The task panicked, was aborted, or its shard shut down before it finished.
     Aborted,

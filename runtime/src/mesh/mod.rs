@@ -18,6 +18,7 @@ use crate::shard::{context, Message, ShardId, ShardRemote};
 
 /// Why a cross-shard call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MeshError {
     /// No shard with that id.
     NoSuchShard(ShardId),

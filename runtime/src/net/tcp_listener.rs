@@ -12,6 +12,7 @@ use crate::shard::context;
 
 /// How a listening socket is set up.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ListenOptions {
     /// SO_REUSEPORT: several shards bind the same address and the kernel spreads connections.
     pub reuse_port: bool,

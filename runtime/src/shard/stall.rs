@@ -20,6 +20,7 @@ use super::{ShardId, ShardStats};
 
 /// What held the shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StallSource {
     /// One poll of a task, spawned at this location.
     Task {
@@ -47,6 +48,7 @@ impl fmt::Display for StallSource {
 
 /// One stall: what held shard `shard`, and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StallReport {
     /// The shard that was held.
     pub shard: ShardId,

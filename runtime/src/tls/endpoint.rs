@@ -27,6 +27,7 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 256;
 const ALERT_GRACE: Duration = Duration::from_millis(100);
 
 /// A TLS connection as its handler receives it, handshake done, on the shard that owns it.
+#[non_exhaustive]
 pub struct TlsAccepted {
     pub stream: TlsStream,
     pub peer: Option<SocketAddr>,

@@ -2,6 +2,7 @@ use std::cell::Cell;
 
 /// Counters of one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnStats {
     /// Frames received.
     pub frames_in: u64,

@@ -7,6 +7,7 @@ use crate::frame::FrameLimits;
 
 /// How a shard learns about RDMA completions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PollerMode {
     /// Busy-poll the completion queue every loop iteration (the shard never sleeps). With
     /// `yield_when_idle`, an empty poll gives the CPU to other threads (brpc's
@@ -58,6 +59,7 @@ impl std::str::FromStr for PollerMode {
 
 /// Where a shard's connections receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReceiveQueues {
     /// One shared receive queue per shard and device (the default): `buffers` chunks of the
     /// pool stay posted for every connection together, refilled by the CQ poller (early, on
@@ -76,6 +78,7 @@ impl Default for ReceiveQueues {
 
 /// Settings of the RDMA transport on every shard.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RdmaConfig {
     pub mode: PollerMode,
     /// Data messages a peer may send before we return credits (with a shared receive queue,

@@ -19,6 +19,7 @@ pub struct CqSlots {
 
 /// A queue pair's queues do not fit in what is left of the CQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CqFull {
     pub wanted: u32,
     pub in_use: u32,

@@ -15,6 +15,7 @@ pub struct Handshake {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandshakeError {
     TooShort(usize),
     BadMagic,

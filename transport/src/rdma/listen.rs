@@ -21,6 +21,7 @@ use super::RdmaError;
 use crate::listen::{ConnSettings, Listener};
 
 /// A new connection, as its handler receives it on the shard that owns it.
+#[non_exhaustive]
 pub struct RdmaAccepted {
     pub conn: RdmaConnection,
     pub peer: Option<SocketAddr>,
@@ -84,7 +85,7 @@ impl RdmaEndpoint {
         let addr = match ready_rx.recv() {
             Ok(Ok(bound)) => bound,
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(RdmaError::Connect("the acceptor shard stopped".into())),
+            Err(_) => return Err(RdmaError::connect("the acceptor shard stopped")),
         };
         tracing::info!(%addr, "rdma listener ready");
         Ok(ListenerHandle::new(
@@ -108,7 +109,7 @@ fn listen(addr: SocketAddr) -> Result<(CmId, Rc<EventQueue>), RdmaError> {
     if let Some(chosen) = &shard.selected.device {
         let bound = Context::from_cm_id(&id).map(|c| c.device_name());
         if bound.as_ref().is_ok_and(|name| name != chosen) {
-            return Err(RdmaError::Connect(format!(
+            return Err(RdmaError::connect(format!(
                 "{addr} is on RDMA device {:?}, not the chosen {chosen:?} (RdmaConfig::device)",
                 bound.unwrap_or_default()
             )));
@@ -212,12 +213,13 @@ async fn accept_on_this_shard<H, Fut>(
     let reply = reply.encode();
     // READs each way: no more than the peer offered to serve and to issue.
     let depths = core.read_depths_wanted().accept(offered);
-    let params = ConnParams {
-        private_data: &reply,
-        retry_count: shard.config().retry_count,
-        responder_resources: depths.responder_resources,
-        initiator_depth: depths.initiator_depth,
-        ..ConnParams::default()
+    let params = {
+        let mut o = ConnParams::default();
+        o.private_data = &reply;
+        o.retry_count = shard.config().retry_count;
+        o.responder_resources = depths.responder_resources;
+        o.initiator_depth = depths.initiator_depth;
+        o
     };
     if let Some(Err(e)) = super::connect::set_ack_timeout(&shard, &core) {
         core.fail(Failure::Setup(Setup::AckTimeout(e)));

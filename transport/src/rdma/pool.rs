@@ -30,6 +30,7 @@ pub struct BufferPool {
 }
 
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum PoolError {
     /// The pool reached its configured size.
     Exhausted { pool_bytes: usize },

@@ -21,6 +21,7 @@ use super::{PollerMode, RdmaConfig, RdmaError};
 
 /// Counters of a shard's RDMA transport (summed over the devices it uses).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RdmaStats {
     pub cq_polls: u64,
     pub completions: u64,
@@ -179,7 +180,7 @@ impl RdmaShard {
         let name = ctx.device_name();
         if let Some(chosen) = &self.selected.device {
             if *chosen != name {
-                return Err(RdmaError::Connect(format!(
+                return Err(RdmaError::connect(format!(
                     "rdma_cm resolved this connection to device {name:?}, not the chosen                      {chosen:?} (RdmaConfig::device): the peer is not reachable from it"
                 )));
             }
