@@ -40,7 +40,7 @@
 //! });
 //! assert_eq!(&reply.unwrap()[..], b"hi");
 //! ```
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 #[cfg(feature = "grpc")]
 pub mod grpc;

@@ -14,7 +14,7 @@
 //! });
 //! assert_eq!(answer.unwrap(), 42);
 //! ```
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod accept;
 mod block_guard;

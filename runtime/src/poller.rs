@@ -21,6 +21,7 @@ pub enum PollOutcome {
     Progress(usize),
 }
 
+/// Work a shard runs every loop iteration besides its tasks (a completion queue to poll, ...): see [`register_poller`].
 pub trait Poller {
     /// Shown in logs and traces.
     fn name(&self) -> &str;

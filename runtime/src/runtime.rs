@@ -205,6 +205,7 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Start the shards.
     pub fn build(mut self) -> io::Result<Runtime> {
         self.config.backend = driver::select(self.backend)?;
         let allowed = allowed_cpus();
@@ -284,10 +285,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A builder with the defaults.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
 
+    /// How many shards the runtime has.
     pub fn shard_count(&self) -> usize {
         self.shards.len()
     }
@@ -378,6 +381,7 @@ impl Runtime {
             .wait_unchecked()
     }
 
+    /// Each shard's counters now, in shard order.
     pub fn stats(&self) -> Vec<ShardStatsSnapshot> {
         self.shards.iter().map(|s| s.stats.snapshot()).collect()
     }

@@ -82,6 +82,7 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// When the sleep ends.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -189,6 +190,7 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// Wait for the next tick; returns when it was due.
     pub async fn tick(&mut self) -> Instant {
         (&mut self.sleep).await;
         let now = Instant::now();

@@ -101,6 +101,7 @@ impl ClientError {
     }
 }
 
+/// Settings of a [`Client`] (see [`Default`] for the values).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct ClientOptions {
@@ -108,6 +109,7 @@ pub struct ClientOptions {
     pub window: usize,
     /// Deadline of calls that set none (default: none).
     pub default_timeout: Option<Duration>,
+    /// Frame size limits of the connection.
     pub limits: FrameLimits,
     /// Where [`Client::connect_rdma_or_tcp`] connects over TCP when RDMA set-up fails
     /// (default: nowhere, the RDMA error is returned).
@@ -355,14 +357,17 @@ impl<C: Connection> Client<C> {
         self.inner().options.default_timeout
     }
 
+    /// Calls in flight now.
     pub fn in_flight(&self) -> usize {
         self.inner().calls.borrow().in_flight()
     }
 
+    /// Whether the connection is closed (calls fail with `Disconnected`).
     pub fn is_closed(&self) -> bool {
         self.inner().gone.borrow().is_some() || self.inner().conn.is_closed()
     }
 
+    /// The connection the client runs on.
     pub fn connection(&self) -> &C {
         &self.inner().conn
     }
@@ -699,16 +704,19 @@ pub struct CallBuilder<'a, C: Connection> {
 }
 
 impl<'a, C: Connection> CallBuilder<'a, C> {
+    /// The request's payload.
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.call.payload = payload.into();
         self
     }
 
+    /// The request's attachment (sent after the payload, without a copy where the transport can).
     pub fn attachment(mut self, attachment: impl Into<Bytes>) -> Self {
         self.call.attachment = attachment.into();
         self
     }
 
+    /// The call's deadline (the client's `default_timeout` otherwise).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.call.timeout = Some(timeout);
         self
@@ -719,6 +727,7 @@ impl<'a, C: Connection> CallBuilder<'a, C> {
         self.client.start_stream(self.call).await
     }
 
+    /// Send the call and wait for its reply.
     pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
         // The call future itself (see `Client::call`).
         self.client.start_call(self.call, std::convert::identity)

@@ -27,6 +27,7 @@ pub struct ServerOptions {
     /// while they are all running the server reads nothing more from the connection
     /// (default 1024).
     pub max_in_flight_per_conn: usize,
+    /// Frame size limits of each connection.
     pub limits: FrameLimits,
     /// Reply bytes queued per connection (a true bound): past it handlers wait to queue
     /// their replies and the server reads nothing more from the connection (default 4 MiB).
@@ -48,6 +49,7 @@ impl Default for ServerOptions {
     }
 }
 
+/// Builds a [`Server`]: its services and options.
 #[derive(Default)]
 pub struct ServerBuilder {
     registrations: Vec<Registration>,
@@ -65,6 +67,7 @@ impl ServerBuilder {
         self
     }
 
+    /// Per-connection settings (default: [`ServerOptions::default`]).
     pub fn options(mut self, options: ServerOptions) -> Self {
         self.options = options;
         self
@@ -121,10 +124,12 @@ corewire_runtime::shard_local! {
 }
 
 impl Server {
+    /// A builder: register services, then `build`.
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }
 
+    /// The server's per-connection settings.
     pub fn options(&self) -> ServerOptions {
         self.inner.options
     }

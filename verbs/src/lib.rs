@@ -60,7 +60,7 @@
 //! [`CmId::bind_addr`] → [`CmId::listen`] → on [`CmEventKind::ConnectRequest`] take the new
 //! id → [`Context::from_cm_id`], [`ProtectionDomain`], [`CompletionQueue`] →
 //! [`QueuePair::create`] → post receives → [`CmId::accept`] → `Established`.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 // Raw rdma-core (generated bindings, the loader, the header's inline calls): the safe layer
 // is the API; `load` and `Library` are re-exported below.

@@ -49,6 +49,7 @@ impl ListenerHandle {
         self.head_of_line.snapshot()
     }
 
+    /// The address the listener is bound to (with the port picked, for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -63,6 +64,7 @@ impl ListenerHandle {
         self.counts.placed()
     }
 
+    /// The listener's connection counts, shared (for transports that place connections).
     pub fn counts(&self) -> Arc<ConnCounts> {
         self.counts.clone()
     }

@@ -42,6 +42,7 @@ impl<T> JoinHandle<T> {
         context::with_executor(|e| e.abort(self.key));
     }
 
+    /// Whether the task has finished (its output is waiting for the handle).
     pub fn is_finished(&self) -> bool {
         self.state.borrow().result.is_some()
     }

@@ -142,6 +142,7 @@ enum SubmitState<T> {
     Failed(Option<MeshError>),
 }
 
+/// The future of [`submit_to`]: the output of the work run on the target shard.
 #[must_use = "futures do nothing unless awaited"]
 pub struct SubmitTo<T> {
     state: SubmitState<T>,

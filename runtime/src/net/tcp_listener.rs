@@ -16,6 +16,7 @@ use crate::shard::context;
 pub struct ListenOptions {
     /// SO_REUSEPORT: several shards bind the same address and the kernel spreads connections.
     pub reuse_port: bool,
+    /// The listen backlog.
     pub backlog: i32,
 }
 
@@ -66,6 +67,7 @@ impl TcpListener {
         })
     }
 
+    /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }

@@ -8,8 +8,6 @@
 //! number left unlogged, and passed to the [`on_stall`](crate::RuntimeBuilder::on_stall)
 //! hook if one is set.
 
-#![warn(missing_docs)]
-
 use std::cell::Cell;
 use std::fmt;
 use std::panic::Location;

@@ -21,8 +21,11 @@ pub struct CqSlots {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CqFull {
+    /// Entries the connection needs.
     pub wanted: u32,
+    /// Entries reserved by open connections.
     pub in_use: u32,
+    /// The queue's entries.
     pub capacity: u32,
 }
 

@@ -19,11 +19,14 @@ use crate::tcp::{ConnOptions, TcpConnection};
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct TcpFallback {
+    /// Where to connect over TCP.
     pub addr: SocketAddr,
+    /// The TCP connection's options.
     pub options: ConnOptions,
 }
 
 impl TcpFallback {
+    /// A fallback to `addr` with default options.
     pub fn new(addr: SocketAddr) -> TcpFallback {
         TcpFallback {
             addr,
@@ -37,7 +40,9 @@ impl TcpFallback {
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum RdmaOrTcp {
+    /// Over RDMA.
     Rdma(RdmaConnection),
+    /// Over TCP, after RDMA set-up failed.
     Tcp(TcpConnection),
 }
 
@@ -45,7 +50,9 @@ pub enum RdmaOrTcp {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct FallbackError {
+    /// Why RDMA failed.
     pub rdma: RdmaError,
+    /// Why TCP failed, when a fallback was tried.
     pub tcp: Option<TransportError>,
 }
 

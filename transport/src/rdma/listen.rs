@@ -23,8 +23,11 @@ use crate::listen::{ConnSettings, Listener};
 /// A new connection, as its handler receives it on the shard that owns it.
 #[non_exhaustive]
 pub struct RdmaAccepted {
+    /// The connection, on the shard it runs on.
     pub conn: RdmaConnection,
+    /// The peer's address, when known.
     pub peer: Option<SocketAddr>,
+    /// The shard the connection runs on.
     pub shard: ShardId,
 }
 
@@ -38,6 +41,7 @@ pub struct RdmaEndpoint {
 }
 
 impl RdmaEndpoint {
+    /// An endpoint at `addr`, accepting on shard 0.
     pub fn bind(addr: SocketAddr) -> RdmaEndpoint {
         RdmaEndpoint {
             addr,
@@ -46,11 +50,13 @@ impl RdmaEndpoint {
         }
     }
 
+    /// The shard that accepts (rdma_cm events arrive there).
     pub fn acceptor(mut self, shard: ShardId) -> Self {
         self.acceptor = shard;
         self
     }
 
+    /// Where accepted connections go (default: the shard with the fewest).
     pub fn placement(mut self, placement: Placement) -> Self {
         self.placement = placement;
         self

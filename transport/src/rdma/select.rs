@@ -39,7 +39,9 @@ pub struct Selected {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SelectError {
+    /// What was asked for.
     pub wanted: String,
+    /// The host's devices.
     pub present: Vec<DeviceInfo>,
 }
 
