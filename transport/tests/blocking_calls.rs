@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use corewire_runtime::Runtime;
-use corewire_transport::rdma::{self, PollerMode, RdmaConfig};
+use corewire_transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
 
 fn on_shard_panics(rt: &Arc<Runtime>, call: fn(&Runtime)) -> String {
     let inner = rt.clone();
@@ -22,7 +22,7 @@ fn on_shard_panics(rt: &Arc<Runtime>, call: fn(&Runtime)) -> String {
 #[test]
 fn runtime_wide_rdma_calls_panic_on_a_shard() {
     let rt = Arc::new(Runtime::builder().shards(2).pin(false).build().unwrap());
-    let calls: [(&str, fn(&Runtime)); 5] = [
+    let calls: [(&str, fn(&Runtime)); 6] = [
         ("rdma::install", |rt| {
             let _ = rdma::install(rt, RdmaConfig::default());
         }),
@@ -35,6 +35,10 @@ fn runtime_wide_rdma_calls_panic_on_a_shard() {
         ("rdma::uninstall", rdma::uninstall),
         ("rdma::tcp_fallbacks", |rt| {
             let _ = rdma::tcp_fallbacks(rt);
+        }),
+        ("RdmaEndpoint::serve", |rt| {
+            let addr = "127.0.0.1:0".parse().unwrap();
+            let _ = RdmaEndpoint::bind(addr).serve(rt, |_accepted| async {});
         }),
     ];
     for (name, call) in calls {

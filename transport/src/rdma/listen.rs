@@ -63,12 +63,19 @@ impl RdmaEndpoint {
     }
 
     /// Listen, and run `handler` for each established connection on its shard. The RDMA
-    /// transport must be installed on `rt` ([`super::install`]).
+    /// transport must be installed on `rt` ([`super::install`]). Blocks until the acceptor
+    /// shard listens.
+    ///
+    /// # Panics
+    /// On a shard thread, where waiting for the acceptor would stall the shard (and
+    /// deadlock when it is the acceptor).
+    #[track_caller]
     pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> Result<ListenerHandle, RdmaError>
     where
         H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = ()> + 'static,
     {
+        corewire_runtime::assert_can_block("RdmaEndpoint::serve");
         let handoff = Handoff::new(rt.shard_count(), Some(self.placement));
         let stop = Arc::new(StopSignal::default());
         let (handoff2, stop2, addr) = (handoff.clone(), stop.clone(), self.addr);
