@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use corewire::runtime::accept::Placement;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, ReceiveQueues};
+use corewire::transport::rdma::{self, RdmaEndpoint, ReceiveQueues};
 use corewire::{Client, ClientError, ClientOptions, Server, Service};
 use rdma_common::{polling, rdma_listen_addr, runtime, Echo};
 

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
-use corewire_transport::frame::FrameLimits;
 use rdma_common::{polling, rdma_listen_addr, setup, Echo};
 
 #[test]

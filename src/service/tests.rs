@@ -102,11 +102,10 @@ fn a_peer_that_never_reads_is_bounded_by_the_window_and_the_queue() {
     const REQUESTS: u64 = 100;
     let (started, sent, answered) = on_a_shard(|| async {
         let peer = serve(
-            {
-                let mut o = ServerOptions::default();
-                o.max_in_flight_per_conn = WINDOW;
-                o.max_queued_bytes = QUEUE;
-                o
+            ServerOptions {
+                max_in_flight_per_conn: WINDOW,
+                max_queued_bytes: QUEUE,
+                ..ServerOptions::default()
             },
             {
                 let mut o = MemOptions::default();
@@ -263,11 +262,13 @@ fn a_late_reply_to_a_dropped_call_never_reaches_the_call_after_it() {
     let (late_ignored, second, many, in_flight) = on_a_shard(|| async {
         let (ours, peer) = pair(MemOptions::default());
         // Window 1: every call uses the same slot.
-        let client = Client::new(ours, {
-            let mut o = ClientOptions::default();
-            o.window = 1;
-            o
-        });
+        let client = Client::new(
+            ours,
+            ClientOptions {
+                window: 1,
+                ..ClientOptions::default()
+            },
+        );
         let first = {
             let client = client.clone();
             spawn_local(async move { client.call(Test::ID, 0, Bytes::from_static(b"first")).await })

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use corewire_runtime::Runtime;
 use corewire_transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
 
+/// A blocking call under test, by the name its panic must give.
+type Call = (&'static str, fn(&Runtime));
+
 fn on_shard_panics(rt: &Arc<Runtime>, call: fn(&Runtime)) -> String {
     let inner = rt.clone();
     rt.run_on(0, move || async move {
@@ -22,7 +25,7 @@ fn on_shard_panics(rt: &Arc<Runtime>, call: fn(&Runtime)) -> String {
 #[test]
 fn runtime_wide_rdma_calls_panic_on_a_shard() {
     let rt = Arc::new(Runtime::builder().shards(2).pin(false).build().unwrap());
-    let calls: [(&str, fn(&Runtime)); 6] = [
+    let calls: [Call; 6] = [
         ("rdma::install", |rt| {
             let _ = rdma::install(rt, RdmaConfig::default());
         }),
