@@ -49,7 +49,7 @@ const W_BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 
 macro_rules! typed_ops {
-    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident;)*) => {
+    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident $(($at:literal))?;)*) => {
         /// One variant per command name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum TypedOp { $($op,)* }
@@ -65,12 +65,12 @@ macro_rules! typed_ops {
             }
 
             fn shape(self) -> KeyShape {
-                match self { $(TypedOp::$op => KeyShape::$shape,)* }
+                match self { $(TypedOp::$op => KeyShape::$shape $(($at))?,)* }
             }
         }
 
         pub(crate) static TYPED_COMMANDS: &[CommandSpec] = &[
-            $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape)),)*
+            $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape $(($at))?)),)*
         ];
     };
 }
@@ -170,6 +170,16 @@ typed_ops! {
     ZUnionStore "zunionstore" -4 WD_MOVABLE DestCounted;
     ZInterStore "zinterstore" -4 WD_MOVABLE DestCounted;
     ZScan "zscan" -3 RO One;
+    ZRemRangeByScore "zremrangebyscore" 4 W One;
+    ZRemRangeByRank "zremrangebyrank" 4 W One;
+    ZRemRangeByLex "zremrangebylex" 4 W One;
+    ZRandMember "zrandmember" -2 RO One;
+    ZUnion "zunion" -3 RO_MOVABLE Counted;
+    ZInter "zinter" -3 RO_MOVABLE Counted;
+    ZDiff "zdiff" -3 RO_MOVABLE Counted;
+    ZDiffStore "zdiffstore" -4 WD_MOVABLE DestCounted;
+    ZInterCard "zintercard" -3 RO_MOVABLE Counted;
+    ZMPop "zmpop" -4 W_MOVABLE Counted;
 }
 
 /// Which end LMPOP / BLMPOP pop from.
@@ -190,6 +200,20 @@ pub struct MPopArgs<'a> {
 }
 
 pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
+    mpop_parse(a, (b"left", b"right"))
+}
+
+/// ZMPOP's `numkeys key... MIN|MAX [COUNT count]` (BZMPOP's after its timeout), checked as
+/// LMPOP's (Redis 7.0's `zmpopGenericCommand` has the same order and wording); MIN is
+/// [`ListEnd::Left`].
+pub fn zmpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
+    mpop_parse(a, (b"min", b"max"))
+}
+
+fn mpop_parse<'a>(
+    a: &'a [Bytes],
+    (first, second): (&[u8], &[u8]),
+) -> Result<MPopArgs<'a>, super::CommandError> {
     use super::CommandError;
     let numkeys = a
         .first()
@@ -201,9 +225,9 @@ pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
     let Some(end_at) = end_at else {
         return Err(CommandError::Syntax);
     };
-    let end = if a[end_at].eq_ignore_ascii_case(b"left") {
+    let end = if a[end_at].eq_ignore_ascii_case(first) {
         ListEnd::Left
-    } else if a[end_at].eq_ignore_ascii_case(b"right") {
+    } else if a[end_at].eq_ignore_ascii_case(second) {
         ListEnd::Right
     } else {
         return Err(CommandError::Syntax);
@@ -229,8 +253,13 @@ pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
     })
 }
 
-fn mpop_keys(args: &[Bytes]) -> Vec<&[u8]> {
-    mpop_args(args).map_or_else(
+fn mpop_keys(args: &[Bytes], zset: bool) -> Vec<&[u8]> {
+    let parsed = if zset {
+        zmpop_args(args)
+    } else {
+        mpop_args(args)
+    };
+    parsed.map_or_else(
         |_| Vec::new(),
         |mpop| mpop.keys.iter().map(|k| &k[..]).collect(),
     )
@@ -328,8 +357,9 @@ impl TypedCommand {
                 .map(|k| &k[..])
                 .collect(),
             // LMPOP / BLMPOP: none when the arguments are wrong (the store reports them).
-            KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args),
-            KeyShape::TimeoutCounted => mpop_keys(args.get(1..).unwrap_or_default()),
+            KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args, false),
+            KeyShape::Counted if self.op == TypedOp::ZMPop => mpop_keys(args, true),
+            KeyShape::TimeoutCounted => mpop_keys(args.get(1..).unwrap_or_default(), false),
             KeyShape::Counted => counted(0),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();

@@ -9,6 +9,7 @@ mod list;
 mod scan;
 mod set;
 mod zset;
+mod zset_ops;
 
 use bytes::Bytes;
 
@@ -91,8 +92,17 @@ impl Store {
             Op::ZRank | Op::ZRevRank => cx.zrank(a),
             Op::ZPopMin | Op::ZPopMax => cx.zpop(a),
             Op::ZRangeStore => cx.zrangestore(a),
-            Op::ZUnionStore | Op::ZInterStore => cx.zsetop_store(a),
             Op::ZScan => cx.zscan(a),
+            Op::ZRemRangeByScore | Op::ZRemRangeByRank | Op::ZRemRangeByLex => cx.zremrange(a),
+            Op::ZRandMember => cx.zrandmember(a),
+            Op::ZUnionStore
+            | Op::ZInterStore
+            | Op::ZDiffStore
+            | Op::ZUnion
+            | Op::ZInter
+            | Op::ZDiff
+            | Op::ZInterCard => cx.zsetop(a),
+            Op::ZMPop => cx.zmpop(a),
         }
     }
 }

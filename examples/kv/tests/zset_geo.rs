@@ -1,0 +1,284 @@
+//! The sorted-set commands beyond the basics (ZREMRANGEBY*, ZRANDMEMBER, ZUNION, ZINTER,
+//! ZDIFF, ZDIFFSTORE, ZINTERCARD, ZMPOP) against `redis-server` as the oracle, on one shard
+//! and on several (plain keys land on different shards, so the multi-key forms run across
+//! shards), in RESP2 and RESP3.
+//!
+//! Reproduce a generated failure with `DIFF_SEED=<seed> cargo test -p corewire-kv --test
+//! zset_geo`.
+
+mod common;
+mod diff;
+
+use diff::gen::{b, Rng};
+use diff::{servers, Cmp, Pair, Step};
+
+fn exact(parts: &[&str]) -> Step {
+    Step::new(parts.iter().map(|p| b(p)).collect(), Cmp::Exact)
+}
+
+/// Hand-written cases: options, errors in Redis's order, and replies whose shape matters.
+fn zset_cases() -> Vec<Step> {
+    let mut steps: Vec<Step> = [
+        &[
+            "ZADD", "z1", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
+        ][..],
+        &["ZADD", "z2", "1", "a", "20", "b", "30", "x"],
+        &["SADD", "s1", "a", "x", "y"],
+        &["SET", "str", "v"],
+        &["ZREMRANGEBYSCORE", "z1", "(1", "2"],
+        &["ZREMRANGEBYSCORE", "z1", "x", "2"],
+        &["ZREMRANGEBYSCORE", "nokey", "0", "1"],
+        &["ZREMRANGEBYSCORE", "str", "0", "1"],
+        &["ZREMRANGEBYRANK", "z1", "-1", "-1"],
+        &["ZREMRANGEBYRANK", "z1", "5", "10"],
+        &["ZREMRANGEBYRANK", "z1", "a", "1"],
+        &["ZRANGE", "z1", "0", "-1", "WITHSCORES"],
+        &["ZADD", "zl", "0", "a", "0", "b", "0", "c", "0", "d"],
+        &["ZREMRANGEBYLEX", "zl", "[b", "(d"],
+        &["ZREMRANGEBYLEX", "zl", "b", "(d"],
+        &["ZRANGE", "zl", "0", "-1"],
+        &["ZREMRANGEBYLEX", "zl", "-", "+"],
+        &["EXISTS", "zl"],
+        &["ZUNION", "2", "z1", "z2"],
+        &["ZUNION", "2", "z1", "z2", "WITHSCORES"],
+        &[
+            "ZUNION",
+            "3",
+            "z1",
+            "z2",
+            "s1",
+            "WEIGHTS",
+            "1",
+            "2",
+            "3",
+            "WITHSCORES",
+        ],
+        &["ZUNION", "2", "z1", "z2", "AGGREGATE", "MAX", "WITHSCORES"],
+        &["ZUNION", "2", "z1", "z2", "AGGREGATE", "AVG"],
+        &["ZUNION", "0", "z1"],
+        &["ZUNION", "3", "z1", "z2"],
+        &["ZUNION", "x", "z1"],
+        &["ZUNION", "2", "z1", "str"],
+        &["ZUNION", "1", "z1", "WEIGHTS", "x"],
+        &["ZINTER", "2", "z1", "z2", "WITHSCORES"],
+        &["ZINTER", "2", "z1", "s1", "AGGREGATE", "MIN", "WITHSCORES"],
+        &["ZINTER", "2", "z1", "nokey"],
+        &["ZDIFF", "2", "z1", "z2", "WITHSCORES"],
+        &["ZDIFF", "1", "z1", "WEIGHTS", "1"],
+        &["ZDIFF", "2", "nokey", "z1"],
+        &["ZDIFFSTORE", "zd", "2", "z1", "z2"],
+        &["ZRANGE", "zd", "0", "-1", "WITHSCORES"],
+        &["ZDIFFSTORE", "zd", "2", "z1", "z1"],
+        &["EXISTS", "zd"],
+        &["ZDIFFSTORE", "zd", "0", "z1"],
+        &["ZDIFFSTORE", "zd", "1", "z1", "WITHSCORES"],
+        &["ZINTERCARD", "2", "z1", "z2"],
+        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"],
+        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "-1"],
+        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "x"],
+        &["ZINTERCARD", "3", "z1", "z2"],
+        &["ZINTERCARD", "0", "z1"],
+        &["ZINTERCARD", "1", "z1", "WITHSCORES"],
+        &[
+            "ZUNIONSTORE",
+            "zu",
+            "2",
+            "z1",
+            "z2",
+            "WEIGHTS",
+            "inf",
+            "-inf",
+        ],
+        &["ZRANGE", "zu", "0", "-1", "WITHSCORES"],
+        &[
+            "ZINTERSTORE",
+            "zu",
+            "2",
+            "z1",
+            "z2",
+            "WEIGHTS",
+            "0",
+            "inf",
+            "AGGREGATE",
+            "MIN",
+        ],
+        &["ZRANGE", "zu", "0", "-1", "WITHSCORES"],
+        &["ZMPOP", "2", "nokey", "z1", "MIN"],
+        &["ZMPOP", "2", "nokey", "z2", "MAX", "COUNT", "10"],
+        &["EXISTS", "z2"],
+        &["ZMPOP", "1", "z1", "MIN", "COUNT", "0"],
+        &["ZMPOP", "0", "z1", "MIN"],
+        &["ZMPOP", "1", "z1", "LEFT"],
+        &["ZMPOP", "2", "z1", "MIN"],
+        &["ZMPOP", "1", "z1", "MIN", "COUNT", "1", "COUNT", "1"],
+        &["ZMPOP", "1", "str", "MIN"],
+        &["ZMPOP", "1", "nokey", "MAX"],
+        &["ZADD", "z3", "1.5", "a", "2.5", "b", "-inf", "c"],
+        &["ZRANDMEMBER", "nokey"],
+        &["ZRANDMEMBER", "nokey", "5"],
+        &["ZRANDMEMBER", "str"],
+        &["ZRANDMEMBER", "z1", "0"],
+        &["ZRANDMEMBER", "z1", "100", "WITHSCORES"],
+        &["ZRANDMEMBER", "z1", "1", "WITHSCORE"],
+        &["ZRANDMEMBER", "z1", "1", "WITHSCORES", "x"],
+        &["ZRANDMEMBER", "z1", "-9223372036854775808"],
+        &["ZRANDMEMBER", "z1", "-9223372036854770000", "WITHSCORES"],
+        &["ZRANDMEMBER", "z1", "x"],
+    ]
+    .iter()
+    .map(|parts| exact(parts))
+    .collect();
+    // Random picks: only their shape.
+    for parts in [
+        &["ZRANDMEMBER", "z1"][..],
+        &["ZRANDMEMBER", "z1", "2"],
+        &["ZRANDMEMBER", "z1", "-7", "WITHSCORES"],
+        &["ZRANDMEMBER", "z1", "2", "WITHSCORES"],
+    ] {
+        steps.push(Step::new(
+            parts.iter().map(|p| b(p)).collect(),
+            Cmp::SameShape,
+        ));
+    }
+    steps
+}
+
+/// Random sorted-set algebra and range removals over keys on different shards.
+fn zset_random(rng: &mut Rng) -> Step {
+    let keys = ["a", "b", "c", "{t}x", "{t}y", "s"];
+    let key = |rng: &mut Rng| b(rng.pick(&keys));
+    let score = |rng: &mut Rng| b(rng.pick(&["0", "1", "2", "1.5", "-3", "inf", "-inf", "7"]));
+    let member = |rng: &mut Rng| b(rng.pick(&["a", "b", "c", "d", "e", "f"]));
+    match rng.below(7) {
+        0 | 1 => {
+            let k = key(rng);
+            if k == b"s" {
+                return Step::new(vec![b("SADD"), k, member(rng), member(rng)], Cmp::Exact);
+            }
+            let mut parts = vec![b("ZADD"), k];
+            for _ in 0..1 + rng.below(4) {
+                parts.push(score(rng));
+                parts.push(member(rng));
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        2 => {
+            let name = rng.pick(&["ZUNION", "ZINTER", "ZDIFF", "ZINTERCARD"]);
+            let n = 1 + rng.below(3);
+            let mut parts = vec![b(name), b(&n.to_string())];
+            for _ in 0..n {
+                parts.push(key(rng));
+            }
+            if name != "ZDIFF" && name != "ZINTERCARD" && rng.chance(40) {
+                parts.push(b("WEIGHTS"));
+                for _ in 0..n {
+                    parts.push(score(rng));
+                }
+            }
+            if name != "ZDIFF" && name != "ZINTERCARD" && rng.chance(40) {
+                parts.extend([b("AGGREGATE"), b(rng.pick(&["SUM", "MIN", "MAX"]))]);
+            }
+            if name == "ZINTERCARD" && rng.chance(40) {
+                parts.extend([b("LIMIT"), b(rng.pick(&["0", "1", "2"]))]);
+            } else if name != "ZINTERCARD" && rng.chance(60) {
+                parts.push(b("WITHSCORES"));
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        3 => {
+            let name = rng.pick(&["ZDIFFSTORE", "ZUNIONSTORE", "ZINTERSTORE"]);
+            let n = 1 + rng.below(3);
+            let mut parts = vec![b(name), key(rng), b(&n.to_string())];
+            for _ in 0..n {
+                parts.push(key(rng));
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        4 => {
+            let k = key(rng);
+            match rng.below(3) {
+                0 => Step::new(
+                    vec![
+                        b("ZREMRANGEBYRANK"),
+                        k,
+                        b(rng.pick(&["0", "1", "-1", "-3"])),
+                        b(rng.pick(&["0", "2", "-1", "-2"])),
+                    ],
+                    Cmp::Exact,
+                ),
+                1 => Step::new(
+                    vec![
+                        b("ZREMRANGEBYSCORE"),
+                        k,
+                        b(rng.pick(&["-inf", "(1", "0", "2"])),
+                        b(rng.pick(&["+inf", "(2", "1.5", "0"])),
+                    ],
+                    Cmp::Exact,
+                ),
+                _ => Step::new(
+                    vec![
+                        b("ZREMRANGEBYLEX"),
+                        k,
+                        b(rng.pick(&["-", "[b", "(c"])),
+                        b(rng.pick(&["+", "[d", "(e"])),
+                    ],
+                    Cmp::Exact,
+                ),
+            }
+        }
+        5 => {
+            let n = 1 + rng.below(3);
+            let mut parts = vec![b("ZMPOP"), b(&n.to_string())];
+            for _ in 0..n {
+                parts.push(key(rng));
+            }
+            parts.push(b(rng.pick(&["MIN", "MAX"])));
+            if rng.chance(50) {
+                parts.extend([b("COUNT"), b(rng.pick(&["1", "2", "10"]))]);
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        _ => Step::new(
+            vec![b("ZRANGE"), key(rng), b("0"), b("-1"), b("WITHSCORES")],
+            Cmp::Exact,
+        ),
+    }
+}
+
+/// Runs the cases then `steps` random ones, in RESP2 and then RESP3, on `shards` shards.
+fn differential(
+    name: &str,
+    shards: usize,
+    cases: &[Step],
+    seeds: &[u64],
+    steps: usize,
+    mut random: impl FnMut(&mut Rng) -> Step,
+) {
+    let (oracle, server) = servers(shards, &[]);
+    for protocol in ["2", "3"] {
+        for seed in diff::seeds(seeds) {
+            let mut pair = Pair::new(
+                &oracle,
+                &server,
+                format!("{name} {shards} shards RESP{protocol} seed {seed}"),
+            );
+            pair.check(&[b("HELLO"), b(protocol)], Cmp::Ignore);
+            pair.check_str(&["FLUSHALL"]);
+            for step in cases {
+                pair.run(step);
+            }
+            let mut rng = Rng::new(seed);
+            for _ in 0..diff::steps(steps) {
+                pair.run(&random(&mut rng));
+            }
+            pair.report();
+        }
+    }
+}
+
+#[test]
+fn zset_commands_match_redis_on_one_and_several_shards() {
+    for shards in [1, 3] {
+        differential("zset", shards, &zset_cases(), &[1, 2], 600, zset_random);
+    }
+}
