@@ -1,7 +1,8 @@
 //! The sorted-set commands beyond the basics (ZREMRANGEBY*, ZRANDMEMBER, ZUNION, ZINTER,
-//! ZDIFF, ZDIFFSTORE, ZINTERCARD, ZMPOP) against `redis-server` as the oracle, on one shard
-//! and on several (plain keys land on different shards, so the multi-key forms run across
-//! shards), in RESP2 and RESP3.
+//! ZDIFF, ZDIFFSTORE, ZINTERCARD, ZMPOP, BZPOPMIN, BZPOPMAX, BZMPOP) against `redis-server`
+//! as the oracle, on one shard and on several (plain keys land on different shards, so the
+//! multi-key forms run across shards), in RESP2 and RESP3; then the blocking pops waking on
+//! writes from other connections, with keys on different shards.
 //!
 //! Reproduce a generated failure with `DIFF_SEED=<seed> cargo test -p corewire-kv --test
 //! zset_geo`.
@@ -9,8 +10,13 @@
 mod common;
 mod diff;
 
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server};
 use diff::gen::{b, Rng};
 use diff::{servers, Cmp, Pair, Step};
+
+const WAIT: Duration = Duration::from_secs(30);
 
 fn exact(parts: &[&str]) -> Step {
     Step::new(parts.iter().map(|p| b(p)).collect(), Cmp::Exact)
@@ -114,6 +120,21 @@ fn zset_cases() -> Vec<Step> {
         &["ZMPOP", "1", "str", "MIN"],
         &["ZMPOP", "1", "nokey", "MAX"],
         &["ZADD", "z3", "1.5", "a", "2.5", "b", "-inf", "c"],
+        &["BZPOPMIN", "nokey", "z3", "0"],
+        &["BZPOPMAX", "z3", "0"],
+        &["BZPOPMIN", "z3", "x"],
+        &["BZPOPMIN", "z3", "-1"],
+        &["BZPOPMIN", "str", "z3", "0"],
+        &["BZMPOP", "0", "1", "z3", "MAX"],
+        &["BZMPOP", "0.01", "1", "z3", "MAX"],
+        &["BZMPOP", "x", "1", "z3", "MAX"],
+        &["BZMPOP", "0", "0", "z3", "MAX"],
+        &["BZMPOP", "0.01", "1", "z3", "MAX"],
+        &["BZPOPMIN", "z3", "0.01"],
+        &["MULTI"],
+        &["BZPOPMIN", "z3", "0"],
+        &["BZMPOP", "0", "1", "z3", "MIN"],
+        &["EXEC"],
         &["ZRANDMEMBER", "nokey"],
         &["ZRANDMEMBER", "nokey", "5"],
         &["ZRANDMEMBER", "str"],
@@ -149,7 +170,7 @@ fn zset_random(rng: &mut Rng) -> Step {
     let key = |rng: &mut Rng| b(rng.pick(&keys));
     let score = |rng: &mut Rng| b(rng.pick(&["0", "1", "2", "1.5", "-3", "inf", "-inf", "7"]));
     let member = |rng: &mut Rng| b(rng.pick(&["a", "b", "c", "d", "e", "f"]));
-    match rng.below(7) {
+    match rng.below(8) {
         0 | 1 => {
             let k = key(rng);
             if k == b"s" {
@@ -238,6 +259,14 @@ fn zset_random(rng: &mut Rng) -> Step {
             }
             Step::new(parts, Cmp::Exact)
         }
+        6 => {
+            let mut parts = vec![b(rng.pick(&["BZPOPMIN", "BZPOPMAX"]))];
+            for _ in 0..1 + rng.below(3) {
+                parts.push(key(rng));
+            }
+            parts.push(b("0.01"));
+            Step::new(parts, Cmp::Exact)
+        }
         _ => Step::new(
             vec![b("ZRANGE"), key(rng), b("0"), b("-1"), b("WITHSCORES")],
             Cmp::Exact,
@@ -281,4 +310,87 @@ fn zset_commands_match_redis_on_one_and_several_shards() {
     for shards in [1, 3] {
         differential("zset", shards, &zset_cases(), &[1, 2], 600, zset_random);
     }
+}
+
+fn blocked_clients(conn: &mut Resp) -> u64 {
+    let Reply::Bulk(Some(text)) = conn.call(&["INFO", "clients"]) else {
+        panic!("INFO is a bulk string");
+    };
+    let text = String::from_utf8(text).expect("utf-8 INFO");
+    text.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients has blocked_clients")
+}
+
+fn wait_blocked(conn: &mut Resp, count: u64) {
+    assert!(
+        eventually(WAIT, || blocked_clients(conn) == count),
+        "blocked_clients never reached {count}"
+    );
+}
+
+fn bulks(items: &[&str]) -> Reply {
+    Reply::Array(Some(items.iter().map(|i| Reply::bulk(i)).collect()))
+}
+
+/// BZPOPMIN over keys of different shards wakes on a ZADD from another connection, pops the
+/// lowest, and the write is served to the client blocked longest; a list pushed to the key
+/// leaves a sorted-set waiter waiting.
+#[test]
+fn blocked_zset_pops_wake_on_writes_from_any_shard() {
+    let server = Server::start(&["--shards", "4"]);
+    let mut control = server.connect();
+    // Keys that live on different shards.
+    let (k1, k2) = ("zk1", "zk2");
+    assert_ne!(
+        corewire_kv::routing::shard_of(k1.as_bytes(), 4),
+        corewire_kv::routing::shard_of(k2.as_bytes(), 4)
+    );
+    let mut first = server.connect();
+    let mut second = server.connect();
+    first
+        .send(&common::request(&["BZPOPMIN", k1, k2, "0"]))
+        .unwrap();
+    wait_blocked(&mut control, 1);
+    second
+        .send(&common::request(&["BZPOPMAX", k2, "0"]))
+        .unwrap();
+    wait_blocked(&mut control, 2);
+    // A list is no sorted set: nobody is served.
+    assert_eq!(control.call(&["RPUSH", k1, "x"]), Reply::Int(1));
+    assert_eq!(control.call(&["DEL", k1]), Reply::Int(1));
+    assert_eq!(blocked_clients(&mut control), 2);
+    assert_eq!(
+        control.call(&["ZADD", k2, "1", "a", "2", "b"]),
+        Reply::Int(2)
+    );
+    assert_eq!(first.read().unwrap(), bulks(&[k2, "a", "1"]));
+    assert_eq!(second.read().unwrap(), bulks(&[k2, "b", "2"]));
+    wait_blocked(&mut control, 0);
+    // BZMPOP waits on two keys; a ZADD to the second serves up to COUNT from it.
+    first
+        .send(&common::request(&[
+            "BZMPOP", "0", "2", k1, k2, "MAX", "COUNT", "5",
+        ]))
+        .unwrap();
+    wait_blocked(&mut control, 1);
+    control.call(&["ZADD", k1, "1", "x", "3", "y"]);
+    let served = Reply::Array(Some(vec![
+        Reply::bulk(k1),
+        Reply::Array(Some(vec![bulks(&["y", "3"]), bulks(&["x", "1"])])),
+    ]));
+    assert_eq!(first.read().unwrap(), served);
+    // A timeout given as a double ends in a nil array.
+    assert_eq!(
+        first.call(&["BZPOPMIN", k1, k2, "0.05"]),
+        Reply::Array(None)
+    );
+    // Inside MULTI, the pop does not wait.
+    assert_eq!(first.call(&["MULTI"]), Reply::ok());
+    first.call(&["BZPOPMAX", k1, "0"]);
+    assert_eq!(
+        first.call(&["EXEC"]),
+        Reply::Array(Some(vec![Reply::Array(None)]))
+    );
 }

@@ -47,6 +47,7 @@ const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const W_MOVABLE: &[&str] = &["write", "movablekeys"];
 const W_BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+const W_BLOCKING_FAST_NOSCRIPT: &[&str] = &["write", "noscript", "blocking", "fast"];
 
 macro_rules! typed_ops {
     ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident $(($at:literal))?;)*) => {
@@ -180,6 +181,9 @@ typed_ops! {
     ZDiffStore "zdiffstore" -4 WD_MOVABLE DestCounted;
     ZInterCard "zintercard" -3 RO_MOVABLE Counted;
     ZMPop "zmpop" -4 W_MOVABLE Counted;
+    BZMPop "bzmpop" -5 W_BLOCKING_MOVABLE TimeoutCounted;
+    BZPopMin "bzpopmin" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
+    BZPopMax "bzpopmax" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
 }
 
 /// Which end LMPOP / BLMPOP pop from.
@@ -359,7 +363,10 @@ impl TypedCommand {
             // LMPOP / BLMPOP: none when the arguments are wrong (the store reports them).
             KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args, false),
             KeyShape::Counted if self.op == TypedOp::ZMPop => mpop_keys(args, true),
-            KeyShape::TimeoutCounted => mpop_keys(args.get(1..).unwrap_or_default(), false),
+            KeyShape::TimeoutCounted => mpop_keys(
+                args.get(1..).unwrap_or_default(),
+                self.op == TypedOp::BZMPop,
+            ),
             KeyShape::Counted => counted(0),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();

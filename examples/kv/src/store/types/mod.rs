@@ -102,7 +102,8 @@ impl Store {
             | Op::ZInter
             | Op::ZDiff
             | Op::ZInterCard => cx.zsetop(a),
-            Op::ZMPop => cx.zmpop(a),
+            Op::ZMPop | Op::BZMPop => cx.zmpop(a),
+            Op::BZPopMin | Op::BZPopMax => cx.bzpop(a),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Sorted sets, the rest of Redis 7.0's t_zset.c: ZREMRANGEBYSCORE, ZREMRANGEBYRANK,
 //! ZREMRANGEBYLEX, ZRANDMEMBER, the set algebra (ZUNION, ZINTER, ZDIFF, their STORE forms and
-//! ZINTERCARD) and ZMPOP.
+//! ZINTERCARD), ZMPOP and the blocking pops without their waiting (BZPOPMIN, BZPOPMAX,
+//! BZMPOP: the shard blocks a request that found nothing, see `server::blocking`).
 //!
 //! Pops are logged as the `ZPOPMIN|ZPOPMAX key [count]` Redis propagates; the rest as written
 //! (deterministic given the prior state).
@@ -399,10 +400,15 @@ impl<S: ChangeSink> Cx<'_, S> {
         Ok(None)
     }
 
-    /// ZMPOP `numkeys key... MIN|MAX [COUNT n]`: `[key, [[member, score]...]]` from the
-    /// first non-empty sorted set, or a nil array.
+    /// ZMPOP `numkeys key... MIN|MAX [COUNT n]`, and BZMPOP (`timeout` first) without the
+    /// waiting: `[key, [[member, score]...]]` from the first non-empty sorted set, or a nil
+    /// array.
     pub fn zmpop(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
-        let args = zmpop_args(a)?;
+        let blocking = self.op == Op::BZMPop;
+        let args = zmpop_args(if blocking { &a[1..] } else { a })?;
+        if blocking {
+            crate::blocking::parse_timeout(&a[0], self.now)?;
+        }
         let Some(key) = self.first_zset(args.keys)?.cloned() else {
             return Ok(Reply::NullArray);
         };
@@ -412,5 +418,24 @@ impl<S: ChangeSink> Cx<'_, S> {
             .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(format_double(s))]))
             .collect();
         Ok(Reply::Array(vec![Reply::Bulk(key), Reply::Array(pairs)]))
+    }
+
+    /// BZPOPMIN / BZPOPMAX `key... timeout` without the waiting: `[key, member, score]` from
+    /// the first non-empty sorted set, or a nil array.
+    pub fn bzpop(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
+        let (keys, timeout) = a.split_at(a.len() - 1);
+        crate::blocking::parse_timeout(&timeout[0], self.now)?;
+        let Some(key) = self.first_zset(keys)?.cloned() else {
+            return Ok(Reply::NullArray);
+        };
+        let popped = self.pop_from(&key, self.op == Op::BZPopMin, None)?;
+        let Some((member, score)) = popped.into_iter().next() else {
+            return Ok(Reply::NullArray);
+        };
+        Ok(Reply::Array(vec![
+            Reply::Bulk(key),
+            Reply::Bulk(member),
+            Reply::Double(format_double(score)),
+        ]))
     }
 }
