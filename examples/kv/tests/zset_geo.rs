@@ -1,8 +1,8 @@
 //! The sorted-set commands beyond the basics (ZREMRANGEBY*, ZRANDMEMBER, ZUNION, ZINTER,
-//! ZDIFF, ZDIFFSTORE, ZINTERCARD, ZMPOP, BZPOPMIN, BZPOPMAX, BZMPOP) against `redis-server`
-//! as the oracle, on one shard and on several (plain keys land on different shards, so the
-//! multi-key forms run across shards), in RESP2 and RESP3; then the blocking pops waking on
-//! writes from other connections, with keys on different shards.
+//! ZDIFF, ZDIFFSTORE, ZINTERCARD, ZMPOP, BZPOPMIN, BZPOPMAX, BZMPOP) and the geo commands
+//! against `redis-server` as the oracle, on one shard and on several (plain keys land on
+//! different shards, so the multi-key forms run across shards), in RESP2 and RESP3; then the
+//! blocking pops waking on writes from other connections, with keys on different shards.
 //!
 //! Reproduce a generated failure with `DIFF_SEED=<seed> cargo test -p corewire-kv --test
 //! zset_geo`.
@@ -18,150 +18,285 @@ use diff::{servers, Cmp, Pair, Step};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn exact(parts: &[&str]) -> Step {
-    Step::new(parts.iter().map(|p| b(p)).collect(), Cmp::Exact)
+/// A command written as its space-separated words.
+fn words(line: &str) -> Vec<Vec<u8>> {
+    line.split(' ').map(b).collect()
+}
+
+fn exact(line: &str) -> Step {
+    Step::new(words(line), Cmp::Exact)
 }
 
 /// Hand-written cases: options, errors in Redis's order, and replies whose shape matters.
 fn zset_cases() -> Vec<Step> {
     let mut steps: Vec<Step> = [
-        &[
-            "ZADD", "z1", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
-        ][..],
-        &["ZADD", "z2", "1", "a", "20", "b", "30", "x"],
-        &["SADD", "s1", "a", "x", "y"],
-        &["SET", "str", "v"],
-        &["ZREMRANGEBYSCORE", "z1", "(1", "2"],
-        &["ZREMRANGEBYSCORE", "z1", "x", "2"],
-        &["ZREMRANGEBYSCORE", "nokey", "0", "1"],
-        &["ZREMRANGEBYSCORE", "str", "0", "1"],
-        &["ZREMRANGEBYRANK", "z1", "-1", "-1"],
-        &["ZREMRANGEBYRANK", "z1", "5", "10"],
-        &["ZREMRANGEBYRANK", "z1", "a", "1"],
-        &["ZRANGE", "z1", "0", "-1", "WITHSCORES"],
-        &["ZADD", "zl", "0", "a", "0", "b", "0", "c", "0", "d"],
-        &["ZREMRANGEBYLEX", "zl", "[b", "(d"],
-        &["ZREMRANGEBYLEX", "zl", "b", "(d"],
-        &["ZRANGE", "zl", "0", "-1"],
-        &["ZREMRANGEBYLEX", "zl", "-", "+"],
-        &["EXISTS", "zl"],
-        &["ZUNION", "2", "z1", "z2"],
-        &["ZUNION", "2", "z1", "z2", "WITHSCORES"],
-        &[
-            "ZUNION",
-            "3",
-            "z1",
-            "z2",
-            "s1",
-            "WEIGHTS",
-            "1",
-            "2",
-            "3",
-            "WITHSCORES",
-        ],
-        &["ZUNION", "2", "z1", "z2", "AGGREGATE", "MAX", "WITHSCORES"],
-        &["ZUNION", "2", "z1", "z2", "AGGREGATE", "AVG"],
-        &["ZUNION", "0", "z1"],
-        &["ZUNION", "3", "z1", "z2"],
-        &["ZUNION", "x", "z1"],
-        &["ZUNION", "2", "z1", "str"],
-        &["ZUNION", "1", "z1", "WEIGHTS", "x"],
-        &["ZINTER", "2", "z1", "z2", "WITHSCORES"],
-        &["ZINTER", "2", "z1", "s1", "AGGREGATE", "MIN", "WITHSCORES"],
-        &["ZINTER", "2", "z1", "nokey"],
-        &["ZDIFF", "2", "z1", "z2", "WITHSCORES"],
-        &["ZDIFF", "1", "z1", "WEIGHTS", "1"],
-        &["ZDIFF", "2", "nokey", "z1"],
-        &["ZDIFFSTORE", "zd", "2", "z1", "z2"],
-        &["ZRANGE", "zd", "0", "-1", "WITHSCORES"],
-        &["ZDIFFSTORE", "zd", "2", "z1", "z1"],
-        &["EXISTS", "zd"],
-        &["ZDIFFSTORE", "zd", "0", "z1"],
-        &["ZDIFFSTORE", "zd", "1", "z1", "WITHSCORES"],
-        &["ZINTERCARD", "2", "z1", "z2"],
-        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"],
-        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "-1"],
-        &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "x"],
-        &["ZINTERCARD", "3", "z1", "z2"],
-        &["ZINTERCARD", "0", "z1"],
-        &["ZINTERCARD", "1", "z1", "WITHSCORES"],
-        &[
-            "ZUNIONSTORE",
-            "zu",
-            "2",
-            "z1",
-            "z2",
-            "WEIGHTS",
-            "inf",
-            "-inf",
-        ],
-        &["ZRANGE", "zu", "0", "-1", "WITHSCORES"],
-        &[
-            "ZINTERSTORE",
-            "zu",
-            "2",
-            "z1",
-            "z2",
-            "WEIGHTS",
-            "0",
-            "inf",
-            "AGGREGATE",
-            "MIN",
-        ],
-        &["ZRANGE", "zu", "0", "-1", "WITHSCORES"],
-        &["ZMPOP", "2", "nokey", "z1", "MIN"],
-        &["ZMPOP", "2", "nokey", "z2", "MAX", "COUNT", "10"],
-        &["EXISTS", "z2"],
-        &["ZMPOP", "1", "z1", "MIN", "COUNT", "0"],
-        &["ZMPOP", "0", "z1", "MIN"],
-        &["ZMPOP", "1", "z1", "LEFT"],
-        &["ZMPOP", "2", "z1", "MIN"],
-        &["ZMPOP", "1", "z1", "MIN", "COUNT", "1", "COUNT", "1"],
-        &["ZMPOP", "1", "str", "MIN"],
-        &["ZMPOP", "1", "nokey", "MAX"],
-        &["ZADD", "z3", "1.5", "a", "2.5", "b", "-inf", "c"],
-        &["BZPOPMIN", "nokey", "z3", "0"],
-        &["BZPOPMAX", "z3", "0"],
-        &["BZPOPMIN", "z3", "x"],
-        &["BZPOPMIN", "z3", "-1"],
-        &["BZPOPMIN", "str", "z3", "0"],
-        &["BZMPOP", "0", "1", "z3", "MAX"],
-        &["BZMPOP", "0.01", "1", "z3", "MAX"],
-        &["BZMPOP", "x", "1", "z3", "MAX"],
-        &["BZMPOP", "0", "0", "z3", "MAX"],
-        &["BZMPOP", "0.01", "1", "z3", "MAX"],
-        &["BZPOPMIN", "z3", "0.01"],
-        &["MULTI"],
-        &["BZPOPMIN", "z3", "0"],
-        &["BZMPOP", "0", "1", "z3", "MIN"],
-        &["EXEC"],
-        &["ZRANDMEMBER", "nokey"],
-        &["ZRANDMEMBER", "nokey", "5"],
-        &["ZRANDMEMBER", "str"],
-        &["ZRANDMEMBER", "z1", "0"],
-        &["ZRANDMEMBER", "z1", "100", "WITHSCORES"],
-        &["ZRANDMEMBER", "z1", "1", "WITHSCORE"],
-        &["ZRANDMEMBER", "z1", "1", "WITHSCORES", "x"],
-        &["ZRANDMEMBER", "z1", "-9223372036854775808"],
-        &["ZRANDMEMBER", "z1", "-9223372036854770000", "WITHSCORES"],
-        &["ZRANDMEMBER", "z1", "x"],
+        "ZADD z1 1 a 2 b 3 c 4 d 5 e",
+        "ZADD z2 1 a 20 b 30 x",
+        "SADD s1 a x y",
+        "SET str v",
+        "ZREMRANGEBYSCORE z1 (1 2",
+        "ZREMRANGEBYSCORE z1 x 2",
+        "ZREMRANGEBYSCORE nokey 0 1",
+        "ZREMRANGEBYSCORE str 0 1",
+        "ZREMRANGEBYRANK z1 -1 -1",
+        "ZREMRANGEBYRANK z1 5 10",
+        "ZREMRANGEBYRANK z1 a 1",
+        "ZRANGE z1 0 -1 WITHSCORES",
+        "ZADD zl 0 a 0 b 0 c 0 d",
+        "ZREMRANGEBYLEX zl [b (d",
+        "ZREMRANGEBYLEX zl b (d",
+        "ZRANGE zl 0 -1",
+        "ZREMRANGEBYLEX zl - +",
+        "EXISTS zl",
+        "ZUNION 2 z1 z2",
+        "ZUNION 2 z1 z2 WITHSCORES",
+        "ZUNION 3 z1 z2 s1 WEIGHTS 1 2 3 WITHSCORES",
+        "ZUNION 2 z1 z2 AGGREGATE MAX WITHSCORES",
+        "ZUNION 2 z1 z2 AGGREGATE AVG",
+        "ZUNION 0 z1",
+        "ZUNION 3 z1 z2",
+        "ZUNION x z1",
+        "ZUNION 2 z1 str",
+        "ZUNION 1 z1 WEIGHTS x",
+        "ZINTER 2 z1 z2 WITHSCORES",
+        "ZINTER 2 z1 s1 AGGREGATE MIN WITHSCORES",
+        "ZINTER 2 z1 nokey",
+        "ZDIFF 2 z1 z2 WITHSCORES",
+        "ZDIFF 1 z1 WEIGHTS 1",
+        "ZDIFF 2 nokey z1",
+        "ZDIFFSTORE zd 2 z1 z2",
+        "ZRANGE zd 0 -1 WITHSCORES",
+        "ZDIFFSTORE zd 2 z1 z1",
+        "EXISTS zd",
+        "ZDIFFSTORE zd 0 z1",
+        "ZDIFFSTORE zd 1 z1 WITHSCORES",
+        "ZINTERCARD 2 z1 z2",
+        "ZINTERCARD 2 z1 z2 LIMIT 1",
+        "ZINTERCARD 2 z1 z2 LIMIT -1",
+        "ZINTERCARD 2 z1 z2 LIMIT x",
+        "ZINTERCARD 3 z1 z2",
+        "ZINTERCARD 0 z1",
+        "ZINTERCARD 1 z1 WITHSCORES",
+        "ZUNIONSTORE zu 2 z1 z2 WEIGHTS inf -inf",
+        "ZRANGE zu 0 -1 WITHSCORES",
+        "ZINTERSTORE zu 2 z1 z2 WEIGHTS 0 inf AGGREGATE MIN",
+        "ZRANGE zu 0 -1 WITHSCORES",
+        "ZMPOP 2 nokey z1 MIN",
+        "ZMPOP 2 nokey z2 MAX COUNT 10",
+        "EXISTS z2",
+        "ZMPOP 1 z1 MIN COUNT 0",
+        "ZMPOP 0 z1 MIN",
+        "ZMPOP 1 z1 LEFT",
+        "ZMPOP 2 z1 MIN",
+        "ZMPOP 1 z1 MIN COUNT 1 COUNT 1",
+        "ZMPOP 1 str MIN",
+        "ZMPOP 1 nokey MAX",
+        "ZADD z3 1.5 a 2.5 b -inf c",
+        "BZPOPMIN nokey z3 0",
+        "BZPOPMAX z3 0",
+        "BZPOPMIN z3 x",
+        "BZPOPMIN z3 -1",
+        "BZPOPMIN str z3 0",
+        "BZMPOP 0 1 z3 MAX",
+        "BZMPOP 0.01 1 z3 MAX",
+        "BZMPOP x 1 z3 MAX",
+        "BZMPOP 0 0 z3 MAX",
+        "BZMPOP 0.01 1 z3 MAX",
+        "BZPOPMIN z3 0.01",
+        "MULTI",
+        "BZPOPMIN z3 0",
+        "BZMPOP 0 1 z3 MIN",
+        "EXEC",
+        "ZRANDMEMBER nokey",
+        "ZRANDMEMBER nokey 5",
+        "ZRANDMEMBER str",
+        "ZRANDMEMBER z1 0",
+        "ZRANDMEMBER z1 100 WITHSCORES",
+        "ZRANDMEMBER z1 1 WITHSCORE",
+        "ZRANDMEMBER z1 1 WITHSCORES x",
+        "ZRANDMEMBER z1 -9223372036854775808",
+        "ZRANDMEMBER z1 -9223372036854770000 WITHSCORES",
+        "ZRANDMEMBER z1 x",
     ]
     .iter()
-    .map(|parts| exact(parts))
+    .map(|line| exact(line))
     .collect();
     // Random picks: only their shape.
-    for parts in [
-        &["ZRANDMEMBER", "z1"][..],
-        &["ZRANDMEMBER", "z1", "2"],
-        &["ZRANDMEMBER", "z1", "-7", "WITHSCORES"],
-        &["ZRANDMEMBER", "z1", "2", "WITHSCORES"],
+    for line in [
+        "ZRANDMEMBER z1",
+        "ZRANDMEMBER z1 2",
+        "ZRANDMEMBER z1 -7 WITHSCORES",
+        "ZRANDMEMBER z1 2 WITHSCORES",
     ] {
-        steps.push(Step::new(
-            parts.iter().map(|p| b(p)).collect(),
-            Cmp::SameShape,
-        ));
+        steps.push(Step::new(words(line), Cmp::SameShape));
     }
     steps
+}
+
+fn geo_cases() -> Vec<Step> {
+    [
+        "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+        "GEOADD Sicily NX CH 13.5 38.1 Palermo 14.0 37.0 Agrigento",
+        "GEOADD Sicily XX CH 13.5 38.1 Palermo 14.0 37.0 Nowhere",
+        "GEOADD Sicily NX XX 13.5 38.1 Palermo",
+        "GEOADD Sicily 13.5 38.1",
+        "GEOADD Sicily GT 13.5 38.1 x",
+        "GEOADD Sicily 200 100 x",
+        "GEOADD Sicily abc 10 x",
+        "GEOADD str 10 10 x",
+        "ZRANGE Sicily 0 -1 WITHSCORES",
+        "GEOPOS Sicily Palermo Catania missing",
+        "GEOPOS nokey a",
+        "GEOPOS str a",
+        "GEOHASH Sicily Palermo Catania missing",
+        "GEOHASH nokey a",
+        "GEODIST Sicily Palermo Catania",
+        "GEODIST Sicily Palermo Catania km",
+        "GEODIST Sicily Palermo Catania MI",
+        "GEODIST Sicily Palermo Catania ft",
+        "GEODIST Sicily Palermo Catania yd",
+        "GEODIST Sicily Palermo missing",
+        "GEODIST Sicily Palermo Catania km x",
+        "GEODIST nokey a b",
+        "GEORADIUS Sicily 15 37 200 km",
+        "GEORADIUS Sicily 15 37 200 km WITHDIST WITHCOORD WITHHASH ASC",
+        "GEORADIUS Sicily 15 37 200 km DESC COUNT 1",
+        "GEORADIUS Sicily 15 37 200 km COUNT 2 ANY",
+        "GEORADIUS Sicily 15 37 200 km ANY",
+        "GEORADIUS Sicily 15 37 200 km COUNT 0",
+        "GEORADIUS Sicily 15 37 200 km COUNT x",
+        "GEORADIUS Sicily 15 37 -1 km",
+        "GEORADIUS Sicily 15 37 x km",
+        "GEORADIUS Sicily 15 37 200 yd",
+        "GEORADIUS Sicily 15 37 200 km BOGUS",
+        "GEORADIUS Sicily 15 37 200 km STORE dst",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEORADIUS Sicily 15 37 200 km STOREDIST dst",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEORADIUS Sicily 15 37 200 km STORE dst WITHDIST",
+        "GEORADIUS Sicily 0 0 1 km STORE dst",
+        "EXISTS dst",
+        "GEORADIUS nokey 15 37 200 km STORE dst",
+        "GEORADIUS_RO Sicily 15 37 200 km STORE dst",
+        "GEORADIUS_RO Sicily 15 37 200 km WITHDIST",
+        "GEORADIUSBYMEMBER Sicily Palermo 200 km WITHDIST ASC",
+        "GEORADIUSBYMEMBER Sicily missing 200 km",
+        "GEORADIUSBYMEMBER nokey missing x yd",
+        "GEORADIUSBYMEMBER_RO Sicily Palermo 100 mi WITHCOORD",
+        "GEORADIUSBYMEMBER Sicily Palermo 200 km STOREDIST dst2",
+        "ZRANGE dst2 0 -1 WITHSCORES",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km ASC WITHDIST",
+        "GEOSEARCH Sicily FROMMEMBER Palermo BYBOX 400 400 km DESC WITHCOORD WITHHASH",
+        "GEOSEARCH Sicily FROMMEMBER Palermo BYBOX 10 10 km",
+        "GEOSEARCH Sicily FROMMEMBER missing BYRADIUS 10 km",
+        "GEOSEARCH Sicily BYRADIUS 10 km",
+        "GEOSEARCH Sicily FROMLONLAT 15 37",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 FROMMEMBER Palermo BYRADIUS 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 1 km BYBOX 1 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYBOX -1 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYBOX 1 x km",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km STORE x",
+        "GEOSEARCH nokey FROMMEMBER x BYRADIUS 200 km",
+        "GEOSEARCH str FROMMEMBER x BYRADIUS 200 km",
+        "GEOSEARCHSTORE dst3 Sicily FROMLONLAT 15 37 BYRADIUS 200 km STOREDIST",
+        "ZRANGE dst3 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst3 Sicily FROMLONLAT 15 37 BYRADIUS 200 km COUNT 1",
+        "ZRANGE dst3 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst3 Sicily FROMLONLAT 15 37 BYRADIUS 200 km WITHDIST",
+        "GEOSEARCHSTORE dst3 nokey FROMLONLAT 15 37 BYRADIUS 200 km",
+        "EXISTS dst3",
+        "ZADD plain -5 a 1e300 b 3 c",
+        "GEOPOS plain a b c",
+        "GEOHASH plain a b c",
+        "GEODIST plain a b",
+    ]
+    .iter()
+    .map(|line| exact(line))
+    .collect()
+}
+
+/// Random points and searches around them: the nine-cell scan, edges of cells, the poles'
+/// latitudes and the antimeridian.
+fn geo_random(rng: &mut Rng) -> Step {
+    let coord = |rng: &mut Rng, max: f64| {
+        let unit = rng.next_u64() as f64 / u64::MAX as f64;
+        format!("{:.6}", (unit * 2.0 - 1.0) * max)
+    };
+    let key = rng.pick(&["g1", "g2", "{g}3"]);
+    let (lon_max, lat_max) = if rng.chance(50) {
+        (180.0, 85.05)
+    } else {
+        (1.0, 1.0)
+    };
+    match rng.below(6) {
+        0 | 1 => {
+            let mut parts = vec![b("GEOADD"), b(key)];
+            for _ in 0..1 + rng.below(4) {
+                parts.push(b(&coord(rng, lon_max)));
+                parts.push(b(&coord(rng, lat_max)));
+                parts.push(b(&format!("m{}", rng.below(40))));
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        2 => {
+            let unit = rng.pick(&["m", "km", "mi", "ft"]);
+            let radius = rng.pick(&["0", "1", "50", "500", "5000", "20000"]);
+            let mut parts = vec![
+                b("GEOSEARCH"),
+                b(key),
+                b("FROMLONLAT"),
+                b(&coord(rng, lon_max)),
+                b(&coord(rng, lat_max)),
+            ];
+            if rng.chance(50) {
+                parts.extend([b("BYRADIUS"), b(radius), b(unit)]);
+            } else {
+                parts.extend([
+                    b("BYBOX"),
+                    b(radius),
+                    b(rng.pick(&["1", "300", "9000"])),
+                    b(unit),
+                ]);
+            }
+            parts.extend([
+                b(rng.pick(&["ASC", "DESC"])),
+                b("WITHDIST"),
+                b("WITHCOORD"),
+                b("WITHHASH"),
+            ]);
+            if rng.chance(30) {
+                parts.extend([b("COUNT"), b(rng.pick(&["1", "3"]))]);
+            }
+            Step::new(parts, Cmp::Exact)
+        }
+        3 => {
+            let member = format!("m{}", rng.below(40));
+            Step::new(
+                vec![
+                    b("GEORADIUSBYMEMBER"),
+                    b(key),
+                    b(&member),
+                    b(rng.pick(&["10", "100", "1000", "9000"])),
+                    b("km"),
+                    b("WITHDIST"),
+                    b(rng.pick(&["ASC", "DESC"])),
+                ],
+                Cmp::Exact,
+            )
+        }
+        4 => {
+            let (m1, m2) = (format!("m{}", rng.below(40)), format!("m{}", rng.below(40)));
+            Step::new(
+                vec![b("GEODIST"), b(key), b(&m1), b(&m2), b("km")],
+                Cmp::Exact,
+            )
+        }
+        _ => {
+            let (m1, m2) = (format!("m{}", rng.below(40)), format!("m{}", rng.below(40)));
+            let name = rng.pick(&["GEOPOS", "GEOHASH"]);
+            Step::new(vec![b(name), b(key), b(&m1), b(&m2)], Cmp::Exact)
+        }
+    }
 }
 
 /// Random sorted-set algebra and range removals over keys on different shards.
@@ -312,6 +447,13 @@ fn zset_commands_match_redis_on_one_and_several_shards() {
     }
 }
 
+#[test]
+fn geo_commands_match_redis_on_one_and_several_shards() {
+    for shards in [1, 3] {
+        differential("geo", shards, &geo_cases(), &[5, 6], 600, geo_random);
+    }
+}
+
 fn blocked_clients(conn: &mut Resp) -> u64 {
     let Reply::Bulk(Some(text)) = conn.call(&["INFO", "clients"]) else {
         panic!("INFO is a bulk string");
@@ -392,5 +534,15 @@ fn blocked_zset_pops_wake_on_writes_from_any_shard() {
     assert_eq!(
         first.call(&["EXEC"]),
         Reply::Array(Some(vec![Reply::Array(None)]))
+    );
+    // GEOADD writes a sorted set: it serves a waiter too.
+    second
+        .send(&common::request(&["BZPOPMIN", "geokey", "0"]))
+        .unwrap();
+    wait_blocked(&mut control, 1);
+    control.call(&["GEOADD", "geokey", "0", "0", "origin"]);
+    assert_eq!(
+        second.read().unwrap(),
+        bulks(&["geokey", "origin", "3377699720527872"])
     );
 }

@@ -33,6 +33,9 @@ enum KeyShape {
     AllButLast,
     /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
     DestCounted,
+    /// `args[0]`, and the key of a STORE or STOREDIST option (GEORADIUS,
+    /// GEORADIUSBYMEMBER), whose options start at `args[n]`
+    OneAndStore(usize),
 }
 
 const RO: &[&str] = &["readonly"];
@@ -80,7 +83,7 @@ macro_rules! typed_ops {
 /// Redis's legacy key positions.
 const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
     match shape {
-        KeyShape::One | KeyShape::DestCounted => (1, 1, 1),
+        KeyShape::One | KeyShape::DestCounted | KeyShape::OneAndStore(_) => (1, 1, 1),
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::AllButLast => (1, -2, 1),
@@ -184,6 +187,17 @@ typed_ops! {
     BZMPop "bzmpop" -5 W_BLOCKING_MOVABLE TimeoutCounted;
     BZPopMin "bzpopmin" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
     BZPopMax "bzpopmax" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
+    // Geo (sorted sets of geohash scores)
+    GeoAdd "geoadd" -5 WD One;
+    GeoDist "geodist" -4 RO One;
+    GeoHash "geohash" -2 RO One;
+    GeoPos "geopos" -2 RO One;
+    GeoSearch "geosearch" -7 RO One;
+    GeoSearchStore "geosearchstore" -8 WD Two;
+    GeoRadius "georadius" -6 WD_MOVABLE OneAndStore(5);
+    GeoRadiusRo "georadius_ro" -6 RO One;
+    GeoRadiusByMember "georadiusbymember" -5 WD_MOVABLE OneAndStore(4);
+    GeoRadiusByMemberRo "georadiusbymember_ro" -5 RO One;
 }
 
 /// Which end LMPOP / BLMPOP pop from.
@@ -373,8 +387,34 @@ impl TypedCommand {
                 keys.extend(counted(1));
                 keys
             }
+            KeyShape::OneAndStore(options) => {
+                let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
+                keys.extend(store_key(args.get(options..).unwrap_or_default()));
+                keys
+            }
         }
     }
+}
+
+/// The key of GEORADIUS's STORE or STOREDIST option (the last one given), walking the
+/// options as the command reads them (Redis's `georadiusGeneric`): COUNT takes a value, the
+/// other words none.
+fn store_key(options: &[Bytes]) -> Option<&[u8]> {
+    let mut key = None;
+    let mut i = 0;
+    while i < options.len() {
+        let word = &options[i];
+        let valued = word.eq_ignore_ascii_case(b"store") || word.eq_ignore_ascii_case(b"storedist");
+        if valued && i + 1 < options.len() {
+            key = Some(&options[i + 1][..]);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"count") {
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    key
 }
 
 #[cfg(test)]

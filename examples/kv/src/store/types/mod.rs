@@ -4,6 +4,8 @@
 //! otherwise.
 
 pub(super) mod args;
+mod geo;
+mod geohash;
 mod hash;
 mod list;
 mod scan;
@@ -104,6 +106,16 @@ impl Store {
             | Op::ZInterCard => cx.zsetop(a),
             Op::ZMPop | Op::BZMPop => cx.zmpop(a),
             Op::BZPopMin | Op::BZPopMax => cx.bzpop(a),
+            Op::GeoAdd => cx.geoadd(a),
+            Op::GeoDist => cx.geodist(a),
+            Op::GeoHash => cx.geohash(a),
+            Op::GeoPos => cx.geopos(a),
+            Op::GeoSearch
+            | Op::GeoSearchStore
+            | Op::GeoRadius
+            | Op::GeoRadiusRo
+            | Op::GeoRadiusByMember
+            | Op::GeoRadiusByMemberRo => cx.geosearch(a),
         }
     }
 }
