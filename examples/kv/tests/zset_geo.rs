@@ -546,3 +546,64 @@ fn blocked_zset_pops_wake_on_writes_from_any_shard() {
         bulks(&["geokey", "origin", "3377699720527872"])
     );
 }
+
+/// Every key's `ZRANGE 0 -1 WITHSCORES` and TYPE: the state a replay must rebuild.
+fn snapshot(conn: &mut Resp, keys: &[&str]) -> Vec<(Reply, Reply)> {
+    keys.iter()
+        .map(|key| {
+            (
+                conn.call(&["TYPE", key]),
+                conn.call(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+            )
+        })
+        .collect()
+}
+
+/// The writes of these commands replay from the AOF to the same sorted sets, one-shard and
+/// across shards (the multi-key ones write back through the keys' owners), blocked pops
+/// included (logged as the pops they did).
+#[test]
+fn writes_replay_from_the_aof() {
+    let dir = common::TempDir::new("zset_geo_aof");
+    let args = ["--shards", "2", "--aof", dir.arg(), "--fsync", "always"];
+    let keys = ["za", "zb", "zd", "geo", "near", "far", "srch", "bz"];
+    let shard = |key: &str| corewire_kv::routing::shard_of(key.as_bytes(), 2);
+    assert!(keys.iter().any(|key| shard(key) != shard(keys[0])));
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    for line in [
+        "ZADD za 1 a 2 b 3 c 4 d 5 e 6 f",
+        "ZADD zb 0 a 0 b 0 c 0 x 0 y",
+        "ZREMRANGEBYSCORE za (5 +inf",
+        "ZREMRANGEBYRANK za 0 0",
+        "ZREMRANGEBYLEX zb [x +",
+        "ZDIFFSTORE zd 2 za zb",
+        "ZUNIONSTORE zu 2 za zb",
+        "ZMPOP 2 missing za MAX COUNT 2",
+        "BZPOPMIN zb 0",
+        "GEOADD geo 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+        "GEOADD geo XX CH 13.5 38.2 Palermo",
+        "GEORADIUS geo 15 37 200 km STORE near",
+        "GEORADIUSBYMEMBER geo Palermo 500 km STOREDIST far",
+        "GEOSEARCHSTORE srch geo FROMLONLAT 15 37 BYBOX 400 400 km STOREDIST",
+    ] {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let reply = conn.call(&parts);
+        assert!(!matches!(reply, Reply::Error(_)), "{line}: {reply:?}");
+    }
+    // A pop that waited, served by a write from another connection.
+    let mut waiter = server.connect();
+    waiter
+        .send(&common::request(&["BZPOPMAX", "bz", "0"]))
+        .unwrap();
+    wait_blocked(&mut conn, 1);
+    conn.call(&["ZADD", "bz", "1", "one", "2", "two"]);
+    assert_eq!(waiter.read().unwrap(), bulks(&["bz", "two", "2"]));
+    let before = snapshot(&mut conn, &keys);
+    drop((conn, waiter));
+    server.stop();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(snapshot(&mut conn, &keys), before);
+    assert_eq!(conn.call(&["ZRANGE", "bz", "0", "-1"]), bulks(&["one"]));
+}
