@@ -107,6 +107,10 @@ fn zset_cases() -> Vec<Step> {
         "BZPOPMIN z3 0",
         "BZMPOP 0 1 z3 MIN",
         "EXEC",
+        // A script gets nil (Lua false) at once where the pop would wait.
+        "EVAL return(tostring(redis.call('bzmpop','0','1',KEYS[1],'min'))) 1 nokey",
+        "EVAL return(redis.call('bzmpop','0','1',KEYS[1],'min','count','2')) 1 z1",
+        "EVAL return(redis.pcall('bzpopmin',KEYS[1],'0')) 1 z1",
         "ZRANDMEMBER nokey",
         "ZRANDMEMBER nokey 5",
         "ZRANDMEMBER str",
