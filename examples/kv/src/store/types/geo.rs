@@ -305,6 +305,8 @@ fn search(op: Op, a: &[Bytes], zset: Option<&ZSet>) -> Result<Outcome, CommandEr
             }
         )));
     }
+    // Redis names the command in these two errors as the client wrote it; here it is the
+    // lowercase name (the request's spelling is not kept past parsing).
     if form.search && !(from_member || from_loc) {
         return Err(CommandError::Text(format!(
             "ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for {}",
