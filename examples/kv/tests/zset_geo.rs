@@ -540,6 +540,20 @@ fn blocked_zset_pops_wake_on_writes_from_any_shard() {
         first.call(&["EXEC"]),
         Reply::Array(Some(vec![Reply::Array(None)]))
     );
+    // A list pushed to a key serves the list pop waiting behind a sorted-set pop there.
+    first
+        .send(&common::request(&["BZPOPMIN", "mixed", "0"]))
+        .unwrap();
+    wait_blocked(&mut control, 1);
+    second
+        .send(&common::request(&["BLPOP", "mixed", "0"]))
+        .unwrap();
+    wait_blocked(&mut control, 2);
+    control.call(&["RPUSH", "mixed", "item"]);
+    assert_eq!(second.read().unwrap(), bulks(&["mixed", "item"]));
+    wait_blocked(&mut control, 1);
+    control.call(&["ZADD", "mixed", "5", "m"]);
+    assert_eq!(first.read().unwrap(), bulks(&["mixed", "m", "5"]));
     // GEOADD writes a sorted set: it serves a waiter too.
     second
         .send(&common::request(&["BZPOPMIN", "geokey", "0"]))

@@ -287,10 +287,25 @@ impl Shard {
     /// Offers `key` to its waiters, longest blocked first, while it holds items.
     fn serve_waiters(&self, key: &[u8], now: u64) {
         loop {
+            // Who the key can serve now: a sorted set its sorted-set pops, a list its list
+            // pops (in arrival order past the others, as Redis serves each blocked client from
+            // a key of its type); a program blocked on list keys wakes for any type.
+            let (zset_ready, list_ready, answers) = self.with_store(|store| {
+                (
+                    store.has_zset_items(key, now),
+                    store.has_list_items(key, now),
+                    store.pop_would_answer(&[key], now),
+                )
+            });
             let next = {
                 let queues = self.blocked.queues.borrow();
+                let ready = |waiter: &crate::blocking::Waiter<Client>| match &waiter.client {
+                    client if client.pops_zset() => zset_ready,
+                    client if client.wakes => answers,
+                    _ => list_ready,
+                };
                 queues
-                    .first_on(key)
+                    .first_ready_on(key, ready)
                     .and_then(|id| queues.get(id).map(|w| (id, w.client.clone())))
             };
             let Some((id, client)) = next else {
@@ -305,30 +320,12 @@ impl Shard {
                 continue;
             }
             if client.wakes {
-                // A sorted set pop wakes for a sorted set only (Redis serves a waiter from a
-                // key of its type); a list pop for anything, which then answers.
-                let ready = if client.pops_zset() {
-                    self.with_store(|store| store.has_zset_items(key, now))
-                } else {
-                    self.with_store(|store| store.pop_would_answer(&[key], now))
-                };
-                if !ready {
-                    return;
-                }
                 // The item stays for the program, which comes to take it under its locks;
                 // the waiters behind it get the next write's items.
                 self.blocked.queues.borrow_mut().remove(id);
                 self.blocked.wakers.set(self.blocked.wakers.get() - 1);
                 self.publish_blocked();
                 self.deliver(client.origin, Reply::Integer(1));
-                return;
-            }
-            let has_items = if client.pops_zset() {
-                self.with_store(|store| store.has_zset_items(key, now))
-            } else {
-                self.with_store(|store| store.has_list_items(key, now))
-            };
-            if !has_items {
                 return;
             }
             self.blocked.queues.borrow_mut().remove(id);
