@@ -102,19 +102,14 @@ fn aggregate(target: &mut f64, value: f64, how: Aggregate) {
 /// One input of the set algebra: a sorted set, or a set (every member scores 1).
 struct Source {
     members: Vec<(Bytes, f64)>,
-    index: indexmap::IndexMap<Bytes, f64, foldhash::fast::RandomState>,
     weight: f64,
 }
 
-impl Source {
-    fn new(members: Vec<(Bytes, f64)>) -> Source {
-        let index = members.iter().cloned().collect();
-        Source {
-            members,
-            index,
-            weight: 1.0,
-        }
-    }
+/// A source's members for lookups (ZINTER and ZDIFF look the first one's up in the others).
+type Index<'a> = hashbrown::HashMap<&'a Bytes, f64, foldhash::fast::RandomState>;
+
+fn index(source: &Source) -> Index<'_> {
+    source.members.iter().map(|(m, s)| (m, *s)).collect()
 }
 
 /// Sorts `(member, score)` pairs as a sorted set orders them.
@@ -239,7 +234,10 @@ impl<S: ChangeSink> Cx<'_, S> {
                 Some(Value::Set(s)) => s.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
                 Some(_) => return Err(CommandError::WrongType),
             };
-            sources.push(Source::new(members));
+            sources.push(Source {
+                members,
+                weight: 1.0,
+            });
         }
         let mut how = Aggregate::Sum;
         let (mut with_scores, mut limit) = (false, 0usize);
@@ -284,14 +282,15 @@ impl<S: ChangeSink> Cx<'_, S> {
         match setop {
             SetOp::Inter => {
                 let (first, rest) = sources.split_first().expect("at least one source");
+                let rest: Vec<(Index, f64)> = rest.iter().map(|s| (index(s), s.weight)).collect();
                 for (member, score) in &first.members {
                     let mut acc = first.weight * score;
                     if acc.is_nan() {
                         acc = 0.0;
                     }
-                    let everywhere = rest.iter().all(|other| match other.index.get(member) {
+                    let everywhere = rest.iter().all(|(other, weight)| match other.get(member) {
                         Some(score) => {
-                            aggregate(&mut acc, score * other.weight, how);
+                            aggregate(&mut acc, score * weight, how);
                             true
                         }
                         None => false,
@@ -330,8 +329,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             }
             SetOp::Diff => {
                 let (first, rest) = sources.split_first().expect("at least one source");
+                let rest: Vec<Index> = rest.iter().map(index).collect();
                 result = (first.members.iter())
-                    .filter(|(m, _)| rest.iter().all(|other| !other.index.contains_key(m)))
+                    .filter(|(m, _)| rest.iter().all(|other| !other.contains_key(m)))
                     .cloned()
                     .collect();
             }
