@@ -27,6 +27,8 @@ pub(crate) enum KeyShape {
     All,
     /// `key value key value ...` (MSETNX)
     Pairs,
+    /// every argument after the first (BITOP's `operation destkey key...`)
+    AfterFirst,
 }
 
 const RO: &[&str] = &["readonly"];
@@ -101,6 +103,7 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::Pairs => (1, -1, 2),
+        KeyShape::AfterFirst => (2, -1, 1),
     }
 }
 
@@ -129,6 +132,14 @@ key_ops! {
     Scan "scan" -2 RO None;
     RandomKey "randomkey" 1 RO None;
     FlushDb "flushdb" -1 W None;
+    // Bitmaps (see `store/bitmap`)
+    SetBit "setbit" 4 WD One;
+    GetBit "getbit" 3 RO_FAST One;
+    BitCount "bitcount" -2 RO One;
+    BitPos "bitpos" -3 RO One;
+    BitOp "bitop" -4 WD AfterFirst;
+    BitField "bitfield" -2 WD One;
+    BitFieldRo "bitfield_ro" -2 RO_FAST One;
     ]
     object: [
     ObjectEncoding "object|encoding" 3 RO (2, 2, 1);
@@ -158,6 +169,7 @@ impl KeyCommand {
             KeyShape::Two => args.iter().take(2).map(|k| &k[..]).collect(),
             KeyShape::All => args.iter().map(|k| &k[..]).collect(),
             KeyShape::Pairs => args.iter().step_by(2).map(|k| &k[..]).collect(),
+            KeyShape::AfterFirst => args.iter().skip(1).map(|k| &k[..]).collect(),
         }
     }
 }

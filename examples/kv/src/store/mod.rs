@@ -2,6 +2,7 @@
 //! by the shard that owns them. Time comes from the caller (`now_ms`, Unix milliseconds), so
 //! the store never reads a clock and tests control time exactly.
 
+mod bitmap;
 mod cluster;
 mod compact;
 mod emit;

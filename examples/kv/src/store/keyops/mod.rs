@@ -61,6 +61,13 @@ impl Store {
             | Op::ObjectIdleTime
             | Op::MemoryUsage => cx.object(a),
             Op::ObjectHelp => Ok(object_help()),
+            Op::SetBit
+            | Op::GetBit
+            | Op::BitCount
+            | Op::BitPos
+            | Op::BitOp
+            | Op::BitField
+            | Op::BitFieldRo => cx.store.run_bitmap(op, a, now, cx.sink),
             // Parsed into FLUSHALL; never reaches a store as a KeyOp.
             Op::FlushDb => Err(CommandError::NotShardCommand { command: "flushdb" }),
         }
