@@ -29,6 +29,8 @@ pub(crate) enum KeyShape {
     Pairs,
     /// every argument after the first (BITOP's `operation destkey key...`)
     AfterFirst,
+    /// `args[1]` (PFDEBUG's `subcommand key`)
+    Second,
 }
 
 const RO: &[&str] = &["readonly"];
@@ -37,6 +39,8 @@ const W: &[&str] = &["write"];
 const W_FAST: &[&str] = &["write", "fast"];
 const WD: &[&str] = &["write", "denyoom"];
 const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
+const WD_ADMIN: &[&str] = &["write", "denyoom", "admin"];
+const ADMIN: &[&str] = &["admin"];
 
 macro_rules! key_ops {
     (
@@ -104,6 +108,7 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::All => (1, -1, 1),
         KeyShape::Pairs => (1, -1, 2),
         KeyShape::AfterFirst => (2, -1, 1),
+        KeyShape::Second => (2, 2, 1),
     }
 }
 
@@ -140,6 +145,12 @@ key_ops! {
     BitOp "bitop" -4 WD AfterFirst;
     BitField "bitfield" -2 WD One;
     BitFieldRo "bitfield_ro" -2 RO_FAST One;
+    // HyperLogLog (see `store/hll`)
+    PfAdd "pfadd" -2 WD_FAST One;
+    PfCount "pfcount" -2 RO All;
+    PfMerge "pfmerge" -2 WD All;
+    PfDebug "pfdebug" 3 WD_ADMIN Second;
+    PfSelfTest "pfselftest" 1 ADMIN None;
     ]
     object: [
     ObjectEncoding "object|encoding" 3 RO (2, 2, 1);
@@ -170,6 +181,7 @@ impl KeyCommand {
             KeyShape::All => args.iter().map(|k| &k[..]).collect(),
             KeyShape::Pairs => args.iter().step_by(2).map(|k| &k[..]).collect(),
             KeyShape::AfterFirst => args.iter().skip(1).map(|k| &k[..]).collect(),
+            KeyShape::Second => args.iter().skip(1).take(1).map(|k| &k[..]).collect(),
         }
     }
 }

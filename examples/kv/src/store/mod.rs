@@ -9,6 +9,7 @@ mod emit;
 mod entry;
 mod expiring;
 mod fields;
+mod hll;
 mod keyops;
 mod keys;
 mod keyspace;

@@ -68,6 +68,9 @@ impl Store {
             | Op::BitOp
             | Op::BitField
             | Op::BitFieldRo => cx.store.run_bitmap(op, a, now, cx.sink),
+            Op::PfAdd | Op::PfCount | Op::PfMerge | Op::PfDebug | Op::PfSelfTest => {
+                cx.store.run_hll(op, a, now, cx.sink)
+            }
             // Parsed into FLUSHALL; never reaches a store as a KeyOp.
             Op::FlushDb => Err(CommandError::NotShardCommand { command: "flushdb" }),
         }
