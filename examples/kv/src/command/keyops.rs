@@ -31,6 +31,8 @@ pub(crate) enum KeyShape {
     AfterFirst,
     /// `args[1]` (PFDEBUG's `subcommand key`)
     Second,
+    /// `args[0]` and SORT's STORE destination
+    Sort,
 }
 
 const RO: &[&str] = &["readonly"];
@@ -40,6 +42,8 @@ const W_FAST: &[&str] = &["write", "fast"];
 const WD: &[&str] = &["write", "denyoom"];
 const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
 const WD_ADMIN: &[&str] = &["write", "denyoom", "admin"];
+const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const ADMIN: &[&str] = &["admin"];
 
 macro_rules! key_ops {
@@ -109,6 +113,7 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::Pairs => (1, -1, 2),
         KeyShape::AfterFirst => (2, -1, 1),
         KeyShape::Second => (2, 2, 1),
+        KeyShape::Sort => (1, 1, 1),
     }
 }
 
@@ -151,6 +156,11 @@ key_ops! {
     PfMerge "pfmerge" -2 WD All;
     PfDebug "pfdebug" 3 WD_ADMIN Second;
     PfSelfTest "pfselftest" 1 ADMIN None;
+    Lcs "lcs" -3 RO Two;
+    // SORT (see `store/sort`) and LOLWUT
+    Sort "sort" -2 WD_MOVABLE Sort;
+    SortRo "sort_ro" -2 RO_MOVABLE Sort;
+    Lolwut "lolwut" -1 RO_FAST None;
     ]
     object: [
     ObjectEncoding "object|encoding" 3 RO (2, 2, 1);
@@ -182,6 +192,13 @@ impl KeyCommand {
             KeyShape::Pairs => args.iter().step_by(2).map(|k| &k[..]).collect(),
             KeyShape::AfterFirst => args.iter().skip(1).map(|k| &k[..]).collect(),
             KeyShape::Second => args.iter().skip(1).take(1).map(|k| &k[..]).collect(),
+            KeyShape::Sort => {
+                let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
+                if self.op == KeyOp::Sort {
+                    keys.extend(super::sort::sort_store_key(args).map(|k| &k[..]));
+                }
+                keys
+            }
         }
     }
 }

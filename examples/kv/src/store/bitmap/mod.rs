@@ -154,6 +154,7 @@ impl Store {
         };
         let (mut value, dirty) = self.bit_target(&a[0], offset >> 3, now, sink)?;
         let old = bits::set_bit(&mut value, offset, on);
+        self.changes = Some(u64::from(dirty || old != on));
         if dirty || old != on {
             self.store_bits("setbit", a, value, sink);
             self.notify(Class::String, "setbit", &a[0]);
@@ -283,9 +284,11 @@ impl Store {
         let dest = &a[1];
         let len = result.len() as i64;
         if result.is_empty() {
-            if self.is_live(dest, now, sink) {
+            let live = self.is_live(dest, now, sink);
+            if live {
                 self.del(vec![dest.clone()], now, sink);
             }
+            self.changes = Some(u64::from(live));
         } else {
             sink.record(WriteOp::Set {
                 key: dest,
@@ -427,6 +430,9 @@ impl Store {
         }
         if changes > 0 {
             self.notify(Class::String, "setbit", &a[0]);
+        }
+        if !read_only {
+            self.changes = Some(changes);
         }
         Ok(Reply::Array(replies))
     }

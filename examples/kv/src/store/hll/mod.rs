@@ -86,19 +86,20 @@ impl Store {
     ) -> Result<Reply, CommandError> {
         let sparse_max = self.config.encoding.hll_sparse_max_bytes;
         let (mut value, mut updated) = match self.read_hll(&a[0], false, now, sink)? {
-            Some((value, _)) => (value, false),
-            None => (hll::new_sparse(), true),
+            Some((value, _)) => (value, 0),
+            None => (hll::new_sparse(), 1),
         };
         for element in &a[1..] {
-            updated |= hll::add(&mut value, element, sparse_max).map_err(|_| corrupt())?;
+            updated += u64::from(hll::add(&mut value, element, sparse_max).map_err(|_| corrupt())?);
         }
-        if updated {
+        self.changes = Some(updated);
+        if updated > 0 {
             hll::invalidate_cache(&mut value);
             self.log_written("pfadd", a, sink);
             self.store_hll(&a[0], value);
             self.notify(Class::String, "pfadd", &a[0]);
         }
-        Ok(Reply::Integer(i64::from(updated)))
+        Ok(Reply::Integer(i64::from(updated > 0)))
     }
 
     fn pfcount<S: ChangeSink>(
@@ -125,6 +126,7 @@ impl Store {
         let card = hll::count(&value).map_err(|_| corrupt())?;
         hll::set_cache(&mut value, card);
         self.store_hll(&a[0], value);
+        self.changes = Some(1);
         Ok(Reply::Integer(card as i64))
     }
 
@@ -181,6 +183,7 @@ impl Store {
         let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
         if is("getreg") || is("todense") {
             let converted = hll::to_dense(&mut value).map_err(|_| corrupt())?;
+            self.changes = Some(u64::from(converted));
             if converted {
                 sink.record(WriteOp::Command {
                     name: "pfdebug",
@@ -203,11 +206,13 @@ impl Store {
             }
             Ok(reply)
         } else if is("decode") {
+            self.changes = Some(0);
             if encoding != Encoding::Sparse {
                 return Err(CommandError::Text("ERR HLL encoding is not sparse".into()));
             }
             Ok(Reply::Bulk(Bytes::from(hll::decode_sparse(&value))))
         } else if is("encoding") {
+            self.changes = Some(0);
             Ok(Reply::Simple(Bytes::from_static(
                 encoding.name().as_bytes(),
             )))
