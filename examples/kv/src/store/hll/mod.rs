@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::keyspace::TtlUpdate;
 use super::Store;
-use crate::change::{ChangeSink, WriteOp};
+use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, KeyOp};
 use crate::hyperloglog::{self as hll, Encoding, REGISTERS};
 use crate::notify::Class;
@@ -90,7 +90,22 @@ impl Store {
             None => (hll::new_sparse(), 1),
         };
         for element in &a[1..] {
-            updated += u64::from(hll::add(&mut value, element, sparse_max).map_err(|_| corrupt())?);
+            match hll::add(&mut value, element, sparse_max) {
+                Ok(changed) => updated += u64::from(changed),
+                Err(_) => {
+                    // Redis updates in place: the registers set before the corruption was
+                    // found stay set (and the reply is the error).
+                    if updated > 0 {
+                        sink.record(WriteOp::Set {
+                            key: &a[0],
+                            value: &value,
+                            ttl: LoggedTtl::Keep,
+                        });
+                        self.store_hll(&a[0], value);
+                    }
+                    return Err(corrupt());
+                }
+            }
         }
         self.changes = Some(updated);
         if updated > 0 {
