@@ -332,7 +332,7 @@ fn sort_step(gen: &mut Gen, key: &[u8], kind: u8) -> (Vec<Vec<u8>>, Cmp, bool) {
         }
     }
     // Redis leaves these orders undefined: ties among ALPHA weights, a set's own order.
-    let ordered = !(alpha && by_pattern) && !(kind == b's' && nosort);
+    let ordered = !((alpha && by_pattern) || (kind == b's' && nosort));
     let stores = parts.iter().any(|p| p.eq_ignore_ascii_case(b"store"));
     let limited = parts.iter().any(|p| p.eq_ignore_ascii_case(b"limit"));
     let cmp = match (ordered, limited) {
@@ -400,5 +400,121 @@ fn sort_by_and_get_patterns_across_shards() {
             }
             pair.report();
         }
+    }
+}
+
+/// The keyspace events of these commands, as redis-server publishes them (setbit, set or
+/// del for BITOP, setbit for BITFIELD, pfadd for PFADD and PFMERGE, sortstore), on 1 and 3
+/// shards; the multi-key ones with keys on one shard and on several.
+#[test]
+fn keyspace_events_match_redis() {
+    let script: &[&[&str]] = &[
+        &["SETBIT", "b1", "7", "1"],
+        &["SETBIT", "b1", "7", "1"],
+        &["SETBIT", "b2", "100", "0"],
+        &["BITOP", "OR", "{t}d", "{t}s1", "{t}s2"],
+        &["SET", "{t}s1", "abc"],
+        &["BITOP", "AND", "{t}d", "{t}s1", "{t}s2"],
+        &["BITOP", "XOR", "{t}d", "{t}nosuch"],
+        &["BITFIELD", "f", "SET", "u8", "0", "1", "GET", "u8", "0"],
+        &["BITFIELD", "f", "GET", "u8", "0"],
+        &["BITFIELD", "f", "SET", "u8", "0", "1"],
+        &["PFADD", "h1", "a", "b"],
+        &["PFADD", "h1", "a"],
+        &["PFADD", "{t}h2", "c"],
+        &["PFMERGE", "{t}h3", "{t}h2"],
+        &["PFCOUNT", "h1"],
+        &["RPUSH", "{t}l", "3", "1", "2"],
+        &["SORT", "{t}l", "STORE", "{t}sorted"],
+        &["SORT", "{t}nosuch", "STORE", "{t}sorted"],
+        &["SORT", "{t}l", "LIMIT", "0", "1"],
+        &["FLUSHALL"],
+    ];
+    for shards in [1, 3] {
+        let (oracle, server) = servers(shards, &[]);
+        let mut transcripts = Vec::new();
+        for port in [oracle.port, server.port] {
+            let mut admin = diff::Conn::connect(port);
+            admin.call_str(&["FLUSHALL"]);
+            assert_eq!(
+                admin.call_str(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
+                V::ok()
+            );
+            let mut sub = diff::Conn::connect(port);
+            sub.send(&args(&["PSUBSCRIBE", "__key*__:*"]));
+            sub.read();
+            let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for step in script {
+                admin.call_str(step);
+            }
+            admin.call_str(&["PUBLISH", "__marker__", "x"]);
+            while let Ok(message) = sub.try_read(std::time::Duration::from_millis(500)) {
+                let items = message.items().expect("a message").to_vec();
+                let text =
+                    |v: &V| String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned();
+                let (channel, payload) = (text(&items[2]), text(&items[3]));
+                let (key, what) = match channel.strip_prefix("__keyspace@0__:") {
+                    Some(key) => (key.to_owned(), format!("space {payload}")),
+                    None => (payload, format!("event {channel}")),
+                };
+                by_key.entry(key).or_default().push(what);
+            }
+            admin.call_str(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+            transcripts.push(by_key);
+        }
+        assert!(transcripts[0].len() > 8, "{:?}", transcripts[0]);
+        assert_eq!(
+            transcripts[1], transcripts[0],
+            "corewire-kv ({shards} shards) vs redis-server"
+        );
+    }
+}
+
+/// The multi-key forms inside MULTI and a script, on keys of several shards.
+#[test]
+fn multi_key_forms_in_transactions_and_scripts() {
+    for shards in [1, 3] {
+        let (oracle, server) = servers(shards, &[]);
+        let mut pair = Pair::new(&oracle, &server, format!("multi shards {shards}"));
+        for step in [
+            &["SET", "a", "abc"][..],
+            &["SET", "b", "xyz"],
+            &["PFADD", "c", "1", "2"],
+            &["PFADD", "d", "3"],
+            &["RPUSH", "l", "2", "1", "3"],
+            &[
+                "MSET", "w_1", "3", "w_2", "2", "w_3", "1", "o_1", "x", "o_3", "z",
+            ],
+        ] {
+            pair.check_str(step);
+        }
+        pair.check_str(&["MULTI"]);
+        for step in [
+            &["BITOP", "XOR", "k:1", "a", "b"][..],
+            &["PFMERGE", "k:2", "c", "d"],
+            &["PFCOUNT", "c", "d", "k:2"],
+            &["SORT", "l", "BY", "w_*", "GET", "o_*", "GET", "#"],
+            &["SORT", "l", "BY", "w_*", "STORE", "{t}x"],
+            &["LCS", "a", "b"],
+        ] {
+            pair.check_str(step);
+        }
+        pair.check_str(&["EXEC"]);
+        pair.check_str(&["GET", "k:1"]);
+        pair.check_str(&["LRANGE", "{t}x", "0", "-1"]);
+        // A script holds the shards of the keys it declares: SORT's patterns may read any
+        // shard, so the weight keys are declared too.
+        pair.check_str(&[
+            "EVAL",
+            "return {redis.call('sort', KEYS[1], 'by', 'w_*', 'get', 'o_*'), redis.call('pfcount', KEYS[2], KEYS[3]), redis.call('bitop', 'or', KEYS[4], KEYS[5], KEYS[6])}",
+            "12", "l", "c", "d", "k:1", "a", "b", "w_1", "w_2", "w_3", "o_1", "o_2", "o_3",
+        ]);
+        pair.check_str(&["GET", "k:1"]);
+        pair.check_str(&[
+            "EVAL",
+            "return redis.call('sort', KEYS[1], 'by', 'nosort')",
+            "1",
+            "l",
+        ]);
     }
 }

@@ -117,7 +117,7 @@ pub fn pattern(element: &[u8]) -> (usize, u8) {
 /// Dense register `index` of the registers after the header.
 pub fn dense_get(registers: &[u8], index: usize) -> u8 {
     let byte = index * BITS / 8;
-    let shift = index * BITS & 7;
+    let shift = (index * BITS) & 7;
     let b0 = u16::from(registers[byte]);
     let b1 = u16::from(registers.get(byte + 1).copied().unwrap_or(0));
     (((b0 >> shift) | (b1 << (8 - shift))) as u8) & REGISTER_MAX
@@ -125,7 +125,7 @@ pub fn dense_get(registers: &[u8], index: usize) -> u8 {
 
 pub fn dense_set(registers: &mut [u8], index: usize, value: u8) {
     let byte = index * BITS / 8;
-    let shift = index * BITS & 7;
+    let shift = (index * BITS) & 7;
     let v = u16::from(value);
     registers[byte] &= !((u16::from(REGISTER_MAX) << shift) as u8);
     registers[byte] |= (v << shift) as u8;
