@@ -137,3 +137,13 @@ fn pattern_keys_for_the_multi_key_route() {
         .sort_pattern_keys(&command("SORT l BY nosort GET #"), &named, 0)
         .is_empty());
 }
+
+#[test]
+fn cluster_mode_refuses_patterns_as_redis() {
+    let mut s = Store::default();
+    s.enable_slot_index();
+    run(&mut s, "RPUSH l 2 1");
+    assert_eq!(run(&mut s, "SORT l BY w_*"), err("ERR BY option of SORT denied in Cluster mode."));
+    assert_eq!(run(&mut s, "SORT l GET #"), err("ERR GET option of SORT denied in Cluster mode."));
+    assert_eq!(run(&mut s, "SORT l BY nosort"), bulks(&["2", "1"]));
+}
