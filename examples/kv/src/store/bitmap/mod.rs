@@ -8,7 +8,9 @@ mod bits;
 use bytes::Bytes;
 
 use self::bits::{BitOp, Overflow};
+use super::compact::CompactBytes;
 use super::keyspace::TtlUpdate;
+use super::value::Value;
 use super::Store;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, KeyOp};
@@ -111,7 +113,9 @@ impl Store {
     }
 
     /// The string at `key` for a bit write, zero-padded to hold byte `byte`, and whether it
-    /// was created or grew (Redis's `lookupStringForBitCommand`).
+    /// was created or grew (Redis's `lookupStringForBitCommand`). The value is taken out of
+    /// its entry, not copied (a bit write to a large bitmap costs what Redis's does): the
+    /// caller puts it back with [`Self::store_bits`] or [`Self::put_back`].
     fn bit_target<S: ChangeSink>(
         &mut self,
         key: &[u8],
@@ -119,15 +123,27 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<(Vec<u8>, bool), CommandError> {
-        let old = self.read(key, now, sink)?;
-        let created = old.is_none();
-        let mut value = old.map(|v| v.to_vec()).unwrap_or_default();
+        let exists = match self.lookup(key, now, sink) {
+            None => false,
+            Some(Value::Str(_)) => true,
+            Some(_) => return Err(CommandError::WrongType),
+        };
+        let mut value = match self.map.get_mut(key) {
+            Some(entry) if exists => {
+                self.data_bytes -= entry.value.payload_len();
+                match std::mem::replace(&mut entry.value, Value::Str(CompactBytes::default())) {
+                    Value::Str(old) => old.into_vec(),
+                    _ => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
         let needed = byte as usize + 1;
         let grew = value.len() < needed;
         if grew {
             value.resize(needed, 0);
         }
-        Ok((value, created || grew))
+        Ok((value, !exists || grew))
     }
 
     /// Stores a bit command's result, keeping the TTL, and logs the command as written.
@@ -137,7 +153,29 @@ impl Store {
             key: &a[0],
             args: &a[1..],
         });
-        self.upsert(&a[0], Bytes::from(value), TtlUpdate::Keep);
+        self.put_back(&a[0], value);
+    }
+
+    /// Puts a value taken by [`Self::bit_target`] back, unchanged or not.
+    fn put_back(&mut self, key: &[u8], value: Vec<u8>) {
+        self.upsert(key, CompactBytes::appended(value), TtlUpdate::Keep);
+    }
+
+    /// `f` of the string at `key`, counted as a keyspace hit or miss, without a copy.
+    fn with_string<S: ChangeSink, R>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, CommandError> {
+        let result = match self.lookup(key, now, sink) {
+            None => Ok(None),
+            Some(Value::Str(value)) => Ok(Some(f(value.as_slice()))),
+            Some(_) => Err(CommandError::WrongType),
+        };
+        self.count_lookup(key, !matches!(result, Ok(None)));
+        result
     }
 
     fn setbit<S: ChangeSink>(
@@ -158,6 +196,8 @@ impl Store {
         if dirty || old != on {
             self.store_bits("setbit", a, value, sink);
             self.notify(Class::String, "setbit", &a[0]);
+        } else {
+            self.put_back(&a[0], value);
         }
         Ok(Reply::Integer(i64::from(old)))
     }
@@ -169,8 +209,8 @@ impl Store {
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
         let offset = bit_offset(&a[1], None, self.config.max_value_len)?;
-        let value = self.read_counted(&a[0], now, sink)?.unwrap_or_default();
-        Ok(Reply::Integer(i64::from(bits::get_bit(&value, offset))))
+        let bit = self.with_string(&a[0], now, sink, |value| bits::get_bit(value, offset))?;
+        Ok(Reply::Integer(i64::from(bit.unwrap_or(false))))
     }
 
     /// `BITCOUNT key [start end [BYTE|BIT]]`: the key is looked up before the range parses.
@@ -180,29 +220,8 @@ impl Store {
         now: u64,
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
-        let Some(value) = self.read_counted(&a[0], now, sink)? else {
-            return Ok(Reply::Integer(0));
-        };
-        let range = match a.len() {
-            1 => bit_range(0, -1, value.len(), false),
-            3 | 4 => {
-                let (start, end) = (int(&a[1])?, int(&a[2])?);
-                if start < 0 && end < 0 && start > end {
-                    return Ok(Reply::Integer(0));
-                }
-                let in_bits = match a.get(3) {
-                    None => false,
-                    Some(unit) if is(unit, "bit") => true,
-                    Some(unit) if is(unit, "byte") => false,
-                    Some(_) => return Err(CommandError::Syntax),
-                };
-                bit_range(start, end, value.len(), in_bits)
-            }
-            _ => return Err(CommandError::Syntax),
-        };
-        Ok(Reply::Integer(range.map_or(0, |(first, last)| {
-            bits::count_bits(&value, first, last) as i64
-        })))
+        let count = self.with_string(&a[0], now, sink, |value| bitcount(value, a))?;
+        count.unwrap_or(Ok(Reply::Integer(0)))
     }
 
     /// `BITPOS key bit [start [end [BYTE|BIT]]]`.
@@ -217,39 +236,8 @@ impl Store {
             1 => true,
             _ => return Err(text("ERR The bit argument must be 1 or 0.")),
         };
-        let Some(value) = self.read_counted(&a[0], now, sink)? else {
-            return Ok(Reply::Integer(if bit { -1 } else { 0 }));
-        };
-        let len = value.len();
-        let (range, end_given) = match a.len() {
-            2 => (bit_range(0, -1, len, false), false),
-            3..=5 => {
-                let start = int(&a[2])?;
-                let in_bits = match a.get(4) {
-                    None => false,
-                    Some(unit) if is(unit, "bit") => true,
-                    Some(unit) if is(unit, "byte") => false,
-                    Some(_) => return Err(CommandError::Syntax),
-                };
-                let end = match a.get(3) {
-                    Some(end) => int(end)?,
-                    None => -1,
-                };
-                (bit_range(start, end, len, in_bits), a.len() >= 4)
-            }
-            _ => return Err(CommandError::Syntax),
-        };
-        let Some((first, last)) = range else {
-            return Ok(Reply::Integer(-1));
-        };
-        Ok(Reply::Integer(
-            match bits::find_bit(&value, bit, first, last) {
-                Some(at) => at as i64,
-                // Past an open range the string reads as zero-padded.
-                None if !bit && !end_given => last as i64 + 1,
-                None => -1,
-            },
-        ))
+        let pos = self.with_string(&a[0], now, sink, |value| bitpos(value, bit, a))?;
+        pos.unwrap_or(Ok(Reply::Integer(if bit { -1 } else { 0 })))
     }
 
     /// `BITOP op destkey key [key ...]`; logged as the SET (or DEL) of the result.
@@ -366,8 +354,8 @@ impl Store {
             }
             self.bit_target(&a[0], highest >> 3, now, sink)?
         } else {
-            let value = self.read_counted(&a[0], now, sink)?;
-            (value.map(|v| v.to_vec()).unwrap_or_default(), false)
+            let value = self.with_string(&a[0], now, sink, <[u8]>::to_vec)?;
+            (value.unwrap_or_default(), false)
         };
         let mut changes = 0;
         let replies = ops
@@ -427,6 +415,8 @@ impl Store {
         // A key created or grown is stored (and logged) even when every write failed.
         if changes > 0 || dirty {
             self.store_bits("bitfield", a, value, sink);
+        } else if writes {
+            self.put_back(&a[0], value);
         }
         if changes > 0 {
             self.notify(Class::String, "setbit", &a[0]);
@@ -436,6 +426,64 @@ impl Store {
         }
         Ok(Reply::Array(replies))
     }
+}
+
+/// BITCOUNT's range and count over `value`.
+fn bitcount(value: &[u8], a: &[Bytes]) -> Result<Reply, CommandError> {
+    let range = match a.len() {
+        1 => bit_range(0, -1, value.len(), false),
+        3 | 4 => {
+            let (start, end) = (int(&a[1])?, int(&a[2])?);
+            if start < 0 && end < 0 && start > end {
+                return Ok(Reply::Integer(0));
+            }
+            let in_bits = match a.get(3) {
+                None => false,
+                Some(unit) if is(unit, "bit") => true,
+                Some(unit) if is(unit, "byte") => false,
+                Some(_) => return Err(CommandError::Syntax),
+            };
+            bit_range(start, end, value.len(), in_bits)
+        }
+        _ => return Err(CommandError::Syntax),
+    };
+    Ok(Reply::Integer(range.map_or(0, |(first, last)| {
+        bits::count_bits(&value, first, last) as i64
+    })))
+}
+
+/// BITPOS's range and search over `value`.
+fn bitpos(value: &[u8], bit: bool, a: &[Bytes]) -> Result<Reply, CommandError> {
+    let len = value.len();
+    let (range, end_given) = match a.len() {
+        2 => (bit_range(0, -1, len, false), false),
+        3..=5 => {
+            let start = int(&a[2])?;
+            let in_bits = match a.get(4) {
+                None => false,
+                Some(unit) if is(unit, "bit") => true,
+                Some(unit) if is(unit, "byte") => false,
+                Some(_) => return Err(CommandError::Syntax),
+            };
+            let end = match a.get(3) {
+                Some(end) => int(end)?,
+                None => -1,
+            };
+            (bit_range(start, end, len, in_bits), a.len() >= 4)
+        }
+        _ => return Err(CommandError::Syntax),
+    };
+    let Some((first, last)) = range else {
+        return Ok(Reply::Integer(-1));
+    };
+    Ok(Reply::Integer(
+        match bits::find_bit(&value, bit, first, last) {
+            Some(at) => at as i64,
+            // Past an open range the string reads as zero-padded.
+            None if !bit && !end_given => last as i64 + 1,
+            None => -1,
+        },
+    ))
 }
 
 fn operand(kind: &FieldKind) -> i64 {

@@ -143,7 +143,13 @@ fn cluster_mode_refuses_patterns_as_redis() {
     let mut s = Store::default();
     s.enable_slot_index();
     run(&mut s, "RPUSH l 2 1");
-    assert_eq!(run(&mut s, "SORT l BY w_*"), err("ERR BY option of SORT denied in Cluster mode."));
-    assert_eq!(run(&mut s, "SORT l GET #"), err("ERR GET option of SORT denied in Cluster mode."));
+    assert_eq!(
+        run(&mut s, "SORT l BY w_*"),
+        err("ERR BY option of SORT denied in Cluster mode.")
+    );
+    assert_eq!(
+        run(&mut s, "SORT l GET #"),
+        err("ERR GET option of SORT denied in Cluster mode.")
+    );
     assert_eq!(run(&mut s, "SORT l BY nosort"), bulks(&["2", "1"]));
 }
