@@ -609,3 +609,30 @@ fn writes_survive_aof_replay_and_rewrite() {
     assert_eq!(after, before);
     assert_eq!(registers(&mut conn), registers_before);
 }
+
+/// `hll-sparse-max-bytes` (CONFIG SET) decides when a sparse HLL turns dense, also for a
+/// PFMERGE whose keys live on several shards.
+#[test]
+fn sparse_limit_applies_across_shards() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "hll-sparse-max-bytes");
+    for (key, from) in [("a", 0), ("b", 100)] {
+        let mut add = vec![b("PFADD"), b(key)];
+        add.extend((from..from + 12).map(num));
+        pair.check(&add, Cmp::Exact);
+    }
+    for step in [
+        &["PFDEBUG", "ENCODING", "a"][..],
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "40"],
+        // Sparse sources whose union needs more than 40 bytes.
+        &["PFMERGE", "k:1", "a", "b"],
+        &["PFDEBUG", "ENCODING", "k:1"],
+        &["GET", "k:1"],
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "3000"],
+        &["PFMERGE", "k:2", "a", "b"],
+        &["PFDEBUG", "ENCODING", "k:2"],
+        &["GET", "k:2"],
+    ] {
+        pair.check_str(step);
+    }
+}

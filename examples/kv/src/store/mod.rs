@@ -169,6 +169,10 @@ impl Store {
         self.config.encoding = limits;
     }
 
+    pub fn encoding_limits(&self) -> EncodingLimits {
+        self.config.encoding
+    }
+
     /// The glue's tick (every sweep interval): samples the command rate at `now_ms`.
     pub fn sample_rates(&mut self, now_ms: u64) {
         self.ops_rate

@@ -132,6 +132,8 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
         return Ok(crate::command::CommandError::OutOfMemory.into());
     }
     let mut scratch = atomic::scratch(&keys, &stored, now);
+    // The thresholds (hll-sparse-max-bytes, ...) the command would meet on one shard.
+    scratch.set_encoding_limits(held.shard().store().encoding_limits());
     // SORT's BY and GET patterns read keys known only now (the router held every shard).
     let read = scratch.sort_pattern_keys(&command, &keys, now);
     if !read.is_empty() {
