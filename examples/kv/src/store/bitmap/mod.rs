@@ -448,7 +448,7 @@ fn bitcount(value: &[u8], a: &[Bytes]) -> Result<Reply, CommandError> {
         _ => return Err(CommandError::Syntax),
     };
     Ok(Reply::Integer(range.map_or(0, |(first, last)| {
-        bits::count_bits(&value, first, last) as i64
+        bits::count_bits(value, first, last) as i64
     })))
 }
 
@@ -477,7 +477,7 @@ fn bitpos(value: &[u8], bit: bool, a: &[Bytes]) -> Result<Reply, CommandError> {
         return Ok(Reply::Integer(-1));
     };
     Ok(Reply::Integer(
-        match bits::find_bit(&value, bit, first, last) {
+        match bits::find_bit(value, bit, first, last) {
             Some(at) => at as i64,
             // Past an open range the string reads as zero-padded.
             None if !bit && !end_given => last as i64 + 1,

@@ -52,7 +52,7 @@ fn draw(cols: i64, per_row: i64, per_col: i64) -> Canvas {
             let mut sy = (y as f32 * side + side / 2.0 + padding as f32) as i64;
             let mut angle = 0.0;
             if y > 1 {
-                let mut random = || {
+                let random = || {
                     let r = fastrand::f32() / per_col as f32 * y as f32;
                     if fastrand::bool() {
                         -r
