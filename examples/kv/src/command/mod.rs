@@ -22,7 +22,7 @@ pub use keyops::{KeyCommand, KeyOp};
 pub use pubsub::{PubSubQuery, ShardPubSub, Subscription};
 pub use sort::{parse_sort, pattern_target, sort_store_key, SortArgs};
 pub use table::key_positions;
-pub use typed::{mpop_args, sintercard_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
+pub use typed::{mpop_args, sintercard_args, zmpop_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
 use crate::reply::Reply;
