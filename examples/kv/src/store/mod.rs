@@ -14,6 +14,7 @@ mod keyspace;
 mod list_pack;
 mod memory;
 mod object;
+mod rdb_object;
 mod snapshot;
 mod stats;
 mod strings;
