@@ -172,3 +172,373 @@ fn codec_reads_redis_files_and_redis_reads_ours() {
     let loaded = normalised(contents(&mut redis.connect()));
     assert_eq!(loaded, expected);
 }
+
+// ---------------------------------------------------------------------------------------
+// corewire-kv's SAVE/BGSAVE, start-up load, save points, DUMP/RESTORE.
+
+use common::{eventually, Reply, Resp, Server};
+use std::time::Duration;
+
+fn kv(dir: &TempDir, shards: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--shards", shards, "--dir", dir.arg(), "--save", ""];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+fn info_field(conn: &mut Resp, field: &str) -> String {
+    let Reply::Bulk(Some(text)) = conn.call(&["INFO", "persistence"]) else {
+        panic!("INFO");
+    };
+    let text = String::from_utf8(text).unwrap();
+    let prefix = format!("{field}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+        .to_owned()
+}
+
+fn wait_bgsave_done(conn: &mut Resp) {
+    assert!(
+        eventually(Duration::from_secs(60), || info_field(
+            conn,
+            "rdb_bgsave_in_progress"
+        ) == "0"),
+        "BGSAVE did not finish"
+    );
+}
+
+/// (a) Our SAVE passes redis-check-rdb, and redis-server started on it has the same keys,
+/// values, types and TTLs, for every type in its small and large encodings; on 1 and 4
+/// shards.
+#[test]
+fn our_save_loads_into_redis_server() {
+    for shards in ["1", "4"] {
+        let dir = TempDir::new("rdb-ours");
+        let server = kv(&dir, shards, &["--dbfilename", "kv.rdb"]);
+        let mut conn = server.connect();
+        workload(&mut conn);
+        let ours = normalised(contents(&mut conn));
+        assert_eq!(conn.call(&["SAVE"]), Reply::ok());
+        let path = dir.path().join("kv.rdb");
+        check_rdb(&path);
+        let redis = Redis::start(dir.path(), &["--dbfilename", "kv.rdb"]);
+        let theirs = normalised(contents(&mut redis.connect()));
+        assert_eq!(theirs, ours, "{shards} shards");
+        assert!(ours.len() > 20);
+    }
+}
+
+/// (b) redis-server's own dump (the workload over every type) loads into corewire-kv with
+/// the same content, on 1 and 4 shards; INFO counts the keys loaded.
+#[test]
+fn redis_dump_loads_into_corewire_kv() {
+    let dir = TempDir::new("rdb-theirs");
+    let (bytes, expected) = redis_fixture(dir.path());
+    std::fs::write(dir.path().join("dump.rdb"), &bytes).unwrap();
+    let expected = normalised(expected);
+    for shards in ["1", "4"] {
+        let server = kv(&dir, shards, &[]);
+        let mut conn = server.connect();
+        assert_eq!(normalised(contents(&mut conn)), expected, "{shards} shards");
+        assert_eq!(
+            info_field(&mut conn, "rdb_last_load_keys_loaded"),
+            expected.len().to_string()
+        );
+    }
+}
+
+/// (c) A torn or corrupt dump refuses start-up with the file and the byte offset, and is
+/// left as it was.
+#[test]
+fn damaged_dump_refuses_to_start() {
+    let dir = TempDir::new("rdb-damaged");
+    let (bytes, _) = redis_fixture(dir.path());
+    let path = dir.path().join("dump.rdb");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "torn",
+            bytes[..bytes.len() / 2].to_vec(),
+            "unexpected end of file",
+        ),
+        (
+            "corrupt",
+            {
+                let mut b = bytes.clone();
+                let at = b.len() / 2;
+                b[at] ^= 0x5a;
+                b
+            },
+            "",
+        ),
+        ("no checksum", bytes[..bytes.len() - 8].to_vec(), "checksum"),
+    ];
+    for (name, damaged, why) in cases {
+        std::fs::write(&path, &damaged).unwrap();
+        let args = ["--dir", dir.arg(), "--save", ""];
+        let Err(error) = Server::try_start(&args) else {
+            panic!("{name}: started on a damaged dump");
+        };
+        assert!(error.contains(path.to_str().unwrap()), "{name}: {error}");
+        assert!(error.contains("at byte offset "), "{name}: {error}");
+        assert!(error.contains(why), "{name}: {error}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            damaged,
+            "{name}: the file changed"
+        );
+    }
+}
+
+/// (d) BGSAVE is point-in-time while writes keep coming: every key written before BGSAVE
+/// was sent is in the file as it was, nothing written after its reply is; on 1 and 4
+/// shards. The walk is slowed down (a test hook) so the writes overlap it.
+#[test]
+fn bgsave_is_point_in_time_under_writes() {
+    for shards in ["1", "4"] {
+        let dir = TempDir::new("rdb-pit");
+        let args = ["--shards", shards, "--dir", dir.arg(), "--save", ""];
+        // About 200 rounds of 10 ms whatever the shard count: the writes below take less.
+        let step_keys = if shards == "1" { "20" } else { "5" };
+        let env = [
+            ("COREWIRE_KV_TEST_RDB_STEP_DELAY_MS", "10"),
+            ("COREWIRE_KV_TEST_RDB_STEP_KEYS", step_keys),
+        ];
+        let server = Server::start_with_env(&args, &env);
+        let mut conn = server.connect();
+        let n = 4000;
+        let mut pipeline = Vec::new();
+        for i in 0..n {
+            pipeline.extend(common::request(&["SET", &format!("k:{i}"), "before"]));
+        }
+        pipeline.extend(common::request(&["RPUSH", "list", "a", "b"]));
+        pipeline.extend(common::request(&["HSET", "hash", "f", "before"]));
+        conn.send(&pipeline).unwrap();
+        for _ in 0..n + 2 {
+            assert!(!matches!(conn.read().unwrap(), Reply::Error(_)));
+        }
+        assert_eq!(
+            conn.call(&["BGSAVE"]),
+            Reply::Simple("Background saving started".into())
+        );
+        assert_eq!(
+            conn.call(&["BGSAVE"]),
+            Reply::Error("ERR Background save already in progress".into())
+        );
+        // Overwrite, delete and add while the walk runs.
+        let mut writes = 0;
+        for i in (0..n).step_by(3) {
+            let key = format!("k:{i}");
+            let reply = match i % 9 {
+                0 => conn.call(&["DEL", &key]),
+                3 => conn.call(&["APPEND", &key, "-after"]),
+                _ => conn.call(&["SET", &key, "after"]),
+            };
+            assert!(!matches!(reply, Reply::Error(_)), "{reply:?}");
+            conn.call(&["SET", &format!("new:{i}"), "after"]);
+            writes += 1;
+        }
+        conn.call(&["RPUSH", "list", "after"]);
+        conn.call(&["HSET", "hash", "f", "after"]);
+        assert_eq!(
+            info_field(&mut conn, "rdb_bgsave_in_progress"),
+            "1",
+            "the writes did not overlap the save ({shards} shards); slow the walk down more"
+        );
+        // A flush during the save: the image keeps what it removes.
+        assert_eq!(conn.call(&["FLUSHALL"]), Reply::ok());
+        wait_bgsave_done(&mut conn);
+        assert_eq!(info_field(&mut conn, "rdb_last_bgsave_status"), "ok");
+        assert!(writes > 0);
+
+        let bytes = std::fs::read(dir.path().join("dump.rdb")).unwrap();
+        let keys = decode_all(&bytes);
+        assert_eq!(keys.len(), n + 2, "{shards} shards");
+        for (key, value, _) in keys {
+            let key = String::from_utf8(key.to_vec()).unwrap();
+            match (key.as_str(), value) {
+                ("list", RdbValue::List(items)) => assert_eq!(items, vec!["a", "b"]),
+                ("hash", RdbValue::Hash(pairs)) => {
+                    assert_eq!(pairs, vec![(Bytes::from("f"), Bytes::from("before"))])
+                }
+                (k, RdbValue::String(v)) if k.starts_with("k:") => {
+                    assert_eq!(v, "before", "{k} ({shards} shards)")
+                }
+                (k, v) => panic!("unexpected key {k} = {v:?}"),
+            }
+        }
+    }
+}
+
+/// (e) Save points: `--save "1 5"` saves once 5 writes are older than a second; `CONFIG SET
+/// save ""` stops that; CONFIG GET shows the points.
+#[test]
+fn save_points_trigger() {
+    let dir = TempDir::new("rdb-points");
+    let server = Server::start(&["--shards", "2", "--dir", dir.arg(), "--save", "1 5"]);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["CONFIG", "GET", "save"]),
+        Reply::Array(Some(vec![Reply::bulk("save"), Reply::bulk("1 5")]))
+    );
+    for i in 0..3 {
+        conn.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        info_field(&mut conn, "rdb_saves"),
+        "0",
+        "3 writes are below the point"
+    );
+    assert_eq!(info_field(&mut conn, "rdb_changes_since_last_save"), "3");
+    for i in 3..10 {
+        conn.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    assert!(eventually(Duration::from_secs(10), || info_field(
+        &mut conn,
+        "rdb_saves"
+    ) == "1"));
+    assert_eq!(info_field(&mut conn, "rdb_changes_since_last_save"), "0");
+    let keys = decode_all(&std::fs::read(dir.path().join("dump.rdb")).unwrap());
+    assert_eq!(keys.len(), 10);
+    let Reply::Int(lastsave) = conn.call(&["LASTSAVE"]) else {
+        panic!("LASTSAVE");
+    };
+    assert!((lastsave as u64).abs_diff(now_ms() / 1000) < 30);
+
+    assert_eq!(conn.call(&["CONFIG", "SET", "save", ""]), Reply::ok());
+    for i in 0..10 {
+        conn.call(&["SET", &format!("x{i}"), "v"]);
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        info_field(&mut conn, "rdb_saves"),
+        "1",
+        "save \"\" disables the points"
+    );
+    assert_eq!(info_field(&mut conn, "rdb_changes_since_last_save"), "10");
+}
+
+/// SHUTDOWN saves when save points are set (and not with NOSAVE); the next start loads the
+/// dump; FLUSHALL with save points resets the changes and saves the empty dataset.
+#[test]
+fn shutdown_and_flushall_follow_redis() {
+    let dir = TempDir::new("rdb-shutdown");
+    let args = ["--shards", "2", "--dir", dir.arg(), "--save", "3600 1"];
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    conn.call(&["SET", "kept", "1"]);
+    conn.call(&["SET", "ttl", "1", "EX", "1000"]);
+    // The connection closes once the server stops (after it saved).
+    conn.send(&common::request(&["SHUTDOWN"])).unwrap();
+    assert!(!matches!(conn.read(), Ok(Reply::Error(_))));
+    server.stop();
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["GET", "kept"]), Reply::bulk("1"));
+    let Reply::Int(ttl) = conn.call(&["TTL", "ttl"]) else {
+        panic!("TTL");
+    };
+    assert!((900..=1000).contains(&ttl), "{ttl}");
+    conn.call(&["SET", "lost", "1"]);
+    conn.send(&common::request(&["SHUTDOWN", "NOSAVE"])).unwrap();
+    assert!(!matches!(conn.read(), Ok(Reply::Error(_))));
+    server.stop();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["GET", "lost"]), Reply::nil());
+
+    assert_eq!(conn.call(&["FLUSHALL"]), Reply::ok());
+    assert_eq!(info_field(&mut conn, "rdb_changes_since_last_save"), "0");
+    assert!(eventually(Duration::from_secs(10), || {
+        std::fs::read(dir.path().join("dump.rdb")).is_ok_and(|b| decode_all(&b).is_empty())
+    }));
+}
+
+/// Redis 7: with appendonly yes the AOF is the dataset and the dump is not read.
+#[test]
+fn the_aof_wins_over_the_dump() {
+    let dir = TempDir::new("rdb-aof");
+    let server = kv(&dir, "1", &[]);
+    let mut conn = server.connect();
+    conn.call(&["SET", "from-dump", "1"]);
+    assert_eq!(conn.call(&["SAVE"]), Reply::ok());
+    drop(server);
+    let server = kv(&dir, "1", &["--appendonly", "yes"]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["GET", "from-dump"]), Reply::nil());
+    drop(server);
+    let server = kv(&dir, "1", &[]);
+    assert_eq!(
+        server.connect().call(&["GET", "from-dump"]),
+        Reply::bulk("1")
+    );
+}
+
+/// DUMP payloads move both ways between redis-server and corewire-kv (every type, small
+/// and large encodings).
+#[test]
+fn dump_restore_interoperates_with_redis() {
+    let dir = TempDir::new("rdb-dump");
+    let redis = Redis::start(dir.path(), &[]);
+    let mut theirs = redis.connect();
+    workload(&mut theirs);
+    let server = kv(&dir, "2", &[]);
+    let mut ours = server.connect();
+    let Reply::Array(Some(keys)) = theirs.call(&["KEYS", "*"]) else {
+        panic!("KEYS");
+    };
+    for key in keys {
+        let Reply::Bulk(Some(key)) = key else {
+            panic!()
+        };
+        let key = String::from_utf8(key).unwrap();
+        let Reply::Bulk(Some(payload)) = theirs.call(&["DUMP", &key]) else {
+            panic!("DUMP {key}");
+        };
+        let Reply::Int(pttl) = theirs.call(&["PTTL", &key]) else {
+            panic!()
+        };
+        let ttl = pttl.max(0).to_string();
+        assert_eq!(
+            call_bytes(
+                &mut ours,
+                &[b"RESTORE", key.as_bytes(), ttl.as_bytes(), &payload]
+            ),
+            Reply::ok(),
+            "{key}"
+        );
+        // And back: our payload restored into redis-server under another name.
+        let Reply::Bulk(Some(back)) = ours.call(&["DUMP", &key]) else {
+            panic!("our DUMP {key}");
+        };
+        let copy = format!("copy:{key}");
+        assert_eq!(
+            call_bytes(
+                &mut theirs,
+                &[b"RESTORE", copy.as_bytes(), ttl.as_bytes(), &back]
+            ),
+            Reply::ok(),
+            "{key}"
+        );
+    }
+    let mut from_redis = normalised(contents(&mut theirs));
+    let copies: BTreeMap<Vec<u8>, KeyContent> = from_redis
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(b"copy:").map(|k| (k.to_vec(), v.clone())))
+        .collect();
+    from_redis.retain(|k, _| !k.starts_with(b"copy:"));
+    assert_eq!(normalised(contents(&mut ours)), from_redis);
+    assert_eq!(copies, from_redis);
+}
+
+/// A request with binary arguments (DUMP payloads are not UTF-8).
+fn call_bytes(conn: &mut Resp, args: &[&[u8]]) -> Reply {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    conn.send(&out).unwrap();
+    conn.read().unwrap()
+}

@@ -197,8 +197,8 @@ impl Shard {
                 self.introspect.active_expire.set(on);
                 Reply::ok()
             }
-            Request::Shutdown { abort: true } => Reply::error("ERR No shutdown in progress."),
-            Request::Shutdown { abort: false } => {
+            Request::Shutdown { abort: true, .. } => Reply::error("ERR No shutdown in progress."),
+            Request::Shutdown { abort: false, .. } => {
                 if self.shared.stop.request_if_owned() {
                     tracing::info!("SHUTDOWN: stopping (the AOF is flushed first)");
                     Reply::NullBulk

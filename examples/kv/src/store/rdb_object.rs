@@ -24,3 +24,41 @@ pub(crate) fn object_of(value: &Value) -> ObjectRef<'_> {
         ),
     }
 }
+
+use super::snapshot::SnapshotProgress;
+use super::Store;
+use crate::rdb::{encode, Limits};
+
+impl Store {
+    /// One bounded step of an RDB save's walk: up to `max_keys` keys of the snapshot, each
+    /// encoded as an RDB key record appended to `out` (see `snapshot.rs` for which keys).
+    pub(crate) fn rdb_image_step(
+        &mut self,
+        now: u64,
+        max_keys: usize,
+        out: &mut Vec<u8>,
+        limits: &Limits,
+    ) -> SnapshotProgress {
+        self.snapshot_step_with(now, max_keys, |key, entry, expire_at| {
+            encode::write_key(out, key, &object_of(&entry.value), expire_at, limits)
+        })
+    }
+
+    /// Before a write to `key`: if the save's walk has not reached it, its record now.
+    pub(crate) fn rdb_image_touch(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        out: &mut Vec<u8>,
+        limits: &Limits,
+    ) {
+        self.snapshot_touch_with(key, now, |key, entry, expire_at| {
+            encode::write_key(out, key, &object_of(&entry.value), expire_at, limits)
+        })
+    }
+
+    /// Keys in the keyspace now (expired ones not yet removed included): RESIZEDB's hint.
+    pub(crate) fn key_count(&self) -> usize {
+        self.map.len()
+    }
+}
