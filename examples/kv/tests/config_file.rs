@@ -126,7 +126,9 @@ fn unknown_and_unsupported_directives_are_listed_at_start() {
     // A missing include, and an unknown command-line option, too.
     let include = write(&dir, "include.conf", "include /nonexistent/redis.conf\n");
     assert!(refused(&include, &[]).contains("/nonexistent/redis.conf"));
-    assert!(refused(&strict, &["--daemonize", "no", "--no-such-flag", "1"]).contains("no-such-flag"));
+    assert!(
+        refused(&strict, &["--daemonize", "no", "--no-such-flag", "1"]).contains("no-such-flag")
+    );
 }
 
 #[test]

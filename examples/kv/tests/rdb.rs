@@ -440,7 +440,8 @@ fn shutdown_and_flushall_follow_redis() {
     };
     assert!((900..=1000).contains(&ttl), "{ttl}");
     conn.call(&["SET", "lost", "1"]);
-    conn.send(&common::request(&["SHUTDOWN", "NOSAVE"])).unwrap();
+    conn.send(&common::request(&["SHUTDOWN", "NOSAVE"]))
+        .unwrap();
     assert!(!matches!(conn.read(), Ok(Reply::Error(_))));
     server.stop();
     let server = Server::start(&args);

@@ -25,6 +25,7 @@ pub mod logging;
 mod notify;
 mod protected;
 mod pubsub;
+mod rdb_commands;
 mod rdb_load;
 mod rdb_save;
 mod resp_conn;
@@ -210,7 +211,7 @@ impl RunningServer {
         }
         let saved = rt.spawn_on(0, move || async move {
             let shard = shard::current();
-            rdb_save::save_on_stop(shard.shared.clone(), shard.count).await
+            rdb_commands::save_on_stop(shard.shared.clone(), shard.count).await
         });
         if saved.wait().is_err() {
             tracing::error!("the save before stopping did not run");
@@ -650,7 +651,7 @@ fn start_shards(
                 spawn_local(forward::run_flusher(shard.clone()));
                 spawn_local(tracking::run_flusher(shard.clone()));
                 if id == 0 {
-                    spawn_local(rdb_save::run_save_points(shard.clone()));
+                    spawn_local(rdb_commands::run_save_points(shard.clone()));
                 }
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));

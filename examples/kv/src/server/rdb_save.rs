@@ -38,7 +38,6 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
@@ -46,13 +45,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use corewire::runtime::fs::{self as ring_fs, File, OpenOptions};
-use corewire::runtime::{mesh, sleep, spawn_local};
+use corewire::runtime::{mesh, sleep};
 
-use super::shard::{self, now_ms, Shard};
+use super::shard::{self, now_ms};
 use super::shared::ServerShared;
-use super::sink::Origin;
 use crate::command::{Command, KeyOp};
-use crate::introspect::Request;
 use crate::rdb::{crc64, Limits, RdbWriter};
 use crate::reply::Reply;
 use crate::store::Store;
@@ -61,36 +58,31 @@ use crate::store::Store;
 const STEP_KEYS: usize = 1024;
 const STEP_BYTES: usize = 256 << 10;
 const KEYS_PER_CALL: usize = 32;
-/// After a failed automatic save, the next waits this long (Redis's
-/// `CONFIG_BGSAVE_RETRY_DELAY`).
-const RETRY_DELAY_MS: u64 = 5_000;
-/// How often shard 0 checks the save points.
-const CRON_PERIOD: Duration = Duration::from_millis(100);
 
 /// The node's save state (one per server, in [`ServerShared`]).
 #[derive(Debug, Default)]
 pub(crate) struct RdbShared {
-    state: Mutex<SaveState>,
+    pub(super) state: Mutex<SaveState>,
     /// Unix seconds of the last successful save (LASTSAVE): start-up until one.
-    last_save_s: AtomicU64,
+    pub(super) last_save_s: AtomicU64,
     /// Shard parts of FLUSHALL run so far (the last of each FLUSHALL saves).
-    flush_parts: AtomicU64,
+    pub(super) flush_parts: AtomicU64,
 }
 
 #[derive(Debug, Default)]
-struct SaveState {
-    in_progress: bool,
+pub(super) struct SaveState {
+    pub(super) in_progress: bool,
     /// `BGSAVE SCHEDULE` during an AOF rewrite: run once it allows.
-    scheduled: bool,
-    started_ms: u64,
-    last_failed: bool,
-    last_try_ms: u64,
-    last_duration_s: Option<u64>,
-    saves: u64,
-    loaded_keys: u64,
-    loaded_expired: u64,
+    pub(super) scheduled: bool,
+    pub(super) started_ms: u64,
+    pub(super) last_failed: bool,
+    pub(super) last_try_ms: u64,
+    pub(super) last_duration_s: Option<u64>,
+    pub(super) saves: u64,
+    pub(super) loaded_keys: u64,
+    pub(super) loaded_expired: u64,
     /// SHUTDOWN saved (or was told not to): the process's own stop does not save again.
-    shutdown_handled: bool,
+    pub(super) shutdown_handled: bool,
 }
 
 /// The `rdb_*` fields of INFO persistence.
@@ -130,7 +122,7 @@ impl RdbShared {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, SaveState> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, SaveState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -242,6 +234,10 @@ pub(crate) fn active_here() -> bool {
 /// Before `command` runs on this shard: a save in progress encodes the keys it will change
 /// (as they are now) if the walk has not reached them; a flush first finishes the walk.
 pub(crate) fn before_write(store: &mut Store, command: &Command, now: u64) {
+    // The common case costs one check: no snapshot, no save here.
+    if !store.snapshot_active() {
+        return;
+    }
     SHARD_RDB.with(|s| {
         let mut s = s.borrow_mut();
         let Some(image) = s.image.as_mut() else {
@@ -347,14 +343,14 @@ fn end_here(saved: bool) {
 }
 
 /// Writes since the last successful save, on this shard.
-fn changes_here() -> u64 {
+pub(super) fn changes_here() -> u64 {
     let dirty = shard::current().with_store(|store| store.stats().dirty);
     SHARD_RDB.with(|s| dirty.saturating_sub(s.borrow().dirty_base))
 }
 
 /// FLUSHALL with save points: the empty dump is saved and one change counts (Redis's
 /// `flushAllDataAndResetRDB`): every change so far is forgotten.
-fn reset_changes_here(extra: u64) {
+pub(super) fn reset_changes_here(extra: u64) {
     let dirty = shard::current().with_store(|store| store.stats().dirty);
     SHARD_RDB.with(|s| s.borrow_mut().dirty_base = dirty.saturating_sub(extra));
 }
@@ -373,7 +369,7 @@ pub(crate) fn adjust_info(stats: Reply) -> Reply {
 // The coordinator (shard 0).
 
 /// Runs `f` on every shard at once and collects the results in shard order.
-async fn on_all<T: Send + 'static, F>(shards: &[usize], f: F) -> Vec<Option<T>>
+pub(super) async fn on_all<T: Send + 'static, F>(shards: &[usize], f: F) -> Vec<Option<T>>
 where
     F: Fn() -> T + Send + Sync + Clone + 'static,
 {
@@ -603,7 +599,7 @@ impl FileWriter<'_> {
 }
 
 /// A whole save: begin, then write. `began` is told once every shard's snapshot began.
-async fn save(
+pub(super) async fn save(
     shared: Arc<ServerShared>,
     shards: usize,
     began: impl FnOnce(Result<(), &SaveError>),
@@ -616,199 +612,6 @@ async fn save(
         Err(error) => {
             began(Err(&error));
             Err(error)
-        }
-    }
-}
-
-/// Whether shard 0 answers `request` here.
-pub(crate) fn handles(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::Save
-            | Request::BgSave { .. }
-            | Request::LastSave
-            | Request::Shutdown { abort: false, .. }
-    )
-}
-
-/// SAVE, BGSAVE [SCHEDULE], LASTSAVE and SHUTDOWN on shard 0. `None`: the reply comes later.
-pub(crate) fn run(shard: &Shard, origin: Origin, request: Request) -> Option<Reply> {
-    let shared = shard.shared.clone();
-    let shards = shard.count;
-    match request {
-        Request::LastSave => Some(Reply::Integer(
-            shared.rdb.last_save_s.load(Ordering::Relaxed) as i64,
-        )),
-        Request::Save => {
-            spawn_local(async move {
-                let reply = match save(shared, shards, |_| {}).await {
-                    Ok(()) => Reply::ok(),
-                    Err(SaveError::InProgress) => {
-                        Reply::error("ERR Background save already in progress")
-                    }
-                    Err(SaveError::RewriteRunning) => {
-                        Reply::error("ERR Background append only file rewriting in progress")
-                    }
-                    Err(SaveError::Failed(_)) => Reply::error("ERR"),
-                };
-                shard::current().deliver(origin, reply);
-            });
-            None
-        }
-        Request::BgSave { schedule } => {
-            if shared.rdb.lock().in_progress {
-                return Some(Reply::error("ERR Background save already in progress"));
-            }
-            spawn_local(async move {
-                let _ = save(shared.clone(), shards, move |began| {
-                    let reply = match began {
-                        Ok(()) => Reply::simple("Background saving started"),
-                        Err(SaveError::InProgress) => {
-                            Reply::error("ERR Background save already in progress")
-                        }
-                        Err(_) if schedule => {
-                            shared.rdb.lock().scheduled = true;
-                            Reply::simple("Background saving scheduled")
-                        }
-                        Err(_) => Reply::error(
-                            "ERR Another child process is active (AOF?): can't BGSAVE right now. \
-                             Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
-                        ),
-                    };
-                    shard::current().deliver(origin, reply);
-                })
-                .await;
-            });
-            None
-        }
-        Request::Shutdown {
-            abort: false,
-            save: wanted,
-        } => {
-            if !shared.stop.is_owned() {
-                return Some(Reply::error(
-                    "ERR SHUTDOWN: this server is embedded in a process that did not ask \
-                     to be told; stop it from there",
-                ));
-            }
-            let save_it = wanted.unwrap_or_else(|| !save_points(&shared).is_empty());
-            if !save_it {
-                shared.rdb.lock().shutdown_handled = true;
-                tracing::info!("SHUTDOWN: stopping without saving (the AOF is flushed first)");
-                shared.stop.request();
-                return Some(Reply::NullBulk);
-            }
-            spawn_local(async move {
-                let reply = match save_waiting(shared.clone(), shards).await {
-                    Ok(()) => {
-                        shared.rdb.lock().shutdown_handled = true;
-                        tracing::info!("SHUTDOWN: saved; stopping (the AOF is flushed first)");
-                        shared.stop.request();
-                        Reply::NullBulk
-                    }
-                    Err(_) => Reply::error("ERR Errors trying to SHUTDOWN. Check logs."),
-                };
-                shard::current().deliver(origin, reply);
-            });
-            None
-        }
-        other => Some(Reply::error(format!(
-            "ERR internal error: {} is not a save request",
-            other.name()
-        ))),
-    }
-}
-
-/// A save that first waits for one in progress to end (shutdown, FLUSHALL).
-async fn save_waiting(shared: Arc<ServerShared>, shards: usize) -> Result<(), SaveError> {
-    loop {
-        match save(shared.clone(), shards, |_| {}).await {
-            Err(SaveError::InProgress | SaveError::RewriteRunning) => {
-                sleep(Duration::from_millis(10)).await
-            }
-            other => return other,
-        }
-    }
-}
-
-/// After this shard's part of FLUSHALL. With save points set, its changes count from zero
-/// again (Redis saves the emptied dataset then, resetting the counter), and the last shard
-/// to flush saves the empty dataset in the background.
-pub(crate) fn after_flushall_part(shard: &Shard) {
-    let shared = shard.shared.clone();
-    if save_points(&shared).is_empty() {
-        return;
-    }
-    reset_changes_here(0);
-    let parts = shared.rdb.flush_parts.fetch_add(1, Ordering::Relaxed) + 1;
-    if !parts.is_multiple_of(shard.count as u64) {
-        return;
-    }
-    let shards = shard.count;
-    spawn_local(async move {
-        if let Err(error) = save_waiting(shared, shards).await {
-            tracing::error!(?error, "the save after FLUSHALL failed");
-        }
-    });
-}
-
-/// The process is stopping (a signal, or SHUTDOWN from the owner): saves if save points are
-/// set and SHUTDOWN did not already settle it. Runs on shard 0.
-pub(crate) async fn save_on_stop(shared: Arc<ServerShared>, shards: usize) {
-    if shared.rdb.shutdown_handled() || save_points(&shared).is_empty() {
-        return;
-    }
-    match save_waiting(shared, shards).await {
-        Ok(()) => tracing::info!("saved the dataset before stopping"),
-        Err(error) => tracing::error!(?error, "the save before stopping failed"),
-    }
-}
-
-/// Shard 0's timer: starts a background save when a save point is reached (`save SECONDS
-/// CHANGES`: at least CHANGES writes and more than SECONDS since the last save), or when a
-/// scheduled BGSAVE can run.
-pub(crate) async fn run_save_points(shard: Rc<Shard>) {
-    let shared = shard.shared.clone();
-    let shards = shard.count;
-    let all: Vec<usize> = (0..shards).collect();
-    loop {
-        sleep(CRON_PERIOD).await;
-        let (busy, scheduled, last_failed, last_try_ms) = {
-            let state = shared.rdb.lock();
-            (
-                state.in_progress,
-                state.scheduled,
-                state.last_failed,
-                state.last_try_ms,
-            )
-        };
-        if busy {
-            continue;
-        }
-        let now = now_ms();
-        let mut due = scheduled;
-        if !due {
-            let points = save_points(&shared);
-            if points.is_empty() {
-                continue;
-            }
-            if last_failed && now.saturating_sub(last_try_ms) <= RETRY_DELAY_MS {
-                continue;
-            }
-            let changes: u64 = on_all(&all, changes_here).await.into_iter().flatten().sum();
-            let since = (now / 1000).saturating_sub(shared.rdb.last_save_s.load(Ordering::Relaxed));
-            due = points
-                .iter()
-                .any(|&(seconds, needed)| changes >= needed && since > seconds);
-            if due {
-                tracing::info!(changes, seconds = since, "save point reached: saving");
-            }
-        }
-        if due {
-            let result = save(shared.clone(), shards, |_| {}).await;
-            if scheduled && !matches!(result, Err(SaveError::RewriteRunning)) {
-                shared.rdb.lock().scheduled = false;
-            }
         }
     }
 }

@@ -314,7 +314,7 @@ impl Shard {
         self.after_change(Some(origin), now);
         if flush {
             self.tracking_flushed();
-            super::rdb_save::after_flushall_part(self);
+            super::rdb_commands::after_flushall_part(self);
         }
         match reply {
             // INFO's part: the store's numbers and the glue's.
