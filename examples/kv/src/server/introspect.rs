@@ -197,6 +197,9 @@ impl Shard {
                 self.introspect.active_expire.set(on);
                 Reply::ok()
             }
+            // A script's TIME: the clock now, as Redis 7.0 answers it inside a script.
+            Request::Time => crate::introspect::time_reply(unix_us()),
+            Request::LastSave => Reply::Integer(self.shared.rdb.info().last_save_time as i64),
             Request::Shutdown { abort: true, .. } => Reply::error("ERR No shutdown in progress."),
             Request::Shutdown { abort: false, .. } => {
                 if self.shared.stop.request_if_owned() {
