@@ -543,3 +543,28 @@ fn call_bytes(conn: &mut Resp, args: &[&[u8]]) -> Reply {
     conn.send(&out).unwrap();
     conn.read().unwrap()
 }
+
+/// Function libraries travel in the dump (FUNCTION2 records) both ways: ours load into
+/// redis-server and back into corewire-kv.
+#[test]
+fn function_libraries_are_saved_and_loaded() {
+    let dir = TempDir::new("rdb-functions");
+    let code =
+        "#!lua name=mylib\nredis.register_function('myfunc', function(keys, args) return 42 end)";
+    let server = kv(&dir, "2", &[]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["FUNCTION", "LOAD", code]), Reply::bulk("mylib"));
+    conn.call(&["SET", "k", "v"]);
+    assert_eq!(conn.call(&["SAVE"]), Reply::ok());
+    drop(server);
+    check_rdb(&dir.path().join("dump.rdb"));
+    let redis = Redis::start(dir.path(), &[]);
+    assert_eq!(
+        redis.connect().call(&["FCALL", "myfunc", "0"]),
+        Reply::Int(42)
+    );
+    let server = kv(&dir, "2", &[]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["FCALL", "myfunc", "0"]), Reply::Int(42));
+    assert_eq!(conn.call(&["GET", "k"]), Reply::bulk("v"));
+}

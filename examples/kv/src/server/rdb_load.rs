@@ -161,3 +161,51 @@ pub(crate) fn apply(store: &mut Store, keys: Vec<LoadedKey>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdb::{crc64, encode, Limits, ObjectRef, RdbWriter};
+
+    fn file(db: u64, keys: &[(&str, Option<u64>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        RdbWriter::header(&mut out, 1, 1);
+        RdbWriter::select_db(&mut out, db, keys.len() as u64, 0);
+        for (key, at) in keys {
+            let object = ObjectRef::String(b"v");
+            encode::write_key(&mut out, key.as_bytes(), &object, *at, &Limits::default());
+        }
+        let crc = crc64::crc64(&out);
+        RdbWriter::finish(&mut out, crc);
+        out
+    }
+
+    #[test]
+    fn keys_go_to_their_shards_and_expired_ones_are_dropped() {
+        let bytes = file(
+            0,
+            &[
+                ("a", None),
+                ("b", Some(50)),
+                ("c", Some(500)),
+                ("{a}x", None),
+            ],
+        );
+        let loaded = decode(&bytes, 4, 100).unwrap();
+        assert_eq!((loaded.keys, loaded.expired), (3, 1));
+        let a = shard_of(b"a", 4);
+        let keys: Vec<&[u8]> = loaded.per_shard[a].iter().map(|k| &k.key[..]).collect();
+        assert!(keys.contains(&&b"a"[..]) && keys.contains(&&b"{a}x"[..]));
+        let mut store = Store::default();
+        apply(&mut store, loaded.per_shard.into_iter().flatten().collect());
+        assert_eq!(store.key_count(), 3);
+    }
+
+    #[test]
+    fn other_databases_are_refused_with_their_offset() {
+        let bytes = file(3, &[("a", None)]);
+        let error = decode(&bytes, 1, 0).err().unwrap();
+        assert!(error.message.contains("database 3"), "{error}");
+        assert!(error.offset > 9);
+    }
+}
