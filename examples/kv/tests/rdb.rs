@@ -568,3 +568,59 @@ fn function_libraries_are_saved_and_loaded() {
     assert_eq!(conn.call(&["FCALL", "myfunc", "0"]), Reply::Int(42));
     assert_eq!(conn.call(&["GET", "k"]), Reply::bulk("v"));
 }
+
+/// The AOF rewrite and a save take turns on a shard's snapshot: BGSAVE during a rewrite is
+/// refused, BGSAVE SCHEDULE runs once the rewrite is over.
+#[test]
+fn bgsave_schedule_waits_for_the_aof_rewrite() {
+    let dir = TempDir::new("rdb-schedule");
+    let resume = dir.path().join("resume");
+    let aof = dir.path().join("aof");
+    let args = [
+        "--shards",
+        "2",
+        "--dir",
+        dir.arg(),
+        "--save",
+        "",
+        "--aof",
+        aof.to_str().unwrap(),
+    ];
+    let env = [
+        ("COREWIRE_KV_TEST_REWRITE_PAUSE", "walking"),
+        (
+            "COREWIRE_KV_TEST_REWRITE_RESUME_FILE",
+            resume.to_str().unwrap(),
+        ),
+        ("COREWIRE_KV_TEST_REWRITE_STEP_KEYS", "1"),
+    ];
+    let server = Server::start_with_env(&args, &env);
+    let mut conn = server.connect();
+    for i in 0..50 {
+        conn.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    assert!(matches!(conn.call(&["BGREWRITEAOF"]), Reply::Simple(_)));
+    assert!(eventually(Duration::from_secs(10), || server
+        .stderr()
+        .contains("AOF rewrite paused at walking")));
+    assert_eq!(
+        conn.call(&["BGSAVE"]),
+        Reply::Error(
+            "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE \
+             SCHEDULE in order to schedule a BGSAVE whenever possible."
+                .into()
+        )
+    );
+    assert_eq!(
+        conn.call(&["BGSAVE", "SCHEDULE"]),
+        Reply::Simple("Background saving scheduled".into())
+    );
+    assert_eq!(info_field(&mut conn, "rdb_saves"), "0");
+    std::fs::write(&resume, b"").unwrap();
+    assert!(eventually(Duration::from_secs(20), || info_field(
+        &mut conn,
+        "rdb_saves"
+    ) == "1"));
+    let keys = decode_all(&std::fs::read(dir.path().join("dump.rdb")).unwrap());
+    assert_eq!(keys.len(), 50);
+}

@@ -29,7 +29,8 @@
 //! SAVE is the same save with its reply held until the file is in place (the shards keep
 //! serving meanwhile, unlike Redis's SAVE, and the file is still point-in-time). The AOF
 //! rewrite and a save share the store's snapshot, so they take turns: a rewrite waits for a
-//! save to end; BGSAVE during a rewrite is refused, or scheduled with `BGSAVE SCHEDULE`.
+//! save to end; SAVE waits for a rewrite; BGSAVE during a rewrite is refused, or scheduled
+//! with `BGSAVE SCHEDULE` (the save-point timer runs it once the rewrite is over).
 //! FLUSHALL/FLUSHDB during a save first finish that shard's walk (the image keeps the keys
 //! they remove). Keys removed by `maxmemory` eviction before the walk reaches them are not
 //! in the image (they are removed, as after the save).
