@@ -26,7 +26,7 @@ pub const OURS: u16 = 8;
 /// A [`super::value::Special::Checked`] option's validation: the value as kept, or the error's text.
 pub type Check = fn(&str) -> Result<String, String>;
 /// A flag corewire's command line also takes alone (`--pin`, `--no-pin`, `--aof-fix`): see
-/// [`super::file::parse_command_line`].
+/// [`super::cli`].
 pub const NO_STATE: u16 = 16;
 /// Asks for a behaviour this server does not have unless left at its default (RDB
 /// snapshots, daemonizing, replication, ...): another value at start-up is an error.
