@@ -20,7 +20,7 @@ pub const IMMUTABLE: u16 = 1;
 pub const HIDDEN: u16 = 2;
 /// Redis's `SENSITIVE_CONFIG`: redacted in SLOWLOG and MONITOR.
 pub const SENSITIVE: u16 = 4;
-/// corewire's own option (not Redis's): listed by `--help`.
+/// corewire's own option (not Redis's): `--help` lists these first.
 pub const OURS: u16 = 8;
 
 /// A [`super::value::Special::Checked`] option's validation: the value as kept, or the error's text.
