@@ -132,7 +132,7 @@ impl Default for Blocked {
 /// The blocking pop in `command`, if it is one.
 fn blocking_op(command: &Command) -> Option<TypedOp> {
     match command {
-        Command::Typed(TypedCommand { op, .. }) if op.is_blocking() => Some(*op),
+        Command::Typed(typed) if typed.blocks() => Some(typed.op),
         _ => None,
     }
 }
@@ -184,6 +184,9 @@ impl Shard {
         let Command::Typed(typed) = &command else {
             unreachable!("blocking_op matched a typed command")
         };
+        if op.is_stream_read() {
+            return self.stream_read_or_wait(origin, typed.clone(), now);
+        }
         let mut keys = typed.keys();
         if matches!(op, TypedOp::BLMove | TypedOp::BRPopLPush) {
             // A move waits on its source only.
@@ -235,6 +238,83 @@ impl Shard {
         }
     }
 
+    /// XREAD / XREADGROUP with BLOCK: answered at once when something is there (or inside
+    /// MULTI, nil), otherwise waiting with its `$` IDs fixed now (see
+    /// [`crate::store::Store::stream_read_to_wait`]).
+    fn stream_read_or_wait(&self, origin: Origin, typed: TypedCommand, now: u64) -> Option<Reply> {
+        let waiting = self.with_store(|store| store.stream_read_to_wait(&typed));
+        let block = crate::store::stream_read_args(&typed.args, typed.op).and_then(|a| a.block);
+        let reply = self.execute_store(origin, Command::Typed(typed), now)?;
+        if reply != Reply::NullArray || self.txn.running() {
+            return Some(reply);
+        }
+        let deadline = match block.map(|arg| crate::blocking::parse_timeout_ms(&arg, now)) {
+            Some(Ok(deadline)) => deadline,
+            _ => return Some(reply),
+        };
+        let keys: Vec<Bytes> = waiting
+            .keys()
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .collect();
+        let client = Client {
+            origin,
+            op: waiting.op,
+            args: waiting.args,
+            wakes: false,
+        };
+        let blocked = (self.blocked.queues.borrow_mut()).block(&keys, deadline, client);
+        self.publish_blocked();
+        match blocked {
+            Ok(_) => None,
+            Err(_) => Some(Reply::error(
+                "ERR too many blocked clients on this shard; try again later",
+            )),
+        }
+    }
+
+    /// Serves the stream reads waiting on `key` that can go on now: every one of them, in
+    /// arrival order (Redis's `serveClientsBlockedOnStreamKey`: one that cannot is passed
+    /// over, not an end to the round).
+    fn serve_stream_waiters(&self, key: &[u8], now: u64) {
+        let waiting = self.blocked.queues.borrow().waiting_on(key);
+        for id in waiting {
+            let client = {
+                let queues = self.blocked.queues.borrow();
+                match queues.get(id) {
+                    Some(waiter) if waiter.client.op.is_stream_read() && !waiter.client.wakes => {
+                        waiter.client.clone()
+                    }
+                    _ => continue,
+                }
+            };
+            let typed = TypedCommand {
+                op: client.op,
+                args: client.args.clone(),
+            };
+            let ready = self.with_store(|store| store.stream_ready(&typed, key, now));
+            let reply = match ready {
+                crate::store::StreamReady::Wait => continue,
+                crate::store::StreamReady::Fail(reply) => Some(reply),
+                crate::store::StreamReady::Serve => {
+                    let served = crate::store::stream_served_from(&typed, key);
+                    self.blocked.queues.borrow_mut().remove(id);
+                    self.publish_blocked();
+                    let reply = self.execute_store(client.origin, Command::Typed(served), now);
+                    if let Some(reply) = reply {
+                        self.deliver(client.origin, reply);
+                    }
+                    continue;
+                }
+            };
+            self.blocked.queues.borrow_mut().remove(id);
+            self.publish_blocked();
+            if let Some(reply) = reply {
+                self.deliver(client.origin, reply);
+            }
+        }
+    }
+
     /// Brings INFO's `blocked_clients` up to date after this shard's queues changed.
     fn publish_blocked(&self) {
         let now = (self.blocked.queues.borrow().len()).saturating_sub(self.blocked.wakers.get());
@@ -256,6 +336,7 @@ impl Shard {
 
     /// Offers `key` to its waiters, longest blocked first, while it holds items.
     fn serve_waiters(&self, key: &[u8], now: u64) {
+        self.serve_stream_waiters(key, now);
         loop {
             let next = {
                 let queues = self.blocked.queues.borrow();
@@ -273,6 +354,10 @@ impl Shard {
                 self.blocked.queues.borrow_mut().remove(id);
                 self.publish_blocked();
                 continue;
+            }
+            if client.op.is_stream_read() && !client.wakes {
+                // Still waiting for an entry (see `serve_stream_waiters`).
+                return;
             }
             if client.wakes {
                 if !self.with_store(|store| store.pop_would_answer(&[key], now)) {
@@ -312,7 +397,7 @@ impl Shard {
     pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, now: u64) {
         let ready = self.with_store(|store| {
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
-            store.pop_would_answer(&keys, now)
+            store.waker_ready(&keys, now)
         });
         if ready {
             self.deliver(origin, Reply::Integer(1));

@@ -8,6 +8,7 @@ mod hash;
 mod list;
 mod scan;
 mod set;
+pub(crate) mod stream;
 mod zset;
 
 use bytes::Bytes;
@@ -93,6 +94,28 @@ impl Store {
             Op::ZRangeStore => cx.zrangestore(a),
             Op::ZUnionStore | Op::ZInterStore => cx.zsetop_store(a),
             Op::ZScan => cx.zscan(a),
+            Op::XGroupHelp | Op::XInfoHelp => Ok(stream::help(op)),
+            Op::XAdd
+            | Op::XRange
+            | Op::XRevRange
+            | Op::XLen
+            | Op::XDel
+            | Op::XTrim
+            | Op::XSetId
+            | Op::XRead
+            | Op::XReadGroup
+            | Op::XAck
+            | Op::XPending
+            | Op::XClaim
+            | Op::XAutoClaim
+            | Op::XGroupCreate
+            | Op::XGroupCreateConsumer
+            | Op::XGroupDelConsumer
+            | Op::XGroupDestroy
+            | Op::XGroupSetId
+            | Op::XInfoConsumers
+            | Op::XInfoGroups
+            | Op::XInfoStream => cx.stream_command(a),
         }
     }
 }
