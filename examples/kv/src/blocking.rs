@@ -174,6 +174,11 @@ impl<T> WaitQueues<T> {
         self.waiters.get(&id)
     }
 
+    /// The keys with waiters.
+    pub fn keys(&self) -> Vec<Bytes> {
+        self.by_key.keys().cloned().collect()
+    }
+
     /// Every waiter on `key`, longest blocked first.
     pub fn waiting_on(&self, key: &[u8]) -> Vec<WaiterId> {
         self.by_key

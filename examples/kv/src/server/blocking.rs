@@ -162,16 +162,29 @@ impl Shard {
         now: u64,
     ) -> Option<Reply> {
         let Some(op) = blocking_op(&command) else {
-            let written: Vec<Bytes> =
-                if command.is_write() && !self.blocked.queues.borrow().is_empty() {
-                    command
-                        .keys()
-                        .into_iter()
-                        .map(Bytes::copy_from_slice)
-                        .collect()
-                } else {
-                    Vec::new()
-                };
+            let flush = matches!(
+                &command,
+                Command::FlushAll
+                    | Command::Key(crate::command::KeyCommand {
+                        op: crate::command::KeyOp::FlushDb,
+                        ..
+                    })
+            );
+            let written: Vec<Bytes> = if self.blocked.queues.borrow().is_empty() {
+                Vec::new()
+            } else if flush {
+                // Every key went: the group reads blocked here fail (Redis 7.0 unblocks
+                // them on a flush).
+                self.blocked.queues.borrow().keys()
+            } else if command.is_write() {
+                command
+                    .keys()
+                    .into_iter()
+                    .map(Bytes::copy_from_slice)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let reply = self.execute_store(origin, command, now);
             if self.txn.running() {
                 // Served after the transaction's batch, as Redis serves them after EXEC.

@@ -58,7 +58,10 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let id = match parsed.id {
                     None => next_auto(stream.last_id, now),
                     Some(given) if parsed.seq_given => Some(given),
-                    Some(given) if given.ms == stream.last_id.ms => stream.last_id.next(),
+                    // The sequence never wraps into the next millisecond.
+                    Some(given) if given.ms == stream.last_id.ms => {
+                        Some(stream.last_id).filter(|last| last.seq < u64::MAX).and_then(StreamId::next)
+                    }
                     Some(given) => Some(given),
                 }
                 .filter(|id| *id > stream.last_id)

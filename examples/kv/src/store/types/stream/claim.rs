@@ -89,6 +89,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             delivery = now;
         }
         let mut logs = Vec::new();
+        let existed = self.has_consumer(key, group_name, consumer);
         let reply = self
             .store
             .update(key, STREAM, false, self.now, self.sink, |value| {
@@ -150,6 +151,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 Reply::Array(out)
             })?
             .unwrap_or(Reply::Array(Vec::new()));
+        self.note_consumer(existed, key, group_name, consumer);
         self.record_all(&logs);
         Ok(reply)
     }
@@ -184,6 +186,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
         let now = self.now;
         let mut logs = Vec::new();
+        let existed = self.has_consumer(key, group_name, consumer);
         let reply = self
             .store
             .update(key, STREAM, false, now, self.sink, |value| {
@@ -237,6 +240,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 ])
             })?
             .unwrap_or(Reply::Array(Vec::new()));
+        self.note_consumer(existed, key, group_name, consumer);
         self.record_all(&logs);
         Ok(reply)
     }

@@ -148,6 +148,29 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
     }
 
+    /// Whether `key`'s group has `consumer` (a plain look, for the event of a consumer that
+    /// a read or claim creates).
+    pub(super) fn has_consumer(&self, key: &[u8], group: &[u8], consumer: &[u8]) -> bool {
+        matches!(
+            self.store.map.get(key).map(|entry| &entry.value),
+            Some(Value::Stream(stream))
+                if stream.groups.get(group).is_some_and(|g| g.consumers.contains_key(consumer))
+        )
+    }
+
+    /// Sends `xgroup-createconsumer` when `consumer` appeared (Redis's `streamCreateConsumer`).
+    pub(super) fn note_consumer(
+        &mut self,
+        existed: bool,
+        key: &[u8],
+        group: &[u8],
+        consumer: &[u8],
+    ) {
+        if !existed && self.has_consumer(key, group, consumer) {
+            self.event("xgroup-createconsumer", key);
+        }
+    }
+
     pub(super) fn node_limits(&self) -> NodeLimits {
         let limits = &self.store.config.encoding;
         NodeLimits {

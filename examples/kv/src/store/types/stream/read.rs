@@ -309,6 +309,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let now = self.now;
         let limit = if count == 0 { usize::MAX } else { count };
         let mut logs: Vec<Vec<Bytes>> = Vec::new();
+        let existed = self.has_consumer(key, group_name, consumer);
         let reply = self
             .store
             .update(key, STREAM, false, now, self.sink, |value| {
@@ -322,6 +323,7 @@ impl<S: ChangeSink> Cx<'_, S> {
                 reply
             })?
             .flatten();
+        self.note_consumer(existed, key, group_name, consumer);
         for args in &logs {
             let (name, head) = (args[0].clone(), args[1].clone());
             let name = if &name[..] == b"XCLAIM" {
