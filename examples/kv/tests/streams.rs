@@ -159,6 +159,25 @@ fn script(pair: &mut Pair, a: &str, b: &str) {
     exact(pair, "XGROUP HELP".to_string());
     exact(pair, "XINFO HELP".to_string());
     exact(pair, format!("XINFO GROUPS {b}"));
+    // Scripts run the stream commands, but not with BLOCK.
+    let read = "return redis.call('XREAD', 'COUNT', '1', 'STREAMS', KEYS[1], '0')";
+    pair.check(&args(&["EVAL", read, "1", b]), Cmp::Exact);
+    let blocking = "return redis.call('XREAD', 'BLOCK', '0', 'STREAMS', KEYS[1], '$')";
+    pair.check(&args(&["EVAL", blocking, "1", b]), Cmp::Exact);
+    // RESP3: XREAD's streams as a map, XINFO's maps, nulls.
+    pair.check(&args(&["HELLO", "3"]), Cmp::Ignore);
+    for line in [
+        format!("XREAD STREAMS {a} {b} 0 0"),
+        format!("XREAD STREAMS {b} +"),
+        format!("XRANGE {b} - + COUNT 1"),
+        format!("XINFO GROUPS {b}"),
+        format!("XPENDING {b} g"),
+        format!("XREADGROUP GROUP g zed STREAMS {b} >"),
+        "XINFO STREAM mk".to_string(),
+    ] {
+        exact(pair, line);
+    }
+    pair.check(&args(&["HELLO", "2"]), Cmp::Ignore);
     // DUMP / RESTORE of a stream with groups rebuilds it (payloads differ from Redis's).
     pair.kv.call(&args(&["DEL", "copy"]));
     let dump = pair.kv.call(&args(&["DUMP", b]));
@@ -488,4 +507,49 @@ fn streams_and_groups_survive_aof_replay_and_rewrite() {
         replayed,
         "after the rewrite"
     );
+}
+
+/// The keyspace events of the stream commands, as redis-server sends them.
+#[test]
+fn keyspace_events_match_redis() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "stream events");
+    pair.check_str(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    let mut listeners = [Conn::connect(oracle.port), Conn::connect(server.port)];
+    for conn in &mut listeners {
+        conn.call_str(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+    }
+    for line in [
+        "XADD ev 1-0 f v",
+        "XADD ev MAXLEN 1 2-0 f v",
+        "XDEL ev 2-0",
+        "XADD ev 3-0 f v",
+        "XTRIM ev MAXLEN 0",
+        "XSETID ev 9-0",
+        "XGROUP CREATE ev g $",
+        "XGROUP CREATECONSUMER ev g c",
+        "XADD ev 10-0 f v",
+        "XREADGROUP GROUP g d STREAMS ev >",
+        "XCLAIM ev g e 0 10-0",
+        "XAUTOCLAIM ev g f 0 0",
+        "XACK ev g 10-0",
+        "XGROUP SETID ev g 0",
+        "XGROUP DELCONSUMER ev g c",
+        "XGROUP DESTROY ev g",
+        "XGROUP CREATE ev2 g $ MKSTREAM",
+        "DEL ev",
+    ] {
+        let parts: Vec<&str> = line.split(' ').collect();
+        pair.check(&args(&parts), Cmp::Ignore);
+    }
+    let events = |conn: &mut Conn| {
+        let mut seen = Vec::new();
+        while let Ok(message) = conn.try_read(Duration::from_millis(300)) {
+            seen.push(message.show());
+        }
+        seen
+    };
+    let expected = events(&mut listeners[0]);
+    assert!(expected.len() > 10, "{expected:?}");
+    assert_eq!(events(&mut listeners[1]), expected);
 }

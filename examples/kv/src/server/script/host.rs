@@ -93,7 +93,7 @@ impl ScriptHost {
         let flags = Command::flags(&args);
         let blocking_pop = flags.contains(&"blocking")
             && crate::command::table::find(&args[0]).is_some_and(|spec| {
-                matches!(spec.kind, crate::command::table::CommandKind::Typed(_))
+                matches!(spec.kind, crate::command::table::CommandKind::Typed(op) if !op.is_stream_read())
             });
         if flags.contains(&"noscript") || blocking_pop {
             return (
@@ -106,7 +106,8 @@ impl ScriptHost {
             return (
                 Reply::error(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
-                    String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+                    // The name as the script wrote it, as Redis prints `argv[0]`.
+                    String::from_utf8_lossy(&args[0])
                 )),
                 None,
             );
