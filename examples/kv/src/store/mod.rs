@@ -43,6 +43,14 @@ pub use types::stream::read::{
     served_from as stream_served_from, ReadArgs as StreamReadArgs, Ready as StreamReady,
 };
 pub use value::ValueType;
+/// A stream's parts (`Value::Stream` holds a [`stream::Stream`]), for code that saves and
+/// loads one: entries through `range`/`append`, the metadata and groups as fields.
+pub(crate) mod stream {
+    #[allow(unused_imports)]
+    pub(crate) use super::types::stream::group::{Consumer, Group, Nack};
+    #[allow(unused_imports)]
+    pub(crate) use super::types::stream::{NodeLimits, Stream, StreamId};
+}
 
 /// XREAD / XREADGROUP's options (`None` when they do not parse).
 pub fn stream_read_args(args: &[Bytes], op: crate::command::TypedOp) -> Option<StreamReadArgs> {
