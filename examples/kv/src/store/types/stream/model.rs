@@ -1,13 +1,14 @@
-//! A stream value: its entries in ID order, the listpack nodes Redis would hold them in, the
-//! metadata Redis 7.0 keeps (last ID, first ID, max deleted ID, entries added) and the
-//! consumer groups.
+//! A stream value: its entries in ID order, in nodes split where Redis's listpack nodes
+//! split, the metadata Redis 7.0 keeps (last ID, first ID, max deleted ID, entries added)
+//! and the consumer groups.
 //!
-//! Memory: each entry is one packed buffer (varint lengths, then bytes) in a B-tree keyed by
-//! its ID. An entry whose field names are its node's master fields (the usual case: every
-//! entry of a stream has the same fields) stores only its values, Redis's `SAMEFIELDS`
-//! compression. The nodes themselves are only bookkeeping (counts, bytes, last ID, master
-//! fields), kept so that node splits, approximate trimming and XINFO's `radix-tree-keys`
-//! come out as Redis's.
+//! Memory, as Redis's rax of listpacks: a B-tree keyed by each node's master ID (the first
+//! ID appended to it), each node one byte buffer of its entries back to back. An entry is
+//! its ID as deltas from the master, a flag byte (deleted, same fields) and varint-length
+//! strings; an entry whose field names are the node's master fields (the usual case: every
+//! entry of a stream has the same fields) stores only its values, Redis's `SAMEFIELDS`.
+//! Deleted entries stay in their node, flagged, until the node goes (as in Redis), so node
+//! splits, approximate trimming and XINFO's `radix-tree-keys` come out as Redis's.
 
 use std::collections::BTreeMap;
 
@@ -17,14 +18,13 @@ use super::group::Group;
 use super::id::StreamId;
 use super::node;
 
-/// One packed entry: a flag byte (1: values only, fields are the node's), then
-/// `varint(len) bytes` for each field and value (values only when flagged).
-type Packed = Box<[u8]>;
-
 /// An entry as read: its ID and field-value pairs.
 pub type Entry = (StreamId, Vec<(Bytes, Bytes)>);
 
-/// One listpack node's bookkeeping, keyed by its master ID (the first ID appended to it).
+const DELETED: u8 = 1;
+const SAME_FIELDS: u8 = 2;
+
+/// One node: Redis's listpack bookkeeping and the packed entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// Entries not deleted.
@@ -37,6 +37,9 @@ pub struct Node {
     pub bytes: usize,
     /// The master entry's field names.
     pub fields: Box<[Bytes]>,
+    /// The entries: `varint(ms delta) varint(seq: delta when the ms is the master's, else
+    /// itself) flags [varint(count) (varint(len) field)...] (varint(len) value)...`.
+    data: Vec<u8>,
 }
 
 /// Where a new node splits off: Redis's `stream-node-max-entries` / `stream-node-max-bytes`.
@@ -57,8 +60,9 @@ impl Default for NodeLimits {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stream {
-    entries: BTreeMap<StreamId, Packed>,
     nodes: BTreeMap<StreamId, Node>,
+    /// Live entries.
+    length: usize,
     pub last_id: StreamId,
     /// The first live entry's ID (0-0 when empty), as Redis records it.
     pub first_id: StreamId,
@@ -66,14 +70,14 @@ pub struct Stream {
     pub entries_added: u64,
     /// Consumer groups by name, in name order (Redis's radix tree order).
     pub groups: BTreeMap<Bytes, Group>,
-    /// Bytes of the packed entries.
+    /// Bytes of the nodes' buffers.
     bytes: usize,
 }
 
-/// Fixed cost of an entry besides its packed bytes: its B-tree slot (ID and buffer pointer).
-const ENTRY_COST: usize = 16 + 16;
+/// Fixed cost of a node besides its buffer: its B-tree slot and bookkeeping.
+const NODE_COST: usize = 16 + std::mem::size_of::<Node>();
 
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -81,12 +85,12 @@ fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     out.push(n as u8);
 }
 
-fn get_varint(data: &[u8], at: &mut usize) -> usize {
-    let mut n = 0usize;
+fn get_varint(data: &[u8], at: &mut usize) -> u64 {
+    let mut n = 0u64;
     let mut shift = 0;
     while let Some(&byte) = data.get(*at) {
         *at += 1;
-        n |= ((byte & 0x7f) as usize) << shift;
+        n |= u64::from(byte & 0x7f) << shift;
         if byte < 0x80 {
             break;
         }
@@ -95,61 +99,112 @@ fn get_varint(data: &[u8], at: &mut usize) -> usize {
     n
 }
 
-fn pack(pairs: &[(&[u8], &[u8])], same_fields: bool) -> Packed {
-    let size: usize = pairs.iter().map(|(f, v)| f.len() + v.len() + 4).sum();
-    let mut out = Vec::with_capacity(size + 1);
-    out.push(u8::from(same_fields));
-    for (field, value) in pairs {
-        if !same_fields {
-            put_varint(&mut out, field.len());
-            out.extend_from_slice(field);
-        }
-        put_varint(&mut out, value.len());
-        out.extend_from_slice(value);
-    }
-    out.into_boxed_slice()
+/// One entry's place in its node's buffer.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    id: StreamId,
+    /// Offset of the flag byte.
+    flags_at: usize,
+    flags: u8,
 }
 
-fn unpack(packed: &[u8], fields: &[Bytes]) -> Vec<(Bytes, Bytes)> {
-    let mut at = 1;
-    let take = |at: &mut usize| {
-        let len = get_varint(packed, at);
-        let bytes = Bytes::copy_from_slice(&packed[*at..*at + len]);
-        *at += len;
-        bytes
-    };
-    if packed.first() == Some(&1) {
-        fields
-            .iter()
-            .map(|field| (field.clone(), take(&mut at)))
-            .collect()
-    } else {
-        let mut pairs = Vec::new();
-        while at < packed.len() {
-            let field = take(&mut at);
-            let value = take(&mut at);
-            pairs.push((field, value));
-        }
-        pairs
+impl Node {
+    /// The entries in order, deleted ones included.
+    fn slots(&self, master: StreamId) -> impl Iterator<Item = Slot> + '_ {
+        let data = &self.data;
+        let fields = self.fields.len() as u64;
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            if at >= data.len() {
+                return None;
+            }
+            let ms_delta = get_varint(data, &mut at);
+            let seq = get_varint(data, &mut at);
+            let id = if ms_delta == 0 {
+                StreamId::new(master.ms, master.seq + seq)
+            } else {
+                StreamId::new(master.ms + ms_delta, seq)
+            };
+            let flags_at = at;
+            let flags = data[at];
+            at += 1;
+            let strings = if flags & SAME_FIELDS != 0 {
+                fields
+            } else {
+                2 * get_varint(data, &mut at)
+            };
+            for _ in 0..strings {
+                let len = get_varint(data, &mut at) as usize;
+                at += len;
+            }
+            Some(Slot {
+                id,
+                flags_at,
+                flags,
+            })
+        })
     }
+
+    fn pairs(&self, slot: Slot) -> Vec<(Bytes, Bytes)> {
+        let data = &self.data;
+        let mut at = slot.flags_at + 1;
+        let take = |at: &mut usize| {
+            let len = get_varint(data, at) as usize;
+            let bytes = Bytes::copy_from_slice(&data[*at..*at + len]);
+            *at += len;
+            bytes
+        };
+        if slot.flags & SAME_FIELDS != 0 {
+            self.fields
+                .iter()
+                .map(|field| (field.clone(), take(&mut at)))
+                .collect()
+        } else {
+            let n = get_varint(data, &mut at);
+            (0..n)
+                .map(|_| {
+                    let field = take(&mut at);
+                    (field, take(&mut at))
+                })
+                .collect()
+        }
+    }
+
+    fn find(&self, master: StreamId, id: StreamId) -> Option<Slot> {
+        self.slots(master)
+            .take_while(|slot| slot.id <= id)
+            .find(|slot| slot.id == id && slot.flags & DELETED == 0)
+    }
+}
+
+/// The live entries of `node` within `start..=end`.
+fn live_in(
+    master: StreamId,
+    node: &Node,
+    start: StreamId,
+    end: StreamId,
+) -> impl Iterator<Item = (Slot, &Node)> + '_ {
+    node.slots(master)
+        .filter(move |slot| slot.flags & DELETED == 0 && slot.id >= start && slot.id <= end)
+        .map(move |slot| (slot, node))
 }
 
 impl Stream {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.length
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.length == 0
     }
 
-    /// Bytes held, for the store's accounting: entries, and each group's pending entries
+    /// Bytes held, for the store's accounting: the nodes, and each group's pending entries
     /// and consumers.
     pub fn payload_len(&self) -> usize {
         let groups: usize = (self.groups.iter())
             .map(|(name, group)| name.len() + group.payload_len())
             .sum();
-        self.bytes + self.entries.len() * ENTRY_COST + groups
+        self.bytes + self.nodes.len() * NODE_COST + groups
     }
 
     /// The listpack nodes (XINFO's `radix-tree-keys`).
@@ -161,30 +216,40 @@ impl Stream {
         &self.nodes
     }
 
+    fn node_of(&self, id: StreamId) -> Option<(StreamId, &Node)> {
+        self.nodes
+            .range(..=id)
+            .next_back()
+            .map(|(master, node)| (*master, node))
+    }
+
     pub fn contains(&self, id: StreamId) -> bool {
-        self.entries.contains_key(&id)
+        self.node_of(id)
+            .is_some_and(|(master, node)| node.find(master, id).is_some())
     }
 
     /// The last live entry's ID (`streamLastValidID`), `None` when empty.
     pub fn last_live(&self) -> Option<StreamId> {
-        self.entries.keys().next_back().copied()
+        self.nodes.iter().rev().find_map(|(master, node)| {
+            node.slots(*master)
+                .filter(|slot| slot.flags & DELETED == 0)
+                .last()
+                .map(|slot| slot.id)
+        })
     }
 
     pub fn first_live(&self) -> Option<StreamId> {
-        self.entries.keys().next().copied()
-    }
-
-    fn master_fields(&self, id: StreamId) -> &[Bytes] {
-        self.nodes
-            .range(..=id)
-            .next_back()
-            .map_or(&[][..], |(_, node)| &node.fields)
+        self.nodes.iter().find_map(|(master, node)| {
+            node.slots(*master)
+                .find(|slot| slot.flags & DELETED == 0)
+                .map(|slot| slot.id)
+        })
     }
 
     /// An entry's field-value pairs.
     pub fn get(&self, id: StreamId) -> Option<Vec<(Bytes, Bytes)>> {
-        let packed = self.entries.get(&id)?;
-        Some(unpack(packed, self.master_fields(id)))
+        let (master, node) = self.node_of(id)?;
+        node.find(master, id).map(|slot| node.pairs(slot))
     }
 
     /// Live entries with IDs in `start..=end`, in order (reversed with `rev`).
@@ -197,14 +262,21 @@ impl Stream {
         if start > end {
             return Box::new(std::iter::empty());
         }
-        let decode = move |(id, packed): (&StreamId, &Packed)| {
-            (*id, unpack(packed, self.master_fields(*id)))
-        };
-        let range = self.entries.range(start..=end);
+        // The node holding `start` may begin before it.
+        let first = self.node_of(start).map_or(start, |(master, _)| master);
+        let nodes = self.nodes.range(first..=end);
+        let entry = |(slot, node): (Slot, &Node)| (slot.id, node.pairs(slot));
         if rev {
-            Box::new(range.rev().map(decode))
+            Box::new(nodes.rev().flat_map(move |(master, node)| {
+                let slots: Vec<(Slot, &Node)> = live_in(*master, node, start, end).collect();
+                slots.into_iter().rev().map(entry)
+            }))
         } else {
-            Box::new(range.map(decode))
+            Box::new(
+                nodes
+                    .flat_map(move |(master, node)| live_in(*master, node, start, end))
+                    .map(entry),
+            )
         }
     }
 
@@ -216,31 +288,40 @@ impl Stream {
             n => n.min(node::MAX_SIZE),
         };
         let payload: usize = pairs.iter().map(|(f, v)| f.len() + v.len()).sum();
-        let last = self.nodes.iter_mut().next_back();
-        let reuse = last.filter(|(_, node)| {
-            let full =
-                limits.max_entries > 0 && (node.live + node.deleted) as usize >= limits.max_entries;
-            node.bytes + payload < max_bytes && !full
-        });
-        let (master, node) = match reuse {
-            Some((&master, node)) => (master, node),
-            None => {
-                let fields: Box<[Bytes]> = pairs
+        let reuse = self
+            .nodes
+            .iter_mut()
+            .next_back()
+            .and_then(|(master, node)| {
+                let full = limits.max_entries > 0
+                    && (node.live + node.deleted) as usize >= limits.max_entries;
+                if node.bytes + payload < max_bytes && !full {
+                    Some(*master)
+                } else {
+                    // Full for good: give back the buffer's spare room.
+                    let before = node.data.capacity();
+                    node.data.shrink_to_fit();
+                    self.bytes -= before - node.data.capacity();
+                    None
+                }
+            });
+        let master = reuse.unwrap_or_else(|| {
+            let names: Vec<&[u8]> = pairs.iter().map(|(f, _)| *f).collect();
+            let node = Node {
+                live: 0,
+                deleted: 0,
+                last: id,
+                bytes: node::EMPTY + node::master(1, 0, &names),
+                fields: pairs
                     .iter()
                     .map(|(f, _)| Bytes::copy_from_slice(f))
-                    .collect();
-                let names: Vec<&[u8]> = pairs.iter().map(|(f, _)| *f).collect();
-                let node = Node {
-                    live: 0,
-                    deleted: 0,
-                    last: id,
-                    bytes: node::EMPTY + node::master(1, 0, &names),
-                    fields,
-                };
-                self.nodes.insert(id, node);
-                (id, self.nodes.get_mut(&id).expect("just inserted"))
-            }
-        };
+                    .collect(),
+                data: Vec::new(),
+            };
+            self.nodes.insert(id, node);
+            id
+        });
+        let node = self.nodes.get_mut(&master).expect("the last node");
         let same = node.fields.len() == pairs.len()
             && node
                 .fields
@@ -250,19 +331,35 @@ impl Stream {
         let before = node::int(node.live as i64);
         node.live += 1;
         node.bytes += node::int(node.live as i64) - before;
-        node.bytes += node::entry(
-            id.ms - master.ms,
-            id.seq.wrapping_sub(master.seq),
-            pairs,
-            same,
-        );
+        let ms_delta = id.ms - master.ms;
+        let seq = if ms_delta == 0 {
+            id.seq - master.seq
+        } else {
+            id.seq
+        };
+        node.bytes += node::entry(ms_delta, seq, pairs, same);
         node.last = id;
-        let packed = pack(pairs, same);
-        self.bytes += packed.len();
-        self.entries.insert(id, packed);
+        let capacity = node.data.capacity();
+        let data = &mut node.data;
+        put_varint(data, ms_delta);
+        put_varint(data, seq);
+        data.push(if same { SAME_FIELDS } else { 0 });
+        if !same {
+            put_varint(data, pairs.len() as u64);
+        }
+        for (field, value) in pairs {
+            if !same {
+                put_varint(data, field.len() as u64);
+                data.extend_from_slice(field);
+            }
+            put_varint(data, value.len() as u64);
+            data.extend_from_slice(value);
+        }
+        self.bytes = self.bytes + node.data.capacity() - capacity;
+        self.length += 1;
         self.entries_added += 1;
         self.last_id = id;
-        if self.entries.len() == 1 {
+        if self.length == 1 {
             self.first_id = id;
         }
     }
@@ -270,66 +367,63 @@ impl Stream {
     /// Marks `id` deleted in its node (the node goes when nothing live is left in it).
     /// Updates neither `first_id` nor `max_deleted_entry_id` (the callers do, as Redis).
     pub fn delete(&mut self, id: StreamId) -> bool {
-        let Some(packed) = self.entries.remove(&id) else {
+        let Some((master, node)) = self.nodes.range_mut(..=id).next_back() else {
             return false;
         };
-        self.bytes -= packed.len();
-        if let Some((&master, node)) = self.nodes.range_mut(..=id).next_back() {
-            if node.live <= 1 {
-                self.nodes.remove(&master);
-            } else {
-                node.live -= 1;
-                node.deleted += 1;
-            }
+        let master = *master;
+        let Some(slot) = node.find(master, id) else {
+            return false;
+        };
+        self.length -= 1;
+        if node.live <= 1 {
+            self.remove_buffer(master);
+        } else {
+            node.data[slot.flags_at] |= DELETED;
+            node.live -= 1;
+            node.deleted += 1;
         }
         true
     }
 
-    /// Removes the node at `master` and its live entries; returns how many.
-    pub(super) fn remove_node(&mut self, master: StreamId) -> u64 {
-        let end = self.nodes.range(master..).nth(1).map(|(id, _)| *id);
-        let Some(node) = self.nodes.remove(&master) else {
-            return 0;
-        };
-        let ids: Vec<StreamId> = match end {
-            Some(end) => self.entries.range(master..end).map(|(id, _)| *id).collect(),
-            None => self.entries.range(master..).map(|(id, _)| *id).collect(),
-        };
-        for id in &ids {
-            if let Some(packed) = self.entries.remove(id) {
-                self.bytes -= packed.len();
-            }
-        }
-        debug_assert_eq!(ids.len() as u64, node.live);
-        ids.len() as u64
+    fn remove_buffer(&mut self, master: StreamId) -> Option<Node> {
+        let node = self.nodes.remove(&master)?;
+        self.bytes -= node.data.capacity();
+        Some(node)
     }
 
-    /// Flags live entries of the node at `master` deleted while `stop` says go on; the node
-    /// stays (exact trimming inside a node). Returns how many.
+    /// Removes the node at `master` and its live entries; returns how many.
+    pub(super) fn remove_node(&mut self, master: StreamId) -> u64 {
+        let live = self.remove_buffer(master).map_or(0, |node| node.live);
+        self.length -= live as usize;
+        live
+    }
+
+    /// Flags live entries of the node at `master` deleted, in order, until `stop` (given
+    /// the entry and the stream's length) says enough; the node stays (exact trimming
+    /// inside a node). Returns how many.
     pub(super) fn delete_in_node(
         &mut self,
         master: StreamId,
         mut stop: impl FnMut(StreamId, usize) -> bool,
     ) -> u64 {
-        let next = self.nodes.range(master..).nth(1).map(|(id, _)| *id);
-        let ids: Vec<StreamId> = match next {
-            Some(end) => self.entries.range(master..end).map(|(id, _)| *id).collect(),
-            None => self.entries.range(master..).map(|(id, _)| *id).collect(),
+        let Some(node) = self.nodes.get_mut(&master) else {
+            return 0;
         };
+        let slots: Vec<Slot> = node
+            .slots(master)
+            .filter(|slot| slot.flags & DELETED == 0)
+            .collect();
         let mut deleted = 0;
-        for id in ids {
-            if stop(id, self.entries.len()) {
+        for slot in slots {
+            if stop(slot.id, self.length) {
                 break;
             }
-            if let Some(packed) = self.entries.remove(&id) {
-                self.bytes -= packed.len();
-                deleted += 1;
-            }
+            node.data[slot.flags_at] |= DELETED;
+            self.length -= 1;
+            deleted += 1;
         }
-        if let Some(node) = self.nodes.get_mut(&master) {
-            node.live -= deleted;
-            node.deleted += deleted;
-        }
+        node.live -= deleted;
+        node.deleted += deleted;
         deleted
     }
 
@@ -341,7 +435,7 @@ impl Stream {
     /// Whether an XDEL'd ID may lie in `start..` (`streamRangeHasTombstones`): the lag and
     /// entries-read estimates are only exact without one.
     pub fn range_has_tombstones(&self, start: StreamId) -> bool {
-        if self.entries.is_empty() || self.max_deleted_entry_id.is_zero() {
+        if self.is_empty() || self.max_deleted_entry_id.is_zero() {
             return false;
         }
         if self.first_id > self.max_deleted_entry_id {
@@ -356,7 +450,7 @@ impl Stream {
         if self.entries_added == 0 {
             return Some(0);
         }
-        if self.entries.is_empty() && id <= self.last_id {
+        if self.is_empty() && id <= self.last_id {
             return Some(self.entries_added);
         }
         if id == self.last_id {
@@ -367,7 +461,7 @@ impl Stream {
         }
         let xdel_before_first = self.max_deleted_entry_id < self.first_id;
         if self.max_deleted_entry_id.is_zero() || xdel_before_first {
-            let len = self.entries.len() as u64;
+            let len = self.length as u64;
             if id < self.first_id {
                 return Some(self.entries_added - len);
             } else if id == self.first_id {
