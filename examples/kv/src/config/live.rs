@@ -161,6 +161,7 @@ impl LiveConfig {
             list_size: number(&get("list-max-listpack-size")),
             stream_node_entries: number(&get("stream-node-max-entries")),
             stream_node_bytes: number(&get("stream-node-max-bytes")),
+            hll_sparse_max_bytes: number(&get("hll-sparse-max-bytes")),
         }
     }
 

@@ -22,6 +22,8 @@ pub struct EncodingLimits {
     /// `stream-node-max-entries` and `stream-node-max-bytes`: where stream nodes split.
     pub stream_node_entries: usize,
     pub stream_node_bytes: usize,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog past this turns dense.
+    pub hll_sparse_max_bytes: usize,
 }
 
 impl Default for EncodingLimits {
@@ -35,6 +37,7 @@ impl Default for EncodingLimits {
             list_size: -2,
             stream_node_entries: 100,
             stream_node_bytes: 4096,
+            hll_sparse_max_bytes: crate::hyperloglog::DEFAULT_SPARSE_MAX_BYTES,
         }
     }
 }
