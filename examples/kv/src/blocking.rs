@@ -49,6 +49,24 @@ pub fn parse_timeout(arg: &[u8], now_ms: u64) -> Result<Deadline, CommandError> 
     Ok(Deadline::At(at))
 }
 
+/// Reads XREAD's BLOCK argument (integer milliseconds, 0 = forever) as Redis 7.0's
+/// `getTimeoutFromObjectOrReply` with `UNIT_MILLISECONDS`.
+pub fn parse_timeout_ms(arg: &[u8], now_ms: u64) -> Result<Deadline, CommandError> {
+    let millis = crate::number::parse_i64(arg).ok_or_else(|| {
+        CommandError::Text("ERR timeout is not an integer or out of range".into())
+    })?;
+    if millis < 0 {
+        return Err(CommandError::Text("ERR timeout is negative".into()));
+    }
+    if millis == 0 {
+        return Ok(Deadline::Never);
+    }
+    let at = (millis as u64)
+        .checked_add(now_ms)
+        .filter(|&at| at <= i64::MAX as u64);
+    at.map(Deadline::At).ok_or_else(out_of_range)
+}
+
 fn out_of_range() -> CommandError {
     CommandError::Text("ERR timeout is out of range".into())
 }
@@ -154,6 +172,19 @@ impl<T> WaitQueues<T> {
 
     pub fn get(&self, id: WaiterId) -> Option<&Waiter<T>> {
         self.waiters.get(&id)
+    }
+
+    /// The keys with waiters.
+    pub fn keys(&self) -> Vec<Bytes> {
+        self.by_key.keys().cloned().collect()
+    }
+
+    /// Every waiter on `key`, longest blocked first.
+    pub fn waiting_on(&self, key: &[u8]) -> Vec<WaiterId> {
+        self.by_key
+            .get(key)
+            .map(|queue| queue.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// The waiter blocked longest on `key`.

@@ -67,6 +67,7 @@ fn parse_score(text: &str) -> f64 {
 /// The content a decoded value has, as [`contents`] would list it (TTL to within a minute).
 fn content_of(value: &RdbValue, expire_at_ms: Option<u64>, now_ms: u64) -> KeyContent {
     let (kind, value) = match value {
+        RdbValue::Commands(_) => panic!("redis-server wrote corewire's own value kind"),
         RdbValue::String(s) => ("string", vec![s.to_vec()]),
         RdbValue::List(items) => ("list", items.iter().map(|b| b.to_vec()).collect()),
         RdbValue::Set(items) => {
@@ -148,6 +149,7 @@ fn codec_reads_redis_files_and_redis_reads_ours() {
     for (key, value, at) in &keys {
         let owned;
         let object = match value {
+            RdbValue::Commands(_) => panic!("redis-server wrote corewire's own value kind"),
             RdbValue::String(s) => ObjectRef::String(s),
             RdbValue::List(v) => ObjectRef::List(v.iter().map(|e| &e[..]).collect()),
             RdbValue::Set(v) => ObjectRef::Set(v.iter().map(|e| &e[..]).collect()),

@@ -253,9 +253,10 @@ impl Command {
         parse::parse_named(args)
     }
 
-    /// Whether it is a blocking pop (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP).
+    /// Whether it is a blocking pop (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) or a stream
+    /// read with BLOCK.
     pub fn is_blocking(&self) -> bool {
-        matches!(self, Command::Typed(typed) if typed.op.is_blocking())
+        matches!(self, Command::Typed(typed) if typed.blocks())
     }
 
     /// The checks Redis makes before it queues a command inside MULTI (the command table's:

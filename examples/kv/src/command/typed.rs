@@ -33,6 +33,12 @@ enum KeyShape {
     AllButLast,
     /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
     DestCounted,
+    /// A subcommand's key, `args[0]` after `container sub` (XGROUP CREATE, XINFO STREAM)
+    Sub,
+    /// No key (XGROUP HELP, XINFO HELP)
+    NoKey,
+    /// The keys after STREAMS (XREAD, XREADGROUP)
+    Streams,
     /// `args[0]`, and the key of a STORE or STOREDIST option (GEORADIUS,
     /// GEORADIUSBYMEMBER), whose options start at `args[n]`
     OneAndStore(usize),
@@ -50,31 +56,47 @@ const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const W_MOVABLE: &[&str] = &["write", "movablekeys"];
 const W_BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+const RO_BLOCKING_MOVABLE: &[&str] = &["readonly", "blocking", "movablekeys"];
+const STALE: &[&str] = &["loading", "stale"];
 const W_BLOCKING_FAST_NOSCRIPT: &[&str] = &["write", "noscript", "blocking", "fast"];
 
 macro_rules! typed_ops {
-    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident $(($at:literal))?;)*) => {
-        /// One variant per command name.
+    (
+        [$($op:ident $name:literal $arity:literal $flags:ident $shape:ident $(($at:literal))?;)*]
+        $($container:ident $container_name:literal: [$($sub:ident $sub_name:literal $sub_arity:literal $sub_flags:ident $sub_shape:ident;)*])*
+    ) => {
+        /// One variant per command name (a container's per subcommand).
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum TypedOp { $($op,)* }
+        pub enum TypedOp { $($op,)* $($($sub,)*)* }
 
         impl TypedOp {
-            /// The lowercase Redis name.
+            /// The lowercase Redis name (`xgroup|create` for a subcommand).
             pub fn name(self) -> &'static str {
-                match self { $(TypedOp::$op => $name,)* }
+                match self { $(TypedOp::$op => $name,)* $($(TypedOp::$sub => $sub_name,)*)* }
             }
 
             fn flags(self) -> &'static [&'static str] {
-                match self { $(TypedOp::$op => $flags,)* }
+                match self { $(TypedOp::$op => $flags,)* $($(TypedOp::$sub => $sub_flags,)*)* }
             }
 
             fn shape(self) -> KeyShape {
-                match self { $(TypedOp::$op => KeyShape::$shape $(($at))?,)* }
+                match self {
+                    $(TypedOp::$op => KeyShape::$shape $(($at))?,)*
+                    $($(TypedOp::$sub => KeyShape::$sub_shape,)*)*
+                }
             }
         }
 
+        $(static $container: &[CommandSpec] = &[
+            $(spec(CommandKind::Typed(TypedOp::$sub), $sub_name, $sub_arity, $sub_flags, table_keys(KeyShape::$sub_shape)),)*
+        ];)*
+
         pub(crate) static TYPED_COMMANDS: &[CommandSpec] = &[
             $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape $(($at))?)),)*
+            $(CommandSpec {
+                subcommands: $container,
+                ..spec(CommandKind::Container, $container_name, -2, &[], (0, 0, 0))
+            },)*
         ];
     };
 }
@@ -87,11 +109,15 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::AllButLast => (1, -2, 1),
-        KeyShape::Counted | KeyShape::TimeoutCounted => (0, 0, 0),
+        KeyShape::Counted | KeyShape::TimeoutCounted | KeyShape::NoKey | KeyShape::Streams => {
+            (0, 0, 0)
+        }
+        KeyShape::Sub => (2, 2, 1),
     }
 }
 
 typed_ops! {
+    [
     Type "type" 2 RO_FAST One;
     // Lists
     LPush "lpush" -3 WD_FAST One;
@@ -198,6 +224,35 @@ typed_ops! {
     GeoRadiusRo "georadius_ro" -6 RO One;
     GeoRadiusByMember "georadiusbymember" -5 WD_MOVABLE OneAndStore(4);
     GeoRadiusByMemberRo "georadiusbymember_ro" -5 RO One;
+    // Streams
+    XAdd "xadd" -5 WD_FAST One;
+    XRange "xrange" -4 RO One;
+    XRevRange "xrevrange" -4 RO One;
+    XLen "xlen" 2 RO_FAST One;
+    XDel "xdel" -3 W_FAST One;
+    XTrim "xtrim" -4 W One;
+    XSetId "xsetid" -3 WD_FAST One;
+    XRead "xread" -4 RO_BLOCKING_MOVABLE Streams;
+    XReadGroup "xreadgroup" -7 W_BLOCKING_MOVABLE Streams;
+    XAck "xack" -4 W_FAST One;
+    XPending "xpending" -3 RO One;
+    XClaim "xclaim" -6 W_FAST One;
+    XAutoClaim "xautoclaim" -6 W_FAST One;
+    ]
+    XGROUP_SUBCOMMANDS "xgroup": [
+    XGroupCreate "xgroup|create" -5 WD Sub;
+    XGroupCreateConsumer "xgroup|createconsumer" 5 WD Sub;
+    XGroupDelConsumer "xgroup|delconsumer" 5 W Sub;
+    XGroupDestroy "xgroup|destroy" 4 W Sub;
+    XGroupHelp "xgroup|help" 2 STALE NoKey;
+    XGroupSetId "xgroup|setid" -5 W Sub;
+    ]
+    XINFO_SUBCOMMANDS "xinfo": [
+    XInfoConsumers "xinfo|consumers" 4 RO Sub;
+    XInfoGroups "xinfo|groups" 3 RO Sub;
+    XInfoHelp "xinfo|help" 2 STALE NoKey;
+    XInfoStream "xinfo|stream" -3 RO Sub;
+    ]
 }
 
 /// Which end LMPOP / BLMPOP pop from.
@@ -317,9 +372,15 @@ impl TypedOp {
         self.flags().contains(&"write")
     }
 
-    /// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP: may wait for an item.
+    /// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, XREAD, XREADGROUP: may wait for an item
+    /// (the stream reads only with BLOCK: see [`TypedCommand::blocks`]).
     pub fn is_blocking(self) -> bool {
         self.flags().contains(&"blocking")
+    }
+
+    /// XREAD, XREADGROUP.
+    pub fn is_stream_read(self) -> bool {
+        matches!(self, TypedOp::XRead | TypedOp::XReadGroup)
     }
 
     /// The class of the keyspace events this command's writes send (the type it works on).
@@ -350,6 +411,15 @@ impl TypedOp {
 }
 
 impl TypedCommand {
+    /// Whether this request may wait: a blocking pop, or a stream read with BLOCK.
+    pub fn blocks(&self) -> bool {
+        if self.op.is_stream_read() {
+            return crate::store::stream_read_args(&self.args, self.op)
+                .is_some_and(|args| args.block.is_some());
+        }
+        self.op.is_blocking()
+    }
+
     /// The keys, in request order (movable keys included; a malformed count yields the keys
     /// it can, and the command's own parse reports the error).
     pub fn keys(&self) -> Vec<&[u8]> {
@@ -382,6 +452,12 @@ impl TypedCommand {
                 self.op == TypedOp::BZMPop,
             ),
             KeyShape::Counted => counted(0),
+            KeyShape::Sub => args.iter().take(1).map(|k| &k[..]).collect(),
+            KeyShape::NoKey => Vec::new(),
+            KeyShape::Streams => crate::store::stream_read_keys(args)
+                .iter()
+                .map(|k| &k[..])
+                .collect(),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
                 keys.extend(counted(1));

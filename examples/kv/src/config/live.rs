@@ -159,6 +159,8 @@ impl LiveConfig {
             zset_entries: number(&get("zset-max-listpack-entries")),
             zset_value: number(&get("zset-max-listpack-value")),
             list_size: number(&get("list-max-listpack-size")),
+            stream_node_entries: number(&get("stream-node-max-entries")),
+            stream_node_bytes: number(&get("stream-node-max-bytes")),
             hll_sparse_max_bytes: number(&get("hll-sparse-max-bytes")),
         }
     }

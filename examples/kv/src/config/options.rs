@@ -417,7 +417,7 @@ pub static OPTIONS: &[OptionSpec] = &[
             Ok(())
         })
         .help("largest bulk string accepted"),
-    opt("stream-node-max-entries", int(0, LONG_MAX), "100"),
+    opt("stream-node-max-entries", int(0, LONG_MAX), "100").live(LiveKey::Encoding),
     opt("repl-backlog-size", mem(1, LONG_MAX), "1048576"),
     opt("maxmemory", Kind::UMemory { max: u64::MAX }, "0")
         .both(
@@ -444,7 +444,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("hash-max-listpack-value", mem(0, LONG_MAX), "64")
         .alias("hash-max-ziplist-value")
         .live(LiveKey::Encoding),
-    opt("stream-node-max-bytes", mem(0, LONG_MAX), "4096"),
+    opt("stream-node-max-bytes", mem(0, LONG_MAX), "4096").live(LiveKey::Encoding),
     opt("zset-max-listpack-value", mem(0, LONG_MAX), "64")
         .alias("zset-max-ziplist-value")
         .live(LiveKey::Encoding),

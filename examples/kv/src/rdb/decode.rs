@@ -309,6 +309,13 @@ impl<'a> Decoder<'a> {
             f(&s).map_err(|why| d.error_at(start, &why))
         };
         Ok(match ty {
+            kind::COREWIRE_COMMANDS => {
+                let start = self.pos;
+                let records = self.string()?;
+                RdbValue::Commands(
+                    parse_records(&records).map_err(|why| self.error_at(start, &why))?,
+                )
+            }
             kind::STRING => RdbValue::String(self.string()?),
             kind::LIST | kind::SET => {
                 let n = self.count(1)?;
@@ -483,4 +490,23 @@ pub fn decode_dump(payload: &[u8]) -> Result<RdbValue, DumpError> {
         return Err(DumpError::BadFormat);
     }
     Ok(value)
+}
+
+/// The RESP records of a `kind::COREWIRE_COMMANDS` value: every byte must be whole records.
+fn parse_records(records: &[u8]) -> Result<Vec<Vec<Bytes>>, String> {
+    use crate::resp::{ParserLimits, RequestParser};
+    let mut buf = bytes::BytesMut::from(records);
+    let mut parser = RequestParser::new(ParserLimits {
+        max_bulk_len: records.len(),
+        max_array_len: records.len(),
+        ..ParserLimits::default()
+    });
+    let mut commands = Vec::new();
+    while !buf.is_empty() {
+        match parser.parse(&mut buf) {
+            Ok(Some(args)) if !args.is_empty() => commands.push(args.into_iter().collect()),
+            _ => return Err("a rebuild-commands value with a bad record".into()),
+        }
+    }
+    Ok(commands)
 }

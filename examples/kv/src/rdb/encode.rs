@@ -42,6 +42,8 @@ pub enum ObjectRef<'a> {
     Set(Vec<&'a [u8]>),
     Hash(Vec<(&'a [u8], &'a [u8])>),
     ZSet(Vec<(&'a [u8], f64)>),
+    /// The keyless commands that rebuild the value, as RESP records (`kind::COREWIRE_COMMANDS`).
+    Commands(Vec<u8>),
 }
 
 pub fn write_len(out: &mut Vec<u8>, len: u64) {
@@ -94,6 +96,11 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8], compression: bool) {
 pub fn write_object(out: &mut Vec<u8>, object: &ObjectRef<'_>, limits: &Limits) -> u8 {
     let c = limits.compression;
     match object {
+        ObjectRef::Commands(records) => {
+            out.push(kind::COREWIRE_COMMANDS);
+            write_string(out, records, c);
+            kind::COREWIRE_COMMANDS
+        }
         ObjectRef::String(s) => {
             out.push(kind::STRING);
             write_string(out, s, c);

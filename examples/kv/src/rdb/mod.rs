@@ -65,6 +65,10 @@ pub mod kind {
     /// Redis 7.2 (RDB 11): a small set as a listpack. Read, never written.
     pub const SET_LISTPACK: u8 = 20;
     pub const STREAM_LISTPACKS_3: u8 = 21;
+    /// corewire's own: a value as the commands that rebuild it (RESP records, keyless), for
+    /// the types this writer has no Redis encoding for yet (streams). Redis refuses it as an
+    /// unknown type, loudly; corewire reads it back whole.
+    pub const COREWIRE_COMMANDS: u8 = 224;
 }
 
 /// Opcodes between keys.
@@ -90,6 +94,8 @@ pub enum RdbValue {
     Set(Vec<Bytes>),
     Hash(Vec<(Bytes, Bytes)>),
     ZSet(Vec<(Bytes, f64)>),
+    /// [`kind::COREWIRE_COMMANDS`]: the keyless commands that rebuild the value.
+    Commands(Vec<Vec<Bytes>>),
 }
 
 impl RdbValue {
@@ -100,6 +106,7 @@ impl RdbValue {
             RdbValue::List(v) | RdbValue::Set(v) => v.is_empty(),
             RdbValue::Hash(v) => v.is_empty(),
             RdbValue::ZSet(v) => v.is_empty(),
+            RdbValue::Commands(v) => v.is_empty(),
         }
     }
 
@@ -119,6 +126,7 @@ impl RdbValue {
                 .collect::<Vec<_>>()
         };
         match self {
+            RdbValue::Commands(commands) => commands.clone(),
             RdbValue::String(s) => vec![vec![Bytes::from_static(b"SET"), s.clone()]],
             RdbValue::List(items) => batches("RPUSH", items.clone(), 1),
             RdbValue::Set(items) => batches("SADD", items.clone(), 1),

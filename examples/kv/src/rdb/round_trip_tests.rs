@@ -23,6 +23,18 @@ fn round_trip(value: RdbValue, expect_kind: u8) {
             owned_pairs = v.clone();
             ObjectRef::ZSet(owned_pairs.iter().map(|(m, s)| (&m[..], *s)).collect())
         }
+        RdbValue::Commands(commands) => {
+            let mut records = Vec::new();
+            for args in commands {
+                records.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+                for arg in args {
+                    records.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+                    records.extend_from_slice(arg);
+                    records.extend_from_slice(b"\r\n");
+                }
+            }
+            ObjectRef::Commands(records)
+        }
     };
     let mut side = Vec::new();
     assert_eq!(write_object(&mut side, &object, &limits), expect_kind);
@@ -274,4 +286,15 @@ fn dump_payload_checks() {
     let crc = crc64::crc64(&body);
     body.extend_from_slice(&crc.to_le_bytes());
     assert_eq!(decode_dump(&body), Err(decode::DumpError::BadFormat));
+}
+
+#[test]
+fn commands_values_round_trip() {
+    round_trip(
+        RdbValue::Commands(vec![
+            vec![b("XADD"), b("1-1"), b("f"), b("v")],
+            vec![b("XGROUP"), b("CREATE"), b("g"), b("0-0")],
+        ]),
+        kind::COREWIRE_COMMANDS,
+    );
 }

@@ -161,7 +161,7 @@ impl Default for Blocked {
 /// The blocking pop in `command`, if it is one.
 fn blocking_op(command: &Command) -> Option<TypedOp> {
     match command {
-        Command::Typed(TypedCommand { op, .. }) if op.is_blocking() => Some(*op),
+        Command::Typed(typed) if typed.blocks() => Some(typed.op),
         _ => None,
     }
 }
@@ -191,16 +191,29 @@ impl Shard {
         now: u64,
     ) -> Option<Reply> {
         let Some(op) = blocking_op(&command) else {
-            let written: Vec<Bytes> =
-                if command.is_write() && !self.blocked.queues.borrow().is_empty() {
-                    command
-                        .keys()
-                        .into_iter()
-                        .map(Bytes::copy_from_slice)
-                        .collect()
-                } else {
-                    Vec::new()
-                };
+            let flush = matches!(
+                &command,
+                Command::FlushAll
+                    | Command::Key(crate::command::KeyCommand {
+                        op: crate::command::KeyOp::FlushDb,
+                        ..
+                    })
+            );
+            let written: Vec<Bytes> = if self.blocked.queues.borrow().is_empty() {
+                Vec::new()
+            } else if flush {
+                // Every key went: the group reads blocked here fail (Redis 7.0 unblocks
+                // them on a flush).
+                self.blocked.queues.borrow().keys()
+            } else if command.is_write() {
+                command
+                    .keys()
+                    .into_iter()
+                    .map(Bytes::copy_from_slice)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let reply = self.execute_store(origin, command, now);
             if self.txn.running() {
                 // Served after the transaction's batch, as Redis serves them after EXEC.
@@ -213,6 +226,9 @@ impl Shard {
         let Command::Typed(typed) = &command else {
             unreachable!("blocking_op matched a typed command")
         };
+        if op.is_stream_read() {
+            return self.stream_read_or_wait(origin, typed.clone(), now);
+        }
         let mut keys = typed.keys();
         if matches!(op, TypedOp::BLMove | TypedOp::BRPopLPush) {
             // A move waits on its source only.
@@ -265,6 +281,83 @@ impl Shard {
         }
     }
 
+    /// XREAD / XREADGROUP with BLOCK: answered at once when something is there (or inside
+    /// MULTI, nil), otherwise waiting with its `$` IDs fixed now (see
+    /// [`crate::store::Store::stream_read_to_wait`]).
+    fn stream_read_or_wait(&self, origin: Origin, typed: TypedCommand, now: u64) -> Option<Reply> {
+        let waiting = self.with_store(|store| store.stream_read_to_wait(&typed));
+        let block = crate::store::stream_read_args(&typed.args, typed.op).and_then(|a| a.block);
+        let reply = self.execute_store(origin, Command::Typed(typed), now)?;
+        if reply != Reply::NullArray || self.txn.running() {
+            return Some(reply);
+        }
+        let deadline = match block.map(|arg| crate::blocking::parse_timeout_ms(&arg, now)) {
+            Some(Ok(deadline)) => deadline,
+            _ => return Some(reply),
+        };
+        let keys: Vec<Bytes> = waiting
+            .keys()
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .collect();
+        let client = Client {
+            origin,
+            op: waiting.op,
+            args: waiting.args,
+            wakes: false,
+        };
+        let blocked = (self.blocked.queues.borrow_mut()).block(&keys, deadline, client);
+        self.publish_blocked();
+        match blocked {
+            Ok(_) => None,
+            Err(_) => Some(Reply::error(
+                "ERR too many blocked clients on this shard; try again later",
+            )),
+        }
+    }
+
+    /// Serves the stream reads waiting on `key` that can go on now: every one of them, in
+    /// arrival order (Redis's `serveClientsBlockedOnStreamKey`: one that cannot is passed
+    /// over, not an end to the round).
+    fn serve_stream_waiters(&self, key: &[u8], now: u64) {
+        let waiting = self.blocked.queues.borrow().waiting_on(key);
+        for id in waiting {
+            let client = {
+                let queues = self.blocked.queues.borrow();
+                match queues.get(id) {
+                    Some(waiter) if waiter.client.op.is_stream_read() && !waiter.client.wakes => {
+                        waiter.client.clone()
+                    }
+                    _ => continue,
+                }
+            };
+            let typed = TypedCommand {
+                op: client.op,
+                args: client.args.clone(),
+            };
+            let ready = self.with_store(|store| store.stream_ready(&typed, key, now));
+            let reply = match ready {
+                crate::store::StreamReady::Wait => continue,
+                crate::store::StreamReady::Fail(reply) => Some(reply),
+                crate::store::StreamReady::Serve => {
+                    let served = crate::store::stream_served_from(&typed, key);
+                    self.blocked.queues.borrow_mut().remove(id);
+                    self.publish_blocked();
+                    let reply = self.execute_store(client.origin, Command::Typed(served), now);
+                    if let Some(reply) = reply {
+                        self.deliver(client.origin, reply);
+                    }
+                    continue;
+                }
+            };
+            self.blocked.queues.borrow_mut().remove(id);
+            self.publish_blocked();
+            if let Some(reply) = reply {
+                self.deliver(client.origin, reply);
+            }
+        }
+    }
+
     /// Brings INFO's `blocked_clients` up to date after this shard's queues changed.
     fn publish_blocked(&self) {
         let now = (self.blocked.queues.borrow().len()).saturating_sub(self.blocked.wakers.get());
@@ -286,6 +379,7 @@ impl Shard {
 
     /// Offers `key` to its waiters, longest blocked first, while it holds items.
     fn serve_waiters(&self, key: &[u8], now: u64) {
+        self.serve_stream_waiters(key, now);
         loop {
             // Who the key can serve now: a sorted set its sorted-set pops, a list its list
             // pops (in arrival order past the others, as Redis serves each blocked client from
@@ -300,6 +394,8 @@ impl Shard {
             let next = {
                 let queues = self.blocked.queues.borrow();
                 let ready = |waiter: &crate::blocking::Waiter<Client>| match &waiter.client {
+                    // Served by `serve_stream_waiters`.
+                    client if client.op.is_stream_read() && !client.wakes => false,
                     client if client.pops_zset() => zset_ready,
                     client if client.wakes => answers,
                     _ => list_ready,
@@ -351,7 +447,7 @@ impl Shard {
     pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, zset: bool, now: u64) {
         let ready = self.with_store(|store| {
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
-            store.pop_would_answer(&keys, now)
+            store.waker_ready(&keys, now)
         });
         if ready {
             self.deliver(origin, Reply::Integer(1));

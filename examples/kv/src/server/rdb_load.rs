@@ -142,11 +142,10 @@ pub(crate) fn apply(store: &mut Store, keys: Vec<LoadedKey>) {
             ]);
         }
         for keyless in commands {
-            let mut args = Vec::with_capacity(keyless.len() + 1);
-            let mut parts = keyless.into_iter();
-            args.extend(parts.next());
-            args.push(key.clone());
-            args.extend(parts);
+            let mut args = keyless;
+            // After the name, or after the subcommand for a container's (XGROUP CREATE key).
+            let at = crate::store::key_at(args.first().map_or(&[][..], |name| &name[..]));
+            args.insert(at.min(args.len()), key.clone());
             let reply = match Command::parse(args) {
                 Ok(command) => store.apply_replayed(command),
                 Err(error) => {

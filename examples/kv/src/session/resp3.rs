@@ -39,6 +39,8 @@ pub enum Shape {
     MemberScore,
     /// A flat `[field, value, ...]` array becomes `[[field, value], ...]`.
     Pairs,
+    /// `[[key, value], ...]` becomes a map (XREAD, XREADGROUP).
+    KeyedPairs,
     /// A bulk string becomes verbatim text (`txt`).
     Verbatim,
     /// An array becomes a push message (Pub/Sub).
@@ -92,6 +94,7 @@ fn typed_shape(typed: &TypedCommand) -> Shape {
             Shape::ScorePairs
         }
         Op::HRandField if has_flag(&args[1..], b"WITHVALUES") => Shape::Pairs,
+        Op::XRead | Op::XReadGroup => Shape::KeyedPairs,
         _ => Shape::Plain,
     }
 }
@@ -154,6 +157,19 @@ pub fn encode(reply: &Reply, shape: &Shape, out: &mut BytesMut) {
                 write_header(out, b'*', 2);
                 encode(&pair[0], &Shape::Plain, out);
                 encode(&pair[1], &second, out);
+            }
+        }
+        (Shape::KeyedPairs, Reply::Array(items))
+            if items
+                .iter()
+                .all(|item| matches!(item, Reply::Array(pair) if pair.len() == 2)) =>
+        {
+            write_header(out, b'%', items.len());
+            for item in items {
+                if let Reply::Array(pair) = item {
+                    encode(&pair[0], &Shape::Plain, out);
+                    encode(&pair[1], &Shape::Plain, out);
+                }
             }
         }
         (Shape::MemberScore, Reply::Array(items)) if items.len() == 2 => {

@@ -196,15 +196,25 @@ impl Store {
 /// `keyless` with `key` put back after the name, if that makes a write command on that
 /// key alone: a payload can rebuild its own key and nothing else.
 fn rebuild_command(key: &Bytes, keyless: KeylessCommand) -> Option<Command> {
-    let mut args = Vec::with_capacity(keyless.len() + 1);
-    let mut keyless = keyless.into_iter();
-    args.push(keyless.next()?);
-    args.push(key.clone());
-    args.extend(keyless);
+    let mut args = keyless;
+    let at = key_at(args.first()?);
+    if at > args.len() {
+        return None;
+    }
+    args.insert(at, key.clone());
     let command = Command::parse(args).ok()?;
     let own_key_only = command.keys() == [&key[..]];
     (command.is_write() && own_key_only && !matches!(command, Command::Cluster(_)))
         .then_some(command)
+}
+
+/// Where a rebuild command's key sits: after the name, or after the subcommand for a
+/// container's (`XGROUP CREATE key ...`).
+pub(crate) fn key_at(name: &[u8]) -> usize {
+    match crate::command::table::find(name) {
+        Some(spec) if !spec.subcommands.is_empty() => 2,
+        _ => 1,
+    }
 }
 
 #[cfg(test)]

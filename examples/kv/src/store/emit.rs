@@ -51,6 +51,7 @@ pub(crate) fn emit_entry<S: ChangeSink>(
             }),
             sink,
         ),
+        Value::Stream(stream) => super::types::stream::emit::emit_stream(key, stream, sink),
     }
     if let LoggedTtl::At(at_ms) = ttl {
         sink.record(WriteOp::PExpireAt { key, at_ms });

@@ -45,7 +45,29 @@ pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
 pub(crate) use types::args::format_double;
+pub(crate) use cluster::key_at;
+pub use types::stream::read::{
+    served_from as stream_served_from, ReadArgs as StreamReadArgs, Ready as StreamReady,
+};
 pub use value::ValueType;
+/// A stream's parts (`Value::Stream` holds a [`stream::Stream`]), for code that saves and
+/// loads one: entries through `range`/`append`, the metadata and groups as fields.
+pub(crate) mod stream {
+    #[allow(unused_imports)]
+    pub(crate) use super::types::stream::group::{Consumer, Group, Nack};
+    #[allow(unused_imports)]
+    pub(crate) use super::types::stream::{NodeLimits, Stream, StreamId};
+}
+
+/// XREAD / XREADGROUP's options (`None` when they do not parse).
+pub fn stream_read_args(args: &[Bytes], op: crate::command::TypedOp) -> Option<StreamReadArgs> {
+    types::stream::read::parse_read(args, op == crate::command::TypedOp::XReadGroup).ok()
+}
+
+/// The keys of an XREAD / XREADGROUP (none when the arguments are wrong).
+pub fn stream_read_keys(args: &[Bytes]) -> &[Bytes] {
+    types::stream::read::read_keys(args)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -297,6 +319,22 @@ impl Store {
 
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Whether a program blocked over several shards on `keys` should be woken at once: as
+    /// [`Store::pop_would_answer`], except that a stream is only ready once written after
+    /// the program waits (its read just found nothing new).
+    pub fn waker_ready(&self, keys: &[&[u8]], now_ms: u64) -> bool {
+        keys.iter().any(|key| {
+            self.map.get(key).is_some_and(|entry| {
+                !self.expiring.expired(key, entry, now_ms)
+                    && match &entry.value {
+                        value::Value::List(list) => !list.is_empty(),
+                        value::Value::Stream(_) => false,
+                        _ => true,
+                    }
+            })
+        })
     }
 
     fn run<S: ChangeSink>(&mut self, command: Command, now: u64, sink: &mut S) -> Reply {

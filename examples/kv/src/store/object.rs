@@ -19,6 +19,9 @@ pub struct EncodingLimits {
     pub zset_value: usize,
     /// `list-max-listpack-size` (Redis 7.0 reports every list as `quicklist` anyway).
     pub list_size: i64,
+    /// `stream-node-max-entries` and `stream-node-max-bytes`: where stream nodes split.
+    pub stream_node_entries: usize,
+    pub stream_node_bytes: usize,
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog past this turns dense.
     pub hll_sparse_max_bytes: usize,
 }
@@ -32,6 +35,8 @@ impl Default for EncodingLimits {
             zset_entries: 128,
             zset_value: 64,
             list_size: -2,
+            stream_node_entries: 100,
+            stream_node_bytes: 4096,
             hll_sparse_max_bytes: crate::hyperloglog::DEFAULT_SPARSE_MAX_BYTES,
         }
     }
@@ -94,6 +99,7 @@ pub(super) fn encoding(value: &Value, limits: &EncodingLimits) -> &'static str {
                 "hashtable"
             }
         }
+        Value::Stream(_) => "stream",
         Value::ZSet(zset) => {
             let sizes = zset.scores.iter().map(|(member, _)| member.len());
             if small(

@@ -22,7 +22,37 @@ pub(crate) fn object_of(value: &Value) -> ObjectRef<'_> {
                 .map(|(score, member)| (member.as_slice(), score.0))
                 .collect(),
         ),
+        // No Redis encoding of streams here yet: the commands that rebuild it, which only
+        // corewire reads back (Redis refuses the type, loudly; nothing is dropped).
+        Value::Stream(_) => ObjectRef::Commands(keyless_records(value)),
     }
+}
+
+/// The AOF rewrite's records for `value`, each without its key, re-encoded as RESP.
+fn keyless_records(value: &Value) -> Vec<u8> {
+    use crate::resp::{ParserLimits, RequestParser};
+    let entry = super::entry::Entry::new(value.clone(), 0);
+    let mut records = bytes::BytesMut::new();
+    super::emit::emit_entry(b"", &entry, None, &mut records);
+    let mut parser = RequestParser::new(ParserLimits {
+        max_bulk_len: records.len(),
+        max_array_len: records.len(),
+        ..ParserLimits::default()
+    });
+    let mut out = Vec::new();
+    while let Ok(Some(mut args)) = parser.parse(&mut records) {
+        let at = super::cluster::key_at(args.first().map_or(&[][..], |name| &name[..]));
+        if at < args.len() {
+            args.remove(at);
+        }
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(&arg);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out
 }
 
 use super::snapshot::SnapshotProgress;

@@ -5,6 +5,7 @@
 use super::compact::CompactBytes;
 use super::fields::{Fields, Members};
 pub(crate) use super::list_pack::List;
+use super::types::stream::Stream;
 use super::zorder::ZOrder;
 
 /// The type names TYPE reports and WRONGTYPE is about.
@@ -15,6 +16,7 @@ pub enum ValueType {
     Hash,
     Set,
     ZSet,
+    Stream,
 }
 
 impl ValueType {
@@ -25,6 +27,7 @@ impl ValueType {
             ValueType::Hash => "hash",
             ValueType::Set => "set",
             ValueType::ZSet => "zset",
+            ValueType::Stream => "stream",
         }
     }
 }
@@ -38,6 +41,7 @@ pub(crate) enum Value {
     Hash(Box<Hash>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -48,6 +52,7 @@ impl Value {
             Value::Hash(_) => ValueType::Hash,
             Value::Set(_) => ValueType::Set,
             Value::ZSet(_) => ValueType::ZSet,
+            Value::Stream(_) => ValueType::Stream,
         }
     }
 
@@ -59,6 +64,7 @@ impl Value {
             ValueType::Hash => Value::Hash(Box::default()),
             ValueType::Set => Value::Set(Box::default()),
             ValueType::ZSet => Value::ZSet(Box::default()),
+            ValueType::Stream => Value::Stream(Box::default()),
         }
     }
 
@@ -71,6 +77,7 @@ impl Value {
             Value::Hash(hash) => hash.bytes + hash.map.len() * element_cost::HASH,
             Value::Set(set) => set.bytes + set.members.len() * element_cost::SET,
             Value::ZSet(zset) => zset.bytes + zset.scores.len() * element_cost::ZSET,
+            Value::Stream(stream) => stream.payload_len(),
         }
     }
 
@@ -82,6 +89,8 @@ impl Value {
             Value::Hash(hash) => hash.map.is_empty(),
             Value::Set(set) => set.members.is_empty(),
             Value::ZSet(zset) => zset.scores.is_empty(),
+            // An empty stream stays (its IDs and groups are state).
+            Value::Stream(_) => false,
         }
     }
 }

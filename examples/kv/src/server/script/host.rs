@@ -95,7 +95,8 @@ impl ScriptHost {
         let blocking_pop = flags.contains(&"blocking")
             && crate::command::table::find(&args[0]).is_some_and(|spec| {
                 use crate::command::{table::CommandKind, TypedOp};
-                matches!(spec.kind, CommandKind::Typed(op) if !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
+                matches!(spec.kind, CommandKind::Typed(op)
+                    if !op.is_stream_read() && !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
             });
         if flags.contains(&"noscript") || blocking_pop {
             return (
@@ -108,7 +109,8 @@ impl ScriptHost {
             return (
                 Reply::error(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
-                    String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+                    // The name as the script wrote it, as Redis prints `argv[0]`.
+                    String::from_utf8_lossy(&args[0])
                 )),
                 None,
             );

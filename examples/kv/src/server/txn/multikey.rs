@@ -61,13 +61,18 @@ async fn run_command(
 ) -> Reply {
     let held = Held::new(shard.clone());
     let deadline = blocking_deadline(&command, now_ms());
+    let mut command = command;
     loop {
         held.lock(&shards, None).await;
         let outcome = apply(&held, command.clone(), deadline.is_some()).await;
         held.release();
-        let Err(WouldBlock) = outcome else {
+        let Err(WouldBlock(waiting)) = outcome else {
             return outcome.unwrap_or_else(|_| Reply::NullArray);
         };
+        // A stream read waits for entries after the IDs it had when it first found none.
+        if let Some(waiting) = waiting {
+            command = waiting;
+        }
         let Some(deadline) = deadline else {
             return Reply::NullArray;
         };
@@ -84,9 +89,10 @@ async fn run_command(
     }
 }
 
-/// The command would wait for items (a blocking pop that found none).
+/// The command would wait for items (a blocking pop that found none); a stream read, as
+/// the read that waits (its `$` fixed).
 #[derive(Debug)]
-struct WouldBlock;
+struct WouldBlock(Option<Command>);
 
 /// A blocking command's deadline, if it is one with a valid timeout (an invalid one is
 /// reported by the store when the command runs).
@@ -94,8 +100,12 @@ fn blocking_deadline(command: &Command, now: u64) -> Option<Deadline> {
     let Command::Typed(typed) = command else {
         return None;
     };
-    if !typed.op.is_blocking() {
+    if !typed.blocks() {
         return None;
+    }
+    if typed.op.is_stream_read() {
+        let block = crate::store::stream_read_args(&typed.args, typed.op)?.block?;
+        return crate::blocking::parse_timeout_ms(&block, now).ok();
     }
     let timeout = match typed.op {
         TypedOp::BLMPop | TypedOp::BZMPop => typed.args.first(),
@@ -144,9 +154,10 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
         let gathered = gather(held, &read).await;
         atomic::restore_into(&mut scratch, &read, &gathered, now);
     }
-    if command.is_blocking() && !atomic::would_answer(&scratch, &command, now) {
+    let stream_read = matches!(&command, Command::Typed(t) if t.op.is_stream_read());
+    if command.is_blocking() && !stream_read && !atomic::would_answer(&scratch, &command, now) {
         if may_block {
-            return Err(WouldBlock);
+            return Err(WouldBlock(None));
         }
         let moves = matches!(&command, Command::Typed(t) if matches!(t.op, TypedOp::BLMove | TypedOp::BRPopLPush));
         return Ok(if moves {
@@ -155,7 +166,16 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
             Reply::NullArray
         });
     }
+    let waiting = match &command {
+        Command::Typed(typed) if stream_read && may_block => {
+            Some(Command::Typed(scratch.stream_read_to_wait(typed)))
+        }
+        _ => None,
+    };
     let (reply, writes) = atomic::run(&mut scratch, command, &keys, &stored, now);
+    if waiting.is_some() && reply == Reply::NullArray && writes.is_empty() {
+        return Err(WouldBlock(waiting));
+    }
     let mut per_shard: Vec<Vec<Command>> = vec![Vec::new(); shards];
     for written in writes {
         per_shard[shard_of(&written.key, shards)].push(written.into_command());

@@ -10,6 +10,7 @@ mod hash;
 mod list;
 mod scan;
 mod set;
+pub(crate) mod stream;
 mod zset;
 mod zset_ops;
 
@@ -116,6 +117,28 @@ impl Store {
             | Op::GeoRadiusRo
             | Op::GeoRadiusByMember
             | Op::GeoRadiusByMemberRo => cx.geosearch(a),
+            Op::XGroupHelp | Op::XInfoHelp => Ok(stream::help(op)),
+            Op::XAdd
+            | Op::XRange
+            | Op::XRevRange
+            | Op::XLen
+            | Op::XDel
+            | Op::XTrim
+            | Op::XSetId
+            | Op::XRead
+            | Op::XReadGroup
+            | Op::XAck
+            | Op::XPending
+            | Op::XClaim
+            | Op::XAutoClaim
+            | Op::XGroupCreate
+            | Op::XGroupCreateConsumer
+            | Op::XGroupDelConsumer
+            | Op::XGroupDestroy
+            | Op::XGroupSetId
+            | Op::XInfoConsumers
+            | Op::XInfoGroups
+            | Op::XInfoStream => cx.stream_command(a),
         }
     }
 }
