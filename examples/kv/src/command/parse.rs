@@ -157,6 +157,10 @@ fn parse_spec(
         K::Watch => Command::Watch(rest.collect()),
         K::Unwatch => Command::Unwatch,
         K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
+        K::Acl(sub) => Command::Acl(crate::acl::AclRequest {
+            sub,
+            args: rest.collect(),
+        }),
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
         K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
             op,
