@@ -114,10 +114,6 @@ impl Catalog {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The ids of the commands in the categories of `mask`.
     pub fn in_category(&self, mask: u32) -> impl Iterator<Item = usize> + '_ {
         (self.entries.iter().enumerate())

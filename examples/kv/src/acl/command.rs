@@ -26,6 +26,8 @@ pub enum AclSub {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AclRequest {
     pub sub: AclSub,
+    /// The subcommand as the client wrote it (errors quote it).
+    pub subcommand: Bytes,
     pub args: Vec<Bytes>,
 }
 

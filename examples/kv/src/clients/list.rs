@@ -42,6 +42,8 @@ pub struct ClientLine {
     pub lib_ver: Bytes,
     /// CLIENT TRACKING's redirect: -1 when tracking is off, 0 for none.
     pub redir: i64,
+    /// The ACL user (empty: `default`).
+    pub user: Bytes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,7 +106,7 @@ impl ClientLine {
             out,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} \
              ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
-             oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} \
+             oll=0 omem={} tot-mem={} events={} cmd={} user={} redir={} resp={} \
              lib-name={} lib-ver={}",
             self.id,
             self.addr,
@@ -126,6 +128,11 @@ impl ClientLine {
             self.tot_mem,
             if self.omem > 0 { "rw" } else { "r" },
             self.cmd.unwrap_or("NULL"),
+            if self.user.is_empty() {
+                "default".into()
+            } else {
+                String::from_utf8_lossy(&self.user)
+            },
             self.redir,
             self.resp,
             String::from_utf8_lossy(&self.lib_name),

@@ -159,6 +159,7 @@ fn parse_spec(
         K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
         K::Acl(sub) => Command::Acl(crate::acl::AclRequest {
             sub,
+            subcommand: rest.args.get(1).cloned().unwrap_or_default(),
             args: rest.collect(),
         }),
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),

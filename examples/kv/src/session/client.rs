@@ -213,6 +213,7 @@ impl Session {
             lib_name: identity.lib_name.clone().unwrap_or_default(),
             lib_ver: identity.lib_ver.clone().unwrap_or_default(),
             redir: self.modes.tracking.redirect_reply(),
+            user: self.user.name.clone(),
         })
     }
 

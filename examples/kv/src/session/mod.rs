@@ -11,6 +11,7 @@
 //! after the write finishes:                        if session.is_closed() && nothing pending { close }
 //! ```
 
+mod acl;
 mod calls;
 mod client;
 mod config;
@@ -80,6 +81,11 @@ pub struct Session {
     replies: ReplyQueue,
     output: BytesMut,
     authenticated: bool,
+    /// The ACL user (the default one until AUTH), and the users' version it was found in.
+    user: Arc<crate::acl::User>,
+    acl_version: u64,
+    /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
+    auth_name: Option<Bytes>,
     lifecycle: Lifecycle,
     /// Why parsing stopped, until the glue takes it to report (count and log) it.
     protocol_error: Option<String>,
@@ -137,9 +143,14 @@ enum Admission {
 
 impl Session {
     pub fn new(config: Arc<SessionConfig>) -> Session {
+        let acl_version = config.acl.version();
+        let user = config.acl.users().default_user().clone();
         Session {
             parser: RequestParser::new(config.parser_limits),
-            authenticated: config.requirepass().is_none(),
+            authenticated: Session::default_authenticates(&user),
+            user,
+            acl_version,
+            auth_name: None,
             config,
             input: BytesMut::new(),
             replies: ReplyQueue::default(),
@@ -214,6 +225,11 @@ impl Session {
         // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
         while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
         {
+            // The users changed and this connection's user went: it closes unanswered.
+            if !self.acl_sync() {
+                self.kill();
+                return None;
+            }
             let parsed = match self.postponed.take() {
                 Some(postponed) => Ok(Some(postponed)),
                 None => self.parser.parse_framed(&mut self.input),
@@ -297,6 +313,12 @@ impl Session {
         let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
+            // `requirepass` is the default user's password.
+            if let Some((_, password)) = (pairs.iter().rev())
+                .find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
+            {
+                self.config.acl.set_requirepass(password);
+            }
         }
         match set {
             Ok(settings) if settings.is_empty() => Admission::Answered(Reply::ok()),
@@ -462,6 +484,21 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
+        if args[0].eq_ignore_ascii_case(b"auth") || args[0].eq_ignore_ascii_case(b"hello") {
+            self.auth_name = Some(args[0].clone());
+        }
+        // Redis's order: the table's checks and NOAUTH, then the ACL, then the rest.
+        if self.authenticated {
+            if let Some(refusal) = self.acl_refusal(&args) {
+                self.rejecting = true;
+                let (name, parsed) = Command::parse_named(args);
+                self.identity.last_command = name;
+                if self.txn.in_multi() {
+                    return self.admit_queued(parsed, Some(refusal), seq);
+                }
+                return Admission::Answered(refusal);
+            }
+        }
         // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
         let redirect = match self.cluster.as_mut().filter(|_| permitted) {
             Some(gate) => gate.check(&args),
@@ -571,6 +608,9 @@ impl Session {
         }
         if let Command::Client(request) = command {
             return self.client_request(request, seq);
+        }
+        if let Command::Acl(request) = command {
+            return self.acl_command(request, seq);
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
