@@ -166,6 +166,7 @@ fn parse_spec(
         K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
             op,
             args: rest.collect(),
+            user: None,
         }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {

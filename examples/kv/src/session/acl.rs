@@ -52,6 +52,19 @@ impl Session {
         !self.acl_sync()
     }
 
+    /// A script run by a restricted user carries the user: its commands are checked.
+    pub(super) fn with_script_user(&self, command: Command) -> Command {
+        match command {
+            Command::Script(mut script)
+                if !self.user.unrestricted && script.op.runs_script() =>
+            {
+                script.user = Some(self.user.clone());
+                Command::Script(script)
+            }
+            command => command,
+        }
+    }
+
     /// The name of the connection's user (CLIENT LIST's `user`).
     pub fn username(&self) -> &Bytes {
         &self.user.name
@@ -87,6 +100,35 @@ impl Session {
             }
             Err(denied) => Some(self.deny(denied, name, args)),
         }
+    }
+
+    /// EXEC's check of a queued command, with Redis's wording for rules changed meanwhile.
+    pub(super) fn acl_recheck(&mut self, args: &[Bytes]) -> Option<Reply> {
+        let name = Command::table_name(args).ok()?;
+        let id = Catalog::get().id(name)?;
+        let denied = self.user.check(id, args).err()?;
+        let (reason, object, why) = match denied {
+            Denied::Command => (
+                Reason::Command,
+                Bytes::copy_from_slice(name.as_bytes()),
+                "no permission to execute the command or subcommand",
+            ),
+            Denied::Key(pos) => (
+                Reason::Key,
+                args[pos].clone(),
+                "no permission to touch the specified keys",
+            ),
+            Denied::Channel(pos) => (
+                Reason::Channel,
+                args[pos].clone(),
+                "no permission to access one of the channels used as arguments",
+            ),
+        };
+        self.acl_log(reason, Context::Multi, object, self.user.name.clone());
+        Some(Reply::error(format!(
+            "NOPERM ACLs rules changed between the moment the transaction was accumulated and \
+             the EXEC call. This command is no longer allowed for the following reason: {why}"
+        )))
     }
 
     fn deny(&mut self, denied: Denied, name: &str, args: &[Bytes]) -> Reply {

@@ -86,6 +86,8 @@ pub struct Session {
     acl_version: u64,
     /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
     auth_name: Option<Bytes>,
+    /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
+    acl_queued_args: Option<Vec<Bytes>>,
     lifecycle: Lifecycle,
     /// Why parsing stopped, until the glue takes it to report (count and log) it.
     protocol_error: Option<String>,
@@ -151,6 +153,7 @@ impl Session {
             user,
             acl_version,
             auth_name: None,
+            acl_queued_args: None,
             config,
             input: BytesMut::new(),
             replies: ReplyQueue::default(),
@@ -484,6 +487,7 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
+        self.acl_queued_args = None;
         if args[0].eq_ignore_ascii_case(b"auth") || args[0].eq_ignore_ascii_case(b"hello") {
             self.auth_name = Some(args[0].clone());
         }
@@ -491,6 +495,21 @@ impl Session {
         if self.authenticated {
             if let Some(refusal) = self.acl_refusal(&args) {
                 self.rejecting = true;
+                if args[0].eq_ignore_ascii_case(b"exec") {
+                    // A refused EXEC discards the transaction, as Redis's rejectCommand does.
+                    self.identity.last_command = Some("exec");
+                    let Reply::Error(text) = refusal else {
+                        return Admission::Answered(refusal);
+                    };
+                    let reply = Reply::error(format!(
+                        "EXECABORT Transaction discarded because of: {}",
+                        String::from_utf8_lossy(&text)
+                    ));
+                    if !self.txn.in_multi() {
+                        return Admission::Answered(reply);
+                    }
+                    return self.reset_txn(seq, reply);
+                }
                 let (name, parsed) = Command::parse_named(args);
                 self.identity.last_command = name;
                 if self.txn.in_multi() {
@@ -545,6 +564,9 @@ impl Session {
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
                 Ok(()) => self.protected_refusal(&args).or(redirect),
             };
+            if rejected.is_none() && !self.user.unrestricted {
+                self.acl_queued_args = Some(args.clone());
+            }
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;
             self.rejecting = rejected.is_some();
@@ -614,7 +636,7 @@ impl Session {
         }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
-            Scope::Keyed | Scope::AllShards => Admission::Forward(command),
+            Scope::Keyed | Scope::AllShards => Admission::Forward(self.with_script_user(command)),
         }
     }
 
