@@ -1,8 +1,9 @@
 //! The commands ACL rules name: every Redis 7.0 command and subcommand from the generated
 //! table, each with a small id (its bit in a selector's bitmap) and its categories.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
+
+use foldhash::HashMap;
 
 use crate::introspect::meta::Meta;
 
@@ -103,6 +104,19 @@ impl Catalog {
     /// The id of `name` (`get`, `config|get`: lowercase, as the tables spell them).
     pub fn id(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
+    }
+
+    /// The command a request names (`args[0]`, and `args[1]` for a container), as Redis's
+    /// `lookupCommand` finds it: `None` for an unknown command or subcommand.
+    pub fn resolve(&self, args: &[bytes::Bytes]) -> Option<usize> {
+        let name = std::str::from_utf8(args.first()?).ok()?;
+        let id = self.lookup(name)?;
+        let entry = &self.entries[id];
+        if entry.children.is_empty() || args.len() < 2 {
+            return Some(id);
+        }
+        let sub = std::str::from_utf8(&args[1]).ok()?;
+        self.lookup(&format!("{}|{sub}", entry.name()))
     }
 
     /// The id of a name as a user wrote it (any case).

@@ -240,6 +240,14 @@ impl Session {
                 query,
             },
             ClientRequest::Kill(filter) => {
+                if let Some(user) = &filter.user {
+                    if self.config.acl.users().get(user).is_none() {
+                        return Admission::Answered(Reply::error(format!(
+                            "ERR No such user '{}'",
+                            String::from_utf8_lossy(user)
+                        )));
+                    }
+                }
                 let caller_killed = filter.matches(&own, true);
                 if caller_killed {
                     self.lifecycle = Lifecycle::ClosingAfter(seq);

@@ -233,6 +233,7 @@ impl Session {
                 self.kill();
                 return None;
             }
+            self.parser.set_unauthenticated(!self.authenticated);
             let parsed = match self.postponed.take() {
                 Some(postponed) => Ok(Some(postponed)),
                 None => self.parser.parse_framed(&mut self.input),
