@@ -37,14 +37,25 @@ fn newest_log_entry(conn: &mut Resp) -> Reply {
     }
 }
 
-const NO_KEY: &str = "NOPERM this user has no permissions to access one of the keys used as arguments";
+const NO_KEY: &str =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
 
 fn permissions(shards: &str) {
     let server = Server::start(&["--shards", shards]);
     let mut admin = server.connect();
     assert_eq!(admin.call(&["ACL", "WHOAMI"]), Reply::bulk("default"));
     assert_eq!(
-        admin.call(&["ACL", "SETUSER", "app", "on", ">secret", "+@read", "+set", "~app:*", "%R~shared:*"]),
+        admin.call(&[
+            "ACL",
+            "SETUSER",
+            "app",
+            "on",
+            ">secret",
+            "+@read",
+            "+set",
+            "~app:*",
+            "%R~shared:*"
+        ]),
         Reply::ok()
     );
     let mut app = server.connect();
@@ -53,7 +64,10 @@ fn permissions(shards: &str) {
         err("WRONGPASS invalid username-password pair or user is disabled.")
     );
     assert_eq!(app.call(&["AUTH", "app", "secret"]), Reply::ok());
-    assert_eq!(app.call(&["ACL", "WHOAMI"]), err("NOPERM this user has no permissions to run the 'acl|whoami' command"));
+    assert_eq!(
+        app.call(&["ACL", "WHOAMI"]),
+        err("NOPERM this user has no permissions to run the 'acl|whoami' command")
+    );
     assert_eq!(app.call(&["SET", "app:1", "v"]), Reply::ok());
     assert_eq!(app.call(&["GET", "app:1"]), Reply::bulk("v"));
     assert_eq!(app.call(&["SET", "other", "v"]), err(NO_KEY));
@@ -83,13 +97,19 @@ fn permissions(shards: &str) {
     assert_eq!(app.call(&["DEL", "app:1"]), err(NO_KEY));
     // Subcommands and first arguments.
     admin.call(&["ACL", "SETUSER", "app", "+config|get", "+select|0"]);
-    assert!(matches!(app.call(&["CONFIG", "GET", "maxmemory"]), Reply::Array(Some(_))));
+    assert!(matches!(
+        app.call(&["CONFIG", "GET", "maxmemory"]),
+        Reply::Array(Some(_))
+    ));
     assert_eq!(
         app.call(&["CONFIG", "SET", "maxmemory", "0"]),
         err("NOPERM this user has no permissions to run the 'config|set' command")
     );
     assert_eq!(app.call(&["SELECT", "0"]), Reply::ok());
-    assert_eq!(app.call(&["SELECT", "1"]), err("NOPERM this user has no permissions to run the 'select' command"));
+    assert_eq!(
+        app.call(&["SELECT", "1"]),
+        err("NOPERM this user has no permissions to run the 'select' command")
+    );
 
     // Repeated denials count in one entry.
     admin.call(&["ACL", "LOG", "RESET"]);
@@ -104,12 +124,18 @@ fn permissions(shards: &str) {
         admin.call(&["ACL", "DRYRUN", "app", "SET", "zz", "1"]),
         Reply::bulk("This user has no permissions to access the 'zz' key")
     );
-    assert_eq!(admin.call(&["ACL", "DRYRUN", "app", "GET", "app:1"]), Reply::ok());
+    assert_eq!(
+        admin.call(&["ACL", "DRYRUN", "app", "GET", "app:1"]),
+        Reply::ok()
+    );
     assert_eq!(
         admin.call(&["ACL", "DRYRUN", "ghost", "GET", "x"]),
         err("ERR User 'ghost' not found")
     );
-    assert_eq!(admin.call(&["ACL", "USERS"]), Reply::Array(Some(vec![Reply::bulk("app"), Reply::bulk("default")])));
+    assert_eq!(
+        admin.call(&["ACL", "USERS"]),
+        Reply::Array(Some(vec![Reply::bulk("app"), Reply::bulk("default")]))
+    );
 }
 
 #[test]
@@ -125,13 +151,18 @@ fn permissions_on_two_shards() {
 fn transactions_and_scripts(shards: &str) {
     let server = Server::start(&["--shards", shards]);
     let mut admin = server.connect();
-    admin.call(&["ACL", "SETUSER", "t", "on", "nopass", "+multi", "+exec", "+incr", "+eval", "+get", "~k*"]);
+    admin.call(&[
+        "ACL", "SETUSER", "t", "on", "nopass", "+multi", "+exec", "+incr", "+eval", "+get", "~k*",
+    ]);
     let mut t = server.connect();
     assert_eq!(t.call(&["AUTH", "t", "x"]), Reply::ok());
     // A refusal at queue time aborts EXEC.
     assert_eq!(t.call(&["MULTI"]), Reply::ok());
     assert_eq!(t.call(&["INCR", "k1"]), Reply::Simple("QUEUED".into()));
-    assert_eq!(t.call(&["SET", "k1", "1"]), err("NOPERM this user has no permissions to run the 'set' command"));
+    assert_eq!(
+        t.call(&["SET", "k1", "1"]),
+        err("NOPERM this user has no permissions to run the 'set' command")
+    );
     assert_eq!(
         t.call(&["EXEC"]),
         err("EXECABORT Transaction discarded because of previous errors.")
@@ -152,7 +183,10 @@ fn transactions_and_scripts(shards: &str) {
     );
     // A script's commands are checked against its caller's user.
     admin.call(&["ACL", "SETUSER", "t", "+incr"]);
-    assert_eq!(t.call(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "k2"]), int(1));
+    assert_eq!(
+        t.call(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "k2"]),
+        int(1)
+    );
     let Reply::Error(text) = t.call(&["EVAL", "return redis.call('incr', 'other')", "0"]) else {
         panic!("the script ran")
     };
@@ -166,10 +200,7 @@ fn transactions_and_scripts(shards: &str) {
     let entry = newest_log_entry(&mut admin);
     assert_eq!(field(&entry, "context"), Reply::bulk("lua"));
     assert_eq!(field(&entry, "object"), Reply::bulk("other"));
-    assert_eq!(
-        t.call(&["EVAL", "return 1", "1", "elsewhere"]),
-        err(NO_KEY)
-    );
+    assert_eq!(t.call(&["EVAL", "return 1", "1", "elsewhere"]), err(NO_KEY));
 }
 
 #[test]
@@ -192,7 +223,18 @@ fn client_list(admin: &mut Resp) -> String {
 fn channels_and_disconnects(shards: &str) {
     let server = Server::start(&["--shards", shards]);
     let mut admin = server.connect();
-    admin.call(&["ACL", "SETUSER", "ps", "on", ">p", "+@pubsub", "+client", "resetchannels", "&news:*", "&orders"]);
+    admin.call(&[
+        "ACL",
+        "SETUSER",
+        "ps",
+        "on",
+        ">p",
+        "+@pubsub",
+        "+client",
+        "resetchannels",
+        "&news:*",
+        "&orders",
+    ]);
     let mut sub = server.connect();
     sub.call(&["AUTH", "ps", "p"]);
     sub.call(&["CLIENT", "SETNAME", "subscriber"]);
@@ -210,8 +252,14 @@ fn channels_and_disconnects(shards: &str) {
         publisher.call(&["PUBLISH", "sports", "m"]),
         err("NOPERM this user has no permissions to access one of the channels used as arguments")
     );
-    assert!(matches!(sub.call(&["SUBSCRIBE", "news:1"]), Reply::Array(Some(_))));
-    assert!(matches!(sub.call(&["SSUBSCRIBE", "orders"]), Reply::Array(Some(_))));
+    assert!(matches!(
+        sub.call(&["SUBSCRIBE", "news:1"]),
+        Reply::Array(Some(_))
+    ));
+    assert!(matches!(
+        sub.call(&["SSUBSCRIBE", "orders"]),
+        Reply::Array(Some(_))
+    ));
     // Wider rules keep it.
     admin.call(&["ACL", "SETUSER", "ps", "&more"]);
     assert!(client_list(&mut admin).contains("name=subscriber"));
@@ -247,10 +295,19 @@ fn channels_and_disconnects_on_two_shards() {
 fn requirepass_is_the_default_users_password() {
     let server = Server::start(&["--shards", "2", "--requirepass", "pw"]);
     let mut conn = server.connect();
-    assert_eq!(conn.call(&["GET", "a"]), err("NOAUTH Authentication required."));
+    assert_eq!(
+        conn.call(&["GET", "a"]),
+        err("NOAUTH Authentication required.")
+    );
     assert_eq!(conn.call(&["AUTH", "default", "pw"]), Reply::ok());
-    assert!(matches!(conn.call(&["ACL", "GETUSER", "default"]), Reply::Array(Some(_))));
-    assert_eq!(conn.call(&["CONFIG", "SET", "requirepass", ""]), Reply::ok());
+    assert!(matches!(
+        conn.call(&["ACL", "GETUSER", "default"]),
+        Reply::Array(Some(_))
+    ));
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "requirepass", ""]),
+        Reply::ok()
+    );
     assert_eq!(
         conn.call(&["AUTH", "x"]),
         err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
@@ -260,7 +317,10 @@ fn requirepass_is_the_default_users_password() {
     // The default user switched off: new connections are not authenticated.
     conn.call(&["ACL", "SETUSER", "default", "off"]);
     let mut late = server.connect();
-    assert_eq!(late.call(&["GET", "a"]), err("NOAUTH Authentication required."));
+    assert_eq!(
+        late.call(&["GET", "a"]),
+        err("NOAUTH Authentication required.")
+    );
     conn.call(&["ACL", "SETUSER", "default", "on"]);
 }
 
@@ -268,18 +328,35 @@ fn requirepass_is_the_default_users_password() {
 fn acl_file_load_and_save() {
     let dir = TempDir::new("acl-file");
     let file = dir.path().join("users.acl");
-    std::fs::write(&file, "user alice on >alice ~* &* +@all\nuser bob on nopass -@all +get ~b*\n").unwrap();
-    let server = Server::start(&["--shards", "2", "--dir", dir.arg(), "--aclfile", "users.acl"]);
+    std::fs::write(
+        &file,
+        "user alice on >alice ~* &* +@all\nuser bob on nopass -@all +get ~b*\n",
+    )
+    .unwrap();
+    let server = Server::start(&[
+        "--shards",
+        "2",
+        "--dir",
+        dir.arg(),
+        "--aclfile",
+        "users.acl",
+    ]);
     let mut conn = server.connect();
     assert_eq!(conn.call(&["AUTH", "alice", "alice"]), Reply::ok());
     let mut bob = server.connect();
     bob.call(&["AUTH", "bob", "x"]);
     assert_eq!(bob.call(&["GET", "b1"]), Reply::nil());
-    assert_eq!(conn.call(&["ACL", "SETUSER", "eve", "on", ">eve", "+get", "allkeys"]), Reply::ok());
+    assert_eq!(
+        conn.call(&["ACL", "SETUSER", "eve", "on", ">eve", "+get", "allkeys"]),
+        Reply::ok()
+    );
     assert_eq!(conn.call(&["ACL", "SAVE"]), Reply::ok());
     let saved = std::fs::read_to_string(&file).unwrap();
     assert!(saved.contains("user eve on #"), "{saved}");
-    assert!(saved.contains("user default on nopass ~* &* +@all"), "{saved}");
+    assert!(
+        saved.contains("user default on nopass ~* &* +@all"),
+        "{saved}"
+    );
     // A broken file changes nothing.
     std::fs::write(&file, format!("{saved}user alice on nopass\n")).unwrap();
     let Reply::Error(text) = conn.call(&["ACL", "LOAD"]) else {
@@ -294,14 +371,21 @@ fn acl_file_load_and_save() {
     assert!(eventually(Duration::from_secs(5), || bob.is_closed_by_server()));
     assert_eq!(plain.call(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(plain.call(&["AUTH", "eve", "eve"]), Reply::ok());
-    assert_eq!(plain.call(&["SET", "k", "v"]), err("NOPERM this user has no permissions to run the 'set' command"));
+    assert_eq!(
+        plain.call(&["SET", "k", "v"]),
+        err("NOPERM this user has no permissions to run the 'set' command")
+    );
 }
 
 #[test]
 fn configuration_users_and_a_missing_acl_file() {
     let dir = TempDir::new("acl-conf");
     let conf = dir.path().join("kv.conf");
-    std::fs::write(&conf, "user default on nopass ~* +@all -flushdb\nuser ro on >ro ~* +@read\n").unwrap();
+    std::fs::write(
+        &conf,
+        "user default on nopass ~* +@all -flushdb\nuser ro on >ro ~* +@read\n",
+    )
+    .unwrap();
     let server = Server::try_start_with_config(&conf, &["--shards", "2"]).unwrap();
     let mut conn = server.connect();
     assert_eq!(

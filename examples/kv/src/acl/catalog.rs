@@ -97,7 +97,11 @@ impl Catalog {
                 entries[id].children.push(sub_id);
             }
         }
-        let by_name = entries.iter().enumerate().map(|(i, e)| (e.name(), i)).collect();
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name(), i))
+            .collect();
         Catalog { entries, by_name }
     }
 

@@ -178,8 +178,8 @@ mod tests {
 
     #[test]
     fn loads_users_and_adds_the_default_one() {
-        let users = load("user alice on >alice ~* &* +@all\n\nuser bob on (+get ~r*) nopass\n")
-            .unwrap();
+        let users =
+            load("user alice on >alice ~* &* +@all\n\nuser bob on (+get ~r*) nopass\n").unwrap();
         assert_eq!(users.map.len(), 3);
         assert!(users.get(b"alice").unwrap().authenticates(b"alice"));
         assert_eq!(users.get(b"bob").unwrap().selectors.len(), 2);

@@ -14,7 +14,9 @@ fn is(arg: &[u8], word: &str) -> bool {
 fn access(flags: &[&str]) -> KeyAccess {
     KeyAccess {
         read: flags.contains(&"access"),
-        write: flags.iter().any(|f| matches!(*f, "insert" | "update" | "delete")),
+        write: flags
+            .iter()
+            .any(|f| matches!(*f, "insert" | "update" | "delete")),
     }
 }
 
@@ -147,7 +149,13 @@ pub(crate) fn sort_reads_patterns(args: &[Bytes]) -> Option<&'static str> {
         if is(&args[i], "get") {
             return Some("GET");
         }
-        i += if is(&args[i], "limit") { 3 } else if is(&args[i], "store") { 2 } else { 1 };
+        i += if is(&args[i], "limit") {
+            3
+        } else if is(&args[i], "store") {
+            2
+        } else {
+            1
+        };
     }
     None
 }
@@ -175,12 +183,21 @@ mod tests {
         assert_eq!(positions("get a"), vec![(1, true, false)]);
         assert_eq!(positions("set a b"), vec![(1, false, true)]);
         assert_eq!(positions("set a b ex 10 get"), vec![(1, true, true)]);
-        assert_eq!(positions("exists a b"), vec![(1, false, false), (2, false, false)]);
-        assert_eq!(positions("copy a b"), vec![(1, true, false), (2, false, true)]);
+        assert_eq!(
+            positions("exists a b"),
+            vec![(1, false, false), (2, false, false)]
+        );
+        assert_eq!(
+            positions("copy a b"),
+            vec![(1, true, false), (2, false, true)]
+        );
         assert_eq!(positions("bitfield a get u4 0"), vec![(1, true, false)]);
         assert_eq!(positions("eval s 1 k"), vec![(3, true, true)]);
         assert_eq!(positions("eval s -1 k"), vec![]);
-        assert_eq!(positions("sort a store b"), vec![(1, true, false), (3, false, true)]);
+        assert_eq!(
+            positions("sort a store b"),
+            vec![(1, true, false), (3, false, true)]
+        );
         assert_eq!(positions("migrate h p k 0 500"), vec![(3, true, true)]);
         assert_eq!(
             positions("migrate h p  0 5000 AUTH2 u p KEYS a b"),

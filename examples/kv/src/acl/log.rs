@@ -159,7 +159,12 @@ mod tests {
 
     fn counts(log: &AclLog) -> Vec<(String, u64)> {
         (log.entries.iter())
-            .map(|e| (String::from_utf8_lossy(&e.denial.object).into_owned(), e.count))
+            .map(|e| {
+                (
+                    String::from_utf8_lossy(&e.denial.object).into_owned(),
+                    e.count,
+                )
+            })
             .collect()
     }
 
@@ -182,7 +187,11 @@ mod tests {
     fn the_oldest_entries_go_past_the_limit() {
         let mut log = AclLog::default();
         for i in 0..10 {
-            log.add(denial(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"][i]), 0, 5);
+            log.add(
+                denial(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"][i]),
+                0,
+                5,
+            );
         }
         assert_eq!(log.len(), 5);
         assert_eq!(counts(&log)[0].0, "j");

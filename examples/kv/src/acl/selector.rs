@@ -295,11 +295,14 @@ impl Selector {
         if !self.allcommands && !no_auth && !self.bit(id) {
             let entry = &Catalog::get().entries[id];
             let at = if entry.parent.is_some() { 2 } else { 1 };
-            let allowed = (self.first_args.get(&id))
-                .zip(args.get(at))
-                .is_some_and(|(allowed, arg)| {
-                    allowed.iter().any(|a| arg.eq_ignore_ascii_case(a.as_bytes()))
-                });
+            let allowed =
+                (self.first_args.get(&id))
+                    .zip(args.get(at))
+                    .is_some_and(|(allowed, arg)| {
+                        allowed
+                            .iter()
+                            .any(|a| arg.eq_ignore_ascii_case(a.as_bytes()))
+                    });
             if !allowed {
                 return Err(Denied::Command);
             }
@@ -332,7 +335,11 @@ impl Selector {
 
     /// Whether every key may be read (SORT's BY and GET options need it).
     pub fn reads_every_key(&self) -> bool {
-        self.allkeys || self.keys.iter().any(|p| p.read && p.pattern.as_ref() == b"*")
+        self.allkeys
+            || self
+                .keys
+                .iter()
+                .any(|p| p.read && p.pattern.as_ref() == b"*")
     }
 
     pub fn channel_allowed(&self, channel: &[u8], pattern: bool) -> bool {
@@ -482,8 +489,14 @@ mod tests {
         let all = selector("+@all -client|kill");
         assert!(!all.allcommands && all.future && all.bit(id("client|id")));
         assert_eq!(all.describe_commands(), "+@all -client|kill");
-        assert_eq!(selector("+memory|doctor").describe_commands(), "-@all +memory|doctor");
-        assert_eq!(selector("+memory|doctor +memory").describe_commands(), "-@all +memory");
+        assert_eq!(
+            selector("+memory|doctor").describe_commands(),
+            "-@all +memory|doctor"
+        );
+        assert_eq!(
+            selector("+memory|doctor +memory").describe_commands(),
+            "-@all +memory"
+        );
         assert_eq!(selector("+@all +client|id").describe_commands(), "+@all");
     }
 
@@ -512,7 +525,10 @@ mod tests {
         assert_eq!(check("SELECT 0"), Ok(()));
         assert_eq!(check("SELECT 1"), Err(Denied::Command));
         let mut bad = Selector::new(false);
-        assert_eq!(bad.apply(b"+config|get|x"), Err(RuleError::FirstArgOfSubcommand));
+        assert_eq!(
+            bad.apply(b"+config|get|x"),
+            Err(RuleError::FirstArgOfSubcommand)
+        );
         assert_eq!(bad.apply(b"+config|asdf"), Err(RuleError::UnknownCommand));
         assert_eq!(bad.apply(b"+get|a|b"), Err(RuleError::UnknownCommand));
         assert_eq!(bad.apply(b"-select|0"), Err(RuleError::UnknownCommand));
@@ -523,11 +539,23 @@ mod tests {
     #[test]
     fn key_patterns_with_read_and_write() {
         let s = selector("%R~read* %W~write* ~rw*");
-        let read = KeyAccess { read: true, write: false };
-        let write = KeyAccess { read: false, write: true };
+        let read = KeyAccess {
+            read: true,
+            write: false,
+        };
+        let write = KeyAccess {
+            read: false,
+            write: true,
+        };
         assert!(s.key_allowed(b"read1", read) && !s.key_allowed(b"read1", write));
         assert!(s.key_allowed(b"write1", write) && !s.key_allowed(b"write1", read));
-        assert!(s.key_allowed(b"rw", KeyAccess { read: true, write: true }));
+        assert!(s.key_allowed(
+            b"rw",
+            KeyAccess {
+                read: true,
+                write: true
+            }
+        ));
         assert!(s.key_allowed(b"write1", KeyAccess::default()));
         assert!(!s.key_allowed(b"nothing", KeyAccess::default()));
         assert_eq!(selector("%R~foo %W~foo %RW~bar").keys_text(), b"~foo ~bar");

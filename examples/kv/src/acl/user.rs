@@ -156,7 +156,8 @@ impl User {
     }
 
     fn remove_password(&mut self, hash: String) -> Result<(), RuleError> {
-        let at = (self.passwords.iter().position(|p| *p == hash)).ok_or(RuleError::NoSuchPassword)?;
+        let at =
+            (self.passwords.iter().position(|p| *p == hash)).ok_or(RuleError::NoSuchPassword)?;
         self.passwords.remove(at);
         Ok(())
     }
@@ -272,10 +273,8 @@ impl User {
     pub fn reads_every_key(&self, id: usize, args: &[Bytes]) -> bool {
         let entry = &Catalog::get().entries[id];
         self.selectors.iter().any(|s| {
-            s.reads_every_key()
-                && s.check(id, false, args, &mut Vec::new, &Vec::new).is_ok()
-        })
-            || entry.meta.has_flag("no_auth")
+            s.reads_every_key() && s.check(id, false, args, &mut Vec::new, &Vec::new).is_ok()
+        }) || entry.meta.has_flag("no_auth")
     }
 
     /// Whether the user may stay subscribed to these: the channel rules of every selector
@@ -392,7 +391,9 @@ mod tests {
             "user default on nopass ~* &* +@all"
         );
         let s = user("on nopass (+set ~x)");
-        assert!(String::from_utf8(s.describe()).unwrap().ends_with("(~x resetchannels -@all +set)"));
+        assert!(String::from_utf8(s.describe())
+            .unwrap()
+            .ends_with("(~x resetchannels -@all +set)"));
     }
 
     #[test]
@@ -406,7 +407,10 @@ mod tests {
         let m = user("on nopass +mget ~key (+mget ~key ~otherkey)");
         assert_eq!(check(&m, "get key"), Err(Denied::Command));
         assert_eq!(check(&m, "mget otherkey someotherkey"), Err(Denied::Key(2)));
-        assert_eq!(check(&m, "mget key otherkey someotherkey"), Err(Denied::Key(3)));
+        assert_eq!(
+            check(&m, "mget key otherkey someotherkey"),
+            Err(Denied::Key(3))
+        );
         // AUTH needs no permission.
         assert_eq!(check(&user("on"), "auth a b"), Ok(()));
     }
@@ -430,6 +434,9 @@ mod tests {
             .map(|a| Bytes::from(a.to_string()))
             .collect();
         assert_eq!(merged, expected);
-        assert_eq!(merge_selector_args(&args("on (")), Err(Bytes::from_static(b"(")));
+        assert_eq!(
+            merge_selector_args(&args("on (")),
+            Err(Bytes::from_static(b"("))
+        );
     }
 }

@@ -106,8 +106,7 @@ impl RequestParser {
             };
             if first == b'*' {
                 if !self.unauthenticated {
-                    if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits)
-                    {
+                    if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits) {
                         return Ok(Some((args, Some(frame))));
                     }
                 }
@@ -363,14 +362,30 @@ mod tests {
     fn unauthenticated_limits() {
         let mut parser = RequestParser::default();
         parser.set_unauthenticated(true);
-        let run = |parser: &mut RequestParser, input: &[u8]| parser.parse(&mut BytesMut::from(input));
-        assert_eq!(run(&mut parser, b"*11\r\n"), Err(ProtocolError::UnauthenticatedMultibulk));
+        let run =
+            |parser: &mut RequestParser, input: &[u8]| parser.parse(&mut BytesMut::from(input));
         assert_eq!(
-            run(&mut RequestParser { unauthenticated: true, ..Default::default() }, b"*1\r\n$100000\r\n"),
+            run(&mut parser, b"*11\r\n"),
+            Err(ProtocolError::UnauthenticatedMultibulk)
+        );
+        assert_eq!(
+            run(
+                &mut RequestParser {
+                    unauthenticated: true,
+                    ..Default::default()
+                },
+                b"*1\r\n$100000\r\n"
+            ),
             Err(ProtocolError::UnauthenticatedBulk)
         );
-        let mut fine = RequestParser { unauthenticated: true, ..Default::default() };
-        assert_eq!(run(&mut fine, b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n").map(|a| a.map(|a| a.len())), Ok(Some(2)));
+        let mut fine = RequestParser {
+            unauthenticated: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            run(&mut fine, b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n").map(|a| a.map(|a| a.len())),
+            Ok(Some(2))
+        );
     }
 
     #[test]

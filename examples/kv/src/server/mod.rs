@@ -565,11 +565,13 @@ fn acl_start(config: &ServerConfig, session: &SessionConfig) -> Result<(), Strin
     let aclfile = live.get("aclfile").filter(|file| !file.is_empty());
     if !config.acl_users.is_empty() {
         if aclfile.is_some() {
-            return Err("Configuring Redis with users defined in redis.conf and at the same \
+            return Err(
+                "Configuring Redis with users defined in redis.conf and at the same \
                         setting an ACL file path is invalid. This setup is very likely to lead \
                         to configuration errors and security holes, please define either an \
                         ACL file or declare users directly in your redis.conf, but not both."
-                .into());
+                    .into(),
+            );
         }
         let users = crate::acl::file::configured(
             &config.acl_users,
@@ -588,9 +590,10 @@ fn acl_start(config: &ServerConfig, session: &SessionConfig) -> Result<(), Strin
         let text = std::fs::read(&path)
             .map_err(|e| format!("Error loading ACLs, opening file '{}': {e}", path.display()))?;
         let default_identity = acl.users().default_user().identity;
-        let users = crate::acl::file::parse(&text, &file, allchannels, default_identity, &mut || {
-            acl.new_identity()
-        })?;
+        let users =
+            crate::acl::file::parse(&text, &file, allchannels, default_identity, &mut || {
+                acl.new_identity()
+            })?;
         let _ = acl.update(|current| -> Result<(), ()> {
             *current = users;
             Ok(())

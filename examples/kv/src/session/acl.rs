@@ -55,9 +55,7 @@ impl Session {
     /// A script run by a restricted user carries the user: its commands are checked.
     pub(super) fn with_script_user(&self, command: Command) -> Command {
         match command {
-            Command::Script(mut script)
-                if !self.user.unrestricted && script.op.runs_script() =>
-            {
+            Command::Script(mut script) if !self.user.unrestricted && script.op.runs_script() => {
                 script.user = Some(self.user.clone());
                 Command::Script(script)
             }
@@ -289,7 +287,10 @@ impl Session {
                     Reply::error("ERR The 'default' user cannot be removed")
                 } else {
                     let deleted = self.config.acl.update(|users| -> Result<i64, ()> {
-                        Ok(args.iter().filter(|n| users.map.remove(*n).is_some()).count() as i64)
+                        Ok(args
+                            .iter()
+                            .filter(|n| users.map.remove(*n).is_some())
+                            .count() as i64)
                     });
                     return self.acl_changed(seq, Some(deleted.unwrap_or(0)));
                 }

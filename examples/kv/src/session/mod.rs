@@ -318,8 +318,8 @@ impl Session {
         if set.is_ok() {
             self.config.sync_script_busy();
             // `requirepass` is the default user's password.
-            if let Some((_, password)) = (pairs.iter().rev())
-                .find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
+            if let Some((_, password)) =
+                (pairs.iter().rev()).find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
             {
                 self.config.acl.set_requirepass(password);
             }

@@ -78,7 +78,10 @@ impl PubSubState {
     pub(super) fn permitted_by(&self, user: &crate::acl::User) -> bool {
         self.0.as_ref().is_none_or(|s| {
             user.permits_subscriptions(
-                s.channels.iter().chain(&s.shard_channels).map(|c| c.as_ref()),
+                s.channels
+                    .iter()
+                    .chain(&s.shard_channels)
+                    .map(|c| c.as_ref()),
                 s.patterns.iter().map(|p| p.as_ref()),
             )
         })
