@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command per benchmark suite; each prints its figures and the commands that produced them.
 #
-#   benches/run.sh percore     per-core echo (issue 9): server alone on SERVER_CPU, loadgen on
+#   benches/run.sh percore     per-core echo: server alone on SERVER_CPU, loadgen on
 #                              CLIENT_CPU; corewire (1 shard; on io_uring, and as corewire-epoll
 #                              on its epoll backend) vs tokio current-thread, monoio,
 #                              glommio (1 executor) and the raw io_uring kernel floor; 64 and 256
@@ -9,18 +9,18 @@
 #                              interleaved rounds), then a shorter pass with perf counting the
 #                              server's io_uring enters and syscalls per request (perf adds a
 #                              tracepoint hit per syscall, so those figures come from their own pass).
-#   benches/run.sh idle-memory RSS per idle connection (issue 9): IDLE_CONNS (10000) connections,
+#   benches/run.sh idle-memory RSS per idle connection: IDLE_CONNS (10000) connections,
 #                              each after one exchange, to corewire's echo server (1 shard),
 #                              corewire-kv (1 shard), both again on the epoll backend
 #                              (corewire-echo-epoll, corewire-kv-epoll) and redis-server, in the
 #                              same run;
 #                              (VmRSS with them open - VmRSS before) / N. Raises nofile.
-#   benches/run.sh rpc         RPC per core (issue 12): corewire RPC vs corewire raw echo vs tonic,
+#   benches/run.sh rpc         RPC per core: corewire RPC vs corewire raw echo vs tonic,
 #                              one shard / worker on SERVER_CPU, client on CLIENT_CPU; 1 conn and
 #                              64 conns x depth 4, 64 B and 4 KiB; ratios to the raw echo and to
 #                              tonic (plus allocations / task polls per request where the corewire
 #                              RPC client reports them).
-#   benches/run.sh fairness    fairness (issues 12.4/12.5): the corewire RPC echo service with a
+#   benches/run.sh fairness    fairness under hot connections: the corewire RPC echo service with a
 #                              handler cost (HASH_ROUNDS, default 32 FNV-1a passes per message),
 #                              1 shard on SERVER_CPU, client on CLIENT_CPU; 8 hot conns x depth
 #                              256 on one listener + 1 probe at depth 1 on its own listener;
@@ -30,11 +30,11 @@
 #                              (the client must stay well below 100 x its threads). SERVERS=corewire
 #                              runs the raw echo example instead (no handler cost, no HOL);
 #                              FAIRNESS_ARGS adds benchctl flags.
-#   benches/run.sh kv-fairness the same layout over corewire-kv (issue 12.6): 1 shard on SERVER_CPU,
+#   benches/run.sh kv-fairness the same layout over corewire-kv: 1 shard on SERVER_CPU,
 #                              8 connections pipelining MSET/MGET batches + 1 probe GET, budgets
 #                              unlimited,default (examples/kv/bench/fairness.sh; KV_FAIRNESS_ARGS
 #                              adds its flags, QUICK=1 its --quick)
-#   benches/run.sh tls         the cost of TLS (issue 33): corewire-kv vs redis-server over TLS
+#   benches/run.sh tls         the cost of TLS: corewire-kv vs redis-server over TLS
 #                              (examples/kv/bench/tls.sh: redis-benchmark --tls SET/GET at -P 1
 #                              and -P 16, server CPU per request, new handshakes/s with -k 0;
 #                              TLS_ARGS adds its flags), then echo and RPC over TCP and TLS on one
@@ -43,7 +43,7 @@
 #   benches/run.sh acl         the ACL check's cost (examples/kv/bench/acl.sh): corewire-kv, 1 shard,
 #                              -P 16 SET/GET as the default user vs a user with key patterns;
 #                              requests/s and server CPU per request, and their ratio
-#   benches/run.sh rdma-fairness the fairness layout over RDMA (issue 12.7), in the soft-RoCE VM:
+#   benches/run.sh rdma-fairness the fairness layout over RDMA, in the soft-RoCE VM:
 #                              builds examples/rdma_fairness (release), then
 #                              `cargo xtask vm -- vm/bench/rdma-fairness.sh`: 1 server shard (CQ
 #                              poller polling; event for EVENT_BUDGETS), 8 hot x depth 256 + 1
@@ -51,7 +51,7 @@
 #                              probe latency and HOL, hot msgs/s, most receive CQEs one connection
 #                              took per poller pass and most frames it handed up per round.
 #                              ROUNDS (3 here), DUR_MS (4000), WARMUP_MS; QUICK=1: 1 round, 1 s
-#   benches/run.sh grpc        gRPC per core (issue 32): corewire's gRPC server (the echo generated
+#   benches/run.sh grpc        gRPC per core: corewire's gRPC server (the echo generated
 #                              from benches/proto/echo.proto) vs tonic's on the same proto and
 #                              handler, server on SERVER_CPU, load on CLIENT_CPU, 64 conns x 4
 #                              streams, 64 B and 4 KiB: first with tonic's client as the load
@@ -391,6 +391,6 @@ case "$suite" in
     kv-fairness) kv_fairness ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,72p' "$0"; [[ -n "$suite" ]] ;;
+    -h|--help|"") sed -n '2,79p' "$0"; [[ -n "$suite" ]] ;;
     *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, rdma-fairness, tls, acl)" >&2; exit 2 ;;
 esac

@@ -16,6 +16,124 @@ use crate::shard::{
 };
 
 /// Configures and starts a [`Runtime`].
+///
+/// # Settings worth knowing
+///
+/// - `RuntimeBuilder::spin_before_park` (default 50 µs): how long an idle shard keeps polling
+///   before sleeping in its ring. These VMs pay a long wake-up tail, so this trades idle CPU for
+///   latency; measure it on your machine. `spin_yields` (default on) makes each spin iteration a
+///   `sched_yield`, so a thread sharing the core runs instead of waiting out the spin: measured
+///   here with client and server on one core, p99 went from 58 µs to 8 µs and QPS up 1.5×.
+///   Under load from many clients the spin costs CPU per request instead: corewire-kv turns it
+///   off by default (`--idle-spin-us`; 10–25 % less CPU per request against redis-server at
+///   `-P 1` and `-P 16` with 50 clients, a lone client's p50 47 µs instead of 31 µs).
+/// - `RuntimeBuilder::task_budget` (default 128 task polls per loop iteration).
+/// - Per-connection fairness budgets (`Budget::messages(n).with_bytes(b)`, default `Budget::DEFAULT`:
+///   32 messages or 256 KiB per round, chosen from `benches/run.sh fairness` (BENCHMARKS.md);
+///   `Budget::UNLIMITED` is valid), per listener: a connection that used up its
+///   round yields so its shard's other connections and pollers run. `budget_exhausted` counts it.
+///   The budget is charged where the messages are: every frame transport's `Connection::recv`
+///   charges each frame it hands up (so services and clients cannot forget it), and the KV
+///   store's RESP connection charges each request it parses by its keys or elements
+///   (`RoundBudget::charge_units`: an MGET of 100 keys weighs 100 GETs); a round also ends when the
+///   connection waits for I/O. What a budget buys is counted, not timed: each request's
+///   *head-of-line count* is how many messages its shard handed up between the completion that
+///   brought the request's bytes and its reply being queued (`corewire_runtime::head_of_line`;
+///   a service listener's histogram is `ListenerHandle::head_of_line()`). With budget B and H
+///   busy connections it stays near B × H; unlimited, it grows with their backlog
+///   (`src/service/head_of_line_tests.rs`).
+/// - Sharded accept: `AcceptMode::ReusePort` (a listener per shard) or
+///   `AcceptMode::Handoff { acceptors, placement }` with least-connections, round-robin, fixed or
+///   a user function.
+/// - Receiving (`TcpStream::recv_chunk`, `UnixStream::recv_chunk`, cancel-safe): where the
+///   kernel has it (6.0+), one multishot receive stays armed per stream and every chunk lands in
+///   the shard's provided-buffer ring (`RuntimeBuilder::recv_buffers`, default 256 × 4 KiB =
+///   1 MiB a shard, sized to stay in cache; ordinary memory, not locked: only the 16 KiB ring of descriptors is pinned),
+///   so a stream waiting for data holds no buffer. The chunk (`RecvBuf`) goes back to the ring
+///   when dropped. When the ring runs dry (ENOBUFS) the stream receives single-shot into its own
+///   buffer until the ring has an eighth of its buffers free again, then re-arms: no busy loop,
+///   no lost bytes. On 6.10+ the receive is bundled (`IORING_RECVSEND_BUNDLE`): one completion
+///   (one `tcp_recvmsg`) carries whatever arrived over as many ring buffers as it fills, where a
+///   plain multishot receive posts one per buffer; the driver hands the buffers out one by one,
+///   so nothing above it changes (`COREWIRE_IO_URING=nobundle` turns it off; `cargo xtask test`
+///   runs every suite that does I/O once more that way). A bundle takes as many buffers as
+///   data is waiting, so one connection with a large backlog can hold much of the ring until its
+///   reader consumes it; the others then receive single-shot into their own buffers (counted in
+///   `recv_buffers_exhausted`), losing nothing. The fairness suite's targets still hold with
+///   bundles (BENCHMARKS.md, fifth run). Counters: `recv_multishot_arms`,
+///   `recv_buffers_exhausted`, `recv_single_shot`, `recv_bundles`, gauge `recv_buffers_free`. `recv_available(&mut BytesMut)` appends the
+///   next chunk and every chunk already received behind it (up to 64 KiB) in one call, for
+///   request/response loops: requests that arrived together span several 4 KiB chunks, and
+///   answering chunk by chunk costs one send, hence one TCP segment, per chunk (that was the
+///   4 KiB echo regression: 1.00 sends per request at 64 connections × depth 4, 0.27 with
+///   `recv_available`; see BENCHMARKS.md).
+/// - Split streams: `TcpStream::into_split()` / `UnixStream::into_split()` give an owned read
+///   half and write half (`net::OwnedReadHalf`, `net::OwnedWriteHalf`, both `!Send`) for two tasks
+///   of the stream's shard, so a receive and a send are in flight at once; `split(&mut self)`
+///   borrows them for two futures of one task; `OwnedReadHalf::reunite` puts the stream back.
+///   Dropping the write half shuts the write direction down; dropping the read half cancels its
+///   receive, so the stream holds no ring buffer for bytes nobody reads (`runtime/tests/split.rs`).
+/// - Registered descriptors: `RuntimeBuilder::registered_fds(slots)` gives each shard a sparse
+///   registered file table; each new TCP/Unix stream takes a free slot (a synchronous
+///   `io_uring_register` at creation) and its receives and sends name the slot
+///   (`IOSQE_FIXED_FILE`); a full table leaves streams on plain descriptors. The slot is closed
+///   through the ring when the last holder of the stream's descriptor goes (after every
+///   operation on it completed) and reused only after that close completed. Counters
+///   `fds_registered`, `fds_not_registered`. **Off by default**: a `perf record` of the echo
+///   server (64 connections × depth 4, 64 B) put `fget` + `io_file_get_normal` at 0.7 % of its
+///   samples without it and 0.04 % with it, so that is all it can save here; the lead's quiet
+///   run decides (`echo_server --registered-fds 4096`). Tests: `runtime/tests/registered_fds.rs`.
+/// - Accepting: each TCP listener keeps one multishot accept armed (5.19+; counted in
+///   `accept_multishot_arms`), feeding the same handoff and placement; at 64 connections queued
+///   and not yet taken the accept is cancelled and re-armed once they are (meanwhile clients
+///   wait in the listen backlog). Single-shot accepts otherwise.
+/// - Sending: a frame transport's writer sends every queued frame in one `writev`, and the KV
+///   store's connection every reply ready in one send (corking); `sends` and `send_buffers`
+///   count them (`send_buffers / sends` is the buffers per flush).
+///   `RuntimeBuilder::send_zc_threshold(Some(bytes))` makes sends of at least that size
+///   zero-copy (`SEND_ZC`, 6.0+; counted in `send_zc`): the kernel keeps a share of the buffer until its notification,
+///   even when the stream closed first. Off by default: not measured yet, and over loopback the
+///   pages stay pinned until the peer reads.
+/// - Cross-shard wake-ups: a shard that finds a peer parked posts a completion into the peer's
+///   ring (`IORING_OP_MSG_RING`, 5.18+; counted in the peer's `msg_ring_wakeups`), which goes
+///   out with the sender's next submit instead of costing an eventfd `write` syscall on the
+///   spot; `RuntimeBuilder::msg_ring_wakeups(false)` turns it off. Threads that are not shards,
+///   and a failed MSG_RING, use the eventfd (`wakeups_sent`).
+/// - `COREWIRE_IO_URING=coop|plain|nobundle` (`nobundle`: bundled receives off) skips the most capable ring set-up (SINGLE_ISSUER +
+///   DEFER_TASKRUN); `plain` also turns off every optional mechanism (buffer ring, multishot
+///   receive and accept, zero-copy send, MSG_RING wake-ups), as on an old kernel. `cargo xtask test` runs the
+///   host tests of every package that does I/O (corewire's services and adapters, the runtime,
+///   the transports, the KV store) again with `plain` and again with `nobundle`. Features are probed at
+///   start and fall back on older kernels.
+/// - Per-shard counters (`Runtime::stats()`): loop iterations, task polls, task and poller
+///   panics (a panicking poller is dropped, the shard carries on), completions, parks,
+///   wake-ups, mesh traffic and backpressure, accepts, handoffs, open connections, budget
+///   exhaustion, protocol errors (every one counted; the log line is sampled, at most 10 per second
+///   per shard, through `corewire::runtime::report_protocol_error`), and gauges for live tasks,
+///   in-flight ops and timers.
+///   `corewire::runtime::metrics::MetricsServer::serve(&rt, shard, addr)` serves them in
+///   Prometheus text format (`GET /metrics`, one `corewire_<name>` family per counter, labelled by
+///   shard, documented in its `# HELP` line); the KV store takes `--metrics ADDR:PORT`.
+/// - Stall detector (`RuntimeBuilder::stall_threshold`, default 10 ms, like Seastar's blocked
+///   reactor notice): a task poll, poller call or cross-shard message that holds its shard longer
+///   is counted (`stalls`, `stall_longest_us`) and logged at most once a second per shard, with
+///   the task's spawn location; `on_stall` gets every report.
+/// - `corewire::sync`: `Notify`, `Semaphore`, `oneshot`, bounded and unbounded `mpsc`, `Mutex`
+///   and `RwLock` between the tasks of one shard (FIFO, cancel-safe, no atomics, `!Sync`), and
+///   `shard_local!` for per-shard state owned by the shard.
+/// - `corewire::runtime::net`: TCP, UDP (`UdpSocket`: bind, connect, `send_to`/`recv_from`) and
+///   Unix sockets (`UnixListener`, `UnixStream`, `UnixDatagram`), each owning its descriptor with
+///   its operations in flight. A datagram longer than the buffer comes back cut and marked
+///   `truncated` (never silently); binding a Unix path that exists fails with `AddrInUse`.
+/// - `corewire::runtime::fs`: `File` (positional `read_at`/`write_at`, `sync_data`/`sync_all`,
+///   `metadata` by statx, `set_len`), `OpenOptions`, and `metadata`, `remove_file`, `rename`,
+///   `create_dir_all`, `read_dir`, `read`, `write`, all through the ring. Operations the kernel
+///   lacks (mkdirat before 5.15, ftruncate before 6.9; probed at start, see `Features`) and
+///   directory listing (no io_uring op) run with std on a helper thread, never blocking the
+///   shard: `corewire::runtime::spawn_blocking` (at most 4 threads) is that helper. A full disk is
+///   an error value (`StorageFull`) from the write.
+/// - `#[corewire::main]` / `#[corewire::test]` (crate `macros/`): an `async fn` as the root task
+///   on shard 0 of a fresh runtime (one shard unless `shards = N`).
 pub struct RuntimeBuilder {
     backend: Backend,
     shards: Option<usize>,

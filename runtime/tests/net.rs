@@ -263,9 +263,16 @@ fn recv_abandoned_before_submission_does_not_swallow_queued_data() {
             // Loopback delivers during the peer's write: once it returned, the bytes are
             // queued on our socket. (Blocking the shard here is fine: nothing else runs.)
             written_rx.recv().unwrap();
-            let dropped =
+            let first =
                 timeout(Duration::ZERO, stream.recv(BytesMut::with_capacity(64), 64)).await;
-            assert!(dropped.is_err());
+            // io_uring only submits on the first poll, so the receive is dropped unfinished;
+            // epoll tries the syscall at once and may already hold the bytes. Either way
+            // none may be lost: they are in this receive or in the next one.
+            if let Ok((res, buf)) = first {
+                let out = (res.ok(), buf.to_vec());
+                stream.shutdown_write().unwrap();
+                return out;
+            }
             until_no_op_in_flight().await;
             let (res, buf) = timeout(
                 Duration::from_secs(2),

@@ -349,6 +349,16 @@ fn config_set_reloads_certificates_for_new_connections() {
         .unwrap();
     let mut before_in = before.stdin.take().unwrap();
     writeln!(before_in, "set before 1").unwrap();
+    // redis-cli connects (and handshakes) before it reads its input, but in its own time:
+    // wait until the server has it, or it may connect after the reload, with the old CA.
+    let started = std::time::Instant::now();
+    while cli_text(port, &certs, &["client", "list"]).lines().count() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first redis-cli never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let second = Certs::new("reload-new");
     let out = cli_text(

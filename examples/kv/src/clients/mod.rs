@@ -1,5 +1,5 @@
 //! The CLIENT family and what connections share: CLIENT's table rows, arguments and requests
-//! ([`command`]); CLIENT LIST / INFO / KILL lines and filters ([`list`]); client-side caching
+//! ([`command`]); CLIENT LIST / INFO / KILL lines and filters (`list`); client-side caching
 //! ([`tracking`]); and the state every connection of a server sees ([`ClientsShared`]: CLIENT
 //! PAUSE, and the directory of connections by id that CLIENT TRACKING REDIRECT and CLIENT
 //! UNBLOCK look clients up in). The connection's own part is `session/client.rs`, the

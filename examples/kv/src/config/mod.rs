@@ -1,5 +1,5 @@
 //! Configuration, one place for all of it: the option table ([`table`]), Redis's file format
-//! and command line ([`file`], [`load`]), the running server's values ([`live`]), and the
+//! and command line ([`file`](mod@file), [`load`]), the running server's values ([`live`]), and the
 //! CONFIG command family (GET, SET, RESETSTAT, REWRITE, HELP), whose table entries and
 //! argument parsing are here; the connection answers GET, SET, REWRITE and HELP from the
 //! shared [`LiveConfig`], and RESETSTAT and a SET's [`Setting`]s go to every shard.

@@ -1,5 +1,5 @@
 //! Every configuration option, once: its Redis name (and alias), kind, default, flags, what it
-//! does here and how it fills [`ServerConfig`] at start-up. The configuration file, the
+//! does here and how it fills [`ServerConfig`](crate::server::ServerConfig) at start-up. The configuration file, the
 //! command line (`--name value`), CONFIG GET/SET/REWRITE and `--help` all read this table.
 //!
 //! Redis 7.0's options (`config.c`'s `static_configs`, TLS aside: this server has no TLS) are

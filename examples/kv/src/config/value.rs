@@ -52,7 +52,7 @@ pub enum Special {
     /// A directory (reported as an absolute path).
     Dir,
     /// Any value a per-option check accepts (corewire's own options): see
-    /// [`super::table::OptionSpec::check`].
+    /// `OptionSpec::check` in the option table.
     Checked,
 }
 

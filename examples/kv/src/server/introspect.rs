@@ -197,6 +197,8 @@ impl Shard {
                 self.introspect.active_expire.set(on);
                 Reply::ok()
             }
+            // A script's TIME: the clock now, as Redis 7.0 answers it inside a script.
+            Request::Time => crate::introspect::time_reply(unix_us()),
             Request::Shutdown { abort: true } => Reply::error("ERR No shutdown in progress."),
             Request::Shutdown { abort: false } => {
                 if self.shared.stop.request_if_owned() {
