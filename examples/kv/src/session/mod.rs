@@ -684,4 +684,6 @@ impl Session {
 }
 
 #[cfg(test)]
+mod acl_tests;
+#[cfg(test)]
 mod tests;
