@@ -342,6 +342,12 @@ impl Host for ScriptHost {
         convert::reply_to_lua(lua, &reply, &shape, mode)
     }
 
+    fn acl_allows(&self, id: usize, args: &[Bytes]) -> bool {
+        self.user
+            .as_ref()
+            .is_none_or(|user| user.check(id, args).is_ok())
+    }
+
     fn log(&self, level: i64, message: &str) {
         match level {
             0 => tracing::debug!(target: "script", "{message}"),
