@@ -45,6 +45,8 @@ pub fn category_bit(name: &str) -> Option<u32> {
 pub(crate) struct Entry {
     pub meta: &'static Meta,
     pub categories: u32,
+    /// Flagged `no_auth` (AUTH, HELLO, ...): every user may run it.
+    pub no_auth: bool,
     /// The container's id, for a subcommand.
     pub parent: Option<usize>,
     /// The subcommands' ids, for a container.
@@ -83,6 +85,7 @@ impl Catalog {
             entries.push(Entry {
                 meta,
                 categories: categories(meta),
+                no_auth: meta.has_flag("no_auth"),
                 parent: None,
                 children: Vec::new(),
             });
@@ -91,6 +94,7 @@ impl Catalog {
                 entries.push(Entry {
                     meta: sub,
                     categories: categories(sub),
+                    no_auth: sub.has_flag("no_auth"),
                     parent: Some(id),
                     children: Vec::new(),
                 });

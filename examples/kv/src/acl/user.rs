@@ -250,17 +250,20 @@ impl User {
             return Ok(());
         }
         let entry = &Catalog::get().entries[id];
-        let no_auth = entry.meta.has_flag("no_auth");
-        let mut cached: Option<Vec<KeyRef>> = None;
-        let mut keys = || {
-            cached
-                .get_or_insert_with(|| super::keys::keys(entry.meta, args))
-                .clone()
+        // Found once for every selector, and only when one of them matches keys.
+        let keys: Vec<KeyRef> = if self.selectors.iter().all(|s| s.allkeys) {
+            Vec::new()
+        } else {
+            super::keys::keys(entry.meta, args)
         };
-        let channels = || -> Vec<ChannelRef> { super::keys::channels(entry.name(), args) };
+        let channels: Vec<ChannelRef> = if self.selectors.iter().all(|s| s.allchannels) {
+            Vec::new()
+        } else {
+            super::keys::channels(entry.name(), args)
+        };
         let mut relevant = Denied::Command;
         for selector in &self.selectors {
-            match selector.check(id, no_auth, args, &mut keys, &channels) {
+            match selector.check(id, entry.no_auth, args, &keys, &channels) {
                 Ok(()) => return Ok(()),
                 Err(denied) if denied.more_relevant(relevant) => relevant = denied,
                 Err(_) => {}
@@ -272,9 +275,10 @@ impl User {
     /// Whether some selector that allows command `id` may read every key (SORT BY/GET).
     pub fn reads_every_key(&self, id: usize, args: &[Bytes]) -> bool {
         let entry = &Catalog::get().entries[id];
-        self.selectors.iter().any(|s| {
-            s.reads_every_key() && s.check(id, false, args, &mut Vec::new, &Vec::new).is_ok()
-        }) || entry.meta.has_flag("no_auth")
+        self.selectors
+            .iter()
+            .any(|s| s.reads_every_key() && s.check(id, false, args, &[], &[]).is_ok())
+            || entry.no_auth
     }
 
     /// Whether the user may stay subscribed to these: the channel rules of every selector
