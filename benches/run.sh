@@ -40,6 +40,9 @@
 #                              TLS_ARGS adds its flags), then echo and RPC over TCP and TLS on one
 #                              server shard (examples/tls_bench.rs: requests/s and server CPU
 #                              µs per request; TLS_BENCH_ARGS adds its flags)
+#   benches/run.sh acl         the ACL check's cost (examples/kv/bench/acl.sh): corewire-kv, 1 shard,
+#                              -P 16 SET/GET as the default user vs a user with key patterns;
+#                              requests/s and server CPU per request, and their ratio
 #   benches/run.sh rdma-fairness the fairness layout over RDMA, in the soft-RoCE VM:
 #                              builds examples/rdma_fairness (release), then
 #                              `cargo xtask vm -- vm/bench/rdma-fairness.sh`: 1 server shard (CQ
@@ -381,12 +384,13 @@ tls_suite() {
 case "$suite" in
     percore) percore ;;
     tls) tls_suite ;;
+    acl) run "$repo/examples/kv/bench/acl.sh" --rounds "$rounds" $([[ $quick == 1 ]] && echo --quick) ;;
     rpc) rpc ;;
     grpc) grpc ;;
     fairness) fairness ;;
     kv-fairness) kv_fairness ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,76p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, rdma-fairness, tls)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,79p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, rdma-fairness, tls, acl)" >&2; exit 2 ;;
 esac

@@ -29,6 +29,7 @@
 //! [`binary`] (the flatbuffers protocol served through corewire's service framework) and
 //! [`kv_client`] (its client and load generator). Binaries: `corewire-kv` and `kv-client`.
 
+pub mod acl;
 pub mod aof;
 pub mod binary;
 pub mod blocking;

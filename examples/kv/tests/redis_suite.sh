@@ -41,7 +41,7 @@ own=()
 external=()
 for u in "${units[@]}"; do
     case "$u" in
-        unit/pubsubshard|unit/info|unit/limits|unit/networking|unit/auth) own+=("$u") ;;
+        unit/pubsubshard|unit/info|unit/limits|unit/networking|unit/auth|unit/acl|unit/acl-v2) own+=("$u") ;;
         *) external+=("$u") ;;
     esac
 done

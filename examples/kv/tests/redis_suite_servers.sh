@@ -13,6 +13,8 @@
 #   UNIT...     units (default: unit/pubsubshard unit/info)
 # Environment: COREWIRE_KV (binary; default: cargo build --release, then target/release),
 # KEEP_LOGS=DIR (each unit's log), BASEPORT (first port the suite uses; default 21111).
+# RUNTEST_ARGS: extra arguments for runtest, e.g. `--skiptest NAME` for a test that needs a
+# command corewire-kv lacks (it aborts the rest of its unit), given to every server alike.
 # Needs tclsh (apt-get install tcl). Exit status 1 when a unit aborted on corewire-kv.
 set -euo pipefail
 
@@ -42,6 +44,7 @@ if [[ -z "$kv" ]]; then
 fi
 [[ -x "$kv" ]] || { echo "redis_suite_servers.sh: $kv missing" >&2; exit 2; }
 
+read -r -a extra <<<"${RUNTEST_ARGS:-}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$suite/." "$work/"
@@ -53,6 +56,8 @@ kv_wrapper() {
     {
         echo '#!/usr/bin/env bash'
         echo '# corewire-kv in place of redis-server (see redis_suite_servers.sh).'
+        echo '# Started without a configuration file (options only): passed on as they are.'
+        echo "[[ \"\$1\" == --* ]] && exec \"$kv\" \"\$@\" --save \"\" --shards $1"
         echo 'conf="$1"; shift'
         echo 'grep -v "^unixsocket" "$conf" >"$conf.kv"'
         echo "exec \"$kv\" \"\$conf.kv\" \"\$@\" --save \"\" --shards $1"
@@ -80,6 +85,7 @@ for server in "${servers[@]}"; do
         (cd "$work" && timeout 900 ./runtest --singledb --ignore-encoding --ignore-digest \
             --tags -needs:debug --tags -needs:repl --tags -needs:save \
             --baseport "${BASEPORT:-21111}" --single "$unit" --clients 1 --timeout 60 \
+            "${extra[@]}" \
             >"$log" 2>&1) || true
         clean=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
         ok=$(grep -cE '^\[ok\]' <<<"$clean" || true)

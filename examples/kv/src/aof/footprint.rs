@@ -88,6 +88,7 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Client(_)
         | Command::Introspect(_)
         | Command::Auth { .. }
+        | Command::Acl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)
@@ -154,6 +155,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Client(_)
         | Command::Introspect(_)
         | Command::Auth { .. }
+        | Command::Acl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)

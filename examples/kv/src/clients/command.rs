@@ -87,6 +87,10 @@ pub enum ClientsOp {
         filter: KillFilter,
         caller_killed: bool,
     },
+    /// The users changed (ACL SETUSER, DELUSER, LOAD): each shard closes its connections
+    /// whose user went or lost the channels they are subscribed to. The reply is OK, or
+    /// `deleted` (ACL DELUSER's count).
+    AclRefresh { deleted: Option<i64> },
     /// The shard where the client's pop waits answers it (nil, or the UNBLOCKED error) and
     /// says 1; the others 0.
     Unblock { target: ClientAddress, error: bool },
@@ -336,6 +340,7 @@ impl ClientRequest {
                 ClientsOp::List { .. } => "client|list",
                 ClientsOp::Kill { .. } => "client|kill",
                 ClientsOp::Unblock { .. } => "client|unblock",
+                ClientsOp::AclRefresh { .. } => "acl|setuser",
             },
         }
     }
@@ -401,6 +406,20 @@ pub fn route(request: ClientRequest, shards: usize) -> crate::routing::Route {
                         .any(|part| *part == crate::reply::Reply::Integer(1));
                     crate::reply::Reply::Integer(i64::from(unblocked))
                 },
+                ClientsOp::AclRefresh { deleted } => {
+                    let context = deleted.map(|n| vec![bytes::Bytes::from(n.to_string())]);
+                    return broadcast_merged(
+                        Command::Client(ClientRequest::Broadcast(broadcast)),
+                        shards,
+                        |_, _, context| match context.first() {
+                            Some(n) => crate::reply::Reply::Integer(
+                                crate::number::parse_i64(n).unwrap_or(0),
+                            ),
+                            None => crate::reply::Reply::ok(),
+                        },
+                        context.unwrap_or_default(),
+                    );
+                }
             };
             broadcast_merged(
                 Command::Client(ClientRequest::Broadcast(broadcast)),

@@ -42,6 +42,8 @@ pub struct ClientLine {
     pub lib_ver: Bytes,
     /// CLIENT TRACKING's redirect: -1 when tracking is off, 0 for none.
     pub redir: i64,
+    /// The ACL user (empty: `default`).
+    pub user: Bytes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,7 +106,7 @@ impl ClientLine {
             out,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} \
              ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 \
-             oll=0 omem={} tot-mem={} events={} cmd={} user=default redir={} resp={} \
+             oll=0 omem={} tot-mem={} events={} cmd={} user={} redir={} resp={} \
              lib-name={} lib-ver={}",
             self.id,
             self.addr,
@@ -126,6 +128,11 @@ impl ClientLine {
             self.tot_mem,
             if self.omem > 0 { "rw" } else { "r" },
             self.cmd.unwrap_or("NULL"),
+            if self.user.is_empty() {
+                "default".into()
+            } else {
+                String::from_utf8_lossy(&self.user)
+            },
             self.redir,
             self.resp,
             String::from_utf8_lossy(&self.lib_name),
@@ -231,8 +238,8 @@ pub struct KillFilter {
     pub laddr: Option<Bytes>,
     pub kind: Option<ClientType>,
     pub id: Option<u64>,
-    /// USER: only `default` exists, and every connection is it.
-    pub user: bool,
+    /// USER: connections authenticated as this user (the session checks that it exists).
+    pub user: Option<Bytes>,
     /// Spare the calling connection (the default in the new form).
     pub skip_me: bool,
 }
@@ -247,7 +254,7 @@ impl KillFilter {
             laddr: None,
             kind: None,
             id: None,
-            user: false,
+            user: None,
             skip_me: true,
         };
         if let [addr] = args {
@@ -277,15 +284,7 @@ impl KillFilter {
                 b"type" => filter.kind = Some(ClientType::parse(value)?),
                 b"addr" => filter.addr = Some(value.clone()),
                 b"laddr" => filter.laddr = Some(value.clone()),
-                b"user" => {
-                    if value.as_ref() != b"default" {
-                        return Err(CommandError::Text(format!(
-                            "ERR No such user '{}'",
-                            String::from_utf8_lossy(value)
-                        )));
-                    }
-                    filter.user = true;
-                }
+                b"user" => filter.user = Some(value.clone()),
                 b"skipme" => {
                     filter.skip_me = if value.eq_ignore_ascii_case(b"yes") {
                         true
@@ -312,6 +311,14 @@ impl KillFilter {
                 .is_none_or(|laddr| laddr.as_ref() == line.laddr.as_bytes())
             && self.kind.is_none_or(|kind| kind == line.kind())
             && self.id.is_none_or(|id| id == line.id)
+            && self.user.as_ref().is_none_or(|user| {
+                let name: &[u8] = if line.user.is_empty() {
+                    b"default"
+                } else {
+                    &line.user
+                };
+                user.as_ref() == name
+            })
             && !(is_caller && self.skip_me)
     }
 
@@ -436,13 +443,15 @@ mod tests {
         assert_eq!(old.reply(1), Reply::ok());
         let new =
             KillFilter::parse(&args(&["ID", "4", "skipme", "NO", "user", "default"])).unwrap();
-        assert_eq!((new.id, new.skip_me, new.user), (Some(4), false, true));
+        assert_eq!(
+            (new.id, new.skip_me, new.user.clone()),
+            (Some(4), false, Some(Bytes::from_static(b"default")))
+        );
         assert_eq!(new.reply(0), Reply::Integer(0));
         for (bad, error) in [
             (&["id", "0"][..], "ERR client-id should be greater than 0"),
             (&["id", "x"], "ERR client-id should be greater than 0"),
             (&["type", "x", "id", "0"], "ERR Unknown client type 'x'"),
-            (&["user", "foo"], "ERR No such user 'foo'"),
             (&["skipme", "maybe"], "ERR syntax error"),
             (&["id", "1", "skipme"], "ERR syntax error"),
             (&["maxage", "1"], "ERR syntax error"),
@@ -473,5 +482,6 @@ mod tests {
         assert!(by(&["laddr", "127.0.0.1:6379", "type", "normal"]).matches(&target, false));
         assert!(!by(&["type", "pubsub"]).matches(&target, false));
         assert!(by(&["user", "default"]).matches(&target, false));
+        assert!(!by(&["user", "alice"]).matches(&target, false));
     }
 }

@@ -34,6 +34,7 @@ impl Command {
             | Command::Introspect(_)
             | Command::Client(_)
             | Command::Auth { .. }
+            | Command::Acl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

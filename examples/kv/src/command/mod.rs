@@ -115,6 +115,8 @@ pub enum Command {
     /// What EXEC submits: the queued commands, run without any other client's command in
     /// between on the keys they touch (see `server/txn`). Built by the session, never parsed.
     Transaction(Box<Transaction>),
+    /// ACL and its subcommands: the connection answers them (see `session/acl.rs`).
+    Acl(crate::acl::AclRequest),
     /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: the connection's own state (see `session/pubsub.rs`).
     Subscription(Subscription),
     /// PUBLISH channel message: every shard delivers to its subscribers and counts them.
@@ -349,6 +351,7 @@ impl Command {
             Command::PubSub(query) => query.name(),
             Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
+            Command::Acl(request) => request.name(),
         }
     }
 
@@ -368,7 +371,8 @@ impl Command {
             | Command::Exec
             | Command::Discard
             | Command::Subscription(_)
-            | Command::Hello(_) => Scope::Connection,
+            | Command::Hello(_)
+            | Command::Acl(_) => Scope::Connection,
             Command::Publish { .. }
             | Command::PubSub(_)
             | Command::ConfigApply(_)

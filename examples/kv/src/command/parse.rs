@@ -157,10 +157,16 @@ fn parse_spec(
         K::Watch => Command::Watch(rest.collect()),
         K::Unwatch => Command::Unwatch,
         K::PubSub(sub) => super::pubsub::parse(sub, rest.collect())?,
+        K::Acl(sub) => Command::Acl(crate::acl::AclRequest {
+            sub,
+            subcommand: rest.args.get(1).cloned().unwrap_or_default(),
+            args: rest.collect(),
+        }),
         K::Hello => Command::Hello(Box::new(super::Hello::parse(rest.collect())?)),
         K::Script(op) => Command::Script(crate::scripting::ScriptCommand {
             op,
             args: rest.collect(),
+            user: None,
         }),
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {

@@ -60,6 +60,8 @@ pub(crate) enum CommandKind {
     Key(super::keyops::KeyOp),
     /// A command of the scripting family ([`crate::scripting`]).
     Script(crate::scripting::ScriptOp),
+    /// An ACL subcommand ([`crate::acl`]).
+    Acl(crate::acl::AclSub),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -394,6 +396,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(crate::introspect::COMMANDS.iter())
         .chain(super::pubsub::COMMANDS.iter())
         .chain(crate::scripting::COMMANDS)
+        .chain(crate::acl::command::COMMANDS.iter())
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
@@ -450,7 +453,8 @@ mod tests {
                 .or_else(|| lookup(super::super::keyops::KEY_COMMANDS, name))
                 .or_else(|| lookup(&crate::introspect::COMMANDS, name))
                 .or_else(|| lookup(&super::super::pubsub::COMMANDS, name))
-                .or_else(|| lookup(crate::scripting::COMMANDS, name));
+                .or_else(|| lookup(crate::scripting::COMMANDS, name))
+                .or_else(|| lookup(&crate::acl::command::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
         }

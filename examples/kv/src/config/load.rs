@@ -140,7 +140,16 @@ pub fn from_directives(directives: &[Directive]) -> Result<Loaded, ConfigError> 
     let mut values = Values::default();
     let mut problems = Vec::new();
     let mut save_seen = false;
+    // `user NAME rules...`: the ACL users, applied at start (see `crate::acl::file`).
+    let mut acl_users = Vec::new();
     for directive in directives {
+        if directive.name.eq_ignore_ascii_case("user") {
+            match &directive.args[..] {
+                [one] => acl_users.push(file::split_args(one).unwrap_or_default()),
+                args => acl_users.push(args.to_vec()),
+            }
+            continue;
+        }
         if let Err(why) = apply(&mut values, directive, &mut save_seen) {
             problems.push(format!("{}: '{}': {why}", directive.origin, directive.name));
         }
@@ -174,6 +183,7 @@ pub fn from_directives(directives: &[Directive]) -> Result<Loaded, ConfigError> 
     let mut config = finish(startup).map_err(|why| ConfigError::Problems(vec![why]))?;
     values.set_named("dir", config.dir.display().to_string());
     config.options = values;
+    config.acl_users = acl_users;
     Ok(Loaded { config, notes })
 }
 

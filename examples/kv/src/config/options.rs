@@ -123,7 +123,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("aof-disable-auto-gc", BOOL, "no"),
     opt("replica-ignore-disk-write-errors", BOOL, "no"),
     // Redis's strings.
-    opt("aclfile", Kind::Str, "").flags(IMMUTABLE | STRICT),
+    opt("aclfile", Kind::Str, "").flags(IMMUTABLE),
     opt("unixsocket", Kind::Str, "").flags(IMMUTABLE | STRICT),
     opt("pidfile", Kind::Str, "")
         .flags(IMMUTABLE)

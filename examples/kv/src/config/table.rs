@@ -173,7 +173,6 @@ pub fn find(name: &str) -> Option<(usize, &'static OptionSpec)> {
 pub fn unsupported_directive(name: &str) -> Option<&'static str> {
     let name = name.to_ascii_lowercase();
     let reason = match name.as_str() {
-        "user" => "ACL users are not supported (requirepass protects the default user)",
         "rename-command" => "renaming commands is not supported",
         "loadmodule" => "modules are not supported",
         "sentinel" => "Sentinel is not supported",

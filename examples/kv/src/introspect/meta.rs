@@ -80,6 +80,11 @@ pub(crate) struct Arg {
     pub args: &'static [Arg],
 }
 
+/// Every command's description, sorted by name (ACL rules name them all).
+pub(crate) fn all() -> &'static [Meta] {
+    super::commands_generated::COMMANDS
+}
+
 /// The description of `name` (`get`, `client|kill`), case-insensitively.
 pub(crate) fn find(name: &str) -> Option<&'static Meta> {
     let name = name.to_ascii_lowercase();

@@ -22,6 +22,10 @@ pub enum ProtocolError {
     MissingLineFeed,
     /// Bulk data was not followed by CRLF (the client and we disagree about lengths).
     MissingBulkTerminator,
+    /// Before authentication: an array of more than 10 elements.
+    UnauthenticatedMultibulk,
+    /// Before authentication: a bulk string longer than 16 KiB.
+    UnauthenticatedBulk,
 }
 
 impl fmt::Display for ProtocolError {
@@ -40,6 +44,10 @@ impl fmt::Display for ProtocolError {
             ProtocolError::UnbalancedQuotes => f.write_str("unbalanced quotes in request"),
             ProtocolError::MissingLineFeed => f.write_str("expected '\\n' after '\\r'"),
             ProtocolError::MissingBulkTerminator => f.write_str("expected CRLF after bulk data"),
+            ProtocolError::UnauthenticatedMultibulk => {
+                f.write_str("unauthenticated multibulk length")
+            }
+            ProtocolError::UnauthenticatedBulk => f.write_str("unauthenticated bulk length"),
         }
     }
 }

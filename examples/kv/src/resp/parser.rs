@@ -38,7 +38,14 @@ impl Default for ParserLimits {
 pub struct RequestParser {
     limits: ParserLimits,
     partial: Option<PartialArray>,
+    /// Redis's tighter limits before authentication (10 elements, 16 KiB bulks), so an
+    /// unauthenticated client cannot make the server buffer much.
+    unauthenticated: bool,
 }
+
+/// Redis's limits for a client that has not authenticated.
+const UNAUTH_MAX_ARRAY: i64 = 10;
+const UNAUTH_MAX_BULK: usize = 16384;
 
 #[derive(Debug)]
 struct PartialArray {
@@ -60,7 +67,13 @@ impl RequestParser {
         RequestParser {
             limits,
             partial: None,
+            unauthenticated: false,
         }
+    }
+
+    /// Whether the connection has yet to authenticate (the tighter limits apply).
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
     }
 
     pub fn limits(&self) -> &ParserLimits {
@@ -82,7 +95,8 @@ impl RequestParser {
     pub fn parse_framed(&mut self, buf: &mut BytesMut) -> Result<Option<Framed>, ProtocolError> {
         loop {
             if let Some(partial) = &mut self.partial {
-                return match Self::continue_array(partial, buf, &self.limits)? {
+                let unauthenticated = self.unauthenticated;
+                return match Self::continue_array(partial, buf, &self.limits, unauthenticated)? {
                     true => Ok(self.partial.take().map(|p| (p.args, None))),
                     false => Ok(None),
                 };
@@ -91,8 +105,10 @@ impl RequestParser {
                 return Ok(None);
             };
             if first == b'*' {
-                if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits) {
-                    return Ok(Some((args, Some(frame))));
+                if !self.unauthenticated {
+                    if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits) {
+                        return Ok(Some((args, Some(frame))));
+                    }
                 }
                 let Some(len) = take_header_line(buf, self.limits.max_inline_len)
                     .map_err(|()| ProtocolError::TooBigMultibulkCount)?
@@ -102,6 +118,9 @@ impl RequestParser {
                 let count = len?
                     .filter(|&n| n <= self.limits.max_array_len as i64)
                     .ok_or(ProtocolError::InvalidMultibulkLength)?;
+                if self.unauthenticated && count > UNAUTH_MAX_ARRAY {
+                    return Err(ProtocolError::UnauthenticatedMultibulk);
+                }
                 if count > 0 {
                     let count = count as usize;
                     self.partial = Some(PartialArray {
@@ -125,6 +144,7 @@ impl RequestParser {
         partial: &mut PartialArray,
         buf: &mut BytesMut,
         limits: &ParserLimits,
+        unauthenticated: bool,
     ) -> Result<bool, ProtocolError> {
         while partial.remaining > 0 {
             let len = match partial.pending_bulk {
@@ -145,6 +165,9 @@ impl RequestParser {
                         .filter(|&n| n >= 0 && n as u64 <= limits.max_bulk_len as u64)
                         .ok_or(ProtocolError::InvalidBulkLength)?
                         as usize;
+                    if unauthenticated && len > UNAUTH_MAX_BULK {
+                        return Err(ProtocolError::UnauthenticatedBulk);
+                    }
                     partial.pending_bulk = Some(len);
                     len
                 }
@@ -333,6 +356,36 @@ mod tests {
             Err(ProtocolError::TooBigBulkCount)
         );
         assert_eq!(run(b"GET abc"), Ok(None));
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let mut parser = RequestParser::default();
+        parser.set_unauthenticated(true);
+        let run =
+            |parser: &mut RequestParser, input: &[u8]| parser.parse(&mut BytesMut::from(input));
+        assert_eq!(
+            run(&mut parser, b"*11\r\n"),
+            Err(ProtocolError::UnauthenticatedMultibulk)
+        );
+        assert_eq!(
+            run(
+                &mut RequestParser {
+                    unauthenticated: true,
+                    ..Default::default()
+                },
+                b"*1\r\n$100000\r\n"
+            ),
+            Err(ProtocolError::UnauthenticatedBulk)
+        );
+        let mut fine = RequestParser {
+            unauthenticated: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            run(&mut fine, b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n").map(|a| a.map(|a| a.len())),
+            Ok(Some(2))
+        );
     }
 
     #[test]

@@ -145,7 +145,7 @@ impl Merger {
                 caller_killed,
             },
             // Merged by their own functions (see `clients::command::route`).
-            ClientsOp::Unblock { .. } => MergeKind::AllOk,
+            ClientsOp::Unblock { .. } | ClientsOp::AclRefresh { .. } => MergeKind::AllOk,
         };
         Merger::new(kind, parts)
     }

@@ -33,6 +33,11 @@ pub trait Host {
     ) -> mlua::Result<Value>;
     /// `redis.log(level, message)`.
     fn log(&self, level: i64, message: &str);
+    /// `redis.acl_check_cmd`: whether the caller's user may run command `id` (an
+    /// [`crate::acl::catalog::Catalog`] id) with `args`.
+    fn acl_allows(&self, _id: usize, _args: &[Bytes]) -> bool {
+        true
+    }
 }
 
 /// The installed host and the run's RESP mode (`redis.setresp`).
@@ -342,22 +347,33 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     redis.raw_set(
         "acl_check_cmd",
-        lua.create_function(|_, args: MultiValue| {
-            let name = match args.front() {
-                Some(Value::String(name)) => name.as_bytes().to_vec(),
-                _ => {
-                    return Err(mlua::Error::RuntimeError(
-                        "Please specify at least one argument for this redis lib call".into(),
-                    ))
+        lua.create_function(|lua, args: MultiValue| {
+            if !matches!(args.front(), Some(Value::String(_))) {
+                return Err(mlua::Error::RuntimeError(
+                    "Please specify at least one argument for this redis lib call".into(),
+                ));
+            }
+            let mut command = Vec::with_capacity(args.len());
+            for arg in args.iter() {
+                match arg {
+                    Value::String(s) => command.push(Bytes::copy_from_slice(&s.as_bytes())),
+                    Value::Integer(n) => command.push(Bytes::from(n.to_string())),
+                    Value::Number(n) => command.push(Bytes::from(super::convert::number_text(*n))),
+                    _ => {
+                        return Err(mlua::Error::RuntimeError(
+                            "Lua redis lib command arguments must be strings or integers".into(),
+                        ))
+                    }
                 }
-            };
-            if crate::command::table::find(&name).is_none() {
+            }
+            // Any Redis command may be asked about, implemented here or not.
+            let Some(id) = crate::acl::catalog::Catalog::get().resolve(&command) else {
                 return Err(mlua::Error::RuntimeError(
                     "Invalid command passed to redis.acl_check_cmd()".into(),
                 ));
-            }
-            // No ACL users here: the default user may run every command.
-            Ok(true)
+            };
+            // The caller's user decides; outside a run every command is allowed.
+            Ok(running(lua).map_or(true, |run| run.host.acl_allows(id, &command)))
         })?,
     )?;
     for (name, value) in [

@@ -34,6 +34,9 @@ use crate::number::parse_i64;
 pub struct ScriptCommand {
     pub op: ScriptOp,
     pub args: Vec<Bytes>,
+    /// The caller's ACL user when it is restricted: the script's commands are checked
+    /// against it (`None`: everything is allowed).
+    pub user: Option<std::sync::Arc<crate::acl::User>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,6 +392,7 @@ mod tests {
         let eval = |line: &str| ScriptCommand {
             op: ScriptOp::Eval,
             args: args(line),
+            user: None,
         };
         assert_eq!(eval("s 2 a b c").numkeys(), Ok(2));
         assert_eq!(eval("s 2 a b c").keys(), vec![&b"a"[..], b"b"]);

@@ -44,6 +44,15 @@ impl Shard {
                 }
                 Reply::Integer(killed)
             }
+            ClientsOp::AclRefresh { .. } => {
+                for (key, sink, _) in clients {
+                    if sink.acl_revoked() {
+                        sink.kill();
+                        self.unregister(key);
+                    }
+                }
+                Reply::ok()
+            }
             ClientsOp::Unblock { target, error } => {
                 let reply = if *error {
                     Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK")

@@ -86,6 +86,8 @@ pub struct ServerConfig {
     pub rdma_poller: PollerMode,
     pub aof: Option<AofConfig>,
     pub requirepass: Option<String>,
+    /// The configuration's `user` lines: each the username, then its ACL rules.
+    pub acl_users: Vec<Vec<String>>,
     pub maxclients: usize,
     pub accept: AcceptChoice,
     pub parser_limits: ParserLimits,
@@ -155,6 +157,7 @@ impl Default for ServerConfig {
             rdma_poller: PollerMode::adaptive(),
             aof: None,
             requirepass: None,
+            acl_users: Vec::new(),
             maxclients: 10_000,
             accept: AcceptChoice::Handoff,
             parser_limits: ParserLimits::default(),

@@ -87,6 +87,8 @@ pub enum StartError {
     ShardLost(usize),
     /// The `tls-*` settings could not be used (files, names rustls does not support).
     Tls(String),
+    /// The ACL file or the configuration's users could not be loaded.
+    Acl(String),
     /// The RDB dump could not be read: the file, the byte offset and why (the file is left
     /// as it is).
     Rdb(String),
@@ -103,6 +105,7 @@ impl fmt::Display for StartError {
             StartError::Cluster(why) => f.write_str(why),
             StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
             StartError::Tls(why) => write!(f, "TLS: {why}"),
+            StartError::Acl(why) => f.write_str(why),
             StartError::Rdb(why) => f.write_str(why),
         }
     }
@@ -263,6 +266,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
     let tls = tls::KvTls::start(&config.tls).map_err(StartError::Tls)?;
+    let session = session_config(&config, tls.clone());
+    acl_start(&config, &session).map_err(StartError::Acl)?;
     let mut cluster = prepare_cluster(&config)?;
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
@@ -274,7 +279,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         total_connections: Default::default(),
         rejected_connections: Default::default(),
         blocked_clients: Default::default(),
-        session: Arc::new(session_config(&config, tls.clone())),
+        session: Arc::new(session),
         protected_mode: config.protected_mode.into(),
         tls: tls.clone(),
         cancelling: Default::default(),
@@ -573,6 +578,55 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
     };
     session.sync_script_busy();
     session
+}
+
+/// The users at start: `requirepass` as the default user's password, then the
+/// configuration's `user` lines or the ACL file (not both, as Redis refuses).
+fn acl_start(config: &ServerConfig, session: &SessionConfig) -> Result<(), String> {
+    let acl = &session.acl;
+    if let Some(password) = &config.requirepass {
+        acl.set_requirepass(password.as_bytes());
+    }
+    let live = &session.live;
+    let allchannels = live.get("acl-pubsub-default").as_deref() == Some("allchannels");
+    let aclfile = live.get("aclfile").filter(|file| !file.is_empty());
+    if !config.acl_users.is_empty() {
+        if aclfile.is_some() {
+            return Err(
+                "Configuring Redis with users defined in redis.conf and at the same \
+                        setting an ACL file path is invalid. This setup is very likely to lead \
+                        to configuration errors and security holes, please define either an \
+                        ACL file or declare users directly in your redis.conf, but not both."
+                    .into(),
+            );
+        }
+        let users = crate::acl::file::configured(
+            &config.acl_users,
+            allchannels,
+            &mut || acl.new_identity(),
+            &acl.users(),
+        )?;
+        let _ = acl.update(|current| -> Result<(), ()> {
+            *current = users;
+            Ok(())
+        });
+    }
+    if let Some(file) = aclfile {
+        let dir = live.get("dir").unwrap_or_default();
+        let path = std::path::Path::new(&dir).join(&file);
+        let text = std::fs::read(&path)
+            .map_err(|e| format!("Error loading ACLs, opening file '{}': {e}", path.display()))?;
+        let default_identity = acl.users().default_user().identity;
+        let users =
+            crate::acl::file::parse(&text, &file, allchannels, default_identity, &mut || {
+                acl.new_identity()
+            })?;
+        let _ = acl.update(|current| -> Result<(), ()> {
+            *current = users;
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 /// Builds every shard's state on its own thread (replaying its AOF there, through its ring),

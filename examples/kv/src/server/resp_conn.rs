@@ -262,6 +262,10 @@ impl ReplySink for RespConn {
         self.state.try_borrow().ok()?.session.client_line(now_ms)
     }
 
+    fn acl_revoked(&self) -> bool {
+        (self.state.try_borrow_mut()).is_ok_and(|mut state| state.session.acl_revoked())
+    }
+
     fn kill(&self) {
         if let Ok(mut state) = self.state.try_borrow_mut() {
             state.session.kill();

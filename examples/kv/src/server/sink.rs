@@ -82,6 +82,11 @@ pub(crate) trait ReplySink {
     /// CLIENT KILL: the connection closes at its next turn, which this wakes.
     fn kill(&self) {}
 
+    /// The users changed: whether this connection must close (see `session/acl.rs`).
+    fn acl_revoked(&self) -> bool {
+        false
+    }
+
     /// Client tracking's message for this connection (only RESP connections track).
     fn tracking(&self, _event: super::tracking::TrackingEvent) {}
 }

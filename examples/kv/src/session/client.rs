@@ -213,6 +213,7 @@ impl Session {
             lib_name: identity.lib_name.clone().unwrap_or_default(),
             lib_ver: identity.lib_ver.clone().unwrap_or_default(),
             redir: self.modes.tracking.redirect_reply(),
+            user: self.user.name.clone(),
         })
     }
 
@@ -239,6 +240,14 @@ impl Session {
                 query,
             },
             ClientRequest::Kill(filter) => {
+                if let Some(user) = &filter.user {
+                    if self.config.acl.users().get(user).is_none() {
+                        return Admission::Answered(Reply::error(format!(
+                            "ERR No such user '{}'",
+                            String::from_utf8_lossy(user)
+                        )));
+                    }
+                }
                 let caller_killed = filter.matches(&own, true);
                 if caller_killed {
                     self.lifecycle = Lifecycle::ClosingAfter(seq);

@@ -30,6 +30,8 @@ pub struct SessionConfig {
     /// Applies CONFIG SET of `tls-*` parameters (rebuilds the TLS configuration); `None`
     /// when the server runs no TLS, and then they are only recorded.
     pub tls_reload: Option<TlsReload>,
+    /// The ACL users and log (see [`crate::acl`]).
+    pub acl: Arc<crate::acl::Acl>,
 }
 
 /// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
@@ -78,6 +80,7 @@ impl Default for SessionConfig {
             clients: Arc::default(),
             tls_reload: None,
             script_busy: Default::default(),
+            acl: Arc::default(),
         }
     }
 }
@@ -90,6 +93,8 @@ impl SessionConfig {
 
     /// With `requirepass` set (an empty password: none).
     pub fn with_requirepass(self, password: impl Into<String>) -> SessionConfig {
+        let password = password.into();
+        self.acl.set_requirepass(password.as_bytes());
         self.live.set("requirepass", password);
         self
     }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::resp3::{Encoding, Shape};
 use super::Session;
-use crate::command::{ClientRequest, CommandError, Hello};
+use crate::command::{ClientRequest, Hello};
 use crate::info::COMPATIBLE_REDIS_VERSION;
 use crate::reply::Reply;
 
@@ -77,16 +77,8 @@ impl Session {
         ])
     }
 
-    /// HELLO's AUTH: as AUTH with a username, except that without `requirepass` any
-    /// password of the default user is accepted (Redis's `nopass` default user).
+    /// HELLO's AUTH: as AUTH with a username.
     fn auth_hello(&mut self, username: Bytes, password: &[u8]) -> Reply {
-        if self.config.requirepass().is_none() {
-            return if username.as_ref() == b"default" {
-                Reply::ok()
-            } else {
-                CommandError::WrongPass.into()
-            };
-        }
         self.auth(Some(username), password)
     }
 }

@@ -1,7 +1,5 @@
 //! Commands the connection answers itself, without touching a shard.
 
-use bytes::Bytes;
-
 use super::{Lifecycle, Session};
 use crate::cluster::slots::key_slot;
 use crate::cluster::ClusterRequest;
@@ -51,6 +49,11 @@ impl Session {
             // Only reachable from EXEC: outside MULTI `admit` runs these.
             Command::ConfigSet(_) => Reply::error("ERR CONFIG SET inside MULTI is not supported"),
             Command::Hello(_) => Reply::error("ERR HELLO inside MULTI is not supported"),
+            // Inside EXEC: the change is made; connections notice it at their next command.
+            Command::Acl(request) => match self.acl_command(request, seq) {
+                super::Admission::Answered(reply) => reply,
+                super::Admission::Forward(_) => Reply::ok(),
+            },
             other => CommandError::NotShardCommand {
                 command: other.name(),
             }
@@ -58,25 +61,10 @@ impl Session {
         }
     }
 
-    /// Redis 7 semantics with only the `default` user: without `requirepass` it is a
-    /// `nopass` user (any password works with the two-argument form).
-    pub(super) fn auth(&mut self, username: Option<Bytes>, password: &[u8]) -> Reply {
-        let default_user = username.as_deref().is_none_or(|name| name == b"default");
-        match &self.config.requirepass() {
-            None if username.is_none() => CommandError::AuthNotConfigured.into(),
-            None if default_user => Reply::ok(),
-            Some(expected) if default_user && constant_time_eq(expected, password) => {
-                self.authenticated = true;
-                Reply::ok()
-            }
-            _ => CommandError::WrongPass.into(),
-        }
-    }
-
     /// RESET (Redis 6.2): database 0 (the only one), cluster READWRITE, no name, and
     /// authenticated again only if no password is required. The id and library info stay.
     pub(super) fn reset(&mut self) -> Reply {
-        self.authenticated = self.config.requirepass().is_none();
+        self.reset_user();
         if let Some(gate) = &mut self.cluster {
             gate.set_readonly(false);
         }
@@ -138,9 +126,4 @@ impl Session {
             .into(),
         }
     }
-}
-
-/// Compares without an early exit, so response timing does not reveal the password prefix.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

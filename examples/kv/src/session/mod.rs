@@ -11,6 +11,7 @@
 //! after the write finishes:                        if session.is_closed() && nothing pending { close }
 //! ```
 
+mod acl;
 mod calls;
 mod client;
 mod config;
@@ -80,6 +81,13 @@ pub struct Session {
     replies: ReplyQueue,
     output: BytesMut,
     authenticated: bool,
+    /// The ACL user (the default one until AUTH), and the users' version it was found in.
+    user: Arc<crate::acl::User>,
+    acl_version: u64,
+    /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
+    auth_name: Option<Bytes>,
+    /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
+    acl_queued_args: Option<Vec<Bytes>>,
     lifecycle: Lifecycle,
     /// Why parsing stopped, until the glue takes it to report (count and log) it.
     protocol_error: Option<String>,
@@ -137,9 +145,15 @@ enum Admission {
 
 impl Session {
     pub fn new(config: Arc<SessionConfig>) -> Session {
+        let acl_version = config.acl.version();
+        let user = config.acl.users().default_user().clone();
         Session {
             parser: RequestParser::new(config.parser_limits),
-            authenticated: config.requirepass().is_none(),
+            authenticated: Session::default_authenticates(&user),
+            user,
+            acl_version,
+            auth_name: None,
+            acl_queued_args: None,
             config,
             input: BytesMut::new(),
             replies: ReplyQueue::default(),
@@ -214,6 +228,12 @@ impl Session {
         // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
         while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
         {
+            // The users changed and this connection's user went: it closes unanswered.
+            if !self.acl_sync() {
+                self.kill();
+                return None;
+            }
+            self.parser.set_unauthenticated(!self.authenticated);
             let parsed = match self.postponed.take() {
                 Some(postponed) => Ok(Some(postponed)),
                 None => self.parser.parse_framed(&mut self.input),
@@ -300,6 +320,12 @@ impl Session {
         let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
+            // `requirepass` is the default user's password.
+            if let Some((_, password)) =
+                (pairs.iter().rev()).find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
+            {
+                self.config.acl.set_requirepass(password);
+            }
         }
         match set {
             Ok(settings) if settings.is_empty() => Admission::Answered(Reply::ok()),
@@ -465,6 +491,37 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
+        self.acl_queued_args = None;
+        if args[0].eq_ignore_ascii_case(b"auth") || args[0].eq_ignore_ascii_case(b"hello") {
+            self.auth_name = Some(args[0].clone());
+        }
+        // Redis's order: the table's checks and NOAUTH, then the ACL, then the rest.
+        if self.authenticated {
+            if let Some(refusal) = self.acl_refusal(&args) {
+                self.rejecting = true;
+                if args[0].eq_ignore_ascii_case(b"exec") {
+                    // A refused EXEC discards the transaction, as Redis's rejectCommand does.
+                    self.identity.last_command = Some("exec");
+                    let Reply::Error(text) = refusal else {
+                        return Admission::Answered(refusal);
+                    };
+                    let reply = Reply::error(format!(
+                        "EXECABORT Transaction discarded because of: {}",
+                        String::from_utf8_lossy(&text)
+                    ));
+                    if !self.txn.in_multi() {
+                        return Admission::Answered(reply);
+                    }
+                    return self.reset_txn(seq, reply);
+                }
+                let (name, parsed) = Command::parse_named(args);
+                self.identity.last_command = name;
+                if self.txn.in_multi() {
+                    return self.admit_queued(parsed, Some(refusal), seq);
+                }
+                return Admission::Answered(refusal);
+            }
+        }
         // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
         let redirect = match self.cluster.as_mut().filter(|_| permitted) {
             Some(gate) => gate.check(&args),
@@ -511,6 +568,9 @@ impl Session {
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
                 Ok(()) => self.protected_refusal(&args).or(redirect),
             };
+            if rejected.is_none() && !self.user.unrestricted {
+                self.acl_queued_args = Some(args.clone());
+            }
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;
             self.rejecting = rejected.is_some();
@@ -575,9 +635,12 @@ impl Session {
         if let Command::Client(request) = command {
             return self.client_request(request, seq);
         }
+        if let Command::Acl(request) = command {
+            return self.acl_command(request, seq);
+        }
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
-            Scope::Keyed | Scope::AllShards => Admission::Forward(command),
+            Scope::Keyed | Scope::AllShards => Admission::Forward(self.with_script_user(command)),
         }
     }
 
@@ -623,5 +686,7 @@ impl Session {
     }
 }
 
+#[cfg(test)]
+mod acl_tests;
 #[cfg(test)]
 mod tests;

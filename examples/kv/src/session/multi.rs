@@ -22,6 +22,8 @@
 use super::calls::Frame;
 use super::resp3::{shape_of, Shape};
 use super::{Admission, Session};
+use bytes::Bytes;
+
 use crate::command::{Command, CommandError, Scope, Transaction, TxnItem};
 use crate::reply::Reply;
 
@@ -33,6 +35,8 @@ pub(super) struct Queue {
     calls: Vec<(Option<&'static str>, Frame)>,
     /// An error at queue time: EXEC answers EXECABORT and runs nothing.
     aborted: bool,
+    /// Each item's arguments when the user is restricted: EXEC checks them again.
+    acl_args: Vec<Option<Vec<Bytes>>>,
 }
 
 #[derive(Debug)]
@@ -184,7 +188,10 @@ impl Session {
                 let reply = self.reset();
                 self.reset_txn(seq, reply)
             }
-            command => self.queue(Queued::Run(command), seq),
+            command => {
+                let command = self.with_script_user(command);
+                self.queue(Queued::Run(command), seq)
+            }
         }
     }
 
@@ -198,9 +205,11 @@ impl Session {
             .map(|slot| std::mem::take(&mut slot.call.frame))
             .unwrap_or_default();
         self.uncount(seq);
+        let acl_args = self.acl_queued_args.take();
         if let Some(queue) = self.txn.queue.as_mut() {
             queue.items.push(item);
             queue.calls.push((name, frame));
+            queue.acl_args.push(acl_args);
         }
         Admission::Answered(Reply::simple("QUEUED"))
     }
@@ -214,7 +223,16 @@ impl Session {
         let mut items = Vec::with_capacity(queue.items.len());
         let mut shapes = Vec::new();
         self.txn.executing = Some(queue.items.len());
+        let mut acl_args = queue.acl_args.into_iter();
         for item in queue.items {
+            // The rules may have changed since the command was queued.
+            let item = match (item, acl_args.next().flatten()) {
+                (Queued::Run(command), Some(args)) => match self.acl_recheck(&args) {
+                    Some(refusal) => Queued::Failed(refusal),
+                    None => Queued::Run(command),
+                },
+                (item, _) => item,
+            };
             if self.resp3 {
                 shapes.push(match &item {
                     Queued::Run(command) => shape_of(command),

@@ -74,6 +74,19 @@ struct Subscribed {
 }
 
 impl PubSubState {
+    /// Whether `user`'s channel rules still allow every subscription.
+    pub(super) fn permitted_by(&self, user: &crate::acl::User) -> bool {
+        self.0.as_ref().is_none_or(|s| {
+            user.permits_subscriptions(
+                s.channels
+                    .iter()
+                    .chain(&s.shard_channels)
+                    .map(|c| c.as_ref()),
+                s.patterns.iter().map(|p| p.as_ref()),
+            )
+        })
+    }
+
     pub(super) fn active(&self) -> bool {
         self.0.as_ref().is_some_and(|s| {
             !s.channels.is_empty() || !s.patterns.is_empty() || !s.shard_channels.is_empty()

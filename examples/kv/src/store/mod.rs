@@ -361,6 +361,7 @@ impl Store {
             | Command::Client(_)
             | Command::Introspect(_)
             | Command::Auth { .. }
+            | Command::Acl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

@@ -19,6 +19,8 @@ pub(super) struct ScriptHost {
     /// For client tracking: who ran the script, and its declared keys (remembered for the
     /// caller once the script reads, as Redis does).
     pub(super) caller: Option<crate::server::tracking::ScriptCaller>,
+    /// The caller's ACL user, when restricted: each command is checked against it.
+    pub(super) user: Option<Arc<crate::acl::User>>,
 }
 
 impl ScriptHost {
@@ -114,6 +116,11 @@ impl ScriptHost {
                 )),
                 None,
             );
+        }
+        if let Some(user) = &self.user {
+            if let Some(refusal) = self.acl_refusal(user, &args) {
+                return (refusal, None);
+            }
         }
         let writes = flags.contains(&"write");
         if writes && self.read_only {
@@ -260,6 +267,53 @@ impl ScriptHost {
     }
 }
 
+impl ScriptHost {
+    /// The ACL check of a script's command (logged in the `lua` context), with Redis's
+    /// wording for scripts.
+    fn acl_refusal(&self, user: &crate::acl::User, args: &[Bytes]) -> Option<Reply> {
+        use crate::acl::{Context, Denial, Denied, Reason};
+        let name = Command::table_name(args).ok()?;
+        let id = crate::acl::catalog::Catalog::get().id(name)?;
+        let denied = user.check(id, args).err()?;
+        let (reason, object, text) = match denied {
+            Denied::Command => (
+                Reason::Command,
+                Bytes::copy_from_slice(name.as_bytes()),
+                "ERR The user executing the script can't run this command or subcommand",
+            ),
+            Denied::Key(pos) => (
+                Reason::Key,
+                args[pos].clone(),
+                "ERR The user executing the script can't access at least one of the keys \
+                 mentioned in the command arguments",
+            ),
+            Denied::Channel(pos) => (
+                Reason::Channel,
+                args[pos].clone(),
+                "ERR The user executing the script can't publish to the channel mentioned in \
+                 the command",
+            ),
+        };
+        let session = &self.shard.shared.session;
+        let max_len = (session.live.get("acllog-max-len"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(128);
+        let now_ms = super::super::introspect::unix_us() / 1000;
+        session.acl.log().add(
+            Denial {
+                reason,
+                context: Context::Lua,
+                object,
+                username: user.name.clone(),
+                client_info: Bytes::new(),
+            },
+            now_ms,
+            max_len,
+        );
+        Some(Reply::error(text))
+    }
+}
+
 impl Host for ScriptHost {
     fn call(
         &self,
@@ -290,6 +344,12 @@ impl Host for ScriptHost {
         }
         let shape = command.as_ref().map(shape_of).unwrap_or_default();
         convert::reply_to_lua(lua, &reply, &shape, mode)
+    }
+
+    fn acl_allows(&self, id: usize, args: &[Bytes]) -> bool {
+        self.user
+            .as_ref()
+            .is_none_or(|user| user.check(id, args).is_ok())
     }
 
     fn log(&self, level: i64, message: &str) {

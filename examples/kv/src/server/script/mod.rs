@@ -187,6 +187,8 @@ struct Prepared {
     /// Redis's name for the run in errors: the script's SHA1 or the function's name.
     label: String,
     args: Vec<Bytes>,
+    /// The caller's ACL user, when restricted.
+    user: Option<Arc<crate::acl::User>>,
 }
 
 #[derive(Clone)]
@@ -338,6 +340,7 @@ fn prepare(
         exec,
         label,
         args,
+        user: command.user.clone(),
     })
 }
 
@@ -489,6 +492,7 @@ async fn run_held(
         result: RefCell::new(None),
         run_started: Cell::new(Instant::now()),
         caller,
+        user: prepared.user.clone(),
     });
     let reply = drive(shard, &engine, &host, prepared).await;
     if info.busy.load(Ordering::Relaxed) {

@@ -1,0 +1,224 @@
+//! The keys and channels of a request as ACL checks them: from the command's key specs
+//! (skipping `not_key` ones), with Redis's own key finders where the specs are incomplete
+//! (MIGRATE, SORT) or their flags depend on the arguments (SET, BITFIELD).
+
+use bytes::Bytes;
+
+use super::selector::{ChannelRef, KeyAccess, KeyRef};
+use crate::introspect::meta::Meta;
+
+fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+fn access(flags: &[&str]) -> KeyAccess {
+    KeyAccess {
+        read: flags.contains(&"access"),
+        write: flags
+            .iter()
+            .any(|f| matches!(*f, "insert" | "update" | "delete")),
+    }
+}
+
+const READ: KeyAccess = KeyAccess {
+    read: true,
+    write: false,
+};
+const WRITE: KeyAccess = KeyAccess {
+    read: false,
+    write: true,
+};
+const READ_WRITE: KeyAccess = KeyAccess {
+    read: true,
+    write: true,
+};
+
+/// The keys `args` (`args[0]`: the command name) name for command `meta`.
+pub(crate) fn keys(meta: &Meta, args: &[Bytes]) -> Vec<KeyRef> {
+    let key = |pos: usize, access: KeyAccess| KeyRef { pos, access };
+    match meta.name {
+        // SET ... GET reads the old value.
+        "set" if args.len() > 1 => {
+            let get = args[3..].iter().any(|a| is(a, "get"));
+            vec![key(1, if get { READ_WRITE } else { WRITE })]
+        }
+        // BITFIELD writes only with SET or INCRBY.
+        "bitfield" if args.len() > 1 => {
+            let writes = args[2..].iter().any(|a| is(a, "set") || is(a, "incrby"));
+            vec![key(1, if writes { READ_WRITE } else { READ })]
+        }
+        "migrate" => migrate_keys(args),
+        "sort" | "sort_ro" => sort_keys(args),
+        _ => match meta.keys_of(args) {
+            Ok(found) => found
+                .into_iter()
+                .filter(|(_, spec)| !spec.flags.contains(&"not_key"))
+                .map(|(pos, spec)| key(pos, access(spec.flags)))
+                .collect(),
+            // Arguments that cannot hold the keys: the command fails on its own.
+            Err(()) => Vec::new(),
+        },
+    }
+}
+
+/// MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH pw] [AUTH2 user pw] [KEYS k...].
+fn migrate_keys(args: &[Bytes]) -> Vec<KeyRef> {
+    let rw = KeyAccess {
+        read: true,
+        write: true,
+    };
+    let mut i = 6;
+    while i < args.len() {
+        if is(&args[i], "auth") {
+            i += 2;
+        } else if is(&args[i], "auth2") {
+            i += 3;
+        } else if is(&args[i], "keys") {
+            if args.get(3).is_some_and(|k| k.is_empty()) {
+                return (i + 1..args.len())
+                    .map(|pos| KeyRef { pos, access: rw })
+                    .collect();
+            }
+            break;
+        } else {
+            i += 1;
+        }
+    }
+    if args.len() > 3 {
+        vec![KeyRef { pos: 3, access: rw }]
+    } else {
+        Vec::new()
+    }
+}
+
+/// SORT key [BY p] [LIMIT o c] [GET p ...] [ASC|DESC] [ALPHA] [STORE dest].
+fn sort_keys(args: &[Bytes]) -> Vec<KeyRef> {
+    let mut keys = Vec::new();
+    if args.len() > 1 {
+        keys.push(KeyRef {
+            pos: 1,
+            access: READ,
+        });
+    }
+    let mut i = 2;
+    let mut store = None;
+    while i < args.len() {
+        let skip = if is(&args[i], "limit") {
+            2
+        } else if is(&args[i], "get") || is(&args[i], "by") {
+            1
+        } else if is(&args[i], "store") {
+            store = Some(i + 1);
+            1
+        } else {
+            0
+        };
+        i += 1 + skip;
+    }
+    if let Some(pos) = store.filter(|&pos| pos < args.len()) {
+        keys.push(KeyRef { pos, access: WRITE });
+    }
+    keys
+}
+
+/// The channels a Pub/Sub command publishes or subscribes to (unsubscribing needs none).
+pub(crate) fn channels(name: &str, args: &[Bytes]) -> Vec<ChannelRef> {
+    let from = |start: usize, pattern: bool| -> Vec<ChannelRef> {
+        (start..args.len())
+            .map(|pos| ChannelRef { pos, pattern })
+            .collect()
+    };
+    match name {
+        "publish" | "spublish" if args.len() > 1 => vec![ChannelRef {
+            pos: 1,
+            pattern: false,
+        }],
+        "subscribe" | "ssubscribe" => from(1, false),
+        "psubscribe" => from(1, true),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether SORT uses BY or GET (what needs read access to every key).
+pub(crate) fn sort_reads_patterns(args: &[Bytes]) -> Option<&'static str> {
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "by") {
+            return Some("BY");
+        }
+        if is(&args[i], "get") {
+            return Some("GET");
+        }
+        i += if is(&args[i], "limit") {
+            3
+        } else if is(&args[i], "store") {
+            2
+        } else {
+            1
+        };
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::introspect::meta::find;
+
+    fn args(line: &str) -> Vec<Bytes> {
+        line.split(' ').map(|a| Bytes::from(a.to_owned())).collect()
+    }
+
+    fn positions(line: &str) -> Vec<(usize, bool, bool)> {
+        let args = args(line);
+        let meta = find(&String::from_utf8_lossy(&args[0])).unwrap();
+        keys(meta, &args)
+            .into_iter()
+            .map(|k| (k.pos, k.access.read, k.access.write))
+            .collect()
+    }
+
+    #[test]
+    fn key_specs_and_their_flags() {
+        assert_eq!(positions("get a"), vec![(1, true, false)]);
+        assert_eq!(positions("set a b"), vec![(1, false, true)]);
+        assert_eq!(positions("set a b ex 10 get"), vec![(1, true, true)]);
+        assert_eq!(
+            positions("exists a b"),
+            vec![(1, false, false), (2, false, false)]
+        );
+        assert_eq!(
+            positions("copy a b"),
+            vec![(1, true, false), (2, false, true)]
+        );
+        assert_eq!(positions("bitfield a get u4 0"), vec![(1, true, false)]);
+        assert_eq!(positions("eval s 1 k"), vec![(3, true, true)]);
+        assert_eq!(positions("eval s -1 k"), vec![]);
+        assert_eq!(
+            positions("sort a store b"),
+            vec![(1, true, false), (3, false, true)]
+        );
+        assert_eq!(positions("migrate h p k 0 500"), vec![(3, true, true)]);
+        assert_eq!(
+            positions("migrate h p  0 5000 AUTH2 u p KEYS a b"),
+            vec![(10, true, true), (11, true, true)]
+        );
+        assert_eq!(positions("spublish ch m"), vec![]);
+        assert_eq!(
+            positions("georadius k 1 2 3 m store d"),
+            vec![(1, true, false), (7, false, true)]
+        );
+    }
+
+    #[test]
+    fn channels_of_pubsub_commands() {
+        let a = args("psubscribe a* b*");
+        let found = channels("psubscribe", &a);
+        assert_eq!(found.len(), 2);
+        assert!(found.iter().all(|c| c.pattern));
+        assert_eq!(channels("publish", &args("publish ch m"))[0].pos, 1);
+        assert!(channels("unsubscribe", &args("unsubscribe a")).is_empty());
+        assert_eq!(sort_reads_patterns(&args("sort l by w*")), Some("BY"));
+        assert_eq!(sort_reads_patterns(&args("sort l limit 0 1")), None);
+    }
+}

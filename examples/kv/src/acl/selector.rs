@@ -1,0 +1,581 @@
+//! A selector: which commands (a bitmap over the [`Catalog`]), keys and channels a user may
+//! use. Rules apply in order (`+@read -keys ~app:* &news`), with Redis 7.0's semantics and
+//! error causes; [`Selector::describe`] translates the bitmap back into rules.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::catalog::{category_bit, Catalog, CATEGORIES};
+use super::RuleError;
+use crate::glob::glob_match;
+
+/// A key pattern and what it grants: `~p` both, `%R~p` reads, `%W~p` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPattern {
+    pub pattern: Bytes,
+    pub read: bool,
+    pub write: bool,
+}
+
+impl KeyPattern {
+    /// `~p`, `%R~p` or `%W~p`.
+    fn describe(&self, out: &mut Vec<u8>) {
+        match (self.read, self.write) {
+            (true, false) => out.extend_from_slice(b"%R~"),
+            (false, true) => out.extend_from_slice(b"%W~"),
+            _ => out.push(b'~'),
+        }
+        out.extend_from_slice(&self.pattern);
+    }
+}
+
+/// How a command uses a key, from its key spec's flags (Redis's ACL reading of them:
+/// `access` needs read permission; `insert`, `update` and `delete` need write permission;
+/// neither, e.g. EXISTS or TYPE, needs only the pattern to match).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyAccess {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// A key or channel argument of a request: its position in the arguments and how it is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRef {
+    pub pos: usize,
+    pub access: KeyAccess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelRef {
+    pub pos: usize,
+    /// PSUBSCRIBE's patterns match a rule only literally.
+    pub pattern: bool,
+}
+
+/// Why a selector refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Denied {
+    Command,
+    /// The key at this argument position.
+    Key(usize),
+    /// The channel at this argument position.
+    Channel(usize),
+}
+
+impl Denied {
+    /// Redis's order of relevance when no selector allows a request: command < key <
+    /// channel, and among equals the later argument.
+    fn rank(self) -> (u8, usize) {
+        match self {
+            Denied::Command => (1, 0),
+            Denied::Key(pos) => (2, pos),
+            Denied::Channel(pos) => (4, pos),
+        }
+    }
+
+    pub fn more_relevant(self, other: Denied) -> bool {
+        self.rank() > other.rank()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    /// One bit per catalog id.
+    bits: Vec<u64>,
+    /// Set by `+@all` only, cleared by `-@all`: the user gets commands added later (and
+    /// its rules are described from `+@all`).
+    future: bool,
+    /// Every command allowed (`+@all` and nothing removed since): the check's fast path.
+    pub allcommands: bool,
+    /// `+select|0`: first arguments allowed for a command whose bit is clear.
+    first_args: BTreeMap<usize, Vec<String>>,
+    pub allkeys: bool,
+    pub keys: Vec<KeyPattern>,
+    pub allchannels: bool,
+    pub channels: Vec<Bytes>,
+}
+
+impl Selector {
+    /// Nothing allowed; every channel if `acl-pubsub-default` is `allchannels`.
+    pub fn new(allchannels: bool) -> Selector {
+        Selector {
+            bits: vec![0; Catalog::get().len().div_ceil(64)],
+            future: false,
+            allcommands: false,
+            first_args: BTreeMap::new(),
+            allkeys: false,
+            keys: Vec::new(),
+            allchannels,
+            channels: Vec::new(),
+        }
+    }
+
+    pub fn bit(&self, id: usize) -> bool {
+        self.bits[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    fn set_bit(&mut self, id: usize, on: bool) {
+        if on {
+            self.bits[id / 64] |= 1 << (id % 64);
+        } else {
+            self.bits[id / 64] &= !(1 << (id % 64));
+            self.allcommands = false;
+        }
+    }
+
+    /// `+cmd` / `-cmd`: the command and, for a container, every subcommand.
+    fn change(&mut self, id: usize, on: bool) {
+        self.set_bit(id, on);
+        self.first_args.remove(&id);
+        for &child in &Catalog::get().entries[id].children {
+            self.set_bit(child, on);
+        }
+    }
+
+    fn set_all(&mut self, on: bool) {
+        let fill = if on { u64::MAX } else { 0 };
+        self.bits.iter_mut().for_each(|word| *word = fill);
+        self.future = on;
+        self.allcommands = on;
+        self.first_args.clear();
+    }
+
+    fn category(&mut self, name: &str, on: bool) -> Result<(), RuleError> {
+        let mask = category_bit(name).ok_or(RuleError::UnknownCommand)?;
+        let catalog = Catalog::get();
+        for id in catalog.in_category(mask).collect::<Vec<_>>() {
+            self.change(id, on);
+        }
+        Ok(())
+    }
+
+    /// Applies one rule (not a user-level one such as `on` or `>pass`).
+    pub fn apply(&mut self, op: &[u8]) -> Result<(), RuleError> {
+        let lower = op.to_ascii_lowercase();
+        match lower.as_slice() {
+            b"allkeys" | b"~*" => {
+                self.allkeys = true;
+                self.keys.clear();
+                return Ok(());
+            }
+            b"resetkeys" => {
+                self.allkeys = false;
+                self.keys.clear();
+                return Ok(());
+            }
+            b"allchannels" | b"&*" => {
+                self.allchannels = true;
+                self.channels.clear();
+                return Ok(());
+            }
+            b"resetchannels" => {
+                self.allchannels = false;
+                self.channels.clear();
+                return Ok(());
+            }
+            b"allcommands" | b"+@all" => {
+                self.set_all(true);
+                return Ok(());
+            }
+            b"nocommands" | b"-@all" => {
+                self.set_all(false);
+                return Ok(());
+            }
+            _ => {}
+        }
+        match op.first() {
+            Some(b'~' | b'%') => self.add_key_pattern(op),
+            Some(b'&') => {
+                if self.allchannels {
+                    return Err(RuleError::ChannelsAfterAll);
+                }
+                let channel = Bytes::copy_from_slice(&op[1..]);
+                if !self.channels.contains(&channel) {
+                    self.channels.push(channel);
+                }
+                Ok(())
+            }
+            Some(&sign @ (b'+' | b'-')) => {
+                let on = sign == b'+';
+                let rest = std::str::from_utf8(&op[1..]).map_err(|_| RuleError::UnknownCommand)?;
+                if let Some(category) = rest.strip_prefix('@') {
+                    return self.category(category, on);
+                }
+                let catalog = Catalog::get();
+                if !on || !rest.contains('|') {
+                    let id = catalog.lookup(rest).ok_or(RuleError::UnknownCommand)?;
+                    self.change(id, on);
+                    return Ok(());
+                }
+                let (command, sub) = rest.rsplit_once('|').unwrap_or((rest, ""));
+                let id = catalog.lookup(command).ok_or(RuleError::UnknownCommand)?;
+                let entry = &catalog.entries[id];
+                if entry.parent.is_some() {
+                    return Err(RuleError::FirstArgOfSubcommand);
+                }
+                if sub.is_empty() {
+                    return Err(RuleError::Syntax);
+                }
+                if entry.children.is_empty() {
+                    // SELECT|0, DEBUG|OBJECT: a first argument allowed on its own.
+                    let args = self.first_args.entry(id).or_default();
+                    let sub = sub.to_ascii_lowercase();
+                    if !args.contains(&sub) {
+                        args.push(sub);
+                    }
+                } else {
+                    let id = catalog.lookup(rest).ok_or(RuleError::UnknownCommand)?;
+                    self.change(id, true);
+                }
+                Ok(())
+            }
+            _ => Err(RuleError::Syntax),
+        }
+    }
+
+    fn add_key_pattern(&mut self, op: &[u8]) -> Result<(), RuleError> {
+        if self.allkeys {
+            return Err(RuleError::KeysAfterAll);
+        }
+        let (mut read, mut write) = (false, false);
+        let mut offset = 1;
+        if op[0] == b'%' {
+            let mut tilde = false;
+            while offset < op.len() {
+                match op[offset].to_ascii_uppercase() {
+                    b'R' if !read => read = true,
+                    b'W' if !write => write = true,
+                    b'~' => {
+                        offset += 1;
+                        tilde = true;
+                        break;
+                    }
+                    _ => return Err(RuleError::Syntax),
+                }
+                offset += 1;
+            }
+            let _ = tilde;
+            if !read && !write {
+                return Err(RuleError::Syntax);
+            }
+        } else {
+            (read, write) = (true, true);
+        }
+        let pattern = &op[offset.min(op.len())..];
+        if pattern == b"*" && read && write {
+            self.allkeys = true;
+            self.keys.clear();
+            return Ok(());
+        }
+        match self.keys.iter_mut().find(|k| k.pattern == pattern) {
+            Some(existing) => {
+                existing.read |= read;
+                existing.write |= write;
+            }
+            None => self.keys.push(KeyPattern {
+                pattern: Bytes::copy_from_slice(pattern),
+                read,
+                write,
+            }),
+        }
+        Ok(())
+    }
+
+    /// Whether the selector lets a request run: the command (or its first argument), then
+    /// each key, then each channel (the request's, as [`super::keys`] finds them).
+    pub fn check(
+        &self,
+        id: usize,
+        no_auth: bool,
+        args: &[Bytes],
+        keys: &[KeyRef],
+        channels: &[ChannelRef],
+    ) -> Result<(), Denied> {
+        if !self.allcommands && !no_auth && !self.bit(id) {
+            let entry = &Catalog::get().entries[id];
+            let at = if entry.parent.is_some() { 2 } else { 1 };
+            let allowed =
+                (self.first_args.get(&id))
+                    .zip(args.get(at))
+                    .is_some_and(|(allowed, arg)| {
+                        allowed
+                            .iter()
+                            .any(|a| arg.eq_ignore_ascii_case(a.as_bytes()))
+                    });
+            if !allowed {
+                return Err(Denied::Command);
+            }
+        }
+        if !self.allkeys {
+            for key in keys {
+                if !self.key_allowed(&args[key.pos], key.access) {
+                    return Err(Denied::Key(key.pos));
+                }
+            }
+        }
+        if !self.allchannels {
+            for channel in channels {
+                if !self.channel_allowed(&args[channel.pos], channel.pattern) {
+                    return Err(Denied::Channel(channel.pos));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
+        self.allkeys
+            || self.keys.iter().any(|p| {
+                (p.read || !access.read)
+                    && (p.write || !access.write)
+                    && glob_match(&p.pattern, key, false)
+            })
+    }
+
+    /// Whether every key may be read (SORT's BY and GET options need it).
+    pub fn reads_every_key(&self) -> bool {
+        self.allkeys
+            || self
+                .keys
+                .iter()
+                .any(|p| p.read && p.pattern.as_ref() == b"*")
+    }
+
+    pub fn channel_allowed(&self, channel: &[u8], pattern: bool) -> bool {
+        self.allchannels || channel_in(&self.channels, channel, pattern)
+    }
+
+    /// `~a %R~b resetchannels &c +@all -get`: the rules that rebuild this selector.
+    pub fn describe(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.allkeys {
+            out.extend_from_slice(b"~* ");
+        } else {
+            for key in &self.keys {
+                key.describe(&mut out);
+                out.push(b' ');
+            }
+        }
+        if self.allchannels {
+            out.extend_from_slice(b"&* ");
+        } else {
+            out.extend_from_slice(b"resetchannels ");
+            for channel in &self.channels {
+                out.push(b'&');
+                out.extend_from_slice(channel);
+                out.push(b' ');
+            }
+        }
+        out.extend_from_slice(self.describe_commands().as_bytes());
+        out
+    }
+
+    /// GETUSER's `keys`: the patterns, space-separated (`~*` for allkeys).
+    pub fn keys_text(&self) -> Vec<u8> {
+        if self.allkeys {
+            return b"~*".to_vec();
+        }
+        let mut out = Vec::new();
+        for (i, key) in self.keys.iter().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            key.describe(&mut out);
+        }
+        out
+    }
+
+    /// GETUSER's `channels`.
+    pub fn channels_text(&self) -> Vec<u8> {
+        if self.allchannels {
+            return b"&*".to_vec();
+        }
+        let mut out = Vec::new();
+        for (i, channel) in self.channels.iter().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            out.push(b'&');
+            out.extend_from_slice(channel);
+        }
+        out
+    }
+
+    /// The command rules: `+@all` or `-@all`, then the categories that bring a copy closest
+    /// to this bitmap (best first), then single commands and first arguments for the rest.
+    pub fn describe_commands(&self) -> String {
+        let catalog = Catalog::get();
+        let mut fake = Selector::new(false);
+        let mut rules = vec![if self.future { "+@all" } else { "-@all" }.to_owned()];
+        fake.set_all(self.future);
+        let sign = if self.future { '-' } else { '+' };
+        let mismatches = |fake: &Selector| {
+            (self.bits.iter().zip(&fake.bits))
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum::<u32>()
+        };
+        let mut used = [false; CATEGORIES.len()];
+        loop {
+            let now = mismatches(&fake);
+            let mut best: Option<(u32, usize, Selector)> = None;
+            for (i, name) in CATEGORIES.iter().enumerate() {
+                if used[i] {
+                    continue;
+                }
+                let mut trial = fake.clone();
+                if trial.category(name, !self.future).is_err() {
+                    continue;
+                }
+                let left = mismatches(&trial);
+                if left < now && best.as_ref().is_none_or(|(b, _, _)| left < *b) {
+                    best = Some((left, i, trial));
+                }
+            }
+            let Some((_, i, trial)) = best else { break };
+            used[i] = true;
+            fake = trial;
+            rules.push(format!("{sign}@{}", CATEGORIES[i]));
+        }
+        for (id, entry) in catalog.entries.iter().enumerate() {
+            let mine = self.bit(id);
+            if mine != fake.bit(id) {
+                rules.push(format!("{}{}", if mine { '+' } else { '-' }, entry.name()));
+                fake.change(id, mine);
+            }
+            if !mine {
+                for arg in self.first_args.get(&id).into_iter().flatten() {
+                    rules.push(format!("+{}|{arg}", entry.name()));
+                }
+            }
+        }
+        rules.join(" ")
+    }
+}
+
+/// Whether `channel` is in `list`: a pattern rule matches a channel, and a pattern (what
+/// PSUBSCRIBE asks for) only the same pattern.
+pub fn channel_in(list: &[Bytes], channel: &[u8], pattern: bool) -> bool {
+    list.iter().any(|rule| {
+        if pattern {
+            rule.as_ref() == channel
+        } else {
+            glob_match(rule, channel, false)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selector(rules: &str) -> Selector {
+        let mut s = Selector::new(false);
+        for rule in rules.split(' ').filter(|r| !r.is_empty()) {
+            s.apply(rule.as_bytes()).unwrap();
+        }
+        s
+    }
+
+    fn id(name: &str) -> usize {
+        Catalog::get().id(name).unwrap()
+    }
+
+    #[test]
+    fn commands_categories_and_subcommands() {
+        let s = selector("+@read -mget +config|get");
+        assert!(s.bit(id("get")) && !s.bit(id("mget")) && !s.bit(id("set")));
+        assert!(s.bit(id("config|get")) && !s.bit(id("config|set")) && !s.bit(id("config")));
+        let all = selector("+@all -client|kill");
+        assert!(!all.allcommands && all.future && all.bit(id("client|id")));
+        assert_eq!(all.describe_commands(), "+@all -client|kill");
+        assert_eq!(
+            selector("+memory|doctor").describe_commands(),
+            "-@all +memory|doctor"
+        );
+        assert_eq!(
+            selector("+memory|doctor +memory").describe_commands(),
+            "-@all +memory"
+        );
+        assert_eq!(selector("+@all +client|id").describe_commands(), "+@all");
+    }
+
+    #[test]
+    fn single_categories_describe_as_themselves() {
+        for category in CATEGORIES {
+            let plus = selector(&format!("+@{category}"));
+            assert_eq!(plus.describe_commands(), format!("-@all +@{category}"));
+            let minus = selector(&format!("+@all -@{category}"));
+            assert_eq!(minus.describe_commands(), format!("+@all -@{category}"));
+        }
+    }
+
+    #[test]
+    fn first_args_and_their_description() {
+        let s = selector("-@all +select|0 +debug|object");
+        assert!(s.describe_commands().contains("+select|0"));
+        let args = |line: &str| -> Vec<Bytes> {
+            line.split(' ').map(|a| Bytes::from(a.to_owned())).collect()
+        };
+        let check = |line: &str| {
+            let args = args(line);
+            let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+            s.check(id(&name), false, &args, &[], &[])
+        };
+        assert_eq!(check("SELECT 0"), Ok(()));
+        assert_eq!(check("SELECT 1"), Err(Denied::Command));
+        let mut bad = Selector::new(false);
+        assert_eq!(
+            bad.apply(b"+config|get|x"),
+            Err(RuleError::FirstArgOfSubcommand)
+        );
+        assert_eq!(bad.apply(b"+config|asdf"), Err(RuleError::UnknownCommand));
+        assert_eq!(bad.apply(b"+get|a|b"), Err(RuleError::UnknownCommand));
+        assert_eq!(bad.apply(b"-select|0"), Err(RuleError::UnknownCommand));
+        assert_eq!(bad.apply(b"+@nope"), Err(RuleError::UnknownCommand));
+        assert_eq!(bad.apply(b"bogus"), Err(RuleError::Syntax));
+    }
+
+    #[test]
+    fn key_patterns_with_read_and_write() {
+        let s = selector("%R~read* %W~write* ~rw*");
+        let read = KeyAccess {
+            read: true,
+            write: false,
+        };
+        let write = KeyAccess {
+            read: false,
+            write: true,
+        };
+        assert!(s.key_allowed(b"read1", read) && !s.key_allowed(b"read1", write));
+        assert!(s.key_allowed(b"write1", write) && !s.key_allowed(b"write1", read));
+        assert!(s.key_allowed(
+            b"rw",
+            KeyAccess {
+                read: true,
+                write: true
+            }
+        ));
+        assert!(s.key_allowed(b"write1", KeyAccess::default()));
+        assert!(!s.key_allowed(b"nothing", KeyAccess::default()));
+        assert_eq!(selector("%R~foo %W~foo %RW~bar").keys_text(), b"~foo ~bar");
+        let mut all = selector("allkeys");
+        assert_eq!(all.apply(b"~foo"), Err(RuleError::KeysAfterAll));
+        assert_eq!(Selector::new(false).apply(b"%X~a"), Err(RuleError::Syntax));
+        assert_eq!(Selector::new(false).apply(b"%~a"), Err(RuleError::Syntax));
+        assert_eq!(selector("%R").keys_text(), b"%R~");
+    }
+
+    #[test]
+    fn channels_and_patterns() {
+        let s = selector("&foo:1 &bar:*");
+        assert!(s.channel_allowed(b"bar:2", false) && !s.channel_allowed(b"bar:2", true));
+        assert!(s.channel_allowed(b"bar:*", true) && !s.channel_allowed(b"zap", false));
+        let mut all = selector("allchannels");
+        assert_eq!(all.apply(b"&x"), Err(RuleError::ChannelsAfterAll));
+        assert_eq!(
+            String::from_utf8(s.describe()).unwrap(),
+            "resetchannels &foo:1 &bar:* -@all"
+        );
+    }
+}

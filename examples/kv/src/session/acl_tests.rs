@@ -1,0 +1,109 @@
+//! The session's ACL glue without sockets: AUTH against users, NOPERM before routing, MULTI's
+//! EXECABORT, the log, and a connection whose user is deleted.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::acl::User;
+
+fn with_user(rules: &str) -> Arc<SessionConfig> {
+    let config = Arc::new(SessionConfig::default());
+    config
+        .acl
+        .update(|users| -> Result<(), crate::acl::RuleError> {
+            let mut user = User::new(Bytes::from_static(b"u"), 99, false);
+            for rule in rules.split(' ') {
+                user.apply(rule.as_bytes(), false)?;
+            }
+            users.map.insert(user.name.clone(), Arc::new(user));
+            Ok(())
+        })
+        .unwrap();
+    config
+}
+
+fn output(session: &mut Session) -> String {
+    session
+        .take_output()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn refusals_come_before_routing_and_abort_multi() {
+    let config = with_user("on >pw +get +multi +exec ~a*");
+    let mut s = Session::new(config.clone());
+    s.feed(
+        b"AUTH u nope\r\nAUTH u pw\r\nGET a1\r\nGET b\r\nSET a1 v\r\nMULTI\r\nSET a1 v\r\nEXEC\r\n",
+    );
+    let forwarded: Vec<Request> = std::iter::from_fn(|| s.next_request()).collect();
+    assert_eq!(
+        forwarded.len(),
+        1,
+        "only GET a1 reaches a shard: {forwarded:?}"
+    );
+    assert_eq!(
+        forwarded[0].command,
+        Command::Get(Bytes::from_static(b"a1"))
+    );
+    s.complete(forwarded[0].seq, Reply::NullBulk).unwrap();
+    assert_eq!(
+        output(&mut s),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n\
+         +OK\r\n\
+         $-1\r\n\
+         -NOPERM this user has no permissions to access one of the keys used as arguments\r\n\
+         -NOPERM this user has no permissions to run the 'set' command\r\n\
+         +OK\r\n\
+         -NOPERM this user has no permissions to run the 'set' command\r\n\
+         -EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    // The failed AUTH, the key, and the two SETs (one entry each context).
+    assert_eq!(config.acl.log().len(), 4);
+}
+
+#[test]
+fn a_deleted_users_connection_closes_unanswered() {
+    let config = with_user("on nopass +@all ~*");
+    let mut s = Session::new(config.clone());
+    s.feed(b"AUTH u x\r\n");
+    assert!(s.next_request().is_none());
+    assert_eq!(output(&mut s), "+OK\r\n");
+    let _ = config.acl.update(|users| -> Result<(), ()> {
+        users.map.remove(&b"u"[..]);
+        Ok(())
+    });
+    s.feed(b"PING\r\n");
+    assert!(s.next_request().is_none());
+    assert!(s.is_closed());
+    assert_eq!(output(&mut s), "");
+}
+
+#[test]
+fn a_changed_user_is_followed_and_the_default_user_decides_new_connections() {
+    let config = with_user("on nopass -@all +ping");
+    let mut s = Session::new(config.clone());
+    s.feed(b"AUTH u x\r\nPING\r\n");
+    assert!(s.next_request().is_none());
+    assert_eq!(output(&mut s), "+OK\r\n+PONG\r\n");
+    let _ = config
+        .acl
+        .update(|users| -> Result<(), crate::acl::RuleError> {
+            let mut user = User::clone(users.get(b"u").unwrap());
+            user.apply(b"-ping", false)?;
+            users.map.insert(user.name.clone(), Arc::new(user));
+            Ok(())
+        });
+    s.feed(b"PING\r\n");
+    assert!(s.next_request().is_none());
+    assert_eq!(
+        output(&mut s),
+        "-NOPERM this user has no permissions to run the 'ping' command\r\n"
+    );
+    config.acl.set_requirepass(b"pw");
+    assert!(!Session::new(config.clone()).is_authenticated());
+    config.acl.set_requirepass(b"");
+    assert!(Session::new(config).is_authenticated());
+}
