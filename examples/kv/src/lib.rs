@@ -38,6 +38,7 @@ pub mod cluster;
 pub mod command;
 pub mod config;
 mod glob;
+pub mod heap;
 pub mod info;
 pub mod introspect;
 pub mod kv_client;

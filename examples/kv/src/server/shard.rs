@@ -352,7 +352,7 @@ impl Shard {
             watches.touch_stored(|key| store.stored_expiry(key).is_some());
         }
         let watches = (!watches.is_empty()).then_some(&mut *watches);
-        match &self.aof {
+        let reply = match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
             )),
@@ -368,7 +368,12 @@ impl Shard {
                 ),
             }),
             Some(aof) => aof.execute(&mut store, origin, command, now, watches),
+        };
+        if is_flush {
+            // The keyspace's memory back to the system now, not a purge delay later.
+            crate::heap::collect(true);
         }
+        reply
     }
 
     /// The shard's store, for the AOF rewrite's snapshot steps. Never hold it across an
