@@ -63,7 +63,9 @@ fn a_pipelined_burst_is_admitted_at_the_pace_it_is_answered() {
     stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = stream;
-    writer.write_all(&request(&["CLIENT", "SETNAME", "burst"])).unwrap();
+    writer
+        .write_all(&request(&["CLIENT", "SETNAME", "burst"]))
+        .unwrap();
     let mut ok = [0u8; 5];
     reader.read_exact(&mut ok).unwrap();
     assert_eq!(&ok, b"+OK\r\n");
@@ -125,7 +127,10 @@ fn a_pipelined_burst_is_admitted_at_the_pace_it_is_answered() {
     let (qbuf, omem, tot) = most;
     // Output: the bound plus the one reply that crosses it. Input: what one receive takes
     // (a ring buffer, or a single-shot receive's buffer) beyond an unparsed request.
-    assert!(omem <= (OUTPUT_BOUND + VALUE_LEN + 16) as u64, "omem {omem}");
+    assert!(
+        omem <= (OUTPUT_BOUND + VALUE_LEN + 16) as u64,
+        "omem {omem}"
+    );
     assert!(qbuf <= 256 << 10, "qbuf {qbuf}");
     assert!(tot <= 1 << 20, "tot-mem {tot}");
     // And it is still a working connection.
