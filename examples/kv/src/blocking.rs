@@ -163,6 +163,20 @@ impl<T> WaitQueues<T> {
             .and_then(|queue| queue.front().copied())
     }
 
+    /// The waiter blocked longest on `key` among those `ready` accepts (a key of one type
+    /// serves the waiters for that type, in their order, past waiters for another).
+    pub fn first_ready_on(
+        &self,
+        key: &[u8],
+        mut ready: impl FnMut(&Waiter<T>) -> bool,
+    ) -> Option<WaiterId> {
+        self.by_key
+            .get(key)?
+            .iter()
+            .copied()
+            .find(|id| self.waiters.get(id).is_some_and(&mut ready))
+    }
+
     /// Takes a waiter out of every queue (served, timed out or disconnected); `None` if it
     /// already left, so a late disconnect after a reply is harmless.
     pub fn remove(&mut self, id: WaiterId) -> Option<Waiter<T>> {
@@ -320,6 +334,26 @@ mod tests {
         assert_eq!(queues.first_on(b"x"), None);
         assert_eq!(queues.first_on(b"y"), Some(b));
         assert_eq!(queues.blocked_keys(), 1);
+    }
+
+    #[test]
+    fn the_first_ready_waiter_is_found_past_others() {
+        let mut queues: WaitQueues<&str> = WaitQueues::new(16);
+        let _zset = queues
+            .block(&keys(&["k"]), Deadline::Never, "zset")
+            .unwrap();
+        let list = queues
+            .block(&keys(&["k"]), Deadline::Never, "list")
+            .unwrap();
+        let _later = queues
+            .block(&keys(&["k"]), Deadline::Never, "list")
+            .unwrap();
+        assert_eq!(
+            queues.first_ready_on(b"k", |w| w.client == "list"),
+            Some(list)
+        );
+        assert_eq!(queues.first_ready_on(b"k", |_| false), None);
+        assert_eq!(queues.first_ready_on(b"other", |_| true), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
 pub use pubsub::{PubSubQuery, ShardPubSub, Subscription};
 pub use table::key_positions;
-pub use typed::{mpop_args, sintercard_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
+pub use typed::{mpop_args, sintercard_args, zmpop_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
 use crate::cluster::ClusterRequest;
 use crate::reply::Reply;

@@ -33,6 +33,9 @@ enum KeyShape {
     AllButLast,
     /// `dest numkeys key...` (ZUNIONSTORE, ZINTERSTORE)
     DestCounted,
+    /// `args[0]`, and the key of a STORE or STOREDIST option (GEORADIUS,
+    /// GEORADIUSBYMEMBER), whose options start at `args[n]`
+    OneAndStore(usize),
 }
 
 const RO: &[&str] = &["readonly"];
@@ -47,9 +50,10 @@ const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const W_MOVABLE: &[&str] = &["write", "movablekeys"];
 const W_BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+const W_BLOCKING_FAST_NOSCRIPT: &[&str] = &["write", "noscript", "blocking", "fast"];
 
 macro_rules! typed_ops {
-    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident;)*) => {
+    ($($op:ident $name:literal $arity:literal $flags:ident $shape:ident $(($at:literal))?;)*) => {
         /// One variant per command name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum TypedOp { $($op,)* }
@@ -65,12 +69,12 @@ macro_rules! typed_ops {
             }
 
             fn shape(self) -> KeyShape {
-                match self { $(TypedOp::$op => KeyShape::$shape,)* }
+                match self { $(TypedOp::$op => KeyShape::$shape $(($at))?,)* }
             }
         }
 
         pub(crate) static TYPED_COMMANDS: &[CommandSpec] = &[
-            $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape)),)*
+            $(spec(CommandKind::Typed(TypedOp::$op), $name, $arity, $flags, table_keys(KeyShape::$shape $(($at))?)),)*
         ];
     };
 }
@@ -79,7 +83,7 @@ macro_rules! typed_ops {
 /// Redis's legacy key positions.
 const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
     match shape {
-        KeyShape::One | KeyShape::DestCounted => (1, 1, 1),
+        KeyShape::One | KeyShape::DestCounted | KeyShape::OneAndStore(_) => (1, 1, 1),
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::AllButLast => (1, -2, 1),
@@ -170,6 +174,30 @@ typed_ops! {
     ZUnionStore "zunionstore" -4 WD_MOVABLE DestCounted;
     ZInterStore "zinterstore" -4 WD_MOVABLE DestCounted;
     ZScan "zscan" -3 RO One;
+    ZRemRangeByScore "zremrangebyscore" 4 W One;
+    ZRemRangeByRank "zremrangebyrank" 4 W One;
+    ZRemRangeByLex "zremrangebylex" 4 W One;
+    ZRandMember "zrandmember" -2 RO One;
+    ZUnion "zunion" -3 RO_MOVABLE Counted;
+    ZInter "zinter" -3 RO_MOVABLE Counted;
+    ZDiff "zdiff" -3 RO_MOVABLE Counted;
+    ZDiffStore "zdiffstore" -4 WD_MOVABLE DestCounted;
+    ZInterCard "zintercard" -3 RO_MOVABLE Counted;
+    ZMPop "zmpop" -4 W_MOVABLE Counted;
+    BZMPop "bzmpop" -5 W_BLOCKING_MOVABLE TimeoutCounted;
+    BZPopMin "bzpopmin" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
+    BZPopMax "bzpopmax" -3 W_BLOCKING_FAST_NOSCRIPT AllButLast;
+    // Geo (sorted sets of geohash scores)
+    GeoAdd "geoadd" -5 WD One;
+    GeoDist "geodist" -4 RO One;
+    GeoHash "geohash" -2 RO One;
+    GeoPos "geopos" -2 RO One;
+    GeoSearch "geosearch" -7 RO One;
+    GeoSearchStore "geosearchstore" -8 WD Two;
+    GeoRadius "georadius" -6 WD_MOVABLE OneAndStore(5);
+    GeoRadiusRo "georadius_ro" -6 RO One;
+    GeoRadiusByMember "georadiusbymember" -5 WD_MOVABLE OneAndStore(4);
+    GeoRadiusByMemberRo "georadiusbymember_ro" -5 RO One;
 }
 
 /// Which end LMPOP / BLMPOP pop from.
@@ -190,6 +218,20 @@ pub struct MPopArgs<'a> {
 }
 
 pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
+    mpop_parse(a, (b"left", b"right"))
+}
+
+/// ZMPOP's `numkeys key... MIN|MAX [COUNT count]` (BZMPOP's after its timeout), checked as
+/// LMPOP's (Redis 7.0's `zmpopGenericCommand` has the same order and wording); MIN is
+/// [`ListEnd::Left`].
+pub fn zmpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
+    mpop_parse(a, (b"min", b"max"))
+}
+
+fn mpop_parse<'a>(
+    a: &'a [Bytes],
+    (first, second): (&[u8], &[u8]),
+) -> Result<MPopArgs<'a>, super::CommandError> {
     use super::CommandError;
     let numkeys = a
         .first()
@@ -201,9 +243,9 @@ pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
     let Some(end_at) = end_at else {
         return Err(CommandError::Syntax);
     };
-    let end = if a[end_at].eq_ignore_ascii_case(b"left") {
+    let end = if a[end_at].eq_ignore_ascii_case(first) {
         ListEnd::Left
-    } else if a[end_at].eq_ignore_ascii_case(b"right") {
+    } else if a[end_at].eq_ignore_ascii_case(second) {
         ListEnd::Right
     } else {
         return Err(CommandError::Syntax);
@@ -229,8 +271,13 @@ pub fn mpop_args(a: &[Bytes]) -> Result<MPopArgs<'_>, super::CommandError> {
     })
 }
 
-fn mpop_keys(args: &[Bytes]) -> Vec<&[u8]> {
-    mpop_args(args).map_or_else(
+fn mpop_keys(args: &[Bytes], zset: bool) -> Vec<&[u8]> {
+    let parsed = if zset {
+        zmpop_args(args)
+    } else {
+        mpop_args(args)
+    };
+    parsed.map_or_else(
         |_| Vec::new(),
         |mpop| mpop.keys.iter().map(|k| &k[..]).collect(),
     )
@@ -328,16 +375,46 @@ impl TypedCommand {
                 .map(|k| &k[..])
                 .collect(),
             // LMPOP / BLMPOP: none when the arguments are wrong (the store reports them).
-            KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args),
-            KeyShape::TimeoutCounted => mpop_keys(args.get(1..).unwrap_or_default()),
+            KeyShape::Counted if self.op == TypedOp::LMPop => mpop_keys(args, false),
+            KeyShape::Counted if self.op == TypedOp::ZMPop => mpop_keys(args, true),
+            KeyShape::TimeoutCounted => mpop_keys(
+                args.get(1..).unwrap_or_default(),
+                self.op == TypedOp::BZMPop,
+            ),
             KeyShape::Counted => counted(0),
             KeyShape::DestCounted => {
                 let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
                 keys.extend(counted(1));
                 keys
             }
+            KeyShape::OneAndStore(options) => {
+                let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
+                keys.extend(store_key(args.get(options..).unwrap_or_default()));
+                keys
+            }
         }
     }
+}
+
+/// The key of GEORADIUS's STORE or STOREDIST option (the last one given), walking the
+/// options as the command reads them (Redis's `georadiusGeneric`): COUNT takes a value, the
+/// other words none.
+fn store_key(options: &[Bytes]) -> Option<&[u8]> {
+    let mut key = None;
+    let mut i = 0;
+    while i < options.len() {
+        let word = &options[i];
+        let valued = word.eq_ignore_ascii_case(b"store") || word.eq_ignore_ascii_case(b"storedist");
+        if valued && i + 1 < options.len() {
+            key = Some(&options[i + 1][..]);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"count") {
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    key
 }
 
 #[cfg(test)]

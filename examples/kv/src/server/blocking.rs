@@ -1,6 +1,7 @@
-//! BLPOP, BRPOP, BLMPOP, BLMOVE and BRPOPLPUSH on a shard: the glue around the sans-I/O wait queues
-//! of [`crate::blocking`]. A move waits on its source; serving it runs the move, whose
-//! destination may then serve a waiter of its own.
+//! BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX and BZMPOP on a shard: the
+//! glue around the sans-I/O wait queues of [`crate::blocking`]. A move waits on its source;
+//! serving it runs the move, whose destination may then serve a waiter of its own. A sorted
+//! set pop is served only by a sorted set (a list pushed to its key leaves it waiting).
 //!
 //! A blocking pop runs on the shard owning its keys (all of them: keys on several shards are
 //! refused with the hash-tag hint, like other multi-key writes). When a list has an item it is
@@ -31,7 +32,7 @@ use super::forward::Cancel;
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
 use crate::blocking::{parse_timeout, Deadline, WaitQueues};
-use crate::command::{mpop_args, Command, ListEnd, TypedCommand, TypedOp};
+use crate::command::{mpop_args, zmpop_args, Command, ListEnd, TypedCommand, TypedOp};
 use crate::reply::Reply;
 use bytes::Bytes;
 
@@ -57,8 +58,36 @@ impl Client {
         matches!(self.op, TypedOp::BLMove | TypedOp::BRPopLPush)
     }
 
+    /// Whether the waiter pops a sorted set (BZPOPMIN, BZPOPMAX, BZMPOP), not a list.
+    fn pops_zset(&self) -> bool {
+        matches!(
+            self.op,
+            TypedOp::BZPopMin | TypedOp::BZPopMax | TypedOp::BZMPop
+        )
+    }
+
     /// The command that serves this waiter from `key`, with no timeout left.
     fn serving(&self, key: &[u8]) -> Command {
+        if self.op == TypedOp::BZMPop {
+            // ZMPOP 1 key MIN|MAX COUNT n: the same reply, from the served key only.
+            if let Ok(args) = zmpop_args(&self.args[1..]) {
+                let end = match args.end {
+                    ListEnd::Left => "min",
+                    ListEnd::Right => "max",
+                };
+                let args = vec![
+                    Bytes::from_static(b"1"),
+                    Bytes::copy_from_slice(key),
+                    Bytes::from_static(end.as_bytes()),
+                    Bytes::from_static(b"COUNT"),
+                    Bytes::from(args.count.to_string()),
+                ];
+                return Command::Typed(TypedCommand {
+                    op: TypedOp::ZMPop,
+                    args,
+                });
+            }
+        }
         if self.op == TypedOp::BLMPop {
             // LMPOP 1 key end COUNT n: the same reply, from the served key only.
             if let Ok(args) = mpop_args(&self.args[1..]) {
@@ -196,12 +225,13 @@ impl Shard {
                 .iter()
                 .all(|end| end.eq_ignore_ascii_case(b"left") || end.eq_ignore_ascii_case(b"right")),
             TypedOp::BLMPop => mpop_args(&typed.args[1..]).is_ok(),
+            TypedOp::BZMPop => zmpop_args(&typed.args[1..]).is_ok(),
             _ => true,
         };
         let answers_now = !syntax_ok || self.with_store(|store| store.pop_would_answer(&keys, now));
-        // BLMPOP's timeout comes first, the others' last.
+        // BLMPOP's and BZMPOP's timeout comes first, the others' last.
         let timeout = match op {
-            TypedOp::BLMPop => typed.args.first(),
+            TypedOp::BLMPop | TypedOp::BZMPop => typed.args.first(),
             _ => typed.args.last(),
         };
         let deadline = timeout.map(|timeout| parse_timeout(timeout, now));
@@ -257,10 +287,25 @@ impl Shard {
     /// Offers `key` to its waiters, longest blocked first, while it holds items.
     fn serve_waiters(&self, key: &[u8], now: u64) {
         loop {
+            // Who the key can serve now: a sorted set its sorted-set pops, a list its list
+            // pops (in arrival order past the others, as Redis serves each blocked client from
+            // a key of its type); a program blocked on list keys wakes for any type.
+            let (zset_ready, list_ready, answers) = self.with_store(|store| {
+                (
+                    store.has_zset_items(key, now),
+                    store.has_list_items(key, now),
+                    store.pop_would_answer(&[key], now),
+                )
+            });
             let next = {
                 let queues = self.blocked.queues.borrow();
+                let ready = |waiter: &crate::blocking::Waiter<Client>| match &waiter.client {
+                    client if client.pops_zset() => zset_ready,
+                    client if client.wakes => answers,
+                    _ => list_ready,
+                };
                 queues
-                    .first_on(key)
+                    .first_ready_on(key, ready)
                     .and_then(|id| queues.get(id).map(|w| (id, w.client.clone())))
             };
             let Some((id, client)) = next else {
@@ -275,18 +320,12 @@ impl Shard {
                 continue;
             }
             if client.wakes {
-                if !self.with_store(|store| store.pop_would_answer(&[key], now)) {
-                    return;
-                }
                 // The item stays for the program, which comes to take it under its locks;
                 // the waiters behind it get the next write's items.
                 self.blocked.queues.borrow_mut().remove(id);
                 self.blocked.wakers.set(self.blocked.wakers.get() - 1);
                 self.publish_blocked();
                 self.deliver(client.origin, Reply::Integer(1));
-                return;
-            }
-            if !self.with_store(|store| store.has_list_items(key, now)) {
                 return;
             }
             self.blocked.queues.borrow_mut().remove(id);
@@ -309,7 +348,7 @@ impl Shard {
 
     /// A program blocked on keys of several shards waits here on `keys` (without deadline:
     /// the program keeps its own) until one gets items.
-    pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, now: u64) {
+    pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, zset: bool, now: u64) {
         let ready = self.with_store(|store| {
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
             store.pop_would_answer(&keys, now)
@@ -320,7 +359,11 @@ impl Shard {
         }
         let client = Client {
             origin,
-            op: TypedOp::BLPop,
+            op: if zset {
+                TypedOp::BZPopMin
+            } else {
+                TypedOp::BLPop
+            },
             args: Vec::new(),
             wakes: true,
         };

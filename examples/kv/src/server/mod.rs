@@ -240,9 +240,10 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         .map_err(StartError::Runtime)?;
     if config.rdma.is_some() {
         // First, so a machine without an RDMA device fails before replaying anything.
-        let rdma_config = RdmaConfig {
-            mode: config.rdma_poller,
-            ..RdmaConfig::default()
+        let rdma_config = {
+            let mut o = RdmaConfig::default();
+            o.mode = config.rdma_poller;
+            o
         };
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
@@ -353,10 +354,11 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     // unanswered (the server stops reading past it) and `max_pending_output` reply bytes.
     let binary_server = corewire::Server::builder()
         .service(|_shard| KvService::for_current_shard())
-        .options(corewire::service::ServerOptions {
-            max_in_flight_per_conn: config.max_backlog,
-            max_queued_bytes: config.max_pending_output,
-            ..Default::default()
+        .options({
+            let mut o = corewire::service::ServerOptions::default();
+            o.max_in_flight_per_conn = config.max_backlog;
+            o.max_queued_bytes = config.max_pending_output;
+            o
         })
         .build();
     let binary = match config.binary_addr() {

@@ -54,6 +54,8 @@ pub(crate) enum Note {
         reader: Reader,
         prefixes: Vec<Bytes>,
     },
+    /// Client tracking: a shard has set connection `sink`'s `Broadcaster` note.
+    BroadcasterSet { sink: SinkKey },
 }
 
 /// A shard's part of keyspace notifications.
@@ -153,7 +155,8 @@ impl Shard {
                 self.deliver_redirected(sink, keys, reader)
             }
             Note::RedirectBroken { sink } => self.redirect_broken(sink),
-            Note::Broadcaster { reader, prefixes } => self.set_broadcaster(reader, prefixes),
+            Note::Broadcaster { reader, prefixes } => self.set_remote_broadcaster(reader, prefixes),
+            Note::BroadcasterSet { sink } => self.broadcaster_set(sink),
             Note::TrackFor { reader, keys } => self.track_reader(reader, &keys),
             Note::ShardMessage {
                 sink,

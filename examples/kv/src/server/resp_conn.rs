@@ -5,7 +5,7 @@
 //! for its client holds no receive buffer: chunks go back to the ring once copied into the
 //! session, and the session's input buffer is freed when it is empty.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -70,6 +70,7 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
         task: WakerCell::new(),
         shared: shard.shared.clone(),
         deferred: RefCell::new(Vec::new()),
+        broadcaster_acks: Cell::new(0),
     });
     let key = shard.register(conn.clone());
     let id = conn.state.borrow().session.client_id();
@@ -169,6 +170,10 @@ struct RespConn {
     /// those (to keep their order): queued, then handled at its next turn. Bounded like the
     /// output they become (the session kills a subscriber past its output limit).
     deferred: RefCell<Vec<Deferred>>,
+    /// Other shards yet to confirm this connection's new broadcast prefixes: its output
+    /// (the CLIENT TRACKING reply first) waits for them, so a write its client makes after
+    /// the reply is invalidated whichever shard it lands on.
+    broadcaster_acks: Cell<usize>,
 }
 
 enum Deferred {
@@ -356,7 +361,9 @@ impl RespConn {
                 }
             }
             if let Some(change) = session.take_tracking_change() {
-                shard.tracking_changed(key, change);
+                let acks = shard.tracking_changed(key, change);
+                self.broadcaster_acks
+                    .set(self.broadcaster_acks.get() + acks);
             }
             shard.record_calls(session.take_calls());
             shard.feed_monitors(session.take_monitor_lines());
@@ -374,10 +381,11 @@ impl RespConn {
             // replies come back in one batch): hold what is ready until then, so a pipeline
             // is answered with one send instead of one before and one after the hop.
             // Deliveries wake a poll that dispatches nothing, and that one writes.
-            let hold_output = dispatched
+            let hold_output = (dispatched
                 && session.backlog() > 0
                 && session.pending_output() < FLUSH_THRESHOLD
-                && !io.read_closed;
+                && !io.read_closed)
+                || self.broadcaster_acks.get() > 0;
             if !io.stream.sending() {
                 // The rest of a short send goes out regardless: it was due already.
                 let next = match io.stream.take_unsent() {
@@ -469,6 +477,10 @@ impl RespConn {
             }
             TrackingEvent::Deliver(keys) => session.tracking_deliver(keys, at),
             TrackingEvent::RedirectBroken => session.tracking_redirect_broken(at),
+            TrackingEvent::BroadcasterSet => {
+                self.broadcaster_acks
+                    .set(self.broadcaster_acks.get().saturating_sub(1));
+            }
         }
     }
 

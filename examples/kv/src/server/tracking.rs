@@ -38,6 +38,8 @@ pub(crate) enum TrackingEvent {
     Deliver(Keys),
     /// Its redirect target is gone.
     RedirectBroken,
+    /// One other shard has its new broadcast prefixes.
+    BroadcasterSet,
 }
 
 /// A shard's tracking state.
@@ -233,8 +235,9 @@ impl Shard {
         }
     }
 
-    /// A connection of this shard changed its tracking.
-    pub(crate) fn tracking_changed(&self, sink: SinkKey, change: TrackingChange) {
+    /// A connection of this shard changed its tracking: how many other shards will confirm
+    /// its new broadcast prefixes (`TrackingEvent::BroadcasterSet`).
+    pub(crate) fn tracking_changed(&self, sink: SinkKey, change: TrackingChange) -> usize {
         let mut local = self.tracking.local.borrow_mut();
         if change.on {
             local.insert(sink);
@@ -250,7 +253,9 @@ impl Shard {
         };
         if broadcasting || was {
             self.broadcast_prefixes((self.id, sink), change.prefixes);
+            return self.count - 1;
         }
+        0
     }
 
     /// Connection `sink` of this shard closed.
@@ -282,6 +287,23 @@ impl Shard {
             .borrow_mut()
             .set_broadcaster(reader, prefixes);
         self.refresh_event_log();
+    }
+
+    /// Another shard's broadcaster (see `Note::Broadcaster`): set here, then confirmed to
+    /// its connection.
+    pub(crate) fn set_remote_broadcaster(&self, reader: Reader, prefixes: Vec<Bytes>) {
+        self.set_broadcaster(reader, prefixes);
+        self.forward.push_work(
+            reader.0,
+            Work::Note(Note::BroadcasterSet { sink: reader.1 }),
+        );
+    }
+
+    /// This shard's connection `sink` has its broadcast prefixes on one more shard.
+    pub(crate) fn broadcaster_set(&self, sink: SinkKey) {
+        if let Some(sink) = self.sink(sink) {
+            sink.tracking(TrackingEvent::BroadcasterSet);
+        }
     }
 
     /// Client tracking's counts here: keys tracked, (key, client) pairs, broadcast prefixes.

@@ -86,6 +86,11 @@ fn typed_shape(typed: &TypedCommand) -> Shape {
         {
             Shape::ScorePairs
         }
+        Op::ZRandMember | Op::ZUnion | Op::ZInter | Op::ZDiff
+            if has_flag(&args[1..], b"WITHSCORES") =>
+        {
+            Shape::ScorePairs
+        }
         Op::HRandField if has_flag(&args[1..], b"WITHVALUES") => Shape::Pairs,
         _ => Shape::Plain,
     }

@@ -261,6 +261,15 @@ impl Store {
         })
     }
 
+    /// Whether `key` holds a live, non-empty sorted set at `now_ms`: a blocked BZPOPMIN,
+    /// BZPOPMAX or BZMPOP would be served. Looks only.
+    pub fn has_zset_items(&self, key: &[u8], now_ms: u64) -> bool {
+        self.map.get(key).is_some_and(|entry| {
+            !self.expiring.expired(key, entry, now_ms)
+                && matches!(&entry.value, value::Value::ZSet(zset) if zset.len() > 0)
+        })
+    }
+
     /// Whether a blocking pop on `keys` answers at once at `now_ms` (an item to pop, or a key
     /// of another type: WRONGTYPE) rather than waiting. Looks only, like
     /// [`Store::has_list_items`].

@@ -89,11 +89,13 @@ impl ScriptHost {
             return (Reply::error(text), None);
         }
         // Redis 7.0 flags its blocking pops `noscript`; the table here has them as
-        // `blocking` (as XREAD, which a script may run without BLOCK).
+        // `blocking` (as XREAD, which a script may run without BLOCK). BLMPOP and BZMPOP are
+        // not: in a script they answer at once (nil when there is nothing to pop).
         let flags = Command::flags(&args);
         let blocking_pop = flags.contains(&"blocking")
             && crate::command::table::find(&args[0]).is_some_and(|spec| {
-                matches!(spec.kind, crate::command::table::CommandKind::Typed(_))
+                use crate::command::{table::CommandKind, TypedOp};
+                matches!(spec.kind, CommandKind::Typed(op) if !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
             });
         if flags.contains(&"noscript") || blocking_pop {
             return (

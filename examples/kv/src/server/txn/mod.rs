@@ -73,8 +73,13 @@ pub(crate) enum TxnMsg {
         origin: Origin,
         keys: Vec<Bytes>,
     },
-    /// A program waits for `keys` to get list items: wake `origin` (once) when one does.
-    Block { origin: Origin, keys: Vec<Bytes> },
+    /// A program waits for `keys` to get list items (sorted set members with `zset`): wake
+    /// `origin` (once) when one does.
+    Block {
+        origin: Origin,
+        keys: Vec<Bytes>,
+        zset: bool,
+    },
     /// The program at `origin` waits no more: drop its wake-ups here.
     Unblock(Origin),
 }
@@ -279,7 +284,7 @@ impl Shard {
                 });
                 self.deliver(origin, reply);
             }
-            TxnMsg::Block { origin, keys } => self.block_waker(origin, keys, now),
+            TxnMsg::Block { origin, keys, zset } => self.block_waker(origin, keys, zset, now),
             TxnMsg::Unblock(origin) => self.unblock_waker(origin),
         }
     }

@@ -74,7 +74,11 @@ async fn run_command(
         let Command::Typed(typed) = &command else {
             return Reply::NullArray;
         };
-        if !wait_for_items(&held, origin, atomic::waits_on(typed), deadline).await {
+        let zset = matches!(
+            typed.op,
+            TypedOp::BZPopMin | TypedOp::BZPopMax | TypedOp::BZMPop
+        );
+        if !wait_for_items(&held, origin, atomic::waits_on(typed), zset, deadline).await {
             return crate::server::blocking::timed_out();
         }
     }
@@ -94,7 +98,7 @@ fn blocking_deadline(command: &Command, now: u64) -> Option<Deadline> {
         return None;
     }
     let timeout = match typed.op {
-        TypedOp::BLMPop => typed.args.first(),
+        TypedOp::BLMPop | TypedOp::BZMPop => typed.args.first(),
         _ => typed.args.last(),
     }?;
     parse_timeout(timeout, now).ok()
@@ -175,7 +179,13 @@ fn may_grow(command: &Command) -> bool {
 
 /// Waits until one of `keys` may have items (`true`), or the deadline passes or the client
 /// goes away (`false`).
-async fn wait_for_items(held: &Held, client: Origin, keys: Vec<Bytes>, deadline: Deadline) -> bool {
+async fn wait_for_items(
+    held: &Held,
+    client: Origin,
+    keys: Vec<Bytes>,
+    zset: bool,
+    deadline: Deadline,
+) -> bool {
     let shard = held.shard();
     let seq = held.reserve_seq();
     let wake = held.origin(seq);
@@ -192,6 +202,7 @@ async fn wait_for_items(held: &Held, client: Origin, keys: Vec<Bytes>, deadline:
                 TxnMsg::Block {
                     origin: wake,
                     keys: mine,
+                    zset,
                 },
             );
         }

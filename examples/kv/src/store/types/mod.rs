@@ -4,11 +4,14 @@
 //! otherwise.
 
 pub(super) mod args;
+mod geo;
+mod geohash;
 mod hash;
 mod list;
 mod scan;
 mod set;
 mod zset;
+mod zset_ops;
 
 use bytes::Bytes;
 
@@ -91,8 +94,28 @@ impl Store {
             Op::ZRank | Op::ZRevRank => cx.zrank(a),
             Op::ZPopMin | Op::ZPopMax => cx.zpop(a),
             Op::ZRangeStore => cx.zrangestore(a),
-            Op::ZUnionStore | Op::ZInterStore => cx.zsetop_store(a),
             Op::ZScan => cx.zscan(a),
+            Op::ZRemRangeByScore | Op::ZRemRangeByRank | Op::ZRemRangeByLex => cx.zremrange(a),
+            Op::ZRandMember => cx.zrandmember(a),
+            Op::ZUnionStore
+            | Op::ZInterStore
+            | Op::ZDiffStore
+            | Op::ZUnion
+            | Op::ZInter
+            | Op::ZDiff
+            | Op::ZInterCard => cx.zsetop(a),
+            Op::ZMPop | Op::BZMPop => cx.zmpop(a),
+            Op::BZPopMin | Op::BZPopMax => cx.bzpop(a),
+            Op::GeoAdd => cx.geoadd(a),
+            Op::GeoDist => cx.geodist(a),
+            Op::GeoHash => cx.geohash(a),
+            Op::GeoPos => cx.geopos(a),
+            Op::GeoSearch
+            | Op::GeoSearchStore
+            | Op::GeoRadius
+            | Op::GeoRadiusRo
+            | Op::GeoRadiusByMember
+            | Op::GeoRadiusByMemberRo => cx.geosearch(a),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Sorted sets: ZADD, ZREM, ZSCORE, ZMSCORE, ZINCRBY, ZCARD, ZCOUNT, ZLEXCOUNT, ZRANGE and its
-//! older forms, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZRANGESTORE, ZUNIONSTORE, ZINTERSTORE,
-//! ZSCAN (Redis 7.0's t_zset.c).
+//! older forms, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZRANGESTORE,
+//! ZSCAN (Redis 7.0's t_zset.c); the rest of the family is in `zset_ops.rs`.
 
 use std::ops::Bound;
 
@@ -16,30 +16,30 @@ use crate::store::value::{Score, Value, ValueType, ZSet};
 
 const ZSET: ValueType = ValueType::ZSet;
 
-fn zset(value: &mut Value) -> &mut ZSet {
+pub(super) fn zset(value: &mut Value) -> &mut ZSet {
     match value {
         Value::ZSet(zset) => zset,
         _ => unreachable!("checked zset"),
     }
 }
 
-fn zset_ref(value: Option<&Value>) -> Option<&ZSet> {
+pub(super) fn zset_ref(value: Option<&Value>) -> Option<&ZSet> {
     match value {
         Some(Value::ZSet(zset)) => Some(zset),
         _ => None,
     }
 }
 
-fn own(arg: &Bytes) -> CompactBytes {
+pub(super) fn own(arg: &Bytes) -> CompactBytes {
     CompactBytes::new(arg)
 }
 
-fn text(message: &str) -> CommandError {
+pub(super) fn text(message: &str) -> CommandError {
     CommandError::Text(message.into())
 }
 
 /// A score bound: `1.5`, `(1.5` (exclusive), `-inf`, `+inf`.
-fn score_bound(arg: &[u8]) -> Result<Bound<f64>, CommandError> {
+pub(super) fn score_bound(arg: &[u8]) -> Result<Bound<f64>, CommandError> {
     let error = || text("ERR min or max is not a float");
     // Redis reads bounds with a bare strtod: leading spaces pass, and an empty number is 0.
     let number = |text: &[u8]| {
@@ -58,14 +58,14 @@ fn score_bound(arg: &[u8]) -> Result<Bound<f64>, CommandError> {
 
 /// A lex bound: `[a` (inclusive), `(a` (exclusive), `-`, `+`.
 #[derive(Clone)]
-enum Lex {
+pub(super) enum Lex {
     Min,
     Max,
     In(Bytes),
     Ex(Bytes),
 }
 
-fn lex_bound(arg: &Bytes) -> Result<Lex, CommandError> {
+pub(super) fn lex_bound(arg: &Bytes) -> Result<Lex, CommandError> {
     match arg.first() {
         Some(b'-') if arg.len() == 1 => Ok(Lex::Min),
         Some(b'+') if arg.len() == 1 => Ok(Lex::Max),
@@ -114,7 +114,7 @@ fn lex_below_max(member: &[u8], max: &Lex) -> bool {
 /// while elements stay at or below the maximum (from the other end with REV). With mixed
 /// scores that is not "every member in the range"; it is what Redis answers for its compact
 /// encoding, and this walk reproduces it.
-fn lex_walk<'z>(
+pub(super) fn lex_walk<'z>(
     zset: &'z ZSet,
     min: &Lex,
     max: &Lex,
@@ -176,7 +176,7 @@ fn lex_positions(zset: &ZSet, min: &Lex, max: &Lex) -> Option<(usize, usize)> {
 
 /// The positions [lo, hi) of the elements with scores between `min` and `max`: two binary
 /// searches (the order is by score first).
-fn score_positions(zset: &ZSet, min: &Bound<f64>, max: &Bound<f64>) -> (usize, usize) {
+pub(super) fn score_positions(zset: &ZSet, min: &Bound<f64>, max: &Bound<f64>) -> (usize, usize) {
     let lo = (zset.order).partition_point(|(Score(s), _)| !above_min(*s, min));
     let hi = (zset.order).partition_point(|(Score(s), _)| below_max(*s, max));
     (lo, hi)
@@ -293,7 +293,7 @@ impl RangeQuery {
 }
 
 /// Members (and scores) written as RESP straight away (`reply/bulks.rs`).
-fn pairs_reply(pairs: Vec<(Bytes, f64)>, with_scores: bool) -> Reply {
+pub(super) fn pairs_reply(pairs: Vec<(Bytes, f64)>, with_scores: bool) -> Reply {
     let per_member = if with_scores { 2 } else { 1 };
     let bytes = pairs.iter().map(|(m, _)| m.len() + 8).sum();
     let mut items = Bulks::builder(pairs.len() * per_member, bytes);
@@ -304,27 +304,6 @@ fn pairs_reply(pairs: Vec<(Bytes, f64)>, with_scores: bool) -> Reply {
         }
     }
     Reply::Bulks(items.finish())
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Aggregate {
-    Sum,
-    Min,
-    Max,
-}
-
-fn aggregate(how: Aggregate, a: f64, b: f64) -> f64 {
-    let out = match how {
-        Aggregate::Sum => a + b,
-        Aggregate::Min => a.min(b),
-        Aggregate::Max => a.max(b),
-    };
-    // inf + -inf: Redis stores 0.
-    if out.is_nan() {
-        0.0
-    } else {
-        out
-    }
 }
 
 impl<S: ChangeSink> Cx<'_, S> {
@@ -596,7 +575,7 @@ impl<S: ChangeSink> Cx<'_, S> {
 
     /// Replaces `a[0]` with `pairs` (deleted when empty); logged as written, which replays
     /// to the same result from the same sources.
-    fn store_result(&mut self, a: &[Bytes], pairs: Vec<(Bytes, f64)>) -> Reply {
+    pub(super) fn store_result(&mut self, a: &[Bytes], pairs: Vec<(Bytes, f64)>) -> Reply {
         let count = pairs.len();
         let existed = self.store.remove(&a[0]).is_some();
         if count > 0 {
@@ -660,93 +639,6 @@ impl<S: ChangeSink> Cx<'_, S> {
             self.event(self.op.name(), &a[0]);
         }
         Ok(pairs_reply(popped, true))
-    }
-
-    /// ZUNIONSTORE and ZINTERSTORE: `dest numkeys key... [WEIGHTS w...] [AGGREGATE how]`.
-    /// Sources may be sets (every member scores 1).
-    pub fn zsetop_store(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
-        let union = self.op == Op::ZUnionStore;
-        let numkeys = int(&a[1])?;
-        if numkeys < 1 {
-            return Err(CommandError::Text(format!(
-                "ERR at least 1 input key is needed for '{}' command",
-                self.op.name()
-            )));
-        }
-        let numkeys = numkeys as usize;
-        if numkeys > a.len() - 2 {
-            return Err(CommandError::Syntax);
-        }
-        let keys = &a[2..2 + numkeys];
-        // Redis reads (and type-checks) the sources before it parses the options.
-        // Each source as (member, score) pairs; a missing key is an empty source.
-        let mut sources: Vec<Vec<(Bytes, f64)>> = Vec::with_capacity(numkeys);
-        for key in keys {
-            let value = self.store.lookup(key, self.now, self.sink);
-            sources.push(match value {
-                None => Vec::new(),
-                Some(Value::ZSet(z)) => z.scores.iter().map(|(m, s)| (m.to_bytes(), *s)).collect(),
-                Some(Value::Set(s)) => s.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
-                Some(_) => return Err(CommandError::WrongType),
-            });
-        }
-        let mut weights = vec![1.0; numkeys];
-        let mut how = Aggregate::Sum;
-        let mut i = 2 + numkeys;
-        while i < a.len() {
-            if is(&a[i], "weights") && i + numkeys < a.len() {
-                for (w, arg) in weights.iter_mut().zip(&a[i + 1..=i + numkeys]) {
-                    *w = parse_float(arg).ok_or_else(|| text("ERR weight value is not a float"))?;
-                }
-                i += numkeys + 1;
-            } else if is(&a[i], "aggregate") && i + 1 < a.len() {
-                how = match &a[i + 1] {
-                    arg if is(arg, "sum") => Aggregate::Sum,
-                    arg if is(arg, "min") => Aggregate::Min,
-                    arg if is(arg, "max") => Aggregate::Max,
-                    _ => return Err(CommandError::Syntax),
-                };
-                i += 2;
-            } else {
-                return Err(CommandError::Syntax);
-            }
-        }
-        let weighted = |score: f64, weight: f64| {
-            let product = score * weight;
-            if product.is_nan() {
-                0.0
-            } else {
-                product
-            }
-        };
-        let mut result: indexmap::IndexMap<Bytes, f64> = indexmap::IndexMap::new();
-        if union {
-            for (source, weight) in sources.iter().zip(&weights) {
-                for (member, score) in source {
-                    let score = weighted(*score, *weight);
-                    result
-                        .entry(member.clone())
-                        .and_modify(|acc| *acc = aggregate(how, *acc, score))
-                        .or_insert(score);
-                }
-            }
-        } else if let Some((first, rest)) = sources.split_first() {
-            let rest: Vec<indexmap::IndexMap<&Bytes, f64>> = rest
-                .iter()
-                .map(|s| s.iter().map(|(m, score)| (m, *score)).collect())
-                .collect();
-            'members: for (member, score) in first {
-                let mut acc = weighted(*score, weights[0]);
-                for (other, weight) in rest.iter().zip(&weights[1..]) {
-                    let Some(score) = other.get(member) else {
-                        continue 'members;
-                    };
-                    acc = aggregate(how, acc, weighted(*score, *weight));
-                }
-                result.insert(member.clone(), acc);
-            }
-        }
-        Ok(self.store_result(a, result.into_iter().collect()))
     }
 
     pub fn zscan(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
