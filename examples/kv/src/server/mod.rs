@@ -625,7 +625,7 @@ fn start_shards(
                         tick.tick().await;
                         shard.sweep(sweep_work);
                         ticks += 1;
-                        if ticks % per_second == 0 {
+                        if ticks.is_multiple_of(per_second) {
                             // What bursts freed goes back to the system even while the
                             // shard is idle (see `heap`).
                             crate::heap::collect(false);
