@@ -19,9 +19,9 @@
 //! a delay after they emptied (1 s by default), and only from inside the allocator, when the
 //! thread allocates or frees again. A shard that goes idle after a burst (a `redis-cli
 //! --pipe` load, a FLUSHALL) would keep what the burst left, tens of megabytes, for as long
-//! as it stays idle. The shards call [`collect`] from their once-a-second housekeeping: it
-//! purges what is due (measured: a few microseconds with nothing to do, about a millisecond
-//! after FLUSHALL of a million keys).
+//! as it stays idle. The shards call [`collect`] from their once-a-second housekeeping (it
+//! purges only what is due, so a busy shard's churn is not given back and taken again), and
+//! with `force` after FLUSHALL.
 
 #![allow(unsafe_code)]
 
