@@ -100,6 +100,7 @@ async fn echo(stream: &TcpStream, budget: Budget, limits: EchoLimits) -> Result<
             // Nothing partial to keep while waiting for the client.
             inbound = BytesMut::new();
         }
+        replies.release_idle();
         // Everything that arrived together, so the replies to it go out in one send.
         let n = stream.recv_available(&mut inbound).await?;
         if n == 0 {

@@ -444,7 +444,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("zset-max-listpack-value", mem(0, LONG_MAX), "64")
         .alias("zset-max-ziplist-value")
         .live(LiveKey::Encoding),
-    opt("hll-sparse-max-bytes", mem(0, LONG_MAX), "3000"),
+    opt("hll-sparse-max-bytes", mem(0, LONG_MAX), "3000").live(LiveKey::Encoding),
     opt("tracking-table-max-keys", int(0, LONG_MAX), "1000000")
         .live(LiveKey::TrackingTableMaxKeys)
         .help("keys the client-tracking table remembers at most (all shards)"),
