@@ -122,7 +122,7 @@ for name in corewire-kv redis-server; do
     # (b): redis-benchmark loads.
     for n in "$keys" $([[ $big_keys -gt 0 ]] && echo "$big_keys"); do
         start "$name"
-        local_before="$(rss_kib "$spid")"
+        load_before="$(rss_kib "$spid")"
         cmds+=("taskset -c $client_cpu redis-benchmark -p PORT -t set -n $n -r $n -d 32 -P 16 -c 50 -q")
         taskset -c "$client_cpu" redis-benchmark -p "$port" -t set -n "$n" -r "$n" -d 32 -P 16 \
             -c 50 -q >"$work/bench.out" 2>&1
@@ -132,7 +132,7 @@ for name in corewire-kv redis-server; do
         fig[$name:used_bench$n]="$(used_kib)"
         dbsize="$(cli dbsize)"
         fig[$name:dbsize_bench$n]="$dbsize"
-        fig[$name:perkey_bench$n]=$(( (fig[$name:bench${n}_settled] - local_before) * 1024 / dbsize ))
+        fig[$name:perkey_bench$n]=$(( (fig[$name:bench${n}_settled] - load_before) * 1024 / dbsize ))
         stop
     done
 
