@@ -45,6 +45,7 @@ pub mod introspect;
 pub mod kv_client;
 pub mod notify;
 mod number;
+pub mod rdb;
 pub mod reply;
 pub mod resp;
 pub mod routing;

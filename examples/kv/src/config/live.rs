@@ -224,6 +224,7 @@ impl LiveConfig {
             | LiveKey::RequirePass
             | LiveKey::BusyReplyThreshold
             | LiveKey::ProtectedMode
+            | LiveKey::Persistence
             | LiveKey::Tls => {}
         }
     }

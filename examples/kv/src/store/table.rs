@@ -77,11 +77,6 @@ impl KeyTable {
         Some(&mut self.slots[at].entry)
     }
 
-    pub fn get_key_value(&self, key: &[u8]) -> Option<(&CompactBytes, &Entry)> {
-        self.position(key)
-            .map(|at| (&self.slots[at].key, &self.slots[at].entry))
-    }
-
     /// The key's position in the dense order, the stored key and its entry.
     pub fn get_full(&self, key: &[u8]) -> Option<(usize, &CompactBytes, &Entry)> {
         let at = self.position(key)?;
