@@ -34,6 +34,10 @@
 #                              8 connections pipelining MSET/MGET batches + 1 probe GET, budgets
 #                              unlimited,default (examples/kv/bench/fairness.sh; KV_FAIRNESS_ARGS
 #                              adds its flags, QUICK=1 its --quick)
+#   benches/run.sh kv-memory   corewire-kv vs redis-server memory (examples/kv/bench/memory.sh):
+#                              RSS after a 1 M-key redis-cli --pipe load, after redis-benchmark
+#                              SET loads, after FLUSHALL, per idle connection; QUICK=1 its
+#                              --quick, KV_MEMORY_ARGS adds its flags
 #   benches/run.sh tls         the cost of TLS: corewire-kv vs redis-server over TLS
 #                              (examples/kv/bench/tls.sh: redis-benchmark --tls SET/GET at -P 1
 #                              and -P 16, server CPU per request, new handshakes/s with -k 0;
@@ -369,6 +373,13 @@ kv_fairness() {
     run "$repo/examples/kv/bench/fairness.sh" "${args[@]}" ${KV_FAIRNESS_ARGS:-}
 }
 
+kv_memory() {
+    local args=()
+    [[ $quick == 1 ]] && args=(--quick)
+    # shellcheck disable=SC2086 # KV_MEMORY_ARGS is split into flags on purpose
+    run "$repo/examples/kv/bench/memory.sh" "${args[@]}" ${KV_MEMORY_ARGS:-}
+}
+
 tls_suite() {
     local args=(--rounds "$rounds") secs=5
     [[ $quick == 1 ]] && args=(--quick) && secs=1
@@ -389,8 +400,9 @@ case "$suite" in
     grpc) grpc ;;
     fairness) fairness ;;
     kv-fairness) kv_fairness ;;
+    kv-memory) kv_memory ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,79p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, rdma-fairness, tls, acl)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,83p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, kv-memory, rdma-fairness, tls, acl)" >&2; exit 2 ;;
 esac

@@ -46,6 +46,10 @@ pub struct ServerInfo {
     pub config_file: String,
     /// The process's resident memory, from /proc (0 where unknown).
     pub used_memory_rss: u64,
+    /// The heap's bytes as the allocator counts them (`crate::heap`): now, at its most and
+    /// at start-up; `None` where the server runs without that allocator (then
+    /// `used_memory` is the keyspace's estimate plus the connections' buffers).
+    pub heap: Option<HeapBytes>,
     pub tracking_clients: u64,
     /// Clients in CLIENT PAUSE's wait and the like.
     pub server_time_usec: u64,
@@ -59,6 +63,26 @@ pub struct ServerInfo {
     pub cached_scripts: u64,
     /// SAVE/BGSAVE state (INFO persistence's `rdb_` fields).
     pub rdb: crate::server::RdbInfo,
+}
+
+/// [`ServerInfo::heap`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HeapBytes {
+    pub allocated: u64,
+    pub peak: u64,
+    pub startup: u64,
+}
+
+impl HeapBytes {
+    /// The allocator's figures, where `corewire-kv`'s allocator is installed.
+    pub fn now() -> Option<HeapBytes> {
+        let allocated = crate::heap::allocated()?;
+        Some(HeapBytes {
+            allocated,
+            peak: crate::heap::peak().max(allocated),
+            startup: crate::heap::startup(),
+        })
+    }
 }
 
 /// One shard's part of INFO: the store's numbers and the glue's.
@@ -283,12 +307,23 @@ fn clients_section(out: &mut String, facts: &Facts<'_>) {
 
 fn memory_section(out: &mut String, facts: &Facts<'_>) {
     let server = facts.server;
-    // `used_memory` is the keyspace estimate `--maxmemory` limits (store/memory.rs) and the
-    // connections' buffers, not the allocator's total; `used_memory_dataset` is the keyspace's
-    // bytes. Eviction looks at the keyspace only: the connections are not counted for it.
+    // `used_memory` is the allocator's count of the heap (`crate::heap`), as Redis's is;
+    // without that allocator, the keyspace estimate `--maxmemory` limits (store/memory.rs)
+    // plus the connections' buffers. `used_memory_dataset` is what the heap holds beyond the
+    // start-up heap and the connections' buffers. Eviction looks at the keyspace estimate
+    // only: the connections are not counted for it.
     let clients: u64 = facts.parts.iter().map(|p| p.clients_memory).sum();
-    let used = total(facts, |s| s.used_memory) + clients;
-    let dataset = total(facts, |s| s.data_bytes);
+    let estimate = total(facts, |s| s.used_memory) + clients;
+    let heap = server.heap.unwrap_or(HeapBytes {
+        allocated: estimate,
+        peak: estimate,
+        startup: 0,
+    });
+    let used = heap.allocated;
+    let dataset = match server.heap {
+        Some(heap) => heap.allocated.saturating_sub(heap.startup + clients),
+        None => total(facts, |s| s.data_bytes),
+    };
     let percent = |part: u64, whole: u64| {
         if whole == 0 {
             0.0
@@ -303,11 +338,11 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
          used_memory_human:{}\r\n\
          used_memory_rss:{}\r\n\
          used_memory_rss_human:{}\r\n\
-         used_memory_peak:{used}\r\n\
+         used_memory_peak:{}\r\n\
          used_memory_peak_human:{}\r\n\
-         used_memory_peak_perc:100.00%\r\n\
+         used_memory_peak_perc:{:.2}%\r\n\
          used_memory_overhead:{}\r\n\
-         used_memory_startup:0\r\n\
+         used_memory_startup:{}\r\n\
          used_memory_dataset:{dataset}\r\n\
          used_memory_dataset_perc:{:.2}%\r\n\
          maxmemory:{}\r\n\
@@ -321,12 +356,16 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
          mem_clients_slaves:0\r\n\
          mem_clients_normal:{clients}\r\n\
          mem_aof_buffer:0\r\n\
-         number_of_cached_scripts:{}\r\n",
+         number_of_cached_scripts:{}\r\n\
+         used_memory_keyspace:{}\r\n",
         human_bytes(used),
         server.used_memory_rss,
         human_bytes(server.used_memory_rss),
-        human_bytes(used),
+        heap.peak,
+        human_bytes(heap.peak),
+        percent(used, heap.peak),
         used.saturating_sub(dataset),
+        heap.startup,
         percent(dataset, used),
         server.maxmemory,
         human_bytes(server.maxmemory),
@@ -337,6 +376,8 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
             server.used_memory_rss as f64 / used as f64
         },
         server.cached_scripts,
+        // Not Redis's: the keyspace's estimate, what `--maxmemory` limits and evicts by.
+        estimate - clients,
     );
 }
 

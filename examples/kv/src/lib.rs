@@ -39,6 +39,7 @@ pub mod cluster;
 pub mod command;
 pub mod config;
 mod glob;
+pub mod heap;
 pub mod hyperloglog;
 pub mod info;
 pub mod introspect;

@@ -49,10 +49,10 @@ fn noeviction_refuses_writes_past_the_limit() {
     );
     // Each shard stops at its half; the other may still take a few keys.
     assert!(written > 500, "only {written} keys");
-    let used = info_field(&mut conn, "memory", "used_memory");
+    let used = info_field(&mut conn, "memory", "used_memory_keyspace");
     assert!(
         used > LIMIT / 2 && used <= LIMIT + 4_096,
-        "used_memory {used}"
+        "used_memory_keyspace {used}"
     );
     assert_eq!(conn.call(&["GET", "key:0"]), Reply::bulk(&value));
     let keys: Vec<String> = (0..written).map(|i| format!("key:{i}")).collect();
@@ -84,8 +84,11 @@ fn eviction_policies_keep_shards_under_the_limit() {
             );
             assert_eq!(conn.call(&["GET", "hot"]), Reply::bulk("1"), "{policy}");
         }
-        let used = info_field(&mut conn, "memory", "used_memory");
-        assert!(used <= LIMIT + 4_096, "{policy}: used_memory {used}");
+        let used = info_field(&mut conn, "memory", "used_memory_keyspace");
+        assert!(
+            used <= LIMIT + 4_096,
+            "{policy}: used_memory_keyspace {used}"
+        );
         let evicted = info_field(&mut conn, "stats", "evicted_keys");
         let Reply::Int(keys) = conn.call(&["DBSIZE"]) else {
             panic!("DBSIZE");

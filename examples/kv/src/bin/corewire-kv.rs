@@ -14,13 +14,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter};
 
-/// Many small, short-lived allocations (requests, replies, cross-shard batches), some freed on
-/// another shard than the one that allocated them: mimalloc's thread-local free lists suit
-/// that better than glibc's arenas (Redis links jemalloc for the same reason).
+/// mimalloc with a count of the heap it holds (INFO's `used_memory`): see `heap`'s docs.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: corewire_kv::heap::Allocator = corewire_kv::heap::Allocator::new();
 
 fn main() -> ExitCode {
+    corewire_kv::heap::installed();
     let loaded = match load::from_args(std::env::args().skip(1)) {
         Ok(loaded) => loaded,
         Err(ConfigError::Info(text)) => {

@@ -683,9 +683,11 @@ fn merge_histogram(parts: Vec<Reply>, _: &ServerInfo, names: &[Bytes]) -> Reply 
     Reply::Map(items)
 }
 
-/// Each part: `[keys, expires, data_bytes, used_memory]` of the shard.
-fn memory_totals(parts: &[Reply]) -> [u64; 4] {
-    let mut totals = [0u64; 4];
+/// Each part: `[keys, expires, data_bytes, used_memory, table_bytes, clients_bytes]` of the
+/// shard: its keyspace's counts and estimate, the heap its key table holds and its
+/// connections' buffers.
+fn memory_totals(parts: &[Reply]) -> [u64; 6] {
+    let mut totals = [0u64; 6];
     for part in parts {
         if let Reply::Array(fields) = part {
             for (total, field) in totals.iter_mut().zip(fields) {
@@ -698,58 +700,109 @@ fn memory_totals(parts: &[Reply]) -> [u64; 4] {
     totals
 }
 
+/// MEMORY STATS, with Redis 7.0's fields. Where `corewire-kv`'s allocator counts the heap
+/// (`crate::heap`), `total.allocated` is that count and the parts are measured: the heap at
+/// start-up, the connections' buffers (`clients.normal`), the key table with its spare
+/// capacity (`overhead.hashtable.main`); `dataset.bytes` is the rest (keys, values and
+/// their allocations). The `allocator.*`, `rss-overhead.*` and `fragmentation*` fields
+/// compare the count with the process's RSS: the allocator's free pages not yet given back,
+/// the code and the runtime's rings. Without that allocator the figures are the keyspace's
+/// estimate (what `--maxmemory` limits).
 fn merge_memory_stats(parts: Vec<Reply>, server: &ServerInfo, _: &[Bytes]) -> Reply {
-    let [keys, expires, data, used] = memory_totals(&parts);
+    let [keys, expires, data, estimate, table, clients] = memory_totals(&parts);
     let int = |n: u64| Reply::Integer(n as i64);
     let bulk = |s: &'static str| Reply::Bulk(Bytes::from_static(s.as_bytes()));
-    let overhead = used.saturating_sub(data);
+    let double = |value: f64| Reply::Double(crate::store::format_double(value));
+    let ratio = |part: u64, whole: u64| {
+        double(if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        })
+    };
     let percent = |part: u64, whole: u64| {
-        let value = if whole == 0 {
+        double(if whole == 0 {
             0.0
         } else {
             part as f64 * 100.0 / whole as f64
-        };
-        Reply::Double(crate::store::format_double(value))
+        })
     };
+    let expires_overhead = expires * 32;
+    let (total, peak, startup, overhead, dataset) = match server.heap {
+        Some(heap) => {
+            let overhead = heap.startup + clients + table + expires_overhead;
+            let dataset = heap.allocated.saturating_sub(overhead);
+            (
+                heap.allocated,
+                heap.peak.max(heap.allocated),
+                heap.startup,
+                overhead,
+                dataset,
+            )
+        }
+        None => {
+            let used = estimate + clients;
+            (used, used, 0, used.saturating_sub(data), data)
+        }
+    };
+    let rss = server.used_memory_rss;
     Reply::Map(vec![
         bulk("peak.allocated"),
-        int(used),
+        int(peak),
         bulk("total.allocated"),
-        int(used),
+        int(total),
         bulk("startup.allocated"),
-        int(0),
+        int(startup),
         bulk("replication.backlog"),
         int(0),
         bulk("clients.slaves"),
         int(0),
         bulk("clients.normal"),
-        int(server.connected_clients * std::mem::size_of::<crate::session::Session>() as u64),
+        int(clients),
+        bulk("cluster.links"),
+        int(0),
         bulk("aof.buffer"),
+        int(0),
+        bulk("lua.caches"),
+        int(0),
+        bulk("functions.caches"),
         int(0),
         bulk("db.0"),
         Reply::Map(vec![
             bulk("overhead.hashtable.main"),
-            int(overhead),
+            int(table),
             bulk("overhead.hashtable.expires"),
-            int(expires * 32),
+            int(expires_overhead),
         ]),
         bulk("overhead.total"),
         int(overhead),
         bulk("keys.count"),
         int(keys),
         bulk("keys.bytes-per-key"),
-        int(used.checked_div(keys).unwrap_or(0)),
+        int(total.saturating_sub(startup).checked_div(keys).unwrap_or(0)),
         bulk("dataset.bytes"),
-        int(data),
+        int(dataset),
         bulk("dataset.percentage"),
-        percent(data, used),
+        percent(dataset, total.saturating_sub(startup)),
         bulk("peak.percentage"),
-        percent(used, used),
+        percent(total, peak),
+        bulk("allocator.allocated"),
+        int(total),
+        bulk("allocator.resident"),
+        int(rss),
+        bulk("allocator.rss-ratio"),
+        ratio(rss, total),
+        bulk("allocator.rss-bytes"),
+        int(rss.saturating_sub(total)),
+        bulk("fragmentation"),
+        ratio(rss, total),
+        bulk("fragmentation.bytes"),
+        int(rss.saturating_sub(total)),
     ])
 }
 
 fn merge_memory_doctor(parts: Vec<Reply>, _: &ServerInfo, _: &[Bytes]) -> Reply {
-    let [keys, _, _, used] = memory_totals(&parts);
+    let [keys, _, _, used, _, _] = memory_totals(&parts);
     let text = if keys == 0 {
         "Hi Sam, this instance is empty or is using very little memory, my issues detector \
          can't be used in these conditions. Please, leave for your mission on Earth and fill \

@@ -176,12 +176,18 @@ impl Shard {
             }
             Request::LatencyHistogram(_) => self.introspect.calls.borrow().to_reply(),
             Request::MemoryStats | Request::MemoryDoctor => {
-                let stats = self.with_store(|store| store.stats());
+                let (stats, table) =
+                    self.with_store(|store| (store.stats(), store.table_heap_bytes()));
+                let clients: u64 = (self.sinks().iter())
+                    .map(|(_, sink)| sink.memory() as u64)
+                    .sum();
                 Reply::Array(vec![
                     int(stats.keys),
                     int(stats.expires),
                     int(stats.data_bytes),
                     int(stats.used_memory),
+                    int(table),
+                    int(clients),
                 ])
             }
             Request::MemoryMallocStats => Reply::Bulk(Bytes::from_static(

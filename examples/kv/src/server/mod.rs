@@ -413,6 +413,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
                 .map_err(rdma_unavailable)?,
         ),
     };
+    crate::heap::mark_startup();
     Ok(RunningServer {
         resp,
         tls: tls_listener,
@@ -715,9 +716,17 @@ fn start_shards(
                 }
                 spawn_local(async move {
                     let mut tick = interval(sweep_interval);
+                    let per_second = (1000 / sweep_interval.as_millis().max(1)).max(1);
+                    let mut ticks = 0u128;
                     loop {
                         tick.tick().await;
                         shard.sweep(sweep_work);
+                        ticks += 1;
+                        if ticks.is_multiple_of(per_second) {
+                            // What bursts freed goes back to the system even while the
+                            // shard is idle (see `heap`).
+                            crate::heap::collect(false);
+                        }
                     }
                 });
                 Ok::<_, AofStartError>(summary)

@@ -355,7 +355,7 @@ impl Shard {
         let watches = (!watches.is_empty()).then_some(&mut *watches);
         // A save in progress keeps what this write changes as it was (see `rdb_save.rs`).
         super::rdb_save::before_write(&mut store, &command, now);
-        match &self.aof {
+        let reply = match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
             )),
@@ -371,7 +371,12 @@ impl Shard {
                 ),
             }),
             Some(aof) => aof.execute(&mut store, origin, command, now, watches),
+        };
+        if is_flush {
+            // The keyspace's memory back to the system now, not a purge delay later.
+            crate::heap::collect(true);
         }
+        reply
     }
 
     /// The shard's store, for the AOF rewrite's snapshot steps. Never hold it across an

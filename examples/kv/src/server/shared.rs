@@ -166,6 +166,7 @@ impl ServerShared {
                 .map(|path| path.display().to_string())
                 .unwrap_or_default(),
             used_memory_rss: rss_bytes(),
+            heap: crate::info::HeapBytes::now(),
             tracking_clients: (self.session.live.hot.tracking_clients).load(Ordering::Relaxed),
             server_time_usec: super::introspect::unix_us(),
             latency_percentiles: self.session.live.latency_percentiles(),

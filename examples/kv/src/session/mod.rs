@@ -77,6 +77,11 @@ enum Lifecycle {
 pub struct Session {
     config: Arc<SessionConfig>,
     input: BytesMut,
+    /// The parser found no complete request in `input` (or it is empty): only then is more
+    /// read. Requests already buffered are parsed first, at the pace the backlog and the
+    /// output bound allow, so a client writing far ahead fills its own socket buffer, not
+    /// this one (Redis likewise reads again only once its query buffer is processed).
+    needs_input: bool,
     parser: RequestParser,
     replies: ReplyQueue,
     output: BytesMut,
@@ -156,6 +161,7 @@ impl Session {
             acl_queued_args: None,
             config,
             input: BytesMut::new(),
+            needs_input: true,
             replies: ReplyQueue::default(),
             output: BytesMut::new(),
             lifecycle: Lifecycle::Open,
@@ -189,6 +195,7 @@ impl Session {
     /// Appends bytes read from the socket.
     pub fn feed(&mut self, data: &[u8]) {
         self.input.extend_from_slice(data);
+        self.needs_input = false;
     }
 
     /// Frees the buffers an idle connection does not need (input, output, the reply queue's
@@ -210,11 +217,15 @@ impl Session {
         &mut self.input
     }
 
-    /// Whether the glue should keep reading from the socket. False while the backlog or the
-    /// pending output is at its limit (backpressure: the client's own socket buffer then
-    /// fills and TCP slows it down) and once the connection is closing.
+    /// Whether the glue should keep reading from the socket. False while a complete request
+    /// is still buffered, while the backlog or the pending output is at its limit
+    /// (backpressure: the client's own socket buffer then fills and TCP slows it down) and
+    /// once the connection is closing. The buffered input is then at most one request and
+    /// one receive's bytes, however far ahead a pipelining client writes.
     pub fn wants_read(&self) -> bool {
-        self.lifecycle == Lifecycle::Open && self.has_capacity()
+        self.lifecycle == Lifecycle::Open
+            && (self.needs_input || self.input.is_empty())
+            && self.has_capacity()
     }
 
     /// Parses the next request that needs a shard. Connection-level commands and errors met
@@ -247,7 +258,10 @@ impl Session {
                     }
                     (args, frame)
                 }
-                Ok(None) => return None,
+                Ok(None) => {
+                    self.needs_input = true;
+                    return None;
+                }
                 Err(error) => {
                     // The stream cannot be resynchronised: answer, then close, like Redis.
                     let seq = self.replies.push_pending(self.encoding(Default::default()));

@@ -238,6 +238,12 @@ impl Store {
         self.run(command, 0, &mut NoLog)
     }
 
+    /// Heap bytes the key table holds, its spare capacity included (MEMORY STATS's
+    /// `overhead.hashtable.main`).
+    pub fn table_heap_bytes(&self) -> u64 {
+        self.map.heap_bytes() as u64
+    }
+
     pub fn stats(&self) -> ShardStats {
         ShardStats {
             keys: self.map.len() as u64,

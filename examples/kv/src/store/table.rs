@@ -1,14 +1,18 @@
-//! The keyspace's table (issue 13: CPU per request): the keys and their entries stored
-//! together in one `hashbrown::HashTable`, so a lookup is one hash and one probe that compares
-//! the stored key in place. The `IndexMap` it replaces kept the entries in a separate vector
-//! and the table held indices, so each lookup also read a second cache line.
+//! The keyspace's table: the keys and their entries in one dense vector (`slots`, in the
+//! order SCAN, RANDOMKEY, eviction sampling and the AOF snapshot walk by position, see
+//! `Store`'s docs) and a `hashbrown::HashTable` of `u32` positions into it. Removal is
+//! `swap_remove` (the last key takes the hole), insertion appends.
 //!
-//! It keeps `IndexMap`'s dense order, which SCAN, RANDOMKEY, eviction sampling and the AOF
-//! snapshot walk by position (see `Store`'s docs): `order[i]` is the bucket of the `i`-th key,
-//! and each slot knows its position. Removal is `swap_remove` (the last key takes the hole),
-//! insertion appends, as before. Buckets move only when the table rehashes, which happens
-//! only inside an insert that finds no room; [`KeyTable::insert_new`] makes room first and
-//! then rebuilds `order`, O(n) per doubling like the rehash itself.
+//! Why positions rather than the slots in the hash table's buckets (the layout before): a hash
+//! table doubles, and holds between 7/16 and 7/8 of its buckets full. With 56-byte slots in
+//! the buckets, one million keys sat in two million buckets (just past 7/8 of 2^20): 128 MB
+//! of buckets, all of them touched, for 56 MB of slots, plus the old table freed at the
+//! doubling. With 4-byte positions the buckets cost 5 bytes each (with their control byte),
+//! and the dense vector's unused capacity is never written, so the operating system never
+//! backs it: measured with `examples/kv/bench/memory.sh` (1 M keys of 16 B with 32 B values
+//! through `redis-cli --pipe`), about 100 bytes of RSS per key against redis-server's 145,
+//! where the in-bucket layout took 175.
+//! The price is a second cache line per lookup (the position, then the slot).
 
 use std::hash::BuildHasher;
 
@@ -22,17 +26,20 @@ use super::entry::Entry;
 struct Slot {
     key: CompactBytes,
     entry: Entry,
-    /// Where the key is in the dense order.
-    position: u32,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct KeyTable {
-    table: HashTable<Slot>,
-    /// The bucket of each key, in dense order.
-    order: Vec<u32>,
+    /// Positions in `slots`, hashed by their slot's key.
+    index: HashTable<u32>,
+    /// The keys and entries, in dense order.
+    slots: Vec<Slot>,
     hasher: RandomState,
 }
+
+/// Below this many slots of capacity a table is not shrunk (a small table's spare room
+/// costs little, and shrinking it would only churn).
+const SHRINK_MIN: usize = 1024;
 
 impl KeyTable {
     fn hash(&self, key: &[u8]) -> u64 {
@@ -40,120 +47,132 @@ impl KeyTable {
     }
 
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.slots.is_empty()
     }
 
+    /// Empties the table and gives its memory back (FLUSHALL, FLUSHDB), as Redis frees its
+    /// dict: a table kept at its largest size would hold tens of megabytes for nothing.
     pub fn clear(&mut self) {
-        self.table.clear();
-        self.order.clear();
+        self.index = HashTable::new();
+        self.slots = Vec::new();
     }
 
-    fn find(&self, key: &[u8]) -> Option<&Slot> {
-        self.table.find(self.hash(key), |slot| slot.key == *key)
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        let slots = &self.slots;
+        (self.index)
+            .find(self.hash(key), |&at| slots[at as usize].key == *key)
+            .map(|&at| at as usize)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.find(key).map(|slot| &slot.entry)
+        self.position(key).map(|at| &self.slots[at].entry)
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let hash = self.hash(key);
-        (self.table.find_mut(hash, |slot| slot.key == *key)).map(|slot| &mut slot.entry)
+        let at = self.position(key)?;
+        Some(&mut self.slots[at].entry)
     }
 
     /// The key's position in the dense order, the stored key and its entry.
     pub fn get_full(&self, key: &[u8]) -> Option<(usize, &CompactBytes, &Entry)> {
-        (self.find(key)).map(|slot| (slot.position as usize, &slot.key, &slot.entry))
+        let at = self.position(key)?;
+        let slot = &self.slots[at];
+        Some((at, &slot.key, &slot.entry))
     }
 
-    /// The key at `position` in the dense order: no hashing, one bucket read.
+    /// The key at `position` in the dense order: no hashing.
     pub fn get_index(&self, position: usize) -> Option<(&CompactBytes, &Entry)> {
-        let bucket = *self.order.get(position)?;
-        (self.table.get_bucket(bucket as usize)).map(|slot| (&slot.key, &slot.entry))
+        self.slots
+            .get(position)
+            .map(|slot| (&slot.key, &slot.entry))
     }
 
     /// Adds a key the caller knows is absent, at the end of the dense order.
     pub fn insert_new(&mut self, key: CompactBytes, entry: Entry) -> &mut Entry {
-        debug_assert!(self.find(&key).is_none(), "insert_new of a present key");
+        debug_assert!(self.position(&key).is_none(), "insert_new of a present key");
         let hash = self.hash(&key);
-        if self.table.len() == self.table.capacity() {
-            // The insert would rehash and move buckets: do it here and re-read them.
-            let hasher = &self.hasher;
-            self.table.reserve(1, |slot| hasher.hash_one(&slot.key[..]));
-            self.rebuild_order();
-        }
-        let position = u32::try_from(self.order.len()).expect("at most 2^32 keys per shard");
-        let slot = Slot {
-            key,
-            entry,
-            position,
-        };
-        let hasher = &self.hasher;
-        let occupied =
-            (self.table).insert_unique(hash, slot, |slot| hasher.hash_one(&slot.key[..]));
-        self.order.push(bucket_u32(occupied.bucket_index()));
-        &mut occupied.into_mut().entry
+        let position = u32::try_from(self.slots.len()).expect("at most 2^32 keys per shard");
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        (self.index).insert_unique(hash, position, |&at| {
+            hasher.hash_one(&slots[at as usize].key[..])
+        });
+        self.slots.push(Slot { key, entry });
+        &mut self.slots.last_mut().expect("just pushed").entry
     }
 
     /// Removes `key`; the last key in the dense order moves into its position, which is
     /// returned with the stored key and the entry.
     pub fn swap_remove_full(&mut self, key: &[u8]) -> Option<(usize, CompactBytes, Entry)> {
         let hash = self.hash(key);
-        let found = self.table.find_entry(hash, |slot| slot.key == *key).ok()?;
-        let (slot, _) = found.remove();
-        let position = slot.position as usize;
-        self.order.swap_remove(position);
-        if let Some(&moved) = self.order.get(position) {
-            if let Some(moved) = self.table.get_bucket_mut(moved as usize) {
-                moved.position = slot.position;
+        let slots = &self.slots;
+        let found = (self.index)
+            .find_entry(hash, |&at| slots[at as usize].key == *key)
+            .ok()?;
+        let (position, _) = found.remove();
+        let last = self.slots.len() - 1;
+        if position as usize != last {
+            // The last slot takes the hole: its index entry follows it.
+            let moved = self.hash(&self.slots[last].key);
+            if let Some(at) = self.index.find_mut(moved, |&at| at as usize == last) {
+                *at = position;
             }
         }
-        Some((position, slot.key, slot.entry))
+        let slot = self.slots.swap_remove(position as usize);
+        self.shrink_if_sparse();
+        Some((position as usize, slot.key, slot.entry))
+    }
+
+    /// After many removals, gives back what a quarter-full table no longer needs (Redis
+    /// shrinks its dicts below a tenth full in its cron); to twice the keys, so growing again
+    /// does not follow at once.
+    fn shrink_if_sparse(&mut self) {
+        let capacity = self.slots.capacity();
+        if capacity >= SHRINK_MIN && self.slots.len() * 4 < capacity {
+            let keep = self.slots.len() * 2;
+            self.slots.shrink_to(keep);
+            let (slots, hasher) = (&self.slots, &self.hasher);
+            (self.index).shrink_to(keep, |&at| hasher.hash_one(&slots[at as usize].key[..]));
+        }
     }
 
     /// The keys and entries in dense order, as `IndexMap` iterated.
     pub fn iter(&self) -> impl Iterator<Item = (&CompactBytes, &Entry)> {
-        (0..self.order.len()).filter_map(|position| self.get_index(position))
+        self.slots.iter().map(|slot| (&slot.key, &slot.entry))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &CompactBytes> {
         self.iter().map(|(key, _)| key)
     }
 
-    /// Bytes the table and the order take per key it can hold (for `used_memory`).
+    /// Bytes the slot and its share of the index take per key (for `used_memory`): the slot,
+    /// and a position with its control byte in a table between half and 7/8 full.
     pub fn bytes_per_key() -> usize {
-        std::mem::size_of::<Slot>() + std::mem::size_of::<u32>() + 1
+        std::mem::size_of::<Slot>() + 2 * (std::mem::size_of::<u32>() + 1)
     }
 
-    fn rebuild_order(&mut self) {
-        for bucket in self.table.iter_buckets() {
-            if let Some(slot) = self.table.get_bucket(bucket) {
-                self.order[slot.position as usize] = bucket_u32(bucket);
-            }
-        }
+    /// Heap bytes the table holds now, spare capacity included (MEMORY STATS).
+    pub fn heap_bytes(&self) -> usize {
+        let buckets = if self.index.capacity() == 0 {
+            0
+        } else {
+            (self.index.capacity() * 8 / 7).next_power_of_two()
+        };
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + buckets * (std::mem::size_of::<u32>() + 1)
     }
 
-    /// Checks that the dense order and the slots agree (tests).
+    /// Checks that the dense order and the index agree (tests).
     #[cfg(test)]
     pub fn assert_consistent(&self) {
-        assert_eq!(self.order.len(), self.table.len());
-        for (position, &bucket) in self.order.iter().enumerate() {
-            let slot = self
-                .table
-                .get_bucket(bucket as usize)
-                .expect("order names a full bucket");
-            assert_eq!(slot.position as usize, position);
-            assert!(std::ptr::eq(self.find(&slot.key).unwrap(), slot));
+        assert_eq!(self.index.len(), self.slots.len());
+        for (position, slot) in self.slots.iter().enumerate() {
+            assert_eq!(self.position(&slot.key), Some(position));
         }
     }
-}
-
-fn bucket_u32(bucket: usize) -> u32 {
-    u32::try_from(bucket).expect("at most 2^32 buckets per shard")
 }
 
 #[cfg(test)]
@@ -196,5 +215,31 @@ mod tests {
         assert!(table.get_index(model.len()).is_none());
         table.clear();
         assert!(table.is_empty() && table.get_index(0).is_none());
+    }
+
+    /// Removing most keys gives the memory back (and keeps every key findable at its
+    /// position); clearing gives back all of it.
+    #[test]
+    fn shrinks_after_mass_removal_and_clear_frees() {
+        let mut table = KeyTable::default();
+        let key = |i: usize| format!("key:{i}").into_bytes();
+        for i in 0..8192 {
+            table.insert_new(CompactBytes::new(&key(i)), entry());
+        }
+        let full = table.heap_bytes();
+        for i in 0..8000 {
+            assert!(table.swap_remove_full(&key(i)).is_some());
+        }
+        table.assert_consistent();
+        assert!(
+            table.heap_bytes() * 4 < full,
+            "{} of {full}",
+            table.heap_bytes()
+        );
+        for i in 8000..8192 {
+            assert!(table.get(&key(i)).is_some());
+        }
+        table.clear();
+        assert_eq!(table.heap_bytes(), 0);
     }
 }
