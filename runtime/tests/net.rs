@@ -263,8 +263,7 @@ fn recv_abandoned_before_submission_does_not_swallow_queued_data() {
             // Loopback delivers during the peer's write: once it returned, the bytes are
             // queued on our socket. (Blocking the shard here is fine: nothing else runs.)
             written_rx.recv().unwrap();
-            let first =
-                timeout(Duration::ZERO, stream.recv(BytesMut::with_capacity(64), 64)).await;
+            let first = timeout(Duration::ZERO, stream.recv(BytesMut::with_capacity(64), 64)).await;
             // io_uring only submits on the first poll, so the receive is dropped unfinished;
             // epoll tries the syscall at once and may already hold the bytes. Either way
             // none may be lost: they are in this receive or in the next one.
