@@ -289,20 +289,22 @@ impl Shard {
         loop {
             // Who the key can serve now: a sorted set its sorted-set pops, a list its list
             // pops (in arrival order past the others, as Redis serves each blocked client from
-            // a key of its type); a program blocked on list keys wakes for any type.
-            let (zset_ready, list_ready, answers) = self.with_store(|store| {
+            // a key of its type). A key that became another type serves nobody: its waiters
+            // keep waiting, as in Redis (programs blocked over several shards too).
+            let (zset_ready, list_ready) = self.with_store(|store| {
                 (
                     store.has_zset_items(key, now),
                     store.has_list_items(key, now),
-                    store.pop_would_answer(&[key], now),
                 )
             });
             let next = {
                 let queues = self.blocked.queues.borrow();
-                let ready = |waiter: &crate::blocking::Waiter<Client>| match &waiter.client {
-                    client if client.pops_zset() => zset_ready,
-                    client if client.wakes => answers,
-                    _ => list_ready,
+                let ready = |waiter: &crate::blocking::Waiter<Client>| {
+                    if waiter.client.pops_zset() {
+                        zset_ready
+                    } else {
+                        list_ready
+                    }
                 };
                 queues
                     .first_ready_on(key, ready)
@@ -349,9 +351,16 @@ impl Shard {
     /// A program blocked on keys of several shards waits here on `keys` (without deadline:
     /// the program keeps its own) until one gets items.
     pub(crate) fn block_waker(&self, origin: Origin, keys: Vec<Bytes>, zset: bool, now: u64) {
+        // Only items of the popped type wake it: the program already answered WRONGTYPE for
+        // a key of another type before it blocked.
         let ready = self.with_store(|store| {
-            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
-            store.pop_would_answer(&keys, now)
+            keys.iter().any(|key| {
+                if zset {
+                    store.has_zset_items(key, now)
+                } else {
+                    store.has_list_items(key, now)
+                }
+            })
         });
         if ready {
             self.deliver(origin, Reply::Integer(1));
