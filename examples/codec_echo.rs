@@ -8,9 +8,11 @@
 
 use std::io::{Read, Write};
 
-use corewire::runtime::accept::{Accepted, TcpEndpoint};
+use corewire::runtime::accept::Accepted;
+
 use corewire::runtime::compat::Compat;
 use corewire::Runtime;
+use corewire::TcpEndpoint;
 use futures_util::{SinkExt, StreamExt};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 

@@ -14,7 +14,7 @@ mod echo_support;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use corewire::runtime::Runtime;
+use corewire::Runtime;
 
 use echo_support::args::{invalid, ArgError, Flags};
 use echo_support::load::{run_load, LoadReport, LoadSpec, StopAfter};
@@ -134,7 +134,8 @@ fn micros(d: Duration) -> f64 {
 mod tests {
     use super::*;
     use bytes::{Bytes, BytesMut};
-    use corewire::runtime::accept::{Accepted, TcpEndpoint};
+    use corewire::runtime::accept::Accepted;
+    use corewire::TcpEndpoint;
     use echo_support::connection::{serve_echo, EchoLimits};
     use echo_support::load::LoadError;
 

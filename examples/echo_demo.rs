@@ -12,8 +12,10 @@ mod echo_support;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use corewire::runtime::accept::{AcceptMode, Placement, TcpEndpoint};
-use corewire::runtime::{Budget, Runtime};
+use corewire::runtime::accept::{AcceptMode, Placement};
+
+use corewire::TcpEndpoint;
+use corewire::{Budget, Runtime};
 
 use echo_support::connection::{serve_echo, EchoLimits};
 use echo_support::load::{run_load, LoadSpec, StopAfter};

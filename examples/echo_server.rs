@@ -21,9 +21,12 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use corewire::runtime::accept::{AcceptMode, ListenerHandle, Placement, TcpEndpoint};
+use corewire::runtime::accept::{AcceptMode, Placement};
+
 use corewire::runtime::net::RecvBuffers;
-use corewire::runtime::{Budget, Runtime, ShardStatsSnapshot};
+use corewire::runtime::ShardStatsSnapshot;
+use corewire::{Budget, Runtime};
+use corewire::{ListenerHandle, TcpEndpoint};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -103,10 +106,10 @@ fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
 fn parse_recv_buffers(text: &str) -> Result<RecvBuffers, ArgError> {
     let bad = || invalid("recv-buffers", text, "expected COUNTxSIZE, e.g. 1024x4096");
     let (count, size) = text.split_once('x').ok_or_else(bad)?;
-    Ok(RecvBuffers {
-        count: count.parse().map_err(|_| bad())?,
-        size: size.parse().map_err(|_| bad())?,
-    })
+    Ok(RecvBuffers::new(
+        count.parse().map_err(|_| bad())?,
+        size.parse().map_err(|_| bad())?,
+    ))
 }
 
 fn parse_placement(text: &str, shards: usize) -> Result<Placement, ArgError> {
@@ -149,10 +152,7 @@ fn parse_budget(flags: &mut Flags) -> Result<Budget, ArgError> {
     if bytes == Some(0) {
         return Err(invalid("budget-bytes", "0", "expected a byte count > 0"));
     }
-    Ok(Budget {
-        max_messages,
-        max_bytes: bytes,
-    })
+    Ok(Budget::new(max_messages, bytes))
 }
 
 fn main() -> ExitCode {
@@ -265,13 +265,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.registered_fds, 4096);
-        assert_eq!(
-            c.recv_buffers,
-            RecvBuffers {
-                count: 256,
-                size: 16384
-            }
-        );
+        assert_eq!(c.recv_buffers, RecvBuffers::new(256, 16384));
 
         let c = parse(flags(
             "--addr 127.0.0.1:0 --shards 1 --budget-msgs unlimited",

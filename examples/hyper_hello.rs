@@ -10,9 +10,10 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::runtime::accept::{Accepted, TcpEndpoint};
+use corewire::runtime::accept::Accepted;
 use corewire::runtime::compat::{hyper::Timer, Compat};
 use corewire::Runtime;
+use corewire::TcpEndpoint;
 use http_body_util::Full;
 use hyper::{body::Incoming, server::conn::http1, service::service_fn, Request, Response};
 

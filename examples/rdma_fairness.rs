@@ -198,9 +198,10 @@ async fn run_client(
     window_tx: mpsc::Sender<(Instant, Instant)>,
 ) -> ClientFigures {
     let payload = Bytes::from(vec![0x5a; o.size]);
-    let opts = |window: usize| ClientOptions {
-        window,
-        ..ClientOptions::default()
+    let opts = |window: usize| {
+        let mut o = ClientOptions::default();
+        o.window = window;
+        o
     };
     let mut hot_clients = Vec::new();
     for _ in 0..o.hot_conns {
@@ -309,14 +310,16 @@ fn main() {
     };
     let (server_rt, client_rt) = (runtime(o.server_cpu, "srv"), runtime(o.client_cpu, "cli"));
     let base = RdmaConfig::default();
-    let server_config = RdmaConfig {
-        budget: o.budget,
-        mode: o.mode,
-        ..base.clone()
+    let server_config = {
+        let mut c = base.clone();
+        c.budget = o.budget;
+        c.mode = o.mode;
+        c
     };
-    let client_config = RdmaConfig {
-        mode: o.client_mode,
-        ..base.clone()
+    let client_config = {
+        let mut c = base.clone();
+        c.mode = o.client_mode;
+        c
     };
     for (rt, config) in [(&server_rt, server_config), (&client_rt, client_config)] {
         if let Err(e) = rdma::install(rt, config) {

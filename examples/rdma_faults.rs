@@ -97,11 +97,12 @@ fn addr(name: &str) -> SocketAddr {
 /// on a shared 2-core host), so nothing may spin.
 fn runtime() -> Runtime {
     let rt = Runtime::builder().shards(1).build().expect("runtime");
-    let config = RdmaConfig {
-        mode: PollerMode::Event,
-        ack_timeout: Some(ACK_TIMEOUT),
-        keepalive: keepalive(),
-        ..RdmaConfig::default()
+    let config = {
+        let mut o = RdmaConfig::default();
+        o.mode = PollerMode::Event;
+        o.ack_timeout = Some(ACK_TIMEOUT);
+        o.keepalive = keepalive();
+        o
     };
     if let Err(e) = rdma::install(&rt, config) {
         eprintln!("{NO_DEVICE} ({e})");

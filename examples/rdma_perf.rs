@@ -36,10 +36,10 @@ use std::time::{Duration, Instant};
 use thread_cpu::thread_cpu_seconds;
 
 use bytes::Bytes;
-use corewire::runtime::accept::TcpEndpoint;
 use corewire::runtime::RuntimeBuilder;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint};
 use corewire::transport::Connection;
+use corewire::TcpEndpoint;
 use corewire::{
     service_id, spawn_local, Client, ClientOptions, Request, Response, Runtime, Server, Service,
     Status,
@@ -252,11 +252,12 @@ fn main() {
         .build()
         .expect("client runtime");
     let server = Server::builder().service(|_| Echo).build();
-    let rdma_config = RdmaConfig {
-        mode: o.mode,
-        solicited_wakeups: o.solicited,
-        large_message_threshold: o.large_threshold,
-        ..RdmaConfig::default()
+    let rdma_config = {
+        let mut c = RdmaConfig::default();
+        c.mode = o.mode;
+        c.solicited_wakeups = o.solicited;
+        c.large_message_threshold = o.large_threshold;
+        c
     };
     let (addr, _tcp_handle, rdma_handle): (SocketAddr, _, _) = if o.transport == "rdma" {
         for rt in [&server_rt, &client_rt] {
@@ -291,9 +292,10 @@ fn main() {
         let hist: Hist = Rc::new(RefCell::new(Histogram::new(3).unwrap()));
         let mut clients = Vec::new();
         for _ in 0..opts.conns {
-            let co = ClientOptions {
-                window: opts.depth.max(1),
-                ..ClientOptions::default()
+            let co = {
+                let mut o = ClientOptions::default();
+                o.window = opts.depth.max(1);
+                o
             };
             if opts.transport == "rdma" {
                 let c = Client::connect_rdma(addr, co).await.expect("rdma connect");

@@ -17,16 +17,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::accept::{Accepted, ListenerHandle, TcpEndpoint};
+use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::TcpStream;
 use corewire::runtime::tls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use corewire::runtime::tls::rustls::{ClientConfig, RootCertStore, ServerConfig};
-use corewire::runtime::tls::{
-    self, TlsAccepted, TlsAcceptor, TlsConnector, TlsEndpoint, TlsStream,
-};
+use corewire::runtime::tls::{self, TlsAccepted, TlsStream};
 use corewire::{
     service_id, Client, ClientOptions, Request, Response, Runtime, Server, Service, Status,
 };
+use corewire::{ListenerHandle, TcpEndpoint};
+use corewire::{TlsAcceptor, TlsConnector, TlsEndpoint};
 
 struct Echo;
 impl Service for Echo {

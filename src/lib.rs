@@ -40,6 +40,7 @@
 //! });
 //! assert_eq!(&reply.unwrap()[..], b"hi");
 //! ```
+#![deny(missing_docs)]
 
 #[cfg(feature = "grpc")]
 pub mod grpc;

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire::runtime::accept::{Accepted, TcpEndpoint};
+use corewire::runtime::accept::Accepted;
 use corewire::runtime::compat::{hyper::Timer, Compat, WRITE_BUFFER};
 use corewire::runtime::net::{ListenOptions, TcpListener};
+use corewire::TcpEndpoint;
 use corewire::{timeout, Runtime};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(20);

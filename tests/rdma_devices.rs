@@ -90,10 +90,11 @@ fn rdma_the_device_can_be_chosen_by_name_netdev_ip_or_gid() {
     ];
     for (device, gid_index) in choices {
         let what = format!("{device:?} gid {gid_index:?}");
-        let rt = runtime(RdmaConfig {
-            device,
-            gid_index,
-            ..polling()
+        let rt = runtime({
+            let mut o = polling();
+            o.device = device;
+            o.gid_index = gid_index;
+            o
         })
         .unwrap_or_else(|e| panic!("{what}: {e}"));
         let wildcard = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port());
@@ -114,9 +115,10 @@ fn rdma_the_device_can_be_chosen_by_name_netdev_ip_or_gid() {
 #[test]
 fn rdma_a_missing_device_is_an_error_listing_the_devices_present() {
     require_two_devices();
-    let err = runtime(RdmaConfig {
-        device: DeviceSelector::Name("mlx5_9".into()),
-        ..polling()
+    let err = runtime({
+        let mut o = polling();
+        o.device = DeviceSelector::Name("mlx5_9".into());
+        o
     })
     .err()
     .expect("a missing device was accepted");
@@ -126,10 +128,11 @@ fn rdma_a_missing_device_is_an_error_listing_the_devices_present() {
         text.contains("rxe0") && text.contains("rxe1") && text.contains("10.77.1.1 on rxe-d1"),
         "{text}"
     );
-    let err = runtime(RdmaConfig {
-        device: DeviceSelector::Name("rxe0".into()),
-        gid_index: Some(4000),
-        ..polling()
+    let err = runtime({
+        let mut o = polling();
+        o.device = DeviceSelector::Name("rxe0".into());
+        o.gid_index = Some(4000);
+        o
     })
     .err()
     .expect("a missing GID was accepted");
@@ -140,9 +143,10 @@ fn rdma_a_missing_device_is_an_error_listing_the_devices_present() {
 #[test]
 fn rdma_listening_off_the_chosen_device_is_refused() {
     require_two_devices();
-    let rt = runtime(RdmaConfig {
-        device: DeviceSelector::Name("rxe1".into()),
-        ..polling()
+    let rt = runtime({
+        let mut o = polling();
+        o.device = DeviceSelector::Name("rxe1".into());
+        o
     })
     .unwrap();
     let err = Server::builder()

@@ -24,13 +24,11 @@ fn pipeline(server_config: RdmaConfig) -> (rdma::RdmaStats, u64) {
     let addr = s.addr;
     let n = client_rt
         .run_on(0, move || async move {
-            let c = Client::connect_rdma(
-                addr,
-                ClientOptions {
-                    window: CALLS as usize,
-                    ..Default::default()
-                },
-            )
+            let c = Client::connect_rdma(addr, {
+                let mut o = ClientOptions::default();
+                o.window = CALLS as usize;
+                o
+            })
             .await
             .unwrap();
             let tasks: Vec<_> = (0..CALLS)
@@ -60,10 +58,11 @@ fn pipeline(server_config: RdmaConfig) -> (rdma::RdmaStats, u64) {
 
 #[test]
 fn rdma_budget_bounds_frames_per_round_and_the_batch_bounds_completions_per_poll() {
-    let (st, exhausted) = pipeline(RdmaConfig {
-        budget: Budget::messages(4),
-        poll_batch: 2,
-        ..polling()
+    let (st, exhausted) = pipeline({
+        let mut o = polling();
+        o.budget = Budget::messages(4);
+        o.poll_batch = 2;
+        o
     });
     assert!(
         (1..=4).contains(&st.max_round_frames),
@@ -79,10 +78,11 @@ fn rdma_budget_bounds_frames_per_round_and_the_batch_bounds_completions_per_poll
 /// Event mode drains the whole CQ per wake-up; the budget still bounds what is handed up.
 #[test]
 fn rdma_budget_bounds_frames_per_round_in_event_mode() {
-    let (st, exhausted) = pipeline(RdmaConfig {
-        budget: Budget::messages(4),
-        mode: PollerMode::Event,
-        ..polling()
+    let (st, exhausted) = pipeline({
+        let mut o = polling();
+        o.budget = Budget::messages(4);
+        o.mode = PollerMode::Event;
+        o
     });
     assert!(
         (1..=4).contains(&st.max_round_frames),
@@ -96,9 +96,10 @@ fn rdma_budget_bounds_frames_per_round_in_event_mode() {
 /// bound above comes from the budget, not from how messages happen to arrive.
 #[test]
 fn rdma_unlimited_budget_hands_up_whole_messages_in_one_round() {
-    let (st, exhausted) = pipeline(RdmaConfig {
-        budget: Budget::UNLIMITED,
-        ..polling()
+    let (st, exhausted) = pipeline({
+        let mut o = polling();
+        o.budget = Budget::UNLIMITED;
+        o
     });
     assert!(st.max_round_frames > 4, "{st:?}");
     assert_eq!(exhausted, 0, "an unlimited budget never runs out: {st:?}");

@@ -16,9 +16,10 @@ use rdma_common::{polling, Echo};
 fn call(rt: &Runtime, rdma_addr: SocketAddr, fallback: SocketAddr) -> TransportKind {
     let (kind, reply) = rt
         .run_on(0, move || async move {
-            let options = ClientOptions {
-                tcp_fallback: Some(fallback),
-                ..ClientOptions::default()
+            let options = {
+                let mut o = ClientOptions::default();
+                o.tcp_fallback = Some(fallback);
+                o
             };
             let c = Client::<RdmaOrTcp>::connect_rdma_or_tcp(rdma_addr, options)
                 .await

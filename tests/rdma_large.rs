@@ -17,9 +17,10 @@ use rdma_common::{polling, rdma_listen_addr, runtime};
 const THRESHOLD: usize = 64 << 10;
 
 fn config() -> RdmaConfig {
-    RdmaConfig {
-        large_message_threshold: Some(THRESHOLD),
-        ..polling()
+    {
+        let mut o = polling();
+        o.large_message_threshold = Some(THRESHOLD);
+        o
     }
 }
 
@@ -136,13 +137,11 @@ fn rdma_large_and_small_frames_arrive_intact_and_in_order() {
 /// The same exchange with large messages off: everything is copied through the chunks.
 #[test]
 fn rdma_large_messages_can_be_turned_off() {
-    let rt = runtime(
-        1,
-        RdmaConfig {
-            large_message_threshold: None,
-            ..polling()
-        },
-    );
+    let rt = runtime(1, {
+        let mut o = polling();
+        o.large_message_threshold = None;
+        o
+    });
     let addr = rdma_listen_addr();
     let listener = echo_frames(&rt, addr);
     rt.run_on(0, move || async move {

@@ -22,13 +22,14 @@ use rdma_common::{polling, rdma_listen_addr, runtime, setup, Echo};
 #[test]
 fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
     // 32 chunks: 4 kept for sends (a window), 4 connections × 7 receive buffers = 28.
-    let st = exhaust_the_pool(RdmaConfig {
-        window: 4,
-        receive: ReceiveQueues::PerConnection,
-        chunk_size: 4096,
-        slab_bytes: 16 * 4096,
-        pool_bytes: 32 * 4096,
-        ..polling()
+    let st = exhaust_the_pool({
+        let mut o = polling();
+        o.window = 4;
+        o.receive = ReceiveQueues::PerConnection;
+        o.chunk_size = 4096;
+        o.slab_bytes = 16 * 4096;
+        o.pool_bytes = 32 * 4096;
+        o
     });
     assert!(st.pool_recv_chunks <= 28, "{st:?}");
 }
@@ -37,13 +38,14 @@ fn rdma_pool_exhaustion_makes_senders_wait_and_every_call_completes() {
 /// for an early refill), 8 for sends.
 #[test]
 fn rdma_pool_exhaustion_with_a_shared_receive_queue_makes_senders_wait() {
-    let st = exhaust_the_pool(RdmaConfig {
-        window: 4,
-        receive: ReceiveQueues::Shared { buffers: 32 },
-        chunk_size: 4096,
-        slab_bytes: 16 * 4096,
-        pool_bytes: 48 * 4096,
-        ..polling()
+    let st = exhaust_the_pool({
+        let mut o = polling();
+        o.window = 4;
+        o.receive = ReceiveQueues::Shared { buffers: 32 };
+        o.chunk_size = 4096;
+        o.slab_bytes = 16 * 4096;
+        o.pool_bytes = 48 * 4096;
+        o
     });
     assert!(st.srq_posted >= 32, "{st:?}");
 }
@@ -53,13 +55,11 @@ fn rdma_pool_exhaustion_with_a_shared_receive_queue_makes_senders_wait() {
 fn exhaust_the_pool(server: RdmaConfig) -> rdma::RdmaStats {
     let s = setup(1, server);
     let addr = s.addr;
-    let crt = runtime(
-        1,
-        RdmaConfig {
-            chunk_size: 4096,
-            ..polling()
-        },
-    );
+    let crt = runtime(1, {
+        let mut o = polling();
+        o.chunk_size = 4096;
+        o
+    });
     let done = crt
         .run_on(0, move || async move {
             let mut clients = Vec::new();
@@ -110,12 +110,13 @@ fn exhaust_the_pool(server: RdmaConfig) -> rdma::RdmaStats {
 fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
     // window 4: 11 send + 4 RDMA READ (`large_in_flight`) + 7 receive work requests = 22 CQ
     // entries per queue pair.
-    let small_cq = RdmaConfig {
-        window: 4,
-        receive: ReceiveQueues::PerConnection,
-        cq_entries: 40,
-        cq_max_entries: 40,
-        ..polling()
+    let small_cq = {
+        let mut o = polling();
+        o.window = 4;
+        o.receive = ReceiveQueues::PerConnection;
+        o.cq_entries = 40;
+        o.cq_max_entries = 40;
+        o
     };
     let s = setup(1, small_cq);
     let st = rdma::stats(&s.rt)[0];
@@ -169,13 +170,11 @@ fn rdma_completion_queue_full_refuses_the_connection_with_a_reason() {
 #[test]
 fn rdma_recv_dropped_by_a_timeout_loses_nothing() {
     // The 1 MiB frame must come in chunks (by READ it would arrive whole, at once).
-    let rt = runtime(
-        1,
-        RdmaConfig {
-            large_message_threshold: None,
-            ..polling()
-        },
-    );
+    let rt = runtime(1, {
+        let mut o = polling();
+        o.large_message_threshold = None;
+        o
+    });
     let addr = rdma_listen_addr();
     let (tx, rx) = mpsc::channel::<String>();
     let tx = Arc::new(std::sync::Mutex::new(tx));
@@ -256,10 +255,11 @@ fn rdma_recv_dropped_by_a_timeout_loses_nothing() {
 #[test]
 fn rdma_receiver_that_never_reads_stops_the_sender() {
     const FRAME: usize = 64 * 1024;
-    let config = RdmaConfig {
-        max_rx_buffered: 64 * 1024,
-        max_queued_bytes: 256 * 1024,
-        ..polling()
+    let config = {
+        let mut o = polling();
+        o.max_rx_buffered = 64 * 1024;
+        o.max_queued_bytes = 256 * 1024;
+        o
     };
     let rt = runtime(1, config);
     let addr = rdma_listen_addr();
@@ -342,13 +342,11 @@ fn rdma_receiver_that_never_reads_stops_the_sender() {
 /// reader waits for).
 #[test]
 fn rdma_frame_larger_than_the_receive_buffer_limit_arrives() {
-    let s = setup(
-        1,
-        RdmaConfig {
-            max_rx_buffered: 16 * 1024,
-            ..polling()
-        },
-    );
+    let s = setup(1, {
+        let mut o = polling();
+        o.max_rx_buffered = 16 * 1024;
+        o
+    });
     let addr = s.addr;
     s.rt.run_on(0, move || async move {
         let c = Client::connect_rdma(addr, ClientOptions::default())
@@ -378,7 +376,7 @@ fn rdma_bad_handshakes_are_counted_refused_and_do_not_stop_the_listener() {
     for i in 0..BAD {
         let (kind, data) = rdma_common::raw_connect(addr, format!("nope {i}").as_bytes());
         assert_eq!(kind, corewire_verbs::CmEventKind::Rejected);
-        let reason = corewire::transport::rdma::handshake::decode_reject(&data);
+        let reason = rdma_common::decode_reject(&data);
         assert!(
             reason
                 .as_deref()
@@ -406,33 +404,30 @@ fn rdma_rpc_client_that_never_reads_keeps_the_server_bounded() {
     const WINDOW: usize = 16;
     const REQUESTS: u64 = 200;
     const PAYLOAD: usize = 32 << 10;
-    let rt = runtime(
-        1,
-        RdmaConfig {
-            max_rx_buffered: 256 << 10,
-            max_queued_bytes: 1 << 20,
-            ..polling()
-        },
-    );
+    let rt = runtime(1, {
+        let mut o = polling();
+        o.max_rx_buffered = 256 << 10;
+        o.max_queued_bytes = 1 << 20;
+        o
+    });
     let addr = rdma_listen_addr();
     let server = corewire::Server::builder()
         .service(|_| Echo)
-        .options(corewire::service::ServerOptions {
-            max_in_flight_per_conn: WINDOW,
-            max_queued_bytes: 1 << 20,
-            ..Default::default()
+        .options({
+            let mut o = corewire::service::ServerOptions::default();
+            o.max_in_flight_per_conn = WINDOW;
+            o.max_queued_bytes = 1 << 20;
+            o
         })
         .build()
         .serve(&rt, RdmaEndpoint::bind(addr))
         .unwrap();
     let tasks_before = rt.stats()[0].tasks_live;
-    let crt = runtime(
-        1,
-        RdmaConfig {
-            max_queued_bytes: 256 << 10,
-            ..polling()
-        },
-    );
+    let crt = runtime(1, {
+        let mut o = polling();
+        o.max_queued_bytes = 256 << 10;
+        o
+    });
     let rt_stats = {
         let (tx, rx) = mpsc::channel::<()>();
         let (back_tx, back_rx) = mpsc::channel::<u64>();

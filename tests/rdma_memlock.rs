@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use corewire::runtime::accept::Placement;
-use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint, ReceiveQueues};
+use corewire::transport::rdma::{self, RdmaEndpoint, ReceiveQueues};
 use corewire::{Client, ClientError, ClientOptions, Server, Service};
 use rdma_common::{polling, rdma_listen_addr, runtime, Echo};
 
@@ -85,20 +85,22 @@ fn as_unprivileged_user() {
     // its connections receive into its shared queue, so it never needs more; the server
     // gives each connection receive buffers of its own and registers 64 KiB at a time, so
     // it runs into the limit first.
-    let client_config = RdmaConfig {
-        chunk_size: 4096,
-        slab_bytes: 256 << 10,
-        pool_bytes: 256 << 10,
-        receive: ReceiveQueues::Shared { buffers: 32 },
-        ..polling()
+    let client_config = {
+        let mut o = polling();
+        o.chunk_size = 4096;
+        o.slab_bytes = 256 << 10;
+        o.pool_bytes = 256 << 10;
+        o.receive = ReceiveQueues::Shared { buffers: 32 };
+        o
     };
-    let server_config = RdmaConfig {
-        window: 4,
-        chunk_size: 4096,
-        slab_bytes: 64 << 10,
-        pool_bytes: 8 << 20,
-        receive: ReceiveQueues::PerConnection,
-        ..polling()
+    let server_config = {
+        let mut o = polling();
+        o.window = 4;
+        o.chunk_size = 4096;
+        o.slab_bytes = 64 << 10;
+        o.pool_bytes = 8 << 20;
+        o.receive = ReceiveQueues::PerConnection;
+        o
     };
     let srt = runtime(1, server_config);
     let addr: SocketAddr = rdma_listen_addr();
@@ -139,7 +141,7 @@ fn as_unprivileged_user() {
         .unwrap();
     let refusal = refusal.expect("no connection was refused: the limit never bit");
     let why = match &refusal {
-        ClientError::Disconnected(why) => why.clone(),
+        ClientError::Disconnected(why) => why.to_string(),
         other => panic!("unexpected error {other:?}"),
     };
     assert!(

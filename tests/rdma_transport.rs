@@ -9,7 +9,6 @@ use bytes::Bytes;
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
-use corewire_transport::frame::FrameLimits;
 use rdma_common::{polling, rdma_listen_addr, setup, Echo};
 
 #[test]
@@ -64,17 +63,19 @@ fn rdma_pipelining_beyond_the_credit_window_with_solicited_wakeups() {
 }
 
 fn pipelining_beyond_the_credit_window(base: RdmaConfig) {
-    let s = setup(1, RdmaConfig { window: 4, ..base });
+    let s = setup(1, {
+        let mut o = base;
+        o.window = 4;
+        o
+    });
     let addr = s.addr;
     let n =
         s.rt.run_on(0, move || async move {
-            let c = Client::connect_rdma(
-                addr,
-                ClientOptions {
-                    window: 256,
-                    ..Default::default()
-                },
-            )
+            let c = Client::connect_rdma(addr, {
+                let mut o = ClientOptions::default();
+                o.window = 256;
+                o
+            })
             .await
             .unwrap();
             let tasks: Vec<_> = (0..200u32)
@@ -133,7 +134,11 @@ fn rdma_handoff_places_connections_least_connections_first() {
 }
 
 fn run_modes(mode: PollerMode) -> Vec<rdma::RdmaStats> {
-    run_config(RdmaConfig { mode, ..polling() })
+    run_config({
+        let mut o = polling();
+        o.mode = mode;
+        o
+    })
 }
 
 fn run_config(config: RdmaConfig) -> Vec<rdma::RdmaStats> {
@@ -201,10 +206,11 @@ fn rdma_event_mode_keeps_one_poll_armed_on_the_completion_channel() {
 /// completions in the VM, against 101 with it.
 #[test]
 fn rdma_solicited_wakeups_wake_on_messages_not_on_send_completions() {
-    let config = RdmaConfig {
-        mode: PollerMode::Event,
-        solicited_wakeups: true,
-        ..polling()
+    let config = {
+        let mut o = polling();
+        o.mode = PollerMode::Event;
+        o.solicited_wakeups = true;
+        o
     };
     let server = setup(1, config.clone());
     let client = rdma_common::runtime(1, config);
@@ -399,12 +405,10 @@ fn rdma_qp_error_ends_only_that_connection() {
 fn rdma_oversize_message_closes_only_that_connection() {
     corewire_verbs::testing::require_device();
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
-    let small = RdmaConfig {
-        limits: FrameLimits {
-            max_body_len: 64 * 1024,
-            ..FrameLimits::default()
-        },
-        ..polling()
+    let small = {
+        let mut o = polling();
+        o.limits.max_body_len = 64 * 1024;
+        o
     };
     rdma::install(&rt, small).unwrap();
     let addr = rdma_listen_addr();
@@ -485,24 +489,23 @@ fn rdma_listener_stop_keeps_live_connections() {
 fn rdma_pool_exhaustion_refuses_the_connection_cleanly() {
     // One 24-chunk slab, 8 (a window) kept for sends: exactly one connection's receive
     // buffers (window 8 + 3 acks) fit.
-    let tight = RdmaConfig {
-        window: 8,
-        receive: ReceiveQueues::PerConnection,
-        chunk_size: 4096,
-        slab_bytes: 24 * 4096,
-        pool_bytes: 24 * 4096,
-        ..polling()
+    let tight = {
+        let mut o = polling();
+        o.window = 8;
+        o.receive = ReceiveQueues::PerConnection;
+        o.chunk_size = 4096;
+        o.slab_bytes = 24 * 4096;
+        o.pool_bytes = 24 * 4096;
+        o
     };
     let s = setup(1, tight);
     let addr = s.addr;
-    let crt = rdma_common::runtime(
-        1,
-        RdmaConfig {
-            window: 8,
-            chunk_size: 4096,
-            ..polling()
-        },
-    );
+    let crt = rdma_common::runtime(1, {
+        let mut o = polling();
+        o.window = 8;
+        o.chunk_size = 4096;
+        o
+    });
     crt.run_on(0, move || async move {
         let first = Client::connect_rdma(addr, ClientOptions::default())
             .await
@@ -540,14 +543,12 @@ fn rdma_slow_reader_backpressures_the_sender_with_solicited_wakeups() {
 }
 
 fn slow_reader_backpressures_the_sender(base: RdmaConfig) {
-    let s = setup(
-        1,
-        RdmaConfig {
-            window: 4,
-            max_rx_buffered: 16 * 1024,
-            ..base
-        },
-    );
+    let s = setup(1, {
+        let mut o = base;
+        o.window = 4;
+        o.max_rx_buffered = 16 * 1024;
+        o
+    });
     let addr = s.addr;
     let got =
         s.rt.run_on(0, move || async move {
@@ -600,10 +601,11 @@ fn rdma_connection_reports_its_stats_and_kind() {
 }
 
 fn solicited_event_mode() -> RdmaConfig {
-    RdmaConfig {
-        mode: PollerMode::Event,
-        solicited_wakeups: true,
-        ..polling()
+    {
+        let mut o = polling();
+        o.mode = PollerMode::Event;
+        o.solicited_wakeups = true;
+        o
     }
 }
 
@@ -612,9 +614,10 @@ fn solicited_event_mode() -> RdmaConfig {
 /// connection carries calls afterwards; a busy one is not probed meanwhile.
 #[test]
 fn rdma_keepalive_probes_idle_connections_and_keeps_them_up() {
-    let config = RdmaConfig {
-        keepalive: Some(Duration::from_millis(50)),
-        ..polling()
+    let config = {
+        let mut o = polling();
+        o.keepalive = Some(Duration::from_millis(50));
+        o
     };
     let s = setup(1, config);
     let addr = s.addr;

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::accept::{AcceptMode, Placement, TcpEndpoint};
+use corewire::runtime::accept::{AcceptMode, Placement};
 use corewire::transport::frame::{FrameEncoder, FrameHeader, FrameKind, FrameLimits, StatusCode};
+use corewire::TcpEndpoint;
 use corewire::{
     service_id, sleep, submit_to, Client, ClientError, ClientOptions, Request, Response, Runtime,
     Server, Service, Status,
@@ -379,13 +380,11 @@ fn window_limits_calls_in_flight() {
     let (rt, addr, _h) = start(1);
     let max_seen = rt
         .run_on(0, move || async move {
-            let c = Client::connect_tcp(
-                addr,
-                ClientOptions {
-                    window: 4,
-                    ..Default::default()
-                },
-            )
+            let c = Client::connect_tcp(addr, {
+                let mut o = ClientOptions::default();
+                o.window = 4;
+                o
+            })
             .await
             .unwrap();
             let max_seen = std::rc::Rc::new(Cell::new(0));
@@ -463,10 +462,11 @@ fn a_client_that_never_reads_keeps_the_server_bounded() {
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let handle = Server::builder()
         .service(|_| Echo)
-        .options(corewire::service::ServerOptions {
-            max_in_flight_per_conn: WINDOW,
-            max_queued_bytes: 1 << 20,
-            ..Default::default()
+        .options({
+            let mut o = corewire::service::ServerOptions::default();
+            o.max_in_flight_per_conn = WINDOW;
+            o.max_queued_bytes = 1 << 20;
+            o
         })
         .build()
         .serve(&rt, TcpEndpoint::bind("127.0.0.1:0".parse().unwrap()))
@@ -586,13 +586,11 @@ fn a_dropped_call_frees_its_slot_and_cancels_on_the_server() {
     let addr = handle.local_addr();
     let (gave_up, in_flight, next, abandoned) = rt
         .run_on(0, move || async move {
-            let c = Client::connect_tcp(
-                addr,
-                ClientOptions {
-                    window: 1,
-                    ..Default::default()
-                },
-            )
+            let c = Client::connect_tcp(addr, {
+                let mut o = ClientOptions::default();
+                o.window = 1;
+                o
+            })
             .await
             .unwrap();
             let gave_up = corewire::timeout(

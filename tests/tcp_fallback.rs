@@ -46,9 +46,10 @@ fn without_rdma_the_client_falls_back_to_tcp_and_counts_it() {
     let fallback = tcp.local_addr();
     let (kind, reply) = rt
         .run_on(0, move || async move {
-            let options = ClientOptions {
-                tcp_fallback: Some(fallback),
-                ..ClientOptions::default()
+            let options = {
+                let mut o = ClientOptions::default();
+                o.tcp_fallback = Some(fallback);
+                o
             };
             let c = Client::<RdmaOrTcp>::connect_rdma_or_tcp(rdma_addr(), options)
                 .await

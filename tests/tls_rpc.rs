@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use corewire::runtime::accept::ListenerHandle;
 use corewire::runtime::tls::rustls::pki_types::ServerName;
 use corewire::runtime::tls::rustls::ClientConnection;
-use corewire::runtime::tls::{TlsAcceptor, TlsConnector, TlsEndpoint};
 use corewire::transport::{Connection, TransportKind};
+use corewire::ListenerHandle;
 use corewire::{
     service_id, Client, ClientOptions, Request, Response, Runtime, Server, Service, Status,
 };
+use corewire::{TlsAcceptor, TlsConnector, TlsEndpoint};
 use tls_common::{
     client_config, protocol_errors, runtime, server_config, wait_for, ClientAuth, TestCa, Usage,
 };

@@ -15,13 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::accept::ListenerHandle;
 use corewire::runtime::tls::rustls::pki_types::ServerName;
 use corewire::runtime::tls::rustls::{
     self, ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, StreamOwned,
 };
-use corewire::runtime::tls::{TlsAccepted, TlsAcceptor, TlsConnector, TlsEndpoint, TlsStream};
+use corewire::runtime::tls::{TlsAccepted, TlsStream};
+use corewire::ListenerHandle;
 use corewire::{timeout, Runtime};
+use corewire::{TlsAcceptor, TlsConnector, TlsEndpoint};
 use tls_common::{
     client_config, protocol_errors, runtime, server_config, wait_for, ClientAuth, TestCa, Usage,
 };

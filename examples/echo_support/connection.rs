@@ -17,8 +17,9 @@ use std::io;
 use bytes::BytesMut;
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::TcpStream;
-use corewire::runtime::{report_protocol_error, Budget, RoundBudget};
+use corewire::runtime::{report_protocol_error, RoundBudget};
 use corewire::transport::length_prefixed::PREFIX_LEN;
+use corewire::Budget;
 
 use super::frame_batch::FrameBatch;
 use super::frame_reader::{FrameReader, ProtocolError};
@@ -78,6 +79,7 @@ pub async fn serve_echo(accepted: Accepted, limits: EchoLimits) {
         peer,
         budget,
         shard,
+        ..
     } = accepted;
     match echo(&stream, budget, limits).await {
         Ok(()) => tracing::debug!(?peer, shard, "echo connection closed by peer"),
@@ -98,6 +100,7 @@ async fn echo(stream: &TcpStream, budget: Budget, limits: EchoLimits) -> Result<
             // Nothing partial to keep while waiting for the client.
             inbound = BytesMut::new();
         }
+        replies.release_idle();
         // Everything that arrived together, so the replies to it go out in one send.
         let n = stream.recv_available(&mut inbound).await?;
         if n == 0 {

@@ -72,6 +72,14 @@ impl FrameBatch {
         self.bytes
     }
 
+    /// Drop the tail's spare room (kept from the last batch's allocation) while nothing is
+    /// batched: a connection waiting for its client holds no buffer.
+    pub fn release_idle(&mut self) {
+        if self.tail.is_empty() {
+            self.tail = BytesMut::new();
+        }
+    }
+
     /// Everything pushed so far, as buffers for one vectored send; the batch starts over.
     pub fn take(&mut self) -> Vec<Bytes> {
         if !self.tail.is_empty() {

@@ -15,6 +15,8 @@ pub enum ProtocolError {
     Oversize { len: u64, max: usize },
     /// End-of-stream arrived with part of a frame received.
     ClosedMidFrame { pending: u64 },
+    /// Anything else the decoder refused.
+    Invalid(String),
 }
 
 impl fmt::Display for ProtocolError {
@@ -29,6 +31,7 @@ impl fmt::Display for ProtocolError {
                     "peer closed mid-frame with {pending} bytes of it received"
                 )
             }
+            ProtocolError::Invalid(why) => write!(f, "invalid frame: {why}"),
         }
     }
 }
@@ -70,6 +73,7 @@ impl FrameReader {
             Err(LengthPrefixedError::MessageTooLarge { len, max }) => {
                 Err(ProtocolError::Oversize { len, max })
             }
+            Err(e) => Err(ProtocolError::Invalid(e.to_string())),
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use corewire::runtime::net::TcpStream;
-use corewire::runtime::{spawn_local, Runtime};
+use corewire::{spawn_local, Runtime};
 use hdrhistogram::Histogram;
 
 use super::connection::READ_CHUNK;

@@ -19,8 +19,9 @@ impl Window {
         let want = max.max(1).min(self.credits.available_permits()).max(1);
         let permit = match self.credits.try_acquire(want) {
             Ok(p) => p,
-            Err(TryAcquireError::Closed) => return None,
             Err(TryAcquireError::NoPermits) => self.credits.acquire(1).await.ok()?,
+            // Closed.
+            Err(_) => return None,
         };
         let n = permit.num_permits();
         // Credits come back one per reply through `release`, not when a guard drops.

@@ -5,6 +5,7 @@
 //! `submit_to`/`spawn_on` work), `crate = "path"`, the path to the runtime crate (default
 //! `::corewire::runtime`, or `::corewire_runtime` when the package being built is the
 //! runtime itself).
+#![deny(missing_docs)]
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};

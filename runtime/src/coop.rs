@@ -14,12 +14,24 @@ use crate::shard::context;
 
 /// Limits for one round of one connection. `None` means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Budget {
+    /// Messages handed up per round, at most.
     pub max_messages: Option<u32>,
+    /// Bytes handed up per round, at most (a message that crosses it still completes).
     pub max_bytes: Option<usize>,
 }
 
 impl Budget {
+    /// A budget of these limits (`None`: unlimited).
+    pub const fn new(max_messages: Option<u32>, max_bytes: Option<usize>) -> Budget {
+        Budget {
+            max_messages,
+            max_bytes,
+        }
+    }
+
+    /// No limits.
     pub const UNLIMITED: Budget = Budget {
         max_messages: None,
         max_bytes: None,
@@ -34,6 +46,7 @@ impl Budget {
         max_bytes: Some(256 * 1024),
     };
 
+    /// At most `n` messages per round (at least 1), bytes unlimited.
     pub fn messages(n: u32) -> Budget {
         Budget {
             max_messages: Some(n.max(1)),
@@ -41,11 +54,13 @@ impl Budget {
         }
     }
 
+    /// At most `n` bytes per round too (at least 1).
     pub fn with_bytes(mut self, n: usize) -> Budget {
         self.max_bytes = Some(n.max(1));
         self
     }
 
+    /// Whether neither messages nor bytes are limited.
     pub fn is_unlimited(&self) -> bool {
         self.max_messages.is_none() && self.max_bytes.is_none()
     }
@@ -75,6 +90,7 @@ pub struct RoundBudget {
 }
 
 impl RoundBudget {
+    /// A fresh round under `budget`.
     pub fn new(budget: Budget) -> RoundBudget {
         RoundBudget {
             budget,
@@ -86,6 +102,7 @@ impl RoundBudget {
         }
     }
 
+    /// The budget this round is counted against.
     pub fn budget(&self) -> Budget {
         self.budget
     }
@@ -116,6 +133,7 @@ impl RoundBudget {
         self.messages
     }
 
+    /// Whether this round has used its budget (time to yield).
     pub fn exhausted(&self) -> bool {
         self.budget.max_messages.is_some_and(|m| self.messages >= m)
             || self.budget.max_bytes.is_some_and(|b| self.bytes >= b)

@@ -36,6 +36,7 @@ impl Default for HeadOfLine {
 }
 
 impl HeadOfLine {
+    /// An empty histogram.
     pub fn new() -> HeadOfLine {
         HeadOfLine::default()
     }
@@ -55,6 +56,7 @@ impl HeadOfLine {
         self.record(now.saturating_sub(arrived_at).saturating_sub(1));
     }
 
+    /// The counts recorded so far.
     pub fn snapshot(&self) -> HeadOfLineSnapshot {
         HeadOfLineSnapshot {
             buckets: self
@@ -71,10 +73,14 @@ impl HeadOfLine {
 
 /// A point-in-time copy of a [`HeadOfLine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeadOfLineSnapshot {
     buckets: Vec<u64>,
+    /// Requests recorded.
     pub count: u64,
+    /// Their head-of-line counts summed.
     pub sum: u64,
+    /// The largest head-of-line count recorded.
     pub max: u64,
 }
 
@@ -96,6 +102,7 @@ impl HeadOfLineSnapshot {
         self.max
     }
 
+    /// The mean head-of-line count (0 with no requests).
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0

@@ -54,6 +54,7 @@ impl<F: AsFd> ReadableEvents<F> {
         self.watch.is_multishot()
     }
 
+    /// The wrapped value.
     pub fn get_ref(&self) -> &F {
         &self.fd
     }

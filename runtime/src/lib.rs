@@ -14,8 +14,10 @@
 //! });
 //! assert_eq!(answer.unwrap(), 42);
 //! ```
+#![deny(missing_docs)]
 
 pub mod accept;
+mod block_guard;
 mod blocking;
 pub mod compat;
 pub mod coop;
@@ -45,6 +47,7 @@ mod private;
 
 use std::future::Future;
 
+pub use block_guard::assert_can_block;
 pub use blocking::spawn_blocking;
 pub use coop::{poll_started_at, Budget, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).

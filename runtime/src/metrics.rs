@@ -21,8 +21,6 @@
 //! framework's per-method request counts, errors by code and latency histograms come out of
 //! the same endpoint.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write as _};
 use std::io;
@@ -231,6 +229,7 @@ pub fn escape_label(value: &str) -> String {
 
 /// What a family of metrics is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MetricType {
     /// Only goes up.
     Counter,

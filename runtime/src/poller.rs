@@ -13,6 +13,7 @@ use crate::shard::{ShardId, ShardStats};
 
 /// What one call to [`Poller::poll`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PollOutcome {
     /// Nothing to do.
     Idle,
@@ -20,6 +21,7 @@ pub enum PollOutcome {
     Progress(usize),
 }
 
+/// Work a shard runs every loop iteration besides its tasks (a completion queue to poll, ...): see [`register_poller`].
 pub trait Poller {
     /// Shown in logs and traces.
     fn name(&self) -> &str;

@@ -1,8 +1,6 @@
 //! Support for `#[corewire::main]` and `#[corewire::test]` (corewire-macros). Not a public
 //! API: the generated code calls these, nothing else should.
 
-#![warn(missing_docs)]
-
 use std::any::Any;
 use std::fmt::Debug;
 use std::future::Future;

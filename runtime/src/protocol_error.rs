@@ -63,9 +63,13 @@ crate::shard_local! {
 
 /// What to do with one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Sample {
     /// Log it; `suppressed` events were left out since the last line logged.
-    Log { suppressed: u64 },
+    Log {
+        /// Events not logged since the last line.
+        suppressed: u64,
+    },
     /// Count it only.
     Skip,
 }
@@ -82,6 +86,7 @@ pub struct LogSampler {
 }
 
 impl LogSampler {
+    /// At most `per_window` events logged per `window`.
     pub fn new(per_window: u32, window: Duration) -> LogSampler {
         LogSampler {
             per_window,
@@ -92,6 +97,7 @@ impl LogSampler {
         }
     }
 
+    /// Whether to log the event that happened at `now`.
     pub fn admit(&mut self, now: Instant) -> Sample {
         let expired = self
             .window_start

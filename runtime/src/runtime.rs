@@ -323,6 +323,7 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Start the shards.
     pub fn build(mut self) -> io::Result<Runtime> {
         self.config.backend = driver::select(self.backend)?;
         let allowed = allowed_cpus();
@@ -402,10 +403,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A builder with the defaults.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
 
+    /// How many shards the runtime has.
     pub fn shard_count(&self) -> usize {
         self.shards.len()
     }
@@ -480,6 +483,10 @@ impl Runtime {
     /// Run the task `f` makes on shard `shard` and wait, on this (non-shard) thread, for its
     /// output. (Not tokio's `block_on(future)`: the future is built on the shard by `f`,
     /// because shard tasks are `!Send`.)
+    ///
+    /// # Panics
+    /// On a shard thread (see [`assert_can_block`](crate::assert_can_block)): there, await
+    /// [`submit_to`](crate::submit_to) instead.
     #[track_caller]
     pub fn run_on<F, Fut, T>(&self, shard: ShardId, f: F) -> Result<T, crate::JoinError>
     where
@@ -487,16 +494,24 @@ impl Runtime {
         Fut: Future<Output = T> + 'static,
         T: Send + 'static,
     {
-        self.spawn_on_at(shard, f, Location::caller()).wait()
+        crate::assert_can_block("Runtime::run_on");
+        self.spawn_on_at(shard, f, Location::caller())
+            .wait_unchecked()
     }
 
+    /// Each shard's counters now, in shard order.
     pub fn stats(&self) -> Vec<ShardStatsSnapshot> {
         self.shards.iter().map(|s| s.stats.snapshot()).collect()
     }
 
     /// Stop every shard: their tasks and pollers are dropped (cancelling in-flight I/O and
     /// closing their sockets), hooks run, rings drain, threads are joined.
+    ///
+    /// # Panics
+    /// On a shard thread, which would wait for itself to stop.
+    #[track_caller]
     pub fn shutdown(mut self) {
+        crate::assert_can_block("Runtime::shutdown");
         self.stop_and_join();
     }
 

@@ -82,6 +82,7 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// When the sleep ends.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -130,6 +131,7 @@ impl Drop for Sleep {
 
 /// The deadline passed before the future completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Elapsed;
 
 impl fmt::Display for Elapsed {
@@ -188,6 +190,7 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// Wait for the next tick; returns when it was due.
     pub async fn tick(&mut self) -> Instant {
         (&mut self.sleep).await;
         let now = Instant::now();

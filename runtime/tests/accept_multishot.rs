@@ -101,13 +101,11 @@ fn queue_bound_cancels_and_rearms_without_losing_connections() {
     });
     let (seen, arms) = rt
         .run_on(0, move || async move {
-            let listener = TcpListener::bind(
-                "127.0.0.1:0".parse().unwrap(),
-                ListenOptions {
-                    backlog: 1024,
-                    ..ListenOptions::default()
-                },
-            )
+            let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap(), {
+                let mut o = ListenOptions::default();
+                o.backlog = 1024;
+                o
+            })
             .unwrap();
             addr_tx.send(listener.local_addr()).unwrap();
             let mut seen = BTreeSet::new();
@@ -138,7 +136,7 @@ fn queue_bound_cancels_and_rearms_without_losing_connections() {
                 .expect("accept");
             let chunk = late.recv_chunk().await.unwrap().unwrap();
             seen.insert(u32::from_le_bytes(chunk[..4].try_into().unwrap()));
-            (seen, with_local_stats(|s| s.accept_multishot_arms.get()))
+            (seen, with_local_stats(|s| s.accept_multishot_arms()))
         })
         .unwrap();
     drop(clients.join().unwrap());

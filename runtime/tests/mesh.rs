@@ -62,7 +62,7 @@ fn full_inbox_applies_backpressure_without_loss() {
     // the two threads get scheduled; the limit only keeps a broken runtime from hanging here.
     let _busy = rt.spawn_on(1, || async {
         let until = std::time::Instant::now() + Duration::from_secs(10);
-        while with_local_stats(|s| s.mesh_full.get()) == 0 && std::time::Instant::now() < until {
+        while with_local_stats(|s| s.mesh_full()) == 0 && std::time::Instant::now() < until {
             std::hint::spin_loop();
         }
     });

@@ -188,7 +188,7 @@ fn connect_to_a_closed_port_is_an_error_not_a_panic() {
 /// every loop iteration, so each check also lets the loop submit and reap).
 async fn until_no_op_in_flight() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while with_local_stats(|s| s.ops_in_flight.get()) != 0 {
+    while with_local_stats(|s| s.ops_in_flight()) != 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "cancelled ops still hold driver slots"

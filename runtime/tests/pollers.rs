@@ -89,8 +89,7 @@ impl Poller for Waking {
     fn poll(&mut self) -> PollOutcome {
         match self.waiter.borrow_mut().take() {
             Some(waker) => {
-                self.woke_in
-                    .set(with_local_stats(|s| s.loop_iterations.get()));
+                self.woke_in.set(with_local_stats(|s| s.loop_iterations()));
                 waker.wake();
                 PollOutcome::Progress(1)
             }
@@ -123,7 +122,7 @@ fn tasks_woken_by_a_poller_run_in_the_same_loop_pass() {
                 std::task::Poll::Pending
             })
             .await;
-            let ran_in = with_local_stats(|s| s.loop_iterations.get());
+            let ran_in = with_local_stats(|s| s.loop_iterations());
             (woke_in.get(), ran_in)
         })
         .unwrap();

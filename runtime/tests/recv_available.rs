@@ -106,7 +106,7 @@ fn one_call_takes_every_chunk_already_received_then_the_end() {
             // Every chunk's buffer went back to the ring at once.
             corewire_runtime::yield_now().await;
             corewire_runtime::yield_now().await;
-            let free = with_local_stats(|s| s.recv_buffers_free.get());
+            let free = with_local_stats(|s| s.recv_buffers_free());
             assert_eq!(free, u64::from(RecvBuffers::default().count));
         }
     })
@@ -200,13 +200,13 @@ fn a_reset_queued_behind_data_comes_after_the_data_and_is_not_lost() {
             assert!(pending);
         }
         corewire_runtime::yield_now().await;
-        let before = with_local_stats(|s| s.completions.get());
+        let before = with_local_stats(|s| s.completions());
         go.store(true, Ordering::Release);
         if multishot {
             // One completion for the 100 bytes, one for the reset: both queued before the
             // call, so the call meets the reset while taking what is there, and keeps it.
             let deadline = Instant::now() + IO_TIMEOUT;
-            while with_local_stats(|s| s.completions.get()) < before + 2 {
+            while with_local_stats(|s| s.completions()) < before + 2 {
                 assert!(
                     Instant::now() < deadline,
                     "the bytes and the reset never came"

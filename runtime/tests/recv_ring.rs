@@ -60,7 +60,7 @@ async fn read_to_end(stream: &TcpStream) -> std::io::Result<Vec<u8>> {
 async fn free_buffers() -> u64 {
     yield_now().await;
     yield_now().await;
-    with_local_stats(|s| s.recv_buffers_free.get())
+    with_local_stats(|s| s.recv_buffers_free())
 }
 
 #[test]
@@ -121,10 +121,7 @@ fn epoll(rt: &Runtime) -> bool {
 /// order, whole, and every buffer must go back.
 #[test]
 fn bundles_deliver_every_buffer_in_order_whatever_order_buffers_come_back() {
-    let buffers = RecvBuffers {
-        count: 64,
-        size: 1024,
-    };
+    let buffers = RecvBuffers::new(64, 1024);
     let rt = runtime_with(buffers);
     let bundles = rt.features().recv_bundle;
     if matches!(
@@ -331,10 +328,7 @@ fn dropped_receives_lose_no_bytes() {
 fn exhausted_ring_loses_nothing_and_is_counted() {
     const CONNS: usize = 16;
     const EACH: usize = 64 * 1024;
-    let buffers = RecvBuffers {
-        count: 16,
-        size: 1024,
-    };
+    let buffers = RecvBuffers::new(16, 1024);
     let rt = runtime_with(buffers);
     let multishot = rt.features().recv_multishot;
     let payloads: Vec<Vec<u8>> = (0..CONNS).map(|i| pattern(100 + i as u64, EACH)).collect();
@@ -459,10 +453,7 @@ fn peer_reset_mid_multishot_is_a_value() {
 /// armed receive does not keep the descriptor open.
 #[test]
 fn stream_dropped_with_chunks_queued_returns_them() {
-    let buffers = RecvBuffers {
-        count: 64,
-        size: 1024,
-    };
+    let buffers = RecvBuffers::new(64, 1024);
     let rt = runtime_with(buffers);
     let multishot = rt.features().recv_multishot;
     let payloads = vec![pattern(5, 32 * 1024), pattern(6, 32 * 1024)];
@@ -526,10 +517,7 @@ fn a_ring_size_that_is_not_a_power_of_two_is_refused() {
     let built = Runtime::builder()
         .shards(1)
         .pin(false)
-        .recv_buffers(RecvBuffers {
-            count: 100,
-            size: 4096,
-        })
+        .recv_buffers(RecvBuffers::new(100, 4096))
         .build();
     let no_ring = std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
         || built.as_ref().is_ok_and(epoll);

@@ -50,9 +50,9 @@ fn a_vectored_send_counts_one_send_for_many_buffers() {
     let (sends, buffers) = rt
         .run_on(0, move || async move {
             let stream = TcpStream::from_std(ours);
-            let before = with_local_stats(|s| (s.sends.get(), s.send_buffers.get()));
+            let before = with_local_stats(|s| (s.sends(), s.send_buffers()));
             stream.send_all_vectored(bufs).await.unwrap();
-            let after = with_local_stats(|s| (s.sends.get(), s.send_buffers.get()));
+            let after = with_local_stats(|s| (s.sends(), s.send_buffers()));
             (after.0 - before.0, after.1 - before.1)
         })
         .unwrap();
@@ -80,7 +80,7 @@ fn zero_copy_sends_above_the_threshold_deliver_every_byte() {
             stream.send_all(big.clone()).await.unwrap();
             stream.send_all(small).await.unwrap();
             stream.send_all(big).await.unwrap();
-            with_local_stats(|s| s.send_zc.get())
+            with_local_stats(|s| s.send_zc())
         })
         .unwrap();
     assert!(reader.join().unwrap() == expect, "bytes lost or reordered");
@@ -131,14 +131,14 @@ fn stream_closed_with_a_zero_copy_send_in_flight() {
             let _ = corewire_runtime::timeout(Duration::from_millis(50), send).await;
             drop(stream);
             sleep(Duration::from_millis(50)).await;
-            let still = with_local_stats(|s| s.ops_in_flight.get());
+            let still = with_local_stats(|s| s.ops_in_flight());
             // An op still in flight must still have its bytes.
             let held = still == 0 || !flag.load(Ordering::SeqCst);
             go_tx.send(()).unwrap();
             let deadline = Instant::now() + IO_TIMEOUT;
             loop {
                 sleep(Duration::from_millis(10)).await;
-                let n = with_local_stats(|s| s.ops_in_flight.get());
+                let n = with_local_stats(|s| s.ops_in_flight());
                 if n == 0 || Instant::now() > deadline {
                     return (held, n);
                 }

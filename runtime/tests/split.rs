@@ -227,7 +227,7 @@ fn dropping_the_read_half_stops_receiving_and_sending_goes_on() {
         let mut in_flight = u64::MAX;
         while Instant::now() < deadline {
             yield_now().await;
-            in_flight = with_local_stats(|s| s.ops_in_flight.get());
+            in_flight = with_local_stats(|s| s.ops_in_flight());
             if in_flight == 0 {
                 break;
             }
@@ -235,7 +235,7 @@ fn dropping_the_read_half_stops_receiving_and_sending_goes_on() {
         }
         assert_eq!(in_flight, 0, "an op outlived the dropped read half");
         if multishot {
-            let free = with_local_stats(|s| s.recv_buffers_free.get());
+            let free = with_local_stats(|s| s.recv_buffers_free());
             assert_eq!(free, u64::from(RecvBuffers::default().count));
         }
         drop(write);

@@ -60,7 +60,7 @@ fn timeout_expires_and_drops_the_future() {
             (slow, fast)
         })
         .unwrap();
-    assert_eq!(r, (Err(Elapsed), Ok(5)));
+    assert!(matches!(r, (Err(Elapsed { .. }), Ok(5))), "{r:?}");
     // The abandoned 60 s sleep must not stay armed. The gauge is refreshed once per loop
     // iteration: wait (bounded, well under the 60 s) for the shard to run one.
     let deadline = Instant::now() + Duration::from_secs(20);

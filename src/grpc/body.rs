@@ -33,7 +33,8 @@ impl Chunk {
     pub(super) fn message(payload: Bytes, encoding: Encoding) -> Chunk {
         let (compressed, payload) = match encoding {
             Encoding::Gzip => (true, compress_gzip(&payload)),
-            Encoding::Identity => (false, payload),
+            // Identity, and any encoding this server does not compress with.
+            _ => (false, payload),
         };
         Chunk {
             prefix: encode_prefix(compressed, payload.len() as u32),

@@ -229,6 +229,9 @@ async fn read_message(
         (false, _) => Ok(m.data),
         (true, Encoding::Gzip) => decompress_gzip(&m.data, limit).map_err(|e| bad(&e)),
         (true, Encoding::Identity) => Err(bad(&"compressed message without a grpc-encoding")),
+        (true, other) => Err(bad(&format_args!(
+            "compressed with {other:?}, which this server does not decompress"
+        ))),
     }
 }
 

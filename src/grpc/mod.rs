@@ -39,6 +39,7 @@ pub use body::GrpcBody;
 
 /// gRPC settings of a server ([`ServerOptions::grpc`](crate::service::ServerOptions)).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct GrpcOptions {
     /// Largest message accepted, after decompression (default 4 MiB, gRPC's usual limit).
     pub max_message_len: usize,

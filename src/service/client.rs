@@ -12,6 +12,7 @@ use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -29,16 +30,46 @@ use corewire_transport::{Connection, TransportError};
 use super::stream::{ReplyStream, StreamInbox};
 use super::Response;
 
+/// The error underneath a lost connection, shared by every call it failed.
+pub type DisconnectCause = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Why a call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server answered with an error status (the [`Status`] its service returned).
     Status(Status),
     /// The deadline passed before the reply arrived (the server was told to cancel).
     Timeout,
-    /// The connection closed or failed before the reply arrived.
-    Disconnected(String),
+    /// The connection could not be made, or closed or failed before the reply arrived: the
+    /// error underneath (a [`TransportError`], an [`RdmaError`](corewire_transport::rdma::RdmaError),
+    /// ...), also given by [`source`](std::error::Error::source).
+    Disconnected(DisconnectCause),
 }
+
+impl ClientError {
+    /// A lost connection caused by `cause`.
+    pub fn disconnected(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ClientError::Disconnected(Arc::from(cause.into()))
+    }
+}
+
+/// Errors have no equality of their own: two `Disconnected` are equal when their causes read
+/// the same.
+impl PartialEq for ClientError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ClientError::Status(a), ClientError::Status(b)) => a == b,
+            (ClientError::Timeout, ClientError::Timeout) => true,
+            (ClientError::Disconnected(a), ClientError::Disconnected(b)) => {
+                Arc::ptr_eq(a, b) || a.to_string() == b.to_string()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ClientError {}
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -50,7 +81,15 @@ impl fmt::Display for ClientError {
     }
 }
 
-impl std::error::Error for ClientError {}
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Status(status) => Some(status),
+            ClientError::Disconnected(cause) => Some(&**cause),
+            ClientError::Timeout => None,
+        }
+    }
+}
 
 impl ClientError {
     /// The wire code of a server's error status.
@@ -62,12 +101,15 @@ impl ClientError {
     }
 }
 
+/// Settings of a [`Client`] (see [`Default`] for the values).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ClientOptions {
     /// Calls in flight on the connection at once; callers beyond it wait (default 128).
     pub window: usize,
     /// Deadline of calls that set none (default: none).
     pub default_timeout: Option<Duration>,
+    /// Frame size limits of the connection.
     pub limits: FrameLimits,
     /// Where [`Client::connect_rdma_or_tcp`] connects over TCP when RDMA set-up fails
     /// (default: nowhere, the RDMA error is returned).
@@ -138,7 +180,7 @@ struct Inner<C> {
     earliest_deadline: Notify,
     options: ClientOptions,
     /// Set once the reader has seen the end of the connection.
-    gone: RefCell<Option<String>>,
+    gone: RefCell<Option<DisconnectCause>>,
 }
 
 struct Owner<C: Connection>(Rc<Inner<C>>);
@@ -174,15 +216,13 @@ impl Client<TcpConnection> {
         addr: SocketAddr,
         options: ClientOptions,
     ) -> Result<Self, ClientError> {
-        let conn = TcpConnection::connect(
-            addr,
-            ConnOptions {
-                limits: options.limits,
-                ..ConnOptions::default()
-            },
-        )
+        let conn = TcpConnection::connect(addr, {
+            let mut o = ConnOptions::default();
+            o.limits = options.limits;
+            o
+        })
         .await
-        .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+        .map_err(ClientError::disconnected)?;
         Ok(Client::new(conn, options))
     }
 }
@@ -195,7 +235,7 @@ impl Client<RdmaConnection> {
     ) -> Result<Self, ClientError> {
         let conn = corewire_transport::rdma::connect(addr)
             .await
-            .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+            .map_err(ClientError::disconnected)?;
         Ok(Client::new(conn, options))
     }
 }
@@ -209,16 +249,14 @@ impl Client<RdmaOrTcp> {
         addr: SocketAddr,
         options: ClientOptions,
     ) -> Result<Self, ClientError> {
-        let fallback = options.tcp_fallback.map(|addr| TcpFallback {
-            addr,
-            options: ConnOptions {
-                limits: options.limits,
-                ..ConnOptions::default()
-            },
+        let fallback = options.tcp_fallback.map(|addr| {
+            let mut fallback = TcpFallback::new(addr);
+            fallback.options.limits = options.limits;
+            fallback
         });
         let conn = corewire_transport::rdma::connect_or_tcp(addr, fallback.as_ref())
             .await
-            .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+            .map_err(ClientError::disconnected)?;
         Ok(Client::new(conn, options))
     }
 }
@@ -319,14 +357,17 @@ impl<C: Connection> Client<C> {
         self.inner().options.default_timeout
     }
 
+    /// Calls in flight now.
     pub fn in_flight(&self) -> usize {
         self.inner().calls.borrow().in_flight()
     }
 
+    /// Whether the connection is closed (calls fail with `Disconnected`).
     pub fn is_closed(&self) -> bool {
         self.inner().gone.borrow().is_some() || self.inner().conn.is_closed()
     }
 
+    /// The connection the client runs on.
     pub fn connection(&self) -> &C {
         &self.inner().conn
     }
@@ -413,7 +454,7 @@ async fn send_request<'a, C: Connection>(
         None => FrameHeader::request(service, method, id),
     };
     if let Err(e) = inner.conn.send(&header, payload, attachment).await {
-        return Err(ClientError::Disconnected(e.to_string()));
+        return Err(ClientError::disconnected(e));
     }
     pending.sent = true;
     Ok(pending)
@@ -505,7 +546,7 @@ fn expire<C: Connection>(inner: &Inner<C>) {
 async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
     // The connection's one timer, armed for the earliest deadline in the call table.
     let mut timer: Option<Sleep> = None;
-    let why = loop {
+    let why: DisconnectCause = loop {
         match inner.calls.borrow().next_deadline() {
             None => timer = None,
             Some(at) => match timer.as_mut() {
@@ -549,7 +590,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                         &why,
                     );
                     inner.conn.close();
-                    break format!("protocol error: {why}");
+                    break lost(format!("protocol error: {why}"));
                 }
             }
             Ok(Some(frame)) => {
@@ -577,12 +618,12 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                             &format_args!("unexpected frame: {e}"),
                         );
                         inner.conn.close();
-                        break format!("protocol error: {e}");
+                        break lost(format!("protocol error: {e}"));
                     }
                 }
             }
-            Ok(None) => break "closed by peer".to_string(),
-            Err(TransportError::Closed) => break "closed".to_string(),
+            Ok(None) => break lost("closed by peer"),
+            Err(TransportError::Closed) => break Arc::new(TransportError::Closed),
             Err(e) => {
                 if matches!(
                     e,
@@ -595,7 +636,7 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                     );
                 }
                 inner.conn.close();
-                break e.to_string();
+                break Arc::new(e);
             }
         }
     };
@@ -663,16 +704,19 @@ pub struct CallBuilder<'a, C: Connection> {
 }
 
 impl<'a, C: Connection> CallBuilder<'a, C> {
+    /// The request's payload.
     pub fn payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.call.payload = payload.into();
         self
     }
 
+    /// The request's attachment (sent after the payload, without a copy where the transport can).
     pub fn attachment(mut self, attachment: impl Into<Bytes>) -> Self {
         self.call.attachment = attachment.into();
         self
     }
 
+    /// The call's deadline (the client's `default_timeout` otherwise).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.call.timeout = Some(timeout);
         self
@@ -683,8 +727,14 @@ impl<'a, C: Connection> CallBuilder<'a, C> {
         self.client.start_stream(self.call).await
     }
 
+    /// Send the call and wait for its reply.
     pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
         // The call future itself (see `Client::call`).
         self.client.start_call(self.call, std::convert::identity)
     }
+}
+
+/// A lost connection that has only a message to say why (a protocol error, a clean close).
+fn lost(why: impl Into<String>) -> DisconnectCause {
+    Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(why.into()))
 }

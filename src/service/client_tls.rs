@@ -19,17 +19,13 @@ impl Client<TlsConnection> {
         server_name: ServerName<'static>,
         options: ClientOptions,
     ) -> Result<Self, ClientError> {
-        let conn = TlsConnection::connect_tls(
-            addr,
-            connector,
-            server_name,
-            ConnOptions {
-                limits: options.limits,
-                ..ConnOptions::default()
-            },
-        )
+        let conn = TlsConnection::connect_tls(addr, connector, server_name, {
+            let mut o = ConnOptions::default();
+            o.limits = options.limits;
+            o
+        })
         .await
-        .map_err(|e| ClientError::Disconnected(e.to_string()))?;
+        .map_err(ClientError::disconnected)?;
         Ok(Client::new(conn, options))
     }
 }

@@ -153,6 +153,16 @@ pub(crate) async fn serve<C: Connection>(
                 conn.close();
                 break;
             }
+            // A kind newer than this server: nothing it can answer.
+            kind => {
+                report_protocol_error(
+                    "rpc",
+                    conn.peer_addr(),
+                    &format_args!("unexpected {kind:?} frame"),
+                );
+                conn.close();
+                break;
+            }
         }
     }
     // Requests still running finish and reply; the connection closes when the last one

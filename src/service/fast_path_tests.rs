@@ -40,7 +40,7 @@ fn handlers_that_answer_at_once_get_no_task() {
     const REQUESTS: u64 = 512;
     let polls = on_a_shard(|| async {
         let peer = serve_quick();
-        let before = with_local_stats(|s| s.tasks_polled.get());
+        let before = with_local_stats(|s| s.tasks_polled());
         for id in 0..REQUESTS {
             let h = FrameHeader::request(Quick::ID, 0, id);
             peer.send(&h, Bytes::from_static(b"x"), Bytes::new())
@@ -52,7 +52,7 @@ fn handlers_that_answer_at_once_get_no_task() {
             assert_eq!(f.header.kind, FrameKind::Response);
             assert_eq!(f.header.correlation_id, id, "answered in order");
         }
-        with_local_stats(|s| s.tasks_polled.get()) - before
+        with_local_stats(|s| s.tasks_polled()) - before
     });
     assert!(
         polls < REQUESTS,

@@ -17,9 +17,10 @@ use super::{dispatch, Server, Service};
 /// Serve `Test` on a fresh pair whose ends have `budget`, recording into `head_of_line`.
 fn serve(budget: Budget, head_of_line: &Arc<HeadOfLine>) -> MemConnection {
     let server = Server::builder().service(|_| Test).build();
-    let (ours, theirs) = pair(MemOptions {
-        budget,
-        ..MemOptions::default()
+    let (ours, theirs) = pair({
+        let mut o = MemOptions::default();
+        o.budget = budget;
+        o
     });
     let record = Some(head_of_line.clone());
     spawn_local(async move {

@@ -18,7 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use corewire_runtime::ShardId;
 
-pub use client::{CallBuilder, Client, ClientError, ClientOptions};
+pub use client::{CallBuilder, Client, ClientError, ClientOptions, DisconnectCause};
 pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
@@ -28,6 +28,7 @@ pub use stream::{Replies, ReplyStream};
 /// One call as a service sees it.
 #[derive(Debug)]
 pub struct Request {
+    /// The method, within the service.
     pub method: u32,
     /// Over TCP, a view of the buffer the connection received it in, shared with the
     /// requests that arrived with it (up to the runtime's 64 KiB of one receive): a service
@@ -38,6 +39,7 @@ pub struct Request {
     pub attachment: Bytes,
     /// When the caller stops waiting; the server also enforces it.
     pub deadline: Option<Instant>,
+    /// The caller's address, when the transport knows it.
     pub peer: Option<SocketAddr>,
     /// The shard running this call (and owning this service instance).
     pub shard: ShardId,
@@ -46,11 +48,14 @@ pub struct Request {
 /// A successful reply: what a service returns and what a client receives.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The reply's payload.
     pub payload: Bytes,
+    /// The reply's attachment (may be empty).
     pub attachment: Bytes,
 }
 
 impl Response {
+    /// A reply of `payload`, no attachment.
     pub fn new(payload: impl Into<Bytes>) -> Response {
         Response {
             payload: payload.into(),
@@ -58,6 +63,7 @@ impl Response {
         }
     }
 
+    /// The reply with `attachment` too.
     pub fn with_attachment(mut self, attachment: impl Into<Bytes>) -> Response {
         self.attachment = attachment.into();
         self
@@ -66,6 +72,7 @@ impl Response {
 
 /// How a method answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MethodKind {
     /// One reply ([`Service::call`]).
     Unary,
@@ -76,12 +83,14 @@ pub enum MethodKind {
 /// A method as transports that address methods by name (gRPC) see it. Generated code lists
 /// them in [`Service::METHODS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MethodInfo {
     /// The full gRPC name, `/package.Service/Method`.
     pub name: &'static str,
     /// The id corewire's framing carries: [`service_id`] of `name` (FNV-1a), so both ends
     /// derive it from the name alone, with no set-up exchange.
     pub id: u32,
+    /// How the method answers (one reply or a stream).
     pub kind: MethodKind,
 }
 
@@ -116,6 +125,7 @@ pub trait Service: 'static {
     /// methods on every transport; a method not listed is unary.
     const METHODS: &'static [MethodInfo] = &[];
 
+    /// Answer one call.
     fn call(&self, request: Request) -> impl Future<Output = Result<Response, Status>>;
 
     /// A server-streaming method (one [`METHODS`](Service::METHODS) lists as
@@ -146,6 +156,7 @@ pub trait Service: 'static {
 
 /// What [`Service::call_now`] did with a request.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum CallNow {
     /// Answered: the reply is queued at once.
     Done(Result<Response, Status>),

@@ -15,6 +15,7 @@ pub struct ClientPool {
 }
 
 impl ClientPool {
+    /// `size` clients to `addr`, connected on first use, with `options`.
     pub fn new(addr: SocketAddr, size: usize, options: ClientOptions) -> ClientPool {
         ClientPool {
             addr,

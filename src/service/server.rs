@@ -21,11 +21,13 @@ use super::Service;
 
 /// Per-connection server settings.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ServerOptions {
     /// Requests running at once on one connection, each counted until its reply is queued;
     /// while they are all running the server reads nothing more from the connection
     /// (default 1024).
     pub max_in_flight_per_conn: usize,
+    /// Frame size limits of each connection.
     pub limits: FrameLimits,
     /// Reply bytes queued per connection (a true bound): past it handlers wait to queue
     /// their replies and the server reads nothing more from the connection (default 4 MiB).
@@ -47,6 +49,7 @@ impl Default for ServerOptions {
     }
 }
 
+/// Builds a [`Server`]: its services and options.
 #[derive(Default)]
 pub struct ServerBuilder {
     registrations: Vec<Registration>,
@@ -64,6 +67,7 @@ impl ServerBuilder {
         self
     }
 
+    /// Per-connection settings (default: [`ServerOptions::default`]).
     pub fn options(mut self, options: ServerOptions) -> Self {
         self.options = options;
         self
@@ -120,10 +124,12 @@ corewire_runtime::shard_local! {
 }
 
 impl Server {
+    /// A builder: register services, then `build`.
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }
 
+    /// The server's per-connection settings.
     pub fn options(&self) -> ServerOptions {
         self.inner.options
     }
@@ -159,10 +165,7 @@ impl Server {
     ) -> Result<ListenerHandle, L::Error> {
         let server = self.clone();
         let options = self.options();
-        let settings = ConnSettings {
-            limits: options.limits,
-            max_queued_bytes: options.max_queued_bytes,
-        };
+        let settings = ConnSettings::new(options.limits, options.max_queued_bytes);
         let head_of_line = Arc::new(HeadOfLine::new());
         let recorder = head_of_line.clone();
         let handle = listener.listen(rt, settings, move |conn| {

@@ -107,9 +107,10 @@ fn a_peer_that_never_reads_is_bounded_by_the_window_and_the_queue() {
                 max_queued_bytes: QUEUE,
                 ..ServerOptions::default()
             },
-            MemOptions {
-                max_queued_bytes: QUEUE,
-                ..MemOptions::default()
+            {
+                let mut o = MemOptions::default();
+                o.max_queued_bytes = QUEUE;
+                o
             },
         );
         let sent = Rc::new(Cell::new(0u64));
@@ -182,7 +183,7 @@ fn bad_input_closes_the_connection_and_is_counted() {
         let peer = serve(ServerOptions::default(), MemOptions::default());
         peer.send_raw(Bytes::from_static(b"GET / HTTP/1.1\r\n\r\n"));
         let end = timeout(Duration::from_secs(10), peer.recv()).await.unwrap();
-        let errors = corewire_runtime::with_local_stats(|s| s.protocol_errors.get());
+        let errors = corewire_runtime::with_local_stats(|s| s.protocol_errors());
         (end.map(|f| f.is_none()), errors)
     });
     assert!(matches!(end, Ok(true)), "server did not close: {end:?}");
@@ -197,7 +198,7 @@ fn one_timer_per_connection_drives_every_deadline() {
     let (timers_with_50, first, cancelled_id, timed_out_id, still_pending) = on_a_shard(|| async {
         let (ours, peer) = pair(MemOptions::default());
         let client = Client::new(ours, ClientOptions::default());
-        let timers_before = corewire_runtime::with_local_stats(|s| s.timers_pending.get());
+        let timers_before = corewire_runtime::with_local_stats(|s| s.timers_pending());
         let mut calls = Vec::new();
         for _ in 0..50 {
             let c = client.clone();
@@ -213,7 +214,7 @@ fn one_timer_per_connection_drives_every_deadline() {
             corewire_runtime::yield_now().await;
         }
         let timers_with_50 =
-            corewire_runtime::with_local_stats(|s| s.timers_pending.get()) - timers_before;
+            corewire_runtime::with_local_stats(|s| s.timers_pending()) - timers_before;
         // A call with an earlier deadline re-arms the one timer and expires first.
         let first = client
             .request(Test::ID, 0)
@@ -352,4 +353,40 @@ fn a_late_reply_to_a_dropped_call_never_reaches_the_call_after_it() {
         assert_eq!(reply[..], (i as u32).to_be_bytes());
     }
     assert_eq!(in_flight, 0);
+}
+
+/// A connection that cannot be made keeps the transport's error: `source()` is the
+/// `TransportError`, whose own source is the socket's `io::Error`.
+#[test]
+fn disconnected_keeps_the_error_underneath_as_source() {
+    use corewire_transport::TransportError;
+    use std::error::Error;
+
+    let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
+    // A port nobody listens on: bind one, note it, close it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = rt
+        .run_on(0, move || async move {
+            Client::connect_tcp(addr, ClientOptions::default())
+                .await
+                .err()
+                .expect("nobody listens there")
+        })
+        .unwrap();
+    assert!(matches!(err, ClientError::Disconnected(_)), "{err:?}");
+    assert!(err.to_string().starts_with("connection lost: "), "{err}");
+    let transport = err.source().unwrap().downcast_ref::<TransportError>();
+    let Some(TransportError::Io(io)) = transport else {
+        panic!("{:?}", err.source())
+    };
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert!(err.source().unwrap().source().is_some());
+
+    // Timeouts have nothing underneath; a status is its own error.
+    assert!(ClientError::Timeout.source().is_none());
+    let status = ClientError::Status(Status::BadRequest("no".into()));
+    assert!(status.source().unwrap().is::<Status>());
 }

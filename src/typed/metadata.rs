@@ -41,14 +41,17 @@ fn valid_text(value: &[u8]) -> bool {
 }
 
 impl Metadata {
+    /// No entries.
     pub fn new() -> Metadata {
         Metadata::default()
     }
 
+    /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// How many entries there are.
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -60,6 +60,7 @@ pub struct Request<T> {
 }
 
 impl<T> Request<T> {
+    /// A request of `message`, no metadata or timeout.
     pub fn new(message: T) -> Request<T> {
         Request {
             message,
@@ -84,6 +85,7 @@ impl<T> Request<T> {
         self
     }
 
+    /// The call's deadline, if set.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
     }
@@ -106,6 +108,7 @@ impl<T> Request<T> {
 
 /// What a client call accepts: a message, or a [`Request`] with metadata or a timeout.
 pub trait IntoRequest<T> {
+    /// The request.
     fn into_request(self) -> Request<T>;
 }
 
@@ -129,6 +132,7 @@ pub struct Response<T> {
 }
 
 impl<T> Response<T> {
+    /// A reply of `message`, no metadata.
     pub fn new(message: T) -> Response<T> {
         Response {
             message,
@@ -141,22 +145,27 @@ impl<T> Response<T> {
 macro_rules! message_with_metadata {
     ($ty:ident) => {
         impl<T> $ty<T> {
+            /// The message.
             pub fn get_ref(&self) -> &T {
                 &self.message
             }
 
+            /// The message, to change.
             pub fn get_mut(&mut self) -> &mut T {
                 &mut self.message
             }
 
+            /// The message, taken out.
             pub fn into_inner(self) -> T {
                 self.message
             }
 
+            /// The reply's metadata.
             pub fn metadata(&self) -> &Metadata {
                 &self.metadata
             }
 
+            /// The reply's metadata, to change.
             pub fn metadata_mut(&mut self) -> &mut Metadata {
                 &mut self.metadata
             }

@@ -91,6 +91,14 @@ pub fn polling() -> RdmaConfig {
     RdmaConfig::default()
 }
 
+/// The reason in a corewire server's rejection private data: `CWRJ`, the reason, a NUL (the
+/// transport's wire format, kept private to it; `None` for anything else).
+pub fn decode_reject(bytes: &[u8]) -> Option<String> {
+    let text = bytes.strip_prefix(b"CWRJ")?;
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    Some(String::from_utf8_lossy(&text[..end]).into_owned())
+}
+
 /// Connect to `addr` with raw verbs, offering `private_data` as the handshake (a peer that is
 /// not, or not quite, corewire): the event that ended the attempt and its private data.
 pub fn raw_connect(addr: SocketAddr, private_data: &[u8]) -> (CmEventKind, Vec<u8>) {
@@ -125,9 +133,10 @@ pub fn raw_connect(addr: SocketAddr, private_data: &[u8]) -> (CmEventKind, Vec<u
         },
     )
     .unwrap();
-    let params = ConnParams {
-        private_data,
-        ..ConnParams::default()
+    let params = {
+        let mut o = ConnParams::default();
+        o.private_data = private_data;
+        o
     };
     qp.cm_id().connect(&params).unwrap();
     let ev = next();

@@ -4,6 +4,7 @@
 //! message-oriented connection interface services and clients see, and `tcp` its
 //! implementation over the shard's io_uring ring (RDMA implements the same interface; it is the
 //! `rdma` cargo feature, on by default, the one part that needs rdma-core to build).
+#![deny(missing_docs)]
 
 pub mod conn;
 pub mod listen;

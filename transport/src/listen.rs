@@ -13,11 +13,22 @@ use crate::Connection;
 
 /// Per-connection settings a server asks of the listener.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ConnSettings {
     /// Frame size limits each connection enforces.
     pub limits: FrameLimits,
     /// Bound of each connection's send queue.
     pub max_queued_bytes: usize,
+}
+
+impl ConnSettings {
+    /// Settings of `limits` and a send queue bound of `max_queued_bytes`.
+    pub fn new(limits: FrameLimits, max_queued_bytes: usize) -> ConnSettings {
+        ConnSettings {
+            limits,
+            max_queued_bytes,
+        }
+    }
 }
 
 /// A listening endpoint of some transport (TCP's [`TcpEndpoint`], RDMA's `RdmaEndpoint`,

@@ -25,6 +25,7 @@ use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 
 /// Settings of both ends of a [`pair`].
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct MemOptions {
     /// Frame size limits both ends enforce.
     pub limits: FrameLimits,

@@ -12,9 +12,10 @@ fn recv_charges_the_budget_and_yields_when_a_round_is_spent() {
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let (received, yields) = rt
         .run_on(0, || async {
-            let (a, b) = pair(MemOptions {
-                budget: Budget::messages(10),
-                ..MemOptions::default()
+            let (a, b) = pair({
+                let mut o = MemOptions::default();
+                o.budget = Budget::messages(10);
+                o
             });
             for id in 0..100 {
                 let h = FrameHeader::request(1, 0, id);
@@ -22,14 +23,14 @@ fn recv_charges_the_budget_and_yields_when_a_round_is_spent() {
                     .await
                     .unwrap();
             }
-            let before = corewire_runtime::with_local_stats(|s| s.budget_exhausted.get());
+            let before = corewire_runtime::with_local_stats(|s| s.budget_exhausted());
             // A plain read loop: no budget code of its own.
             let mut received = Vec::new();
             while received.len() < 100 {
                 let f = b.recv().await.unwrap().unwrap();
                 received.push(f.header.correlation_id);
             }
-            let after = corewire_runtime::with_local_stats(|s| s.budget_exhausted.get());
+            let after = corewire_runtime::with_local_stats(|s| s.budget_exhausted());
             (received, after - before)
         })
         .unwrap();
@@ -43,9 +44,10 @@ fn a_byte_budget_counts_payload_bytes() {
     let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
     let yields = rt
         .run_on(0, || async {
-            let (a, b) = pair(MemOptions {
-                budget: Budget::messages(1000).with_bytes(4096),
-                ..MemOptions::default()
+            let (a, b) = pair({
+                let mut o = MemOptions::default();
+                o.budget = Budget::messages(1000).with_bytes(4096);
+                o
             });
             for id in 0..8 {
                 let h = FrameHeader::request(1, 0, id);
@@ -53,11 +55,11 @@ fn a_byte_budget_counts_payload_bytes() {
                     .await
                     .unwrap();
             }
-            let before = corewire_runtime::with_local_stats(|s| s.budget_exhausted.get());
+            let before = corewire_runtime::with_local_stats(|s| s.budget_exhausted());
             for _ in 0..8 {
                 b.recv().await.unwrap().unwrap();
             }
-            corewire_runtime::with_local_stats(|s| s.budget_exhausted.get()) - before
+            corewire_runtime::with_local_stats(|s| s.budget_exhausted()) - before
         })
         .unwrap();
     // 4 KiB per round: one yield between the first four frames and the last four.

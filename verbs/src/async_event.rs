@@ -13,28 +13,39 @@ use crate::sys;
 
 /// `ibv_event_type`, with the element it concerns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AsyncEvent {
     /// The shared receive queue has fewer posted receives than its armed limit (the limit
     /// is disarmed until [`SharedReceiveQueue::arm_limit`](crate::SharedReceiveQueue::arm_limit)
     /// is called again).
     SrqLimitReached(SrqKey),
+    /// The shared receive queue failed (it takes no more receives).
     SrqError(SrqKey),
     /// A queue pair attached to a shared receive queue went to the error state and will take
     /// no more receives from it: it may be destroyed without losing a posted buffer.
     QpLastWqeReached {
+        /// The queue pair's number.
         qp_num: u32,
     },
     /// A queue pair failed (fatal, request or access error).
     QpError {
+        /// The queue pair's number.
         qp_num: u32,
+        /// The raw `ibv_event_type`.
         kind: u32,
     },
+    /// The first message arrived on a queue pair not yet marked connected.
     CommEstablished {
+        /// The queue pair's number.
         qp_num: u32,
     },
+    /// A completion queue overran or failed.
     CqError(CqKey),
+    /// The port (its number) became active.
     PortActive(u8),
+    /// The port (its number) went down.
     PortError(u8),
+    /// The device failed: every object on it is unusable.
     DeviceFatal,
     /// Anything else (`ibv_event_type` value).
     Other(u32),

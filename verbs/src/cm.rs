@@ -157,6 +157,7 @@ pub struct CmIdKey(usize);
 /// How many RDMA READs may be outstanding on a connection, each way: what a connect request
 /// offers ([`CmEvent::read_depths`]) and what [`ConnParams`] asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadDepths {
     /// Outstanding RDMA READs the peer may issue to us (our `max_dest_rd_atomic`).
     pub responder_resources: u8,
@@ -189,6 +190,7 @@ impl ReadDepths {
 
 /// Connection parameters for [`CmId::connect`] / [`CmId::accept`].
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ConnParams<'a> {
     /// At most [`MAX_CONNECT_PRIVATE_DATA`] (connect) / [`MAX_ACCEPT_PRIVATE_DATA`] (accept).
     pub private_data: &'a [u8],

@@ -5,28 +5,46 @@ use crate::sys;
 
 /// `rdma_cm_event_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmEventKind {
+    /// `resolve_addr` finished: the id is bound to a device.
     AddrResolved,
+    /// Address resolution failed.
     AddrError,
+    /// `resolve_route` finished: the id can connect.
     RouteResolved,
+    /// Route resolution failed.
     RouteError,
     /// A peer wants to connect: [`CmEvent::take_conn_request`] holds the new id.
     ConnectRequest,
+    /// A reply to a connect on an id without a queue pair.
     ConnectResponse,
+    /// Connecting failed (a protocol error during set-up).
     ConnectError,
+    /// The peer did not answer the connect.
     Unreachable,
+    /// The peer refused the connection (its private data may say why).
     Rejected,
+    /// The connection is up.
     Established,
+    /// The connection ended (either side).
     Disconnected,
+    /// The id's device is going away.
     DeviceRemoval,
+    /// A multicast join finished.
     MulticastJoin,
+    /// A multicast join failed.
     MulticastError,
+    /// The id's network address changed.
     AddrChange,
+    /// The queue pair left the time-wait state and may be reused.
     TimewaitExit,
+    /// An event this crate does not know (its raw value).
     Other(u32),
 }
 
 impl CmEventKind {
+    /// The kind of a raw `rdma_cm_event_type` value.
     pub fn from_raw(raw: u32) -> Self {
         use sys::rdma_cm_event_type::*;
         match raw {
@@ -82,6 +100,7 @@ pub struct CmEvent {
 }
 
 impl CmEvent {
+    /// What happened.
     pub fn kind(&self) -> CmEventKind {
         self.kind
     }

@@ -50,12 +50,17 @@ impl Drop for ContextInner {
 
 /// Port attributes that matter to this project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortAttr {
+    /// Whether the port is up.
     pub state: PortState,
     /// Active path MTU in bytes (256..4096).
     pub active_mtu: u32,
+    /// Largest path MTU the port supports, in bytes.
     pub max_mtu: u32,
+    /// Entries of the port's GID table.
     pub gid_table_len: u32,
+    /// Largest message the port carries, in bytes.
     pub max_msg_size: u32,
     /// True for RoCE (Ethernet link layer), false for InfiniBand.
     pub is_ethernet: bool,
@@ -63,31 +68,47 @@ pub struct PortAttr {
 
 /// Device limits that matter to this project (`ibv_query_device`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceAttr {
+    /// Queue pairs, at most.
     pub max_qp: u32,
     /// Work requests per queue (send or receive) of one queue pair.
     pub max_qp_wr: u32,
+    /// Scatter/gather entries per work request.
     pub max_sge: u32,
+    /// Completion queues, at most.
     pub max_cq: u32,
     /// Entries of one completion queue.
     pub max_cqe: u32,
+    /// Bytes one memory region may cover.
     pub max_mr_size: u64,
+    /// Shared receive queues, at most.
     pub max_srq: u32,
+    /// Work requests per shared receive queue.
     pub max_srq_wr: u32,
     /// RDMA READs a queue pair may have outstanding as the target / as the initiator.
     pub max_qp_rd_atom: u32,
+    /// RDMA READs a queue pair may have outstanding as the initiator.
     pub max_qp_init_rd_atom: u32,
+    /// Physical ports of the device.
     pub phys_port_cnt: u8,
 }
 
 /// `ibv_port_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PortState {
+    /// The link is down.
     Down,
+    /// The link is up, the subnet manager has not configured it yet.
     Init,
+    /// Configured, not yet active.
     Armed,
+    /// Carrying traffic.
     Active,
+    /// Active, deferring to a recovering link.
     ActiveDefer,
+    /// A state this crate does not know (its raw value).
     Other(u32),
 }
 

@@ -8,27 +8,59 @@ pub type Result<T, E = VerbsError> = std::result::Result<T, E>;
 
 /// An error from the verbs / rdma_cm layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum VerbsError {
     /// An rdma-core call failed with `errno`.
-    Call { call: &'static str, errno: i32 },
+    Call {
+        /// The C function.
+        call: &'static str,
+        /// Its error number.
+        errno: i32,
+    },
     /// `ibv_reg_mr` failed with ENOMEM. Pinning memory counts against RLIMIT_MEMLOCK for
     /// non-root users, so this is almost always the locked-memory limit, not a lack of RAM.
     /// `limit` is the soft RLIMIT_MEMLOCK in bytes (`None` = unlimited or unknown).
-    MemlockLimit { len: usize, limit: Option<u64> },
+    MemlockLimit {
+        /// Bytes the registration asked for.
+        len: usize,
+        /// The soft RLIMIT_MEMLOCK.
+        limit: Option<u64>,
+    },
     /// No RDMA device (with that name) exists.
-    NoDevice { name: Option<String> },
+    NoDevice {
+        /// The name asked for (`None`: any device).
+        name: Option<String>,
+    },
     /// A scatter/gather range lies outside its memory region.
     InvalidRange {
+        /// Where the range starts in the region.
         offset: usize,
+        /// Its length.
         len: usize,
+        /// The region's length.
         region_len: usize,
     },
     /// A work request has more scatter/gather entries than the queue allows.
-    TooManySges { given: usize, max: usize },
+    TooManySges {
+        /// Entries in the request.
+        given: usize,
+        /// Entries the queue allows.
+        max: usize,
+    },
     /// An inline send is larger than the QP's `max_inline_data`.
-    InlineTooLarge { len: usize, max: u32 },
+    InlineTooLarge {
+        /// Bytes of the send.
+        len: usize,
+        /// The queue pair's `max_inline_data`.
+        max: u32,
+    },
     /// rdma_cm private data longer than the CM message can carry.
-    PrivateDataTooLong { len: usize, max: usize },
+    PrivateDataTooLong {
+        /// Bytes given.
+        len: usize,
+        /// Bytes the message can carry.
+        max: usize,
+    },
     /// The memory region belongs to another protection domain than the queue.
     ForeignProtectionDomain,
     /// The protection domain was created on another device context than the rdma_cm id's
@@ -41,11 +73,16 @@ pub enum VerbsError {
     /// An argument out of range (the string says which).
     InvalidArgument(&'static str),
     /// The memory allocation backing a memory region failed.
-    Alloc { len: usize },
+    Alloc {
+        /// Bytes asked for.
+        len: usize,
+    },
     /// rdma-core's `library` (`libibverbs.so.1` or `librdmacm.so.1`) could not be loaded at
     /// run time, or lacks a function this crate needs; `reason` is the loader's.
     LibraryUnavailable {
+        /// The library.
         library: crate::sys::Library,
+        /// The loader's message.
         reason: Box<str>,
     },
 }

@@ -1,5 +1,4 @@
-//! RDMA verbs and rdma_cm for corewire: rdma-core's API ([`sys`]) and a small safe layer on
-//! top. All `unsafe` of the project's RDMA path lives in this crate.
+//! RDMA verbs and rdma_cm for corewire: a small safe layer over rdma-core's API. All `unsafe` of the project's RDMA path lives in this crate.
 //!
 //! # No rdma-core at build time
 //!
@@ -7,7 +6,7 @@
 //! compiles no C: the bindings are generated ahead of time and committed
 //! (`src/sys/bindings.rs`), and `libibverbs.so.1` and `librdmacm.so.1` are loaded with
 //! `dlopen` the first time RDMA is used — [`Context::open`], [`Context::from_rdma_cm`],
-//! [`CmEventChannel::new`], [`list_devices`] or an explicit [`sys::load`]. On a host without
+//! [`CmEventChannel::new`], [`list_devices`] or an explicit [`load`]. On a host without
 //! them those calls return
 //! [`VerbsError::LibraryUnavailable`], which names the missing library and the packages to
 //! install (`apt-get install libibverbs1 librdmacm1 ibverbs-providers` on Debian/Ubuntu), and
@@ -15,7 +14,7 @@
 //! at the symbol version the bindings were generated for (the version a program linked
 //! against that rdma-core would bind to). The calls that are `static inline` in the headers —
 //! `ibv_post_send`, `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,
-//! and the `ibv_query_port` and `ibv_reg_mr` macros — are written in Rust in [`sys::inline`]
+//! and the `ibv_query_port` and `ibv_reg_mr` macros — are written in Rust in `src/sys/inline.rs`
 //! as the headers write them: the data path calls the provider through the context's ops
 //! table, with no extra hop.
 //!
@@ -61,8 +60,11 @@
 //! [`CmId::bind_addr`] → [`CmId::listen`] → on [`CmEventKind::ConnectRequest`] take the new
 //! id → [`Context::from_cm_id`], [`ProtectionDomain`], [`CompletionQueue`] →
 //! [`QueuePair::create`] → post receives → [`CmId::accept`] → `Established`.
+#![deny(missing_docs)]
 
-pub mod sys;
+// Raw rdma-core (generated bindings, the loader, the header's inline calls): the safe layer
+// is the API; `load` and `Library` are re-exported below.
+mod sys;
 
 mod addr;
 mod async_event;
@@ -77,6 +79,10 @@ mod mr;
 mod pd;
 mod qp;
 mod srq;
+// Test helpers shared by the workspace's RDMA integration tests (the facade's, kv's, the
+// greeter's and the examples'), which are other crates and so need it public. Not part of the
+// API: hidden from the docs and not covered by semver.
+#[doc(hidden)]
 pub mod testing;
 mod wc;
 
@@ -94,4 +100,5 @@ pub use mr::{Access, MemoryRegion, Sge};
 pub use pd::ProtectionDomain;
 pub use qp::{QpCaps, QpCreateError, QpInit, QueuePair, SendOp, SendWr, MAX_SGE};
 pub use srq::{SharedReceiveQueue, SrqKey};
+pub use sys::{load, Library};
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};

@@ -13,35 +13,80 @@ use crate::sys;
 
 /// One RDMA device.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceInfo {
+    /// The device's name (`mlx5_0`, `rxe0`).
     pub name: String,
+    /// Its ports, in port order.
     pub ports: Vec<PortInfo>,
+}
+
+impl DeviceInfo {
+    /// A listing entry, for code that works on a listing it made (device selection tests).
+    pub fn new(name: impl Into<String>, ports: Vec<PortInfo>) -> DeviceInfo {
+        DeviceInfo {
+            name: name.into(),
+            ports,
+        }
+    }
 }
 
 /// One port of a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortInfo {
+    /// The port number (from 1).
     pub port: u8,
+    /// Its state (only an active port carries traffic).
     pub state: PortState,
+    /// Its valid GID table entries.
     pub gids: Vec<GidInfo>,
+}
+
+impl PortInfo {
+    /// A port entry, for code that works on a listing it made.
+    pub fn new(port: u8, state: PortState, gids: Vec<GidInfo>) -> PortInfo {
+        PortInfo { port, state, gids }
+    }
 }
 
 /// One valid entry of a port's GID table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GidInfo {
+    /// The entry's index in the port's GID table.
     pub index: u32,
+    /// The GID (for RoCE, an IPv6 or IPv4-mapped address).
     pub gid: Ipv6Addr,
     /// The network device the entry belongs to (RoCE), if any.
     pub netdev: Option<String>,
+    /// The kind of GID (InfiniBand, RoCE v1 or v2).
     pub kind: GidKind,
+}
+
+impl GidInfo {
+    /// A GID entry, for code that works on a listing it made.
+    pub fn new(index: u32, gid: Ipv6Addr, netdev: Option<String>, kind: GidKind) -> GidInfo {
+        GidInfo {
+            index,
+            gid,
+            netdev,
+            kind,
+        }
+    }
 }
 
 /// `ibv_gid_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GidKind {
+    /// InfiniBand.
     Ib,
+    /// RoCE v1 (Ethernet, not routable).
     RoceV1,
+    /// RoCE v2 (over UDP/IP).
     RoceV2,
+    /// A kind this crate does not know (its raw value).
     Other(u32),
 }
 

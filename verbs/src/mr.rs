@@ -22,9 +22,12 @@ impl Access {
     pub const LOCAL_READ: Access = Access(0);
     /// The local HCA may write it (receive buffers).
     pub const LOCAL_WRITE: Access = Access(sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE);
+    /// The peer may RDMA WRITE into it.
     pub const REMOTE_WRITE: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE);
+    /// The peer may RDMA READ from it.
     pub const REMOTE_READ: Access = Access(sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ);
 
+    /// The raw `ibv_access_flags`.
     pub fn bits(self) -> u32 {
         self.0
     }
@@ -214,14 +217,17 @@ impl MemoryRegion {
         self.buf.ptr() as u64
     }
 
+    /// The region's length in bytes.
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
+    /// Whether the region is empty.
     pub fn is_empty(&self) -> bool {
         self.buf.len() == 0
     }
 
+    /// The region's bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the buffer is a live, initialised allocation of len bytes owned by self;
         // the shared borrow of self prevents as_mut_slice from aliasing it.
@@ -327,10 +333,12 @@ impl Sge<'_> {
         }
     }
 
+    /// The entry's length in bytes.
     pub fn len(&self) -> u32 {
         self.raw.length
     }
 
+    /// Whether the entry covers no bytes.
     pub fn is_empty(&self) -> bool {
         self.raw.length == 0
     }

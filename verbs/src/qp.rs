@@ -17,11 +17,17 @@ pub const MAX_SGE: usize = 16;
 
 /// Queue sizes requested at creation; [`QueuePair::caps`] reports what the device granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QpCaps {
+    /// Send work requests outstanding at once.
     pub max_send_wr: u32,
+    /// Receive work requests outstanding at once (0 with a shared receive queue).
     pub max_recv_wr: u32,
+    /// Scatter/gather entries per send request.
     pub max_send_sge: u32,
+    /// Scatter/gather entries per receive request.
     pub max_recv_sge: u32,
+    /// Bytes a send may carry inline (copied into the request, no memory region needed).
     pub max_inline_data: u32,
 }
 
@@ -39,10 +45,13 @@ impl Default for QpCaps {
 
 /// What a new QP is attached to.
 pub struct QpInit<'a> {
+    /// Where send completions go.
     pub send_cq: &'a CompletionQueue,
+    /// Where receive completions go.
     pub recv_cq: &'a CompletionQueue,
     /// Receives come from this SRQ instead of the QP's own receive queue.
     pub srq: Option<&'a SharedReceiveQueue>,
+    /// The queue sizes asked for.
     pub caps: QpCaps,
     /// Every send produces a completion (otherwise only those marked `signaled`).
     pub sq_sig_all: bool,
@@ -50,7 +59,9 @@ pub struct QpInit<'a> {
 
 /// The operation of a send work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendOp {
+    /// A plain SEND: consumes one receive on the peer.
     Send,
     /// SEND with 32 bits of immediate data (host byte order; the receiver's
     /// `WorkCompletion::imm_data` gets the same value).
@@ -59,7 +70,9 @@ pub enum SendOp {
     /// (its region must allow remote reads, and the queue pairs must have been connected
     /// with a nonzero initiator depth and responder resources).
     RdmaRead {
+        /// The peer's address to read from.
         remote_addr: u64,
+        /// The key of the peer's memory region.
         rkey: u32,
     },
     /// A zero-byte RDMA WRITE (no SGEs): it moves nothing and touches no memory on either
@@ -72,8 +85,11 @@ pub enum SendOp {
 /// A send work request.
 #[derive(Debug, Clone, Copy)]
 pub struct SendWr<'a> {
+    /// Returned in the request's completion.
     pub wr_id: u64,
+    /// The local memory the request sends from (or a READ fills).
     pub sges: &'a [Sge<'a>],
+    /// What the request does.
     pub op: SendOp,
     /// Produce a completion for this request (always true if the QP has `sq_sig_all`).
     pub signaled: bool,
@@ -113,8 +129,11 @@ pub struct QueuePair {
 }
 
 /// Creating a QP failed; the id is handed back (to reject the peer, or retry).
+#[non_exhaustive]
 pub struct QpCreateError {
+    /// Why creation failed.
     pub error: VerbsError,
+    /// The rdma_cm id the queue pair was to be created on.
     pub id: CmId,
 }
 
@@ -228,11 +247,13 @@ impl QueuePair {
         &self.id
     }
 
+    /// The queue pair's number.
     pub fn qp_num(&self) -> u32 {
         // SAFETY: the QP is live; plain field.
         unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
+    /// The queue sizes the device granted.
     pub fn caps(&self) -> QpCaps {
         self.caps
     }

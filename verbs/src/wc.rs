@@ -4,31 +4,50 @@ use crate::sys;
 
 /// Outcome of a work request (`ibv_wc_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum WcStatus {
+    /// The request completed.
     #[default]
     Success,
+    /// A local length error (a receive buffer too small for the message).
     LocalLengthError,
+    /// An internal queue pair consistency error.
     LocalQpOperationError,
+    /// A scatter/gather entry outside a memory region, or without the access it needs.
     LocalProtectionError,
     /// The QP went to the error state (disconnect, `set_error`, a failed peer) and this
     /// request was flushed without being executed.
     WrFlushError,
+    /// A memory window bind failed.
     MemoryWindowBindError,
+    /// The peer's response was of an unexpected transport opcode.
     BadResponseError,
+    /// A protection error on the local data buffer of an incoming RDMA operation.
     LocalAccessError,
+    /// The peer found the request invalid (a message too long for its receive buffer, ...).
     RemoteInvalidRequestError,
+    /// The peer refused an RDMA READ or WRITE (bad rkey or range).
     RemoteAccessError,
+    /// The peer could not complete the operation.
     RemoteOperationError,
+    /// Transport retries ran out: the peer never acknowledged (dead, or cut off).
     RetryExceeded,
+    /// Receiver-not-ready retries ran out: the peer had no receive posted.
     RnrRetryExceeded,
+    /// The peer aborted the operation.
     RemoteAbortError,
+    /// A fatal device error.
     FatalError,
+    /// The response timed out.
     ResponseTimeoutError,
+    /// A general error, with no more precise status.
     GeneralError,
+    /// A status this crate does not know (its raw value).
     Other(u32),
 }
 
 impl WcStatus {
+    /// The status of a raw `ibv_wc_status` value.
     pub fn from_raw(raw: u32) -> Self {
         use sys::ibv_wc_status::*;
         match raw {
@@ -53,6 +72,7 @@ impl WcStatus {
         }
     }
 
+    /// Whether the request completed.
     pub fn is_success(self) -> bool {
         self == WcStatus::Success
     }
@@ -60,23 +80,35 @@ impl WcStatus {
 
 /// What the completed request was (`ibv_wc_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum WcOpcode {
+    /// A send.
     Send,
+    /// An RDMA WRITE.
     RdmaWrite,
+    /// An RDMA READ.
     RdmaRead,
+    /// An atomic compare-and-swap.
     CompareSwap,
+    /// An atomic fetch-and-add.
     FetchAdd,
+    /// A memory window bind.
     BindMw,
+    /// A local invalidate.
     LocalInvalidate,
+    /// A receive.
     Recv,
+    /// A receive of an RDMA WRITE with immediate data.
     RecvRdmaWithImm,
     /// The provider leaves the opcode undefined in error completions; use `wr_id`.
     #[default]
     Unspecified,
+    /// An opcode this crate does not know (its raw value).
     Other(u32),
 }
 
 impl WcOpcode {
+    /// The opcode of a raw `ibv_wc_opcode` value.
     pub fn from_raw(raw: u32) -> Self {
         use sys::ibv_wc_opcode::*;
         match raw {
@@ -96,8 +128,11 @@ impl WcOpcode {
 
 /// One completed work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct WorkCompletion {
+    /// The `wr_id` of the work request this completes.
     pub wr_id: u64,
+    /// How it ended.
     pub status: WcStatus,
     /// `Unspecified` unless `status` is `Success`.
     pub opcode: WcOpcode,
@@ -105,6 +140,7 @@ pub struct WorkCompletion {
     pub byte_len: u32,
     /// Immediate data in host byte order, when the sender used SEND_WITH_IMM.
     pub imm_data: Option<u32>,
+    /// The number of the queue pair it ran on.
     pub qp_num: u32,
     /// Provider-specific detail for errors.
     pub vendor_err: u32,

@@ -97,10 +97,11 @@ impl Endpoint {
             send_cq: &self.cq,
             recv_cq: &self.cq,
             srq,
-            caps: QpCaps {
-                max_send_sge: 2,
-                max_inline_data: 64,
-                ..QpCaps::default()
+            caps: {
+                let mut o = QpCaps::default();
+                o.max_send_sge = 2;
+                o.max_inline_data = 64;
+                o
             },
             sq_sig_all: false,
         }
@@ -178,9 +179,10 @@ fn connect(
         }
         let qp = QueuePair::create(id, &ep.pd, ep.qp_init(None)).expect("rdma_create_qp");
         before_connect(&qp);
-        let params = ConnParams {
-            private_data,
-            ..ConnParams::default()
+        let params = {
+            let mut o = ConnParams::default();
+            o.private_data = private_data;
+            o
         };
         qp.cm_id().connect(&params).expect("rdma_connect");
         let ev = next_event(ch);

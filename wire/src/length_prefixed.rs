@@ -15,6 +15,7 @@ pub const PREFIX_LEN: usize = 4;
 
 /// Failure to frame or unframe a length-prefixed message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LengthPrefixedError {
     /// The message (declared by a peer, or handed to the encoder) exceeds the limit.
     MessageTooLarge {

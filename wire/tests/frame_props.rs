@@ -237,7 +237,7 @@ proptest! {
         payload_len in 0usize..1500,
         attachment_len in 0usize..1500,
     ) {
-        let limits = FrameLimits { max_header_len: 1024, max_body_len };
+        let limits = FrameLimits::new(1024, max_body_len);
         let head = FrameEncoder::new(FrameLimits::default())
             .encode_header(&header, payload_len, attachment_len)
             .unwrap();
@@ -268,7 +268,7 @@ proptest! {
     ) {
         let head = FrameEncoder::new(FrameLimits::default()).encode_header(&header, 0, 0).unwrap();
         let header_len = head.len() - PREAMBLE_LEN;
-        let limits = FrameLimits { max_header_len, max_body_len: 0 };
+        let limits = FrameLimits::new(max_header_len, 0);
         let mut buf = BytesMut::from(&head[..PREAMBLE_LEN]);
         let result = FrameDecoder::new(limits).decode(&mut buf);
         if header_len > max_header_len {

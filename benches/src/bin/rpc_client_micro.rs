@@ -115,20 +115,18 @@ fn main() -> ExitCode {
     } = cfg;
     let loops = conns * depth;
     let (per_loop, warm_per_loop) = ((calls / loops).max(1), (warmup / loops).max(1));
-    let polls = || corewire::runtime::with_local_stats(|s| s.tasks_polled.get());
+    let polls = || corewire::runtime::with_local_stats(|s| s.tasks_polled());
     let out = rt
         .run_on(0, move || async move {
             let clients: Vec<_> = (0..conns)
                 .map(|_| {
                     let (ours, peer) = pair(MemOptions::default());
                     spawn_local(echo_peer(peer));
-                    Client::new(
-                        ours,
-                        ClientOptions {
-                            window: depth,
-                            ..ClientOptions::default()
-                        },
-                    )
+                    Client::new(ours, {
+                        let mut o = ClientOptions::default();
+                        o.window = depth;
+                        o
+                    })
                 })
                 .collect();
             run_calls(&clients, depth, warm_per_loop, size).await;

@@ -102,9 +102,10 @@ fn main() -> ExitCode {
                     spawn_local(async move {
                         corewire::service::serve_connection(&server, theirs).await
                     });
-                    let options = ClientOptions {
-                        window: DEPTH,
-                        ..ClientOptions::default()
+                    let options = {
+                        let mut o = ClientOptions::default();
+                        o.window = DEPTH;
+                        o
                     };
                     Client::new(ours, options)
                 })

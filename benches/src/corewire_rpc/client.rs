@@ -86,9 +86,10 @@ impl ThreadBody for ShardBody {
 }
 
 async fn connect(addr: SocketAddr, depth: usize) -> Result<Client, String> {
-    let options = ClientOptions {
-        window: depth.max(1),
-        ..ClientOptions::default()
+    let options = {
+        let mut o = ClientOptions::default();
+        o.window = depth.max(1);
+        o
     };
     match corewire::timeout(CONNECT_TIMEOUT, Client::connect_tcp(addr, options)).await {
         Ok(Ok(c)) => Ok(c),

@@ -57,6 +57,8 @@ pub struct ServerInfo {
     pub paused: bool,
     /// Scripts in the node's script cache (SCRIPT LOAD, EVAL).
     pub cached_scripts: u64,
+    /// SAVE/BGSAVE state (INFO persistence's `rdb_` fields).
+    pub rdb: crate::server::RdbInfo,
 }
 
 /// One shard's part of INFO: the store's numbers and the glue's.
@@ -375,15 +377,15 @@ fn cpu_section(out: &mut String, facts: &Facts<'_>) {
 fn persistence_section(out: &mut String, facts: &Facts<'_>) {
     let server = facts.server;
     // Redis's fields, over all shards: sizes and counts add up, a rewrite is in progress if
-    // any shard's is, a status is `err` if any shard's is, times are the longest. There are
-    // no RDB snapshots, so the `rdb_` fields tools poll read as on a Redis that never saved.
+    // any shard's is, a status is `err` if any shard's is, times are the longest. The `rdb_`
+    // fields are the node's (one dump for all shards); changes count since the last save.
     let aof = |f: fn(&crate::aof::AofStats) -> u64| total(facts, |s| f(&s.aof));
     let any = |f: fn(&crate::aof::AofStats) -> bool| facts.shards.iter().any(|s| f(&s.aof));
     let longest = |f: fn(&crate::aof::AofStats) -> i64| {
         facts.shards.iter().map(|s| f(&s.aof)).max().unwrap_or(-1)
     };
     let status = |ok: bool| if ok { "ok" } else { "err" };
-    let started_s = (server.server_time_usec / 1_000_000).saturating_sub(server.uptime_ms / 1000);
+    let rdb = &server.rdb;
     let _ = write!(
         out,
         "# Persistence\r\n\
@@ -396,15 +398,15 @@ fn persistence_section(out: &mut String, facts: &Facts<'_>) {
          current_save_keys_processed:0\r\n\
          current_save_keys_total:0\r\n\
          rdb_changes_since_last_save:{}\r\n\
-         rdb_bgsave_in_progress:0\r\n\
-         rdb_last_save_time:{started_s}\r\n\
-         rdb_last_bgsave_status:ok\r\n\
-         rdb_last_bgsave_time_sec:-1\r\n\
-         rdb_current_bgsave_time_sec:-1\r\n\
-         rdb_saves:0\r\n\
+         rdb_bgsave_in_progress:{}\r\n\
+         rdb_last_save_time:{}\r\n\
+         rdb_last_bgsave_status:{}\r\n\
+         rdb_last_bgsave_time_sec:{}\r\n\
+         rdb_current_bgsave_time_sec:{}\r\n\
+         rdb_saves:{}\r\n\
          rdb_last_cow_size:0\r\n\
-         rdb_last_load_keys_expired:0\r\n\
-         rdb_last_load_keys_loaded:0\r\n\
+         rdb_last_load_keys_expired:{}\r\n\
+         rdb_last_load_keys_loaded:{}\r\n\
          aof_enabled:{}\r\n\
          aof_rewrite_in_progress:{}\r\n\
          aof_rewrite_scheduled:0\r\n\
@@ -418,6 +420,14 @@ fn persistence_section(out: &mut String, facts: &Facts<'_>) {
          module_fork_in_progress:0\r\n\
          module_fork_last_cow_size:0\r\n",
         total(facts, |s| s.dirty),
+        u8::from(rdb.bgsave_in_progress),
+        rdb.last_save_time,
+        status(rdb.last_bgsave_ok),
+        rdb.last_bgsave_time_sec,
+        rdb.current_bgsave_time_sec,
+        rdb.saves,
+        rdb.last_load_keys_expired,
+        rdb.last_load_keys_loaded,
         u8::from(server.aof_enabled),
         u8::from(any(|a| a.rewrite_in_progress)),
         longest(|a| a.last_rewrite_time_sec),

@@ -120,13 +120,15 @@ fn unknown_and_unsupported_directives_are_listed_at_start() {
         "a good line reported:\n{stderr}"
     );
     // An option this server cannot honour is refused rather than ignored.
-    let rdb = write(&dir, "rdb.conf", "port 0\nsave 900 1\n");
-    let stderr = refused(&rdb, &[]);
-    assert!(stderr.contains("save"), "{stderr}");
+    let strict = write(&dir, "strict.conf", "port 0\ndaemonize yes\n");
+    let stderr = refused(&strict, &[]);
+    assert!(stderr.contains("daemonize"), "{stderr}");
     // A missing include, and an unknown command-line option, too.
     let include = write(&dir, "include.conf", "include /nonexistent/redis.conf\n");
     assert!(refused(&include, &[]).contains("/nonexistent/redis.conf"));
-    assert!(refused(&rdb, &["--save", "", "--no-such-flag", "1"]).contains("no-such-flag"));
+    assert!(
+        refused(&strict, &["--daemonize", "no", "--no-such-flag", "1"]).contains("no-such-flag")
+    );
 }
 
 #[test]

@@ -49,6 +49,7 @@ impl ListenerHandle {
         self.head_of_line.snapshot()
     }
 
+    /// The address the listener is bound to (with the port picked, for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -63,16 +64,33 @@ impl ListenerHandle {
         self.counts.placed()
     }
 
+    /// The listener's connection counts, shared (for transports that place connections).
     pub fn counts(&self) -> Arc<ConnCounts> {
         self.counts.clone()
     }
 
     /// Stop accepting (listeners close; open connections carry on) and wait for the accept
-    /// loops to end. Call from outside the shards.
+    /// loops to end, blocking this thread.
+    ///
+    /// # Panics
+    /// On a shard thread (see [`assert_can_block`](crate::assert_can_block)): there, await
+    /// [`stop_async`](ListenerHandle::stop_async).
+    #[track_caller]
     pub fn stop(self) {
+        crate::assert_can_block("ListenerHandle::stop");
         self.stop.stop();
         for a in self.acceptors {
-            let _ = a.wait();
+            let _ = a.wait_unchecked();
+        }
+    }
+
+    /// [`stop`](ListenerHandle::stop) for async code: stop accepting and wait, without
+    /// blocking the thread, for the accept loops to end. Works on a shard, the listener's own
+    /// included.
+    pub async fn stop_async(self) {
+        self.stop.stop();
+        for a in self.acceptors {
+            let _ = a.await;
         }
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::shard::ShardId;
 
 /// What a placement policy may look at.
+#[non_exhaustive]
 pub struct PlacementInput<'a> {
+    /// The address of the connecting peer, when known.
     pub peer: Option<SocketAddr>,
     /// The shard that accepted the connection.
     pub acceptor: ShardId,
@@ -16,17 +18,21 @@ pub struct PlacementInput<'a> {
     pub open: &'a [usize],
 }
 
+/// A custom placement: picks the shard of each new connection.
 pub type PlacementFn = Arc<dyn Fn(&PlacementInput<'_>) -> ShardId + Send + Sync>;
 
 /// The policy of an accept handoff (Seastar's load-balancing choices, plus a user function).
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Placement {
     /// The shard with the fewest open connections of this server (ties rotate).
     #[default]
     LeastConnections,
+    /// Each shard in turn.
     RoundRobin,
     /// Every connection on one shard.
     Fixed(ShardId),
+    /// Whatever the function returns (an out-of-range shard falls back to the acceptor).
     Custom(PlacementFn),
 }
 
@@ -49,6 +55,7 @@ pub struct ConnCounts {
 }
 
 impl ConnCounts {
+    /// Counts for `shards` shards, all zero.
     pub fn new(shards: usize) -> ConnCounts {
         ConnCounts {
             open: (0..shards).map(|_| AtomicUsize::new(0)).collect(),
@@ -57,6 +64,7 @@ impl ConnCounts {
         }
     }
 
+    /// Open connections per shard.
     pub fn open(&self) -> Vec<usize> {
         self.open
             .iter()
@@ -82,6 +90,7 @@ impl ConnCounts {
         }
     }
 
+    /// The shard `placement` puts a new connection from `peer` on, accepted on `acceptor`.
     pub fn choose(
         &self,
         placement: &Placement,

@@ -11,6 +11,7 @@ pub struct StopSignal {
 }
 
 impl StopSignal {
+    /// Stop: every accept loop watching this signal ends.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|e| e.into_inner()));
@@ -19,6 +20,7 @@ impl StopSignal {
         }
     }
 
+    /// Whether `stop` was called.
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
     }

@@ -18,10 +18,15 @@ use crate::{spawn_local, Runtime};
 
 /// How connections reach shards.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AcceptMode {
+    /// Every shard listens on the same port (`SO_REUSEPORT`); the kernel spreads connections.
     ReusePort,
+    /// The `acceptors` listen, and hand each connection to the shard `placement` picks.
     Handoff {
+        /// The shards that accept.
         acceptors: Vec<ShardId>,
+        /// Where each accepted connection goes.
         placement: Placement,
     },
 }
@@ -37,11 +42,15 @@ impl AcceptMode {
 }
 
 /// A connection as its handler receives it, on the shard that will own it.
+#[non_exhaustive]
 pub struct Accepted {
+    /// The connection, adopted by the shard it runs on.
     pub stream: TcpStream,
+    /// The peer's address, when known.
     pub peer: Option<SocketAddr>,
     /// The fairness budget configured for this listener.
     pub budget: Budget,
+    /// The shard the connection runs on.
     pub shard: ShardId,
 }
 
@@ -54,6 +63,7 @@ pub struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
+    /// An endpoint at `addr`, every shard listening (`AcceptMode::ReusePort`).
     pub fn bind(addr: SocketAddr) -> TcpEndpoint {
         TcpEndpoint {
             addr,
@@ -63,6 +73,7 @@ impl TcpEndpoint {
         }
     }
 
+    /// How connections are accepted and placed.
     pub fn mode(mut self, mode: AcceptMode) -> Self {
         self.mode = mode;
         self
@@ -74,6 +85,7 @@ impl TcpEndpoint {
         self
     }
 
+    /// The listen backlog of each listening socket (default 1024).
     pub fn backlog(mut self, backlog: i32) -> Self {
         self.backlog = backlog;
         self

@@ -28,8 +28,6 @@
 //! With the `tls` feature, [`TlsStream`](crate::tls::TlsStream) implements the same traits
 //! itself (no wrapper), so hyper and h2 serve over TLS the same way.
 
-#![warn(missing_docs)]
-
 #[cfg(feature = "hyper")]
 pub mod hyper;
 mod stream;

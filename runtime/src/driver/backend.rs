@@ -10,6 +10,7 @@ use std::io;
 
 /// The I/O backend of a runtime's shards (`RuntimeBuilder::backend`, `Runtime::backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Backend {
     /// io_uring where the kernel allows it, else epoll (the default).
     #[default]

@@ -10,6 +10,7 @@ use crate::shard::context;
 
 /// Why a task produced no output.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JoinError {
     /// The task panicked, was aborted, or its shard shut down before it finished.
     Aborted,
@@ -41,6 +42,7 @@ impl<T> JoinHandle<T> {
         context::with_executor(|e| e.abort(self.key));
     }
 
+    /// Whether the task has finished (its output is waiting for the handle).
     pub fn is_finished(&self) -> bool {
         self.state.borrow().result.is_some()
     }

@@ -40,11 +40,13 @@ impl OpenOptions {
         }
     }
 
+    /// Open for reading.
     pub fn read(&mut self, on: bool) -> &mut Self {
         self.read = on;
         self
     }
 
+    /// Open for writing.
     pub fn write(&mut self, on: bool) -> &mut Self {
         self.write = on;
         self
@@ -56,11 +58,13 @@ impl OpenOptions {
         self
     }
 
+    /// Truncate the file to zero length on open (needs `write`).
     pub fn truncate(&mut self, on: bool) -> &mut Self {
         self.truncate = on;
         self
     }
 
+    /// Create the file if it does not exist (needs `write` or `append`).
     pub fn create(&mut self, on: bool) -> &mut Self {
         self.create = on;
         self

@@ -18,6 +18,7 @@ use crate::shard::{context, Message, ShardId, ShardRemote};
 
 /// Why a cross-shard call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MeshError {
     /// No shard with that id.
     NoSuchShard(ShardId),
@@ -141,6 +142,7 @@ enum SubmitState<T> {
     Failed(Option<MeshError>),
 }
 
+/// The future of [`submit_to`]: the output of the work run on the target shard.
 #[must_use = "futures do nothing unless awaited"]
 pub struct SubmitTo<T> {
     state: SubmitState<T>,

@@ -72,9 +72,19 @@ fn complete<T>(shared: &Shared<T>, value: Result<T, JoinError>) {
 }
 
 impl<T> RemoteHandle<T> {
-    /// Block the calling thread until the result arrives. Never call this on a shard thread:
-    /// it would stall the shard (await the handle instead).
+    /// Block the calling thread until the result arrives.
+    ///
+    /// # Panics
+    /// On a shard thread, where it would stall the shard (and deadlock if the result comes
+    /// from that shard): await the handle there instead.
+    #[track_caller]
     pub fn wait(self) -> Result<T, JoinError> {
+        crate::assert_can_block("RemoteHandle::wait");
+        self.wait_unchecked()
+    }
+
+    /// `wait`, for callers that checked already (and named themselves in the panic).
+    pub(crate) fn wait_unchecked(self) -> Result<T, JoinError> {
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(v) = state.value.take() {

@@ -12,9 +12,11 @@ use crate::shard::context;
 
 /// How a listening socket is set up.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ListenOptions {
     /// SO_REUSEPORT: several shards bind the same address and the kernel spreads connections.
     pub reuse_port: bool,
+    /// The listen backlog.
     pub backlog: i32,
 }
 
@@ -65,6 +67,7 @@ impl TcpListener {
         })
     }
 
+    /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }

@@ -48,10 +48,12 @@ impl TcpStream {
         Ok(stream)
     }
 
+    /// Set `TCP_NODELAY` (on by default for accepted and connected streams).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         SockRef::from(&self.fd).set_tcp_nodelay(on)
     }
 
+    /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         SockRef::from(&self.fd)
             .peer_addr()?
@@ -66,6 +68,7 @@ impl TcpStream {
         self.fd.as_fd().as_raw_fd()
     }
 
+    /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         SockRef::from(&self.fd)
             .local_addr()?

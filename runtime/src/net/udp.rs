@@ -21,6 +21,7 @@ use crate::driver::op::Op;
 /// One datagram as [`UdpSocket::recv_from`] (or
 /// [`UnixDatagram::recv_from`](super::UnixDatagram::recv_from)) received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Datagram<A> {
     /// Bytes appended to the buffer.
     pub len: usize,

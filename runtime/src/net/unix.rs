@@ -23,6 +23,7 @@ use crate::net::RecvBuf;
 
 /// The address of a Unix socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnixAddr {
     /// No name: an unbound socket (or one end of a [`UnixStream::pair`]).
     Unnamed,

@@ -3,8 +3,6 @@
 //! `thread_local!`, it belongs to the shard of one runtime: it is unreachable off a shard,
 //! and a second runtime started on the same thread would get fresh values.
 
-#![warn(missing_docs)]
-
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;

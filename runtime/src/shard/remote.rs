@@ -59,10 +59,12 @@ impl ShardRemote {
         }))
     }
 
+    /// The shard's id.
     pub fn id(&self) -> ShardId {
         self.id
     }
 
+    /// The shard's counters.
     pub fn stats(&self) -> &ShardStats {
         &self.stats
     }

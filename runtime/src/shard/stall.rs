@@ -8,8 +8,6 @@
 //! number left unlogged, and passed to the [`on_stall`](crate::RuntimeBuilder::on_stall)
 //! hook if one is set.
 
-#![warn(missing_docs)]
-
 use std::cell::Cell;
 use std::fmt;
 use std::panic::Location;
@@ -20,6 +18,7 @@ use super::{ShardId, ShardStats};
 
 /// What held the shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StallSource {
     /// One poll of a task, spawned at this location.
     Task {
@@ -47,6 +46,7 @@ impl fmt::Display for StallSource {
 
 /// One stall: what held shard `shard`, and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StallReport {
     /// The shard that was held.
     pub shard: ShardId,

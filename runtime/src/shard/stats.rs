@@ -3,31 +3,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A counter only its shard increments (others read it): relaxed atomics, no contention.
 #[derive(Default)]
-pub struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
     #[inline]
-    pub fn incr(&self) {
+    pub(crate) fn incr(&self) {
         self.add(1);
     }
     #[inline]
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
     #[inline]
-    pub fn sub(&self, n: u64) {
+    pub(crate) fn sub(&self, n: u64) {
         self.0.fetch_sub(n, Ordering::Relaxed);
     }
     #[inline]
-    pub fn set(&self, n: u64) {
+    pub(crate) fn set(&self, n: u64) {
         self.0.store(n, Ordering::Relaxed);
     }
     #[inline]
-    pub fn max(&self, n: u64) {
+    pub(crate) fn max(&self, n: u64) {
         self.0.fetch_max(n, Ordering::Relaxed);
     }
     #[inline]
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -35,6 +35,7 @@ impl Counter {
 /// How a stat behaves, for exporters: a counter only grows; a gauge goes up and down or is a
 /// high-water mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StatKind {
     /// Only grows (exported as a Prometheus counter, `_total`).
     Counter,
@@ -73,14 +74,27 @@ const fn kind_of(doc: &str) -> StatKind {
 // Every stat must be documented (`///`): the documentation is also its exported help text.
 macro_rules! shard_stats {
     ($($(#[doc = $doc:literal])+ $name:ident,)*) => {
-        /// Per-shard counters, readable from any thread while the shard runs.
+        /// Per-shard counters, readable from any thread while the shard runs. Only the
+        /// runtime writes them: each is read by the method of its name.
         #[derive(Default)]
         pub struct ShardStats {
-            $($(#[doc = $doc])+ pub $name: Counter,)*
+            $($(#[doc = $doc])+ pub(crate) $name: Counter,)*
         }
 
-        /// A copy of a shard's counters at one instant.
+        impl ShardStats {
+            $(
+                $(#[doc = $doc])+
+                #[inline]
+                pub fn $name(&self) -> u64 {
+                    self.$name.get()
+                }
+            )*
+        }
+
+        /// A copy of a shard's counters at one instant: plain data to read (the runtime makes
+        /// it; more counters may come, so it cannot be built or destructured outside).
         #[derive(Debug, Default, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
         pub struct ShardStatsSnapshot {
             $($(#[doc = $doc])+ pub $name: u64,)*
         }

@@ -44,8 +44,6 @@
 //! std::thread::spawn(move || drop(m));
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod mpsc;
 mod mutex;
 mod notify;

@@ -39,6 +39,7 @@ impl<T> std::error::Error for SendError<T> {}
 
 /// Why [`Sender::try_send`] did not queue the message (which comes back).
 #[derive(PartialEq, Eq, Clone, Copy)]
+#[non_exhaustive]
 pub enum TrySendError<T> {
     /// The queue is at capacity (or other senders are waiting for room first).
     Full(T),
@@ -77,6 +78,7 @@ impl<T> std::error::Error for TrySendError<T> {}
 
 /// Why [`Receiver::try_recv`] returned no message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TryRecvError {
     /// Nothing queued now.
     Empty,

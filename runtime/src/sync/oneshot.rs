@@ -58,6 +58,7 @@ impl std::error::Error for RecvError {}
 
 /// Why [`Receiver::try_recv`] returned no value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TryRecvError {
     /// Nothing sent yet.
     Empty,

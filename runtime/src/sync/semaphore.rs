@@ -43,6 +43,7 @@ impl std::error::Error for AcquireError {}
 
 /// Why [`Semaphore::try_acquire`] gave no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TryAcquireError {
     /// The semaphore was closed.
     Closed,

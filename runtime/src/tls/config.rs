@@ -91,6 +91,7 @@ pub struct TlsAcceptor {
 }
 
 impl TlsAcceptor {
+    /// An acceptor with rustls' server `config`.
     pub fn new(config: impl Into<Arc<ServerConfig>>) -> TlsAcceptor {
         TlsAcceptor {
             published: Published::new(config.into()),
@@ -138,6 +139,7 @@ pub struct TlsConnector {
 }
 
 impl TlsConnector {
+    /// A connector with rustls' client `config`.
     pub fn new(config: impl Into<Arc<ClientConfig>>) -> TlsConnector {
         TlsConnector {
             published: Published::new(config.into()),

@@ -27,11 +27,15 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 256;
 const ALERT_GRACE: Duration = Duration::from_millis(100);
 
 /// A TLS connection as its handler receives it, handshake done, on the shard that owns it.
+#[non_exhaustive]
 pub struct TlsAccepted {
+    /// The connection, after its handshake.
     pub stream: TlsStream,
+    /// The peer's address, when known.
     pub peer: Option<SocketAddr>,
     /// The fairness budget configured for this listener.
     pub budget: Budget,
+    /// The shard the connection runs on.
     pub shard: ShardId,
 }
 
@@ -52,6 +56,7 @@ pub struct TlsEndpoint {
 }
 
 impl TlsEndpoint {
+    /// TLS over the connections of `tcp`, each handshaken by `acceptor`.
     pub fn new(tcp: TcpEndpoint, acceptor: TlsAcceptor) -> TlsEndpoint {
         TlsEndpoint {
             tcp,

@@ -495,10 +495,12 @@ impl TlsStream {
         &self.tcp
     }
 
+    /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.tcp.peer_addr()
     }
 
+    /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.tcp.local_addr()
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use corewire_runtime::accept::{AcceptMode, Accepted, ListenerHandle, TcpEndpoint};
 use corewire_runtime::net::TcpStream;
-use corewire_runtime::{with_local_stats, Budget, RoundBudget, Runtime};
+use corewire_runtime::{Budget, RoundBudget, Runtime};
 
 pub const PREFIX_LEN: usize = 4;
 /// Spare room asked of every recv.
@@ -105,8 +105,8 @@ enum End {
 pub async fn serve_connection(accepted: Accepted, config: EchoConfig) {
     let Accepted { stream, budget, .. } = accepted;
     if let End::Protocol(reason) = echo_loop(&stream, budget, &config).await {
-        with_local_stats(|s| s.protocol_errors.incr());
-        tracing::warn!(%reason, "closing echo connection");
+        // Counted in the shard's `protocol_errors` (and logged as a sample).
+        corewire_runtime::report_protocol_error("echo", stream.peer_addr().ok(), &reason);
     }
     config
         .counters

@@ -5,6 +5,7 @@ use crate::frame::FrameError;
 
 /// Why a connection operation failed. Every variant ends the connection except `Busy`.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The connection was closed (by us, by the peer, or after an earlier error).
     Closed,
@@ -19,8 +20,16 @@ pub enum TransportError {
     },
     /// A second task tried to receive while another one was receiving.
     Busy,
-    /// A transport-specific failure (e.g. an RDMA work completion error).
-    Other(String),
+    /// A transport-specific failure (e.g. an RDMA work completion error, a verbs call), with
+    /// the error underneath (also given by [`source`](std::error::Error::source)).
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl TransportError {
+    /// A transport-specific failure caused by `e` (a message is fine too: `other("why")`).
+    pub fn other(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TransportError {
+        TransportError::Other(e.into())
+    }
 }
 
 impl fmt::Display for TransportError {
@@ -36,7 +45,7 @@ impl fmt::Display for TransportError {
                 )
             }
             TransportError::Busy => f.write_str("another task is already receiving"),
-            TransportError::Other(s) => f.write_str(s),
+            TransportError::Other(e) => write!(f, "{e}"),
         }
     }
 }
@@ -46,6 +55,7 @@ impl std::error::Error for TransportError {
         match self {
             TransportError::Io(e) => Some(e),
             TransportError::Protocol(e) => Some(e),
+            TransportError::Other(e) => Some(&**e),
             _ => None,
         }
     }
@@ -60,5 +70,23 @@ impl From<io::Error> for TransportError {
 impl From<FrameError> for TransportError {
     fn from(e: FrameError) -> Self {
         TransportError::Protocol(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn source_is_the_error_underneath() {
+        let e = TransportError::from(io::Error::from(io::ErrorKind::ConnectionReset));
+        let io = e.source().unwrap().downcast_ref::<io::Error>().unwrap();
+        assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+        let e = TransportError::other(io::Error::other("work completion: RetryExceeded"));
+        assert_eq!(e.to_string(), "work completion: RetryExceeded");
+        assert!(e.source().unwrap().is::<io::Error>());
+        assert!(TransportError::Closed.source().is_none());
     }
 }

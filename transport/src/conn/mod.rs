@@ -23,6 +23,7 @@ use crate::frame::{Frame, FrameHeader};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// Which transport a connection runs over.
+#[non_exhaustive]
 pub enum TransportKind {
     /// TCP on the shard's ring.
     Tcp,

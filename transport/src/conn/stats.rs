@@ -1,7 +1,8 @@
 use std::cell::Cell;
 
-/// Counters of one connection.
+/// Counters of one connection at one instant (plain data: the transport makes it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnStats {
     /// Frames received.
     pub frames_in: u64,
@@ -15,17 +16,14 @@ pub struct ConnStats {
     pub queued_bytes: u64,
 }
 
-/// Shard-local cells behind [`ConnStats`].
+/// Shard-local cells behind [`ConnStats`]: a connection counts into them with `add_in` and
+/// `add_out`, and reads them with `snapshot`.
 #[derive(Debug, Default)]
 pub struct ConnStatsCells {
-    /// Frames received.
-    pub frames_in: Cell<u64>,
-    /// Frames sent.
-    pub frames_out: Cell<u64>,
-    /// Bytes received.
-    pub bytes_in: Cell<u64>,
-    /// Bytes sent.
-    pub bytes_out: Cell<u64>,
+    frames_in: Cell<u64>,
+    frames_out: Cell<u64>,
+    bytes_in: Cell<u64>,
+    bytes_out: Cell<u64>,
 }
 
 impl ConnStatsCells {

@@ -7,20 +7,28 @@ use crate::frame::FrameLimits;
 
 /// How a shard learns about RDMA completions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PollerMode {
     /// Busy-poll the completion queue every loop iteration (the shard never sleeps). With
     /// `yield_when_idle`, an empty poll gives the CPU to other threads (brpc's
     /// `rdma_poller_yield`).
-    Polling { yield_when_idle: bool },
+    Polling {
+        /// Give the CPU away after an empty poll.
+        yield_when_idle: bool,
+    },
     /// Arm the CQ and wait on the completion channel's fd through the shard's ring; drain,
     /// re-arm and poll once more after every event.
     Event,
     /// Poll while completions keep coming; after `idle` without one, arm the CQ and let the
     /// shard sleep until the next event.
-    Adaptive { idle: Duration },
+    Adaptive {
+        /// How long without a completion before the shard sleeps.
+        idle: Duration,
+    },
 }
 
 impl PollerMode {
+    /// Adaptive mode with a 200 µs idle time.
     pub fn adaptive() -> PollerMode {
         PollerMode::Adaptive {
             idle: Duration::from_micros(200),
@@ -58,12 +66,16 @@ impl std::str::FromStr for PollerMode {
 
 /// Where a shard's connections receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReceiveQueues {
     /// One shared receive queue per shard and device (the default): `buffers` chunks of the
     /// pool stay posted for every connection together, refilled by the CQ poller (early, on
     /// the queue's limit event, when the poller falls behind), and credits are granted from
     /// that shared budget. Connections then cost no receive memory: a shard holds thousands.
-    Shared { buffers: u32 },
+    Shared {
+        /// Chunks kept posted on each shared receive queue.
+        buffers: u32,
+    },
     /// Each connection posts `window + 3` receive buffers of its own.
     PerConnection,
 }
@@ -76,11 +88,14 @@ impl Default for ReceiveQueues {
 
 /// Settings of the RDMA transport on every shard.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RdmaConfig {
+    /// How the shard's poller waits for completions (default: polling).
     pub mode: PollerMode,
     /// Data messages a peer may send before we return credits (with a shared receive queue,
     /// the most grants one peer holds, as the shard's budget allows).
     pub window: u32,
+    /// Where connections receive (default: a shared receive queue per shard).
     pub receive: ReceiveQueues,
     /// Bytes per buffer: the largest single RDMA message. Frames larger than this are split.
     pub chunk_size: usize,
@@ -95,19 +110,23 @@ pub struct RdmaConfig {
     /// connections need, up to `cq_max_entries` and the device's limit, and a connection
     /// that would not fit is refused.
     pub cq_entries: u32,
+    /// The most entries the completion queue grows to (also capped by the device).
     pub cq_max_entries: u32,
     /// Which device, port and GID to use (by default whatever rdma_cm resolves each
     /// connection to; a shard then serves every device it is handed).
     pub device: DeviceSelector,
+    /// The device port to use (by default the one rdma_cm resolves to).
     pub port: Option<u8>,
     /// The GID table entry whose address connections resolve from (and listeners bind).
     pub gid_index: Option<u32>,
+    /// Frame size limits of each connection.
     pub limits: FrameLimits,
     /// Received bytes a connection buffers before it stops reposting receive buffers (and so
     /// stops granting credits): a reader that falls behind slows its sender, nothing else.
     pub max_rx_buffered: usize,
     /// Bytes queued for sending before `send` waits.
     pub max_queued_bytes: usize,
+    /// The fairness budget of each connection.
     pub budget: Budget,
     /// Event and adaptive modes: arm the completion queue for solicited completions only
     /// while nothing waits for a send to complete, so a send's own completion wakes nobody

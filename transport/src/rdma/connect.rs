@@ -34,13 +34,14 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
             open_connection(&shard, id, 0, chunk_size).map_err(|(e, _refusal)| e)?;
         let hello = hello.encode();
         let depths = core.read_depths_wanted();
-        let params = ConnParams {
-            private_data: &hello,
-            retry_count: shard.config().retry_count,
-            responder_resources: depths.responder_resources,
-            initiator_depth: depths.initiator_depth,
-            ..ConnParams::default()
-        };
+        let params = {
+ let mut o = ConnParams::default();
+ o.private_data = &hello;
+ o.retry_count = shard.config().retry_count;
+ o.responder_resources = depths.responder_resources;
+ o.initiator_depth = depths.initiator_depth;
+ o
+};
         if let Some(Err(e)) = set_ack_timeout(&shard, &core) {
             core.fail(Failure::Setup(Setup::AckTimeout(e.clone())));
             return Err(RdmaError::Device(e));
@@ -64,7 +65,7 @@ pub async fn connect(addr: SocketAddr) -> Result<RdmaConnection, RdmaError> {
             }
         };
         if (peer.chunk_size as usize) < chunk_size {
-            let e = RdmaError::Connect(format!(
+            let e = RdmaError::connect(format!(
                 "server buffers ({} B) are smaller than ours; both ends must use the same chunk size",
                 peer.chunk_size
             ));

@@ -19,9 +19,13 @@ pub struct CqSlots {
 
 /// A queue pair's queues do not fit in what is left of the CQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CqFull {
+    /// Entries the connection needs.
     pub wanted: u32,
+    /// Entries reserved by open connections.
     pub in_use: u32,
+    /// The queue's entries.
     pub capacity: u32,
 }
 

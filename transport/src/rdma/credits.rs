@@ -32,6 +32,8 @@ impl Credits {
         self.available
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn owed(&self) -> u32 {
         self.owed
     }

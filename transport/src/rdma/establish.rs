@@ -13,7 +13,7 @@ use super::cm_events::EventQueue;
 use super::conn::{cq_entries_needed, queue_sizes, ConnCore, ConnParts};
 use super::handshake::{self, Handshake};
 use super::shard::RdmaShard;
-use super::RdmaError;
+use super::{RdmaError, Rejection};
 
 pub(crate) const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Soft-RoCE under emulation is slow to establish; generous, but bounded.
@@ -113,20 +113,27 @@ pub(crate) async fn expect_event(
     what: &str,
 ) -> Result<corewire_verbs::CmEvent, RdmaError> {
     match timeout(ESTABLISH_TIMEOUT, queue.next()).await {
-        Err(_) => Err(RdmaError::Connect(format!("timed out waiting for {what}"))),
-        Ok(None) => Err(RdmaError::Connect(format!(
+        Err(elapsed) => Err(RdmaError::connect_because(
+            format!("timed out waiting for {what}"),
+            elapsed,
+        )),
+        Ok(None) => Err(RdmaError::connect(format!(
             "closed while waiting for {what}"
         ))),
         Ok(Some(ev)) if ev.kind() == want => Ok(ev),
         Ok(Some(ev)) if ev.kind() == CmEventKind::Rejected => Err(RdmaError::Rejected(
-            handshake::decode_reject(ev.private_data())
-                .unwrap_or_else(|| format!("no reason given (reject status {})", ev.status())),
+            Rejection::new(handshake::decode_reject(ev.private_data()), ev.status()),
         )),
-        Ok(Some(ev)) => Err(RdmaError::Connect(format!(
-            "{what} failed: {:?} (status {})",
-            ev.kind(),
-            ev.status()
-        ))),
+        Ok(Some(ev)) => {
+            let context = format!("{what} failed: {:?} (status {})", ev.kind(), ev.status());
+            // rdma_cm reports a failed resolution or connection as a negative errno.
+            Err(match ev.status() {
+                s if s < 0 => {
+                    RdmaError::connect_because(context, std::io::Error::from_raw_os_error(-s))
+                }
+                _ => RdmaError::connect(context),
+            })
+        }
     }
 }
 

@@ -17,12 +17,16 @@ use crate::tcp::{ConnOptions, TcpConnection};
 
 /// Where and how to connect over TCP when RDMA set-up fails.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct TcpFallback {
+    /// Where to connect over TCP.
     pub addr: SocketAddr,
+    /// The TCP connection's options.
     pub options: ConnOptions,
 }
 
 impl TcpFallback {
+    /// A fallback to `addr` with default options.
     pub fn new(addr: SocketAddr) -> TcpFallback {
         TcpFallback {
             addr,
@@ -34,15 +38,21 @@ impl TcpFallback {
 /// A client connection over RDMA, or over TCP after a fallback. Either way it is the one
 /// [`Connection`] the caller uses; [`Connection::kind`] says which it became.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum RdmaOrTcp {
+    /// Over RDMA.
     Rdma(RdmaConnection),
+    /// Over TCP, after RDMA set-up failed.
     Tcp(TcpConnection),
 }
 
 /// Why neither transport connected: RDMA's error, and TCP's when a fallback was tried.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct FallbackError {
+    /// Why RDMA failed.
     pub rdma: RdmaError,
+    /// Why TCP failed, when a fallback was tried.
     pub tcp: Option<TransportError>,
 }
 
@@ -55,7 +65,12 @@ impl std::fmt::Display for FallbackError {
     }
 }
 
-impl std::error::Error for FallbackError {}
+impl std::error::Error for FallbackError {
+    /// RDMA's error: the one the caller asked for (TCP's, if tried, is in `tcp`).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.rdma)
+    }
+}
 
 corewire_runtime::shard_local! {
     /// Connections this shard made over TCP because RDMA set-up failed.
@@ -99,11 +114,26 @@ pub async fn connect_or_tcp(
 
 /// Each shard's count of connections made over TCP after RDMA set-up failed (works whether
 /// or not the RDMA transport is installed).
+///
+/// # Panics
+/// On a shard thread, where it would block the shard: await [`tcp_fallbacks_async`] there.
+#[track_caller]
 pub fn tcp_fallbacks(rt: &Runtime) -> Vec<u64> {
+    corewire_runtime::assert_can_block("rdma::tcp_fallbacks");
     rt.spawn_on_all(|_| async { TCP_FALLBACKS.with(Cell::get) })
         .into_iter()
         .map(|h| h.wait().unwrap_or_default())
         .collect()
+}
+
+/// [`tcp_fallbacks`] from a shard: each shard's count, in shard order. Panics off a shard.
+pub async fn tcp_fallbacks_async() -> Vec<u64> {
+    let mut all = Vec::with_capacity(corewire_runtime::shard_count());
+    for shard in 0..corewire_runtime::shard_count() {
+        let n = corewire_runtime::submit_to(shard, || async { TCP_FALLBACKS.with(Cell::get) });
+        all.push(n.await.unwrap_or_default());
+    }
+    all
 }
 
 impl Connection for RdmaOrTcp {

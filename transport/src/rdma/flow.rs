@@ -55,10 +55,14 @@ impl Flow {
         self.credits.returned(peer_window);
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn credits(&self) -> u32 {
         self.credits.available()
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn owed(&self) -> u32 {
         self.credits.owed()
     }
@@ -67,6 +71,8 @@ impl Flow {
         self.sends_outstanding
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn withheld(&self) -> u32 {
         self.withheld
     }

@@ -34,6 +34,8 @@ impl SharedGrants {
         }
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn budget(&self) -> u32 {
         self.budget
     }
@@ -88,6 +90,8 @@ impl SharedGrants {
         self.waiting.pop_front()
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.waiting.len()
     }

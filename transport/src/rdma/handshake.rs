@@ -14,10 +14,15 @@ pub struct Handshake {
     pub chunk_size: u32,
 }
 
+/// Why a peer's handshake (rdma_cm private data) was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandshakeError {
+    /// Fewer bytes than a handshake (how many).
     TooShort(usize),
+    /// Not a corewire handshake.
     BadMagic,
+    /// A corewire handshake with values out of range (which).
     Invalid(&'static str),
 }
 

@@ -21,9 +21,13 @@ use super::RdmaError;
 use crate::listen::{ConnSettings, Listener};
 
 /// A new connection, as its handler receives it on the shard that owns it.
+#[non_exhaustive]
 pub struct RdmaAccepted {
+    /// The connection, on the shard it runs on.
     pub conn: RdmaConnection,
+    /// The peer's address, when known.
     pub peer: Option<SocketAddr>,
+    /// The shard the connection runs on.
     pub shard: ShardId,
 }
 
@@ -37,6 +41,7 @@ pub struct RdmaEndpoint {
 }
 
 impl RdmaEndpoint {
+    /// An endpoint at `addr`, accepting on shard 0.
     pub fn bind(addr: SocketAddr) -> RdmaEndpoint {
         RdmaEndpoint {
             addr,
@@ -45,23 +50,32 @@ impl RdmaEndpoint {
         }
     }
 
+    /// The shard that accepts (rdma_cm events arrive there).
     pub fn acceptor(mut self, shard: ShardId) -> Self {
         self.acceptor = shard;
         self
     }
 
+    /// Where accepted connections go (default: the shard with the fewest).
     pub fn placement(mut self, placement: Placement) -> Self {
         self.placement = placement;
         self
     }
 
     /// Listen, and run `handler` for each established connection on its shard. The RDMA
-    /// transport must be installed on `rt` ([`super::install`]).
+    /// transport must be installed on `rt` ([`super::install`]). Blocks until the acceptor
+    /// shard listens.
+    ///
+    /// # Panics
+    /// On a shard thread, where waiting for the acceptor would stall the shard (and
+    /// deadlock when it is the acceptor).
+    #[track_caller]
     pub fn serve<H, Fut>(self, rt: &Runtime, handler: H) -> Result<ListenerHandle, RdmaError>
     where
         H: Fn(RdmaAccepted) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = ()> + 'static,
     {
+        corewire_runtime::assert_can_block("RdmaEndpoint::serve");
         let handoff = Handoff::new(rt.shard_count(), Some(self.placement));
         let stop = Arc::new(StopSignal::default());
         let (handoff2, stop2, addr) = (handoff.clone(), stop.clone(), self.addr);
@@ -84,7 +98,7 @@ impl RdmaEndpoint {
         let addr = match ready_rx.recv() {
             Ok(Ok(bound)) => bound,
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(RdmaError::Connect("the acceptor shard stopped".into())),
+            Err(_) => return Err(RdmaError::connect("the acceptor shard stopped")),
         };
         tracing::info!(%addr, "rdma listener ready");
         Ok(ListenerHandle::new(
@@ -108,7 +122,7 @@ fn listen(addr: SocketAddr) -> Result<(CmId, Rc<EventQueue>), RdmaError> {
     if let Some(chosen) = &shard.selected.device {
         let bound = Context::from_cm_id(&id).map(|c| c.device_name());
         if bound.as_ref().is_ok_and(|name| name != chosen) {
-            return Err(RdmaError::Connect(format!(
+            return Err(RdmaError::connect(format!(
                 "{addr} is on RDMA device {:?}, not the chosen {chosen:?} (RdmaConfig::device)",
                 bound.unwrap_or_default()
             )));
@@ -212,12 +226,13 @@ async fn accept_on_this_shard<H, Fut>(
     let reply = reply.encode();
     // READs each way: no more than the peer offered to serve and to issue.
     let depths = core.read_depths_wanted().accept(offered);
-    let params = ConnParams {
-        private_data: &reply,
-        retry_count: shard.config().retry_count,
-        responder_resources: depths.responder_resources,
-        initiator_depth: depths.initiator_depth,
-        ..ConnParams::default()
+    let params = {
+        let mut o = ConnParams::default();
+        o.private_data = &reply;
+        o.retry_count = shard.config().retry_count;
+        o.responder_resources = depths.responder_resources;
+        o.initiator_depth = depths.initiator_depth;
+        o
     };
     if let Some(Err(e)) = super::connect::set_ack_timeout(&shard, &core) {
         core.fail(Failure::Setup(Setup::AckTimeout(e)));

@@ -107,108 +107,126 @@ mod config;
 mod conn;
 mod connect;
 mod cq_slots;
-pub mod credits;
+mod credits;
 mod device;
+mod error;
 mod establish;
 mod fallback;
-pub mod flow;
-pub mod grants;
-pub mod handshake;
+mod flow;
+mod grants;
+mod handshake;
 mod keepalive;
-pub mod large;
+mod large;
 mod listen;
 mod poll_tally;
 mod poller;
 mod pool;
-pub mod select;
+mod select;
 mod shard;
 mod wakeups;
-pub mod wr_id;
+mod wr_id;
 
-use std::fmt;
-
-use corewire_runtime::Runtime;
-use corewire_verbs::VerbsError;
+use corewire_runtime::{assert_can_block, shard_count, submit_to, Runtime};
 
 pub use config::{PollerMode, RdmaConfig, ReceiveQueues};
 pub use conn::RdmaConnection;
 pub use connect::connect;
 pub use cq_slots::CqFull;
-pub use fallback::{connect_or_tcp, tcp_fallbacks, FallbackError, RdmaOrTcp, TcpFallback};
+pub use error::{RdmaError, Rejection};
+pub use fallback::{
+    connect_or_tcp, tcp_fallbacks, tcp_fallbacks_async, FallbackError, RdmaOrTcp, TcpFallback,
+};
+pub use handshake::HandshakeError;
 pub use large::registered::RegisteredBuf;
 pub use listen::{RdmaAccepted, RdmaEndpoint};
 pub use pool::PoolError;
-pub use select::DeviceSelector;
+pub use select::{DeviceSelector, SelectError};
 pub use shard::RdmaStats;
 
 use shard::RdmaShard;
 
-/// Why an RDMA operation failed.
-#[derive(Debug)]
-pub enum RdmaError {
-    /// `install` was not called on this runtime.
-    NotInstalled,
-    /// A verbs or rdma_cm call failed (no device, memory registration, ...).
-    Device(VerbsError),
-    Pool(PoolError),
-    /// The device, port or GID asked for is not there (the error lists what is).
-    NoSuchDevice(Box<select::SelectError>),
-    /// The shard's completion queue has no room for another queue pair.
-    CqFull(CqFull),
-    Handshake(handshake::HandshakeError),
-    /// The server refused the connection; its reason, when it gave one.
-    Rejected(String),
-    /// Connection set-up failed (resolution, rejection, timeout, ...).
-    Connect(String),
-}
-
-impl fmt::Display for RdmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RdmaError::NotInstalled => f.write_str(
-                "the RDMA transport is not installed on this shard (call rdma::install(&runtime, config))",
-            ),
-            RdmaError::Device(e) => write!(f, "rdma: {e}"),
-            RdmaError::Pool(e) => write!(f, "{e}"),
-            RdmaError::NoSuchDevice(e) => write!(f, "rdma: {e}"),
-            RdmaError::CqFull(e) => write!(f, "{e}"),
-            RdmaError::Rejected(why) => write!(f, "rdma connection rejected by the server: {why}"),
-            RdmaError::Handshake(e) => write!(f, "rdma handshake: {e}"),
-            RdmaError::Connect(e) => write!(f, "rdma connect: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for RdmaError {}
-
 /// Create each shard's RDMA resources (device context, PD, CQ + completion channel, buffer
 /// pool, rdma_cm channel) and register its CQ poller. Fails with a clear error when there is
 /// no RDMA device.
+///
+/// # Panics
+/// On a shard thread, where it would block the shard: await [`install_async`] there.
+#[track_caller]
 pub fn install(rt: &Runtime, config: RdmaConfig) -> Result<(), RdmaError> {
+    assert_can_block("rdma::install");
     for h in rt.spawn_on_all(move |_| {
         let config = config.clone();
         async move { RdmaShard::install(config).map(|_| ()) }
     }) {
-        h.wait().map_err(|e| RdmaError::Connect(e.to_string()))??;
+        h.wait().map_err(|e| RdmaError::Shard(e.into()))??;
     }
-    // Release the thread-local handles at shutdown so device objects are freed in order.
+    Ok(())
+}
+
+/// [`install`] from a shard: every shard of the current runtime, awaited. Panics off a shard.
+pub async fn install_async(config: RdmaConfig) -> Result<(), RdmaError> {
+    for shard in 0..shard_count() {
+        let config = config.clone();
+        submit_to(shard, move || async move {
+            RdmaShard::install(config).map(|_| ())
+        })
+        .await
+        .map_err(RdmaError::Shard)??;
+    }
     Ok(())
 }
 
 /// Change the poller mode of every shard (takes effect on each shard's next iteration).
+///
+/// # Panics
+/// On a shard thread, where it would block the shard: await [`set_mode_async`] there.
+#[track_caller]
 pub fn set_mode(rt: &Runtime, mode: PollerMode) -> Result<(), RdmaError> {
+    assert_can_block("rdma::set_mode");
     for h in rt.spawn_on_all(move |_| async move { RdmaShard::current()?.set_mode(mode) }) {
-        h.wait().map_err(|e| RdmaError::Connect(e.to_string()))??;
+        h.wait().map_err(|e| RdmaError::Shard(e.into()))??;
+    }
+    Ok(())
+}
+
+/// [`set_mode`] from a shard: every shard of the current runtime, awaited. Panics off a
+/// shard.
+pub async fn set_mode_async(mode: PollerMode) -> Result<(), RdmaError> {
+    for shard in 0..shard_count() {
+        submit_to(shard, move || async move {
+            RdmaShard::current()?.set_mode(mode)
+        })
+        .await
+        .map_err(RdmaError::Shard)??;
     }
     Ok(())
 }
 
 /// Each shard's RDMA counters.
+///
+/// # Panics
+/// On a shard thread, where it would block the shard: await [`stats_async`] there (or read
+/// [`stats_here`]).
+#[track_caller]
 pub fn stats(rt: &Runtime) -> Vec<RdmaStats> {
-    rt.spawn_on_all(|_| async { RdmaShard::current().map(|s| s.stats()).unwrap_or_default() })
+    assert_can_block("rdma::stats");
+    rt.spawn_on_all(|_| async { stats_here() })
         .into_iter()
         .map(|h| h.wait().unwrap_or_default())
         .collect()
+}
+
+/// [`stats`] from a shard: each shard's counters, in shard order. Panics off a shard.
+pub async fn stats_async() -> Vec<RdmaStats> {
+    let mut all = Vec::with_capacity(shard_count());
+    for shard in 0..shard_count() {
+        all.push(
+            submit_to(shard, || async { stats_here() })
+                .await
+                .unwrap_or_default(),
+        );
+    }
+    all
 }
 
 /// The counters of the shard this is called on (all zero where the transport is not
@@ -220,8 +238,21 @@ pub fn stats_here() -> RdmaStats {
 /// Free this runtime's RDMA resources (every connection must be closed first). Nothing calls
 /// it for you: call it before `Runtime::shutdown` to free device objects in order (otherwise
 /// they go with each shard thread's thread-locals).
+///
+/// # Panics
+/// On a shard thread, where it would block the shard: await [`uninstall_async`] there.
+#[track_caller]
 pub fn uninstall(rt: &Runtime) {
+    assert_can_block("rdma::uninstall");
     for h in rt.spawn_on_all(|_| async { shard::uninstall() }) {
         let _ = h.wait();
+    }
+}
+
+/// [`uninstall`] from a shard: every shard of the current runtime, awaited. Panics off a
+/// shard.
+pub async fn uninstall_async() {
+    for shard in 0..shard_count() {
+        let _ = submit_to(shard, || async { shard::uninstall() }).await;
     }
 }

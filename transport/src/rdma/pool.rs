@@ -29,17 +29,27 @@ pub struct BufferPool {
     send_reserve: usize,
 }
 
+/// Why the shard's buffer pool had no room.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum PoolError {
     /// The pool reached its configured size.
-    Exhausted { pool_bytes: usize },
+    Exhausted {
+        /// The pool's size per shard.
+        pool_bytes: usize,
+    },
     /// No room for a connection's receive buffers: the rest is held by other connections'
     /// receive buffers or kept for sends.
     NoRoomForReceives {
+        /// Chunks the connection needs.
         wanted: u32,
+        /// Chunks held as receive buffers.
         recv_in_use: u32,
+        /// Chunks kept for sends.
         send_reserve: u32,
+        /// Chunks in the pool.
         capacity: u32,
+        /// Bytes per chunk.
         chunk_size: u32,
     },
     /// Registering more memory failed (usually RLIMIT_MEMLOCK).

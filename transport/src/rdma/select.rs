@@ -11,6 +11,7 @@ use corewire_verbs::{DeviceInfo, GidInfo, GidKind, PortState};
 
 /// How the runtime picks its RDMA device (`RdmaConfig::device`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum DeviceSelector {
     /// Whatever device rdma_cm resolves each connection's addresses to (several devices
     /// may serve one process).
@@ -36,8 +37,11 @@ pub struct Selected {
 
 /// The asked device, port or GID is not there; carries the host's listing to say what is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SelectError {
+    /// What was asked for.
     pub wanted: String,
+    /// The host's devices.
     pub present: Vec<DeviceInfo>,
 }
 
@@ -159,46 +163,42 @@ mod tests {
 
     fn gid(index: u32, ip: &str, netdev: &str, kind: GidKind) -> GidInfo {
         let ip: IpAddr = ip.parse().unwrap();
-        GidInfo {
-            index,
-            gid: match ip {
-                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                IpAddr::V6(v6) => v6,
-            },
-            netdev: Some(netdev.into()),
-            kind,
-        }
+        let gid = match ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        };
+        GidInfo::new(index, gid, Some(netdev.into()), kind)
     }
 
     fn host() -> Vec<DeviceInfo> {
         vec![
-            DeviceInfo {
-                name: "rxe0".into(),
-                ports: vec![PortInfo {
-                    port: 1,
-                    state: PortState::Active,
-                    gids: vec![
+            DeviceInfo::new(
+                "rxe0",
+                vec![PortInfo::new(
+                    1,
+                    PortState::Active,
+                    vec![
                         gid(0, "fe80::1", "rxe-d0", GidKind::RoceV2),
                         gid(1, "10.77.0.1", "rxe-d0", GidKind::RoceV2),
                     ],
-                }],
-            },
-            DeviceInfo {
-                name: "rxe1".into(),
-                ports: vec![PortInfo {
-                    port: 1,
-                    state: PortState::Active,
-                    gids: vec![gid(0, "127.0.0.1", "lo", GidKind::RoceV2)],
-                }],
-            },
-            DeviceInfo {
-                name: "mlx5_0".into(),
-                ports: vec![PortInfo {
-                    port: 1,
-                    state: PortState::Down,
-                    gids: vec![gid(3, "192.168.1.5", "eth1", GidKind::RoceV2)],
-                }],
-            },
+                )],
+            ),
+            DeviceInfo::new(
+                "rxe1",
+                vec![PortInfo::new(
+                    1,
+                    PortState::Active,
+                    vec![gid(0, "127.0.0.1", "lo", GidKind::RoceV2)],
+                )],
+            ),
+            DeviceInfo::new(
+                "mlx5_0",
+                vec![PortInfo::new(
+                    1,
+                    PortState::Down,
+                    vec![gid(3, "192.168.1.5", "eth1", GidKind::RoceV2)],
+                )],
+            ),
         ]
     }
 

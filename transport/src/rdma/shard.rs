@@ -21,10 +21,15 @@ use super::{PollerMode, RdmaConfig, RdmaError};
 
 /// Counters of a shard's RDMA transport (summed over the devices it uses).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RdmaStats {
+    /// Completion queue polls.
     pub cq_polls: u64,
+    /// Work completions handled.
     pub completions: u64,
+    /// Completion channel events (event and adaptive modes).
     pub cq_events: u64,
+    /// Credit acknowledgements sent.
     pub acks_sent: u64,
     /// Keepalive probes posted (connections idle for a whole `RdmaConfig::keepalive`).
     pub keepalives_sent: u64,
@@ -33,20 +38,27 @@ pub struct RdmaStats {
     /// Messages posted straight from the sending task (an idle connection: no writer-task
     /// hop), out of all data messages.
     pub sends_inline: u64,
+    /// Connections set up.
     pub connections_opened: u64,
+    /// Connections open now.
     pub connections_open: u64,
+    /// Connections ended by an error.
     pub connection_errors: u64,
     /// Adaptive mode: switches between spinning and sleeping on the completion channel.
     pub mode_switches: u64,
+    /// Bytes of the pool registered.
     pub pool_registered_bytes: u64,
+    /// Chunks of the pool free.
     pub pool_free_chunks: u64,
     /// Chunks held as receive buffers, and lent to sends in flight.
     pub pool_recv_chunks: u64,
+    /// Chunks lent to sends in flight.
     pub pool_send_chunks: u64,
     /// Times a sender found every send buffer in use and waited for one.
     pub pool_waits: u64,
     /// Completion queue entries, and those reserved by open queue pairs.
     pub cq_capacity: u64,
+    /// Entries reserved by open queue pairs.
     pub cq_reserved: u64,
     /// Connections refused (buffers or CQ entries exhausted, set-up failures).
     pub connections_refused: u64,
@@ -54,6 +66,7 @@ pub struct RdmaStats {
     pub devices: u64,
     /// Buffers posted on the shared receive queues, and the grants peers hold against them.
     pub srq_posted: u64,
+    /// Grants peers hold against the shared receive queues.
     pub srq_grants_outstanding: u64,
     /// Shared receive queue limit events (the poller fell behind; refilled early).
     pub srq_limit_events: u64,
@@ -71,6 +84,7 @@ pub struct RdmaStats {
     pub max_round_frames: u64,
     /// Large messages sent by descriptor, and received by RDMA READ.
     pub large_sent: u64,
+    /// Large messages received.
     pub large_received: u64,
     /// Of `large_sent`, those sent from a `RegisteredBuf` (no registration of their own).
     pub large_sent_registered: u64,
@@ -78,6 +92,7 @@ pub struct RdmaStats {
     /// the peer's "done", receiver side until the read completes), and their bytes: back to
     /// 0 once transfers finish or their connections end.
     pub large_registrations: u64,
+    /// Bytes registered for large messages now.
     pub large_registered_bytes: u64,
     /// Large messages sent by copy because registering them failed (RLIMIT_MEMLOCK, say).
     pub large_copied: u64,
@@ -179,7 +194,7 @@ impl RdmaShard {
         let name = ctx.device_name();
         if let Some(chosen) = &self.selected.device {
             if *chosen != name {
-                return Err(RdmaError::Connect(format!(
+                return Err(RdmaError::connect(format!(
                     "rdma_cm resolved this connection to device {name:?}, not the chosen                      {chosen:?} (RdmaConfig::device): the peer is not reachable from it"
                 )));
             }

@@ -36,6 +36,7 @@ use crate::listen::{ConnSettings, Listener};
 
 /// Settings of one frame connection.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ConnOptions {
     /// Frame size limits the connection enforces.
     pub limits: FrameLimits,

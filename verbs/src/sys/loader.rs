@@ -16,6 +16,7 @@ use crate::error::VerbsError;
 
 /// The shared libraries the table comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Library {
     /// `libibverbs.so.1`: devices, protection domains, memory regions, queues.
     Verbs,

@@ -3,6 +3,7 @@ use std::fmt;
 /// Why a frame could not be decoded or encoded. Any decode error leaves the
 /// byte stream out of sync: the connection should be closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The stream does not start with `b"CW"` (the bytes seen so far; a missing
     /// second byte reads as 0).

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 /// What a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FrameKind {
     /// A call: the server answers with a Response or an Error.
     Request,
@@ -52,6 +53,7 @@ impl FrameKind {
 
 /// Outcome of a call as carried on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum StatusCode {
     /// The call succeeded.
     Ok,

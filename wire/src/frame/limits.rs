@@ -2,6 +2,7 @@
 /// rejects violations before buffering the offending bytes, and the encoder
 /// refuses to produce frames the peer would reject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FrameLimits {
     /// Largest flatbuffer header, in bytes (preamble not included).
     pub max_header_len: usize,
@@ -14,6 +15,14 @@ impl FrameLimits {
     pub const DEFAULT_MAX_HEADER_LEN: usize = 1024;
     /// Default [`FrameLimits::max_body_len`] (16 MiB).
     pub const DEFAULT_MAX_BODY_LEN: usize = 16 * 1024 * 1024;
+
+    /// Limits of `max_header_len` header bytes and `max_body_len` body bytes.
+    pub const fn new(max_header_len: usize, max_body_len: usize) -> FrameLimits {
+        FrameLimits {
+            max_header_len,
+            max_body_len,
+        }
+    }
 }
 
 impl Default for FrameLimits {

@@ -9,6 +9,7 @@ use crate::rpc::Status;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 #[allow(missing_docs)] // gRPC's own names
+#[non_exhaustive]
 pub enum Code {
     Ok = 0,
     Cancelled = 1,

@@ -11,6 +11,7 @@ use flate2::Compression;
 
 /// A `grpc-encoding` this crate speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Encoding {
     /// No compression.
     Identity,

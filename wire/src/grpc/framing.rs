@@ -18,6 +18,7 @@ pub fn encode_prefix(compressed: bool, len: u32) -> [u8; PREFIX_LEN] {
 
 /// One message, still compressed if `compressed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Message {
     /// The sender set the compressed flag (the bytes are in the call's `grpc-encoding`).
     pub compressed: bool,
@@ -27,6 +28,7 @@ pub struct Message {
 
 /// Why a body is not a sequence of gRPC messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GrpcFrameError {
     /// The compressed flag is neither 0 nor 1.
     BadFlag(u8),

@@ -9,6 +9,7 @@ use crate::frame::{FrameHeader, FrameKind};
 
 /// A call that left the pending set, with the token the caller stored for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Completed<T> {
     /// The call's correlation id.
     pub correlation_id: u64,

@@ -19,6 +19,7 @@ impl<T: fmt::Debug> std::error::Error for WindowFull<T> {}
 /// typically a late reply to a call that already expired or was cancelled, so
 /// the caller usually logs and drops the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ResponseError {
     /// No pending call has this correlation id.
     UnknownCorrelationId(u64),

@@ -7,6 +7,7 @@ use std::fmt;
 
 /// Why a request cannot start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartError {
     /// A request with this correlation id is still running: the peer broke the protocol.
     DuplicateId(u64),

@@ -9,6 +9,7 @@ use crate::frame::{FrameHeader, FrameKind, StatusCode};
 
 /// A failed call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Status {
     /// No service with this id on the server.
     UnknownService(u32),

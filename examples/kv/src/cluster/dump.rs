@@ -1,121 +1,57 @@
-//! DUMP/RESTORE payloads between corewire-kv nodes (what MIGRATE carries).
+//! DUMP/RESTORE payloads (and what MIGRATE carries): Redis's own format, so payloads move
+//! between corewire-kv and redis-server both ways. A payload is the value as an RDB file
+//! holds it, the RDB version (10, u16 LE) and the CRC-64 of both (see [`crate::rdb`]).
 //!
-//! Not Redis's RDB encoding: a value is stored as the commands that rebuild it (`SET v`,
-//! `RPUSH e1 e2 ...` with the key left out), which every type the store has can produce
-//! and which RESTORE replays through the normal command path, so the AOF logs a restored
-//! key exactly as it logs any write. Layout:
-//!
-//! ```text
-//! "CW" | version (1 byte) | commands: RESP arrays of bulk strings, back to back | CRC-32C (LE) of all before
-//! ```
-//!
-//! A payload from Redis (or a damaged one) fails the version/checksum check, as Redis
-//! reports a payload it cannot read.
+//! RESTORE rebuilds the value with ordinary write commands (`SET v`, `RPUSH e1 e2 ...`, the
+//! key left out here) replayed through the normal command path, so the AOF logs a restored
+//! key exactly as it logs any write and the store picks its own encodings.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::resp::{self, ParserLimits, RequestParser};
-
-const MAGIC: &[u8] = b"CW";
-const VERSION: u8 = 1;
-const TRAILER: usize = 4;
+use crate::rdb::{self, decode_dump, ObjectRef};
 
 /// One rebuild command without its key: `[name, args...]`; the key goes after the name.
 pub type KeylessCommand = Vec<Bytes>;
 
-/// Why a payload was refused (Redis's two RESTORE errors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PayloadError {
-    /// "ERR DUMP payload version or checksum are wrong"
-    VersionOrChecksum,
-    /// "ERR Bad data format"
-    BadFormat,
+/// Elements per rebuild command (Redis's `AOF_REWRITE_ITEMS_PER_CMD`).
+const ITEMS_PER_COMMAND: usize = 64;
+
+pub use crate::rdb::decode::DumpError as PayloadError;
+
+pub fn encode(object: &ObjectRef<'_>) -> Bytes {
+    Bytes::from(rdb::dump_payload(object, &rdb::Limits::default()))
 }
 
-impl PayloadError {
-    pub fn message(self) -> &'static str {
-        match self {
-            PayloadError::VersionOrChecksum => "ERR DUMP payload version or checksum are wrong",
-            PayloadError::BadFormat => "ERR Bad data format",
-        }
-    }
-}
-
-pub fn encode(commands: &[KeylessCommand]) -> Bytes {
-    let mut out = BytesMut::new();
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[VERSION]);
-    for command in commands {
-        resp::write_array_header(&mut out, command.len());
-        for arg in command {
-            resp::write_bulk(&mut out, arg);
-        }
-    }
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.freeze()
-}
-
+/// The commands that rebuild the payload's value.
 pub fn decode(payload: &[u8]) -> Result<Vec<KeylessCommand>, PayloadError> {
-    let header = MAGIC.len() + 1;
-    if payload.len() < header + TRAILER
-        || &payload[..MAGIC.len()] != MAGIC
-        || payload[MAGIC.len()] != VERSION
-    {
-        return Err(PayloadError::VersionOrChecksum);
-    }
-    let (body, trailer) = payload.split_at(payload.len() - TRAILER);
-    let crc = u32::from_le_bytes(trailer.try_into().map_err(|_| PayloadError::BadFormat)?);
-    if crc32c::crc32c(body) != crc {
-        return Err(PayloadError::VersionOrChecksum);
-    }
-    let mut rest = BytesMut::from(&body[header..]);
-    // Limits: the payload itself is already bounded by the request that carried it.
-    let mut parser = RequestParser::new(ParserLimits {
-        max_bulk_len: rest.len(),
-        max_array_len: rest.len().max(1),
-        ..ParserLimits::default()
-    });
-    let mut commands = Vec::new();
-    while !rest.is_empty() {
-        match parser.parse(&mut rest) {
-            Ok(Some(command)) if !command.is_empty() => commands.push(command),
-            _ => return Err(PayloadError::BadFormat),
-        }
-    }
-    if commands.is_empty() {
-        return Err(PayloadError::BadFormat);
-    }
-    Ok(commands)
+    Ok(decode_dump(payload)?.rebuild_commands(ITEMS_PER_COMMAND))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cmd(args: &[&str]) -> KeylessCommand {
-        args.iter().map(|a| Bytes::from(a.to_string())).collect()
-    }
-
     #[test]
-    fn round_trips() {
-        let commands = vec![cmd(&["SET", "v\r\n\0"]), cmd(&["PEXPIREAT", "1"])];
-        assert_eq!(decode(&encode(&commands)), Ok(commands));
-    }
-
-    #[test]
-    fn damage_and_foreign_payloads_are_refused() {
-        let good = encode(&[cmd(&["SET", "v"])]);
-        let mut flipped = good.to_vec();
-        flipped[5] ^= 1;
-        assert_eq!(decode(&flipped), Err(PayloadError::VersionOrChecksum));
-        // redis-server 7.0.15's DUMP of the string "v": RDB type, value, RDB version, CRC64.
+    fn round_trips_and_reads_redis_payloads() {
+        let commands = decode(&encode(&ObjectRef::String(b"v\r\n\0"))).unwrap();
+        assert_eq!(
+            commands,
+            vec![vec![Bytes::from("SET"), Bytes::from("v\r\n\0")]]
+        );
+        // redis-server 7.0.15's DUMP of the string "v".
         let redis = b"\x00\x01v\n\x00\x91\x08\xce\xb2\x198\x8a\xce";
-        assert_eq!(decode(redis), Err(PayloadError::VersionOrChecksum));
-        assert_eq!(decode(&encode(&[])), Err(PayloadError::BadFormat));
-        let mut truncated = BytesMut::from(&b"CW\x01*2\r\n$3\r\nSET"[..]);
-        let crc = crc32c::crc32c(&truncated);
-        truncated.extend_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode(&truncated), Err(PayloadError::BadFormat));
+        assert_eq!(
+            decode(redis).unwrap(),
+            vec![vec![Bytes::from("SET"), Bytes::from("v")]]
+        );
+        assert_eq!(&encode(&ObjectRef::String(b"v"))[..], &redis[..]);
+    }
+
+    #[test]
+    fn damage_is_refused() {
+        let mut flipped = encode(&ObjectRef::List(vec![b"a", b"b"])).to_vec();
+        flipped[3] ^= 1;
+        assert_eq!(decode(&flipped), Err(PayloadError::VersionOrChecksum));
+        assert_eq!(decode(b"short"), Err(PayloadError::VersionOrChecksum));
     }
 }

@@ -27,6 +27,12 @@ pub(crate) enum KeyShape {
     All,
     /// `key value key value ...` (MSETNX)
     Pairs,
+    /// every argument after the first (BITOP's `operation destkey key...`)
+    AfterFirst,
+    /// `args[1]` (PFDEBUG's `subcommand key`)
+    Second,
+    /// `args[0]` and SORT's STORE destination
+    Sort,
 }
 
 const RO: &[&str] = &["readonly"];
@@ -35,6 +41,10 @@ const W: &[&str] = &["write"];
 const W_FAST: &[&str] = &["write", "fast"];
 const WD: &[&str] = &["write", "denyoom"];
 const WD_FAST: &[&str] = &["write", "denyoom", "fast"];
+const WD_ADMIN: &[&str] = &["write", "denyoom", "admin"];
+const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
+const RO_MOVABLE: &[&str] = &["readonly", "movablekeys"];
+const ADMIN: &[&str] = &["admin"];
 
 macro_rules! key_ops {
     (
@@ -101,6 +111,9 @@ const fn table_keys(shape: KeyShape) -> (i64, i64, i64) {
         KeyShape::Two => (1, 2, 1),
         KeyShape::All => (1, -1, 1),
         KeyShape::Pairs => (1, -1, 2),
+        KeyShape::AfterFirst => (2, -1, 1),
+        KeyShape::Second => (2, 2, 1),
+        KeyShape::Sort => (1, 1, 1),
     }
 }
 
@@ -129,6 +142,25 @@ key_ops! {
     Scan "scan" -2 RO None;
     RandomKey "randomkey" 1 RO None;
     FlushDb "flushdb" -1 W None;
+    // Bitmaps (see `store/bitmap`)
+    SetBit "setbit" 4 WD One;
+    GetBit "getbit" 3 RO_FAST One;
+    BitCount "bitcount" -2 RO One;
+    BitPos "bitpos" -3 RO One;
+    BitOp "bitop" -4 WD AfterFirst;
+    BitField "bitfield" -2 WD One;
+    BitFieldRo "bitfield_ro" -2 RO_FAST One;
+    // HyperLogLog (see `store/hll`)
+    PfAdd "pfadd" -2 WD_FAST One;
+    PfCount "pfcount" -2 RO All;
+    PfMerge "pfmerge" -2 WD All;
+    PfDebug "pfdebug" 3 WD_ADMIN Second;
+    PfSelfTest "pfselftest" 1 ADMIN None;
+    Lcs "lcs" -3 RO Two;
+    // SORT (see `store/sort`) and LOLWUT
+    Sort "sort" -2 WD_MOVABLE Sort;
+    SortRo "sort_ro" -2 RO_MOVABLE Sort;
+    Lolwut "lolwut" -1 RO_FAST None;
     ]
     object: [
     ObjectEncoding "object|encoding" 3 RO (2, 2, 1);
@@ -158,6 +190,15 @@ impl KeyCommand {
             KeyShape::Two => args.iter().take(2).map(|k| &k[..]).collect(),
             KeyShape::All => args.iter().map(|k| &k[..]).collect(),
             KeyShape::Pairs => args.iter().step_by(2).map(|k| &k[..]).collect(),
+            KeyShape::AfterFirst => args.iter().skip(1).map(|k| &k[..]).collect(),
+            KeyShape::Second => args.iter().skip(1).take(1).map(|k| &k[..]).collect(),
+            KeyShape::Sort => {
+                let mut keys: Vec<&[u8]> = args.iter().take(1).map(|k| &k[..]).collect();
+                if self.op == KeyOp::Sort {
+                    keys.extend(super::sort::sort_store_key(args).map(|k| &k[..]));
+                }
+                keys
+            }
         }
     }
 }

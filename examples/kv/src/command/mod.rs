@@ -7,6 +7,7 @@ pub(crate) mod keyops;
 mod keys;
 mod parse;
 pub(crate) mod pubsub;
+mod sort;
 pub(crate) mod table;
 mod typed;
 
@@ -19,6 +20,7 @@ pub use hello::Hello;
 pub(crate) use keyops::KeyShape;
 pub use keyops::{KeyCommand, KeyOp};
 pub use pubsub::{PubSubQuery, ShardPubSub, Subscription};
+pub use sort::{parse_sort, pattern_target, sort_store_key, SortArgs};
 pub use table::key_positions;
 pub use typed::{mpop_args, sintercard_args, zmpop_args, ListEnd, MPopArgs, TypedCommand, TypedOp};
 
@@ -378,6 +380,8 @@ impl Command {
             Command::Client(ClientRequest::Track(_)) | Command::ShardPubSub(_) => Scope::Keyed,
             Command::Introspect(request) => request.scope(),
             Command::Client(_) => Scope::Connection,
+            // SORT's BY and GET patterns may read a key on any shard.
+            Command::Key(key) if key.sort_reads_patterns() => Scope::AllShards,
             _ => Scope::Keyed,
         }
     }

@@ -159,6 +159,7 @@ impl LiveConfig {
             zset_entries: number(&get("zset-max-listpack-entries")),
             zset_value: number(&get("zset-max-listpack-value")),
             list_size: number(&get("list-max-listpack-size")),
+            hll_sparse_max_bytes: number(&get("hll-sparse-max-bytes")),
         }
     }
 
@@ -223,6 +224,7 @@ impl LiveConfig {
             | LiveKey::RequirePass
             | LiveKey::BusyReplyThreshold
             | LiveKey::ProtectedMode
+            | LiveKey::Persistence
             | LiveKey::Tls => {}
         }
     }

@@ -48,7 +48,9 @@ fn yes(value: &str) -> bool {
 /// The table. Redis's options first, in `config.c`'s order, then corewire's own.
 pub static OPTIONS: &[OptionSpec] = &[
     // Redis's booleans.
-    opt("rdbchecksum", BOOL, "yes").flags(IMMUTABLE),
+    opt("rdbchecksum", BOOL, "yes")
+        .flags(IMMUTABLE)
+        .live(LiveKey::Persistence),
     opt("daemonize", BOOL, "no").flags(IMMUTABLE | STRICT),
     opt("io-threads-do-reads", BOOL, "no").flags(IMMUTABLE),
     opt("always-show-logo", BOOL, "no").flags(IMMUTABLE),
@@ -61,7 +63,7 @@ pub static OPTIONS: &[OptionSpec] = &[
             LiveKey::ProtectedMode,
         )
         .help("refuse clients from outside the loopback interface while no password is set"),
-    opt("rdbcompression", BOOL, "yes"),
+    opt("rdbcompression", BOOL, "yes").live(LiveKey::Persistence),
     opt("rdb-del-sync-files", BOOL, "no"),
     opt("activerehashing", BOOL, "yes"),
     opt("stop-writes-on-bgsave-error", BOOL, "yes"),
@@ -151,7 +153,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         .help("this node's id and cluster configuration, kept across restarts"),
     opt("cluster-announce-hostname", Kind::Str, ""),
     opt("syslog-ident", Kind::Str, "redis").flags(IMMUTABLE),
-    opt("dbfilename", Kind::Str, "dump.rdb"),
+    opt("dbfilename", Kind::Str, "dump.rdb")
+        .live(LiveKey::Persistence)
+        .help("the RDB dump's file name in dir: SAVE/BGSAVE write it, start-up loads it (without the AOF)"),
     opt("appendfilename", Kind::Str, "appendonly.aof").flags(IMMUTABLE),
     opt("appenddirname", Kind::Str, "appendonlydir")
         .flags(IMMUTABLE)
@@ -444,7 +448,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("zset-max-listpack-value", mem(0, LONG_MAX), "64")
         .alias("zset-max-ziplist-value")
         .live(LiveKey::Encoding),
-    opt("hll-sparse-max-bytes", mem(0, LONG_MAX), "3000"),
+    opt("hll-sparse-max-bytes", mem(0, LONG_MAX), "3000").live(LiveKey::Encoding),
     opt("tracking-table-max-keys", int(0, LONG_MAX), "1000000")
         .live(LiveKey::TrackingTableMaxKeys)
         .help("keys the client-tracking table remembers at most (all shards)"),
@@ -470,7 +474,9 @@ pub static OPTIONS: &[OptionSpec] = &[
             Ok(())
         })
         .help("working directory: the AOF folder is created in it"),
-    opt("save", Kind::Special(Special::Save), "").flags(STRICT),
+    opt("save", Kind::Special(Special::Save), "")
+        .live(LiveKey::Persistence)
+        .help("save points: \"SECONDS CHANGES ...\", a background save when one is reached (\"\": none)"),
     opt(
         "client-output-buffer-limit",
         Kind::Special(Special::ClientOutputBufferLimit),

@@ -69,6 +69,9 @@ pub enum LiveKey {
     ProtectedMode,
     /// A `tls-*` parameter: applied by the TLS reload (see `LiveConfig::config_set_with`).
     Tls,
+    /// `save`, `dbfilename`, `rdbcompression`, `rdbchecksum`: read by each save when it
+    /// starts (see `server/rdb_save.rs`).
+    Persistence,
 }
 
 /// Fills the start-up configuration from the option's canonical value.

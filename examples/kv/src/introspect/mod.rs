@@ -49,6 +49,14 @@ pub enum Request {
     DebugActiveExpire(bool),
     Shutdown {
         abort: bool,
+        /// SAVE (`Some(true)`), NOSAVE (`Some(false)`), or save if save points are set.
+        save: Option<bool>,
+    },
+    /// SAVE: the dataset to `dir/dbfilename`, answered once the file is in place.
+    Save,
+    /// BGSAVE [SCHEDULE]
+    BgSave {
+        schedule: bool,
     },
     /// A HELP subcommand: the container's name and its lines.
     Help(&'static str, &'static [&'static str]),
@@ -85,6 +93,8 @@ impl Request {
             Request::MemoryPurge => "memory|purge",
             Request::DebugSleep(_) | Request::DebugActiveExpire(_) => "debug",
             Request::Shutdown { .. } => "shutdown",
+            Request::Save => "save",
+            Request::BgSave { .. } => "bgsave",
             Request::Help(container, _) => match *container {
                 "SLOWLOG" => "slowlog|help",
                 "LATENCY" => "latency|help",
@@ -97,12 +107,13 @@ impl Request {
 
     pub fn scope(&self) -> Scope {
         match self {
-            Request::Command(_)
-            | Request::Time
-            | Request::LastSave
-            | Request::Monitor
-            | Request::Help(..) => Scope::Connection,
-            Request::Shutdown { .. } => Scope::Keyed,
+            Request::Command(_) | Request::Time | Request::Monitor | Request::Help(..) => {
+                Scope::Connection
+            }
+            Request::Shutdown { .. }
+            | Request::Save
+            | Request::BgSave { .. }
+            | Request::LastSave => Scope::Keyed,
             _ => Scope::AllShards,
         }
     }
@@ -121,6 +132,8 @@ pub enum Sub {
     CommandHelp,
     Time,
     LastSave,
+    Save,
+    BgSave,
     Monitor,
     Shutdown,
     Debug,
@@ -200,13 +213,25 @@ static MEMORY_SUBCOMMANDS: [CommandSpec; 6] = [
 ];
 
 /// This family's rows of the command table.
-pub(crate) static COMMANDS: [CommandSpec; 11] = [
+pub(crate) static COMMANDS: [CommandSpec; 13] = [
     CommandSpec {
         subcommands: &COMMAND_SUBCOMMANDS,
         ..row(S::CommandAll, "command", -1, STALE)
     },
     row(S::Time, "time", 1, &["loading", "stale", "fast"]),
     row(S::LastSave, "lastsave", 1, &["loading", "stale", "fast"]),
+    row(
+        S::Save,
+        "save",
+        1,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
+    ),
+    row(
+        S::BgSave,
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no_async_loading"],
+    ),
     row(S::Monitor, "monitor", 1, ADMIN),
     row(
         S::Shutdown,
@@ -341,6 +366,12 @@ pub(crate) fn parse(sub: Sub, args: Vec<Bytes>) -> Result<Command, CommandError>
         S::CommandHelp => Request::Help("COMMAND", COMMAND_HELP),
         S::Time => Request::Time,
         S::LastSave => Request::LastSave,
+        S::Save => Request::Save,
+        S::BgSave => match args.as_slice() {
+            [] => Request::BgSave { schedule: false },
+            [arg] if arg.eq_ignore_ascii_case(b"schedule") => Request::BgSave { schedule: true },
+            _ => return Err(CommandError::Syntax),
+        },
         S::Monitor => Request::Monitor,
         S::Move => {
             return Err(CommandError::Text(
@@ -385,8 +416,8 @@ pub(crate) fn parse(sub: Sub, args: Vec<Bytes>) -> Result<Command, CommandError>
     Ok(Command::Introspect(request))
 }
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: the log is flushed whatever the options
-/// (there are no RDB snapshots to save or skip).
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: the log is flushed whatever the options;
+/// SAVE and NOSAVE decide the RDB save (by default, a save if save points are set).
 fn parse_shutdown(args: &[Bytes]) -> Result<Request, CommandError> {
     let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
     for arg in args {
@@ -401,7 +432,14 @@ fn parse_shutdown(args: &[Bytes]) -> Result<Request, CommandError> {
     if (save && nosave) || (abort && (save || nosave || other)) {
         return Err(CommandError::Syntax);
     }
-    Ok(Request::Shutdown { abort })
+    let save = if save {
+        Some(true)
+    } else if nosave {
+        Some(false)
+    } else {
+        None
+    };
+    Ok(Request::Shutdown { abort, save })
 }
 
 fn parse_debug(args: &[Bytes]) -> Result<Request, CommandError> {
@@ -442,8 +480,8 @@ pub fn route(request: Request, shards: usize) -> Route {
         Request::LatencyHistogram(names) => (merge_histogram, names.clone()),
         Request::MemoryStats => (merge_memory_stats, Vec::new()),
         Request::MemoryDoctor => (merge_memory_doctor, Vec::new()),
-        Request::Shutdown { .. } => {
-            // Shard 0 asks the server's owner to stop it.
+        Request::Shutdown { .. } | Request::Save | Request::BgSave { .. } | Request::LastSave => {
+            // Shard 0 asks the server's owner to stop it, and coordinates saves.
             return Route::Single {
                 shard: 0,
                 command: Command::Introspect(request),

@@ -184,9 +184,10 @@ async fn run_shard(
     config: BenchConfig,
     deadline: Instant,
 ) -> Result<ShardTally, String> {
-    let options = ClientOptions {
-        window: config.depth,
-        ..ClientOptions::default()
+    let options = {
+        let mut o = ClientOptions::default();
+        o.window = config.depth;
+        o
     };
     let count = (shard..config.conns).step_by(threads).count();
     let connect_failed = |e: super::KvError| format!("connect {addr}: {e}");

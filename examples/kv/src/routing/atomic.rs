@@ -64,6 +64,14 @@ pub fn keys_of(command: &Command) -> Vec<Bytes> {
 /// A scratch store holding `keys` as gathered (`None`: not stored, or expired), at `now`.
 pub fn scratch(keys: &[Bytes], stored: &[Option<Stored>], now: u64) -> Store {
     let mut store = Store::default();
+    restore_into(&mut store, keys, stored, now);
+    store
+}
+
+/// Adds `keys` as gathered to a scratch store: what [`scratch`] starts with, and the keys a
+/// SORT's patterns read, gathered once its sorted key is there
+/// ([`Store::sort_pattern_keys`]).
+pub fn restore_into(store: &mut Store, keys: &[Bytes], stored: &[Option<Stored>], now: u64) {
     for (key, stored) in keys.iter().zip(stored) {
         let Some(stored) = stored else { continue };
         let restore = Command::Cluster(ClusterRequest::Restore(Box::new(Restore {
@@ -78,7 +86,6 @@ pub fn scratch(keys: &[Bytes], stored: &[Option<Stored>], now: u64) -> Store {
             tracing::error!(?reply, "a gathered key did not restore");
         }
     }
-    store
 }
 
 /// Whether a blocking command would answer at once on `store` (an item to pop, or a key of

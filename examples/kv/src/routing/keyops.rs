@@ -20,6 +20,13 @@ pub(super) fn route(command: KeyCommand, shards: usize) -> Route {
         KeyOp::Scan => scan(command, shards),
         KeyOp::Touch => split_keys(command.args, shards, touch, |_, parts| Merger::sum(parts)),
         KeyOp::Unlink => split_keys(command.args, shards, unlink, |_, parts| Merger::sum(parts)),
+        // BY and GET patterns read keys known only while it runs: every shard is held.
+        KeyOp::Sort | KeyOp::SortRo if shards > 1 && command.sort_reads_patterns() => {
+            Route::Atomic {
+                shards: (0..shards).collect(),
+                command: Command::Key(command),
+            }
+        }
         op => match op.shape() {
             KeyShape::None => Route::Single {
                 shard: 0,

@@ -121,15 +121,7 @@ impl Libraries {
 
     /// FUNCTION DUMP's payload: the libraries' code, versioned and checksummed.
     pub fn dump(&self) -> Bytes {
-        let mut out = BytesMut::new();
-        out.put_u8(PAYLOAD_VERSION);
-        for library in self.libraries.values() {
-            out.put_u32_le(library.code.len() as u32);
-            out.put_slice(&library.code);
-        }
-        let crc = crc32c::crc32c(&out);
-        out.put_u32_le(crc);
-        out.freeze()
+        payload_of(self.libraries.values().map(|library| &library.code[..]))
     }
 
     /// FUNCTION RESTORE: the payload's libraries are checked in `checker`, then added with
@@ -217,6 +209,20 @@ impl Libraries {
 }
 
 const PAYLOAD_VERSION: u8 = 1;
+
+/// The FUNCTION DUMP payload of libraries with these codes (also how an RDB file's
+/// libraries are restored).
+pub fn payload_of<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_u8(PAYLOAD_VERSION);
+    for code in codes {
+        out.put_u32_le(code.len() as u32);
+        out.put_slice(code);
+    }
+    let crc = crc32c::crc32c(&out);
+    out.put_u32_le(crc);
+    out.freeze()
+}
 
 fn decode_payload(payload: &[u8]) -> Option<Vec<Bytes>> {
     let (body, crc) = payload.split_at_checked(payload.len().checked_sub(4)?)?;

@@ -130,6 +130,10 @@ pub(crate) async fn run_rewrites(shard: Rc<Shard>) {
         if !aof.rewrite.borrow().in_progress() {
             continue;
         }
+        // A save holds the store's snapshot: the rewrite takes its turn after it.
+        while super::rdb_save::active_here() {
+            sleep(Duration::from_millis(10)).await;
+        }
         let started = Instant::now();
         tracing::info!(shard = aof.shard, "AOF rewrite started");
         let result = rewrite(&shard, aof, &hooks).await;

@@ -199,8 +199,9 @@ impl Shard {
             }
             // A script's TIME: the clock now, as Redis 7.0 answers it inside a script.
             Request::Time => crate::introspect::time_reply(unix_us()),
-            Request::Shutdown { abort: true } => Reply::error("ERR No shutdown in progress."),
-            Request::Shutdown { abort: false } => {
+            Request::LastSave => Reply::Integer(self.shared.rdb.info().last_save_time as i64),
+            Request::Shutdown { abort: true, .. } => Reply::error("ERR No shutdown in progress."),
+            Request::Shutdown { abort: false, .. } => {
                 if self.shared.stop.request_if_owned() {
                     tracing::info!("SHUTDOWN: stopping (the AOF is flushed first)");
                     Reply::NullBulk

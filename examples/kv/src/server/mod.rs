@@ -25,6 +25,9 @@ pub mod logging;
 mod notify;
 mod protected;
 mod pubsub;
+mod rdb_commands;
+mod rdb_load;
+mod rdb_save;
 mod resp_conn;
 mod resp_io;
 mod scan;
@@ -53,6 +56,7 @@ pub use aof_load::{AofStartError, ReplaySummary};
 pub use binary_conn::{serve_connection as serve_binary_connection, KvService};
 pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConfig};
 pub use forward::ForwardCounters;
+pub use rdb_save::RdbInfo;
 pub use shared::StopRequests;
 
 use crate::cluster::{NodeAddr, SlotMap, Topology};
@@ -83,6 +87,9 @@ pub enum StartError {
     ShardLost(usize),
     /// The `tls-*` settings could not be used (files, names rustls does not support).
     Tls(String),
+    /// The RDB dump could not be read: the file, the byte offset and why (the file is left
+    /// as it is).
+    Rdb(String),
 }
 
 impl fmt::Display for StartError {
@@ -96,6 +103,7 @@ impl fmt::Display for StartError {
             StartError::Cluster(why) => f.write_str(why),
             StartError::ShardLost(shard) => write!(f, "shard {shard} died during start-up"),
             StartError::Tls(why) => write!(f, "TLS: {why}"),
+            StartError::Rdb(why) => f.write_str(why),
         }
     }
 }
@@ -201,6 +209,13 @@ impl RunningServer {
         for listener in resp.into_iter().chain(tls) {
             listener.stop();
         }
+        let saved = rt.spawn_on(0, move || async move {
+            let shard = shard::current();
+            rdb_commands::save_on_stop(shard.shared.clone(), shard.count).await
+        });
+        if saved.wait().is_err() {
+            tracing::error!("the save before stopping did not run");
+        }
         if let Some(binary) = binary {
             binary.stop();
         }
@@ -240,9 +255,10 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         .map_err(StartError::Runtime)?;
     if config.rdma.is_some() {
         // First, so a machine without an RDMA device fails before replaying anything.
-        let rdma_config = RdmaConfig {
-            mode: config.rdma_poller,
-            ..RdmaConfig::default()
+        let rdma_config = {
+            let mut o = RdmaConfig::default();
+            o.mode = config.rdma_poller;
+            o
         };
         rdma::install(&rt, rdma_config).map_err(rdma_unavailable)?;
     }
@@ -266,10 +282,20 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         slowlog_ids: Default::default(),
         acting_for: Default::default(),
         scripting: Default::default(),
+        rdb: rdb_save::RdbShared::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        ),
     });
+    // Without the AOF, the dump is the dataset (with it, Redis 7 ignores the dump).
+    let dump = match &config.aof {
+        Some(_) => None,
+        None => Some(rdb_load::read(&config, config.shards).map_err(StartError::Rdb)?),
+    };
 
     let map = cluster.as_ref().map(|c| Arc::new(c.topology.slot_map()));
-    let replay = start_shards(&rt, &config, &shared, map)?;
+    let replay = start_shards(&rt, &config, &shared, map, dump)?;
     if let Some(aof) = &config.aof {
         if let Err(error) = aof_dir::sync_dir(&aof.dir) {
             tracing::warn!(%error, "could not sync the AOF directory");
@@ -353,10 +379,11 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     // unanswered (the server stops reading past it) and `max_pending_output` reply bytes.
     let binary_server = corewire::Server::builder()
         .service(|_shard| KvService::for_current_shard())
-        .options(corewire::service::ServerOptions {
-            max_in_flight_per_conn: config.max_backlog,
-            max_queued_bytes: config.max_pending_output,
-            ..Default::default()
+        .options({
+            let mut o = corewire::service::ServerOptions::default();
+            o.max_in_flight_per_conn = config.max_backlog;
+            o.max_queued_bytes = config.max_pending_output;
+            o
         })
         .build();
     let binary = match config.binary_addr() {
@@ -555,8 +582,19 @@ fn start_shards(
     config: &ServerConfig,
     shared: &Arc<ServerShared>,
     cluster_map: Option<Arc<SlotMap>>,
+    dump: Option<rdb_load::Loaded>,
 ) -> Result<Vec<Option<ReplaySummary>>, StartError> {
     let count = rt.shard_count();
+    let mut dump_parts = match dump {
+        Some(dump) => {
+            shared.rdb.loaded(dump.keys, dump.expired);
+            if let Some(functions) = &dump.functions {
+                script::restore_logged(shared, functions);
+            }
+            dump.per_shard.into_iter().map(Some).collect()
+        }
+        None => Vec::new(),
+    };
     let handles: Vec<_> = (0..count)
         .map(|id| {
             let shared = shared.clone();
@@ -574,8 +612,12 @@ fn start_shards(
             let mesh_batch = config.mesh_batch;
             let sweep_work = config.sweep_work;
             let cluster_map = cluster_map.clone();
+            let dump_part = dump_parts.get_mut(id).and_then(Option::take);
             rt.spawn_on(id, move || async move {
                 let mut store = Store::new(store_config);
+                if let Some(part) = dump_part {
+                    rdb_load::apply(&mut store, part);
+                }
                 let (aof, summary) = match aof {
                     None => (None, None),
                     Some(aof) => {
@@ -610,6 +652,9 @@ fn start_shards(
                 shard.apply_settings(&shard.shared.session.live.shard_settings());
                 spawn_local(forward::run_flusher(shard.clone()));
                 spawn_local(tracking::run_flusher(shard.clone()));
+                if id == 0 {
+                    spawn_local(rdb_commands::run_save_points(shard.clone()));
+                }
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));
                     spawn_local(aof_rewrite::run_rewrites(shard.clone()));

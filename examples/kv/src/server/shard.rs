@@ -314,10 +314,11 @@ impl Shard {
         self.after_change(Some(origin), now);
         if flush {
             self.tracking_flushed();
+            super::rdb_commands::after_flushall_part(self);
         }
         match reply {
             // INFO's part: the store's numbers and the glue's.
-            Some(stats) if info => Some(self.info_part(stats)),
+            Some(stats) if info => Some(self.info_part(super::rdb_save::adjust_info(stats))),
             reply => reply,
         }
     }
@@ -352,6 +353,8 @@ impl Shard {
             watches.touch_stored(|key| store.stored_expiry(key).is_some());
         }
         let watches = (!watches.is_empty()).then_some(&mut *watches);
+        // A save in progress keeps what this write changes as it was (see `rdb_save.rs`).
+        super::rdb_save::before_write(&mut store, &command, now);
         match &self.aof {
             None if command == Command::BgRewriteAof => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",

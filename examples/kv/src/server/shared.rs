@@ -39,6 +39,8 @@ pub(crate) struct ServerShared {
     pub acting_for: super::tracking::ActingFor,
     /// The script cache, the function libraries and the scripts running now.
     pub scripting: super::script::ScriptingShared,
+    /// SAVE/BGSAVE and the save points (see `rdb_save.rs`).
+    pub rdb: super::rdb_save::RdbShared,
 }
 
 /// Asks whoever owns the server (the binary's main thread) to stop it: a signal handler or
@@ -50,6 +52,11 @@ impl StopRequests {
     /// Marks that an owner waits on these requests (SHUTDOWN is refused otherwise).
     pub fn own(&self) {
         self.1.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether an owner waits on these requests.
+    pub fn is_owned(&self) -> bool {
+        self.1.load(Ordering::Relaxed)
     }
 
     /// Requests a stop if an owner waits for it; whether one does.
@@ -165,6 +172,7 @@ impl ServerShared {
             latency_tracking: (self.session.live.hot.latency_tracking).load(Ordering::Relaxed),
             paused: false,
             cached_scripts: self.scripting.cached_scripts() as u64,
+            rdb: self.rdb.info(),
         }
     }
 

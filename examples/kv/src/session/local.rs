@@ -98,9 +98,6 @@ impl Session {
         match request {
             Request::Command(query) => introspect::command::answer(query),
             Request::Time => introspect::time_reply(self.unix_us),
-            // No RDB saves: the last "save" is when the server started, as on a Redis that
-            // never saved.
-            Request::LastSave => Reply::Integer(self.config.started_unix_s as i64),
             Request::Monitor => {
                 if !self.modes.monitor {
                     self.modes.monitor = true;

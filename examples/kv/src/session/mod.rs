@@ -265,7 +265,10 @@ impl Session {
                     }
                     if matches!(
                         command,
-                        Command::Introspect(crate::introspect::Request::Shutdown { abort: false })
+                        Command::Introspect(crate::introspect::Request::Shutdown {
+                            abort: false,
+                            ..
+                        })
                     ) {
                         self.shutdown = Some(seq);
                     }

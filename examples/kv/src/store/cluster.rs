@@ -4,11 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use foldhash::fast::RandomState;
 
 use super::compact::CompactBytes;
-use super::emit::emit_entry;
 use super::entry::Entry;
 use super::Store;
 use crate::change::ChangeSink;
@@ -17,7 +16,6 @@ use crate::cluster::dump::{self, KeylessCommand, PayloadError};
 use crate::cluster::slots::key_slot;
 use crate::command::{Command, CommandError, ExpireCommand, ExpireCondition, ExpireKind};
 use crate::reply::Reply;
-use crate::resp::{ParserLimits, RequestParser};
 
 const BUSYKEY: &str = "BUSYKEY Target key name already exists.";
 
@@ -52,31 +50,6 @@ impl SlotIndex {
     fn keys(&self, slot: u16) -> impl Iterator<Item = &CompactBytes> + '_ {
         self.by_slot.get(&slot).into_iter().flatten()
     }
-}
-
-/// The commands, without the key, that rebuild a value: the per-type emitters the AOF
-/// rewrite uses (`emit.rs`, where every value type has its own), run without the expiry
-/// (RESTORE's TTL argument carries it). RESTORE replays them through [`Store::run`], so it
-/// needs nothing per type.
-fn rebuild(key: &[u8], entry: &Entry) -> Vec<KeylessCommand> {
-    let mut records = BytesMut::new();
-    emit_entry(key, entry, None, &mut records);
-    // Nothing in the records is longer than the records.
-    let mut parser = RequestParser::new(ParserLimits {
-        max_bulk_len: records.len(),
-        max_array_len: records.len(),
-        ..ParserLimits::default()
-    });
-    let mut commands = Vec::new();
-    while let Ok(Some(mut args)) = parser.parse(&mut records) {
-        // Every emitted record is a write of this key, named right after the command. One
-        // that is not would be kept whole, and RESTORE refuses it: loudly, never silently.
-        if args.get(1).is_some_and(|arg| arg[..] == *key) {
-            args.remove(1);
-        }
-        commands.push(args);
-    }
-    commands
 }
 
 impl Store {
@@ -114,12 +87,12 @@ impl Store {
 
     /// A key's DUMP payload and its expiry (Unix ms), if it is live.
     pub fn dump(&self, key: &[u8], now: u64) -> Option<(Bytes, Option<u64>)> {
-        let (stored_key, entry) = self.map.get_key_value(key)?;
+        let entry = self.map.get(key)?;
         if self.expiring.expired(key, entry, now) {
             return None;
         }
         Some((
-            dump::encode(&rebuild(stored_key, entry)),
+            dump::encode(&super::rdb_object::object_of(&entry.value)),
             self.expiring.of(key, entry),
         ))
     }
@@ -321,19 +294,16 @@ mod tests {
     #[test]
     fn bad_payloads_leave_nothing() {
         let mut store = store();
-        let foreign = Bytes::from_static(b"\x00\x01v\n\x00\x91\x08\xce\xb2\x198\x8a\xce");
+        let mut damaged = b"\x00\x01v\n\x00\x91\x08\xce\xb2\x198\x8a\xce".to_vec();
+        damaged[2] = b'w';
         assert_eq!(
-            restore(&mut store, "k", 0, foreign, false),
+            restore(&mut store, "k", 0, Bytes::from(damaged), false),
             Reply::error("ERR DUMP payload version or checksum are wrong")
         );
-        let other_key = dump::encode(&[vec![Bytes::from("DEL"), Bytes::from("x")]]);
+        // A well-formed payload of an empty collection: nothing to rebuild.
+        let empty = dump::encode(&crate::rdb::ObjectRef::Set(vec![]));
         assert_eq!(
-            restore(&mut store, "k", 0, other_key, false),
-            Reply::error("ERR Bad data format")
-        );
-        let not_a_write = dump::encode(&[vec![Bytes::from("GET")]]);
-        assert_eq!(
-            restore(&mut store, "k", 0, not_a_write, false),
+            restore(&mut store, "k", 0, empty, false),
             Reply::error("ERR Bad data format")
         );
         assert!(store.is_empty());

@@ -2,19 +2,25 @@
 //! by the shard that owns them. Time comes from the caller (`now_ms`, Unix milliseconds), so
 //! the store never reads a clock and tests control time exactly.
 
+mod bitmap;
 mod cluster;
 mod compact;
 mod emit;
 mod entry;
 mod expiring;
 mod fields;
+mod hll;
 mod keyops;
 mod keys;
 mod keyspace;
+mod lcs;
 mod list_pack;
+mod lolwut;
 mod memory;
 mod object;
+mod rdb_object;
 mod snapshot;
+mod sort;
 mod stats;
 mod strings;
 mod sweep;
@@ -98,6 +104,10 @@ pub struct Store {
     /// Collections the command running emptied (and so removed), whose `del` event follows
     /// the command's own event on them, as in Redis.
     emptied: Vec<Bytes>,
+    /// How many changes the command running made, when it says (SETBIT, BITFIELD, PFADD,
+    /// PFCOUNT, SORT STORE count as Redis's `server.dirty` does); otherwise a write that
+    /// succeeds counts one.
+    changes: Option<u64>,
 }
 
 impl Default for Store {
@@ -122,6 +132,7 @@ impl Store {
             events: crate::notify::EventLog::default(),
             no_touch: false,
             emptied: Vec::new(),
+            changes: None,
         }
     }
 
@@ -159,6 +170,10 @@ impl Store {
         self.config.encoding = limits;
     }
 
+    pub fn encoding_limits(&self) -> EncodingLimits {
+        self.config.encoding
+    }
+
     /// The glue's tick (every sweep interval): samples the command rate at `now_ms`.
     pub fn sample_rates(&mut self, now_ms: u64) {
         self.ops_rate
@@ -180,8 +195,9 @@ impl Store {
         }
         let write = command.is_write();
         let reply = self.run(command, now_ms, sink);
-        if write && !reply.is_error() {
-            self.counters.dirty += 1;
+        let changes = self.changes.take();
+        if !reply.is_error() {
+            self.counters.dirty += changes.unwrap_or(u64::from(write));
         }
         // Emptied collections whose command sent no event of its own still get their `del`.
         for key in std::mem::take(&mut self.emptied) {

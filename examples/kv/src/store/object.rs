@@ -19,6 +19,8 @@ pub struct EncodingLimits {
     pub zset_value: usize,
     /// `list-max-listpack-size` (Redis 7.0 reports every list as `quicklist` anyway).
     pub list_size: i64,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog past this turns dense.
+    pub hll_sparse_max_bytes: usize,
 }
 
 impl Default for EncodingLimits {
@@ -30,6 +32,7 @@ impl Default for EncodingLimits {
             zset_entries: 128,
             zset_value: 64,
             list_size: -2,
+            hll_sparse_max_bytes: crate::hyperloglog::DEFAULT_SPARSE_MAX_BYTES,
         }
     }
 }

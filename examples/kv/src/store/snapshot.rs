@@ -26,6 +26,7 @@ use std::collections::HashSet;
 
 use super::compact::CompactBytes;
 use super::emit::emit_entry;
+use super::entry::Entry;
 use super::Store;
 use crate::change::ChangeSink;
 
@@ -78,6 +79,19 @@ impl Store {
         max_keys: usize,
         sink: &mut S,
     ) -> SnapshotProgress {
+        self.snapshot_step_with(now, max_keys, |key, entry, expire_at| {
+            emit_entry(key, entry, expire_at, sink)
+        })
+    }
+
+    /// [`Self::snapshot_step`] with `visit` given each key to image (its entry and expiry):
+    /// the AOF rewrite frames write records, an RDB save encodes the value.
+    pub(crate) fn snapshot_step_with(
+        &mut self,
+        now: u64,
+        max_keys: usize,
+        mut visit: impl FnMut(&[u8], &Entry, Option<u64>),
+    ) -> SnapshotProgress {
         let mut progress = SnapshotProgress::default();
         let Some(snapshot) = self.snapshot.as_mut() else {
             progress.finished = true;
@@ -89,7 +103,7 @@ impl Store {
                 let done = !snapshot.ahead.is_empty() && snapshot.ahead.remove(key);
                 let expire_at = self.expiring.of(key, entry);
                 if !done && expire_at.is_none_or(|at| now <= at) {
-                    emit_entry(key, entry, expire_at, sink);
+                    visit(key, entry, expire_at);
                 }
             }
             progress.keys += 1;
@@ -104,6 +118,18 @@ impl Store {
     /// Call before a write that may depend on or change `key`: if the snapshot has not passed
     /// the key yet, its current state goes into the image now.
     pub fn snapshot_touch<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) {
+        self.snapshot_touch_with(key, now, |key, entry, expire_at| {
+            emit_entry(key, entry, expire_at, sink)
+        })
+    }
+
+    /// [`Self::snapshot_touch`] with `visit` given the key to image.
+    pub(crate) fn snapshot_touch_with(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        visit: impl FnOnce(&[u8], &Entry, Option<u64>),
+    ) {
         let Some(snapshot) = self.snapshot.as_mut() else {
             return;
         };
@@ -115,7 +141,7 @@ impl Store {
         }
         let expire_at = self.expiring.of(key, entry);
         if expire_at.is_none_or(|at| now <= at) {
-            emit_entry(key, entry, expire_at, sink);
+            visit(key, entry, expire_at);
         }
         snapshot.ahead.insert(key.clone());
     }

@@ -65,10 +65,6 @@ impl KeyTable {
         (self.table.find_mut(hash, |slot| slot.key == *key)).map(|slot| &mut slot.entry)
     }
 
-    pub fn get_key_value(&self, key: &[u8]) -> Option<(&CompactBytes, &Entry)> {
-        self.find(key).map(|slot| (&slot.key, &slot.entry))
-    }
-
     /// The key's position in the dense order, the stored key and its entry.
     pub fn get_full(&self, key: &[u8]) -> Option<(usize, &CompactBytes, &Entry)> {
         (self.find(key)).map(|slot| (slot.position as usize, &slot.key, &slot.entry))

@@ -25,11 +25,19 @@ pub(crate) const BUF_GROUP: u16 = 0;
 
 /// Sizes of a shard's receive-buffer ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecvBuffers {
     /// Buffers in the ring: a power of two, at most 32768.
     pub count: u16,
     /// Bytes in each buffer (the most one receive completion carries).
     pub size: u32,
+}
+
+impl RecvBuffers {
+    /// `count` buffers of `size` bytes (the runtime checks `count` when it builds the ring).
+    pub const fn new(count: u16, size: u32) -> RecvBuffers {
+        RecvBuffers { count, size }
+    }
 }
 
 impl Default for RecvBuffers {

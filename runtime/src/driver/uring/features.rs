@@ -7,6 +7,7 @@ use io_uring::{opcode, register::Probe, IoUring};
 
 /// What the kernel under this shard's ring supports.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct Features {
     /// IORING_SETUP_SINGLE_ISSUER (6.0): only the shard thread submits.
     pub single_issuer: bool,

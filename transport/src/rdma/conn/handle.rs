@@ -54,7 +54,7 @@ impl RdmaConnection {
     pub fn inject_qp_error(&self) -> Result<(), TransportError> {
         match self.core().qp_do(|qp| qp.set_error()) {
             Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(TransportError::Other(e.to_string())),
+            Some(Err(e)) => Err(TransportError::other(e)),
             None => Err(TransportError::Closed),
         }
     }

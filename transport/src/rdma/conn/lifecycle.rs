@@ -209,7 +209,7 @@ pub(crate) fn end_of_stream(
     if buffered > 0 {
         Err(TransportError::Truncated { buffered })
     } else if reason.is_failure() {
-        Err(TransportError::Other(reason.to_string()))
+        Err(TransportError::other(reason.to_string()))
     } else {
         Ok(None)
     }
@@ -287,7 +287,9 @@ mod tests {
             Ok(None)
         ));
         match end_of_stream(&failed(), 0) {
-            Err(TransportError::Other(why)) => assert!(why.contains("RetryExceeded"), "{why}"),
+            Err(TransportError::Other(why)) => {
+                assert!(why.to_string().contains("RetryExceeded"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
         // Bytes of an unfinished frame make it truncated, however it ended.

@@ -42,12 +42,14 @@ use lifecycle::{Lifecycle, Posting};
 pub(crate) fn queue_sizes(config: &RdmaConfig) -> QpCaps {
     let depth = config.window + RESERVED_FOR_ACKS;
     let shared = matches!(config.receive, ReceiveQueues::Shared { .. });
-    QpCaps {
-        max_send_wr: depth + 4 + read_slots(config) + KEEPALIVE_SLOTS,
-        max_recv_wr: if shared { 0 } else { depth },
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
+    {
+        let mut o = QpCaps::default();
+        o.max_send_wr = depth + 4 + read_slots(config) + KEEPALIVE_SLOTS;
+        o.max_recv_wr = if shared { 0 } else { depth };
+        o.max_send_sge = 1;
+        o.max_recv_sge = 1;
+        o.max_inline_data = 0;
+        o
     }
 }
 
@@ -354,7 +356,7 @@ impl ConnCore {
 
     /// The end reason, as the error a send or receive on an ended connection returns.
     fn ended_error(&self) -> TransportError {
-        TransportError::Other(
+        TransportError::other(
             self.life
                 .borrow()
                 .reason()

@@ -258,7 +258,7 @@ impl ConnCore {
                     break Err(TransportError::Protocol(e));
                 }
                 Err(e @ AssemblyError::Misplaced(_)) => {
-                    let err = TransportError::Other(e.to_string());
+                    let err = TransportError::other(e.to_string());
                     self.fail(Failure::Misplaced(e));
                     break Err(err);
                 }

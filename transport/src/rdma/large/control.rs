@@ -35,6 +35,8 @@ pub enum Record {
 }
 
 impl Record {
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn encoded_len(&self) -> usize {
         match self {
             Record::Descriptor(_) => DESCRIPTOR_LEN,

@@ -83,6 +83,8 @@ impl Incoming {
     }
 
     /// Large messages announced and not yet handed up.
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.blobs.len()
     }
@@ -119,6 +121,8 @@ impl Incoming {
     }
 
     /// Reads started and not handed up (the connection drops their buffers when it ends).
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn active(&self) -> usize {
         self.active
     }

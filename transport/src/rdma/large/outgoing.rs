@@ -28,6 +28,8 @@ impl<T> Outgoing<T> {
         self.entries.len() < self.max
     }
 
+    // Only the unit tests look at it.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }

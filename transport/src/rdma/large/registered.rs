@@ -140,10 +140,12 @@ impl RegisteredBuf {
         self.inner.bytes.clone()
     }
 
+    /// Bytes in the buffer.
     pub fn len(&self) -> usize {
         self.inner.bytes.len()
     }
 
+    /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.inner.bytes.is_empty()
     }

@@ -205,6 +205,9 @@ impl Shard {
             Command::PubSub(query) => Some(self.pubsub.borrow().query(&query)),
             Command::ShardPubSub(request) => Some(self.shard_pubsub(origin, request)),
             Command::ConfigApply(settings) => Some(self.apply_settings(&settings)),
+            Command::Introspect(request) if super::rdb_commands::handles(&request) => {
+                super::rdb_commands::run(self, origin, request)
+            }
             Command::Introspect(request) => Some(self.run_introspect(request)),
             Command::Script(script) if script.op.runs_script() => {
                 super::script::run_here(self, origin, script)

@@ -172,6 +172,14 @@ async fn apply(
             scratch = atomic::scratch(&keys, &stored, now);
         }
     }
+    // The thresholds (hll-sparse-max-bytes, ...) the command would meet on one shard.
+    scratch.set_encoding_limits(held.shard().store().encoding_limits());
+    // SORT's BY and GET patterns read keys known only now (the router held every shard).
+    let read = scratch.sort_pattern_keys(&command, &keys, now);
+    if !read.is_empty() {
+        let gathered = gather(held, &read).await;
+        atomic::restore_into(&mut scratch, &read, &gathered, now);
+    }
     if command.is_blocking() && !atomic::would_answer(&scratch, &command, now) {
         if may_block {
             return Err(WouldBlock);
@@ -199,6 +207,30 @@ async fn apply(
         }
     }
     Ok(reply)
+}
+
+/// The stored forms of `keys` from the held shards that own them (`None`: missing, or on a
+/// shard not held).
+async fn gather(held: &Held, keys: &[Bytes]) -> Vec<Option<Stored>> {
+    let shards = held.shard().count;
+    let mut stored: Vec<Option<Stored>> = vec![None; keys.len()];
+    for target in held.held() {
+        let (indices, mine): (Vec<usize>, Vec<Bytes>) = (keys.iter().enumerate())
+            .filter(|(_, key)| shard_of(key, shards) == target)
+            .map(|(i, key)| (i, key.clone()))
+            .unzip();
+        if mine.is_empty() {
+            continue;
+        }
+        let (dumped, _) = held.dump(target, mine).await;
+        for (i, dumped) in indices.into_iter().zip(dumped) {
+            stored[i] = dumped.map(|d| Stored {
+                payload: d.payload,
+                expire_at: d.expire_at,
+            });
+        }
+    }
+    stored
 }
 
 /// A multi-key command run by a program that already holds its shards (a script's call).

@@ -61,6 +61,19 @@ impl Store {
             | Op::ObjectIdleTime
             | Op::MemoryUsage => cx.object(a),
             Op::ObjectHelp => Ok(object_help()),
+            Op::SetBit
+            | Op::GetBit
+            | Op::BitCount
+            | Op::BitPos
+            | Op::BitOp
+            | Op::BitField
+            | Op::BitFieldRo => cx.store.run_bitmap(op, a, now, cx.sink),
+            Op::PfAdd | Op::PfCount | Op::PfMerge | Op::PfDebug | Op::PfSelfTest => {
+                cx.store.run_hll(op, a, now, cx.sink)
+            }
+            Op::Lcs => cx.store.lcs_command(a, now, cx.sink),
+            Op::Sort | Op::SortRo => cx.store.run_sort(op, a, now, cx.sink),
+            Op::Lolwut => crate::store::lolwut::lolwut(a),
             // Parsed into FLUSHALL; never reaches a store as a KeyOp.
             Op::FlushDb => Err(CommandError::NotShardCommand { command: "flushdb" }),
         }
