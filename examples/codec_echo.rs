@@ -7,9 +7,10 @@
 //! Without ADDR it serves on a free port, sends itself a few frames and exits.
 
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 
+use clap::Parser;
 use corewire::runtime::accept::Accepted;
-
 use corewire::runtime::compat::Compat;
 use corewire::Runtime;
 use corewire::TcpEndpoint;
@@ -36,11 +37,21 @@ async fn echo(conn: Accepted) {
     }
 }
 
+#[derive(Parser)]
+#[command(
+    name = "codec_echo",
+    about = "A LengthDelimitedCodec echo server on corewire"
+)]
+struct Cli {
+    /// Serve here until SIGINT/SIGTERM (without it: a free port, a self-test, exit).
+    addr: Option<SocketAddr>,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt::init();
-    let addr = std::env::args().nth(1);
+    let addr = Cli::parse().addr;
     let rt = Runtime::builder().build()?;
-    let bind = addr.as_deref().unwrap_or("127.0.0.1:0").parse()?;
+    let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     let server = TcpEndpoint::bind(bind).serve(&rt, echo)?;
     println!("codec echo on {}", server.local_addr());
     if addr.is_some() {

@@ -11,12 +11,14 @@
 #[path = "echo_support/mod.rs"]
 mod echo_support;
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use corewire::Runtime;
 
-use echo_support::args::{invalid, ArgError, Flags};
+use echo_support::args::at_least_one;
 use echo_support::load::{run_load, LoadReport, LoadSpec, StopAfter};
 
 struct ClientConfig {
@@ -25,64 +27,59 @@ struct ClientConfig {
     pin: bool,
 }
 
-fn parse(mut flags: Flags) -> Result<ClientConfig, ArgError> {
-    let addr = flags.required("addr")?;
-    let conns: usize = flags.optional("conns")?.unwrap_or(16);
-    let depth: usize = flags.optional("depth")?.unwrap_or(8);
-    let size: usize = flags.optional("size")?.unwrap_or(64);
-    let count: Option<u64> = flags.optional("count")?;
-    let duration: Option<u64> = flags.optional("duration-ms")?;
-    let shards: usize = flags.optional("shards")?.unwrap_or(1);
-    let pin = flags.switch("pin");
-    flags.finish()?;
-    for (name, value) in [("conns", conns), ("depth", depth), ("shards", shards)] {
-        if value == 0 {
-            return Err(invalid(name, "0", "must be at least 1"));
-        }
-    }
-    if size > u32::MAX as usize {
-        return Err(invalid(
-            "size",
-            &size.to_string(),
-            "frames carry a u32 length",
-        ));
-    }
-    let stop = match (count, duration) {
-        (Some(n), None) => StopAfter::Messages(n),
+#[derive(Parser)]
+#[command(
+    name = "echo_client",
+    about = "Load generator for echo_server: every reply is checked against its request"
+)]
+struct Cli {
+    #[arg(long, value_name = "IP:PORT")]
+    addr: SocketAddr,
+    /// Connections.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = at_least_one)]
+    conns: usize,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one)]
+    depth: usize,
+    /// Message bytes (frames carry a u32 length).
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    size: u32,
+    /// Stop after this many messages.
+    #[arg(long, value_name = "N", conflicts_with = "duration_ms")]
+    count: Option<u64>,
+    /// Stop after this long (default: 5 s).
+    #[arg(long, value_name = "MS")]
+    duration_ms: Option<u64>,
+    /// Client shards.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one)]
+    shards: usize,
+    /// Pin the client shards.
+    #[arg(long)]
+    pin: bool,
+}
+
+fn config(cli: Cli) -> ClientConfig {
+    let stop = match (cli.count, cli.duration_ms) {
+        (Some(n), _) => StopAfter::Messages(n),
         (None, Some(ms)) => StopAfter::Duration(Duration::from_millis(ms)),
         (None, None) => StopAfter::Duration(Duration::from_secs(5)),
-        (Some(_), Some(_)) => {
-            return Err(ArgError::Conflict(
-                "give --count or --duration-ms, not both".into(),
-            ))
-        }
     };
-    Ok(ClientConfig {
+    ClientConfig {
         spec: LoadSpec {
-            addr,
-            conns,
-            depth,
-            size,
+            addr: cli.addr,
+            conns: cli.conns,
+            depth: cli.depth,
+            size: cli.size as usize,
             stop,
         },
-        shards,
-        pin,
-    })
+        shards: cli.shards,
+        pin: cli.pin,
+    }
 }
 
 fn main() -> ExitCode {
     echo_support::logging::init();
-    let config = match Flags::from_env().and_then(parse) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("echo_client: {e}");
-            eprintln!(
-                "usage: echo_client --addr IP:PORT [--conns N] [--depth N] [--size BYTES] \
-                 (--count N | --duration-ms MS) [--shards N] [--pin]"
-            );
-            return ExitCode::from(2);
-        }
-    };
+    let config = config(Cli::parse());
     let rt = match Runtime::builder()
         .shards(config.shards)
         .pin(config.pin)
@@ -139,21 +136,19 @@ mod tests {
     use echo_support::connection::{serve_echo, EchoLimits};
     use echo_support::load::LoadError;
 
-    fn flags(s: &str) -> Flags {
-        Flags::parse(s.split_whitespace().map(String::from)).unwrap()
+    fn parse(s: &str) -> Result<ClientConfig, clap::Error> {
+        Cli::try_parse_from(std::iter::once("echo_client").chain(s.split_whitespace())).map(config)
     }
 
     #[test]
     fn cli() {
-        let c = parse(flags(
-            "--addr 127.0.0.1:1 --conns 3 --depth 2 --size 9 --count 100",
-        ))
-        .unwrap();
+        <Cli as clap::CommandFactory>::command().debug_assert();
+        let c = parse("--addr 127.0.0.1:1 --conns 3 --depth 2 --size 9 --count 100").unwrap();
         assert_eq!((c.spec.conns, c.spec.depth, c.spec.size), (3, 2, 9));
         assert!(matches!(c.spec.stop, StopAfter::Messages(100)));
-        assert!(parse(flags("--addr 127.0.0.1:1 --count 1 --duration-ms 5")).is_err());
-        assert!(parse(flags("--addr 127.0.0.1:1 --depth 0")).is_err());
-        assert!(parse(flags("--conns 1")).is_err());
+        assert!(parse("--addr 127.0.0.1:1 --count 1 --duration-ms 5").is_err());
+        assert!(parse("--addr 127.0.0.1:1 --depth 0").is_err());
+        assert!(parse("--conns 1").is_err());
     }
 
     fn rt(shards: usize) -> Runtime {

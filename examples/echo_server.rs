@@ -21,8 +21,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use corewire::runtime::accept::{AcceptMode, Placement};
-
 use corewire::runtime::net::RecvBuffers;
 use corewire::runtime::ShardStatsSnapshot;
 use corewire::{Budget, Runtime};
@@ -30,7 +31,7 @@ use corewire::{ListenerHandle, TcpEndpoint};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use echo_support::args::{invalid, ArgError, Flags};
+use echo_support::args::at_least_one;
 use echo_support::connection::{serve_echo, EchoLimits};
 
 #[derive(Debug)]
@@ -46,65 +47,103 @@ struct ServerConfig {
     registered_fds: u32,
 }
 
-fn parse(mut flags: Flags) -> Result<ServerConfig, ArgError> {
-    let addr = flags.required("addr")?;
-    let shards: usize = flags.required("shards")?;
-    if shards == 0 {
-        return Err(invalid("shards", "0", "at least one shard"));
-    }
-    let placement = flags
-        .raw("placement")?
-        .map(|p| parse_placement(&p, shards))
-        .transpose()?;
-    let mode = match (flags.raw("accept")?.as_deref(), placement) {
-        (None | Some("reuseport"), None) => AcceptMode::ReusePort,
+#[derive(Parser)]
+#[command(
+    name = "echo_server",
+    about = "Length-prefixed echo server on corewire's shards"
+)]
+struct Cli {
+    #[arg(long, value_name = "IP:PORT")]
+    addr: SocketAddr,
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    shards: usize,
+    /// How connections reach shards (a --placement alone implies handoff; default reuseport).
+    #[arg(long, value_parser = ["reuseport", "handoff"])]
+    accept: Option<String>,
+    /// Which shard a handed-off connection goes to.
+    #[arg(long, value_name = "least|rr|fixed:N")]
+    placement: Option<String>,
+    /// Messages a connection handles per round (default: the runtime's budget).
+    #[arg(long, value_name = "N|unlimited", value_parser = parse_budget_msgs)]
+    budget_msgs: Option<Messages>,
+    /// Bytes a connection handles per round.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    budget_bytes: Option<usize>,
+    /// Largest message accepted (frames carry a u32 length).
+    #[arg(long, value_name = "BYTES")]
+    max_msg: Option<u32>,
+    /// How long an idle shard polls before sleeping.
+    #[arg(long, value_name = "N")]
+    spin_us: Option<u64>,
+    /// Leave the shards unpinned.
+    #[arg(long)]
+    no_pin: bool,
+    /// Each shard's receive-buffer ring (default 256x4096).
+    #[arg(long, value_name = "COUNTxSIZE", value_parser = parse_recv_buffers)]
+    recv_buffers: Option<RecvBuffers>,
+    /// A registered file table of this many slots per shard, so connections name a slot
+    /// instead of a descriptor (default 0: none).
+    #[arg(long, value_name = "SLOTS", default_value_t = 0)]
+    registered_fds: u32,
+}
+
+/// `--budget-msgs`: a count, or no limit.
+#[derive(Debug, Clone, Copy)]
+enum Messages {
+    Unlimited,
+    Count(u32),
+}
+
+fn config(cli: Cli) -> Result<ServerConfig, clap::Error> {
+    let error = |kind, message: String| Cli::command().error(kind, message);
+    let placement = cli
+        .placement
+        .map(|p| parse_placement(&p, cli.shards))
+        .transpose()
+        .map_err(|why| error(ErrorKind::ValueValidation, why))?;
+    let mode = match (cli.accept.as_deref(), placement) {
         (Some("reuseport"), Some(_)) => {
-            return Err(ArgError::Conflict(
+            return Err(error(
+                ErrorKind::ArgumentConflict,
                 "--placement needs --accept handoff (reuseport leaves placement to the kernel)"
                     .into(),
             ))
         }
+        (None | Some("reuseport"), None) => AcceptMode::ReusePort,
         // A placement alone implies handoff.
-        (None | Some("handoff"), placement) => AcceptMode::handoff(placement.unwrap_or_default()),
-        (Some(other), _) => return Err(invalid("accept", other, "expected reuseport or handoff")),
+        (_, placement) => AcceptMode::handoff(placement.unwrap_or_default()),
     };
-    let budget = parse_budget(&mut flags)?;
+    let budget = match (cli.budget_msgs, cli.budget_bytes) {
+        (None, None) => Budget::default(),
+        (msgs, bytes) => Budget::new(
+            match msgs {
+                Some(Messages::Count(n)) => Some(n),
+                None | Some(Messages::Unlimited) => None,
+            },
+            bytes,
+        ),
+    };
     let limits = EchoLimits {
-        max_msg: flags
-            .optional("max-msg")?
-            .unwrap_or(EchoLimits::default().max_msg),
+        max_msg: cli
+            .max_msg
+            .map_or(EchoLimits::default().max_msg, |n| n as usize),
     };
-    if limits.max_msg > u32::MAX as usize {
-        return Err(invalid(
-            "max-msg",
-            &limits.max_msg.to_string(),
-            "frames carry a u32 length",
-        ));
-    }
-    let spin = flags.optional::<u64>("spin-us")?.map(Duration::from_micros);
-    let pin = !flags.switch("no-pin");
-    let recv_buffers = match flags.raw("recv-buffers")? {
-        None => RecvBuffers::default(),
-        Some(text) => parse_recv_buffers(&text)?,
-    };
-    let registered_fds = flags.optional("registered-fds")?.unwrap_or(0);
-    flags.finish()?;
     Ok(ServerConfig {
-        addr,
-        shards,
+        addr: cli.addr,
+        shards: cli.shards,
         mode,
         budget,
         limits,
-        spin,
-        pin,
-        recv_buffers,
-        registered_fds,
+        spin: cli.spin_us.map(Duration::from_micros),
+        pin: !cli.no_pin,
+        recv_buffers: cli.recv_buffers.unwrap_or_default(),
+        registered_fds: cli.registered_fds,
     })
 }
 
 /// `COUNTxSIZE`, e.g. `1024x4096` (the runtime checks the count is a power of two).
-fn parse_recv_buffers(text: &str) -> Result<RecvBuffers, ArgError> {
-    let bad = || invalid("recv-buffers", text, "expected COUNTxSIZE, e.g. 1024x4096");
+fn parse_recv_buffers(text: &str) -> Result<RecvBuffers, String> {
+    let bad = || "expected COUNTxSIZE, e.g. 1024x4096".to_owned();
     let (count, size) = text.split_once('x').ok_or_else(bad)?;
     Ok(RecvBuffers::new(
         count.parse().map_err(|_| bad())?,
@@ -112,7 +151,7 @@ fn parse_recv_buffers(text: &str) -> Result<RecvBuffers, ArgError> {
     ))
 }
 
-fn parse_placement(text: &str, shards: usize) -> Result<Placement, ArgError> {
+fn parse_placement(text: &str, shards: usize) -> Result<Placement, String> {
     match text {
         "least" => Ok(Placement::LeastConnections),
         "rr" => Ok(Placement::RoundRobin),
@@ -120,55 +159,30 @@ fn parse_placement(text: &str, shards: usize) -> Result<Placement, ArgError> {
             let shard = text
                 .strip_prefix("fixed:")
                 .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| invalid("placement", text, "expected least, rr or fixed:N"))?;
+                .ok_or_else(|| format!("--placement {text:?}: expected least, rr or fixed:N"))?;
             if shard >= shards {
-                return Err(invalid("placement", text, format!("only {shards} shards")));
+                return Err(format!("--placement {text:?}: only {shards} shards"));
             }
             Ok(Placement::Fixed(shard))
         }
     }
 }
 
-/// `--budget-msgs N|unlimited` and `--budget-bytes N`; neither given: the runtime's default.
-fn parse_budget(flags: &mut Flags) -> Result<Budget, ArgError> {
-    let msgs = flags.raw("budget-msgs")?;
-    let bytes: Option<usize> = flags.optional("budget-bytes")?;
-    if msgs.is_none() && bytes.is_none() {
-        return Ok(Budget::default());
-    }
-    let max_messages = match msgs.as_deref() {
-        None | Some("unlimited") => None,
-        Some(n) => match n.parse::<u32>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                return Err(invalid(
-                    "budget-msgs",
-                    n,
-                    "expected a count > 0 or unlimited",
-                ))
-            }
+fn parse_budget_msgs(text: &str) -> Result<Messages, String> {
+    match text {
+        "unlimited" => Ok(Messages::Unlimited),
+        n => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Messages::Count(n)),
+            _ => Err("expected a count > 0 or unlimited".into()),
         },
-    };
-    if bytes == Some(0) {
-        return Err(invalid("budget-bytes", "0", "expected a byte count > 0"));
     }
-    Ok(Budget::new(max_messages, bytes))
 }
 
 fn main() -> ExitCode {
     echo_support::logging::init();
-    let config = match Flags::from_env().and_then(parse) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("echo_server: {e}");
-            eprintln!(
-                "usage: echo_server --addr IP:PORT --shards N [--accept reuseport|handoff] \
-                 [--placement least|rr|fixed:N] [--budget-msgs N|unlimited] \
-                 [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin] \
-                 [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]"
-            );
-            return ExitCode::from(2);
-        }
+    let config = match config(Cli::parse()) {
+        Ok(config) => config,
+        Err(e) => e.exit(),
     };
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
@@ -238,15 +252,18 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::TcpStream;
 
-    fn flags(s: &str) -> Flags {
-        Flags::parse(s.split_whitespace().map(String::from)).unwrap()
+    fn parse(s: &str) -> Result<ServerConfig, clap::Error> {
+        config(Cli::try_parse_from(
+            std::iter::once("echo_server").chain(s.split_whitespace()),
+        )?)
     }
 
     #[test]
     fn cli_builds_the_server_config() {
-        let c = parse(flags(
+        Cli::command().debug_assert();
+        let c = parse(
             "--addr 127.0.0.1:0 --shards 2 --placement fixed:1 --budget-msgs 4 --max-msg 1024",
-        ))
+        )
         .unwrap();
         assert!(matches!(
             c.mode,
@@ -260,17 +277,13 @@ mod tests {
         assert_eq!(c.recv_buffers, RecvBuffers::default());
         assert_eq!(c.registered_fds, 0);
 
-        let c = parse(flags(
-            "--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384 --registered-fds 4096",
-        ))
-        .unwrap();
+        let c =
+            parse("--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384 --registered-fds 4096")
+                .unwrap();
         assert_eq!(c.registered_fds, 4096);
         assert_eq!(c.recv_buffers, RecvBuffers::new(256, 16384));
 
-        let c = parse(flags(
-            "--addr 127.0.0.1:0 --shards 1 --budget-msgs unlimited",
-        ))
-        .unwrap();
+        let c = parse("--addr 127.0.0.1:0 --shards 1 --budget-msgs unlimited").unwrap();
         assert!(c.budget.is_unlimited());
         assert!(matches!(c.mode, AcceptMode::ReusePort));
 
@@ -284,7 +297,7 @@ mod tests {
             "--addr 127.0.0.1:0 --shards 1 --recv-buffers ax4096",
             "--shards 2",
         ] {
-            assert!(parse(flags(bad)).is_err(), "{bad}");
+            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 

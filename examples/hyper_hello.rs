@@ -7,9 +7,11 @@
 //! Defaults: 127.0.0.1:8080, one shard per CPU. Stops on Ctrl-C.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use clap::Parser;
 use corewire::runtime::accept::Accepted;
 use corewire::runtime::compat::{hyper::Timer, Compat};
 use corewire::Runtime;
@@ -23,16 +25,24 @@ async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     ))))
 }
 
+#[derive(Parser)]
+#[command(
+    name = "hyper_hello",
+    about = "HTTP/1.1 hello world: hyper on every corewire shard"
+)]
+struct Cli {
+    #[arg(default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// Shards (default: one per CPU).
+    shards: Option<usize>,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt::init();
-    let mut args = std::env::args().skip(1);
-    let addr = args
-        .next()
-        .unwrap_or_else(|| "127.0.0.1:8080".into())
-        .parse()?;
+    let Cli { addr, shards } = Cli::parse();
     let mut builder = Runtime::builder();
-    if let Some(shards) = args.next() {
-        builder = builder.shards(shards.parse()?);
+    if let Some(shards) = shards {
+        builder = builder.shards(shards);
     }
     let rt = builder.build()?;
     let server = TcpEndpoint::bind(addr).serve(&rt, |conn: Accepted| async move {

@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
+use clap::Parser;
 use http_body_util::Full;
 use hyper::{body::Incoming, server::conn::http1, service::service_fn, Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,11 +21,18 @@ async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     ))))
 }
 
+#[derive(Parser)]
+#[command(
+    name = "hyper_hello_tokio",
+    about = "hyper_hello's peer: hyper on tokio's current-thread runtime"
+)]
+struct Cli {
+    #[arg(default_value = "127.0.0.1:8081")]
+    addr: std::net::SocketAddr,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: std::net::SocketAddr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8081".into())
-        .parse()?;
+    let addr = Cli::parse().addr;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

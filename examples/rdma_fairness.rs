@@ -93,58 +93,81 @@ struct Opts {
     client_cpu: usize,
 }
 
+#[derive(clap::Parser)]
+#[command(
+    name = "rdma_fairness",
+    about = "The fairness layout of `benchctl fairness` over RDMA: hot connections and a probe"
+)]
+struct Cli {
+    /// Messages a connection handles per round.
+    #[arg(long, value_name = "unlimited|N", default_value = "unlimited")]
+    budget: String,
+    /// The server's poller.
+    #[arg(
+        long,
+        value_name = "polling|event|adaptive[:US]",
+        default_value = "polling"
+    )]
+    mode: String,
+    /// The client's poller.
+    #[arg(
+        long,
+        value_name = "polling|event|adaptive[:US]",
+        default_value = "event"
+    )]
+    client_mode: String,
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    hot_conns: usize,
+    /// Calls in flight per hot connection (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    hot_depth: usize,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// FNV-1a passes over each payload (the handler's cost).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    hash_rounds: u32,
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    duration_ms: u64,
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    warmup_ms: u64,
+    /// The RDMA device's address (default: the test device's).
+    #[arg(long, value_name = "IP")]
+    addr: Option<IpAddr>,
+    #[arg(long, value_name = "CPU", default_value_t = 0)]
+    server_cpu: usize,
+    #[arg(long, value_name = "CPU", default_value_t = 1)]
+    client_cpu: usize,
+}
+
 fn parse() -> Result<Opts, String> {
-    let mut o = Opts {
-        budget: Budget::UNLIMITED,
-        budget_name: "unlimited".into(),
-        mode: "polling".parse()?,
-        mode_name: "polling".into(),
-        client_mode: PollerMode::Event,
-        client_mode_name: "event".into(),
-        hot_conns: 8,
-        hot_depth: 256,
-        size: 64,
-        hash_rounds: 32,
-        duration: Duration::from_millis(2000),
-        warmup: Duration::from_millis(500),
-        addr: corewire_verbs::testing::rdma_addr(),
-        server_cpu: 0,
-        client_cpu: 1,
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        let flag = pair[0].as_str();
-        let v = pair.get(1).ok_or(format!("{flag} needs a value"))?.clone();
-        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("bad number {v:?}"));
-        match flag {
-            "--budget" => {
-                o.budget = match v.as_str() {
-                    "unlimited" => Budget::UNLIMITED,
-                    n => Budget::messages(num(n)?.max(1) as u32),
-                };
-                o.budget_name = v;
-            }
-            "--mode" => {
-                o.mode = v.parse()?;
-                o.mode_name = v;
-            }
-            "--client-mode" => {
-                o.client_mode = v.parse()?;
-                o.client_mode_name = v;
-            }
-            "--hot-conns" => o.hot_conns = num(&v)? as usize,
-            "--hot-depth" => o.hot_depth = num(&v)?.max(1) as usize,
-            "--size" => o.size = num(&v)? as usize,
-            "--hash-rounds" => o.hash_rounds = num(&v)? as u32,
-            "--duration-ms" => o.duration = Duration::from_millis(num(&v)?),
-            "--warmup-ms" => o.warmup = Duration::from_millis(num(&v)?),
-            "--addr" => o.addr = v.parse().map_err(|_| format!("bad address {v:?}"))?,
-            "--server-cpu" => o.server_cpu = num(&v)? as usize,
-            "--client-cpu" => o.client_cpu = num(&v)? as usize,
-            other => return Err(format!("unknown flag {other}")),
+    let cli = <Cli as clap::Parser>::parse();
+    let budget = match cli.budget.as_str() {
+        "unlimited" => Budget::UNLIMITED,
+        n => {
+            let n: u64 = n
+                .parse()
+                .map_err(|_| format!("--budget: bad number {n:?}"))?;
+            Budget::messages(n.max(1) as u32)
         }
-    }
-    Ok(o)
+    };
+    Ok(Opts {
+        budget,
+        budget_name: cli.budget,
+        mode: cli.mode.parse()?,
+        mode_name: cli.mode,
+        client_mode: cli.client_mode.parse()?,
+        client_mode_name: cli.client_mode,
+        hot_conns: cli.hot_conns,
+        hot_depth: cli.hot_depth.max(1),
+        size: cli.size,
+        hash_rounds: cli.hash_rounds,
+        duration: Duration::from_millis(cli.duration_ms),
+        warmup: Duration::from_millis(cli.warmup_ms),
+        addr: cli.addr.unwrap_or_else(corewire_verbs::testing::rdma_addr),
+        server_cpu: cli.server_cpu,
+        client_cpu: cli.client_cpu,
+    })
 }
 
 /// What the client measured.
@@ -295,10 +318,9 @@ fn main() {
         .init();
     let o = match parse() {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("rdma_fairness: {e}");
-            std::process::exit(2);
-        }
+        Err(e) => <Cli as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ValueValidation, e)
+            .exit(),
     };
     let runtime = |cpu, name| {
         Runtime::builder()

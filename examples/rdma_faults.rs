@@ -81,16 +81,25 @@ fn keepalive() -> Option<Duration> {
     }
 }
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let i = args.iter().position(|a| a == name)?;
-    args.get(i + 1).cloned()
-}
-
-fn addr(name: &str) -> SocketAddr {
-    let a = arg(name).unwrap_or_else(|| panic!("{name} IP:PORT is required"));
-    a.parse()
-        .unwrap_or_else(|e| panic!("bad {name} {a:?}: {e}"))
+#[derive(clap::Parser)]
+#[command(
+    name = "rdma_faults",
+    about = "RDMA fault suite: a server, and a client that injects faults"
+)]
+enum Cli {
+    /// Serve until a client calls EXIT.
+    Server {
+        #[arg(long, value_name = "IP:PORT")]
+        listen: SocketAddr,
+    },
+    /// Keep calls in flight while the faults happen; prints JSON lines.
+    Client {
+        #[arg(long, value_name = "IP:PORT")]
+        connect: SocketAddr,
+        /// Comma-separated.
+        #[arg(long, value_name = "a,b", default_value = "server_kill,link_cut")]
+        faults: String,
+    },
 }
 
 /// One shard in event mode: the guests run one vCPU each without idle=poll (two TCG guests
@@ -131,17 +140,12 @@ fn json_stats(s: &RdmaStats) -> String {
 }
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
-        Some("server") => server(addr("--listen")),
-        Some("client") => {
-            let faults = arg("--faults").unwrap_or_else(|| "server_kill,link_cut".into());
+    match <Cli as clap::Parser>::parse() {
+        Cli::Server { listen } => server(listen),
+        Cli::Client { connect, faults } => {
             let faults: Vec<String> = faults.split(',').map(str::to_owned).collect();
-            let ok = client::run(addr("--connect"), &faults);
+            let ok = client::run(connect, &faults);
             std::process::exit(if ok { 0 } else { 1 });
-        }
-        _ => {
-            eprintln!("usage: rdma_faults server --listen IP:PORT | client --connect IP:PORT [--faults a,b]");
-            std::process::exit(2);
         }
     }
 }

@@ -82,79 +82,98 @@ struct Opts {
     registered: bool,
 }
 
+#[derive(clap::Parser)]
+#[command(
+    name = "rdma_perf",
+    about = "RPC echo latency and bandwidth over RDMA (or TCP)"
+)]
+struct Cli {
+    #[arg(long, value_parser = ["rdma", "tcp"], default_value = "rdma")]
+    transport: String,
+    /// The poller of both sides.
+    #[arg(
+        long,
+        value_name = "polling|event|adaptive[:US]",
+        default_value = "polling"
+    )]
+    mode: String,
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    conns: usize,
+    /// Calls in flight per connection (default 1; 16 with --bandwidth on).
+    #[arg(long, value_name = "N")]
+    depth: Option<usize>,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 4096)]
+    size: usize,
+    /// Echo the payload back (off: empty replies).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off)]
+    echo: bool,
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    duration_ms: u64,
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    warmup_ms: u64,
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    idle_ms: u64,
+    /// The RDMA device's address (default: the test device's).
+    #[arg(long, value_name = "IP")]
+    addr: Option<std::net::IpAddr>,
+    #[arg(long, value_name = "CPU", default_value_t = 0)]
+    server_cpu: usize,
+    #[arg(long, value_name = "CPU", default_value_t = 1)]
+    client_cpu: usize,
+    /// How long an idle shard polls before sleeping.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
+    /// Bandwidth mode: requests of --size bytes, empty replies.
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = on_off)]
+    bandwidth: bool,
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = on_off)]
+    solicited: bool,
+    /// Payloads from this size go by RDMA READ (off: never; default: the transport's).
+    #[arg(long, value_name = "BYTES|off")]
+    large_threshold: Option<String>,
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = on_off)]
+    registered: bool,
+}
+
+fn on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".into()),
+    }
+}
+
 fn parse() -> Result<Opts, String> {
-    let mut o = Opts {
-        transport: "rdma".into(),
-        mode: "polling".parse()?,
-        mode_name: "polling".into(),
-        conns: 1,
-        depth: 1,
-        size: 4096,
-        echo: true,
-        duration: Duration::from_millis(3000),
-        warmup: Duration::from_millis(500),
-        idle: Duration::from_millis(1000),
-        addr: corewire_verbs::testing::rdma_addr(),
-        server_cpu: 0,
-        client_cpu: 1,
-        spin: None,
-        bandwidth: false,
-        solicited: false,
-        large_threshold: RdmaConfig::default().large_message_threshold,
-        registered: false,
+    let cli = <Cli as clap::Parser>::parse();
+    let large_threshold = match cli.large_threshold.as_deref() {
+        None => RdmaConfig::default().large_message_threshold,
+        Some("off") => None,
+        Some(n) => Some(
+            n.parse()
+                .map_err(|_| format!("--large-threshold: bad number {n:?}"))?,
+        ),
     };
-    let mut depth_given = false;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < args.len() {
-        let v = args
-            .get(i + 1)
-            .cloned()
-            .ok_or(format!("{} needs a value", args[i]))?;
-        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("bad number {v:?}"));
-        match args[i].as_str() {
-            "--transport" => o.transport = v,
-            "--mode" => {
-                o.mode = v.parse()?;
-                o.mode_name = v;
-            }
-            "--conns" => o.conns = num(&v)? as usize,
-            "--depth" => {
-                o.depth = num(&v)? as usize;
-                depth_given = true;
-            }
-            "--size" => o.size = num(&v)? as usize,
-            "--echo" => o.echo = v == "on",
-            "--duration-ms" => o.duration = Duration::from_millis(num(&v)?),
-            "--warmup-ms" => o.warmup = Duration::from_millis(num(&v)?),
-            "--idle-ms" => o.idle = Duration::from_millis(num(&v)?),
-            "--addr" => o.addr = v.parse().map_err(|_| format!("bad address {v:?}"))?,
-            "--server-cpu" => o.server_cpu = num(&v)? as usize,
-            "--client-cpu" => o.client_cpu = num(&v)? as usize,
-            "--spin-us" => o.spin = Some(Duration::from_micros(num(&v)?)),
-            "--bandwidth" => o.bandwidth = v == "on",
-            "--solicited" => o.solicited = v == "on",
-            "--large-threshold" => {
-                o.large_threshold = match v.as_str() {
-                    "off" => None,
-                    n => Some(num(n)? as usize),
-                }
-            }
-            "--registered" => o.registered = v == "on",
-            other => return Err(format!("unknown flag {other}")),
-        }
-        i += 2;
-    }
-    if o.bandwidth {
-        o.echo = false;
-        if !depth_given {
-            o.depth = 16;
-        }
-    }
-    if o.transport != "rdma" && o.transport != "tcp" {
-        return Err("--transport is rdma or tcp".into());
-    }
-    Ok(o)
+    Ok(Opts {
+        transport: cli.transport,
+        mode: cli.mode.parse()?,
+        mode_name: cli.mode,
+        conns: cli.conns,
+        depth: cli.depth.unwrap_or(if cli.bandwidth { 16 } else { 1 }),
+        size: cli.size,
+        echo: cli.echo && !cli.bandwidth,
+        duration: Duration::from_millis(cli.duration_ms),
+        warmup: Duration::from_millis(cli.warmup_ms),
+        idle: Duration::from_millis(cli.idle_ms),
+        addr: cli.addr.unwrap_or_else(corewire_verbs::testing::rdma_addr),
+        server_cpu: cli.server_cpu,
+        client_cpu: cli.client_cpu,
+        spin: cli.spin_us.map(Duration::from_micros),
+        bandwidth: cli.bandwidth,
+        solicited: cli.solicited,
+        large_threshold,
+        registered: cli.registered,
+    })
 }
 
 type Hist = Rc<RefCell<Histogram<u64>>>;
@@ -233,10 +252,9 @@ fn main() {
         .init();
     let o = match parse() {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("rdma_perf: {e}");
-            std::process::exit(2);
-        }
+        Err(e) => <Cli as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ValueValidation, e)
+            .exit(),
     };
     let command: Vec<String> = std::env::args().collect();
     let server_rt = spin(Runtime::builder(), o.spin)

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use clap::Parser;
 use corewire::{
     service_id, spawn_local, Client, ClientOptions, Request, Response, Runtime, Server, Service,
     Status,
@@ -20,22 +21,31 @@ impl Service for Echo {
     }
 }
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+#[derive(Parser)]
+#[command(
+    name = "rpc_echo",
+    about = "An echo service and a client on the corewire service framework"
+)]
+struct Cli {
+    #[arg(long, default_value_t = 2)]
+    shards: usize,
+    /// Calls the client makes.
+    #[arg(long, default_value_t = 20_000)]
+    calls: usize,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
 }
 
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let shards = arg("--shards", 2);
-    let calls = arg("--calls", 20_000);
-    let size = arg("--size", 64);
+    let Cli {
+        shards,
+        calls,
+        size,
+    } = Cli::parse();
 
     let rt = Runtime::builder().shards(shards).build().expect("runtime");
     let server = Server::builder()

@@ -36,41 +36,37 @@ impl Service for Echo {
     }
 }
 
+#[derive(clap::Parser)]
+#[command(
+    name = "tls_bench",
+    about = "RPC echo over TCP and over TLS, side by side"
+)]
 struct Args {
+    /// Measured seconds per row.
+    #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// Client connections.
+    #[arg(long, default_value_t = 64)]
     conns: usize,
+    /// Calls in flight per connection.
+    #[arg(long, default_value_t = 4)]
     depth: usize,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 64)]
     size: usize,
+    /// The server shard's CPU.
+    #[arg(long, default_value_t = 0)]
     server_cpu: usize,
+    /// The client shard's CPU.
+    #[arg(long, default_value_t = 1)]
     client_cpu: usize,
+    /// Only the rows of this kind.
+    #[arg(long, value_name = "echo|rpc")]
     only: Option<String>,
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        seconds: 5,
-        conns: 64,
-        depth: 4,
-        size: 64,
-        server_cpu: 0,
-        client_cpu: 1,
-        only: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().expect("a value after each flag");
-        match flag.as_str() {
-            "--seconds" => a.seconds = value().parse().unwrap(),
-            "--conns" => a.conns = value().parse().unwrap(),
-            "--depth" => a.depth = value().parse().unwrap(),
-            "--size" => a.size = value().parse().unwrap(),
-            "--server-cpu" => a.server_cpu = value().parse().unwrap(),
-            "--client-cpu" => a.client_cpu = value().parse().unwrap(),
-            "--only" => a.only = Some(value()),
-            other => panic!("unknown flag {other} (see the example's docs)"),
-        }
-    }
-    a
+    <Args as clap::Parser>::parse()
 }
 
 /// A self-signed certificate for "localhost", and configs that use and trust it.

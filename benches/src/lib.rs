@@ -7,7 +7,6 @@
 //! `benchctl`, `kv_memory`.
 
 pub mod alloc_count;
-pub mod args;
 pub mod benchctl;
 pub mod byte_queue;
 pub mod corewire_rpc;

@@ -13,53 +13,59 @@ use corewire::runtime::metrics::MetricsServer;
 use corewire::transport::rdma::{self, RdmaConfig, RdmaEndpoint};
 use corewire::{Runtime, TcpEndpoint};
 
-fn flag(name: &str) -> Result<Option<String>, String> {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == name) {
-        None => Ok(None),
-        Some(i) => args
-            .get(i + 1)
-            .cloned()
-            .map(Some)
-            .ok_or_else(|| format!("{name} needs a value")),
-    }
-}
-
-fn addr(name: &str) -> Result<Option<SocketAddr>, Box<dyn std::error::Error>> {
-    Ok(match flag(name)? {
-        Some(a) => Some(a.parse().map_err(|e| format!("{name} {a}: {e}"))?),
-        None => None,
-    })
+#[derive(clap::Parser)]
+#[command(
+    name = "greeter",
+    about = "helloworld.Greeter and hellostreams.MultiGreeter over gRPC, TCP and RDMA",
+    after_help = "Every listener is optional; one not asked for is not started."
+)]
+struct Cli {
+    /// gRPC (HTTP/2) listener.
+    #[arg(long, value_name = "ADDR")]
+    grpc: Option<SocketAddr>,
+    /// corewire's framing over TCP.
+    #[arg(long, value_name = "ADDR")]
+    native: Option<SocketAddr>,
+    /// corewire's framing over RDMA.
+    #[arg(long, value_name = "ADDR")]
+    rdma: Option<SocketAddr>,
+    /// The runtime's counters in Prometheus text format.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Shards (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    shards: Option<usize>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    let cli = <Cli as clap::Parser>::parse();
     let mut builder = Runtime::builder();
-    if let Some(n) = flag("--shards")? {
-        builder = builder.shards(n.parse()?);
+    if let Some(n) = cli.shards {
+        builder = builder.shards(n);
     }
     let rt = builder.build()?;
     let server = corewire_greeter::server();
     let mut listeners = Vec::new();
-    if let Some(a) = addr("--grpc")? {
+    if let Some(a) = cli.grpc {
         let l = server.serve_grpc(&rt, TcpEndpoint::bind(a))?;
         println!("gRPC (HTTP/2)        on {}", l.local_addr());
         listeners.push(l);
     }
-    if let Some(a) = addr("--native")? {
+    if let Some(a) = cli.native {
         let l = server.serve(&rt, TcpEndpoint::bind(a))?;
         println!("corewire over TCP    on {}", l.local_addr());
         listeners.push(l);
     }
-    if let Some(a) = addr("--rdma")? {
+    if let Some(a) = cli.rdma {
         rdma::install(&rt, RdmaConfig::default())?;
         let l = server.serve(&rt, RdmaEndpoint::bind(a))?;
         println!("corewire over RDMA   on {}", l.local_addr());
         listeners.push(l);
     }
-    let metrics = match addr("--metrics")? {
+    let metrics = match cli.metrics {
         Some(a) => {
             let m = MetricsServer::serve(&rt, 0, a)?;
             println!("Prometheus metrics   on http://{}/metrics", m.local_addr());

@@ -1,12 +1,12 @@
-//! Benchmark orchestrator; see `corewire_bench::benchctl::cli::USAGE`.
+//! Benchmark orchestrator; see `benchctl --help`.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use corewire_bench::args::Args;
-use corewire_bench::benchctl::cli::{self, Command, SWITCHES, USAGE};
+use clap::Parser;
+use corewire_bench::benchctl::cli::{self, Cli, Command};
 use corewire_bench::benchctl::plan::Plan;
 use corewire_bench::benchctl::record::RunRecord;
 use corewire_bench::benchctl::summary::{self, ReportContext};
@@ -165,12 +165,9 @@ fn run(plan: &Plan, json_out: Option<PathBuf>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let command = Args::from_env(SWITCHES)
-        .map_err(cli::CliError::from)
-        .and_then(|a| cli::parse(a, &exe_dir()));
-    match command {
+    match cli::parse(Cli::parse(), &exe_dir()) {
         Err(e) => {
-            eprintln!("benchctl: {e}\n\n{USAGE}");
+            eprintln!("benchctl: {e} (see benchctl --help)");
             ExitCode::from(2)
         }
         Ok(Command::List { catalog, vars }) => {

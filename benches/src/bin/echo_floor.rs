@@ -23,13 +23,12 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
-use corewire_bench::args::{Args, ArgsError};
+use clap::Parser;
 use corewire_bench::servers::exit_on_signal;
 use corewire_bench::stats_line::ShardCounters;
 use io_uring::types::{BufRingEntry, Fd};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
-const USAGE: &str = "echo_floor --addr HOST:PORT [--buffers N (4096)] [--buffer-size B (16384)]";
 const BUF_GROUP: u16 = 1;
 const ACCEPT: u64 = 0;
 const RECV: u64 = 1 << 62;
@@ -376,24 +375,26 @@ fn run(addr: SocketAddr, buffers: u16, buffer_size: usize) -> io::Result<()> {
     floor.serve(listener.as_raw_fd())
 }
 
-fn config() -> Result<(SocketAddr, u16, usize), ArgsError> {
-    let mut args = Args::from_env(&[])?;
-    let addr = args.require("addr")?;
-    let buffers = args.get("buffers", 4096u16)?;
-    let size = args.get("buffer-size", 16384usize)?;
-    args.finish()?;
-    Ok((addr, buffers, size))
+#[derive(Parser)]
+#[command(
+    name = "echo_floor",
+    about = "Kernel floor for the per-core echo: raw io_uring, one thread",
+    args_override_self = true
+)]
+struct Flags {
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    /// Provided buffers in the ring.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    buffers: u16,
+    /// Bytes per buffer.
+    #[arg(long, value_name = "B", default_value_t = 16384)]
+    buffer_size: usize,
 }
 
 fn main() -> ExitCode {
-    let (addr, buffers, size) = match config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("echo_floor: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(addr, buffers, size) {
+    let flags = Flags::parse();
+    match run(flags.addr, flags.buffers, flags.buffer_size) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("echo_floor: {e}");

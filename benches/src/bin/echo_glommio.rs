@@ -1,30 +1,34 @@
 //! Raw echo server on glommio: `echo_glommio --addr 127.0.0.1:PORT [--shards N] [--no-pin]`.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use corewire_bench::args::{Args, ArgsError};
+use clap::Parser;
 use corewire_bench::servers::glommio_echo::{self, GlommioEchoConfig};
 
-const USAGE: &str = "echo_glommio --addr HOST:PORT [--shards N (2)] [--no-pin]";
-
-fn config() -> Result<GlommioEchoConfig, ArgsError> {
-    let mut args = Args::from_env(&["no-pin"])?;
-    let cfg = GlommioEchoConfig {
-        addr: args.require("addr")?,
-        shards: args.get("shards", 2)?,
-        pin: !args.switch("no-pin"),
-    };
-    args.finish()?;
-    Ok(cfg)
+#[derive(Parser)]
+#[command(
+    name = "echo_glommio",
+    about = "Raw echo server on glommio",
+    args_override_self = true
+)]
+struct Flags {
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    /// Executors, one per thread.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    shards: usize,
+    /// Leave the executors unpinned.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 fn main() -> ExitCode {
-    let cfg = match config() {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            eprintln!("echo_glommio: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
+    let flags = Flags::parse();
+    let cfg = GlommioEchoConfig {
+        addr: flags.addr,
+        shards: flags.shards,
+        pin: !flags.no_pin,
     };
     match glommio_echo::run(&cfg) {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,27 +3,22 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use corewire_bench::args::{Args, ArgsError};
+use clap::Parser;
 use corewire_bench::servers::monoio_echo;
 
-const USAGE: &str = "echo_monoio --addr HOST:PORT";
-
-fn config() -> Result<SocketAddr, ArgsError> {
-    let mut args = Args::from_env(&[])?;
-    let addr = args.require("addr")?;
-    args.finish()?;
-    Ok(addr)
+#[derive(Parser)]
+#[command(
+    name = "echo_monoio",
+    about = "Raw echo server on monoio (io_uring, one thread)",
+    args_override_self = true
+)]
+struct Flags {
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: SocketAddr,
 }
 
 fn main() -> ExitCode {
-    let addr = match config() {
-        Ok(addr) => addr,
-        Err(e) => {
-            eprintln!("echo_monoio: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match monoio_echo::run(addr) {
+    match monoio_echo::run(Flags::parse().addr) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("echo_monoio: {e}");

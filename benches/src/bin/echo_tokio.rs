@@ -1,33 +1,40 @@
 //! Raw echo server on tokio: `echo_tokio --addr 127.0.0.1:PORT [--workers N] [--accept reuseport|handoff]
 //! [--current-thread]`.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use corewire_bench::args::{Args, ArgsError};
+use clap::Parser;
 use corewire_bench::servers::accept_mode::AcceptMode;
 use corewire_bench::servers::tokio_echo::{self, TokioEchoConfig};
 
-const USAGE: &str = "echo_tokio --addr HOST:PORT [--workers N (2)] [--accept reuseport|handoff (reuseport)] [--current-thread]";
-
-fn config() -> Result<TokioEchoConfig, ArgsError> {
-    let mut args = Args::from_env(&["current-thread"])?;
-    let cfg = TokioEchoConfig {
-        addr: args.require("addr")?,
-        workers: args.get("workers", 2)?,
-        accept: args.get("accept", AcceptMode::Reuseport)?,
-        current_thread: args.switch("current-thread"),
-    };
-    args.finish()?;
-    Ok(cfg)
+#[derive(Parser)]
+#[command(
+    name = "echo_tokio",
+    about = "Raw echo server on tokio",
+    args_override_self = true
+)]
+struct Flags {
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    /// Worker threads.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    workers: usize,
+    /// One listener per worker (reuseport) or one that hands connections over.
+    #[arg(long, value_name = "reuseport|handoff", default_value = "reuseport")]
+    accept: AcceptMode,
+    /// One current-thread runtime (the per-core peer) instead of worker threads.
+    #[arg(long)]
+    current_thread: bool,
 }
 
 fn main() -> ExitCode {
-    let cfg = match config() {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            eprintln!("echo_tokio: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
+    let flags = Flags::parse();
+    let cfg = TokioEchoConfig {
+        addr: flags.addr,
+        workers: flags.workers,
+        accept: flags.accept,
+        current_thread: flags.current_thread,
     };
     match tokio_echo::run(&cfg) {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@
 //! Usage: `kv_memory [N (100000)]`; prints a Markdown table.
 
 use bytes::Bytes;
+use clap::Parser;
 use corewire_bench::alloc_count::{live_bytes, CountingAlloc};
 use corewire_kv::change::NoLog;
 use corewire_kv::store::Store;
@@ -38,10 +39,19 @@ fn command(kind: &str, i: usize) -> Vec<String> {
     }
 }
 
+#[derive(Parser)]
+#[command(
+    name = "kv_memory",
+    about = "Heap bytes per item of corewire-kv's store: a Markdown table"
+)]
+struct Flags {
+    /// Items per load (at least 1).
+    #[arg(default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
+    n: u32,
+}
+
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .map_or(100_000, |arg| arg.parse().expect("N: a number"));
+    let n = Flags::parse().n as usize;
     println!("| type | corewire heap bytes/item ({n} items) |");
     println!("|---|---|");
     for kind in ["string", "hash", "list", "set", "zset"] {

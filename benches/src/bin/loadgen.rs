@@ -1,21 +1,15 @@
-//! Raw-echo load generator; see `corewire_bench::loadgen::cli::USAGE`.
+//! Raw-echo load generator; see `loadgen --help`.
 
 use std::process::ExitCode;
 
-use corewire_bench::args::Args;
+use clap::Parser;
 use corewire_bench::loadgen::accept_storm::run_accept_storm;
-use corewire_bench::loadgen::cli::{self, Command, USAGE};
+use corewire_bench::loadgen::cli::{Cli, Command};
 use corewire_bench::loadgen::closed_loop::{run_closed_loop, run_probe};
 use corewire_bench::report::print_json;
 
 fn main() -> ExitCode {
-    let command = match Args::from_env(&["probe", "server-syscalls"]).and_then(cli::parse) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("loadgen: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let command = Cli::parse().load.command();
     let errors = match command {
         Command::ClosedLoop(cfg) => {
             let r = run_closed_loop(&cfg);

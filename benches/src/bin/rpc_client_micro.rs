@@ -10,6 +10,8 @@
 //! comparisons of the client's user-space path.
 
 use std::process::ExitCode;
+
+use clap::Parser;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -19,36 +21,32 @@ use corewire::transport::rpc::response_header;
 use corewire::transport::Connection;
 use corewire::{spawn_local, Client, ClientOptions, Runtime};
 use corewire_bench::alloc_count::{alloc_count, CountingAlloc};
-use corewire_bench::args::Args;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-const USAGE: &str =
-    "rpc_client_micro [--conns 16] [--depth 4] [--size 64] [--calls 1000000] [--warmup-calls 100000]";
-
+#[derive(Parser)]
+#[command(
+    name = "rpc_client_micro",
+    about = "The RPC client's own cost per call, over in-memory connections: one JSON line",
+    args_override_self = true
+)]
 struct Config {
+    /// Clients (connections) on the shard (at least 1).
+    #[arg(long, default_value_t = 16)]
     conns: usize,
+    /// Call loops per client (at least 1).
+    #[arg(long, default_value_t = 4)]
     depth: usize,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 64)]
     size: usize,
+    /// Calls measured, over all loops.
+    #[arg(long, default_value_t = 1_000_000)]
     calls: usize,
+    /// Calls before the measurement.
+    #[arg(long = "warmup-calls", default_value_t = 100_000)]
     warmup: usize,
-}
-
-fn config() -> Result<Config, String> {
-    let mut args = Args::from_env(&[]).map_err(|e| e.to_string())?;
-    let cfg = (|| {
-        Ok::<_, corewire_bench::args::ArgsError>(Config {
-            conns: args.get("conns", 16usize)?.max(1),
-            depth: args.get("depth", 4usize)?.max(1),
-            size: args.get("size", 64usize)?,
-            calls: args.get("calls", 1_000_000usize)?,
-            warmup: args.get("warmup-calls", 100_000usize)?,
-        })
-    })()
-    .map_err(|e| e.to_string())?;
-    args.finish().map_err(|e| e.to_string())?;
-    Ok(cfg)
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -94,13 +92,7 @@ async fn run_calls(clients: &[Client<MemConnection>], depth: usize, per_loop: us
 }
 
 fn main() -> ExitCode {
-    let cfg = match config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rpc_client_micro: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let cfg = Config::parse();
     let rt = Runtime::builder()
         .shards(1)
         .pin(false)
@@ -113,6 +105,7 @@ fn main() -> ExitCode {
         calls,
         warmup,
     } = cfg;
+    let (conns, depth) = (conns.max(1), depth.max(1));
     let loops = conns * depth;
     let (per_loop, warm_per_loop) = ((calls / loops).max(1), (warmup / loops).max(1));
     let polls = || corewire::runtime::with_local_stats(|s| s.tasks_polled());

@@ -5,72 +5,95 @@
 //! [--server-pid PID]` (prints one JSON line, mode "corewire-rpc"), or the fairness probe
 //! `rpc_corewire client --probe --addr A [--probe-addr P] [--hot-conns H] [--hot-depth D] ...`.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use corewire::Budget;
+use clap::{CommandFactory, Parser};
 use corewire_bench::alloc_count::CountingAlloc;
-use corewire_bench::args::{Args, ArgsError};
 use corewire_bench::corewire_rpc::budget::budget_from_flags;
 use corewire_bench::corewire_rpc::client::{run_corewire_closed_loop, run_corewire_probe};
 use corewire_bench::corewire_rpc::server::{self, CorewireRpcServerConfig};
-use corewire_bench::loadgen::cli::{self, Command};
+use corewire_bench::loadgen::cli::{Command, LoadArgs};
 use corewire_bench::report::print_json;
 use corewire_bench::servers::accept_mode::AcceptMode;
 
-const USAGE: &str = "\
-rpc_corewire server --addr HOST:PORT [--shards N (2)] [--accept reuseport|handoff (reuseport)]
-                    [--no-pin] [--budget-msgs N|unlimited] [--budget-bytes B]
-                    [--hash-rounds N (0: FNV-1a passes over each payload, the handler's cost)]
-                    [--probe-addr HOST:PORT (a second listener, for the fairness probe: its
-                     head-of-line counts are printed as probe_hol_*)]
-                    [--no-call-now (answer through the handler's boxed future, not call_now:
-                     the slow path, to compare allocations and polls per request)]
-                    [--typed (the echo generated from proto/echo.proto, not the raw one)]
-                    [--grpc (the typed echo over gRPC/HTTP2, not corewire's framing)]
-rpc_corewire client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
-                    [--warmup-ms MS] [--threads T (client shards)] [--server-pid PID]
-                    [--typed (call the typed echo with its generated client)]
-rpc_corewire client --probe --addr HOST:PORT [--probe-addr HOST:PORT] [--hot-conns 8]
-                    [--hot-depth 32] [--size S] [--probe-size 64] [--duration-ms MS]
-                    [--warmup-ms MS] [--threads T (hot client shards)] [--server-pid PID]";
+#[derive(Parser)]
+#[command(
+    name = "rpc_corewire",
+    about = "corewire RPC echo: its server, or a closed-loop or fairness-probe client"
+)]
+enum Cli {
+    /// Serve the echo.
+    Server(ServerArgs),
+    /// Run a closed loop (or, with --probe, the fairness probe) against it; prints one JSON
+    /// line (mode "corewire-rpc").
+    Client {
+        /// Call the typed echo with its generated client.
+        #[arg(long)]
+        typed: bool,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    shards: usize,
+    #[arg(long, value_name = "reuseport|handoff", default_value = "reuseport")]
+    accept: AcceptMode,
+    /// Leave the shards unpinned.
+    #[arg(long)]
+    no_pin: bool,
+    /// Messages a connection handles per round (default: unlimited).
+    #[arg(long, value_name = "N|unlimited")]
+    budget_msgs: Option<String>,
+    /// Bytes a connection handles per round.
+    #[arg(long, value_name = "B")]
+    budget_bytes: Option<usize>,
+    /// FNV-1a passes over each payload (the handler's cost; 0: plain echo).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    hash_rounds: u32,
+    /// A second listener, for the fairness probe: its head-of-line counts are printed as
+    /// probe_hol_*.
+    #[arg(long, value_name = "HOST:PORT")]
+    probe_addr: Option<SocketAddr>,
+    /// Answer through the handler's boxed future, not call_now: the slow path, to compare
+    /// allocations and polls per request.
+    #[arg(long)]
+    no_call_now: bool,
+    /// The echo generated from proto/echo.proto, not the raw one.
+    #[arg(long)]
+    typed: bool,
+    /// The typed echo over gRPC/HTTP2, not corewire's framing.
+    #[arg(long)]
+    grpc: bool,
+}
 
 /// Counts allocations, so the server can print allocations per request.
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-fn usage_error(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("rpc_corewire: {e}\nusage:\n{USAGE}");
-    ExitCode::from(2)
-}
-
-fn server_config(mut args: Args) -> Result<CorewireRpcServerConfig, String> {
-    let mut parse = || -> Result<_, ArgsError> {
-        let messages: Option<String> = args.opt("budget-msgs")?;
-        let bytes: Option<usize> = args.opt("budget-bytes")?;
-        let cfg = CorewireRpcServerConfig {
-            addr: args.require("addr")?,
-            shards: args.get("shards", 2usize)?,
-            accept: args.get("accept", AcceptMode::Reuseport)?,
-            pin: !args.switch("no-pin"),
-            budget: Budget::UNLIMITED,
-            hash_rounds: args.get("hash-rounds", 0u32)?,
-            probe_addr: args.opt("probe-addr")?,
-            no_call_now: args.switch("no-call-now"),
-            typed: args.switch("typed"),
-            grpc: args.switch("grpc"),
-        };
-        Ok((cfg, messages, bytes))
+fn server_main(args: ServerArgs) -> ExitCode {
+    let budget = match budget_from_flags(args.budget_msgs.as_deref(), args.budget_bytes) {
+        Ok(budget) => budget,
+        Err(e) => Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, e.to_string())
+            .exit(),
     };
-    let (mut cfg, messages, bytes) = parse().map_err(|e| e.to_string())?;
-    args.finish().map_err(|e| e.to_string())?;
-    cfg.budget = budget_from_flags(messages.as_deref(), bytes).map_err(|e| e.to_string())?;
-    Ok(cfg)
-}
-
-fn server_main(args: Args) -> ExitCode {
-    let cfg = match server_config(args) {
-        Ok(cfg) => cfg,
-        Err(e) => return usage_error(e),
+    let cfg = CorewireRpcServerConfig {
+        addr: args.addr,
+        shards: args.shards,
+        accept: args.accept,
+        pin: !args.no_pin,
+        budget,
+        hash_rounds: args.hash_rounds,
+        probe_addr: args.probe_addr,
+        no_call_now: args.no_call_now,
+        typed: args.typed,
+        grpc: args.grpc,
     };
     match server::run(&cfg) {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,23 +104,22 @@ fn server_main(args: Args) -> ExitCode {
     }
 }
 
-fn client_main(mut args: Args) -> ExitCode {
-    let typed = args.switch("typed");
-    let run = match cli::parse(args) {
-        Ok(Command::ClosedLoop(cfg)) => run_corewire_closed_loop(&cfg, typed).map(|r| {
+fn client_main(typed: bool, load: LoadArgs) -> ExitCode {
+    let run = match load.command() {
+        Command::ClosedLoop(cfg) => run_corewire_closed_loop(&cfg, typed).map(|r| {
             print_json(&r);
             r.errors
         }),
-        Ok(Command::Probe(cfg)) => run_corewire_probe(&cfg).map(|r| {
+        Command::Probe(cfg) => run_corewire_probe(&cfg).map(|r| {
             print_json(&r);
             r.errors
         }),
-        Ok(Command::AcceptStorm(_)) => {
-            return usage_error(ArgsError::Unexpected(vec![
-                "--accept-storm (raw echo only)".to_string(),
-            ]))
-        }
-        Err(e) => return usage_error(e),
+        Command::AcceptStorm(_) => Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--accept-storm is the raw echo's (loadgen)",
+            )
+            .exit(),
     };
     match run {
         Ok(0) => ExitCode::SUCCESS,
@@ -110,18 +132,8 @@ fn client_main(mut args: Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // Switches: the server's `--no-pin`, `--no-call-now` and `--grpc`, the client's `--probe`,
-    // both's `--typed`; every other flag takes a value.
-    let mut args = match Args::from_env(&["no-pin", "no-call-now", "probe", "typed", "grpc"]) {
-        Ok(a) => a,
-        Err(e) => return usage_error(e),
-    };
-    match args.take_positional().as_deref() {
-        Some("server") => server_main(args),
-        Some("client") => client_main(args),
-        _ => {
-            eprintln!("usage:\n{USAGE}");
-            ExitCode::from(2)
-        }
+    match Cli::parse() {
+        Cli::Server(args) => server_main(args),
+        Cli::Client { typed, load } => client_main(typed, load),
     }
 }

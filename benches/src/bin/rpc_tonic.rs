@@ -2,37 +2,34 @@
 //! `rpc_tonic client --addr A [--conns C] [--depth D] [--size S] [--duration-ms MS]
 //! [--warmup-ms MS] [--threads T] [--server-pid PID]` (prints one JSON line, mode "grpc").
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use corewire_bench::args::{Args, ArgsError};
-use corewire_bench::loadgen::cli::{self, Command};
+use clap::{CommandFactory, Parser};
+use corewire_bench::loadgen::cli::{Command, LoadArgs};
 use corewire_bench::report::print_json;
 use corewire_bench::rpc::client::run_grpc_closed_loop;
 use corewire_bench::rpc::server::{self, RpcServerConfig};
 
-const USAGE: &str = "\
-rpc_tonic server --addr HOST:PORT [--workers N (2)]
-rpc_tonic client --addr HOST:PORT [--conns C] [--depth D] [--size S] [--duration-ms MS]
-                 [--warmup-ms MS] [--threads T] [--server-pid PID]";
-
-fn usage_error(e: ArgsError) -> ExitCode {
-    eprintln!("rpc_tonic: {e}\nusage:\n{USAGE}");
-    ExitCode::from(2)
+#[derive(Parser)]
+#[command(
+    name = "rpc_tonic",
+    about = "tonic unary echo: its server, or a closed-loop client"
+)]
+enum Cli {
+    /// Serve the echo.
+    Server {
+        #[arg(long, value_name = "HOST:PORT")]
+        addr: SocketAddr,
+        /// tokio worker threads.
+        #[arg(long, value_name = "N", default_value_t = 2)]
+        workers: usize,
+    },
+    /// Run a closed loop against it; prints one JSON line (mode "grpc").
+    Client(LoadArgs),
 }
 
-fn server_main(mut args: Args) -> ExitCode {
-    let cfg = (|| -> Result<RpcServerConfig, ArgsError> {
-        let cfg = RpcServerConfig {
-            addr: args.require("addr")?,
-            workers: args.get("workers", 2)?,
-        };
-        args.finish()?;
-        Ok(cfg)
-    })();
-    let cfg = match cfg {
-        Ok(cfg) => cfg,
-        Err(e) => return usage_error(e),
-    };
+fn server_main(cfg: RpcServerConfig) -> ExitCode {
     match server::run(&cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -42,15 +39,14 @@ fn server_main(mut args: Args) -> ExitCode {
     }
 }
 
-fn client_main(args: Args) -> ExitCode {
-    let cfg = match cli::parse(args) {
-        Ok(Command::ClosedLoop(cfg)) => cfg,
-        Ok(_) => {
-            return usage_error(ArgsError::Unexpected(vec![
-                "--probe / --accept-storm (raw echo only)".to_string(),
-            ]))
-        }
-        Err(e) => return usage_error(e),
+fn client_main(args: LoadArgs) -> ExitCode {
+    let Command::ClosedLoop(cfg) = args.command() else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--probe and --accept-storm are the raw echo's (loadgen)",
+            )
+            .exit()
     };
     let report = run_grpc_closed_loop(&cfg);
     print_json(&report);
@@ -62,16 +58,8 @@ fn client_main(args: Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let mut args = match Args::from_env(&[]) {
-        Ok(a) => a,
-        Err(e) => return usage_error(e),
-    };
-    match args.take_positional().as_deref() {
-        Some("server") => server_main(args),
-        Some("client") => client_main(args),
-        _ => {
-            eprintln!("usage:\n{USAGE}");
-            ExitCode::from(2)
-        }
+    match Cli::parse() {
+        Cli::Server { addr, workers } => server_main(RpcServerConfig { addr, workers }),
+        Cli::Client(args) => client_main(args),
     }
 }

@@ -9,20 +9,38 @@
 //! path against the raw one on a noisy machine (the socket benchmark is `benches/run.sh grpc`).
 
 use std::process::ExitCode;
+
+use clap::Parser;
 use std::time::Instant;
 
 use bytes::Bytes;
 use corewire::transport::mem::{pair, MemConnection, MemOptions};
 use corewire::{spawn_local, Client, ClientOptions, Runtime, Server, Service};
 use corewire_bench::alloc_count::{alloc_count, CountingAlloc};
-use corewire_bench::args::Args;
 use corewire_bench::corewire_rpc::typed::{EchoClient, EchoMessage, EchoServer, TypedEcho};
 use corewire_bench::corewire_rpc::{Echo, ECHO_METHOD};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-const USAGE: &str = "rpc_typed_micro [--typed] [--size 64] [--calls 1280000]";
+#[derive(Parser)]
+#[command(
+    name = "rpc_typed_micro",
+    about = "What the typed layer costs per call, over in-memory connections: one JSON line",
+    args_override_self = true
+)]
+struct Flags {
+    /// Call the echo generated from proto/echo.proto with its generated client (default: the
+    /// raw echo).
+    #[arg(long)]
+    typed: bool,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Calls measured, over all loops.
+    #[arg(long, default_value_t = 1_280_000)]
+    calls: usize,
+}
 const CLIENTS: usize = 16;
 const DEPTH: usize = 4;
 
@@ -66,20 +84,7 @@ async fn run(clients: &[Client<MemConnection>], typed: bool, per_loop: usize, si
 }
 
 fn main() -> ExitCode {
-    let parsed = Args::from_env(&["typed"]).and_then(|mut args| {
-        let typed = args.switch("typed");
-        let size = args.get("size", 64usize)?;
-        let calls = args.get("calls", 1_280_000usize)?;
-        args.finish()?;
-        Ok((typed, size, calls))
-    });
-    let (typed, size, calls) = match parsed {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("rpc_typed_micro: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let Flags { typed, size, calls } = Flags::parse();
     let per_loop = (calls / (CLIENTS * DEPTH)).max(1);
     let rt = Runtime::builder()
         .shards(1)

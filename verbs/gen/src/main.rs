@@ -17,23 +17,26 @@ mod transform;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::Parser;
 use symbols::SYMBOLS;
 
 const HINT: &str = "the generator needs libclang and rdma-core's headers and libraries: \
                     `cargo xtask setup` installs them (libclang-dev, libibverbs-dev, \
                     librdmacm-dev on Debian)";
 
+#[derive(Parser)]
+#[command(
+    name = "corewire-verbs-gen",
+    about = "Regenerates verbs/src/sys/bindings.rs from the installed rdma-core headers"
+)]
+struct Cli {
+    /// Write nothing; fail (and say how to fix it) when the committed file differs.
+    #[arg(long)]
+    check: bool,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let check = match args.as_slice() {
-        [] => false,
-        [a] if a == "--check" => true,
-        _ => {
-            eprintln!("usage: corewire-verbs-gen [--check]");
-            return ExitCode::from(2);
-        }
-    };
-    match run(check) {
+    match run(Cli::parse().check) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("corewire-verbs-gen: error: {e}");

@@ -23,9 +23,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let loaded = match load::from_args(std::env::args().skip(1)) {
         Ok(loaded) => loaded,
-        Err(error @ (ConfigError::Help | ConfigError::Version)) => {
-            println!("{error}");
+        Err(ConfigError::Info(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
+        }
+        Err(ConfigError::CommandLine(text)) => {
+            eprint!("{text}");
+            return ExitCode::from(2);
         }
         Err(error) => {
             eprintln!("corewire-kv: {error}");

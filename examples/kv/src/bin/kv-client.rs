@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{CommandFactory, Parser, Subcommand};
 use corewire::runtime::Runtime;
 use corewire::transport::rdma::{self, RdmaConfig};
 use corewire::transport::Connection;
@@ -23,14 +24,94 @@ use corewire::ClientOptions;
 use corewire_kv::kv_client::bench::{self, BenchConfig, Transport};
 use corewire_kv::kv_client::{KvClient, KvError};
 
-const USAGE: &str = "\
-Usage: kv-client [--addr HOST:PORT] [--rdma] COMMAND
-  get KEY | set KEY VALUE [--ttl-ms MS] | del KEY... | mget KEY... | mset KEY VALUE...
-  incr KEY [DELTA]
-  bench [--conns N] [--depth N] [--size B] [--keys N] [--duration-ms MS] [--ratio SET:GET]
-        [--threads N]
-(--addr defaults to 127.0.0.1:7000, corewire-kv's --binary-port; with --rdma, give the
-server's --rdma address)";
+#[derive(Parser)]
+#[command(
+    name = "kv-client",
+    version,
+    about = "Commands and a load generator over corewire-kv's binary protocol"
+)]
+struct Cli {
+    /// The server: corewire-kv's --binary-port (with --rdma, its --rdma address).
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:7000",
+        global = true
+    )]
+    addr: SocketAddr,
+    /// Use the RDMA transport (rdma_cm).
+    #[arg(long, global = true)]
+    rdma: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// GET KEY.
+    Get { key: String },
+    /// SET KEY VALUE.
+    Set {
+        key: String,
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// Expire after this many milliseconds.
+        #[arg(long, value_name = "MS")]
+        ttl_ms: Option<u64>,
+    },
+    /// DEL KEY...
+    Del {
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// MGET KEY...
+    Mget {
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// MSET KEY VALUE [KEY VALUE ...]
+    Mset {
+        #[arg(required = true, value_name = "KEY VALUE", allow_hyphen_values = true)]
+        pairs: Vec<String>,
+    },
+    /// INCRBY KEY DELTA (1 when not given).
+    Incr {
+        key: String,
+        #[arg(allow_negative_numbers = true)]
+        delta: Option<i64>,
+    },
+    /// A closed-loop load; prints its report.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[arg(long, value_name = "N", default_value_t = BenchConfig::default().conns)]
+    conns: usize,
+    /// Calls in flight per connection.
+    #[arg(long, value_name = "N", default_value_t = BenchConfig::default().depth)]
+    depth: usize,
+    /// Value bytes.
+    #[arg(long, value_name = "B", default_value_t = BenchConfig::default().size)]
+    size: usize,
+    /// Keys `key:000000000000` up to this count.
+    #[arg(long, value_name = "N", default_value_t = BenchConfig::default().keys)]
+    keys: u64,
+    #[arg(long, value_name = "MS", default_value_t = BenchConfig::default().duration.as_millis() as u64)]
+    duration_ms: u64,
+    /// SETs to GETs (default 1:1).
+    #[arg(long, value_name = "SET:GET", value_parser = parse_ratio)]
+    ratio: Option<(u32, u32)>,
+    /// Client shard threads (default: min(conns, CPUs)).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+fn parse_ratio(text: &str) -> Result<(u32, u32), String> {
+    text.split_once(':')
+        .and_then(|(s, g)| Some((s.parse().ok()?, g.parse().ok()?)))
+        .ok_or_else(|| "want SET:GET".to_owned())
+}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -41,36 +122,23 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut addr: SocketAddr = ([127, 0, 0, 1], 7000).into();
-    if let Some(i) = args.iter().position(|a| a == "--addr") {
-        let Some(value) = args.get(i + 1) else {
-            return usage("--addr needs a value");
-        };
-        match value.parse() {
-            Ok(a) => addr = a,
-            Err(_) => return usage(&format!("invalid address {value:?}")),
-        }
-        args.drain(i..i + 2);
-    }
-    let transport = match args.iter().position(|a| a == "--rdma") {
-        Some(i) => {
-            args.remove(i);
-            Transport::Rdma
-        }
-        None => Transport::Tcp,
+    let cli = Cli::parse();
+    let addr = cli.addr;
+    let transport = if cli.rdma {
+        Transport::Rdma
+    } else {
+        Transport::Tcp
     };
-    let Some(command) = args.first().cloned() else {
-        return usage("no command");
+    let command = match cli.command {
+        Cmd::Bench(args) => return run_bench(addr, transport, args),
+        Cmd::Mset { pairs } if pairs.len() % 2 == 1 => Cli::command()
+            .error(
+                clap::error::ErrorKind::WrongNumberOfValues,
+                "mset takes KEY VALUE pairs",
+            )
+            .exit(),
+        command => command,
     };
-    let rest = args.split_off(1);
-    if command == "bench" {
-        return run_bench(addr, transport, rest);
-    }
-    if matches!(command.as_str(), "-h" | "--help") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
     let rt = match Runtime::builder().shards(1).name("kv-client").build() {
         Ok(rt) => rt,
         Err(error) => {
@@ -89,11 +157,11 @@ fn main() -> ExitCode {
         match transport {
             Transport::Tcp => {
                 let kv = KvClient::connect_tcp(addr, options).await?;
-                run_command(kv, &command, rest).await
+                run_command(kv, command).await
             }
             Transport::Rdma => {
                 let kv = KvClient::connect_rdma(addr, options).await?;
-                run_command(kv, &command, rest).await
+                run_command(kv, command).await
             }
         }
     });
@@ -105,7 +173,6 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Ok(Err(Failure::Usage(why))) => usage(&why),
         Ok(Err(Failure::Kv(KvError::Server(message)))) => {
             println!("(error) {message}");
             ExitCode::FAILURE
@@ -122,7 +189,6 @@ fn main() -> ExitCode {
 }
 
 enum Failure {
-    Usage(String),
     Kv(KvError),
 }
 
@@ -133,20 +199,7 @@ impl From<KvError> for Failure {
 }
 
 /// Runs one command; its output lines in redis-cli's style.
-async fn run_command<C: Connection>(
-    kv: KvClient<C>,
-    command: &str,
-    args: Vec<String>,
-) -> Result<Vec<String>, Failure> {
-    let arity = |ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(Failure::Usage(format!(
-                "wrong number of arguments for {command}"
-            )))
-        }
-    };
+async fn run_command<C: Connection>(kv: KvClient<C>, command: Cmd) -> Result<Vec<String>, Failure> {
     let bulk = |value: Option<bytes::Bytes>| {
         value.map_or_else(
             || "(nil)".to_owned(),
@@ -154,76 +207,55 @@ async fn run_command<C: Connection>(
         )
     };
     match command {
-        "get" => {
-            arity(args.len() == 1)?;
-            Ok(vec![bulk(kv.get(args[0].as_bytes()).await?)])
-        }
-        "set" => {
-            let (key, value, ttl) = match args.as_slice() {
-                [k, v] => (k, v, None),
-                [k, v, flag, ms] if flag == "--ttl-ms" => {
-                    let ms: u64 = ms
-                        .parse()
-                        .map_err(|_| Failure::Usage(format!("invalid --ttl-ms {ms:?}")))?;
-                    (k, v, Some(Duration::from_millis(ms)))
-                }
-                _ => return Err(Failure::Usage("set KEY VALUE [--ttl-ms MS]".into())),
-            };
-            match ttl {
+        Cmd::Get { key } => Ok(vec![bulk(kv.get(key.as_bytes()).await?)]),
+        Cmd::Set { key, value, ttl_ms } => {
+            match ttl_ms {
                 None => kv.set(key.as_bytes(), value.as_bytes()).await?,
-                Some(ttl) => {
-                    kv.set_with_ttl(key.as_bytes(), value.as_bytes(), ttl)
+                Some(ms) => {
+                    kv.set_with_ttl(key.as_bytes(), value.as_bytes(), Duration::from_millis(ms))
                         .await?
                 }
             }
             Ok(vec!["OK".into()])
         }
-        "del" => {
-            arity(!args.is_empty())?;
-            Ok(vec![format!("(integer) {}", kv.del(&args).await?)])
-        }
-        "mget" => {
-            arity(!args.is_empty())?;
-            let values = kv.mget(&args).await?;
+        Cmd::Del { keys } => Ok(vec![format!("(integer) {}", kv.del(&keys).await?)]),
+        Cmd::Mget { keys } => {
+            let values = kv.mget(&keys).await?;
             Ok(values
                 .into_iter()
                 .enumerate()
                 .map(|(i, v)| format!("{}) {}", i + 1, bulk(v)))
                 .collect())
         }
-        "mset" => {
-            arity(!args.is_empty() && args.len().is_multiple_of(2))?;
-            let pairs: Vec<(&str, &str)> = args
+        Cmd::Mset { pairs } => {
+            let pairs: Vec<(&str, &str)> = pairs
                 .chunks(2)
                 .map(|pair| (pair[0].as_str(), pair[1].as_str()))
                 .collect();
             kv.mset(&pairs).await?;
             Ok(vec!["OK".into()])
         }
-        "incr" => {
-            arity(args.len() == 1 || args.len() == 2)?;
-            let delta = match args.get(1) {
-                None => 1,
-                Some(d) => d
-                    .parse()
-                    .map_err(|_| Failure::Usage(format!("invalid delta {d:?}")))?,
-            };
-            Ok(vec![format!(
-                "(integer) {}",
-                kv.incr_by(args[0].as_bytes(), delta).await?
-            )])
-        }
-        other => Err(Failure::Usage(format!("unknown command {other:?}"))),
+        Cmd::Incr { key, delta } => Ok(vec![format!(
+            "(integer) {}",
+            kv.incr_by(key.as_bytes(), delta.unwrap_or(1)).await?
+        )]),
+        Cmd::Bench(_) => unreachable!("bench runs on its own threads"),
     }
 }
 
-fn run_bench(addr: SocketAddr, transport: Transport, args: Vec<String>) -> ExitCode {
-    let config = match bench_config(&args) {
-        Ok(config) => BenchConfig {
-            transport,
-            ..config
-        },
-        Err(why) => return usage(&why),
+fn run_bench(addr: SocketAddr, transport: Transport, args: BenchArgs) -> ExitCode {
+    let (sets, gets) = args.ratio.unwrap_or((1, 1));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let config = BenchConfig {
+        transport,
+        conns: args.conns,
+        depth: args.depth,
+        size: args.size,
+        keys: args.keys.max(1),
+        duration: Duration::from_millis(args.duration_ms),
+        sets,
+        gets,
+        threads: args.threads.unwrap_or(args.conns.min(cpus).max(1)),
     };
     println!(
         "bench {addr} ({:?}): conns={} depth={} size={} keys={} duration={}ms ratio={}:{} threads={}",
@@ -251,47 +283,4 @@ fn run_bench(addr: SocketAddr, transport: Transport, args: Vec<String>) -> ExitC
             ExitCode::FAILURE
         }
     }
-}
-
-fn bench_config(args: &[String]) -> Result<BenchConfig, String> {
-    let mut config = BenchConfig {
-        threads: 0,
-        ..BenchConfig::default()
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = || {
-            value
-                .parse::<u64>()
-                .map_err(|_| format!("invalid {flag} {value:?}"))
-        };
-        match flag.as_str() {
-            "--conns" => config.conns = number()? as usize,
-            "--depth" => config.depth = number()? as usize,
-            "--size" => config.size = number()? as usize,
-            "--keys" => config.keys = number()?.max(1),
-            "--duration-ms" => config.duration = Duration::from_millis(number()?),
-            "--threads" => config.threads = number()? as usize,
-            "--ratio" => {
-                let (sets, gets) = value
-                    .split_once(':')
-                    .and_then(|(s, g)| Some((s.parse().ok()?, g.parse().ok()?)))
-                    .ok_or_else(|| format!("invalid --ratio {value:?} (want SET:GET)"))?;
-                config.sets = sets;
-                config.gets = gets;
-            }
-            other => return Err(format!("unknown bench option {other:?}")),
-        }
-    }
-    if config.threads == 0 {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        config.threads = config.conns.min(cpus).max(1);
-    }
-    Ok(config)
-}
-
-fn usage(why: &str) -> ExitCode {
-    eprintln!("kv-client: {why}\n{USAGE}");
-    ExitCode::from(2)
 }

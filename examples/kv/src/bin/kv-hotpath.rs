@@ -9,6 +9,7 @@
 //! measured round finds the keys (callgrind: `--toggle-collect=*measured_round*`).
 
 use bytes::BytesMut;
+use clap::Parser;
 
 // The server's allocator, so allocation costs count as they do there.
 #[global_allocator]
@@ -81,15 +82,29 @@ fn measured_round(store: &mut Store, parser: &mut RequestParser, batches: &[Vec<
     run_round(store, parser, batches)
 }
 
+#[derive(Parser)]
+#[command(
+    name = "kv-hotpath",
+    about = "redis-benchmark -P 16's requests through the server's per-request path, no sockets"
+)]
+struct Cli {
+    #[arg(default_value = "set", value_parser = ["set", "get", "incr", "sadd", "hset", "lpush", "mset"])]
+    test: String,
+    /// Requests per round.
+    #[arg(default_value_t = 100_000)]
+    requests: usize,
+    /// Keys drawn from.
+    #[arg(default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    keyspace: u64,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let test = args.get(1).map_or("set", String::as_str);
-    let requests = args
-        .get(2)
-        .map_or(100_000, |n| n.parse().expect("REQUESTS"));
-    let keyspace = args
-        .get(3)
-        .map_or(100_000, |n| n.parse().expect("KEYSPACE"));
+    let Cli {
+        test,
+        requests,
+        keyspace,
+    } = Cli::parse();
+    let test = test.as_str();
     let mut store = Store::default();
     let mut parser = RequestParser::new(ParserLimits::default());
     run_round(

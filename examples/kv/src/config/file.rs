@@ -1,8 +1,8 @@
 //! Redis's configuration file format and command line: a directive per line (`name arg ...`,
 //! `#` comments), arguments split as Redis's `sdssplitargs` splits them (double quotes with
 //! `\n \r \t \b \a \\ \" \xHH` escapes, single quotes with `\'`), `include FILE` (a glob
-//! pattern includes every match, none is fine), and `--name value ...` options that are
-//! appended after the file, as if they were its last lines.
+//! pattern includes every match, none is fine). The command line's `--name value ...` options
+//! (see [`super::cli`]) are appended after the file, as if they were its last lines.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -234,114 +234,6 @@ fn expand_include(pattern: &str) -> Vec<PathBuf> {
     matches
 }
 
-/// What the command line asks: the configuration file (the first argument, when it does not
-/// start with `-`), the directives its `--name value ...` options stand for, and `--help`.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct CommandLine {
-    pub config_file: Option<PathBuf>,
-    pub directives: Vec<Directive>,
-    pub help: bool,
-    pub version: bool,
-}
-
-/// Today's flags that take no value, and the directives they stand for.
-const VALUELESS: [(&str, &str, &str); 3] = [
-    ("--pin", "pin", "yes"),
-    ("--no-pin", "pin", "no"),
-    ("--aof-fix", "aof-fix", "yes"),
-];
-
-/// Reads the arguments after the program name as `redis-server` does: each `--name` starts a
-/// directive whose values are the following arguments up to the next `--name` (a value may
-/// itself start with `--` when it is the first one; `--name value` may also come as one
-/// argument; `--save` with nothing after it means `save ""`). Older corewire spellings keep
-/// working: `--pin`, `--no-pin`, `--aof-fix` take no value, `--fsync` is `appendfsync`,
-/// `--aof-rewrite-percentage` and `--aof-rewrite-min-size` are Redis's `auto-aof-rewrite-*`.
-pub fn parse_command_line<I: IntoIterator<Item = String>>(args: I) -> CommandLine {
-    let args: Vec<String> = args.into_iter().collect();
-    let mut out = CommandLine::default();
-    let mut i = 0;
-    if let Some(first) = args.first() {
-        if !first.starts_with('-') {
-            out.config_file = Some(PathBuf::from(first));
-            i = 1;
-        }
-    }
-    // The directive being filled, and whether it has a value yet.
-    let mut current: Option<(String, Vec<String>)> = None;
-    let mut has_value = true;
-    let finish = |current: &mut Option<(String, Vec<String>)>, out: &mut CommandLine| {
-        if let Some((name, args)) = current.take() {
-            out.directives.push(Directive {
-                name: cli_name(&name),
-                args,
-                origin: Origin::CommandLine,
-            });
-        }
-    };
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        match arg.as_str() {
-            "-h" | "--help" => {
-                out.help = true;
-                continue;
-            }
-            "-v" | "--version" => {
-                out.version = true;
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(&(_, name, value)) = VALUELESS.iter().find(|(flag, _, _)| flag == arg) {
-            finish(&mut current, &mut out);
-            out.directives.push(Directive {
-                name: name.into(),
-                args: vec![value.into()],
-                origin: Origin::CommandLine,
-            });
-            has_value = true;
-            continue;
-        }
-        if has_value && arg.starts_with("--") {
-            finish(&mut current, &mut out);
-            let mut words = split_args(&arg[2..]).unwrap_or_else(|| vec![arg[2..].to_owned()]);
-            if words.is_empty() {
-                continue;
-            }
-            let name = words.remove(0);
-            has_value = !words.is_empty();
-            if !has_value && name.eq_ignore_ascii_case("save") {
-                let next_is_option = args.get(i).is_none_or(|next| next.starts_with("--"));
-                if next_is_option {
-                    words.push(String::new());
-                    has_value = true;
-                }
-            }
-            current = Some((name, words));
-        } else {
-            match &mut current {
-                Some((_, values)) => values.push(arg.clone()),
-                // A value before any option: Redis takes it as a line of its own.
-                None => current = Some((arg.clone(), Vec::new())),
-            }
-            has_value = true;
-        }
-    }
-    finish(&mut current, &mut out);
-    out
-}
-
-fn cli_name(name: &str) -> String {
-    let name = name.to_ascii_lowercase();
-    match name.as_str() {
-        "fsync" => "appendfsync".into(),
-        "aof-rewrite-percentage" => "auto-aof-rewrite-percentage".into(),
-        "aof-rewrite-min-size" => "auto-aof-rewrite-min-size".into(),
-        _ => name,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,67 +258,6 @@ mod tests {
         assert_eq!(split("   "), Some(vec![]));
         let awkward = "a \"b\\\" \t\x01";
         assert_eq!(split(&quote(awkward)), Some(vec![awkward.to_owned()]));
-    }
-
-    fn cli(line: &str) -> Vec<(String, Vec<String>)> {
-        parse_command_line(line.split(' ').filter(|s| !s.is_empty()).map(str::to_owned))
-            .directives
-            .into_iter()
-            .map(|d| (d.name, d.args))
-            .collect()
-    }
-
-    fn d(name: &str, args: &[&str]) -> (String, Vec<String>) {
-        (name.into(), args.iter().map(|a| a.to_string()).collect())
-    }
-
-    #[test]
-    fn command_line_is_redis_servers() {
-        assert_eq!(
-            cli("--port 7000 --save 900 1 --loglevel verbose"),
-            vec![
-                d("port", &["7000"]),
-                d("save", &["900", "1"]),
-                d("loglevel", &["verbose"])
-            ]
-        );
-        assert_eq!(
-            cli("--save --port 1"),
-            vec![d("save", &[""]), d("port", &["1"])]
-        );
-        assert_eq!(
-            cli("--port 1 --save"),
-            vec![d("port", &["1"]), d("save", &[""])]
-        );
-        // The first value may start with `--`.
-        assert_eq!(
-            cli("--proc-title-template --x --loglevel verbose"),
-            vec![
-                d("proc-title-template", &["--x"]),
-                d("loglevel", &["verbose"])
-            ]
-        );
-        assert_eq!(
-            cli("--pin --shards 2 --no-pin --aof-fix --fsync always"),
-            vec![
-                d("pin", &["yes"]),
-                d("shards", &["2"]),
-                d("pin", &["no"]),
-                d("aof-fix", &["yes"]),
-                d("appendfsync", &["always"])
-            ]
-        );
-        assert_eq!(
-            cli("--aof-rewrite-percentage 50 --aof-rewrite-min-size 1mb"),
-            vec![
-                d("auto-aof-rewrite-percentage", &["50"]),
-                d("auto-aof-rewrite-min-size", &["1mb"])
-            ]
-        );
-        let line = parse_command_line(["/etc/r.conf".to_owned(), "--maxmemory 1mb".to_owned()]);
-        assert_eq!(line.config_file, Some(PathBuf::from("/etc/r.conf")));
-        assert_eq!(line.directives[0].args, vec!["1mb".to_owned()]);
-        assert!(parse_command_line(["--help".to_owned()]).help);
     }
 
     #[test]

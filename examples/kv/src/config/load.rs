@@ -10,6 +10,7 @@
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
+use super::cli;
 use super::file::{self, Directive};
 use super::table::{self, Effect, OPTIONS, STRICT};
 use super::value::{is_multi_arg, Kind, OutputBufferLimits, Special};
@@ -107,13 +108,14 @@ pub struct Loaded {
 
 /// Reads the command line (and the configuration file it names) into the server's settings.
 pub fn from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Loaded, ConfigError> {
-    let line = file::parse_command_line(args);
-    if line.help {
-        return Err(ConfigError::Help);
-    }
-    if line.version {
-        return Err(ConfigError::Version);
-    }
+    let line = cli::parse(args).map_err(|error| {
+        let text = error.render().to_string();
+        if error.use_stderr() {
+            ConfigError::CommandLine(text)
+        } else {
+            ConfigError::Info(text)
+        }
+    })?;
     let mut directives = Vec::new();
     let config_file = match &line.config_file {
         Some(path) => {
@@ -340,16 +342,19 @@ mod tests {
 
     #[test]
     fn every_problem_is_reported() {
-        let list = problems("--nosuch 1 --port x --loadmodule m.so --daemonize yes --save 900 1");
-        assert_eq!(list.len(), 4, "{list:?}");
-        assert!(list[0].contains("'nosuch': Bad directive"));
-        assert!(list[1].contains("'port': argument couldn't be parsed into an integer"));
-        assert!(list[2].contains("modules are not supported"));
+        let list = problems("--port x --loadmodule m.so --daemonize yes --save 900 1");
+        assert_eq!(list.len(), 3, "{list:?}");
+        assert!(list[0].contains("'port': argument couldn't be parsed into an integer"));
+        assert!(list[1].contains("modules are not supported"));
         assert!(list
             .iter()
             .any(|p| p.contains("'daemonize yes': not supported")));
         assert!(problems("--shards 0")[0].contains("'shards': argument must be a positive"));
-        assert!(matches!(load("--help"), Err(ConfigError::Help)));
+        assert!(matches!(load("--help"), Err(ConfigError::Info(_))));
+        // An unknown flag is the command line's error (clap's, with a suggestion).
+        assert!(
+            matches!(load("--nosuch 1"), Err(ConfigError::CommandLine(m)) if m.contains("--nosuch"))
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Configuration, one place for all of it: the option table ([`table`]), Redis's file format
-//! and command line ([`file`](mod@file), [`load`]), the running server's values ([`live`]), and the
+//! and command line ([`file`](mod@file), [`cli`], [`load`]), the running server's values ([`live`]), and the
 //! CONFIG command family (GET, SET, RESETSTAT, REWRITE, HELP), whose table entries and
 //! argument parsing are here; the connection answers GET, SET, REWRITE and HELP from the
 //! shared [`LiveConfig`], and RESETSTAT and a SET's [`Setting`]s go to every shard.
 
+pub mod cli;
 pub mod file;
 pub mod live;
 pub mod load;
@@ -180,30 +181,6 @@ pub fn rewrite_command(live: &LiveConfig) -> Reply {
     }
 }
 
-/// `--help`: corewire's options and the Redis options that change what this server does.
-pub fn usage() -> String {
-    let mut out = String::from(
-        "Usage: corewire-kv [/path/to/redis.conf] [--option value ...]\n\n\
-         Options are Redis's configuration directives, in a file or as --name value on the\n\
-         command line (which comes after the file). Those that change what this server does:\n\n",
-    );
-    for option in table::OPTIONS.iter().filter(|o| !o.help.is_empty()) {
-        let name = if option.has(table::NO_STATE) && option.name == "pin" {
-            "--pin | --no-pin".to_owned()
-        } else {
-            format!("--{}", option.name)
-        };
-        out.push_str(&format!("  {name:<30} {}\n", option.help));
-    }
-    out.push_str(
-        "\nRedis's other options are accepted and reported by CONFIG GET with no effect here\n\
-         (a start-up line lists those set to other than their default); those asking for what\n\
-         this server lacks (save, daemonize, replicaof, ...) are refused at start-up.\n\
-         --fsync is appendfsync. -h, --help: this text; -v, --version.\n",
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +219,5 @@ mod tests {
             names(get(&live, &[Bytes::from("key-load-delay")])),
             vec!["key-load-delay"]
         );
-        assert!(usage().contains("--notify-keyspace-events"));
     }
 }

@@ -20,13 +20,13 @@ pub const IMMUTABLE: u16 = 1;
 pub const HIDDEN: u16 = 2;
 /// Redis's `SENSITIVE_CONFIG`: redacted in SLOWLOG and MONITOR.
 pub const SENSITIVE: u16 = 4;
-/// corewire's own option (not Redis's): listed by `--help`.
+/// corewire's own option (not Redis's): `--help` lists these first.
 pub const OURS: u16 = 8;
 
 /// A [`super::value::Special::Checked`] option's validation: the value as kept, or the error's text.
 pub type Check = fn(&str) -> Result<String, String>;
 /// A flag corewire's command line also takes alone (`--pin`, `--no-pin`, `--aof-fix`): see
-/// [`super::file::parse_command_line`].
+/// [`super::cli`].
 pub const NO_STATE: u16 = 16;
 /// Asks for a behaviour this server does not have unless left at its default (RDB
 /// snapshots, daemonizing, replication, ...): another value at start-up is an error.

@@ -215,11 +215,14 @@ impl ServerConfig {
     }
 }
 
-/// Why the command line was rejected (or `--help` was asked for).
+/// Why the command line was rejected (or `--help` or `--version` was asked for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    Help,
-    Version,
+    /// `--help` or `--version`: the text to print on standard output (not a failure).
+    Info(String),
+    /// A command line the parser could not read (an unknown flag, a missing value): clap's
+    /// message, with the usage and, for a misspelt flag, a suggestion.
+    CommandLine(String),
     /// Everything wrong with the configuration file and the command line, one line each.
     Problems(Vec<String>),
 }
@@ -227,13 +230,7 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Help => f.write_str(&crate::config::usage()),
-            ConfigError::Version => write!(
-                f,
-                "corewire-kv {} (Redis {} compatible)",
-                env!("CARGO_PKG_VERSION"),
-                crate::info::COMPATIBLE_REDIS_VERSION
-            ),
+            ConfigError::Info(text) | ConfigError::CommandLine(text) => f.write_str(text),
             ConfigError::Problems(problems) => {
                 f.write_str("*** FATAL CONFIG ERROR ***")?;
                 for problem in problems {
@@ -359,16 +356,16 @@ mod tests {
 
     #[test]
     fn bad_input_is_reported() {
-        assert_eq!(args("--help"), Err(ConfigError::Help));
-        assert!(matches!(args("--port"), Err(ConfigError::Problems(_))));
+        assert!(matches!(args("--help"), Err(ConfigError::Info(help)) if help.contains("--port")));
+        assert!(matches!(args("--port"), Err(ConfigError::CommandLine(_))));
         assert!(matches!(
             args("--fsync sometimes"),
             Err(ConfigError::Problems(_))
         ));
         assert!(matches!(args("--shards 0"), Err(ConfigError::Problems(_))));
-        let Err(ConfigError::Problems(problems)) = args("--nope") else {
+        let Err(ConfigError::CommandLine(message)) = args("--nope") else {
             panic!("--nope accepted");
         };
-        assert!(problems[0].contains("'nope'"), "{problems:?}");
+        assert!(message.contains("'--nope'"), "{message}");
     }
 }
