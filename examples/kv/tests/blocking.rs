@@ -230,6 +230,55 @@ fn keys_on_several_shards_wait_on_all_of_them() {
     );
 }
 
+/// A key that becomes another type while a pop waits on it serves nobody: the pop keeps
+/// waiting and takes the next item of a list, as in Redis (keys on one shard and over
+/// several; sorted-set pops too).
+#[test]
+fn a_waited_key_of_another_type_keeps_the_pop_waiting() {
+    let server = Server::start(&["--shards", "4"]);
+    let mut observer = server.connect();
+    let mut waiter = server.connect();
+    let spread: Vec<String> = (0..16).map(|i| format!("key{i}")).collect();
+    for (keys, pop, push, item) in [
+        (
+            vec!["{w}a".to_string(), "{w}b".to_string()],
+            "BLPOP",
+            "RPUSH",
+            "x",
+        ),
+        (spread.clone(), "BLPOP", "RPUSH", "x"),
+        (spread.clone(), "BZPOPMIN", "ZADD", "x"),
+    ] {
+        observer.call(&["FLUSHALL"]);
+        let mut request = vec![pop];
+        request.extend(keys.iter().map(String::as_str));
+        request.push("0");
+        waiter.send(&common::request(&request)).unwrap();
+        wait_blocked(&mut observer, 1);
+        // The first key becomes a string: the pop would answer WRONGTYPE if it woke.
+        assert_eq!(observer.call(&["SET", &keys[0], "s"]), Reply::ok());
+        let last = keys.last().unwrap().as_str();
+        let pushed = if push == "ZADD" {
+            observer.call(&["ZADD", last, "1", item])
+        } else {
+            observer.call(&[push, last, item])
+        };
+        assert_eq!(pushed, Reply::Int(1));
+        let expected = if pop == "BZPOPMIN" {
+            Reply::Array(Some(vec![
+                Reply::bulk(last),
+                Reply::bulk(item),
+                Reply::bulk("1"),
+            ]))
+        } else {
+            pair(last, item)
+        };
+        assert_eq!(waiter.read().unwrap(), expected, "{pop} over {keys:?}");
+        wait_blocked(&mut observer, 0);
+        assert_eq!(observer.call(&["GET", &keys[0]]), Reply::bulk("s"));
+    }
+}
+
 #[test]
 fn moves_that_need_not_wait_answer_as_redis() {
     let (oracle, server) = servers(3, &[]);

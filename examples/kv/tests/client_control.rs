@@ -192,6 +192,45 @@ fn command_statistics_add_up_over_shards() {
     assert!(info.contains("cmdstat_set:calls=20,"), "{info}");
 }
 
+/// A script's commands count in INFO commandstats as calls of their own, failures too
+/// (errorstats counts the script's reply once), as in Redis.
+#[test]
+fn script_commands_count_in_command_statistics() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let mut admin = Conn::connect(server.port);
+    admin.call_str(&["CONFIG", "RESETSTAT"]);
+    admin.call_str(&["SET", "mykey", "myval"]);
+    // The INCR of a list fails: the script's reply carries its WRONGTYPE out.
+    let reply = admin.call_str(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], 0) redis.call('expire', KEYS[1], 0) \
+         redis.call('lpush', KEYS[1], 'x') return redis.call('incr', KEYS[1])",
+        "1",
+        "mykey",
+    ]);
+    assert!(matches!(reply, V::Error(_)), "{reply:?}");
+    let info = text(&admin.call_str(&["INFO", "commandstats"]));
+    for expected in [
+        "cmdstat_eval:calls=1,",
+        "cmdstat_set:calls=2,",
+        "cmdstat_expire:calls=1,",
+        "cmdstat_lpush:calls=1,",
+        "cmdstat_incr:calls=1,",
+    ] {
+        assert!(info.contains(expected), "{expected} in {info}");
+    }
+    let incr = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_incr:"))
+        .unwrap();
+    assert!(incr.ends_with("failed_calls=1"), "{incr}");
+    let errors = text(&admin.call_str(&["INFO", "errorstats"]));
+    assert!(
+        errors.contains("errorstat_WRONGTYPE:count=1\r\n"),
+        "{errors}"
+    );
+}
+
 /// Sharded Pub/Sub: subscribers on every shard get what SPUBLISH sends to their channels'
 /// shard (channels spread over the slots), and nothing after SUNSUBSCRIBE.
 #[test]

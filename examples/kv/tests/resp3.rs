@@ -89,6 +89,29 @@ fn generated_commands_match_redis_in_resp3() {
     }
 }
 
+/// A script's booleans: without `redis.setresp(3)` true is 1 and false a null in the
+/// caller's protocol; after it, booleans (1 and 0 to a RESP2 caller).
+#[test]
+fn script_booleans_match_redis_in_both_protocols() {
+    let (oracle, server) = servers(3, &[]);
+    let mut pair = Pair::new(&oracle, &server, "script booleans");
+    for protocol in ["3", "2"] {
+        pair.check(&args(&["HELLO", protocol]), Cmp::Ignore);
+        for script in [
+            "return false",
+            "return true",
+            "return {1, false, true}",
+            "redis.setresp(3); return false",
+            "redis.setresp(3); return {true, false, {double=1.5}}",
+            "redis.setresp(3); redis.setresp(2); return {false}",
+            "redis.setresp(3); return redis.call('get', 'nosuchkey') == nil",
+        ] {
+            pair.check_str(&["EVAL", script, "0"]);
+        }
+    }
+    pair.report();
+}
+
 #[test]
 fn transactions_and_info_in_resp3() {
     let (oracle, server) = servers(3, &[]);

@@ -393,6 +393,11 @@ mod tests {
         // Fixed at start here: its current value is accepted, another one refused.
         assert_eq!(set(&live, &[("port", "6379")]), Ok(vec![]));
         assert!(set(&live, &[("port", "1")]).is_err());
+        // Modifiable in Redis, fixed at start here (the cluster bus and its TLS start once).
+        for name in ["tls-cluster", "tls-replication"] {
+            assert_eq!(set(&live, &[(name, "no")]), Ok(vec![]), "{name}");
+            assert!(set(&live, &[(name, "yes")]).is_err(), "{name}");
+        }
     }
 
     #[test]

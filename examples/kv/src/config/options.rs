@@ -588,12 +588,11 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("tls-session-cache-timeout", CHECKED, "300")
         .check(|v| tls_check("tls-session-cache-timeout", v))
         .both(|c, v| c.tls.set("tls-session-cache-timeout", v), LiveKey::Tls),
+    // Modifiable in Redis; read at start here: CONFIG SET of the current value is accepted.
     opt("tls-cluster", CHECKED, "no")
-        .flags(IMMUTABLE)
         .check(|v| tls_check("tls-cluster", v))
         .start(|c, v| c.tls.set("tls-cluster", v)),
     opt("tls-replication", CHECKED, "no")
-        .flags(IMMUTABLE)
         .check(|v| tls_check("tls-replication", v))
         .start(|c, v| c.tls.set("tls-replication", v)),
     // corewire's own.

@@ -47,7 +47,7 @@ const ERRORSTATS_LIMIT: usize = 128;
 impl CallStats {
     /// Counts one answered command; `histogram`: also its latency (`latency-tracking`).
     pub fn record(&mut self, call: &CallRecord, histogram: bool) {
-        if let Some(code) = &call.error {
+        if let Some(code) = call.error.as_ref().filter(|_| call.errorstat) {
             self.total_errors += 1;
             if self.errors.len() < ERRORSTATS_LIMIT || self.errors.contains_key(code) {
                 *self.errors.entry(code.clone()).or_default() += 1;
@@ -418,6 +418,7 @@ mod tests {
             duration_us: us,
             error: error.map(|e| Bytes::from(e.to_owned())),
             rejected,
+            errorstat: true,
             slow: None,
         }
     }

@@ -7,7 +7,7 @@
 //! `{set={...}}`, `{double=n}`, `{verbatim_string={format=..., string=...}}`.
 //!
 //! Lua → reply (what the script returns): strings bulk, numbers integers (truncated), `true`
-//! 1 (RESP3: `#t`), `false` null (RESP3: `#f`), `{ok=...}` a status, `{err=...}` an error,
+//! 1 and `false` a null (after `redis.setresp(3)`: RESP3 booleans, 1 and 0 in RESP2), `{ok=...}` a status, `{err=...}` an error,
 //! `{double=n}`, `{map=...}`, `{set=...}`, `{big_number=...}`, `{verbatim_string=...}` their
 //! RESP3 types (downgraded for a RESP2 client), other tables arrays up to their first nil.
 //! Tables are read raw (metatables are ignored), as Redis reads them.
@@ -190,7 +190,7 @@ fn double_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
 
 /// A script's return value as a RESP2 reply: RESP3-only types written as RESP2 shows them
 /// (a map as a flat array, a double as its text, ...).
-pub fn lua_to_reply(value: &Value, depth: usize) -> Reply {
+pub fn lua_to_reply(value: &Value, depth: usize, mode: ReplyMode) -> Reply {
     if depth > MAX_DEPTH {
         return Reply::error("ERR reached lua stack limit");
     }
@@ -199,8 +199,13 @@ pub fn lua_to_reply(value: &Value, depth: usize) -> Reply {
         Value::Integer(n) => Reply::Integer(*n),
         Value::Number(n) => Reply::Integer(if n.is_nan() { 0 } else { *n as i64 }),
         Value::Boolean(true) => Reply::Integer(1),
-        Value::Boolean(false) => Reply::NullBulk,
-        Value::Table(table) => table_to_reply(table, depth),
+        // `redis.setresp(3)` makes booleans RESP3 booleans, which RESP2 writes as 1 and 0;
+        // otherwise false is a null.
+        Value::Boolean(false) => match mode {
+            ReplyMode::Resp2 => Reply::NullBulk,
+            ReplyMode::Resp3 => Reply::Integer(0),
+        },
+        Value::Table(table) => table_to_reply(table, depth, mode),
         _ => Reply::NullBulk,
     }
 }
@@ -209,7 +214,7 @@ fn field(table: &Table, name: &str) -> Value {
     table.raw_get::<Value>(name).unwrap_or(Value::Nil)
 }
 
-fn table_to_reply(table: &Table, depth: usize) -> Reply {
+fn table_to_reply(table: &Table, depth: usize, mode: ReplyMode) -> Reply {
     if let Value::String(err) = field(table, "err") {
         let text: Vec<u8> = err
             .as_bytes()
@@ -243,8 +248,8 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
         let mut items = Vec::new();
         for pair in map.pairs::<Value, Value>() {
             let Ok((key, value)) = pair else { continue };
-            items.push(lua_to_reply(&key, depth + 1));
-            items.push(lua_to_reply(&value, depth + 1));
+            items.push(lua_to_reply(&key, depth + 1, mode));
+            items.push(lua_to_reply(&value, depth + 1, mode));
         }
         return Reply::Array(items);
     }
@@ -252,7 +257,7 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
         let mut items = Vec::new();
         for pair in set.pairs::<Value, Value>() {
             let Ok((key, _)) = pair else { continue };
-            items.push(lua_to_reply(&key, depth + 1));
+            items.push(lua_to_reply(&key, depth + 1, mode));
         }
         return Reply::Array(items);
     }
@@ -262,30 +267,32 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
         if item == Value::Nil {
             break;
         }
-        items.push(lua_to_reply(&item, depth + 1));
+        items.push(lua_to_reply(&item, depth + 1, mode));
     }
     Reply::Array(items)
 }
 
 /// A script's return value as a reply for either protocol: the RESP2 reply, plus the RESP3
 /// bytes when they differ beyond what re-typing a plain reply gives (booleans, doubles, maps,
-/// sets, big numbers, verbatim strings).
-pub fn script_reply(value: &Value) -> Reply {
-    let resp2 = lua_to_reply(value, 0);
-    if !has_resp3_types(value, 0) {
+/// sets, big numbers, verbatim strings). `mode` is the protocol the script chose last with
+/// `redis.setresp`: under RESP3 its booleans are booleans, under RESP2 true is 1 and false a
+/// null (`_` to a RESP3 caller).
+pub fn script_reply(value: &Value, mode: ReplyMode) -> Reply {
+    let resp2 = lua_to_reply(value, 0, mode);
+    if !has_resp3_types(value, 0, mode) {
         return resp2;
     }
     let mut resp3 = bytes::BytesMut::new();
-    lua_to_resp3(value, 0, &mut resp3);
+    lua_to_resp3(value, 0, mode, &mut resp3);
     Reply::Dual {
         resp2: Box::new(resp2),
         resp3: resp3.freeze(),
     }
 }
 
-fn has_resp3_types(value: &Value, depth: usize) -> bool {
+fn has_resp3_types(value: &Value, depth: usize, mode: ReplyMode) -> bool {
     match value {
-        Value::Boolean(_) => true,
+        Value::Boolean(_) => mode == ReplyMode::Resp3,
         Value::Table(table) if depth <= MAX_DEPTH => {
             if ["err", "ok"]
                 .iter()
@@ -304,7 +311,7 @@ fn has_resp3_types(value: &Value, depth: usize) -> bool {
                     Ok(Value::Nil) | Err(_) => None,
                     Ok(item) => Some(item),
                 })
-                .any(|item| has_resp3_types(&item, depth + 1))
+                .any(|item| has_resp3_types(&item, depth + 1, mode))
         }
         _ => false,
     }
@@ -317,13 +324,15 @@ fn header(out: &mut bytes::BytesMut, kind: u8, len: usize) {
 }
 
 /// Redis 7.0's `luaReplyToRedisReply` for a RESP3 caller.
-fn lua_to_resp3(value: &Value, depth: usize, out: &mut bytes::BytesMut) {
+fn lua_to_resp3(value: &Value, depth: usize, mode: ReplyMode, out: &mut bytes::BytesMut) {
     if depth > MAX_DEPTH {
         out.extend_from_slice(b"-ERR reached lua stack limit\r\n");
         return;
     }
     match value {
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+        Value::Boolean(b) if mode == ReplyMode::Resp3 => {
+            out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
+        }
         Value::Table(table) => {
             if !matches!(field(table, "err"), Value::String(_))
                 && !matches!(field(table, "ok"), Value::String(_))
@@ -365,15 +374,15 @@ fn lua_to_resp3(value: &Value, depth: usize, out: &mut bytes::BytesMut) {
                 if let Value::Table(map) = field(table, "map") {
                     header(out, b'%', map.clone().pairs::<Value, Value>().count());
                     for (key, value) in map.pairs::<Value, Value>().filter_map(Result::ok) {
-                        lua_to_resp3(&key, depth + 1, out);
-                        lua_to_resp3(&value, depth + 1, out);
+                        lua_to_resp3(&key, depth + 1, mode, out);
+                        lua_to_resp3(&value, depth + 1, mode, out);
                     }
                     return;
                 }
                 if let Value::Table(set) = field(table, "set") {
                     header(out, b'~', set.clone().pairs::<Value, Value>().count());
                     for (key, _) in set.pairs::<Value, Value>().filter_map(Result::ok) {
-                        lua_to_resp3(&key, depth + 1, out);
+                        lua_to_resp3(&key, depth + 1, mode, out);
                     }
                     return;
                 }
@@ -383,13 +392,15 @@ fn lua_to_resp3(value: &Value, depth: usize, out: &mut bytes::BytesMut) {
                 header(out, b'*', len);
                 for i in 1..=len {
                     let item = table.raw_get::<Value>(i).unwrap_or(Value::Nil);
-                    lua_to_resp3(&item, depth + 1, out);
+                    lua_to_resp3(&item, depth + 1, mode, out);
                 }
                 return;
             }
-            crate::session::resp3::encode(&table_to_reply(table, depth), &Shape::Plain, out);
+            crate::session::resp3::encode(&table_to_reply(table, depth, mode), &Shape::Plain, out);
         }
-        other => crate::session::resp3::encode(&lua_to_reply(other, depth), &Shape::Plain, out),
+        other => {
+            crate::session::resp3::encode(&lua_to_reply(other, depth, mode), &Shape::Plain, out)
+        }
     }
 }
 
@@ -424,7 +435,7 @@ mod tests {
             .eval()
             .unwrap();
         assert_eq!(
-            lua_to_reply(&value, 0),
+            lua_to_reply(&value, 0, ReplyMode::Resp2),
             Reply::Array(vec![
                 Reply::Integer(1),
                 Reply::Bulk(Bytes::from_static(b"two")),

@@ -383,7 +383,8 @@ impl Shard {
         loop {
             // Who the key can serve now: a sorted set its sorted-set pops, a list its list
             // pops (in arrival order past the others, as Redis serves each blocked client from
-            // a key of its type); a program blocked on list keys wakes for any type.
+            // a key of its type). A key that became another type serves nobody: its waiters
+            // keep waiting, as in Redis (programs blocked over several shards too).
             let (zset_ready, list_ready, answers) = self.with_store(|store| {
                 (
                     store.has_zset_items(key, now),

@@ -82,6 +82,9 @@ pub struct CallRecord {
     pub error: Option<Bytes>,
     /// Refused before running rather than failed while running.
     pub rejected: bool,
+    /// Whether its error counts in INFO errorstats (a script's command leaves that to the
+    /// script's own reply, which carries a `redis.call` error out).
+    pub errorstat: bool,
     /// Its SLOWLOG entry, when it was slow enough.
     pub slow: Option<SlowEntry>,
 }
@@ -366,6 +369,7 @@ impl Session {
             duration_us,
             error,
             rejected,
+            errorstat: true,
             slow,
         });
     }

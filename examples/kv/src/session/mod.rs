@@ -580,6 +580,9 @@ impl Session {
             let rejected = match Command::check_table(&args) {
                 Err(error) => Some(error.into()),
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
+                Ok(()) if no_multi(&args) => {
+                    Some(Reply::error("ERR Command not allowed inside a transaction"))
+                }
                 Ok(()) => self.protected_refusal(&args).or(redirect),
             };
             if rejected.is_none() && !self.user.unrestricted {
@@ -698,6 +701,15 @@ impl Session {
             }
         }
     }
+}
+
+/// Whether Redis refuses the command between MULTI and EXEC (flagged `no_multi`: SHUTDOWN,
+/// SAVE, ...).
+fn no_multi(args: &[Bytes]) -> bool {
+    Command::table_name(args)
+        .ok()
+        .and_then(crate::introspect::meta::find)
+        .is_some_and(|meta| meta.has_flag("no_multi"))
 }
 
 #[cfg(test)]

@@ -545,3 +545,15 @@ fn a_killed_session_closes_and_leaves_the_listing() {
     assert!(s.is_killed() && s.is_closed());
     assert_eq!(s.client_line(0), None);
 }
+
+#[test]
+fn no_multi_commands_are_refused_inside_multi_and_abort_exec() {
+    let mut s = session(SessionConfig::default());
+    s.feed(b"MULTI\r\nSET foo bar\r\nSHUTDOWN\r\nEXEC\r\n");
+    assert!(requests(&mut s).is_empty(), "nothing runs");
+    assert_eq!(
+        output(&mut s),
+        "+OK\r\n+QUEUED\r\n-ERR Command not allowed inside a transaction\r\n\
+         -EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+}

@@ -138,6 +138,7 @@ impl ScriptHost {
                 crate::session::monitor_line(super::super::introspect::unix_us(), "lua", &args);
             self.shard.feed_monitors(vec![line]);
         }
+        let name = Command::table_name(&args).ok();
         let command = match Command::parse(args) {
             Ok(command) => command,
             Err(error) => return (error.into(), None),
@@ -160,7 +161,26 @@ impl ScriptHost {
                 self.shard.track_for_script(caller);
             }
         }
+        let started = std::time::Instant::now();
         let reply = self.execute(suspend, command.clone());
+        // As Redis, a script's commands count in INFO commandstats as calls of their own (a
+        // failure too; errorstats counts the script's reply).
+        let error = match &reply {
+            Reply::Error(text) => {
+                let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+                Some(text.slice(..end))
+            }
+            _ => None,
+        };
+        let record = crate::session::CallRecord {
+            name,
+            duration_us: started.elapsed().as_micros() as u64,
+            error,
+            rejected: false,
+            errorstat: false,
+            slow: None,
+        };
+        self.shard.record_calls(vec![record].drain(..));
         if writes && !reply.is_error() {
             self.info.wrote.store(true, Ordering::Relaxed);
         }

@@ -227,7 +227,15 @@ pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Re
         }
     };
     match result {
-        Ok(value) => convert::script_reply(&value),
+        Ok(value) => {
+            // The protocol the script last chose with `redis.setresp` decides how its
+            // booleans reach the caller.
+            let mode = match crate::scripting::env::running(lua).map(|r| r.resp.get()) {
+                Ok(3) => convert::ReplyMode::Resp3,
+                _ => convert::ReplyMode::Resp2,
+            };
+            convert::script_reply(&value, mode)
+        }
         Err(error) => error_reply(&error, prepared),
     }
 }

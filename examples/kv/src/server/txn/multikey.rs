@@ -62,9 +62,10 @@ async fn run_command(
     let held = Held::new(shard.clone());
     let deadline = blocking_deadline(&command, now_ms());
     let mut command = command;
+    let mut woken = false;
     loop {
         held.lock(&shards, None).await;
-        let outcome = apply(&held, command.clone(), deadline.is_some()).await;
+        let outcome = apply(&held, command.clone(), deadline.is_some(), woken).await;
         held.release();
         let Err(WouldBlock(waiting)) = outcome else {
             return outcome.unwrap_or_else(|_| Reply::NullArray);
@@ -86,6 +87,7 @@ async fn run_command(
         if !wait_for_items(&held, origin, atomic::waits_on(typed), zset, deadline).await {
             return crate::server::blocking::timed_out();
         }
+        woken = true;
     }
 }
 
@@ -116,8 +118,15 @@ fn blocking_deadline(command: &Command, now: u64) -> Option<Deadline> {
 
 /// Runs `command` as one step over the held shards of its keys. With `may_block`, a
 /// blocking pop that finds nothing returns [`WouldBlock`]; without, it answers as inside
-/// MULTI (nil at once).
-async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, WouldBlock> {
+/// MULTI (nil at once). `woken`: a blocked pop woken by items, which pops only from keys of
+/// its type (Redis serves a blocked client from the key that got items, past keys that became
+/// another type meanwhile).
+async fn apply(
+    held: &Held,
+    command: Command,
+    may_block: bool,
+    woken: bool,
+) -> Result<Reply, WouldBlock> {
     let shards = held.shard().count;
     let keys = atomic::keys_of(&command);
     let mut stored: Vec<Option<Stored>> = vec![None; keys.len()];
@@ -146,6 +155,47 @@ async fn apply(held: &Held, command: Command, may_block: bool) -> Result<Reply, 
         return Ok(crate::command::CommandError::OutOfMemory.into());
     }
     let mut scratch = atomic::scratch(&keys, &stored, now);
+    if woken {
+        let mut dropped = false;
+        if let Command::Typed(typed) = &command {
+            let zset = matches!(
+                typed.op,
+                TypedOp::BZPopMin | TypedOp::BZPopMax | TypedOp::BZMPop
+            );
+            let list = matches!(
+                typed.op,
+                TypedOp::BLPop
+                    | TypedOp::BRPop
+                    | TypedOp::BLMove
+                    | TypedOp::BRPopLPush
+                    | TypedOp::BLMPop
+            );
+            // Pops only: a stream read woken by an entry reads its streams as they are.
+            let sources = if zset || list {
+                atomic::waits_on(typed)
+            } else {
+                Vec::new()
+            };
+            for source in sources {
+                let poppable = if zset {
+                    scratch.has_zset_items(&source, now)
+                } else {
+                    scratch.has_list_items(&source, now)
+                };
+                let Some(i) = keys.iter().position(|key| *key == source) else {
+                    continue;
+                };
+                if !poppable && stored[i].is_some() {
+                    // Left as it is: out of the scratch store and out of the write-back.
+                    stored[i] = None;
+                    dropped = true;
+                }
+            }
+        }
+        if dropped {
+            scratch = atomic::scratch(&keys, &stored, now);
+        }
+    }
     // The thresholds (hll-sparse-max-bytes, ...) the command would meet on one shard.
     scratch.set_encoding_limits(held.shard().store().encoding_limits());
     // SORT's BY and GET patterns read keys known only now (the router held every shard).
@@ -219,7 +269,7 @@ async fn gather(held: &Held, keys: &[Bytes]) -> Vec<Option<Stored>> {
 
 /// A multi-key command run by a program that already holds its shards (a script's call).
 pub(crate) async fn apply_held(held: &Held, command: Command) -> Reply {
-    apply(held, command, false)
+    apply(held, command, false, false)
         .await
         .unwrap_or(Reply::NullArray)
 }
@@ -352,7 +402,7 @@ async fn run_transaction(
                 (merger.finish(&shard.shared.info()))
                     .unwrap_or_else(|error| Reply::error(format!("ERR internal error: {error}")))
             }
-            Item::Atomic(command) => apply(&held, command, false)
+            Item::Atomic(command) => apply(&held, command, false, false)
                 .await
                 .unwrap_or(Reply::NullArray),
             Item::Script(script) => {
