@@ -170,6 +170,12 @@ impl ShardRemote {
 
     pub(crate) fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        self.notify();
+        // By the eventfd, never MSG_RING: a stop is followed by a blocking join, and one made
+        // on another runtime's shard (a runtime dropped there) would leave the MSG_RING in
+        // that shard's ring, unsubmitted while its thread waits in the join.
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) {
+            self.write_eventfd();
+        }
     }
 }
