@@ -1,5 +1,5 @@
-//! rdma_fairness: the fairness layout of `benchctl fairness` (issue 12 points 4–5) over RDMA
-//! (issue 12 point 7). One server shard runs the RPC echo service with a handler cost
+//! rdma_fairness: the fairness layout of `benchctl fairness` over RDMA.
+//! One server shard runs the RPC echo service with a handler cost
 //! (`--hash-rounds` FNV-1a passes over each payload), with the CQ poller in `--mode`; on it,
 //! `--hot-conns` connections keep `--hot-depth` calls in flight each on one listener and a
 //! probe keeps one call in flight on a second listener, so the probe's head-of-line counts

@@ -1,4 +1,4 @@
-//! rdma_faults: both ends of the two-VM fault suite (issue 15 point 7; `vm/two-vm.sh faults`
+//! rdma_faults: both ends of the two-VM fault suite (`vm/two-vm.sh faults`
 //! boots the VMs, kills the server VM and cuts the link). Not a benchmark: it checks what a
 //! client sees when its server's machine dies or the cable is cut, and prints JSON lines.
 //!

@@ -1,4 +1,4 @@
-//! The fairness budget on the RDMA path (issue 12 point 7), on a real soft-RoCE device
+//! The fairness budget on the RDMA path, on a real soft-RoCE device
 //! (`cargo xtask test` runs this binary inside the rxe VM). The CQ poller copies every
 //! received message into its connection's buffer (at most `poll_batch` completions per
 //! `ibv_poll_cq`); the budget then bounds how many frames the connection's `recv` hands up

@@ -1,4 +1,4 @@
-//! RLIMIT_MEMLOCK for real (issue 15 item 7), in the soft-RoCE VM (run by `cargo xtask test`).
+//! RLIMIT_MEMLOCK for real, in the soft-RoCE VM (run by `cargo xtask test`).
 //! Root's CAP_IPC_LOCK lifts the limit on pinned memory, so the test runs itself again as an
 //! unprivileged user (nobody, through `setpriv`) under `ulimit -l 1024` (1 MiB): the server's
 //! pool grows a slab at a time until registering the next one fails; the connection that

@@ -1,7 +1,7 @@
 #!/bin/bash
 # two-vm.sh faults [OUTDIR]
 #
-# The two-VM fault suite (issue 15 point 7): a server VM and a client VM, each with rxe0 on
+# The two-VM fault suite: a server VM and a client VM, each with rxe0 on
 # its own virtio NIC (10.78.0.1 and 10.78.0.2), joined by a pair of UDP sockets on the host
 # (qemu `-netdev socket,udp=...`: stateless, so a server VM booted again rejoins the link).
 # The client (examples/rdma_faults.rs) keeps calls in flight and prints JSON lines; on its

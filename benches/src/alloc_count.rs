@@ -1,5 +1,5 @@
 //! A counting global allocator for the bench binaries, so `benchctl rpc` can report
-//! allocations per request (issue 12 point 2). It forwards to the system allocator and counts
+//! allocations per request. It forwards to the system allocator and counts
 //! each allocation (`alloc`, `alloc_zeroed`, `realloc`) in one relaxed atomic: cheap enough to
 //! stay on in every run, and the same cost for every peer that uses it.
 //!
@@ -15,7 +15,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-/// Bytes requested and not yet freed (`kv_memory`'s heap bytes per item; issue 13).
+/// Bytes requested and not yet freed (`kv_memory`'s heap bytes per item).
 static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
 /// The system allocator, counting.

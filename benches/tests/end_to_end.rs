@@ -263,7 +263,7 @@ fn corewire_rpc_pair_reports_like_loadgen_in_both_accept_modes() {
     }
 }
 
-/// The fairness layout on the RPC service (issue 12 point 4): hot connections on one listener,
+/// The fairness layout on the RPC service: hot connections on one listener,
 /// the probe on its own, a handler with a CPU cost. Both listeners' head-of-line histograms
 /// count every reply of their own connections, so `probe_hol_*` is the probe's alone.
 #[test]

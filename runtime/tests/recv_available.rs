@@ -1,4 +1,4 @@
-//! `recv_available`: every chunk already received in one call (issue 9, the 4 KiB echo
+//! `recv_available`: every chunk already received in one call (the 4 KiB echo
 //! regression: answering chunk by chunk cost one send per 4 KiB chunk). That bytes are
 //! "already received" is made sure of by peeking at the socket before the stream's receive
 //! is armed, never by waiting a fixed time; under `COREWIRE_IO_URING=plain` (one single-shot receive at a time) only

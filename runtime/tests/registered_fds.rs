@@ -1,4 +1,4 @@
-//! Registered descriptors (issue 9, item 7; `RuntimeBuilder::registered_fds`): streams take
+//! Registered descriptors (`RuntimeBuilder::registered_fds`): streams take
 //! slots of the shard's registered file table while one is free and use plain descriptors
 //! after; a stream closed with operations in flight gives its slot back only once the kernel
 //! let go of it, and the next stream gets it. Under `COREWIRE_IO_URING=plain` there is no

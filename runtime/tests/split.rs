@@ -1,4 +1,4 @@
-//! Split streams (issue 9, item 2): a stream's receive half and send half in two tasks of one
+//! Split streams: a stream's receive half and send half in two tasks of one
 //! shard (owned halves) or two futures of one task (borrowed halves), with a receive and a
 //! send in flight at the same time; what dropping each owned half does; reuniting them.
 

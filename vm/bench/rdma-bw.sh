@@ -1,5 +1,5 @@
 #!/bin/bash
-# The RDMA bandwidth comparison of BENCHMARKS.md (issue 15 item 6), run INSIDE the soft-RoCE VM
+# The RDMA bandwidth comparison of BENCHMARKS.md, run INSIDE the soft-RoCE VM
 # (one boot):
 #   cargo build --release --example rdma_perf && cargo xtask vm -- vm/bench/rdma-bw.sh
 # For each message size: perftest's ib_send_bw -R and ib_write_bw -R (rdma_cm), then corewire's

@@ -1,5 +1,5 @@
 #!/bin/bash
-# RDMA fairness (issue 12 point 7), run INSIDE the soft-RoCE VM (one boot):
+# RDMA fairness, run INSIDE the soft-RoCE VM (one boot):
 #   cargo build --release --example rdma_fairness
 #   cargo xtask vm -- vm/bench/rdma-fairness.sh | tee rdma-fairness.log
 # The layout of `benches/run.sh fairness` over RDMA: one server shard (CQ poller in polling

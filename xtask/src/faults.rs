@@ -1,4 +1,4 @@
-//! The two-VM fault suite (`vm/two-vm.sh faults`, issue 15 point 7): a client VM sees its
+//! The two-VM fault suite (`vm/two-vm.sh faults`): a client VM sees its
 //! server VM killed mid-stream and then the link between them cut for longer than the retry
 //! budget. `cargo xtask test` runs it after the RDMA tests (about 30 s on a loaded 2-core
 //! machine); `cargo xtask vm-faults` runs it alone.

@@ -288,7 +288,7 @@ const PERCORE_COLUMNS: [Column; 9] = [
     col("client_cpu_us_per_req", "cli CPU µs/req", 2),
 ];
 
-/// Ratios of the per-core table: the latency ratios plus p50, for issue 9's 1-connection
+/// Ratios of the per-core table: the latency ratios plus p50, for 1-connection
 /// target (p50 at 1 conn × depth 1 no worse than tokio's).
 const PERCORE_RATIOS: [Column; 4] = [
     col("qps", "QPS", 2),
@@ -392,7 +392,7 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                     closed(64, 4, 4096),
                     closed(256, 4, small),
                     closed(256, 4, 4096),
-                    // Latency alone: one request in flight (issue 9: p50 <= tokio's).
+                    // Latency alone: one request in flight (p50 <= tokio's).
                     closed(1, 1, small),
                 ],
                 variants,

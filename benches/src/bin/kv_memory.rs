@@ -1,4 +1,4 @@
-//! Heap bytes per item of corewire-kv's store (issue 13), without the server: the same loads
+//! Heap bytes per item of corewire-kv's store, without the server: the same loads
 //! as `examples/kv/bench/percore.sh`'s memory part (N string keys, or N elements in one hash,
 //! list, set or sorted set) run straight into a `Store`, and the live heap bytes counted by
 //! [`CountingAlloc`] before and after, divided by N. RSS deltas of the server also carry what

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use corewire::{service_id, CallNow, Request, Response, Service, Status};
 
 /// Returns each request's payload as the response (like the tonic peer's `Echo/Echo`), after
-/// spending `hash_rounds` passes of FNV-1a over it: the handler cost of the fairness workload
-/// (issue 12 point 4), 0 for the plain RPC benchmark.
+/// spending `hash_rounds` passes of FNV-1a over it: the handler cost of the fairness workload,
+/// 0 for the plain RPC benchmark.
 #[derive(Debug, Default, Clone)]
 pub struct Echo {
     pub hash_rounds: u32,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster benchmark (issue 14): `redis-benchmark --cluster` against a 3-node corewire-kv cluster
+# Cluster benchmark: `redis-benchmark --cluster` against a 3-node corewire-kv cluster
 # and a 3-node redis-server cluster (both formed by examples/kv/cluster.sh, no replicas), SET and
 # GET at -P 1 and -P 16; medians of ROUNDS interleaved rounds of requests/s, p50 and the nodes'
 # total CPU seconds per million requests; corewire / redis ratios. The report states the

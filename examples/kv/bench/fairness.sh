@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# KV fairness (issue 12 point 6): corewire-kv with 1 shard on SERVER_CPU (0); on CLIENT_CPU (1)
+# KV fairness: corewire-kv with 1 shard on SERVER_CPU (0); on CLIENT_CPU (1)
 # HOT_CONNS (8) hot connections pipelining large batches (half MSET, half MGET of BATCH keys
 # each, PIPELINE deep, redis-benchmark) and one probe connection sending GET at depth 1
 # (redis-benchmark -c 1 -P 1). One server per (round, budget), budgets interleaved within a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-core KV benchmark (issue 13): corewire-kv with 1 shard and redis-server, each alone on
+# Per-core KV benchmark: corewire-kv with 1 shard and redis-server, each alone on
 # SERVER_CPU (0), redis-benchmark on CLIENT_CPU (1); the full default redis-benchmark test list
 # at -P 1 and -P 16, one test per run so each command gets its own server CPU figure.
 # Reports medians of ROUNDS interleaved rounds (tests × pipelines × servers inside each round):

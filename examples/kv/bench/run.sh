@@ -12,10 +12,10 @@
 #                                 [--keyspace K] [--quick] [--no-persistence] [--no-build]
 #                                 [--kv-args "EXTRA corewire-kv ARGS"]
 #   --quick = --requests 200000 --rounds 3
-#   --percore [ARGS]  per-core run instead (issue 13): runs percore.sh ARGS (1 shard vs
+#   --percore [ARGS]  per-core run instead: runs percore.sh ARGS (1 shard vs
 #                     redis-server on CPU 0, redis-benchmark on CPU 1, full default test list at
 #                     -P 1 and -P 16, memory per key/element per type); see percore.sh --help
-#   --cluster [ARGS]  3-node cluster run instead (issue 14): runs cluster.sh ARGS
+#   --cluster [ARGS]  3-node cluster run instead: runs cluster.sh ARGS
 # Needs redis-tools and redis-server (apt-get install redis-tools redis-server).
 set -euo pipefail
 

@@ -83,7 +83,7 @@ fn collections() {
     });
 }
 
-/// Keyspace and string commands of issue 13 item 2 mixed with the strings and key commands
+/// Keyspace and string commands (SETNX ... OBJECT ENCODING) mixed with the strings and key commands
 /// they interact with; at the end SCAN (plain, MATCH, TYPE, COUNT) walks both servers to the
 /// same set of keys.
 #[test]

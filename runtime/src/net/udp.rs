@@ -2,7 +2,7 @@
 //!
 //! Each receive is one `recvmsg` SQE into the caller's buffer. Multishot receive (one SQE,
 //! a completion per datagram into the shard's provided-buffer ring) needs the buffer rings
-//! of the I/O core (issue 9), which are not on main yet; it belongs here once they are.
+//! of the I/O core, which are not on main yet; it belongs here once they are.
 
 use std::future::Future;
 use std::io;

@@ -192,7 +192,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
                 // Run the tasks those completions woke now, not after the inbox, the ring
                 // and the next pass's timers: a message an RDMA poller hands to its reader
                 // is then answered (and the reply posted) in the pass that found it. That
-                // pass was on every round trip's critical path (BENCHMARKS.md, issue 15).
+                // pass was on every round trip's critical path (BENCHMARKS.md).
                 if ctx.executor.has_ready() {
                     let (polled, _panicked) = ctx
                         .executor

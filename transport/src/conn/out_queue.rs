@@ -49,7 +49,7 @@ pub struct OutQueue {
 impl OutQueue {
     /// Frames up to this many bytes are copied into the staging buffer. Below it a copy costs
     /// less than the iovec, the header buffer and the reference counts it replaces (a 64 B
-    /// echo's replies: BENCHMARKS.md, issue 12); above it the copy would dominate.
+    /// echo's replies: BENCHMARKS.md); above it the copy would dominate.
     pub const COPY_MAX: usize = 1024;
     /// The staging buffer grows by at least this much (what an idle connection may keep).
     const STAGE_CHUNK: usize = 4096;

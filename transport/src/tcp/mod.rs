@@ -143,7 +143,7 @@ struct ReadSide {
     /// frames are split off it, so the frames of one batch share one allocation, as the raw
     /// echo server's do: sizing a buffer per frame cost an allocation (and a free) per frame,
     /// which at 4 KiB was a good part of what the RPC path spent beyond the raw echo's
-    /// (BENCHMARKS.md, issue 12).
+    /// (BENCHMARKS.md).
     buf: BytesMut,
     /// The peer closed its side.
     eof: bool,

@@ -2,7 +2,7 @@
 //!
 //! Why not the generated code: the header is one flat table of scalars and one string, and on
 //! a small-message RPC load the generic verifier plus the generic builder were about a tenth
-//! of a server's CPU per request (BENCHMARKS.md, issue 12). This reader accepts any valid
+//! of a server's CPU per request (BENCHMARKS.md). This reader accepts any valid
 //! flatbuffer of the table, as any other flatbuffers implementation may write it (fields
 //! absent or in any order, any vtable, shared or not), with bounds-checked safe code and the
 //! verifier's rules (alignment, in-bounds vtable and table, NUL-terminated UTF-8 string).

@@ -1,4 +1,4 @@
-//! A deterministic stand-in for `redis-benchmark -P 16` against one shard (issue 13), for
+//! A deterministic stand-in for `redis-benchmark -P 16` against one shard, for
 //! `valgrind --tool=callgrind`, which cannot run the io_uring server itself (it hangs): the
 //! same requests (16 per read, keys `key:` + 12 digits from a fixed-seed generator over
 //! `--keyspace` keys, 3-byte values) go through the server's per-request path without the

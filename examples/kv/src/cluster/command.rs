@@ -25,7 +25,7 @@ pub enum ClusterRequest {
     ReadOnly,
     ReadWrite,
     /// Boxed, as is `Restore`: rare and large, they would make every `Command` (moved several
-    /// times per request) as large as they are (issue 13).
+    /// times per request) as large as they are.
     Migrate(Box<Migrate>),
     Dump(Bytes),
     Restore(Box<Restore>),

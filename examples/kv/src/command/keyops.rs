@@ -1,4 +1,4 @@
-//! Keyspace and string commands beyond the original strings-only set (issue 13 item 2):
+//! Keyspace and string commands beyond the original strings-only set:
 //! one table row each and one request shape, like [`super::typed`]. Their options are parsed
 //! by the store when the command runs, in each command's Redis 7.0 order.
 

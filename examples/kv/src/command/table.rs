@@ -341,7 +341,7 @@ pub(crate) static COMMANDS: [CommandSpec; 46] = [
 ///
 /// Every request goes through here, so it looks among the few names of the same length and
 /// first letter rather than scanning ~200 names case-insensitively (SADD and HSET sat near the
-/// end; issue 13), and compares each by its [`prefix`] first: a name of up to 8 bytes (most)
+/// end), and compares each by its [`prefix`] first: a name of up to 8 bytes (most)
 /// in one comparison, not byte by byte. The buckets keep the tables' order, so the first table
 /// still wins.
 pub(crate) fn find(name: &[u8]) -> Option<&'static CommandSpec> {

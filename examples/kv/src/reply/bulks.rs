@@ -1,4 +1,4 @@
-//! An array of bulk strings kept in its wire form (issue 13: LRANGE_100 spent a fifth of the
+//! An array of bulk strings kept in its wire form (LRANGE_100 spent a fifth of the
 //! shard building a `Reply::Bulk` per element, each an allocation and a copy, and as much again
 //! freeing them after the encode). The elements are written as RESP straight from the
 //! collection into one buffer: one allocation per reply, and encoding it is one copy. RESP2

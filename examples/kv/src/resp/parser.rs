@@ -214,7 +214,7 @@ impl RequestParser {
 ///
 /// The number is read in place and the line skipped with `advance`: splitting it off as its
 /// own `BytesMut`, as before, cost a reference count increment and decrement per header,
-/// several per request (issue 13).
+/// several per request.
 #[allow(clippy::type_complexity)]
 fn take_header_line(
     buf: &mut BytesMut,

@@ -1,4 +1,4 @@
-//! The parser's fast path (issue 13): a request array that is already complete in the buffer
+//! The parser's fast path: a request array that is already complete in the buffer
 //! is scanned in place and taken off with one `split_to`, its arguments being `slice`s of that
 //! one frame, rather than header by header with an `advance` or `split_to` per line and per
 //! argument. Anything unusual (incomplete, malformed, empty, many arguments) is left to the

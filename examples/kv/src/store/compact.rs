@@ -1,4 +1,4 @@
-//! The byte string the keyspace stores keys and string values in (issue 13: memory per key).
+//! The byte string the keyspace stores keys and string values in (memory per key).
 //!
 //! A `Bytes` handle is 32 bytes plus a separate allocation (and a second one, its shared
 //! header, once it is cloned). Most keys and many values are short, so this type keeps up to

@@ -7,7 +7,7 @@
 //! - large: a plain `hashbrown` table of (field, value) pairs. Redis's order is its dict's
 //!   then, which no client can rely on, and an `IndexMap` costs a second cache line per lookup
 //!   (its table holds indices into a separate vector of entries) and 16 more bytes per field:
-//!   HSET on a large hash was a quarter of its CPU in `IndexMap::insert_full` (issue 13), and
+//!   HSET on a large hash was a quarter of its CPU in `IndexMap::insert_full`, and
 //!   SADD on a large set as much in `IndexSet::insert` (Redis 7.0 keeps a set of strings in a
 //!   dict at any size, so no client relies on a set's order).
 //!

@@ -124,7 +124,7 @@ impl Store {
         sink: &mut S,
         change: impl FnOnce(&mut Value) -> T,
     ) -> Result<Option<T>, CommandError> {
-        // One probe for the common case (issue 13): the expiry check needs its own only when
+        // One probe for the common case: the expiry check needs its own only when
         // some key has a TTL, and only a new key a second one.
         if !self.expiring.is_empty() {
             self.lookup(key, now, sink);

@@ -1,4 +1,4 @@
-//! A list stored packed (issue 13: memory per element), like Redis's quicklist of listpacks:
+//! A list stored packed (memory per element), like Redis's quicklist of listpacks:
 //! a deque of chunks, each one buffer of up to [`CHUNK_BYTES`] holding its elements back to
 //! back. An element is `len | bytes | len reversed` (LEB128 lengths; the reversed copy lets a
 //! chunk be walked from its end, for RPOP and reverse scans), so a short element costs its

@@ -39,13 +39,13 @@ use cluster::SlotIndex;
 use expiring::ExpiringIndex;
 use stats::Counters;
 
+pub(crate) use cluster::key_at;
 pub use memory::{EvictionPolicy, MemoryLimit};
 pub use object::EncodingLimits;
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;
 pub(crate) use types::args::format_double;
-pub(crate) use cluster::key_at;
 pub use types::stream::read::{
     served_from as stream_served_from, ReadArgs as StreamReadArgs, Ready as StreamReady,
 };

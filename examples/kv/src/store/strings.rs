@@ -32,7 +32,7 @@ impl Store {
             },
         };
         if set.condition == SetCondition::Always && !set.get {
-            // The plain SET: one probe for a key stored without a TTL (issue 13). The DEL of
+            // The plain SET: one probe for a key stored without a TTL. The DEL of
             // an expired key, if any, is logged inside, before this SET.
             self.overwrite(
                 &set.key,
@@ -102,7 +102,7 @@ impl Store {
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
         // Parsed where it is stored and formatted on the stack: no copy of the old value and
-        // no allocation for the new one, which fits inline (issue 13).
+        // no allocation for the new one, which fits inline.
         let mut digits = [0; 20];
         // A key without a TTL cannot have expired: one probe reads and replaces it.
         if let Some(entry) = self.map.get_mut(&key).filter(|entry| !entry.has_ttl) {

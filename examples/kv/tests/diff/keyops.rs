@@ -1,4 +1,4 @@
-//! Generated keyspace and string commands of issue 13 item 2 (SETNX ... OBJECT ENCODING):
+//! Generated keyspace and string commands (SETNX ... OBJECT ENCODING):
 //! commands over several keys (RENAME, COPY, MSETNX, TOUCH, UNLINK) take plain keys, which
 //! live on different shards, as well as hash-tagged ones.
 
