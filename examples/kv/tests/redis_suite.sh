@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs Redis's own test suite (a copy of Redis 7.0's tests/ with its run-external.sh, e.g.
-# ../shared/redis-7.0.15-tests) in external-server mode against corewire-kv and against
+# Runs Redis's own test suite (a copy of Redis 7.0's tests/ with a run-external.sh runner,
+# kept outside this repository) in external-server mode against corewire-kv and against
 # redis-server on this machine, and prints each unit's counts side by side.
 #
 # Usage: examples/kv/tests/redis_suite.sh SUITE_DIR [--shards N[,N...]] [--no-redis] [UNIT...]
