@@ -23,6 +23,25 @@ pub(super) fn zset(value: &mut Value) -> &mut ZSet {
     }
 }
 
+/// Removes up to `count` members from the low end (`max` false) or the high end, in that
+/// order, with their scores: ZPOPMIN/ZPOPMAX and ZMPOP's pop.
+pub(super) fn pop_ends(zset: &mut ZSet, count: usize, max: bool) -> Vec<(Bytes, f64)> {
+    let mut popped = Vec::new();
+    while popped.len() < count {
+        let next = if max {
+            zset.order.last().cloned()
+        } else {
+            zset.order.first().cloned()
+        };
+        let Some((Score(score), member)) = next else {
+            break;
+        };
+        zset.remove(&member);
+        popped.push((member.to_bytes(), score));
+    }
+    popped
+}
+
 pub(super) fn zset_ref(value: Option<&Value>) -> Option<&ZSet> {
     match value {
         Some(Value::ZSet(zset)) => Some(zset),
@@ -617,21 +636,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let popped = self
             .store
             .update(&a[0], ZSET, false, self.now, self.sink, |value| {
-                let zset = zset(value);
-                let mut popped = Vec::new();
-                while popped.len() < count {
-                    let next = if max {
-                        zset.order.last().cloned()
-                    } else {
-                        zset.order.first().cloned()
-                    };
-                    let Some((Score(score), member)) = next else {
-                        break;
-                    };
-                    zset.remove(&member);
-                    popped.push((member.to_bytes(), score));
-                }
-                popped
+                pop_ends(zset(value), count, max)
             })?
             .unwrap_or_default();
         if !popped.is_empty() {

@@ -13,7 +13,8 @@ use bytes::Bytes;
 use super::args::{format_double, int, is, parse_float};
 use super::hash::{random_count, random_indexes};
 use super::zset::{
-    lex_bound, lex_walk, pairs_reply, score_bound, score_positions, text, zset, zset_ref, Lex,
+    lex_bound, lex_walk, pairs_reply, pop_ends, score_bound, score_positions, text, zset, zset_ref,
+    Lex,
 };
 use super::Cx;
 use crate::change::ChangeSink;
@@ -359,21 +360,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         let popped = self
             .store
             .update(key, ZSET, false, self.now, self.sink, |value| {
-                let zset = zset(value);
-                let mut popped = Vec::new();
-                while popped.len() < n {
-                    let next = if min {
-                        zset.order.first().cloned()
-                    } else {
-                        zset.order.last().cloned()
-                    };
-                    let Some((Score(score), member)) = next else {
-                        break;
-                    };
-                    zset.remove(&member);
-                    popped.push((member.to_bytes(), score));
-                }
-                popped
+                pop_ends(zset(value), n, !min)
             })?
             .unwrap_or_default();
         if !popped.is_empty() {
