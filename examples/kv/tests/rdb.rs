@@ -376,11 +376,13 @@ fn bgsave_is_point_in_time_under_writes() {
 #[test]
 fn save_points_trigger() {
     let dir = TempDir::new("rdb-points");
-    let server = Server::start(&["--shards", "2", "--dir", dir.arg(), "--save", "1 5"]);
+    // The point is crossed by the last write: the save it starts has all 10 keys (with a lower
+    // count it could start between two writes, and the rest would wait for the next one).
+    let server = Server::start(&["--shards", "2", "--dir", dir.arg(), "--save", "1 10"]);
     let mut conn = server.connect();
     assert_eq!(
         conn.call(&["CONFIG", "GET", "save"]),
-        Reply::Array(Some(vec![Reply::bulk("save"), Reply::bulk("1 5")]))
+        Reply::Array(Some(vec![Reply::bulk("save"), Reply::bulk("1 10")]))
     );
     for i in 0..3 {
         conn.call(&["SET", &format!("k{i}"), "v"]);
