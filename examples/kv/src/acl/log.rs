@@ -111,7 +111,7 @@ impl AclLog {
         self.entries.is_empty()
     }
 
-    /// ACL LOG [count]: the newest `count` entries (all when `None`).
+    /// ACL LOG \[count\]: the newest `count` entries (all when `None`).
     pub fn reply(&self, count: Option<usize>, now_ms: u64) -> Reply {
         let bulk = |text: &[u8]| Reply::Bulk(Bytes::copy_from_slice(text));
         Reply::Array(

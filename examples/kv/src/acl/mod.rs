@@ -3,9 +3,9 @@
 //! - [`catalog`]: every Redis command and subcommand with an id and its categories;
 //! - [`selector`]: one set of command, key and channel rules, and its check;
 //! - [`user`]: passwords, flags and selectors, ACL SETUSER's rules, the descriptions;
-//! - [`keys`]: the keys and channels of a request, from the key specs;
+//! - `keys`: the keys and channels of a request, from the key specs;
 //! - [`log`]: ACL LOG;
-//! - [`file`]: the ACL file (and `user` lines of the configuration).
+//! - [`file`](mod@file): the ACL file (and `user` lines of the configuration).
 //!
 //! The users are shared by every shard through [`Acl`]: a snapshot (`Arc<Users>`) replaced
 //! as a whole by each change, and a version number bumped with it. A connection keeps its

@@ -1,4 +1,4 @@
-//! A selector: which commands (a bitmap over the [`Catalog`]), keys and channels a user may
+//! A selector: which commands (a bitmap over the `Catalog`), keys and channels a user may
 //! use. Rules apply in order (`+@read -keys ~app:* &news`), with Redis 7.0's semantics and
 //! error causes; [`Selector::describe`] translates the bitmap back into rules.
 
@@ -283,7 +283,7 @@ impl Selector {
     }
 
     /// Whether the selector lets a request run: the command (or its first argument), then
-    /// each key, then each channel (the request's, as [`super::keys`] finds them).
+    /// each key, then each channel (the request's, as `keys` finds them).
     pub fn check(
         &self,
         id: usize,

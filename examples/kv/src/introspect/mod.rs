@@ -54,7 +54,7 @@ pub enum Request {
     },
     /// SAVE: the dataset to `dir/dbfilename`, answered once the file is in place.
     Save,
-    /// BGSAVE [SCHEDULE]
+    /// BGSAVE \[SCHEDULE\]
     BgSave {
         schedule: bool,
     },

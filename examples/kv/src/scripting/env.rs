@@ -34,7 +34,7 @@ pub trait Host {
     /// `redis.log(level, message)`.
     fn log(&self, level: i64, message: &str);
     /// `redis.acl_check_cmd`: whether the caller's user may run command `id` (an
-    /// [`crate::acl::catalog::Catalog`] id) with `args`.
+    /// `Catalog` id) with `args`.
     fn acl_allows(&self, _id: usize, _args: &[Bytes]) -> bool {
         true
     }
