@@ -65,6 +65,7 @@ pub fn check_package(tally: &mut Tally) {
             Ok(n) => n,
             Err(e) => return tally.problem(e),
         };
+    forget_unpacked(&names);
     let mut args = vec!["package".to_string(), "--allow-dirty".into()];
     for n in &names {
         args.push("-p".into());
@@ -150,5 +151,42 @@ mod tests {
             publishable(meta).unwrap(),
             ["corewire", "corewire-verbs", "internal"]
         );
+    }
+}
+
+/// Cargo unpacks the packages it verifies against from its temporary local registry into
+/// `$CARGO_HOME/registry/src/-<hash of the registry's path>/` and never unpacks a version
+/// again once there: a later run from the same checkout path (a CI machine keeping its cargo
+/// home) would build against the sources of an earlier commit. Those copies go first. Only
+/// local registries' folders (named from a path, so starting with `-`) are touched; crates.io's
+/// are not.
+fn forget_unpacked(names: &[String]) {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for unpacked in crates.flatten() {
+            let dir = unpacked.file_name().to_string_lossy().into_owned();
+            let ours = names.iter().any(|n| {
+                dir.strip_prefix(n.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if ours {
+                let _ = std::fs::remove_dir_all(unpacked.path());
+            }
+        }
     }
 }
