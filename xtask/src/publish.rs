@@ -135,25 +135,6 @@ pub fn check_downstream(tally: &mut Tally, test_args: &[String]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_packages_that_may_be_published_are_packaged() {
-        let meta = r#"{"packages":[
-            {"name":"corewire","publish":null},
-            {"name":"xtask","publish":[]},
-            {"name":"corewire-verbs"},
-            {"name":"internal","publish":["my-registry"]}
-        ],"target_directory":"/t"}"#;
-        assert_eq!(
-            publishable(meta).unwrap(),
-            ["corewire", "corewire-verbs", "internal"]
-        );
-    }
-}
-
 /// Cargo unpacks the packages it verifies against from its temporary local registry into
 /// `$CARGO_HOME/registry/src/-<hash of the registry's path>/` and never unpacks a version
 /// again once there: a later run from the same checkout path (a CI machine keeping its cargo
@@ -188,5 +169,24 @@ fn forget_unpacked(names: &[String]) {
                 let _ = std::fs::remove_dir_all(unpacked.path());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_packages_that_may_be_published_are_packaged() {
+        let meta = r#"{"packages":[
+            {"name":"corewire","publish":null},
+            {"name":"xtask","publish":[]},
+            {"name":"corewire-verbs"},
+            {"name":"internal","publish":["my-registry"]}
+        ],"target_directory":"/t"}"#;
+        assert_eq!(
+            publishable(meta).unwrap(),
+            ["corewire", "corewire-verbs", "internal"]
+        );
     }
 }
