@@ -68,45 +68,29 @@ impl Client {
 
     /// The command that serves this waiter from `key`, with no timeout left.
     fn serving(&self, key: &[u8]) -> Command {
-        if self.op == TypedOp::BZMPop {
-            // ZMPOP 1 key MIN|MAX COUNT n: the same reply, from the served key only.
-            if let Ok(args) = zmpop_args(&self.args[1..]) {
-                let end = match args.end {
-                    ListEnd::Left => "min",
-                    ListEnd::Right => "max",
-                };
-                let args = vec![
-                    Bytes::from_static(b"1"),
-                    Bytes::copy_from_slice(key),
-                    Bytes::from_static(end.as_bytes()),
-                    Bytes::from_static(b"COUNT"),
-                    Bytes::from(args.count.to_string()),
-                ];
-                return Command::Typed(TypedCommand {
-                    op: TypedOp::ZMPop,
-                    args,
-                });
-            }
-        }
-        if self.op == TypedOp::BLMPop {
-            // LMPOP 1 key end COUNT n: the same reply, from the served key only.
-            if let Ok(args) = mpop_args(&self.args[1..]) {
-                let end = match args.end {
-                    ListEnd::Left => "left",
-                    ListEnd::Right => "right",
-                };
-                let args = vec![
-                    Bytes::from_static(b"1"),
-                    Bytes::copy_from_slice(key),
-                    Bytes::from_static(end.as_bytes()),
-                    Bytes::from_static(b"COUNT"),
-                    Bytes::from(args.count.to_string()),
-                ];
-                return Command::Typed(TypedCommand {
-                    op: TypedOp::LMPop,
-                    args,
-                });
-            }
+        // ZMPOP/LMPOP 1 key end COUNT n: the same reply, from the served key only.
+        let served = match self.op {
+            TypedOp::BZMPop => zmpop_args(&self.args[1..])
+                .ok()
+                .map(|a| (TypedOp::ZMPop, a.end, ["min", "max"], a.count)),
+            TypedOp::BLMPop => mpop_args(&self.args[1..])
+                .ok()
+                .map(|a| (TypedOp::LMPop, a.end, ["left", "right"], a.count)),
+            _ => None,
+        };
+        if let Some((op, end, names, count)) = served {
+            let end = match end {
+                ListEnd::Left => names[0],
+                ListEnd::Right => names[1],
+            };
+            let args = vec![
+                Bytes::from_static(b"1"),
+                Bytes::copy_from_slice(key),
+                Bytes::from_static(end.as_bytes()),
+                Bytes::from_static(b"COUNT"),
+                Bytes::from(count.to_string()),
+            ];
+            return Command::Typed(TypedCommand { op, args });
         }
         let args = if self.moves() {
             let mut args = self.args.clone();
