@@ -63,6 +63,10 @@ pub struct ServerInfo {
     pub cached_scripts: u64,
     /// SAVE/BGSAVE state (INFO persistence's `rdb_` fields).
     pub rdb: crate::server::RdbInfo,
+    /// The link to the master, on a replica.
+    pub master_link: Option<crate::repl::MasterLinkInfo>,
+    /// `master_replid`, `master_replid2`, `master_repl_offset`, `second_repl_offset`.
+    pub repl_ids: (String, String, u64, i64),
 }
 
 /// [`ServerInfo::heap`].
@@ -572,21 +576,31 @@ fn stats_section(out: &mut String, facts: &Facts<'_>) {
     );
 }
 
-/// A primary with no replicas: what tools read to tell its role.
-fn replication_section(out: &mut String, _facts: &Facts<'_>) {
-    out.push_str(
-        "# Replication\r\n\
-         role:master\r\n\
-         connected_slaves:0\r\n\
+/// The role (a replica's link fields, see [`crate::repl::MasterLinkInfo`]), then the
+/// replication ids and offsets; no replicas are listed.
+fn replication_section(out: &mut String, facts: &Facts<'_>) {
+    out.push_str("# Replication\r\n");
+    match &facts.server.master_link {
+        Some(replica) => replica.write_info(out),
+        None => out.push_str("role:master\r\n"),
+    }
+    let (replid, replid2, offset, second) = &facts.server.repl_ids;
+    let zeros = "0".repeat(40);
+    let id = |id: &String| if id.is_empty() { zeros.clone() } else { id.clone() };
+    let _ = write!(
+        out,
+        "connected_slaves:0\r\n\
          master_failover_state:no-failover\r\n\
-         master_replid:0000000000000000000000000000000000000000\r\n\
-         master_replid2:0000000000000000000000000000000000000000\r\n\
-         master_repl_offset:0\r\n\
-         second_repl_offset:-1\r\n\
+         master_replid:{}\r\n\
+         master_replid2:{}\r\n\
+         master_repl_offset:{offset}\r\n\
+         second_repl_offset:{second}\r\n\
          repl_backlog_active:0\r\n\
          repl_backlog_size:1048576\r\n\
          repl_backlog_first_byte_offset:0\r\n\
          repl_backlog_histlen:0\r\n",
+        id(replid),
+        id(replid2),
     );
 }
 

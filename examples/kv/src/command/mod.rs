@@ -130,6 +130,9 @@ pub enum Command {
     /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
     /// Boxed: large and once per connection (see `ClusterRequest::Migrate`).
     Hello(Box<Hello>),
+    /// REPLICAOF / SLAVEOF and ROLE: on shard 0, which owns the link to a master (see
+    /// [`crate::repl`]).
+    Replica(crate::repl::replicaof::ReplicaRequest),
 }
 
 /// A transaction EXEC submits, in the order the client queued it.
@@ -352,6 +355,7 @@ impl Command {
             Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
             Command::Acl(request) => request.name(),
+            Command::Replica(request) => request.name(),
         }
     }
 

@@ -168,6 +168,7 @@ fn parse_spec(
             args: rest.collect(),
             user: None,
         }),
+        K::Replica(sub) => crate::repl::replicaof::parse(sub, rest.collect())?,
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -339,6 +339,7 @@ impl Shard {
 
     fn execute_store_only(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
+        store.set_expiry_view(self.shared.replica.expiry_view(&origin));
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
         let is_flush = matches!(
@@ -478,7 +479,11 @@ impl Shard {
     pub fn sweep(&self, work: usize) {
         let now = now_ms();
         // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
-        let passes = if self.txn.is_busy() || !self.introspect.active_expire.get() {
+        // A replica's keys expire only when its master deletes them.
+        let passes = if self.txn.is_busy()
+            || !self.introspect.active_expire.get()
+            || self.shared.replica.is_replica()
+        {
             0
         } else {
             MAX_SWEEP_PASSES

@@ -334,6 +334,7 @@ impl Session {
         let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
+            self.config.replica.configure(&self.config.live);
             // `requirepass` is the default user's password.
             if let Some((_, password)) =
                 (pairs.iter().rev()).find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
@@ -552,6 +553,28 @@ impl Session {
                 self.rejecting = true;
                 return Admission::Answered(refusal);
             }
+        }
+        if let Some(refusal) = self.config.replica.refusal(&args).filter(|_| permitted) {
+            // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
+            // transaction is then discarded at EXEC, as Redis flags it.
+            self.rejecting = true;
+            if !self.txn.in_multi() {
+                self.identity.last_command = Command::table_name(&args).ok();
+                return Admission::Answered(refusal);
+            }
+            if args[0].eq_ignore_ascii_case(b"exec") {
+                let Reply::Error(text) = refusal else {
+                    return Admission::Answered(refusal);
+                };
+                let reply = Reply::error(format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    String::from_utf8_lossy(&text)
+                ));
+                return self.reset_txn(seq, reply);
+            }
+            let (name, parsed) = Command::parse_named(args);
+            self.identity.last_command = name;
+            return self.admit_queued(parsed, Some(refusal), seq);
         }
         if let Some(busy) = self.config.script_busy.refusal() {
             // A script past the busy threshold runs: only `allow_busy` commands get through.
