@@ -586,7 +586,13 @@ fn replication_section(out: &mut String, facts: &Facts<'_>) {
     }
     let (replid, replid2, offset, second) = &facts.server.repl_ids;
     let zeros = "0".repeat(40);
-    let id = |id: &String| if id.is_empty() { zeros.clone() } else { id.clone() };
+    let id = |id: &String| {
+        if id.is_empty() {
+            zeros.clone()
+        } else {
+            id.clone()
+        }
+    };
     let _ = write!(
         out,
         "connected_slaves:0\r\n\

@@ -81,14 +81,23 @@ fn write_stream(master: &mut Resp, round: usize) {
     for i in 0..50 {
         ok(master, &["SET", &format!("w{round}:{i}"), &format!("v{i}")]);
         ok(master, &["INCR", &format!("counter{}", i % 7)]);
-        ok(master, &["LPUSH", &format!("list{}", i % 5), &i.to_string()]);
+        ok(
+            master,
+            &["LPUSH", &format!("list{}", i % 5), &i.to_string()],
+        );
     }
     ok(master, &["HSET", "h:small", "new", &round.to_string()]);
     ok(master, &["SADD", "set:text", &format!("m{round}")]);
     ok(master, &["ZINCRBY", "z:small", "2", "a"]);
     ok(master, &["EXPIRE", &format!("w{round}:1"), "5000"]);
-    ok(master, &["SET", &format!("px{round}"), "x", "PX", "9000000"]);
-    ok(master, &["DEL", "s:text", &format!("w{round}:2"), "l:small"]);
+    ok(
+        master,
+        &["SET", &format!("px{round}"), "x", "PX", "9000000"],
+    );
+    ok(
+        master,
+        &["DEL", "s:text", &format!("w{round}:2"), "l:small"],
+    );
     ok(master, &["MULTI"]);
     for key in ["ta", "tb", "tc", "td"] {
         assert_eq!(master.call(&["INCR", key]), Reply::Simple("QUEUED".into()));
@@ -114,7 +123,10 @@ fn write_stream(master: &mut Resp, round: usize) {
             &format!("r{round}"),
         ],
     );
-    ok(master, &["MSET", "ma", "1", "mb", "2", "mc", "3", "md", "4"]);
+    ok(
+        master,
+        &["MSET", "ma", "1", "mb", "2", "mc", "3", "md", "4"],
+    );
 }
 
 /// Starts redis-server as the master with its keys, and corewire-kv (`shards`) replicating
@@ -221,7 +233,12 @@ fn replicate_from_redis(shards: usize, redis_args: &[&str]) {
 fn replica_of_redis_one_shard_diskless() {
     replicate_from_redis(
         1,
-        &["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"],
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
     );
 }
 
@@ -234,8 +251,10 @@ fn replica_of_redis_four_shards_disk_snapshot() {
 #[test]
 fn configured_replica_authenticates() {
     let dir = TempDir::new("replica-auth");
-    let redis = Redis::start(dir.path(), &["--requirepass", "secret"]);
+    let redis = Redis::start(dir.path(), &[]);
     let mut master = redis.connect();
+    // Set after start: the start-up check pings without a password.
+    ok(&mut master, &["CONFIG", "SET", "requirepass", "secret"]);
     ok(&mut master, &["AUTH", "secret"]);
     ok(&mut master, &["SET", "a", "1"]);
     let port = redis.port.to_string();

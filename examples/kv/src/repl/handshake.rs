@@ -135,13 +135,19 @@ impl Handshake {
                         || text.starts_with("-NOPERM")
                         || text.starts_with("-ERR operation not permitted"))
                 {
-                    return Err(HandshakeError::Refused { step: step.name(), reply: text });
+                    return Err(HandshakeError::Refused {
+                        step: step.name(),
+                        reply: text,
+                    });
                 }
                 self.after_ping()
             }
             Step::Auth => {
                 if error {
-                    return Err(HandshakeError::Refused { step: step.name(), reply: text });
+                    return Err(HandshakeError::Refused {
+                        step: step.name(),
+                        reply: text,
+                    });
                 }
                 Ok(self.send_port())
             }
@@ -153,7 +159,10 @@ impl Handshake {
                 self.step = Step::Done;
                 psync_outcome(&text).map(Next::Done)
             }
-            Step::Done => Err(HandshakeError::Unexpected { step: step.name(), reply: text }),
+            Step::Done => Err(HandshakeError::Unexpected {
+                step: step.name(),
+                reply: text,
+            }),
         }
     }
 
@@ -313,12 +322,20 @@ mod tests {
         let (mut hs, first) = Handshake::start(config());
         assert_eq!(&first[..], b"*1\r\n$4\r\nPING\r\n");
         let port = sent(hs.on_line(b"+PONG").unwrap());
-        assert_eq!(port, "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$4\r\n7000\r\n");
+        assert_eq!(
+            port,
+            "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$4\r\n7000\r\n"
+        );
         let capa = sent(hs.on_line(b"+OK").unwrap());
-        assert!(capa.contains("capa\r\n$3\r\neof\r\n$4\r\ncapa\r\n$6\r\npsync2"), "{capa}");
+        assert!(
+            capa.contains("capa\r\n$3\r\neof\r\n$4\r\ncapa\r\n$6\r\npsync2"),
+            "{capa}"
+        );
         let psync = sent(hs.on_line(b"+OK").unwrap());
         assert_eq!(psync, "*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n");
-        let done = hs.on_line(format!("+FULLRESYNC {ID} 42").as_bytes()).unwrap();
+        let done = hs
+            .on_line(format!("+FULLRESYNC {ID} 42").as_bytes())
+            .unwrap();
         assert_eq!(
             done,
             Next::Done(Outcome::FullResync {
@@ -338,14 +355,20 @@ mod tests {
         });
         // A master with requirepass refuses PING before AUTH: that is fine.
         let auth = sent(hs.on_line(b"-NOAUTH Authentication required.").unwrap());
-        assert!(auth.starts_with("*3\r\n$4\r\nAUTH\r\n$4\r\nrepl\r\n$6\r\nsecret"), "{auth}");
+        assert!(
+            auth.starts_with("*3\r\n$4\r\nAUTH\r\n$4\r\nrepl\r\n$6\r\nsecret"),
+            "{auth}"
+        );
         let _port = sent(hs.on_line(b"+OK").unwrap());
         // An old master's error to REPLCONF is only noted.
         let ip = sent(hs.on_line(b"-ERR unknown").unwrap());
         assert!(ip.contains("ip-address"), "{ip}");
         let _capa = sent(hs.on_line(b"+OK").unwrap());
         let psync = sent(hs.on_line(b"+OK").unwrap());
-        assert!(psync.ends_with(&format!("{ID}\r\n$3\r\n101\r\n")), "{psync}");
+        assert!(
+            psync.ends_with(&format!("{ID}\r\n$3\r\n101\r\n")),
+            "{psync}"
+        );
         assert_eq!(
             hs.on_line(b"+CONTINUE").unwrap(),
             Next::Done(Outcome::Continue { new_replid: None })
@@ -404,7 +427,10 @@ mod tests {
             take_line(&mut input, 100).unwrap().as_deref(),
             Some(&b"+FULLRESYNC x 0"[..])
         );
-        assert_eq!(take_line(&mut input, 100).unwrap().as_deref(), Some(&b"$5"[..]));
+        assert_eq!(
+            take_line(&mut input, 100).unwrap().as_deref(),
+            Some(&b"$5"[..])
+        );
         assert!(input.is_empty());
         let mut long = BytesMut::from(&[b'a'; 20][..]);
         assert!(take_line(&mut long, 10).is_err());

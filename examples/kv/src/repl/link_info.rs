@@ -165,7 +165,9 @@ mod tests {
         info.write_info(&mut out);
         assert!(out.contains("master_link_status:down\r\n"));
         assert!(out.contains("master_link_down_since_seconds:-1\r\n"));
-        assert!(matches!(&info.role_reply(), Reply::Array(items) if items[4] == Reply::Integer(-1)));
+        assert!(
+            matches!(&info.role_reply(), Reply::Array(items) if items[4] == Reply::Integer(-1))
+        );
         for state in [
             MasterLinkState::Connect,
             MasterLinkState::Connecting,

@@ -4,12 +4,12 @@
 //! the link ([`link_info`]) and what a replica refuses its clients ([`gate`]). Sans-I/O; the link itself is
 //! `server/replica`.
 
-pub mod handshake;
-pub mod stream;
-pub mod transfer;
 pub mod gate;
+pub mod handshake;
 pub mod link_info;
 pub mod replicaof;
+pub mod stream;
+pub mod transfer;
 
 pub use gate::ReplicaGate;
 pub use link_info::{MasterLinkInfo, MasterLinkState};

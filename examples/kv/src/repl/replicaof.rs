@@ -41,8 +41,20 @@ const ADMIN: &[&str] = &["admin", "noscript", "stale", "no_async_loading"];
 
 /// This family's rows of the command table.
 pub(crate) static COMMANDS: [CommandSpec; 3] = [
-    spec(K::Replica(ReplicaSub::ReplicaOf), "replicaof", 3, ADMIN, (0, 0, 0)),
-    spec(K::Replica(ReplicaSub::ReplicaOf), "slaveof", 3, ADMIN, (0, 0, 0)),
+    spec(
+        K::Replica(ReplicaSub::ReplicaOf),
+        "replicaof",
+        3,
+        ADMIN,
+        (0, 0, 0),
+    ),
+    spec(
+        K::Replica(ReplicaSub::ReplicaOf),
+        "slaveof",
+        3,
+        ADMIN,
+        (0, 0, 0),
+    ),
     spec(
         K::Replica(ReplicaSub::Role),
         "role",
@@ -104,7 +116,9 @@ mod tests {
         );
         assert_eq!(
             Command::parse(args(&["SLAVEOF", "no", "one"])),
-            Ok(Command::Replica(ReplicaRequest::ReplicaOf(ReplicaOf::NoOne)))
+            Ok(Command::Replica(ReplicaRequest::ReplicaOf(
+                ReplicaOf::NoOne
+            )))
         );
         assert_eq!(
             Command::parse(args(&["role"])),

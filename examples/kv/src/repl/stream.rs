@@ -54,7 +54,10 @@ impl std::fmt::Display for StreamError {
         match self {
             StreamError::Protocol(e) => write!(f, "protocol error in the master's stream: {e}"),
             StreamError::BlockTooLong(n) => {
-                write!(f, "a MULTI block in the master's stream passed {n} commands")
+                write!(
+                    f,
+                    "a MULTI block in the master's stream passed {n} commands"
+                )
             }
             StreamError::NestedMulti => f.write_str("MULTI inside a MULTI block"),
         }
@@ -316,7 +319,8 @@ mod tests {
     fn a_multi_block_is_one_transaction_at_its_exec() {
         let mut r = reader();
         let mut input = BytesMut::from(
-            &b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*2\r\n$4\r\nINCR\r\n$1\r\nb\r\n"[..],
+            &b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*2\r\n$4\r\nINCR\r\n$1\r\nb\r\n"
+                [..],
         );
         assert!(all(&mut r, &mut input).is_empty());
         assert!(r.in_block());

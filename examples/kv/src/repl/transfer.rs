@@ -218,15 +218,25 @@ mod tests {
     fn bad_headers_and_limits() {
         let mut rx = RdbReceiver::new(10);
         let mut input = BytesMut::from(&b"+OK\r\n"[..]);
-        assert!(matches!(rx.feed(&mut input), Err(TransferError::BadHeader(_))));
+        assert!(matches!(
+            rx.feed(&mut input),
+            Err(TransferError::BadHeader(_))
+        ));
         let mut rx = RdbReceiver::new(10);
         let mut input = BytesMut::from(&b"$11\r\n"[..]);
-        assert!(matches!(rx.feed(&mut input), Err(TransferError::TooLarge { .. })));
+        assert!(matches!(
+            rx.feed(&mut input),
+            Err(TransferError::TooLarge { .. })
+        ));
         let mut rx = RdbReceiver::new(10);
         let mut input = BytesMut::from(&b"$EOF:short\r\n"[..]);
         assert!(rx.feed(&mut input).is_err());
         let mut rx = RdbReceiver::new(10);
-        let mut input = BytesMut::from(format!("$EOF:{}\r\n{}", "x".repeat(40), "y".repeat(60)).as_bytes());
-        assert!(matches!(rx.feed(&mut input), Err(TransferError::TooLarge { .. })));
+        let mut input =
+            BytesMut::from(format!("$EOF:{}\r\n{}", "x".repeat(40), "y".repeat(60)).as_bytes());
+        assert!(matches!(
+            rx.feed(&mut input),
+            Err(TransferError::TooLarge { .. })
+        ));
     }
 }

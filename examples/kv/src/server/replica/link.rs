@@ -171,7 +171,10 @@ pub(super) async fn run(shard: Rc<Shard>, generation: u64) {
         let result = session(&shard, &link, key, generation, &mut seq).await;
         // What was dispatched runs before anything from a new link (or a promotion).
         link.drain().await;
-        shared.replica.applied_offset.store(link.applied(), Ordering::Relaxed);
+        shared
+            .replica
+            .applied_offset
+            .store(link.applied(), Ordering::Relaxed);
         if !shared.replica.is_current(generation) {
             break;
         }
@@ -182,7 +185,9 @@ pub(super) async fn run(shard: Rc<Shard>, generation: u64) {
         }
         let retry_at = Instant::now() + RETRY;
         while Instant::now() < retry_at && shared.replica.is_current(generation) {
-            wait_for(&link, None, &mut BytesMut::new(), retry_at).await.ok();
+            wait_for(&link, None, &mut BytesMut::new(), retry_at)
+                .await
+                .ok();
         }
     }
     let _ = shared.replica.master_sink.compare_exchange(
@@ -308,8 +313,13 @@ async fn session(
                 }
                 conn.read_more(link, &shared).await?;
             };
-            tracing::info!(bytes = snapshot.len(), "MASTER <-> REPLICA sync: loading the snapshot");
-            let keys = super::load::full_sync(shard, key, snapshot).await.map_err(other)?;
+            tracing::info!(
+                bytes = snapshot.len(),
+                "MASTER <-> REPLICA sync: loading the snapshot"
+            );
+            let keys = super::load::full_sync(shard, key, snapshot)
+                .await
+                .map_err(other)?;
             tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
             replica.synced(replid, offset);
             offset

@@ -42,11 +42,9 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, 
     for target in 0..count {
         on_shard(target, move || {
             shard::with(|s| {
-                let _ = s.store().execute(
-                    Command::FlushAll,
-                    now_ms(),
-                    &mut crate::change::NoLog,
-                );
+                let _ = s
+                    .store()
+                    .execute(Command::FlushAll, now_ms(), &mut crate::change::NoLog);
                 s.tracking_flushed();
             })
         })
