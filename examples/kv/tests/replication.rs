@@ -1,0 +1,304 @@
+//! Replication's master side against redis-server 7.0 as the replica (`--replicaof` our
+//! port): the full sync (an RDB over the socket, point in time, every shard), the write
+//! stream after it, WAIT, ROLE and INFO, a partial resynchronization after the link is cut,
+//! a replica that stops reading (dropped at its output limit, the master's memory bounded),
+//! and min-replicas-to-write. At 1 and 4 shards.
+
+mod common;
+mod rdb_util;
+mod repl_util;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::{eventually, request, Reply, Server, TempDir};
+use rdb_util::{workload, Redis};
+use repl_util::{assert_converges, info, info_field, ok, wait_link_up, write_stream};
+
+fn start_master(shards: &str) -> Server {
+    Server::start(&["--shards", shards])
+}
+
+fn start_replica(dir: &TempDir, master: &Server) -> Redis {
+    let port = master.port.to_string();
+    Redis::start(dir.path(), &["--replicaof", "127.0.0.1", &port])
+}
+
+fn sync_then_stream(shards: &str) {
+    let master = start_master(shards);
+    let mut m = master.connect();
+    workload(&mut m);
+    let dir = TempDir::new("replica");
+    let replica = start_replica(&dir, &master);
+    let mut r = replica.connect();
+    wait_link_up(&mut r);
+    // What the RDB carried.
+    assert_converges(&mut m, &mut r);
+    for round in 0..3 {
+        write_stream(&mut m, round);
+    }
+    assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+
+    // ROLE: master, its offset, and the replica with what it acknowledged.
+    let Reply::Array(Some(role)) = m.call(&["ROLE"]) else {
+        panic!("ROLE");
+    };
+    assert_eq!(role[0], Reply::bulk("master"));
+    let Reply::Int(offset) = role[1] else {
+        panic!("ROLE offset: {:?}", role[1]);
+    };
+    assert!(offset > 0);
+    let Reply::Array(Some(replicas)) = &role[2] else {
+        panic!("ROLE replicas: {:?}", role[2]);
+    };
+    assert_eq!(replicas.len(), 1);
+    let Reply::Array(Some(fields)) = &replicas[0] else {
+        panic!("ROLE replica");
+    };
+    assert_eq!(fields[0], Reply::bulk("127.0.0.1"));
+    assert_eq!(fields[1], Reply::bulk(&replica.port.to_string()));
+
+    // INFO replication, as redis-server shows a master's.
+    let text = info(&mut m, "replication");
+    assert!(text.contains("role:master\r\n"), "{text}");
+    assert!(text.contains("connected_slaves:1\r\n"), "{text}");
+    let slave0 = format!("slave0:ip=127.0.0.1,port={},state=online,", replica.port);
+    assert!(text.contains(&slave0), "{text}");
+    assert!(text.contains("repl_backlog_active:1\r\n"), "{text}");
+    let master_replid = info_field(&mut m, "replication", "master_replid").unwrap();
+    assert_eq!(master_replid.len(), 40);
+    // The replica follows our history and has processed everything WAIT asked for.
+    assert_eq!(
+        info_field(&mut r, "replication", "master_replid").as_deref(),
+        Some(master_replid.as_str())
+    );
+    let offset_now: u64 = info_field(&mut m, "replication", "master_repl_offset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let acked = eventually(Duration::from_secs(10), || {
+        info_field(&mut r, "replication", "slave_repl_offset")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|o| o >= offset as u64)
+    });
+    assert!(acked && offset_now >= offset as u64);
+    assert_eq!(
+        info_field(&mut m, "stats", "sync_full").as_deref(),
+        Some("1")
+    );
+
+    // The link is cut: the replica comes back with a partial resynchronization.
+    assert_eq!(
+        m.call(&["CLIENT", "KILL", "TYPE", "replica"]),
+        Reply::Int(1)
+    );
+    for round in 10..12 {
+        write_stream(&mut m, round);
+    }
+    wait_link_up(&mut r);
+    let partial = eventually(Duration::from_secs(20), || {
+        info_field(&mut m, "stats", "sync_partial_ok").as_deref() == Some("1")
+    });
+    assert!(partial, "{}", info(&mut m, "stats"));
+    assert_eq!(
+        info_field(&mut m, "stats", "sync_full").as_deref(),
+        Some("1")
+    );
+    write_stream(&mut m, 20);
+    assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+}
+
+#[test]
+fn redis_replica_syncs_and_follows_one_shard() {
+    sync_then_stream("1");
+}
+
+#[test]
+fn redis_replica_syncs_and_follows_four_shards() {
+    sync_then_stream("4");
+}
+
+/// Writes made while the RDB is being produced reach the replica exactly once: in the RDB
+/// (written before the point in time) or in the stream (after it).
+#[test]
+fn writes_during_the_sync_are_not_lost_or_doubled() {
+    // A slow walk (one key per step, 10 ms between rounds) so writes land while it runs.
+    let master = Server::start_with_env(
+        &["--shards", "4"],
+        &[
+            ("COREWIRE_KV_TEST_RDB_STEP_DELAY_MS", "10"),
+            ("COREWIRE_KV_TEST_RDB_STEP_KEYS", "1"),
+        ],
+    );
+    let mut m = master.connect();
+    for i in 0..1200 {
+        ok(
+            &mut m,
+            &["RPUSH", &format!("list{}", i % 400), &i.to_string()],
+        );
+    }
+    let dir = TempDir::new("replica");
+    let replica = start_replica(&dir, &master);
+    let mut r = replica.connect();
+    // Appends until the replica is up (before, during and after its sync): a doubled or
+    // lost one shows in the lists and the counter.
+    let mut increments = 0;
+    let mut i = 1200;
+    loop {
+        ok(
+            &mut m,
+            &["RPUSH", &format!("list{}", i % 400), &i.to_string()],
+        );
+        ok(&mut m, &["INCR", "counter"]);
+        increments += 1;
+        i += 1;
+        if i % 100 == 0
+            && repl_util::info_field(&mut r, "replication", "master_link_status").as_deref()
+                == Some("up")
+        {
+            break;
+        }
+        assert!(i < 200_000, "the replica never came up");
+    }
+    assert_eq!(m.call(&["WAIT", "1", "10000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+    assert_eq!(
+        r.call(&["GET", "counter"]),
+        Reply::bulk(&increments.to_string())
+    );
+}
+
+#[test]
+fn wait_without_replicas() {
+    let master = start_master("2");
+    let mut m = master.connect();
+    ok(&mut m, &["SET", "k", "v"]);
+    assert_eq!(m.call(&["WAIT", "0", "0"]), Reply::Int(0));
+    let started = std::time::Instant::now();
+    assert_eq!(m.call(&["WAIT", "1", "200"]), Reply::Int(0));
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert_eq!(
+        m.call(&["WAIT", "1", "-1"]),
+        Reply::Error("ERR timeout is negative".into())
+    );
+    let Reply::Array(Some(role)) = m.call(&["ROLE"]) else {
+        panic!("ROLE");
+    };
+    assert_eq!(
+        role,
+        vec![
+            Reply::bulk("master"),
+            Reply::Int(0),
+            Reply::Array(Some(vec![]))
+        ]
+    );
+}
+
+#[test]
+fn min_replicas_to_write_refuses_writes() {
+    let master = start_master("2");
+    let mut m = master.connect();
+    ok(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    let refused = eventually(Duration::from_secs(5), || {
+        m.call(&["SET", "k", "v"])
+            == Reply::Error("NOREPLICAS Not enough good replicas to write.".into())
+    });
+    assert!(refused);
+    // Reads still work.
+    assert_eq!(m.call(&["GET", "k"]), Reply::nil());
+    let text = info(&mut m, "replication");
+    assert!(text.contains("min_slaves_good_slaves:0\r\n"), "{text}");
+
+    // A replica that acknowledges makes it good.
+    let dir = TempDir::new("replica");
+    let replica = start_replica(&dir, &master);
+    let mut r = replica.connect();
+    wait_link_up(&mut r);
+    let accepted = eventually(Duration::from_secs(10), || {
+        m.call(&["SET", "k", "v"]) == Reply::ok()
+    });
+    assert!(accepted, "{}", info(&mut m, "replication"));
+    ok(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "0"]);
+}
+
+/// A replica that never reads: its stream piles up to `client-output-buffer-limit
+/// replica`, then the master drops it; the master's memory stays bounded meanwhile.
+#[test]
+fn a_replica_that_stops_reading_is_dropped() {
+    for shards in ["1", "4"] {
+        let master = start_master(shards);
+        let mut m = master.connect();
+        ok(
+            &mut m,
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "replica 4mb 0 0",
+            ],
+        );
+        let mut stalled = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+        stalled
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        // The handshake, then never a read until the end.
+        stalled
+            .write_all(&request(&["REPLCONF", "capa", "eof", "capa", "psync2"]))
+            .unwrap();
+        stalled.write_all(&request(&["PSYNC", "?", "-1"])).unwrap();
+        let linked = eventually(Duration::from_secs(10), || {
+            info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
+        });
+        assert!(linked, "{}", info(&mut m, "replication"));
+        let baseline = master.rss_mib();
+        // 200 MiB of stream, over and over the same few keys.
+        let value = "x".repeat(1 << 20);
+        let mut dropped = false;
+        for i in 0..200 {
+            ok(&mut m, &["SET", &format!("big{}", i % 4), &value]);
+            if i % 20 == 19
+                && info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("0")
+            {
+                dropped = true;
+                break;
+            }
+        }
+        let dropped = dropped
+            || eventually(Duration::from_secs(10), || {
+                info_field(&mut m, "replication", "connected_slaves").as_deref() == Some("0")
+            });
+        assert!(dropped, "{}", info(&mut m, "replication"));
+        let grown = master.rss_mib().saturating_sub(baseline);
+        assert!(
+            grown < 96,
+            "the master grew {grown} MiB for a stalled replica"
+        );
+        // Its connection was closed: what it had not read, then the end.
+        let mut unread = Vec::new();
+        match std::io::Read::read_to_end(&mut stalled, &mut unread) {
+            Ok(_) => assert!(unread.starts_with(b"+OK\r\n+FULLRESYNC ")),
+            Err(e) => assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset,
+                "the stalled replica's connection stayed open"
+            ),
+        }
+    }
+}
+
+#[test]
+fn replication_commands_are_in_the_table() {
+    let master = start_master("1");
+    let mut m = master.connect();
+    for name in ["psync", "sync", "replconf", "wait", "role"] {
+        let Reply::Array(Some(entries)) = m.call(&["COMMAND", "INFO", name]) else {
+            panic!("COMMAND INFO {name}");
+        };
+        assert!(
+            matches!(&entries[0], Reply::Array(Some(fields)) if fields[0] == Reply::bulk(name)),
+            "COMMAND INFO {name}: {entries:?}"
+        );
+    }
+}
