@@ -433,7 +433,10 @@ pub(super) fn receive(from: usize, items: Vec<FeedItem>) {
                     {
                         Err((origin, count)) => shard.deliver(origin, Reply::Integer(count as i64)),
                         // The replicas are asked to acknowledge now, not at their next second.
-                        Ok(()) => hub.stream(None, 0, Bytes::from_static(GETACK)),
+                        Ok(()) if !hub.replicas.is_empty() => {
+                            hub.stream(None, 0, Bytes::from_static(GETACK))
+                        }
+                        Ok(()) => {}
                     }
                 }
             }
