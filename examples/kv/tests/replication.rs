@@ -302,3 +302,100 @@ fn replication_commands_are_in_the_table() {
         );
     }
 }
+
+/// SYNC (and PSYNC without `capa eof`): the RDB as one length-prefixed bulk, then the
+/// stream; `repl-backlog-size` shows in INFO.
+#[test]
+fn sync_sends_a_length_prefixed_rdb_then_the_stream() {
+    use std::io::Read;
+    let master = start_master("2");
+    let mut m = master.connect();
+    for i in 0..50 {
+        ok(&mut m, &["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    ok(&mut m, &["CONFIG", "SET", "repl-backlog-size", "65536"]);
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    raw.write_all(&request(&["SYNC"])).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    // `$<len>\r\n`, then `len` bytes of RDB.
+    let (len, body_start) = loop {
+        let n = raw.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the RDB");
+        got.extend_from_slice(&chunk[..n]);
+        if let Some(end) = got.windows(2).position(|w| w == b"\r\n") {
+            assert_eq!(got[0], b'$', "{:?}", String::from_utf8_lossy(&got));
+            let len: usize = std::str::from_utf8(&got[1..end]).unwrap().parse().unwrap();
+            break (len, end + 2);
+        }
+    };
+    while got.len() < body_start + len {
+        let n = raw.read(&mut chunk).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let rdb = &got[body_start..body_start + len];
+    assert!(rdb.starts_with(b"REDIS0010"));
+    assert_eq!(rdb[len - 9], 0xff, "the RDB ends with EOF and its checksum");
+    // A write after the sync comes down the stream.
+    ok(&mut m, &["SET", "after", "sync"]);
+    let wanted = b"$5\r\nafter\r\n$4\r\nsync\r\n";
+    let streamed = eventually(Duration::from_secs(10), || {
+        if let Ok(n) = raw.read(&mut chunk) {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got.windows(wanted.len()).any(|w| w == wanted)
+    });
+    assert!(
+        streamed,
+        "{:?}",
+        String::from_utf8_lossy(&got[body_start + len..])
+    );
+    // The hub reads the setting on its next tick.
+    let resized = eventually(Duration::from_secs(5), || {
+        info(&mut m, "replication").contains("repl_backlog_size:65536\r\n")
+    });
+    assert!(resized, "{}", info(&mut m, "replication"));
+}
+
+/// A PSYNC the backlog cannot serve (another history, or an offset it no longer holds)
+/// gets a full resynchronization in the diskless form.
+#[test]
+fn psync_outside_the_backlog_resyncs_fully() {
+    use std::io::Read;
+    let master = start_master("1");
+    let mut m = master.connect();
+    ok(&mut m, &["SET", "k", "v"]);
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    raw.write_all(&request(&["REPLCONF", "capa", "eof", "capa", "psync2"]))
+        .unwrap();
+    raw.write_all(&request(&["PSYNC", &"f".repeat(40), "1000"]))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let complete = eventually(Duration::from_secs(10), || {
+        if let Ok(n) = raw.read(&mut chunk) {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        text.contains("$EOF:") && got.len() > 200
+    });
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(complete, "{text:?}");
+    assert!(text.starts_with("+OK\r\n+FULLRESYNC "), "{text:?}");
+    let line_end = text.find("\r\n$EOF:").unwrap();
+    let fields: Vec<&str> = text[5..line_end].split(' ').collect();
+    assert_eq!(fields[0], "+FULLRESYNC");
+    assert_eq!(fields[1].len(), 40);
+    let mark_at = line_end + 7;
+    let mark = &got[mark_at..mark_at + 40];
+    assert!(got[mark_at + 42..].starts_with(b"REDIS0010"));
+    // The RDB is followed by the same 40 characters.
+    assert!(got.windows(40).skip(mark_at + 42).any(|w| w == mark));
+    assert_eq!(
+        info_field(&mut m, "stats", "sync_partial_err").as_deref(),
+        Some("1")
+    );
+}
