@@ -145,7 +145,7 @@ pub(crate) fn parse(sub: Sub, args: Vec<Bytes>) -> Result<Command, CommandError>
 }
 
 fn parse_replconf(args: &[Bytes]) -> Result<Vec<ReplConf>, CommandError> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CommandError::Syntax);
     }
     let mut options = Vec::with_capacity(args.len() / 2);

@@ -133,7 +133,7 @@ mod tests {
     fn a_full_syncs_reordered_tail_is_not_continued() {
         let (id, backlog) = master();
         let a = id.replid.clone();
-        let tail = [18..22];
+        let tail = [18..22, 40..41];
         assert_eq!(
             decide(&id, Some(&backlog), a.as_bytes(), 20, &tail),
             Decision::Full(FullReason::InsideFullSyncTail)

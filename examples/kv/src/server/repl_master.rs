@@ -132,12 +132,9 @@ impl Replica {
                 held.push((shard, start, bytes.clone()));
                 return;
             }
-            Some(Cut::Known(cuts)) => {
-                if shard.is_some_and(|s| start < cuts[s]) {
-                    return;
-                }
-            }
-            None => {}
+            // Before its shard's cut: the RDB has it.
+            Some(Cut::Known(cuts)) if shard.is_some_and(|s| start < cuts[s]) => return,
+            Some(Cut::Known(_)) | None => {}
         }
         self.push(bytes.clone(), hard);
     }
@@ -456,7 +453,7 @@ async fn tick_forever() {
         let now = now_ms();
         with_hub(|hub| {
             hub.answer_waits(now);
-            if ticks % 5 != 0 {
+            if !ticks.is_multiple_of(5) {
                 return;
             }
             hub.read_settings(&shard);

@@ -59,16 +59,18 @@ pub(super) async fn full_sync(
         if !repl_master::alive(id) {
             return Err(Gone);
         }
-        {
+        let took = {
             let mut state = shared.rdb.lock();
-            if !state.in_progress {
+            let free = !state.in_progress;
+            if free {
                 state.in_progress = true;
                 state.started_ms = now_ms();
-            } else {
-                drop(state);
-                sleep(RETRY).await;
-                continue;
             }
+            free
+        };
+        if !took {
+            sleep(RETRY).await;
+            continue;
         }
         let target = rdb_save::target(&shared);
         let limits = target.limits;
