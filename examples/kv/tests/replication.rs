@@ -88,6 +88,14 @@ fn sync_then_stream(shards: &str) {
         Some("1")
     );
 
+    // CLIENT LIST shows the link as a replica (`S`).
+    let Reply::Bulk(Some(list)) = m.call(&["CLIENT", "LIST", "TYPE", "replica"]) else {
+        panic!("CLIENT LIST");
+    };
+    let list = String::from_utf8(list).unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains(" flags=S "), "{list}");
+
     // The link is cut: the replica comes back with a partial resynchronization.
     assert_eq!(
         m.call(&["CLIENT", "KILL", "TYPE", "replica"]),

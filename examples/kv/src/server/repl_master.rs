@@ -765,6 +765,8 @@ pub(super) async fn send(id: u64, shard: usize, sink: SinkKey, bytes: Bytes) -> 
         .ok()
         .flatten()
         .ok_or(Gone)?;
+    // A slow replica is looked at less and less often (1 ms doubling to 16 ms).
+    let mut pause = Duration::from_millis(1);
     loop {
         let alive = with_hub(|hub| match hub.replica(id) {
             Some(replica) if !replica.dropped => {
@@ -779,7 +781,8 @@ pub(super) async fn send(id: u64, shard: usize, sink: SinkKey, bytes: Bytes) -> 
         if pending <= HIGH_WATER {
             return Ok(());
         }
-        sleep(Duration::from_millis(1)).await;
+        sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(16));
         pending = submit_to(shard, move || async move { push_here(sink, None) })
             .await
             .ok()
