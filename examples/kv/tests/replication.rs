@@ -116,6 +116,14 @@ fn sync_then_stream(shards: &str) {
     write_stream(&mut m, 20);
     assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
     assert_converges(&mut m, &mut r);
+
+    // FLUSHALL (every shard runs a part) then writes on every shard: the replica flushes
+    // once, before them.
+    ok(&mut m, &["FLUSHALL"]);
+    write_stream(&mut m, 30);
+    assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+    assert_eq!(m.call(&["DBSIZE"]), r.call(&["DBSIZE"]));
 }
 
 #[test]
