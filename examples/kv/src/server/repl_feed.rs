@@ -29,9 +29,13 @@ pub(crate) enum FeedItem {
     /// shard's and drops the others', so one FLUSHALL reaches replicas, before any write
     /// a client made after the FLUSHALL answered.
     FlushAll { start: u64, bytes: Bytes },
-    /// `WAIT replicas timeout` of the client at `origin`, behind its writes.
+    /// This shard's mark of `WAIT replicas timeout` number `id` of the client at `origin`:
+    /// every shard sends one behind the writes it ran before it, so the hub takes the
+    /// WAIT's offset once all `parts` arrived (the client's writes may have run anywhere).
     Wait {
         origin: Origin,
+        id: u64,
+        parts: usize,
         replicas: u64,
         timeout_ms: u64,
     },
@@ -166,23 +170,25 @@ pub(crate) fn start_and_cut() -> u64 {
     cut
 }
 
-/// `WAIT`: goes to the hub behind this shard's writes. `false` when replication is off
-/// here (no replica ever synchronized): the caller answers at once.
-pub(crate) fn wait(origin: Origin, replicas: u64, timeout_ms: u64) -> bool {
+/// A WAIT's mark (a [`FeedItem::Wait`]): to the hub behind this shard's writes, or
+/// straight there while nothing is streamed from here.
+pub(crate) fn wait_mark(item: FeedItem) {
     if !feeding() {
-        return false;
+        let shard = corewire::runtime::shard_id();
+        corewire::runtime::spawn_local(async move {
+            let _ = corewire::runtime::send_to(0, move || {
+                super::repl_master::receive(shard, vec![item])
+            })
+            .await;
+        });
+        return;
     }
     FEED.with(|feed| {
         let mut feed = feed.borrow_mut();
         feed.seal();
-        feed.queue.push(FeedItem::Wait {
-            origin,
-            replicas,
-            timeout_ms,
-        });
+        feed.queue.push(item);
     });
     kick();
-    true
 }
 
 /// The shard's task: hands each batch to the hub, one message at a time (a full hub inbox

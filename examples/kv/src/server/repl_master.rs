@@ -186,6 +186,8 @@ struct Hub {
     replicas: Vec<Replica>,
     next_id: u64,
     waits: WaitQueue<Origin>,
+    /// WAIT marks received per (client shard, WAIT id), until every shard's arrived.
+    wait_marks: HashMap<(usize, u64), usize>,
     /// Offsets where a full sync's replica got bytes in another order than the backlog has
     /// them (see `psync::decide`); the newest few.
     unsafe_ranges: VecDeque<Range<u64>>,
@@ -201,6 +203,8 @@ struct Hub {
 
 corewire::runtime::shard_local! {
     static HUB: RefCell<Option<Hub>> = RefCell::new(None);
+    /// This shard's WAITs, numbered (see [`FeedItem::Wait`]).
+    static WAIT_IDS: std::cell::Cell<u64> = std::cell::Cell::new(0);
     /// This shard's connections that are replicas (their links are on the hub), and what
     /// each connection said with REPLCONF before its PSYNC.
     static LINKS: RefCell<HashMap<SinkKey, LinkConf>> = RefCell::new(HashMap::new());
@@ -242,6 +246,7 @@ impl Hub {
             replicas: Vec::new(),
             next_id: 1,
             waits: WaitQueue::default(),
+            wait_marks: HashMap::new(),
             unsafe_ranges: VecDeque::new(),
             sync_full: 0,
             sync_partial_ok: 0,
@@ -418,9 +423,17 @@ pub(super) fn receive(from: usize, items: Vec<FeedItem>) {
                 }
                 FeedItem::Wait {
                     origin,
+                    id,
+                    parts,
                     replicas,
                     timeout_ms,
                 } => {
+                    let marks = hub.wait_marks.entry((origin.shard, id)).or_insert(0);
+                    *marks += 1;
+                    if *marks < parts {
+                        continue;
+                    }
+                    hub.wait_marks.remove(&(origin.shard, id));
                     let target = hub.identity.master_repl_offset;
                     let deadline = (timeout_ms > 0).then(|| now + timeout_ms);
                     let acks = hub.acks();
@@ -494,18 +507,27 @@ pub(super) fn dispatch(shard: &Shard, origin: Origin, request: ReplRequest) -> O
             replicas,
             timeout_ms,
         } => {
-            if super::repl_feed::wait(origin, replicas, timeout_ms) {
-                return None;
-            }
-            // Nothing streamed from this shard yet: straight to the hub.
-            let item = FeedItem::Wait {
+            let id = WAIT_IDS.with(|ids| {
+                ids.set(ids.get() + 1);
+                ids.get()
+            });
+            let parts = shard.count;
+            let mark = move || FeedItem::Wait {
                 origin,
+                id,
+                parts,
                 replicas,
                 timeout_ms,
             };
-            let from = shard.id;
+            // Every shard marks it behind its writes: the ones this client's writes made
+            // there ran before the WAIT reached it.
+            super::repl_feed::wait_mark(mark());
+            let here = shard.id;
             spawn_local(async move {
-                let _ = send_to(0, move || receive(from, vec![item])).await;
+                for target in (0..parts).filter(|&s| s != here) {
+                    let item = mark();
+                    let _ = send_to(target, move || super::repl_feed::wait_mark(item)).await;
+                }
             });
             None
         }
