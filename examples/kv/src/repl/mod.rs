@@ -14,12 +14,14 @@
 
 pub mod backlog;
 pub mod command;
+pub mod cut;
 pub mod info;
 pub mod psync;
 pub mod wait;
 
 pub use backlog::{Backlog, DEFAULT_BACKLOG_SIZE};
 pub use command::ReplRequest;
+pub use cut::{stream_start, SyncCut};
 pub use info::{LinkState, ReplInfo, ReplicaInfo};
 pub use psync::{decide, Decision, FullReason};
 pub use wait::{good_replicas, WaitQueue};

@@ -7,7 +7,9 @@
 //!
 //! Bytes are numbered per shard (`seq`): a full sync records each shard's `seq` when its
 //! snapshot begins (the cut), and the hub forwards to that replica only what came after.
-//! A WAIT rides the same channel behind the writes its client made before it.
+//! A WAIT rides the same channels: every shard sends the hub a mark behind the writes it
+//! ran before the WAIT reached it, so the client's earlier writes, wherever they ran, are
+//! in the offset it waits for.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

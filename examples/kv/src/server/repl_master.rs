@@ -30,8 +30,8 @@ use super::sink::{Origin, SinkKey};
 use crate::config::value::OutputBufferLimits;
 use crate::repl::command::ReplConf;
 use crate::repl::{
-    decide, good_replicas, Backlog, Decision, FullReason, Identity, LinkState, ReplInfo,
-    ReplRequest, ReplicaInfo, WaitQueue,
+    decide, good_replicas, stream_start, Backlog, Decision, FullReason, Identity, LinkState,
+    ReplInfo, ReplRequest, ReplicaInfo, SyncCut, WaitQueue,
 };
 use crate::reply::Reply;
 
@@ -106,8 +106,8 @@ struct Replica {
     out_bytes: usize,
     /// Unsent bytes its connection last reported.
     conn_pending: usize,
-    /// While a full sync's cut is being established (see [`Cut`]).
-    cut: Option<Cut>,
+    /// While a full sync's cut is being established.
+    cut: Option<SyncCut>,
     /// Where its stream starts, once a full sync's cut is complete.
     sync_start: Option<u64>,
     soft_since: Option<u64>,
@@ -116,27 +116,15 @@ struct Replica {
     dropped: bool,
 }
 
-/// A full sync's cut: only what each shard streamed after its snapshot began goes to the
-/// replica after the RDB (what came before is in the RDB).
-enum Cut {
-    /// The snapshots are beginning: batches are kept with their numbers until the cuts
-    /// are known. `None` as the shard: the hub's own records (always kept).
-    Unknown(Vec<(Option<usize>, u64, Bytes)>),
-    Known(Vec<u64>),
-}
-
 impl Replica {
     fn offer(&mut self, shard: Option<usize>, start: u64, bytes: &Bytes, hard: u64) {
-        match &mut self.cut {
-            Some(Cut::Unknown(held)) => {
-                held.push((shard, start, bytes.clone()));
-                return;
-            }
-            // Before its shard's cut: the RDB has it.
-            Some(Cut::Known(cuts)) if shard.is_some_and(|s| start < cuts[s]) => return,
-            Some(Cut::Known(_)) | None => {}
+        let kept = match &mut self.cut {
+            Some(cut) => cut.offer(shard, start, bytes),
+            None => Some(bytes.clone()),
+        };
+        if let Some(bytes) = kept {
+            self.push(bytes, hard);
         }
-        self.push(bytes.clone(), hard);
     }
 
     fn push(&mut self, bytes: Bytes, hard: u64) {
@@ -334,20 +322,12 @@ impl Hub {
         let master_offset = self.identity.master_repl_offset;
         let mut ranges = Vec::new();
         for replica in &mut self.replicas {
-            let Some(Cut::Known(cuts)) = &replica.cut else {
-                continue;
-            };
-            if cuts.iter().zip(&self.received).any(|(cut, got)| got < cut) {
+            if !(replica.cut.as_ref()).is_some_and(|cut| cut.reached(&self.received)) {
                 continue;
             }
             replica.cut = None;
-            let tail = replica.out_bytes as u64;
-            let start = master_offset - tail;
-            // A replica that processed only part of the tail asks for an offset in here
-            // (PSYNC gives the next byte's number).
-            if tail > 0 {
-                ranges.push(start + 1..master_offset + 1);
-            }
+            let (start, unsafe_range) = stream_start(master_offset, replica.out_bytes as u64);
+            ranges.extend(unsafe_range);
             replica.sync_start = Some(start);
         }
         for range in ranges {
@@ -676,7 +656,7 @@ fn accept(
             out: VecDeque::new(),
             out_bytes: 0,
             conn_pending: 0,
-            cut: Some(Cut::Unknown(Vec::new())),
+            cut: Some(SyncCut::default()),
             sync_start: None,
             soft_since: None,
             wake: Rc::new(Notify::default()),
@@ -872,15 +852,10 @@ pub(super) fn set_cuts(id: u64, cuts: Vec<u64>) -> Result<(), Gone> {
     with_hub(|hub| {
         let hard = hub.hard_limit();
         let replica = hub.replica(id).filter(|r| !r.dropped).ok_or(Gone)?;
-        let Some(Cut::Unknown(held)) = replica.cut.take() else {
-            return Err(Gone);
-        };
-        for (shard, start, bytes) in held {
-            if shard.is_none_or(|s| start >= cuts[s]) {
-                replica.push(bytes, hard);
-            }
+        let cut = replica.cut.as_mut().ok_or(Gone)?;
+        for bytes in cut.set_cuts(cuts) {
+            replica.push(bytes, hard);
         }
-        replica.cut = Some(Cut::Known(cuts));
         hub.settle_cuts();
         Ok(())
     })
