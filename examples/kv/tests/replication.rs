@@ -126,6 +126,25 @@ fn sync_then_stream(shards: &str) {
     assert_eq!(m.call(&["DBSIZE"]), r.call(&["DBSIZE"]));
 }
 
+/// With the AOF on, what the log records is what the replica gets (the same sink feeds
+/// both), transactions included.
+#[test]
+fn redis_replica_follows_with_the_aof_on() {
+    let aof = TempDir::new("aof");
+    let master = Server::start(&["--shards", "2", "--aof", aof.arg(), "--fsync", "always"]);
+    let mut m = master.connect();
+    workload(&mut m);
+    let dir = TempDir::new("replica");
+    let replica = start_replica(&dir, &master);
+    let mut r = replica.connect();
+    wait_link_up(&mut r);
+    for round in 0..2 {
+        write_stream(&mut m, round);
+    }
+    assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+}
+
 #[test]
 fn redis_replica_syncs_and_follows_one_shard() {
     sync_then_stream("1");
