@@ -205,6 +205,63 @@ fn writes_during_the_sync_are_not_lost_or_doubled() {
     );
 }
 
+/// A second replica syncs while the first follows and writes keep coming: its cut is in
+/// the middle of every shard's stream (the first sync began them), and both end equal.
+#[test]
+fn a_second_full_sync_cuts_the_running_stream() {
+    let master = Server::start_with_env(
+        &["--shards", "4"],
+        &[
+            ("COREWIRE_KV_TEST_RDB_STEP_DELAY_MS", "10"),
+            ("COREWIRE_KV_TEST_RDB_STEP_KEYS", "1"),
+        ],
+    );
+    let mut m = master.connect();
+    for i in 0..400 {
+        ok(
+            &mut m,
+            &["RPUSH", &format!("list{}", i % 200), &i.to_string()],
+        );
+    }
+    let dir1 = TempDir::new("replica1");
+    let first = start_replica(&dir1, &master);
+    let mut r1 = first.connect();
+    wait_link_up(&mut r1);
+    let dir2 = TempDir::new("replica2");
+    let second = start_replica(&dir2, &master);
+    let mut r2 = second.connect();
+    let mut increments = 0;
+    let mut i = 400;
+    loop {
+        ok(
+            &mut m,
+            &["RPUSH", &format!("list{}", i % 200), &i.to_string()],
+        );
+        ok(&mut m, &["INCR", "counter"]);
+        increments += 1;
+        i += 1;
+        if i % 100 == 0
+            && info_field(&mut r2, "replication", "master_link_status").as_deref() == Some("up")
+        {
+            break;
+        }
+        assert!(i < 200_000, "the second replica never came up");
+    }
+    assert_eq!(m.call(&["WAIT", "2", "10000"]), Reply::Int(2));
+    assert_converges(&mut m, &mut r1);
+    assert_converges(&mut m, &mut r2);
+    for r in [&mut r1, &mut r2] {
+        assert_eq!(
+            r.call(&["GET", "counter"]),
+            Reply::bulk(&increments.to_string())
+        );
+    }
+    assert_eq!(
+        info_field(&mut m, "stats", "sync_full").as_deref(),
+        Some("2")
+    );
+}
+
 #[test]
 fn wait_without_replicas() {
     let master = start_master("2");

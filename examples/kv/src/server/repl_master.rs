@@ -329,6 +329,10 @@ impl Hub {
             let (start, unsafe_range) = stream_start(master_offset, replica.out_bytes as u64);
             ranges.extend(unsafe_range);
             replica.sync_start = Some(start);
+            tracing::info!(
+                ip = %replica.ip, port = replica.port, start, after_cut = replica.out_bytes,
+                "full sync: the snapshot began on every shard; the replica's stream starts here"
+            );
         }
         for range in ranges {
             if self.unsafe_ranges.len() >= 16 {
