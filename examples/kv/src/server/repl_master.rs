@@ -171,6 +171,10 @@ struct Hub {
     /// [`FeedItem::FlushAll`]).
     flushes: Vec<u64>,
     flushes_streamed: u64,
+    /// A replica node streams its master's bytes, not its own writes ([`follow`]); after
+    /// a promotion, each shard's writes count from its cut here ([`promote`]).
+    following: bool,
+    floor: Vec<u64>,
     replicas: Vec<Replica>,
     next_id: u64,
     waits: WaitQueue<Origin>,
@@ -231,6 +235,8 @@ impl Hub {
             received: vec![0; shard.count],
             flushes: vec![0; shard.count],
             flushes_streamed: 0,
+            following: false,
+            floor: vec![0; shard.count],
             replicas: Vec::new(),
             next_id: 1,
             waits: WaitQueue::default(),
@@ -304,6 +310,19 @@ impl Hub {
             ));
             self.stream(None, 0, Bytes::from_static(SELECT_0));
         }
+    }
+
+    /// Whether a shard's batch is not streamed: the node follows a master, or the writes
+    /// ran before its promotion (applied from the old master, whose bytes were streamed).
+    fn local_writes_skipped(&mut self, from: usize, item: &FeedItem) -> bool {
+        let (FeedItem::Batch { start, bytes } | FeedItem::FlushAll { start, bytes }) = item else {
+            return false;
+        };
+        if !self.following && *start >= self.floor[from] {
+            return false;
+        }
+        self.received[from] = start + bytes.len() as u64;
+        true
     }
 
     fn acks(&self) -> Vec<u64> {
@@ -391,6 +410,8 @@ pub(super) fn receive(from: usize, items: Vec<FeedItem>) {
         let now = now_ms();
         for item in items {
             match item {
+                FeedItem::Batch { .. } | FeedItem::FlushAll { .. }
+                    if hub.local_writes_skipped(from, &item) => {}
                 FeedItem::Batch { start, bytes } => {
                     hub.received[from] = start + bytes.len() as u64;
                     hub.ensure_backlog();
@@ -878,4 +899,75 @@ pub(super) fn sync_start(id: u64) -> Result<Option<(String, u64)>, Gone> {
 /// Whether the replica is still wanted (its link may go on).
 pub(super) fn alive(id: u64) -> bool {
     with_hub(|hub| hub.replica(id).is_some_and(|r| !r.dropped))
+}
+
+// ---------------------------------------------------------------------------------------
+// A node that replicates another (the replica side drives these, on shard 0).
+
+/// This node now replicates history `replid` from `offset` (after its `+FULLRESYNC`, or
+/// `+CONTINUE` with the new id): its own writes are no longer streamed, the master's bytes
+/// are ([`follow_stream`]), so its backlog holds exactly its master's stream and a later
+/// promotion can continue its replicas partially. Its replicas of another history are
+/// dropped (they resynchronize).
+// Driven by the replica side (`server/replica`, its own branch).
+#[allow(dead_code)]
+pub(crate) fn follow(replid: String, offset: u64) {
+    with_hub(|hub| {
+        hub.following = true;
+        let same = hub.identity.replid == replid && hub.identity.master_repl_offset == offset;
+        if !same {
+            if hub.identity.replid != replid {
+                for replica in &mut hub.replicas {
+                    replica.drop_link();
+                }
+            }
+            hub.identity.replid = replid;
+            hub.identity.master_repl_offset = offset;
+            hub.backlog = Some(Backlog::new(hub.backlog_size, offset));
+        }
+        hub.identity.role = crate::repl::Role::Replica;
+        hub.publish(&shard::current().shared.repl);
+    });
+}
+
+/// Bytes of the master's stream this node processed, in order: into the backlog and to
+/// this node's own replicas. (A full sync of a replica of this node is exact only while
+/// no such bytes arrive during its snapshot's start: chained replication is best effort.)
+// Driven by the replica side (`server/replica`, its own branch).
+#[allow(dead_code)]
+pub(crate) fn follow_stream(bytes: Bytes) {
+    with_hub(|hub| {
+        if hub.following {
+            hub.stream(None, 0, bytes);
+        }
+    });
+}
+
+/// This node's replication state (replid, offset, backlog), for the replica side's INFO
+/// and ROLE.
+// Driven by the replica side (`server/replica`, its own branch).
+#[allow(dead_code)]
+pub(crate) fn identity() -> Identity {
+    with_hub(|hub| hub.identity.clone())
+}
+
+/// The node becomes a master (REPLICAOF NO ONE, a failover): a new history that shares the
+/// old one up to the current offset (replicas of the old master continue partially), and
+/// its own writes are streamed from each shard's cut on.
+// Driven by the replica side (`server/replica`, its own branch).
+#[allow(dead_code)]
+pub(crate) async fn promote() {
+    let shards = shard::current().count;
+    let all: Vec<usize> = (0..shards).collect();
+    let cuts = super::rdb_save::on_all(&all, super::repl_feed::start_and_cut).await;
+    with_hub(|hub| {
+        for (floor, cut) in hub.floor.iter_mut().zip(&cuts) {
+            *floor = cut.unwrap_or(u64::MAX);
+        }
+        hub.following = false;
+        hub.identity.shift(crate::repl::random_replid());
+        hub.identity.role = crate::repl::Role::Master;
+        hub.ensure_backlog();
+        hub.publish(&shard::current().shared.repl);
+    });
 }
