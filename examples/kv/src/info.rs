@@ -65,8 +65,8 @@ pub struct ServerInfo {
     pub rdb: crate::server::RdbInfo,
     /// The link to the master, on a replica.
     pub master_link: Option<crate::repl::MasterLinkInfo>,
-    /// `master_replid`, `master_replid2`, `master_repl_offset`, `second_repl_offset`.
-    pub repl_ids: (String, String, u64, i64),
+    /// The master's replication state (`None`: the glue keeps none).
+    pub replication: Option<crate::repl::ReplInfo>,
 }
 
 /// [`ServerInfo::heap`].
@@ -512,6 +512,7 @@ fn stats_section(out: &mut String, facts: &Facts<'_>) {
     let tracking = |i: usize| parts.iter().map(|p| p.tracking[i]).sum::<u64>();
     // Every shard knows every broadcast prefix: the most any shard has.
     let prefixes = parts.iter().map(|p| p.tracking[2]).max().unwrap_or(0);
+    let sync = |f: fn(&crate::repl::ReplInfo) -> u64| server.replication.as_ref().map_or(0, f);
     let _ = write!(
         out,
         "# Stats\r\n\
@@ -521,9 +522,9 @@ fn stats_section(out: &mut String, facts: &Facts<'_>) {
          total_net_input_bytes:0\r\n\
          total_net_output_bytes:0\r\n\
          rejected_connections:{}\r\n\
-         sync_full:0\r\n\
-         sync_partial_ok:0\r\n\
-         sync_partial_err:0\r\n\
+         sync_full:{}\r\n\
+         sync_partial_ok:{}\r\n\
+         sync_partial_err:{}\r\n\
          expired_keys:{}\r\n\
          expired_stale_perc:0.00\r\n\
          expired_time_cap_reached_count:0\r\n\
@@ -563,6 +564,9 @@ fn stats_section(out: &mut String, facts: &Facts<'_>) {
         total(facts, |s| s.commands_processed),
         total(facts, |s| s.ops_per_sec),
         server.rejected_connections,
+        sync(|r| r.sync_full),
+        sync(|r| r.sync_partial_ok),
+        sync(|r| r.sync_partial_err),
         total(facts, |s| s.expired_keys),
         total(facts, |s| s.evicted_keys),
         total(facts, |s| s.keyspace_hits),
@@ -576,38 +580,22 @@ fn stats_section(out: &mut String, facts: &Facts<'_>) {
     );
 }
 
-/// The role (a replica's link fields, see [`crate::repl::MasterLinkInfo`]), then the
-/// replication ids and offsets; no replicas are listed.
+/// The replication section: the master's state from the glue's snapshot, with a replica's
+/// link fields (see [`crate::repl::MasterLinkInfo`]) in place of `role:master`.
 fn replication_section(out: &mut String, facts: &Facts<'_>) {
-    out.push_str("# Replication\r\n");
-    match &facts.server.master_link {
-        Some(replica) => replica.write_info(out),
-        None => out.push_str("role:master\r\n"),
+    let mut master = String::new();
+    match &facts.server.replication {
+        Some(info) => info.render_master(&mut master),
+        None => crate::repl::ReplInfo::default().render_master(&mut master),
     }
-    let (replid, replid2, offset, second) = &facts.server.repl_ids;
-    let zeros = "0".repeat(40);
-    let id = |id: &String| {
-        if id.is_empty() {
-            zeros.clone()
-        } else {
-            id.clone()
+    match &facts.server.master_link {
+        Some(link) => {
+            let mut fields = String::new();
+            link.write_info(&mut fields);
+            out.push_str(&master.replacen("role:master\r\n", &fields, 1));
         }
-    };
-    let _ = write!(
-        out,
-        "connected_slaves:0\r\n\
-         master_failover_state:no-failover\r\n\
-         master_replid:{}\r\n\
-         master_replid2:{}\r\n\
-         master_repl_offset:{offset}\r\n\
-         second_repl_offset:{second}\r\n\
-         repl_backlog_active:0\r\n\
-         repl_backlog_size:1048576\r\n\
-         repl_backlog_first_byte_offset:0\r\n\
-         repl_backlog_histlen:0\r\n",
-        id(replid),
-        id(replid2),
-    );
+        None => out.push_str(&master),
+    }
 }
 
 fn modules_section(out: &mut String, _facts: &Facts<'_>) {

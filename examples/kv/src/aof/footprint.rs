@@ -90,6 +90,7 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Auth { .. }
         | Command::Acl(_)
         | Command::Replica(_)
+        | Command::Repl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)
@@ -158,6 +159,7 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Auth { .. }
         | Command::Acl(_)
         | Command::Replica(_)
+        | Command::Repl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)

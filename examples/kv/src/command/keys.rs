@@ -36,6 +36,7 @@ impl Command {
             | Command::Auth { .. }
             | Command::Acl(_)
             | Command::Replica(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

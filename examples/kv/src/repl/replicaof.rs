@@ -1,5 +1,6 @@
-//! The replica side's commands: REPLICAOF (and its old name SLAVEOF) and ROLE. Both run on
-//! shard 0, which owns the link to the master (see `server/replica`).
+//! REPLICAOF (and its old name SLAVEOF), on shard 0, which owns the link to the master (see
+//! `server/replica`). ROLE is the master side's ([`super::command`]); a replica answers it
+//! with its link.
 
 use bytes::Bytes;
 
@@ -9,7 +10,6 @@ use crate::command::{Command, CommandError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplicaSub {
     ReplicaOf,
-    Role,
 }
 
 /// Where REPLICAOF points this node.
@@ -25,14 +25,12 @@ pub enum ReplicaOf {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplicaRequest {
     ReplicaOf(ReplicaOf),
-    Role,
 }
 
 impl ReplicaRequest {
     pub fn name(&self) -> &'static str {
         match self {
             ReplicaRequest::ReplicaOf(_) => "replicaof",
-            ReplicaRequest::Role => "role",
         }
     }
 }
@@ -40,7 +38,7 @@ impl ReplicaRequest {
 const ADMIN: &[&str] = &["admin", "noscript", "stale", "no_async_loading"];
 
 /// This family's rows of the command table.
-pub(crate) static COMMANDS: [CommandSpec; 3] = [
+pub(crate) static COMMANDS: [CommandSpec; 2] = [
     spec(
         K::Replica(ReplicaSub::ReplicaOf),
         "replicaof",
@@ -55,19 +53,11 @@ pub(crate) static COMMANDS: [CommandSpec; 3] = [
         ADMIN,
         (0, 0, 0),
     ),
-    spec(
-        K::Replica(ReplicaSub::Role),
-        "role",
-        1,
-        &["noscript", "loading", "stale", "fast"],
-        (0, 0, 0),
-    ),
 ];
 
 /// Parses `sub`'s arguments (those after the name).
 pub(crate) fn parse(sub: ReplicaSub, args: Vec<Bytes>) -> Result<Command, CommandError> {
     let request = match sub {
-        ReplicaSub::Role => ReplicaRequest::Role,
         ReplicaSub::ReplicaOf => ReplicaRequest::ReplicaOf(parse_target(&args)?),
     };
     Ok(Command::Replica(request))
@@ -119,10 +109,6 @@ mod tests {
             Ok(Command::Replica(ReplicaRequest::ReplicaOf(
                 ReplicaOf::NoOne
             )))
-        );
-        assert_eq!(
-            Command::parse(args(&["role"])),
-            Ok(Command::Replica(ReplicaRequest::Role))
         );
     }
 }

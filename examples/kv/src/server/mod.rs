@@ -28,6 +28,9 @@ mod pubsub;
 mod rdb_commands;
 mod rdb_load;
 mod rdb_save;
+mod repl_feed;
+mod repl_master;
+mod repl_sync;
 mod replica;
 mod resp_conn;
 mod resp_io;
@@ -290,6 +293,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         acting_for: Default::default(),
         scripting: Default::default(),
         replica: replica::ReplicaShared::new(replica_gate),
+        repl: Default::default(),
         rdb: rdb_save::RdbShared::new(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -714,6 +718,7 @@ fn start_shards(
                 if id == 0 {
                     spawn_local(rdb_commands::run_save_points(shard.clone()));
                     replica::start_configured(&shard);
+                    repl_master::start_hub();
                 }
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));

@@ -43,6 +43,8 @@ pub(crate) struct ServerShared {
     pub rdb: super::rdb_save::RdbShared,
     /// The replica side of replication (see `replica`).
     pub replica: super::replica::ReplicaShared,
+    /// Replication's state for every shard to read (see `repl_master.rs`).
+    pub repl: super::repl_master::ReplShared,
 }
 
 /// Asks whoever owns the server (the binary's main thread) to stop it: a signal handler or
@@ -177,7 +179,7 @@ impl ServerShared {
             cached_scripts: self.scripting.cached_scripts() as u64,
             rdb: self.rdb.info(),
             master_link: self.replica.info(&self.session.live),
-            repl_ids: self.replica.ids(),
+            replication: Some(self.repl.info()),
         }
     }
 

@@ -396,6 +396,7 @@ impl Store {
             | Command::Auth { .. }
             | Command::Acl(_)
             | Command::Replica(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

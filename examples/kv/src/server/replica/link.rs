@@ -321,6 +321,7 @@ async fn session(
                 .await
                 .map_err(other)?;
             tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
+            super::super::repl_master::follow(replid.clone(), offset);
             replica.synced(replid, offset);
             offset
         }
@@ -329,7 +330,11 @@ async fn session(
             if let Some(id) = new_replid {
                 replica.switched_history(id);
             }
-            replica.applied_offset.load(Ordering::Relaxed)
+            let offset = replica.applied_offset.load(Ordering::Relaxed);
+            if let Some((id, _)) = replica.resume_point() {
+                super::super::repl_master::follow(id, offset);
+            }
+            offset
         }
     };
     link.core.borrow_mut().applied = Applied::new(start, MAX_IN_FLIGHT);
@@ -475,9 +480,13 @@ async fn apply_stream(
         let read = waiting_for_bytes || conn.input.len() < MAX_INPUT;
         let deadline = (conn.last_io + conn.timeout).min(next_ack);
         let stream = read.then_some(&conn.stream);
+        let had = conn.input.len();
         match wait_for(link, stream, &mut conn.input, deadline).await {
             Ok(Event::Read(0)) => break Err(LinkError::Closed),
             Ok(Event::Read(_)) => {
+                // The master's bytes go on to this node's backlog and its own replicas.
+                let fresh = Bytes::copy_from_slice(&conn.input[had..]);
+                super::super::repl_master::follow_stream(fresh);
                 conn.last_io = Instant::now();
                 replica.touched();
             }

@@ -31,11 +31,6 @@ struct Inner {
     /// The master's replication id the data follows (empty: never synced), which a
     /// partial resync asks to continue.
     master_replid: String,
-    /// A promoted replica's own id, and the history it came from: Redis's `replid2` and
-    /// `second_repl_offset`, which let its own replicas continue partially.
-    own_replid: String,
-    replid2: String,
-    second_offset: i64,
 }
 
 /// The replica side's state, shared by every shard (in `ServerShared`).
@@ -65,10 +60,7 @@ impl ReplicaShared {
     pub fn new(gate: Arc<ReplicaGate>) -> ReplicaShared {
         ReplicaShared {
             gate,
-            inner: Mutex::new(Inner {
-                second_offset: -1,
-                ..Inner::default()
-            }),
+            inner: Mutex::new(Inner::default()),
             generation: AtomicU64::new(0),
             is_replica: AtomicBool::new(false),
             state: AtomicU8::new(LinkState::Connect.as_u8()),
@@ -190,35 +182,11 @@ impl ReplicaShared {
             replid: inner.master_replid.clone(),
         })
     }
-
-    /// The replication ids and offsets INFO's master fields show: on a replica the
-    /// master's history; on a promoted one its own id and the history it came from.
-    pub fn ids(&self) -> (String, String, u64, i64) {
-        let inner = self.lock();
-        let offset = self.applied_offset.load(Ordering::Relaxed);
-        let zeros = || "0".repeat(40);
-        let or_zeros = |id: &String| if id.is_empty() { zeros() } else { id.clone() };
-        if inner.target.is_some() {
-            return (or_zeros(&inner.master_replid), zeros(), offset, -1);
-        }
-        (
-            or_zeros(&inner.own_replid),
-            or_zeros(&inner.replid2),
-            offset,
-            inner.second_offset,
-        )
-    }
-}
-
-/// A random replication id (40 hex characters), as a promoted replica takes.
-fn new_replid() -> String {
-    (0..40).map(|_| fastrand::digit(16)).collect()
 }
 
 /// REPLICAOF and ROLE, on shard 0.
 pub(crate) fn run(shard: &Shard, request: ReplicaRequest) -> Reply {
     match request {
-        ReplicaRequest::Role => role(shard),
         ReplicaRequest::ReplicaOf(_) if shard.shared.cluster_enabled => {
             Reply::error("ERR REPLICAOF not allowed in cluster mode.")
         }
@@ -244,21 +212,6 @@ pub(crate) fn run(shard: &Shard, request: ReplicaRequest) -> Reply {
     }
 }
 
-/// ROLE: the replica form while replicating, otherwise the master form (the offset this
-/// node's data is at, no replicas listed).
-fn role(shard: &Shard) -> Reply {
-    let shared = &shard.shared;
-    if let Some(info) = shared.replica.info(&shared.session.live) {
-        return info.role_reply();
-    }
-    let (_, _, offset, _) = shared.replica.ids();
-    Reply::Array(vec![
-        Reply::Bulk(bytes::Bytes::from_static(b"master")),
-        Reply::Integer(offset as i64),
-        Reply::Array(Vec::new()),
-    ])
-}
-
 /// Makes this node a replica of `host:port` (from shard 0): any previous link stops, a new
 /// one starts; the data stays until the new master's snapshot replaces it (a partial resync
 /// continues it when the new master shares its history).
@@ -268,10 +221,14 @@ pub(crate) fn replicate_from(shard: &Shard, host: String, port: u16) {
     let generation = replica.generation.fetch_add(1, Ordering::Relaxed) + 1;
     {
         let mut inner = replica.lock();
-        if inner.target.is_none() && !inner.own_replid.is_empty() {
-            // A promoted node following a master again: its own history is what a partial
-            // resync can offer (the new master may have it as its replid2).
-            inner.master_replid = std::mem::take(&mut inner.own_replid);
+        if inner.target.is_none() {
+            // A master following another: its own history (the master side's identity) is
+            // what a partial resync can offer (the new master may share it).
+            let identity = super::repl_master::identity();
+            inner.master_replid = identity.replid;
+            replica
+                .applied_offset
+                .store(identity.master_repl_offset, Ordering::Relaxed);
         }
         inner.target = Some((host.clone(), port));
     }
@@ -295,19 +252,13 @@ pub(crate) fn promote(shard: &Shard) {
         return;
     }
     replica.generation.fetch_add(1, Ordering::Relaxed);
-    {
-        let mut inner = replica.lock();
-        inner.target = None;
-        if !inner.master_replid.is_empty() {
-            inner.replid2 = std::mem::take(&mut inner.master_replid);
-            inner.second_offset = replica.applied_offset.load(Ordering::Relaxed) as i64 + 1;
-        }
-        inner.own_replid = new_replid();
-    }
+    replica.lock().target = None;
     replica.is_replica.store(false, Ordering::Relaxed);
     replica.set_state(LinkState::Connect);
     sync_gate(shared);
     wake_link(shard);
+    // The master side starts this node's own history (replid2 = the master's).
+    spawn_local(super::repl_master::promote());
     tracing::info!("MASTER MODE enabled (user request)");
 }
 
