@@ -303,3 +303,29 @@ fn keys_expire_by_the_masters_del() {
     let gone = eventually(WAIT, || keys(&mut replica).is_none());
     assert!(gone, "{:?}", keys(&mut replica));
 }
+
+/// corewire-kv (2 shards) as the replica of corewire-kv (4 shards): the snapshot, the
+/// stream (with WAIT counting the replica), a partial resync after a cut, and promotion.
+#[test]
+fn replica_of_corewire() {
+    let master_server = Server::start(&["--shards", "4"]);
+    let mut master = master_server.connect();
+    workload(&mut master);
+    let replica_server = Server::start(&["--shards", "2"]);
+    let mut replica = replica_server.connect();
+    let port = master_server.port.to_string();
+    assert_eq!(replica.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    wait_link_up(&mut replica);
+    wait_same(&mut master, &mut replica);
+    write_stream(&mut master, 1);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    wait_same(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    write_stream(&mut master, 2);
+    wait_link_up(&mut replica);
+    wait_same(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    let acknowledged = contents(&mut master);
+    assert_eq!(replica.call(&["REPLICAOF", "NO", "ONE"]), Reply::ok());
+    assert_eq!(contents(&mut replica), acknowledged);
+}
