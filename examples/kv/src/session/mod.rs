@@ -302,6 +302,12 @@ impl Session {
                     if command.is_blocking() {
                         self.blocking.push(seq);
                     }
+                    // PSYNC and SYNC write their own answer; REPLCONF ACK gets none.
+                    if matches!(&command, Command::Repl(r) if r.is_unanswered()) {
+                        if let Some(slot) = self.replies.slot(seq) {
+                            slot.silent = true;
+                        }
+                    }
                     if matches!(
                         command,
                         Command::Introspect(crate::introspect::Request::Shutdown {
@@ -475,6 +481,18 @@ impl Session {
 
     pub fn pending_output(&self) -> usize {
         self.output.len()
+    }
+
+    /// Replication: bytes for a replica's connection, written as they are after the
+    /// replies already emitted (the glue bounds how much it pushes).
+    pub fn push_raw(&mut self, bytes: &[u8]) {
+        self.output.extend_from_slice(bytes);
+    }
+
+    /// The connection is a replica from now on (CLIENT LIST's `S`, CLIENT KILL TYPE
+    /// replica).
+    pub fn set_replica(&mut self) {
+        self.modes.replica = true;
     }
 
     /// Requests parsed but whose replies have not been emitted yet.

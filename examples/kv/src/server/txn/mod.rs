@@ -321,6 +321,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
+        crate::server::repl_feed::begin_block();
         for (origin, command) in batch {
             if let Some(reply) = self.execute_free(origin, command, now) {
                 self.deliver(origin, reply);
@@ -329,6 +330,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.end_transaction();
         }
+        crate::server::repl_feed::end_block();
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
         self.serve_written(&written, now);
