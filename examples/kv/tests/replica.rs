@@ -314,7 +314,10 @@ fn replica_of_corewire() {
     let replica_server = Server::start(&["--shards", "2"]);
     let mut replica = replica_server.connect();
     let port = master_server.port.to_string();
-    assert_eq!(replica.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    assert_eq!(
+        replica.call(&["REPLICAOF", "127.0.0.1", &port]),
+        Reply::ok()
+    );
     wait_link_up(&mut replica);
     wait_same(&mut master, &mut replica);
     write_stream(&mut master, 1);
