@@ -599,7 +599,9 @@ impl Session {
             return Admission::Answered(redirect);
         }
         // Only DEBUG can be refused here: the table is not looked up twice for the rest.
-        if permitted && args[0].eq_ignore_ascii_case(b"debug") && Command::check_table(&args).is_ok()
+        if permitted
+            && args[0].eq_ignore_ascii_case(b"debug")
+            && Command::check_table(&args).is_ok()
         {
             if let Some(refusal) = self.protected_refusal(&args) {
                 self.identity.last_command = Command::table_name(&args).ok();
