@@ -89,6 +89,10 @@ pub struct Session {
     /// The ACL user (the default one until AUTH), and the users' version it was found in.
     user: Arc<crate::acl::User>,
     acl_version: u64,
+    /// The catalog id of the last command a restricted user's request named, by the table's
+    /// name (compared by address: one `&'static str` per command): a pipeline of one command
+    /// looks it up once.
+    acl_last_id: Option<(&'static str, usize)>,
     /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
     auth_name: Option<Bytes>,
     /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
@@ -157,6 +161,7 @@ impl Session {
             authenticated: Session::default_authenticates(&user),
             user,
             acl_version,
+            acl_last_id: None,
             auth_name: None,
             acl_queued_args: None,
             config,
