@@ -277,14 +277,15 @@ impl Session {
                     return None;
                 }
             };
-            let seq = self.replies.push_pending(self.encoding(Default::default()));
             let frame = match frame {
                 _ if !self.keeps_requests() => calls::Frame::None,
                 Some(frame) => calls::Frame::Whole(frame),
                 None => calls::Frame::Args(args.clone()),
             };
-            self.begin_call(seq, frame);
-            self.silence(seq);
+            // The slot is made whole here (written once, not defaulted and then filled).
+            let (call, silent) = (self.begin_call(frame), self.silence());
+            let encoding = self.encoding(Default::default());
+            let seq = self.replies.push_call(encoding, call, silent);
             self.rejecting = false;
             let admission = self.admit(args, seq);
             self.name_call(seq, self.identity.last_command, self.rejecting);
@@ -643,7 +644,11 @@ impl Session {
             self.rejecting = true;
             return Admission::Answered(redirect);
         }
-        if permitted && Command::check_table(&args).is_ok() {
+        // Only DEBUG can be refused here: the table is not looked up twice for the rest.
+        if permitted
+            && args[0].eq_ignore_ascii_case(b"debug")
+            && Command::check_table(&args).is_ok()
+        {
             if let Some(refusal) = self.protected_refusal(&args) {
                 self.identity.last_command = Command::table_name(&args).ok();
                 self.rejecting = true;
@@ -708,17 +713,15 @@ impl Session {
     }
 
     /// CLIENT REPLY OFF / SKIP: request `seq`'s reply is not sent.
-    fn silence(&mut self, seq: u64) {
-        let silent = match self.reply_mode {
+    /// Whether the next request's reply is silent (CLIENT REPLY OFF or SKIP).
+    fn silence(&mut self) -> bool {
+        match self.reply_mode {
             ReplyMode::On => false,
             ReplyMode::Off => true,
             ReplyMode::SkipNext => {
                 self.reply_mode = ReplyMode::On;
                 true
             }
-        };
-        if let Some(slot) = self.replies.slot(seq) {
-            slot.silent = silent;
         }
     }
 
