@@ -9,11 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-
 use super::group::{Consumer, Group, Nack};
 use super::id::StreamId;
-use super::model::{Node, Stream};
+use super::model::{Node, NodeEntry, Stream};
 use crate::rdb::stream::{Id, Pending, StreamConsumer, StreamEntry, StreamGroup, StreamNode};
 use crate::rdb::StreamImage;
 
@@ -81,7 +79,7 @@ pub fn from_image(image: StreamImage) -> Result<Stream, String> {
         if previous.is_some_and(|p| master <= p) {
             return Err(format!("stream node {master} overlaps the node before it"));
         }
-        let entries: Vec<(StreamId, bool, Vec<(Bytes, Bytes)>)> = (node.entries.into_iter())
+        let entries: Vec<NodeEntry> = (node.entries.into_iter())
             .map(|e| (stream_id(e.id), e.deleted, e.pairs))
             .collect();
         for (id, _, _) in &entries {
@@ -175,6 +173,7 @@ fn group_of(image: StreamGroup, stream: &Stream) -> Result<Group, String> {
 mod tests {
     use super::*;
     use crate::store::types::stream::model::NodeLimits;
+    use bytes::Bytes;
 
     fn sample() -> Stream {
         let mut s = Stream::default();

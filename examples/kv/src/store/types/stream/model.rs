@@ -21,6 +21,9 @@ use super::node;
 /// An entry as read: its ID and field-value pairs.
 pub type Entry = (StreamId, Vec<(Bytes, Bytes)>);
 
+/// An entry as its node holds it: its ID, whether it is flagged deleted, its pairs.
+pub type NodeEntry = (StreamId, bool, Vec<(Bytes, Bytes)>);
+
 const DELETED: u8 = 1;
 const SAME_FIELDS: u8 = 2;
 
@@ -171,10 +174,7 @@ impl Node {
     }
 
     /// Every entry in order, deleted ones included: its ID, whether it is deleted, its pairs.
-    pub(super) fn all_entries(
-        &self,
-        master: StreamId,
-    ) -> Vec<(StreamId, bool, Vec<(Bytes, Bytes)>)> {
+    pub(super) fn all_entries(&self, master: StreamId) -> Vec<NodeEntry> {
         self.slots(master)
             .map(|slot| (slot.id, slot.flags & DELETED != 0, self.pairs(slot)))
             .collect()
@@ -185,7 +185,7 @@ impl Node {
     pub(super) fn from_entries(
         master: StreamId,
         fields: Box<[Bytes]>,
-        entries: &[(StreamId, bool, Vec<(Bytes, Bytes)>)],
+        entries: &[NodeEntry],
     ) -> Node {
         let mut data = Vec::new();
         let (mut live, mut deleted, mut bytes) = (0, 0, 0);
