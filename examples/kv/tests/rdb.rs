@@ -68,6 +68,7 @@ fn parse_score(text: &str) -> f64 {
 fn content_of(value: &RdbValue, expire_at_ms: Option<u64>, now_ms: u64) -> KeyContent {
     let (kind, value) = match value {
         RdbValue::Commands(_) => panic!("redis-server wrote corewire's own value kind"),
+        RdbValue::Stream(_) => panic!("the workload writes no stream (see rdb_streams.rs)"),
         RdbValue::String(s) => ("string", vec![s.to_vec()]),
         RdbValue::List(items) => ("list", items.iter().map(|b| b.to_vec()).collect()),
         RdbValue::Set(items) => {
@@ -150,6 +151,7 @@ fn codec_reads_redis_files_and_redis_reads_ours() {
         let owned;
         let object = match value {
             RdbValue::Commands(_) => panic!("redis-server wrote corewire's own value kind"),
+            RdbValue::Stream(s) => ObjectRef::Stream(s.clone()),
             RdbValue::String(s) => ObjectRef::String(s),
             RdbValue::List(v) => ObjectRef::List(v.iter().map(|e| &e[..]).collect()),
             RdbValue::Set(v) => ObjectRef::Set(v.iter().map(|e| &e[..]).collect()),

@@ -180,7 +180,7 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
-    fn error_at(&self, offset: usize, message: &str) -> RdbError {
+    pub(super) fn error_at(&self, offset: usize, message: &str) -> RdbError {
         RdbError {
             offset,
             message: message.to_string(),
@@ -196,7 +196,7 @@ impl<'a> Decoder<'a> {
         Ok(b)
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
         let buf: &'a [u8] = self.buf;
         let end = self.pos.checked_add(n).filter(|&e| e <= buf.len());
         match end {
@@ -233,7 +233,7 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    fn len(&mut self) -> Result<u64, RdbError> {
+    pub(super) fn len(&mut self) -> Result<u64, RdbError> {
         let at = self.pos;
         self.len_or_special()?
             .map_err(|_| self.error_at(at, "a string encoding where a length belongs"))
@@ -241,7 +241,7 @@ impl<'a> Decoder<'a> {
 
     /// A count of things each at least `min_bytes` long: refused if the file cannot hold
     /// them (so no allocation is sized by a damaged count).
-    fn count(&mut self, min_bytes: usize) -> Result<usize, RdbError> {
+    pub(super) fn count(&mut self, min_bytes: usize) -> Result<usize, RdbError> {
         let at = self.pos;
         let n = self.len()?;
         let left = (self.buf.len() - self.pos) as u64;
@@ -414,7 +414,7 @@ impl<'a> Decoder<'a> {
                 return Err(self.error_at(at, &format!("a key holds a module value (RDB type {ty}); this server has no modules to load it")))
             }
             kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | kind::STREAM_LISTPACKS_3 => {
-                return Err(self.error_at(at, &format!("a key holds a stream (RDB type {ty}), which this server cannot load yet")))
+                RdbValue::Stream(Box::new(super::stream::read(self, ty)?))
             }
             other => return Err(self.error_at(at, &format!("unknown value type {other}"))),
         })

@@ -42,8 +42,11 @@ pub enum ObjectRef<'a> {
     Set(Vec<&'a [u8]>),
     Hash(Vec<(&'a [u8], &'a [u8])>),
     ZSet(Vec<(&'a [u8], f64)>),
-    /// The keyless commands that rebuild the value, as RESP records (`kind::COREWIRE_COMMANDS`).
+    /// The keyless commands that rebuild the value, as RESP records (`kind::COREWIRE_COMMANDS`,
+    /// what earlier versions wrote for streams; kept to make such files in tests).
     Commands(Vec<u8>),
+    /// A stream, written as `STREAM_LISTPACKS_2`.
+    Stream(Box<super::StreamImage>),
 }
 
 pub fn write_len(out: &mut Vec<u8>, len: u64) {
@@ -100,6 +103,11 @@ pub fn write_object(out: &mut Vec<u8>, object: &ObjectRef<'_>, limits: &Limits) 
             out.push(kind::COREWIRE_COMMANDS);
             write_string(out, records, c);
             kind::COREWIRE_COMMANDS
+        }
+        ObjectRef::Stream(stream) => {
+            out.push(kind::STREAM_LISTPACKS_2);
+            super::stream::write(out, stream, c);
+            kind::STREAM_LISTPACKS_2
         }
         ObjectRef::String(s) => {
             out.push(kind::STRING);

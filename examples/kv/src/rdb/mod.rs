@@ -16,11 +16,14 @@
 //! | set | `SET_INTSET` (all integers, up to 512) | `SET` |
 //! | hash | `HASH_LISTPACK` (up to 128 fields of up to 64 bytes) | `HASH` |
 //! | sorted set | `ZSET_LISTPACK` (up to 128 members of up to 64 bytes, score order) | `ZSET_2` (binary doubles) |
+//! | stream | `STREAM_LISTPACKS_2`: its listpack nodes as they are, metadata, groups ([`stream`]) | same |
 //!
 //! Decoding also takes every older encoding 7.0 still loads: `LIST`, `SET`, `ZSET` (scores as
 //! text), `HASH`, `HASH_ZIPMAP`, `LIST_ZIPLIST`, `ZSET_ZIPLIST`, `HASH_ZIPLIST`,
-//! `LIST_QUICKLIST`, and `EXPIRETIME` in seconds. Module values and module AUX data are
-//! refused with an error naming them; so are streams, which this store has no type for yet.
+//! `LIST_QUICKLIST`, `STREAM_LISTPACKS` (5.0 to 6.2), `STREAM_LISTPACKS_3` (7.2), and
+//! `EXPIRETIME` in seconds; and corewire's own `COREWIRE_COMMANDS`, which it wrote for
+//! streams before it wrote them as Redis does. Module values and module AUX data are
+//! refused with an error naming them.
 //! Errors carry the byte offset where the file stopped making sense.
 
 pub mod crc64;
@@ -29,12 +32,14 @@ pub mod encode;
 mod intset;
 mod listpack;
 pub mod lzf;
+pub mod stream;
 mod ziplist;
 
 use bytes::Bytes;
 
 pub use decode::{decode_dump, Decoder, Item, RdbError};
 pub use encode::{dump_payload, Limits, ObjectRef, RdbWriter};
+pub use stream::StreamImage;
 
 /// The RDB version Redis 7.0 writes, and the newest this reads.
 pub const RDB_VERSION: u16 = 10;
@@ -65,9 +70,9 @@ pub mod kind {
     /// Redis 7.2 (RDB 11): a small set as a listpack. Read, never written.
     pub const SET_LISTPACK: u8 = 20;
     pub const STREAM_LISTPACKS_3: u8 = 21;
-    /// corewire's own: a value as the commands that rebuild it (RESP records, keyless), for
-    /// the types this writer has no Redis encoding for yet (streams). Redis refuses it as an
-    /// unknown type, loudly; corewire reads it back whole.
+    /// corewire's own: a value as the commands that rebuild it (RESP records, keyless), which
+    /// earlier versions wrote for streams. Redis refuses it as an unknown type; corewire
+    /// still reads it back whole.
     pub const COREWIRE_COMMANDS: u8 = 224;
 }
 
@@ -96,6 +101,9 @@ pub enum RdbValue {
     ZSet(Vec<(Bytes, f64)>),
     /// [`kind::COREWIRE_COMMANDS`]: the keyless commands that rebuild the value.
     Commands(Vec<Vec<Bytes>>),
+    /// A stream with its nodes, metadata and groups as they are (not rebuilt by commands:
+    /// the store takes it whole, so deleted entries, node splits and seen times stay).
+    Stream(Box<StreamImage>),
 }
 
 impl RdbValue {
@@ -107,11 +115,14 @@ impl RdbValue {
             RdbValue::Hash(v) => v.is_empty(),
             RdbValue::ZSet(v) => v.is_empty(),
             RdbValue::Commands(v) => v.is_empty(),
+            // An empty stream is a value (XGROUP CREATE MKSTREAM, XADD MAXLEN 0).
+            RdbValue::Stream(_) => false,
         }
     }
 
     /// The commands, without the key, that rebuild this value (`SET v`, `RPUSH e...`, ...),
-    /// at most `per_command` elements each: what RESTORE and the loader run.
+    /// at most `per_command` elements each: what RESTORE and the loader run. Empty for a
+    /// stream, which the store takes whole ([`RdbValue::Stream`]).
     pub fn rebuild_commands(&self, per_command: usize) -> Vec<Vec<Bytes>> {
         let per = per_command.max(1);
         let batches = |name: &'static str, items: Vec<Bytes>, group: usize| {
@@ -127,6 +138,7 @@ impl RdbValue {
         };
         match self {
             RdbValue::Commands(commands) => commands.clone(),
+            RdbValue::Stream(_) => Vec::new(),
             RdbValue::String(s) => vec![vec![Bytes::from_static(b"SET"), s.clone()]],
             RdbValue::List(items) => batches("RPUSH", items.clone(), 1),
             RdbValue::Set(items) => batches("SADD", items.clone(), 1),

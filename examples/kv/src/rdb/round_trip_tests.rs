@@ -23,6 +23,7 @@ fn round_trip(value: RdbValue, expect_kind: u8) {
             owned_pairs = v.clone();
             ObjectRef::ZSet(owned_pairs.iter().map(|(m, s)| (&m[..], *s)).collect())
         }
+        RdbValue::Stream(image) => ObjectRef::Stream(image.clone()),
         RdbValue::Commands(commands) => {
             let mut records = Vec::new();
             for args in commands {

@@ -3,10 +3,11 @@
 //!
 //! The file is read and decoded once, before any shard starts, and each key goes to the
 //! shard that owns it, which rebuilds it with ordinary write commands (the store picks its
-//! own encodings). Keys already expired are dropped, as Redis does when it loads as a
-//! primary. A dump that does not decode to the end (torn, corrupt, a checksum that does not
-//! match, a module type) stops start-up with the file, the byte offset and why; the file is
-//! left as it is.
+//! own encodings); a stream is checked while decoding and stored whole (its nodes, groups
+//! and consumers' seen times as the file has them). Keys already expired are dropped, as
+//! Redis does when it loads as a primary. A dump that does not decode to the end (torn,
+//! corrupt, a checksum that does not match, a module type, a stream whose parts disagree)
+//! stops start-up with the file, the byte offset and why; the file is left as it is.
 
 use std::io;
 use std::path::Path;
@@ -18,7 +19,7 @@ use super::shard::now_ms;
 use crate::command::Command;
 use crate::rdb::{Decoder, Item, RdbValue};
 use crate::routing::shard_of;
-use crate::store::Store;
+use crate::store::{CheckedStream, Store};
 
 /// Elements per rebuild command.
 const ITEMS_PER_COMMAND: usize = 256;
@@ -26,18 +27,37 @@ const ITEMS_PER_COMMAND: usize = 256;
 /// One key of the dump.
 pub(crate) struct LoadedKey {
     key: Bytes,
-    value: RdbValue,
+    value: LoadedValue,
     expire_at_ms: Option<u64>,
 }
 
 impl LoadedKey {
-    pub(crate) fn new(key: Bytes, value: RdbValue, expire_at_ms: Option<u64>) -> LoadedKey {
-        LoadedKey {
+    /// A decoded key ready for its shard; a stream is checked for consistency here (the
+    /// error says why it is refused).
+    pub(crate) fn new(
+        key: Bytes,
+        value: RdbValue,
+        expire_at_ms: Option<u64>,
+    ) -> Result<LoadedKey, String> {
+        let value = match value {
+            RdbValue::Stream(image) => LoadedValue::Stream(
+                CheckedStream::new(*image)
+                    .map_err(|why| format!("stream {}: {why}", String::from_utf8_lossy(&key)))?,
+            ),
+            value => LoadedValue::Rebuilt(value),
+        };
+        Ok(LoadedKey {
             key,
             value,
             expire_at_ms,
-        }
+        })
     }
+}
+
+enum LoadedValue {
+    /// Rebuilt by its commands.
+    Rebuilt(RdbValue),
+    Stream(CheckedStream),
 }
 
 /// The dump, split by shard.
@@ -118,13 +138,15 @@ pub(crate) fn decode(
                 if value.is_empty_collection() {
                     continue;
                 }
+                let loaded_key = LoadedKey::new(key, value, expire_at_ms).map_err(|message| {
+                    crate::rdb::RdbError {
+                        offset: at,
+                        message,
+                    }
+                })?;
                 loaded.keys += 1;
-                let shard = shard_of(&key, shards);
-                loaded.per_shard[shard].push(LoadedKey {
-                    key,
-                    value,
-                    expire_at_ms,
-                });
+                let shard = shard_of(&loaded_key.key, shards);
+                loaded.per_shard[shard].push(loaded_key);
             }
         }
     }
@@ -144,6 +166,13 @@ pub(crate) fn apply(store: &mut Store, keys: Vec<LoadedKey>) {
         expire_at_ms,
     } in keys
     {
+        let value = match value {
+            LoadedValue::Stream(stream) => {
+                store.insert_stream(&key, stream, expire_at_ms);
+                continue;
+            }
+            LoadedValue::Rebuilt(value) => value,
+        };
         let mut commands: Vec<Vec<Bytes>> = value.rebuild_commands(ITEMS_PER_COMMAND);
         if let Some(at) = expire_at_ms {
             commands.push(vec![
@@ -208,6 +237,74 @@ mod tests {
         let mut store = Store::default();
         apply(&mut store, loaded.per_shard.into_iter().flatten().collect());
         assert_eq!(store.key_count(), 3);
+    }
+
+    /// A file with one stream key `s`: entries 1-0 (deleted) and 2-0, group `g` with 2-0
+    /// pending for `c` (delivered twice, at ms 77).
+    fn stream_file(length: u64) -> Vec<u8> {
+        use crate::rdb::stream::*;
+        let b = |s: &str| Bytes::from(s.to_owned());
+        let entry = |ms, deleted| StreamEntry {
+            id: Id::new(ms, 0),
+            deleted,
+            pairs: vec![(b("f"), b("v"))],
+        };
+        let image = StreamImage {
+            nodes: vec![StreamNode {
+                master: Id::new(1, 0),
+                fields: vec![b("f")],
+                entries: vec![entry(1, true), entry(2, false)],
+            }],
+            length,
+            last_id: Id::new(2, 0),
+            first_id: Id::new(2, 0),
+            max_deleted_entry_id: Id::new(1, 0),
+            entries_added: 2,
+            groups: vec![StreamGroup {
+                name: b("g"),
+                last_id: Id::new(2, 0),
+                entries_read: Some(2),
+                pel: vec![Pending {
+                    id: Id::new(2, 0),
+                    delivery_time: 77,
+                    delivery_count: 2,
+                }],
+                consumers: vec![StreamConsumer {
+                    name: b("c"),
+                    seen_time: 77,
+                    pending: vec![Id::new(2, 0)],
+                }],
+            }],
+        };
+        let mut out = Vec::new();
+        RdbWriter::header(&mut out, 1, 1);
+        RdbWriter::select_db(&mut out, 0, 1, 0);
+        let object = ObjectRef::Stream(Box::new(image));
+        encode::write_key(&mut out, b"s", &object, None, &Limits::default());
+        let crc = crc64::crc64(&out);
+        RdbWriter::finish(&mut out, crc);
+        out
+    }
+
+    #[test]
+    fn streams_load_whole_and_inconsistent_ones_refuse() {
+        let loaded = decode(&stream_file(1), 1, 0).unwrap();
+        let mut store = Store::default();
+        apply(&mut store, loaded.per_shard.into_iter().flatten().collect());
+        let run = |store: &mut Store, line: &str| {
+            let args = line.split(' ').map(|a| Bytes::from(a.to_owned())).collect();
+            store.apply_replayed(Command::parse(args).unwrap())
+        };
+        assert_eq!(run(&mut store, "XLEN s"), crate::reply::Reply::Integer(1));
+        // The delivery count comes from the file, not from a rebuild.
+        let pending = format!("{:?}", run(&mut store, "XPENDING s g - + 10"));
+        assert!(pending.contains("Integer(2)"), "{pending}");
+        let error = decode(&stream_file(5), 1, 0).err().unwrap();
+        assert!(
+            error.message.contains("stream s: stream length 5"),
+            "{error}"
+        );
+        assert!(error.offset > 9);
     }
 
     #[test]

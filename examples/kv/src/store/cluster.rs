@@ -12,7 +12,7 @@ use super::entry::Entry;
 use super::Store;
 use crate::change::ChangeSink;
 use crate::cluster::command::{ClusterRequest, Restore};
-use crate::cluster::dump::{self, KeylessCommand, PayloadError};
+use crate::cluster::dump::{self, KeylessCommand, PayloadError, Restored};
 use crate::cluster::slots::key_slot;
 use crate::command::{Command, CommandError, ExpireCommand, ExpireCondition, ExpireKind};
 use crate::reply::Reply;
@@ -129,7 +129,8 @@ impl Store {
 
     /// Redis's `restoreCommand` after option parsing: BUSYKEY, then the payload checks,
     /// then the value. The value is rebuilt by replaying its commands, so the AOF logs it
-    /// like any write; a payload whose commands fail leaves no key behind.
+    /// like any write; a payload whose commands fail leaves no key behind. A stream is
+    /// checked first and stored whole, and logged as the commands that rebuild it.
     fn restore<S: ChangeSink>(
         &mut self,
         restore: Restore,
@@ -148,12 +149,19 @@ impl Store {
             return Err(CommandError::Text(BUSYKEY.into()));
         }
         let payload_error = |e: PayloadError| CommandError::Text(e.message().into());
-        let commands = dump::decode(&payload)
-            .map_err(payload_error)?
-            .into_iter()
-            .map(|keyless| rebuild_command(&key, keyless))
-            .collect::<Option<Vec<Command>>>()
-            .ok_or(payload_error(PayloadError::BadFormat))?;
+        let value = match dump::decode(&payload).map_err(payload_error)? {
+            Restored::Commands(commands) => Rebuild::Commands(
+                commands
+                    .into_iter()
+                    .map(|keyless| rebuild_command(&key, keyless))
+                    .collect::<Option<Vec<Command>>>()
+                    .ok_or(payload_error(PayloadError::BadFormat))?,
+            ),
+            Restored::Stream(image) => Rebuild::Stream(
+                super::CheckedStream::new(*image)
+                    .map_err(|_| payload_error(PayloadError::BadFormat))?,
+            ),
+        };
         let expire_at = match (ttl_ms, absolute) {
             (0, _) => None,
             (at, true) => Some(at),
@@ -172,10 +180,21 @@ impl Store {
             }
             return Ok(Reply::ok());
         }
-        for command in commands {
-            if self.run(command, now, sink).is_error() {
-                self.del(vec![key], now, sink);
-                return Err(payload_error(PayloadError::BadFormat));
+        match value {
+            Rebuild::Commands(commands) => {
+                for command in commands {
+                    if self.run(command, now, sink).is_error() {
+                        self.del(vec![key], now, sink);
+                        return Err(payload_error(PayloadError::BadFormat));
+                    }
+                }
+            }
+            Rebuild::Stream(stream) => {
+                self.insert_stream(&key, stream, None);
+                // Logged as the commands that rebuild it (what an AOF rewrite writes).
+                if let Some(entry) = self.map.get(&key[..]) {
+                    super::emit::emit_entry(&key, entry, None, sink);
+                }
             }
         }
         if let Some(at) = expire_at {
@@ -191,6 +210,12 @@ impl Store {
         self.notify(crate::notify::Class::Generic, "restore", &key);
         Ok(Reply::ok())
     }
+}
+
+/// What RESTORE makes the key from.
+enum Rebuild {
+    Commands(Vec<Command>),
+    Stream(super::CheckedStream),
 }
 
 /// `keyless` with `key` put back after the name, if that makes a write command on that

@@ -42,6 +42,7 @@ use stats::Counters;
 pub(crate) use cluster::key_at;
 pub use memory::{EvictionPolicy, MemoryLimit};
 pub use object::EncodingLimits;
+pub use rdb_object::CheckedStream;
 pub use snapshot::SnapshotProgress;
 pub use stats::ShardStats;
 pub use sweep::SweepOutcome;

@@ -1,8 +1,28 @@
 //! A stored value as the RDB encoder sees it ([`ObjectRef`]): what SAVE, BGSAVE and DUMP
-//! write. Borrowed, so writing a key copies nothing but the encoded bytes.
+//! write. Borrowed, so writing a key copies nothing but the encoded bytes (a stream is
+//! copied into its RDB image first).
 
+use super::keyspace::TtlUpdate;
+use super::types::stream::{image, Stream};
 use super::value::Value;
-use crate::rdb::ObjectRef;
+use crate::rdb::{ObjectRef, StreamImage};
+
+/// A stream read from a dump or a DUMP payload, checked: what [`Store::insert_stream`]
+/// stores as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedStream(Box<Stream>);
+
+impl CheckedStream {
+    /// `image` as a stream, or why it cannot be one (IDs out of order, a length or PEL that
+    /// disagrees with the rest).
+    pub fn new(image: StreamImage) -> Result<CheckedStream, String> {
+        image::from_image(image).map(|stream| CheckedStream(Box::new(stream)))
+    }
+
+    pub(super) fn into_value(self) -> Value {
+        Value::Stream(self.0)
+    }
+}
 
 /// `value` for the encoder; a sorted set in its score order (the listpack form needs it).
 pub(crate) fn object_of(value: &Value) -> ObjectRef<'_> {
@@ -22,37 +42,8 @@ pub(crate) fn object_of(value: &Value) -> ObjectRef<'_> {
                 .map(|(score, member)| (member.as_slice(), score.0))
                 .collect(),
         ),
-        // No Redis encoding of streams here yet: the commands that rebuild it, which only
-        // corewire reads back (Redis refuses the type, loudly; nothing is dropped).
-        Value::Stream(_) => ObjectRef::Commands(keyless_records(value)),
+        Value::Stream(stream) => ObjectRef::Stream(Box::new(image::to_image(stream))),
     }
-}
-
-/// The AOF rewrite's records for `value`, each without its key, re-encoded as RESP.
-fn keyless_records(value: &Value) -> Vec<u8> {
-    use crate::resp::{ParserLimits, RequestParser};
-    let entry = super::entry::Entry::new(value.clone(), 0);
-    let mut records = bytes::BytesMut::new();
-    super::emit::emit_entry(b"", &entry, None, &mut records);
-    let mut parser = RequestParser::new(ParserLimits {
-        max_bulk_len: records.len(),
-        max_array_len: records.len(),
-        ..ParserLimits::default()
-    });
-    let mut out = Vec::new();
-    while let Ok(Some(mut args)) = parser.parse(&mut records) {
-        let at = super::cluster::key_at(args.first().map_or(&[][..], |name| &name[..]));
-        if at < args.len() {
-            args.remove(at);
-        }
-        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for arg in args {
-            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            out.extend_from_slice(&arg);
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-    out
 }
 
 use super::snapshot::SnapshotProgress;
@@ -85,6 +76,18 @@ impl Store {
         self.snapshot_touch_with(key, now, |key, entry, expire_at| {
             encode::write_key(out, key, &object_of(&entry.value), expire_at, limits)
         })
+    }
+
+    /// Stores a stream of the dump under `key`, whole (its nodes, groups and seen times as
+    /// the file has them), with its expiry (Unix ms).
+    pub(crate) fn insert_stream(
+        &mut self,
+        key: &[u8],
+        stream: CheckedStream,
+        expire_at: Option<u64>,
+    ) {
+        let ttl = expire_at.map_or(TtlUpdate::Clear, TtlUpdate::At);
+        self.upsert_value(key, stream.into_value(), ttl);
     }
 
     /// Keys in the keyspace now (expired ones not yet removed included): RESIZEDB's hint.

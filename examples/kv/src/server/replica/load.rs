@@ -73,7 +73,7 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, 
                 }
                 keys += 1;
                 let target = shard_of(&key, count);
-                batches[target].push(LoadedKey::new(key, value, expire_at_ms));
+                batches[target].push(LoadedKey::new(key, value, expire_at_ms)?);
                 if batches[target].len() >= BATCH {
                     let batch = std::mem::take(&mut batches[target]);
                     apply(target, batch).await?;

@@ -13,6 +13,7 @@ pub mod emit;
 pub mod group;
 mod groups;
 pub mod id;
+pub mod image;
 mod info;
 pub mod model;
 mod node;

@@ -21,6 +21,9 @@ use super::node;
 /// An entry as read: its ID and field-value pairs.
 pub type Entry = (StreamId, Vec<(Bytes, Bytes)>);
 
+/// An entry as its node holds it: its ID, whether it is flagged deleted, its pairs.
+pub type NodeEntry = (StreamId, bool, Vec<(Bytes, Bytes)>);
+
 const DELETED: u8 = 1;
 const SAME_FIELDS: u8 = 2;
 
@@ -170,6 +173,65 @@ impl Node {
         }
     }
 
+    /// Every entry in order, deleted ones included: its ID, whether it is deleted, its pairs.
+    pub(super) fn all_entries(&self, master: StreamId) -> Vec<NodeEntry> {
+        self.slots(master)
+            .map(|slot| (slot.id, slot.flags & DELETED != 0, self.pairs(slot)))
+            .collect()
+    }
+
+    /// A node as appends would have made it, from its master ID and fields and its entries
+    /// (in ID order, none before `master`; the caller checked).
+    pub(super) fn from_entries(
+        master: StreamId,
+        fields: Box<[Bytes]>,
+        entries: &[NodeEntry],
+    ) -> Node {
+        let mut data = Vec::new();
+        let (mut live, mut deleted, mut bytes) = (0, 0, 0);
+        for (id, is_deleted, pairs) in entries {
+            let refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+            let same =
+                fields.len() == pairs.len() && fields.iter().zip(pairs).all(|(f, (g, _))| f == g);
+            let ms_delta = id.ms - master.ms;
+            let seq = if ms_delta == 0 {
+                id.seq - master.seq
+            } else {
+                id.seq
+            };
+            bytes += node::entry(ms_delta, seq, &refs, same);
+            put_varint(&mut data, ms_delta);
+            put_varint(&mut data, seq);
+            data.push(if same { SAME_FIELDS } else { 0 } | if *is_deleted { DELETED } else { 0 });
+            if !same {
+                put_varint(&mut data, pairs.len() as u64);
+            }
+            for (field, value) in pairs {
+                if !same {
+                    put_varint(&mut data, field.len() as u64);
+                    data.extend_from_slice(field);
+                }
+                put_varint(&mut data, value.len() as u64);
+                data.extend_from_slice(value);
+            }
+            if *is_deleted {
+                deleted += 1;
+            } else {
+                live += 1;
+            }
+        }
+        let names: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
+        data.shrink_to_fit();
+        Node {
+            live,
+            deleted,
+            last: entries.last().map_or(master, |(id, _, _)| *id),
+            bytes: bytes + node::EMPTY + node::master(live, deleted, &names),
+            fields,
+            data,
+        }
+    }
+
     fn find(&self, master: StreamId, id: StreamId) -> Option<Slot> {
         self.slots(master)
             .take_while(|slot| slot.id <= id)
@@ -190,6 +252,29 @@ fn live_in(
 }
 
 impl Stream {
+    /// A stream of whole nodes (each holding a live entry, keyed by master ID, none
+    /// overlapping the next: the caller checked) and its metadata, without groups.
+    pub(super) fn from_nodes(
+        nodes: BTreeMap<StreamId, Node>,
+        last_id: StreamId,
+        first_id: StreamId,
+        max_deleted_entry_id: StreamId,
+        entries_added: u64,
+    ) -> Stream {
+        let length = nodes.values().map(|n| n.live as usize).sum();
+        let bytes = nodes.values().map(|n| n.data.capacity()).sum();
+        Stream {
+            nodes,
+            length,
+            last_id,
+            first_id,
+            max_deleted_entry_id,
+            entries_added,
+            groups: BTreeMap::new(),
+            bytes,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.length
     }
