@@ -106,6 +106,10 @@ pub(crate) struct ShardTxn {
     running: Cell<bool>,
     /// Keys written while `running` that blocked clients may be waiting on.
     written: RefCell<Vec<Bytes>>,
+    /// Keys a program's steps wrote: their blocked clients are served when the program lets
+    /// go of the shard, after the whole command, script or transaction (as Redis serves
+    /// them after the command), not between its steps.
+    program_written: RefCell<Vec<Bytes>>,
     /// A drain of the waiting work is in progress (a release inside it must not start
     /// another).
     draining: Cell<bool>,
@@ -272,7 +276,7 @@ impl Shard {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(shard = self.id, "program step for a shard it does not hold");
                 }
-                self.run_batch_with(batch, events, now);
+                self.run_batch_with(batch, events, false, now);
             }
             TxnMsg::Dump { txn, origin, keys } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
@@ -323,12 +327,12 @@ impl Shard {
     }
 
     fn run_batch(&self, batch: Batch, now: u64) {
-        self.run_batch_with(batch, Vec::new(), now);
+        self.run_batch_with(batch, Vec::new(), true, now);
     }
 
     /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
     /// (before any blocked client the batch serves runs, as the command's events come first).
-    fn run_batch_with(&self, batch: Batch, events: Vec<KeyEvent>, now: u64) {
+    fn run_batch_with(&self, batch: Batch, events: Vec<KeyEvent>, serve: bool, now: u64) {
         self.txn.running.set(true);
         // The batch's writes are one block in this shard's log: replay keeps all or none.
         if let Some(aof) = &self.aof {
@@ -347,7 +351,11 @@ impl Shard {
         }
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
-        self.serve_written(&written, now);
+        if serve {
+            self.serve_written(&written, now);
+        } else {
+            self.txn.program_written.borrow_mut().extend(written);
+        }
     }
 
     /// `txn` lets go of this shard: the waiting work runs, in order, until the next
@@ -358,6 +366,10 @@ impl Shard {
                 shard = self.id,
                 "release by a transaction that does not hold the shard"
             );
+        }
+        let written = std::mem::take(&mut *self.txn.program_written.borrow_mut());
+        if !written.is_empty() {
+            self.serve_written(&written, now);
         }
         if self.txn.draining.replace(true) {
             return;
