@@ -35,6 +35,7 @@ impl Command {
             | Command::Client(_)
             | Command::Auth { .. }
             | Command::Acl(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

@@ -117,6 +117,8 @@ pub enum Command {
     Transaction(Box<Transaction>),
     /// ACL and its subcommands: the connection answers them (see `session/acl.rs`).
     Acl(crate::acl::AclRequest),
+    /// PSYNC, SYNC, REPLCONF, WAIT, ROLE (see [`crate::repl`]).
+    Repl(crate::repl::ReplRequest),
     /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: the connection's own state (see `session/pubsub.rs`).
     Subscription(Subscription),
     /// PUBLISH channel message: every shard delivers to its subscribers and counts them.
@@ -352,6 +354,7 @@ impl Command {
             Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
             Command::Acl(request) => request.name(),
+            Command::Repl(request) => request.name(),
         }
     }
 

@@ -28,6 +28,9 @@ mod pubsub;
 mod rdb_commands;
 mod rdb_load;
 mod rdb_save;
+mod repl_feed;
+mod repl_master;
+mod repl_sync;
 mod resp_conn;
 mod resp_io;
 mod scan;
@@ -287,6 +290,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         slowlog_ids: Default::default(),
         acting_for: Default::default(),
         scripting: Default::default(),
+        repl: Default::default(),
         rdb: rdb_save::RdbShared::new(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -723,6 +727,7 @@ fn start_shards(
                 spawn_local(tracking::run_flusher(shard.clone()));
                 if id == 0 {
                     spawn_local(rdb_commands::run_save_points(shard.clone()));
+                    repl_master::start_hub();
                 }
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));

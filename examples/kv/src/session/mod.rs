@@ -89,6 +89,10 @@ pub struct Session {
     /// The ACL user (the default one until AUTH), and the users' version it was found in.
     user: Arc<crate::acl::User>,
     acl_version: u64,
+    /// The catalog id of the last command a restricted user's request named, by the table's
+    /// name (compared by address: one `&'static str` per command): a pipeline of one command
+    /// looks it up once.
+    acl_last_id: Option<(&'static str, usize)>,
     /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
     auth_name: Option<Bytes>,
     /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
@@ -157,6 +161,7 @@ impl Session {
             authenticated: Session::default_authenticates(&user),
             user,
             acl_version,
+            acl_last_id: None,
             auth_name: None,
             acl_queued_args: None,
             config,
@@ -296,6 +301,12 @@ impl Session {
                 Admission::Forward(command) => {
                     if command.is_blocking() {
                         self.blocking.push(seq);
+                    }
+                    // PSYNC and SYNC write their own answer; REPLCONF ACK gets none.
+                    if matches!(&command, Command::Repl(r) if r.is_unanswered()) {
+                        if let Some(slot) = self.replies.slot(seq) {
+                            slot.silent = true;
+                        }
                     }
                     if matches!(
                         command,
@@ -477,6 +488,18 @@ impl Session {
 
     pub fn pending_output(&self) -> usize {
         self.output.len()
+    }
+
+    /// Replication: bytes for a replica's connection, written as they are after the
+    /// replies already emitted (the glue bounds how much it pushes).
+    pub fn push_raw(&mut self, bytes: &[u8]) {
+        self.output.extend_from_slice(bytes);
+    }
+
+    /// The connection is a replica from now on (CLIENT LIST's `S`, CLIENT KILL TYPE
+    /// replica).
+    pub fn set_replica(&mut self) {
+        self.modes.replica = true;
     }
 
     /// Requests parsed but whose replies have not been emitted yet.

@@ -368,6 +368,7 @@ impl Store {
             | Command::Introspect(_)
             | Command::Auth { .. }
             | Command::Acl(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

@@ -338,6 +338,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
+        crate::server::repl_feed::begin_block();
         let writer = batch.first().map(|(origin, _)| *origin);
         self.replace_events(&events);
         for (origin, command) in batch {
@@ -349,6 +350,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.end_transaction();
         }
+        crate::server::repl_feed::end_block();
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
         if serve {
