@@ -473,3 +473,41 @@ fn mpop_waiters_are_served_in_order_as_redis() {
     assert_eq!(expected, actual, "redis-server first");
     assert!(expected.iter().any(|line| line.contains("\"{w}other\"")));
 }
+
+/// A transaction holding several shards (it has a command over keys of two shards) serves
+/// the clients blocked on its keys after it, as Redis does after EXEC, not between its
+/// commands: the BLPOP waiting on `k` does not get the item the same transaction moves away.
+#[test]
+fn a_transaction_over_several_shards_serves_blocked_clients_after_it() {
+    let server = Server::start(&["--shards", "4"]);
+    // `k` and `other` on different shards: RPOPLPUSH makes the transaction a program.
+    let k = "k";
+    let shard = |key: &str| corewire_kv::routing::shard_of(key.as_bytes(), 4);
+    let other = (0..)
+        .map(|i| format!("other{i}"))
+        .find(|key| shard(key) != shard(k))
+        .expect("a key on another shard");
+    let other = other.as_str();
+    let mut waiter = server.connect();
+    let mut conn = server.connect();
+    waiter
+        .send(&common::request(&["BLPOP", k, "0"]))
+        .expect("sending BLPOP");
+    wait_blocked(&mut conn, 1);
+    assert_eq!(conn.call(&["MULTI"]), Reply::ok());
+    assert_eq!(
+        conn.call(&["LPUSH", k, "a"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        conn.call(&["RPOPLPUSH", k, other]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        conn.call(&["EXEC"]),
+        Reply::Array(Some(vec![Reply::Int(1), Reply::bulk("a")]))
+    );
+    assert_eq!(blocked_clients(&mut conn), 1, "the BLPOP still waits");
+    assert_eq!(conn.call(&["RPUSH", k, "b"]), Reply::Int(1));
+    assert_eq!(waiter.read().expect("BLPOP's reply"), pair(k, "b"));
+}

@@ -229,6 +229,19 @@ fn script_commands_count_in_command_statistics() {
         errors.contains("errorstat_WRONGTYPE:count=1\r\n"),
         "{errors}"
     );
+    // A `redis.pcall` error the script keeps counts once too, as in Redis (the script
+    // answers no error).
+    admin.call_str(&["CONFIG", "RESETSTAT"]);
+    let reply = admin.call_str(&[
+        "EVAL",
+        "redis.pcall('XGROUP', 'CREATECONSUMER', 's1', 'mygroup', 'consumer') return 1",
+        "0",
+    ]);
+    assert_eq!(reply, V::Int(1));
+    let errors = text(&admin.call_str(&["INFO", "errorstats"]));
+    assert!(errors.contains("errorstat_ERR:count=1\r\n"), "{errors}");
+    let stats = text(&admin.call_str(&["INFO", "stats"]));
+    assert!(stats.contains("total_error_replies:1\r\n"), "{stats}");
 }
 
 /// Sharded Pub/Sub: subscribers on every shard get what SPUBLISH sends to their channels'

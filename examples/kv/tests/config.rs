@@ -85,3 +85,55 @@ fn config_set_takes_effect() {
     };
     assert!(error.contains("max number of clients"), "{error}");
 }
+
+/// CONFIG SET of a port something already listens on fails as in Redis ("Unable to listen
+/// on this port"), and none of the other parameters of the same CONFIG SET is kept; the
+/// server goes on answering on its port. Another port is refused as immutable.
+#[test]
+fn config_set_port_failure_rolls_back() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let busy_port = busy.local_addr().unwrap().port().to_string();
+    let maxmemory = conn.call(&["CONFIG", "GET", "maxmemory"]);
+    let query_limit = conn.call(&["CONFIG", "GET", "client-query-buffer-limit"]);
+    let port = conn.call(&["CONFIG", "GET", "port"]);
+    let reply = conn.call(&[
+        "CONFIG",
+        "SET",
+        "maxmemory",
+        "10000001",
+        "port",
+        &busy_port,
+        "client-query-buffer-limit",
+        "10m",
+    ]);
+    let Reply::Error(text) = reply else {
+        panic!("CONFIG SET of a taken port: {reply:?}");
+    };
+    assert!(
+        text.starts_with(
+            "ERR CONFIG SET failed (possibly related to argument 'port') - \
+             Unable to listen on this port"
+        ),
+        "{text}"
+    );
+    assert_eq!(conn.call(&["CONFIG", "GET", "maxmemory"]), maxmemory);
+    assert_eq!(
+        conn.call(&["CONFIG", "GET", "client-query-buffer-limit"]),
+        query_limit
+    );
+    assert_eq!(conn.call(&["CONFIG", "GET", "port"]), port);
+    assert_eq!(
+        server.connect().call(&["PING"]),
+        Reply::Simple("PONG".into())
+    );
+    drop(busy);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let free_port = free.local_addr().unwrap().port().to_string();
+    drop(free);
+    let Reply::Error(text) = conn.call(&["CONFIG", "SET", "port", &free_port]) else {
+        panic!("another port is refused while running");
+    };
+    assert!(text.ends_with("can't set immutable config"), "{text}");
+}

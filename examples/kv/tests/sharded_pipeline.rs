@@ -100,7 +100,7 @@ fn serve(input: &[u8], shards: usize, seed: u64, max_backlog: usize) -> Vec<u8> 
                         })
                         .collect();
                     let mut scratch = atomic::scratch(&keys, &stored, NOW_MS);
-                    let (reply, writes) =
+                    let atomic::Ran { reply, writes, .. } =
                         atomic::run(&mut scratch, command, &keys, &stored, NOW_MS);
                     for written in writes {
                         let owner = shard_of(&written.key, shards);

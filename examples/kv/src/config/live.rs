@@ -253,15 +253,19 @@ impl LiveConfig {
     /// CONFIG SET: checks every pair with Redis 7's rules (every name known, none twice, none
     /// immutable, every value valid), then stores them all. Returns what the shards apply.
     pub fn config_set(&self, pairs: &[(Bytes, Bytes)]) -> Result<Vec<Setting>, String> {
-        self.config_set_with(pairs, &|_| Ok(()))
+        self.config_set_with(pairs, &|step| match step {
+            Glue::Tls(_) => Ok(()),
+            Glue::Port(_) => Err("can't set immutable config".into()),
+        })
     }
 
-    /// [`Self::config_set`], with `tls` applying the `tls-*` changes (canonical name and
-    /// value) before anything is stored: its error refuses them all, as Redis's TLS reload.
+    /// [`Self::config_set`], with `glue` applying what this table cannot alone before
+    /// anything is stored: the `tls-*` changes (canonical name and value; its error refuses
+    /// them all, as Redis's TLS reload) and a new `port` (see [`GlueApply`]).
     pub fn config_set_with(
         &self,
         pairs: &[(Bytes, Bytes)],
-        tls: &TlsApply<'_>,
+        glue: &GlueApply<'_>,
     ) -> Result<Vec<Setting>, String> {
         let mut found: Vec<(usize, &'static OptionSpec, &Bytes)> = Vec::with_capacity(pairs.len());
         let mut unknown = None;
@@ -293,6 +297,7 @@ impl LiveConfig {
         let mut next = values.clone();
         let mut changed = Vec::new();
         let mut tls_changes = Vec::new();
+        let mut port = None;
         for (index, spec, raw) in found {
             let raw = String::from_utf8_lossy(raw).into_owned();
             // Redis splits a multi-argument value on single spaces.
@@ -303,8 +308,13 @@ impl LiveConfig {
             };
             let value = spec.parse(&args).map_err(|why| failed(spec.name, &why))?;
             let current = values.get(index);
+            if spec.name == "port" && value != current {
+                // Applied last, by the glue (listening there), as Redis applies it: a port
+                // it cannot listen on fails the whole CONFIG SET.
+                port = Some(value.clone());
+            }
             let fixed = spec.has(IMMUTABLE) || spec.effect == Effect::Start;
-            if fixed && (spec.has(IMMUTABLE) || value != current) {
+            if fixed && spec.name != "port" && (spec.has(IMMUTABLE) || value != current) {
                 return Err(failed(spec.name, "can't set immutable config"));
             }
             if spec.effect == Effect::Live(LiveKey::Tls) {
@@ -316,13 +326,16 @@ impl LiveConfig {
             }
         }
         if let Some((first, _)) = tls_changes.first() {
-            if let Err(why) = tls(&tls_changes) {
+            if let Err(why) = glue(Glue::Tls(&tls_changes)) {
                 tracing::warn!(%why, "CONFIG SET of TLS parameters refused");
                 return Err(failed(
                     first,
                     "Unable to update TLS configuration. Check server logs.",
                 ));
             }
+        }
+        if let Some(port) = port {
+            glue(Glue::Port(number(&port))).map_err(|why| failed("port", &why))?;
         }
         *self.lock() = next.clone();
         let mut settings = Vec::new();
@@ -344,8 +357,19 @@ impl LiveConfig {
     }
 }
 
-/// Applies the `tls-*` changes of a CONFIG SET (canonical name and value), or refuses them.
-pub type TlsApply<'a> = dyn Fn(&[(String, String)]) -> Result<(), String> + 'a;
+/// What a CONFIG SET asks of the glue before it stores anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Glue<'a> {
+    /// Apply these `tls-*` changes (canonical name and value), or refuse them all.
+    Tls(&'a [(String, String)]),
+    /// Listen on this port instead. The error is the reason CONFIG SET gives: Redis's
+    /// "Unable to listen on this port. Check server logs." when the port is taken;
+    /// "can't set immutable config" where the server cannot move its listeners while running.
+    Port(u16),
+}
+
+/// Applies a [`Glue`] step of a CONFIG SET, or refuses it (the reason).
+pub type GlueApply<'a> = dyn Fn(Glue<'_>) -> Result<(), String> + 'a;
 
 fn failed(name: &str, why: &str) -> String {
     format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
@@ -393,6 +417,27 @@ mod tests {
         // Fixed at start here: its current value is accepted, another one refused.
         assert_eq!(set(&live, &[("port", "6379")]), Ok(vec![]));
         assert!(set(&live, &[("port", "1")]).is_err());
+        // A new port is the glue's to apply, last: its refusal fails the whole CONFIG SET
+        // (nothing stored), with the glue's reason.
+        let pairs: Vec<(Bytes, Bytes)> = [("maxmemory", "7"), ("port", "1"), ("hz", "20")]
+            .iter()
+            .map(|(n, v)| (Bytes::from(*n), Bytes::from(*v)))
+            .collect();
+        let maxmemory = live.get("maxmemory").unwrap();
+        let taken = |step: Glue<'_>| match step {
+            Glue::Port(1) => Err("Unable to listen on this port. Check server logs.".into()),
+            _ => Ok(()),
+        };
+        assert_eq!(
+            live.config_set_with(&pairs, &taken),
+            Err(
+                "ERR CONFIG SET failed (possibly related to argument 'port') - \
+                 Unable to listen on this port. Check server logs."
+                    .into()
+            )
+        );
+        assert_eq!(live.get("maxmemory").as_deref(), Some(maxmemory.as_str()));
+        assert_eq!(live.get("port").as_deref(), Some("6379"));
         // Modifiable in Redis, fixed at start here (the cluster bus and its TLS start once).
         for name in ["tls-cluster", "tls-replication"] {
             assert_eq!(set(&live, &[(name, "no")]), Ok(vec![]), "{name}");

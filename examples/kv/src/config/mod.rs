@@ -162,9 +162,9 @@ pub fn get(live: &LiveConfig, patterns: &[Bytes]) -> Reply {
 pub fn set(
     live: &LiveConfig,
     pairs: &[(Bytes, Bytes)],
-    tls: &live::TlsApply<'_>,
+    glue: &live::GlueApply<'_>,
 ) -> Result<Vec<Setting>, Reply> {
-    live.config_set_with(pairs, tls).map_err(Reply::error)
+    live.config_set_with(pairs, glue).map_err(Reply::error)
 }
 
 /// CONFIG REWRITE.

@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 use crate::cluster::command::{ClusterRequest, Restore};
 use crate::command::{Command, TypedCommand};
+use crate::notify::KeyEvent;
 use crate::reply::Reply;
 use crate::store::Store;
 
@@ -116,18 +117,30 @@ pub fn waits_on(typed: &TypedCommand) -> Vec<Bytes> {
     keys.into_iter().map(Bytes::copy_from_slice).collect()
 }
 
-/// Runs `command` on the scratch store that holds `keys` as `before` (what [`scratch`] got);
-/// returns the reply and what each key it changed became. A key counts as changed when its
-/// stored form differs (the emitters write a value in its own order, so an untouched key
-/// dumps as it was gathered).
+/// What [`run`] did: the reply, what each key it changed became, and the keyspace events
+/// the command emitted, in order (what its owners publish).
+#[derive(Debug)]
+pub struct Ran {
+    pub reply: Reply,
+    pub writes: Vec<Written>,
+    pub events: Vec<KeyEvent>,
+}
+
+/// Runs `command` on the scratch store that holds `keys` as `before` (what [`scratch`] got).
+/// A key counts as changed when its stored form differs (the emitters write a value in its
+/// own order, so an untouched key dumps as it was gathered).
 pub fn run(
     store: &mut Store,
     command: Command,
     keys: &[Bytes],
     before: &[Option<Stored>],
     now: u64,
-) -> (Reply, Vec<Written>) {
+) -> Ran {
+    // Only the command's own events: the gathering's `restore`s were not recorded.
+    store.set_event_log(true);
     let reply = store.execute(command, now, &mut crate::change::NoLog);
+    let events = store.take_events().events;
+    store.set_event_log(false);
     let writes = keys
         .iter()
         .zip(before)
@@ -141,5 +154,62 @@ pub fn run(
             })
         })
         .collect();
-    (reply, writes)
+    Ran {
+        reply,
+        writes,
+        events,
+    }
+}
+
+/// One owner's share of a command's effects: its keys' write-backs, and the events it
+/// publishes for them instead of the write-backs' own (`restore`, `del`).
+#[derive(Debug)]
+pub struct WriteBack {
+    pub shard: usize,
+    pub commands: Vec<Command>,
+    pub events: Vec<KeyEvent>,
+}
+
+/// Splits what [`run`] did by owner (`shard_of` over `shards`), in the order the command
+/// emitted its events (a RENAME's `rename_from` owner before its `rename_to` owner), then
+/// the owners of changed keys without events. An owner with events and no write still gets
+/// its events (SINTERSTORE over a destination that ends as it was, a key miss).
+pub fn write_backs(
+    writes: Vec<Written>,
+    events: Vec<KeyEvent>,
+    owner: impl Fn(&[u8]) -> usize,
+) -> Vec<WriteBack> {
+    let mut plan: Vec<WriteBack> = Vec::new();
+    let entry = |plan: &mut Vec<WriteBack>, shard: usize| -> usize {
+        match plan.iter().position(|back| back.shard == shard) {
+            Some(i) => i,
+            None => {
+                plan.push(WriteBack {
+                    shard,
+                    commands: Vec::new(),
+                    events: Vec::new(),
+                });
+                plan.len() - 1
+            }
+        }
+    };
+    // Ordered by each owner's first change event: a `new` (RENAME's destination, created
+    // before the source's `rename_from` is sent) does not put its owner first.
+    let mut first_change: Vec<usize> = Vec::new();
+    for (n, event) in events.into_iter().enumerate() {
+        let i = entry(&mut plan, owner(&event.key));
+        first_change.resize(plan.len(), usize::MAX);
+        if event.modifies() {
+            first_change[i] = first_change[i].min(n);
+        }
+        plan[i].events.push(event);
+    }
+    for written in writes {
+        let i = entry(&mut plan, owner(&written.key));
+        plan[i].commands.push(written.into_command());
+    }
+    first_change.resize(plan.len(), usize::MAX);
+    let mut order: Vec<(usize, WriteBack)> = first_change.into_iter().zip(plan).collect();
+    order.sort_by_key(|(first, _)| *first);
+    order.into_iter().map(|(_, back)| back).collect()
 }

@@ -31,7 +31,8 @@ fn execute(stores: &mut [Store], line: &str) -> Reply {
                 })
                 .collect();
             let mut scratch = atomic::scratch(&keys, &stored, 0);
-            let (reply, writes) = atomic::run(&mut scratch, command, &keys, &stored, 0);
+            let atomic::Ran { reply, writes, .. } =
+                atomic::run(&mut scratch, command, &keys, &stored, 0);
             for written in writes {
                 let owner = shard_of(&written.key, stores.len());
                 let applied = stores[owner].execute(written.into_command(), 0, &mut NoLog);
@@ -333,4 +334,65 @@ fn client_list_and_kill_gather_every_shard() {
         Reply::error("ERR No such client")
     });
     assert_eq!(merged(kill(&["1.2.3.4:5"], true), &none), Reply::ok());
+}
+
+/// A command over keys of several shards reports its own keyspace events, each to the
+/// shard that owns its key, in the command's order: RENAME's `rename_from` owner comes
+/// first even when its shard is the higher one, SINTERSTORE's event reaches the
+/// destination's owner with the write.
+#[test]
+fn write_backs_carry_the_commands_events_in_order() {
+    let keys = keys_on_distinct_shards(4);
+    // `from` on a higher shard than `to`.
+    let (to, from) = (&keys[0], &keys[3]);
+    let owner = |key: &[u8]| shard_of(key, 4);
+    let run = |line: &str, present: &[(&str, &str)]| {
+        let command = command(line);
+        let keys = atomic::keys_of(&command);
+        let mut source = Store::default();
+        for (key, value) in present {
+            source.execute(command_of(&["SADD", key, value]), 0, &mut NoLog);
+        }
+        let stored: Vec<Option<atomic::Stored>> = (keys.iter())
+            .map(|key| {
+                (source.dump(key, 0))
+                    .map(|(payload, expire_at)| atomic::Stored { payload, expire_at })
+            })
+            .collect();
+        let mut scratch = atomic::scratch(&keys, &stored, 0);
+        let ran = atomic::run(&mut scratch, command, &keys, &stored, 0);
+        atomic::write_backs(ran.writes, ran.events, owner)
+    };
+    let plan = run(&format!("RENAME {from} {to}"), &[(from, "m")]);
+    let shape: Vec<(usize, usize, Vec<&str>)> = (plan.iter())
+        .map(|back| {
+            // `new` (a key created) comes as on one shard, next to the command's event.
+            let events = (back.events.iter())
+                .map(|e| e.event)
+                .filter(|&e| e != "new")
+                .collect();
+            (back.shard, back.commands.len(), events)
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![(3, 1, vec!["rename_from"]), (0, 1, vec!["rename_to"])]
+    );
+    assert!(plan
+        .iter()
+        .all(|back| back.events.iter().all(|e| owner(&e.key) == back.shard)));
+    let plan = run(
+        &format!("SINTERSTORE {to} {from} {}", keys[1]),
+        &[(from, "m"), (&keys[1], "m")],
+    );
+    let dest = plan.iter().find(|back| back.shard == 0).unwrap();
+    let events: Vec<&str> = dest.events.iter().map(|e| e.event).collect();
+    assert_eq!(events, ["new", "sinterstore"]);
+    assert_eq!(dest.commands.len(), 1);
+    // Sources read only: nothing goes back to their owners.
+    assert!(plan.iter().all(|back| back.shard == 0));
+}
+
+fn command_of(args: &[&str]) -> Command {
+    Command::parse(args.iter().map(|s| Bytes::from(s.to_string())).collect()).unwrap()
 }

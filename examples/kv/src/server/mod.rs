@@ -582,11 +582,25 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
         tls_reload: tls.map(|tls| {
             crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
         }),
+        port_check: Some(port_check(config.bind)),
         ..SessionConfig::default()
     };
     session.sync_script_busy();
     session.replica.configure(&session.live);
     session
+}
+
+/// CONFIG SET `port`: the listeners stay where they are while the server runs, so another
+/// port is refused; as Redis refuses it (and nothing of the CONFIG SET is kept) when
+/// nothing could listen there, else as immutable.
+fn port_check(bind: std::net::IpAddr) -> crate::session::PortCheck {
+    crate::session::PortCheck::new(move |port| {
+        if let Err(error) = std::net::TcpListener::bind(SocketAddr::new(bind, port)) {
+            tracing::warn!(%error, port, "CONFIG SET port: cannot listen there");
+            return Err("Unable to listen on this port. Check server logs.".into());
+        }
+        Err("can't set immutable config".into())
+    })
 }
 
 /// The users at start: `requirepass` as the default user's password, then the

@@ -4,7 +4,7 @@
 //! modified to client tracking. Also the shard side of the messages that answer no request
 //! ([`Note`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use bytes::Bytes;
 
@@ -13,7 +13,7 @@ use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
 use super::tracking::Reader;
 use crate::clients::tracking::Keys;
-use crate::notify::{self, EventFlags};
+use crate::notify::{self, Class, EventFlags, KeyEvent};
 
 /// A message for a shard that answers no request.
 pub(crate) enum Note {
@@ -67,6 +67,9 @@ pub(crate) struct ShardNotes {
     logging: Cell<bool>,
     /// Notifications lost to a command's event cap (see [`notify::MAX_EVENTS`]).
     lost: Cell<u64>,
+    /// While a multi-key command's write-backs run here: the keys whose `restore` and `del`
+    /// events are replaced by the command's own (see [`Shard::replace_events`]).
+    replaced: RefCell<Vec<Bytes>>,
 }
 
 impl Shard {
@@ -91,7 +94,55 @@ impl Shard {
         if !self.notes.logging.get() {
             return;
         }
-        let events = self.store().take_events();
+        let mut events = self.store().take_events();
+        {
+            let replaced = self.notes.replaced.borrow();
+            if !replaced.is_empty() {
+                events.events.retain(|event| {
+                    let write_back =
+                        event.class == Class::Generic && matches!(event.event, "restore" | "del");
+                    !(write_back && replaced.contains(&event.key))
+                });
+            }
+        }
+        self.emit(events, writer);
+    }
+
+    /// Whether keyspace notifications are on (any class on any channel).
+    pub(crate) fn notifies(&self) -> bool {
+        self.notes.flags.get().any()
+    }
+
+    /// A multi-key command's write-backs are about to run here: the `restore` and `del`
+    /// events they cause for the keys of `events` are dropped; [`Self::publish_replaced`]
+    /// publishes `events` instead, as the command emitted them.
+    pub(crate) fn replace_events(&self, events: &[KeyEvent]) {
+        let mut replaced = self.notes.replaced.borrow_mut();
+        replaced.clear();
+        for event in events {
+            if !replaced.contains(&event.key) {
+                replaced.push(event.key.clone());
+            }
+        }
+    }
+
+    /// The write-backs ran: the command's own events go out (from `writer`).
+    pub(crate) fn publish_replaced(&self, events: Vec<KeyEvent>, writer: Option<Origin>) {
+        self.notes.replaced.borrow_mut().clear();
+        if events.is_empty() || !self.notes.logging.get() {
+            return;
+        }
+        self.emit(
+            notify::Events {
+                events,
+                overflowed: false,
+            },
+            writer,
+        );
+    }
+
+    /// Publishes a command's events and hands the keys they modified to client tracking.
+    fn emit(&self, events: notify::Events, writer: Option<Origin>) {
         if events.overflowed {
             let lost = self.notes.lost.get() + 1;
             self.notes.lost.set(lost);

@@ -34,7 +34,40 @@ pub struct SessionConfig {
     pub acl: Arc<crate::acl::Acl>,
     /// What a replica refuses its clients (READONLY, MASTERDOWN, LOADING).
     pub replica: Arc<crate::repl::ReplicaGate>,
+    /// Answers CONFIG SET of another `port` (see [`crate::config::live::Glue::Port`]);
+    /// `None`: refused as immutable.
+    pub port_check: Option<PortCheck>,
 }
+
+/// The server's hook for CONFIG SET `port`: the reason the port is refused.
+#[derive(Clone)]
+pub struct PortCheck(Arc<PortCheckFn>);
+
+type PortCheckFn = dyn Fn(u16) -> Result<(), String> + Send + Sync;
+
+impl PortCheck {
+    pub fn new(check: impl Fn(u16) -> Result<(), String> + Send + Sync + 'static) -> PortCheck {
+        PortCheck(Arc::new(check))
+    }
+
+    pub fn check(&self, port: u16) -> Result<(), String> {
+        (self.0)(port)
+    }
+}
+
+impl fmt::Debug for PortCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PortCheck")
+    }
+}
+
+impl PartialEq for PortCheck {
+    fn eq(&self, other: &PortCheck) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PortCheck {}
 
 /// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
 /// with the reason.
@@ -84,6 +117,7 @@ impl Default for SessionConfig {
             script_busy: Default::default(),
             acl: Arc::default(),
             replica: Arc::default(),
+            port_check: None,
         }
     }
 }

@@ -34,7 +34,7 @@ use crate::resp::RequestParser;
 
 pub use calls::{monitor_line, CallRecord, SlowEntry};
 pub use client::{Invalidated, TrackingChange};
-pub use config::{SessionConfig, TlsReload};
+pub use config::{PortCheck, SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
@@ -337,13 +337,20 @@ impl Session {
     /// CONFIG SET: all or nothing on the node's configuration; what the shards apply goes to
     /// every shard.
     fn config_set(&mut self, pairs: Vec<(Bytes, Bytes)>) -> Admission {
+        use crate::config::live::Glue;
         // TLS parameters take effect together (certificates re-read, new connections get
         // them) or not at all; without TLS they are only recorded.
-        let tls = |changes: &[(String, String)]| match &self.config.tls_reload {
-            Some(reload) => reload.apply(changes),
-            None => Ok(()),
+        let glue = |step: Glue<'_>| match step {
+            Glue::Tls(changes) => match &self.config.tls_reload {
+                Some(reload) => reload.apply(changes),
+                None => Ok(()),
+            },
+            Glue::Port(port) => match &self.config.port_check {
+                Some(check) => check.check(port),
+                None => Err("can't set immutable config".into()),
+            },
         };
-        let set = crate::config::set(&self.config.live, &pairs, &tls);
+        let set = crate::config::set(&self.config.live, &pairs, &glue);
         if set.is_ok() {
             self.config.sync_script_busy();
             self.config.replica.configure(&self.config.live);

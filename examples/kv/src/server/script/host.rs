@@ -164,7 +164,8 @@ impl ScriptHost {
         let started = std::time::Instant::now();
         let reply = self.execute(suspend, command.clone());
         // As Redis, a script's commands count in INFO commandstats as calls of their own (a
-        // failure too; errorstats counts the script's reply).
+        // failure too; errorstats counts a `redis.call` error as the script's reply, a
+        // `redis.pcall` one in `call`).
         let error = match &reply {
             Reply::Error(text) => {
                 let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
@@ -353,6 +354,20 @@ impl Host for ScriptHost {
             _ => ReplyMode::Resp2,
         };
         if let Reply::Error(text) = &reply {
+            if !raise {
+                // A `redis.pcall` error stays in the script: it counts in errorstats here, as
+                // in Redis (a `redis.call` error is counted once, as the script's reply).
+                let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+                let record = crate::session::CallRecord {
+                    name: None,
+                    duration_us: 0,
+                    error: Some(text.slice(..end)),
+                    rejected: false,
+                    errorstat: true,
+                    slow: None,
+                };
+                self.shard.record_calls(vec![record].drain(..));
+            }
             let mut dashed = b"-".to_vec();
             dashed.extend_from_slice(text);
             let table = error_table(lua, &dashed)?;

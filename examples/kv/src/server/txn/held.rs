@@ -20,6 +20,7 @@ use corewire::runtime::sync::WakerCell;
 
 use super::{TxnId, TxnMsg, Watcher, GRANT_SEQ};
 use crate::command::Command;
+use crate::notify::KeyEvent;
 use crate::reply::Reply;
 use crate::server::forward::Work;
 use crate::server::shard::{now_ms, Shard};
@@ -126,7 +127,18 @@ impl Held {
     /// Runs `commands` on held shard `target`, in order and as one block in its log, and
     /// waits for their replies.
     pub async fn step(&self, target: usize, commands: Vec<Command>) -> Vec<Reply> {
-        let seqs = self.send_step(target, commands);
+        self.write_back(target, commands, Vec::new()).await
+    }
+
+    /// [`Self::step`] for the write-backs of a multi-key command: `target` publishes `events`
+    /// (the command's, for its keys there) in place of the write-backs' own.
+    pub async fn write_back(
+        &self,
+        target: usize,
+        commands: Vec<Command>,
+        events: Vec<KeyEvent>,
+    ) -> Vec<Reply> {
+        let seqs = self.send_step_with(target, commands, events);
         let mut replies = Vec::new();
         for seq in seqs {
             replies.push(self.reply(seq).await);
@@ -137,6 +149,15 @@ impl Held {
     /// Sends `commands` to held shard `target` (run at once when it is this shard); their
     /// replies come as the returned sequence numbers.
     pub fn send_step(&self, target: usize, commands: Vec<Command>) -> std::ops::Range<u64> {
+        self.send_step_with(target, commands, Vec::new())
+    }
+
+    fn send_step_with(
+        &self,
+        target: usize,
+        commands: Vec<Command>,
+        events: Vec<KeyEvent>,
+    ) -> std::ops::Range<u64> {
         debug_assert!(self.holds(target), "a step on a shard not held");
         let first = self.next_seq.get();
         self.next_seq.set(first + commands.len() as u64);
@@ -150,6 +171,7 @@ impl Held {
             TxnMsg::Step {
                 txn: self.txn(),
                 batch,
+                events,
             },
         );
         first..self.next_seq.get()

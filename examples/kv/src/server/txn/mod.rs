@@ -36,6 +36,7 @@ use bytes::Bytes;
 use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
 use crate::command::{ClientRequest, Command};
+use crate::notify::KeyEvent;
 use crate::reply::Reply;
 
 pub(crate) use coordinator::Coordinator;
@@ -66,7 +67,13 @@ pub(crate) enum TxnMsg {
     /// An aborted EXEC never reached this shard: drop the connection's watches here.
     Unwatch(Watcher),
     /// Run this batch on the shard `txn` holds, as one block in its log, and keep holding.
-    Step { txn: TxnId, batch: Batch },
+    /// `events`: a multi-key command's own events for its keys here, published in place of
+    /// the batch's (its write-backs' `restore` and `del`) for those keys.
+    Step {
+        txn: TxnId,
+        batch: Batch,
+        events: Vec<KeyEvent>,
+    },
     /// Answer `origin` with the stored form of `keys` (see [`held::Held::dump`]).
     Dump {
         txn: TxnId,
@@ -99,6 +106,10 @@ pub(crate) struct ShardTxn {
     running: Cell<bool>,
     /// Keys written while `running` that blocked clients may be waiting on.
     written: RefCell<Vec<Bytes>>,
+    /// Keys a program's steps wrote: their blocked clients are served when the program lets
+    /// go of the shard, after the whole command, script or transaction (as Redis serves
+    /// them after the command), not between its steps.
+    program_written: RefCell<Vec<Bytes>>,
     /// A drain of the waiting work is in progress (a release inside it must not start
     /// another).
     draining: Cell<bool>,
@@ -262,11 +273,11 @@ impl Shard {
             }
             TxnMsg::Release(txn) => self.release(txn, now),
             TxnMsg::Unwatch(watcher) => self.txn.watches.borrow_mut().unwatch(watcher),
-            TxnMsg::Step { txn, batch } => {
+            TxnMsg::Step { txn, batch, events } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(shard = self.id, "program step for a shard it does not hold");
                 }
-                self.run_batch(batch, now);
+                self.run_batch_with(batch, events, false, now);
             }
             TxnMsg::Dump { txn, origin, keys } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
@@ -317,24 +328,37 @@ impl Shard {
     }
 
     fn run_batch(&self, batch: Batch, now: u64) {
+        self.run_batch_with(batch, Vec::new(), true, now);
+    }
+
+    /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
+    /// (before any blocked client the batch serves runs, as the command's events come first).
+    fn run_batch_with(&self, batch: Batch, events: Vec<KeyEvent>, serve: bool, now: u64) {
         self.txn.running.set(true);
         // The batch's writes are one block in this shard's log: replay keeps all or none.
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
         crate::server::repl_feed::begin_block();
+        let writer = batch.first().map(|(origin, _)| *origin);
+        self.replace_events(&events);
         for (origin, command) in batch {
             if let Some(reply) = self.execute_free(origin, command, now) {
                 self.deliver(origin, reply);
             }
         }
+        self.publish_replaced(events, writer);
         if let Some(aof) = &self.aof {
             aof.end_transaction();
         }
         crate::server::repl_feed::end_block();
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
-        self.serve_written(&written, now);
+        if serve {
+            self.serve_written(&written, now);
+        } else {
+            self.txn.program_written.borrow_mut().extend(written);
+        }
     }
 
     /// `txn` lets go of this shard: the waiting work runs, in order, until the next
@@ -345,6 +369,10 @@ impl Shard {
                 shard = self.id,
                 "release by a transaction that does not hold the shard"
             );
+        }
+        let written = std::mem::take(&mut *self.txn.program_written.borrow_mut());
+        if !written.is_empty() {
+            self.serve_written(&written, now);
         }
         if self.txn.draining.replace(true) {
             return;

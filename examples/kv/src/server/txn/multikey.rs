@@ -222,21 +222,31 @@ async fn apply(
         }
         _ => None,
     };
-    let (reply, writes) = atomic::run(&mut scratch, command, &keys, &stored, now);
+    let atomic::Ran {
+        reply,
+        writes,
+        events,
+    } = atomic::run(&mut scratch, command, &keys, &stored, now);
+    let mut events = events;
+    if !held.shard().notifies() {
+        // Only client tracking reads them: the keys' changes, not their misses.
+        events.retain(|event| event.modifies());
+    }
     if waiting.is_some() && reply == Reply::NullArray && writes.is_empty() {
         return Err(WouldBlock(waiting));
     }
-    let mut per_shard: Vec<Vec<Command>> = vec![Vec::new(); shards];
-    for written in writes {
-        per_shard[shard_of(&written.key, shards)].push(written.into_command());
-    }
-    for (target, commands) in per_shard.into_iter().enumerate() {
-        if commands.is_empty() {
-            continue;
-        }
-        for reply in held.step(target, commands).await {
+    // Owner by owner in the order of the command's events: each publishes its keys' events.
+    for back in atomic::write_backs(writes, events, |key| shard_of(key, shards)) {
+        for reply in held
+            .write_back(back.shard, back.commands, back.events)
+            .await
+        {
             if reply.is_error() {
-                tracing::error!(target, ?reply, "a multi-key command's write-back failed");
+                tracing::error!(
+                    target = back.shard,
+                    ?reply,
+                    "a multi-key command's write-back failed"
+                );
             }
         }
     }

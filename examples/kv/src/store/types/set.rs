@@ -184,8 +184,9 @@ impl<S: ChangeSink> Cx<'_, S> {
             .update(dst, SET, true, self.now, self.sink, |v| {
                 set(v).insert(own(member))
             })?;
-        self.event("sadd", dst);
         if added.unwrap_or(true) {
+            // Only a member the destination did not have is an `sadd` (Redis's SMOVE).
+            self.event("sadd", dst);
             self.log_as_written(a);
         } else {
             // The destination had it: only the source changed (as Redis signals it).
