@@ -202,9 +202,7 @@ impl Session {
                 } else {
                     Context::Toplevel
                 };
-                let object = self
-                    .auth_name
-                    .take()
+                let object = (self.rare.as_mut().and_then(|rare| rare.auth_name.take()))
                     .unwrap_or_else(|| Bytes::from_static(b"AUTH"));
                 self.acl_log(Reason::Auth, context, object, name);
                 CommandError::WrongPass.into()
