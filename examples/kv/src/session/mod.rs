@@ -257,14 +257,15 @@ impl Session {
                     return None;
                 }
             };
-            let seq = self.replies.push_pending(self.encoding(Default::default()));
             let frame = match frame {
                 _ if !self.keeps_requests() => calls::Frame::None,
                 Some(frame) => calls::Frame::Whole(frame),
                 None => calls::Frame::Args(args.clone()),
             };
-            self.begin_call(seq, frame);
-            self.silence(seq);
+            // The slot is made whole here (written once, not defaulted and then filled).
+            let (call, silent) = (self.begin_call(frame), self.silence());
+            let encoding = self.encoding(Default::default());
+            let seq = self.replies.push_call(encoding, call, silent);
             self.rejecting = false;
             let admission = self.admit(args, seq);
             self.name_call(seq, self.identity.last_command, self.rejecting);
@@ -281,6 +282,12 @@ impl Session {
                 Admission::Forward(command) => {
                     if command.is_blocking() {
                         self.rare().blocking.push(seq);
+                    }
+                    // PSYNC and SYNC write their own answer; REPLCONF ACK gets none.
+                    if matches!(&command, Command::Repl(r) if r.is_unanswered()) {
+                        if let Some(slot) = self.replies.slot(seq) {
+                            slot.silent = true;
+                        }
                     }
                     if matches!(
                         command,
@@ -319,6 +326,7 @@ impl Session {
         let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
+            self.config.replica.configure(&self.config.live);
             // `requirepass` is the default user's password.
             if let Some((_, password)) =
                 (pairs.iter().rev()).find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
@@ -457,6 +465,18 @@ impl Session {
         self.output.len()
     }
 
+    /// Replication: bytes for a replica's connection, written as they are after the
+    /// replies already emitted (the glue bounds how much it pushes).
+    pub fn push_raw(&mut self, bytes: &[u8]) {
+        self.output.extend_from_slice(bytes);
+    }
+
+    /// The connection is a replica from now on (CLIENT LIST's `S`, CLIENT KILL TYPE
+    /// replica).
+    pub fn set_replica(&mut self) {
+        self.modes.replica = true;
+    }
+
     /// Requests parsed but whose replies have not been emitted yet.
     pub fn backlog(&self) -> usize {
         self.replies.len()
@@ -544,6 +564,28 @@ impl Session {
                 return Admission::Answered(refusal);
             }
         }
+        if let Some(refusal) = self.config.replica.refusal(&args).filter(|_| permitted) {
+            // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
+            // transaction is then discarded at EXEC, as Redis flags it.
+            self.rejecting = true;
+            if !self.txn.in_multi() {
+                self.identity.last_command = Command::table_name(&args).ok();
+                return Admission::Answered(refusal);
+            }
+            if args[0].eq_ignore_ascii_case(b"exec") {
+                let Reply::Error(text) = refusal else {
+                    return Admission::Answered(refusal);
+                };
+                let reply = Reply::error(format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    String::from_utf8_lossy(&text)
+                ));
+                return self.reset_txn(seq, reply);
+            }
+            let (name, parsed) = Command::parse_named(args);
+            self.identity.last_command = name;
+            return self.admit_queued(parsed, Some(refusal), seq);
+        }
         if let Some(busy) = self.config.script_busy.refusal() {
             // A script past the busy threshold runs: only `allow_busy` commands get through.
             // Inside MULTI the refusal aborts the transaction, and EXEC discards it.
@@ -588,7 +630,11 @@ impl Session {
             self.rejecting = true;
             return Admission::Answered(redirect);
         }
-        if permitted && Command::check_table(&args).is_ok() {
+        // Only DEBUG can be refused here: the table is not looked up twice for the rest.
+        if permitted
+            && args[0].eq_ignore_ascii_case(b"debug")
+            && Command::check_table(&args).is_ok()
+        {
             if let Some(refusal) = self.protected_refusal(&args) {
                 self.identity.last_command = Command::table_name(&args).ok();
                 self.rejecting = true;
@@ -653,17 +699,15 @@ impl Session {
     }
 
     /// CLIENT REPLY OFF / SKIP: request `seq`'s reply is not sent.
-    fn silence(&mut self, seq: u64) {
-        let silent = match self.reply_mode {
+    /// Whether the next request's reply is silent (CLIENT REPLY OFF or SKIP).
+    fn silence(&mut self) -> bool {
+        match self.reply_mode {
             ReplyMode::On => false,
             ReplyMode::Off => true,
             ReplyMode::SkipNext => {
                 self.reply_mode = ReplyMode::On;
                 true
             }
-        };
-        if let Some(slot) = self.replies.slot(seq) {
-            slot.silent = silent;
         }
     }
 
