@@ -220,6 +220,58 @@ fn idle_tls_connections_hold_no_ring_buffers_and_little_memory() {
     drop(conns);
 }
 
+/// Heap bytes one idle connection keeps (INFO's `used_memory`: the server allocator's own
+/// count, so no page rounding and no allocator slack): after one exchange, a connection
+/// waiting for its client keeps its task, its session and its socket's share of the runtime,
+/// and none of the buffers the exchange used (input, output, reply slots, the answered calls'
+/// room). Was about 2.5 KB before those were released and the session's rarely used state
+/// boxed; the RSS figure per connection is in BENCHMARKS.md (idle memory).
+#[test]
+fn an_idle_connection_keeps_no_buffers() {
+    const N: usize = 500;
+    /// Bytes per idle connection: measured 1,524 on io_uring and 1,585 on epoll (the task,
+    /// the session, the runtime's share, the shard's tables' growth); a field or buffer of a
+    /// hundred bytes or more per connection fails it.
+    const BOUND: u64 = 1664;
+    let server = Server::start(&["--shards", "1", "--maxclients", "2000"]);
+    let mut probe = common::Resp::connect(server.port);
+    let used = |probe: &mut common::Resp| {
+        let common::Reply::Bulk(Some(text)) = probe.call(&["INFO", "memory"]) else {
+            panic!("INFO memory is not a bulk string");
+        };
+        let text = String::from_utf8(text).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("used_memory:"))
+            .expect("used_memory in INFO memory")
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = used(&mut probe);
+    let conns: Vec<TcpStream> = (0..N)
+        .map(|_| {
+            let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            // One key for all: the store does not grow with the connections.
+            exchange(&mut c, 0);
+            c
+        })
+        .collect();
+    // A connection lets its buffers go once its reply's send has completed: soon after its
+    // client read it.
+    let mut per_conn = u64::MAX;
+    eventually(Duration::from_secs(10), || {
+        per_conn = used(&mut probe).saturating_sub(before) / N as u64;
+        per_conn <= BOUND
+    });
+    eprintln!("heap per idle connection: {per_conn} bytes ({N} connections)");
+    assert!(
+        per_conn <= BOUND,
+        "an idle connection keeps {per_conn} heap bytes (bound {BOUND})"
+    );
+    drop(conns);
+}
+
 /// A pipelined pair of requests, so each connection received something.
 fn exchange(c: &mut dyn ReadWrite, i: usize) {
     let key = format!("idle:{i}");

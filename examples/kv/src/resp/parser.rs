@@ -37,7 +37,8 @@ impl Default for ParserLimits {
 #[derive(Debug, Default)]
 pub struct RequestParser {
     limits: ParserLimits,
-    partial: Option<PartialArray>,
+    /// Boxed: every connection's session has a parser, and few requests arrive in pieces.
+    partial: Option<Box<PartialArray>>,
     /// Redis's tighter limits before authentication (10 elements, 16 KiB bulks), so an
     /// unauthenticated client cannot make the server buffer much.
     unauthenticated: bool,
@@ -123,11 +124,11 @@ impl RequestParser {
                 }
                 if count > 0 {
                     let count = count as usize;
-                    self.partial = Some(PartialArray {
+                    self.partial = Some(Box::new(PartialArray {
                         remaining: count,
                         args: Vec::with_capacity(count.min(MAX_PREALLOCATED_ARGS)),
                         pending_bulk: None,
-                    });
+                    }));
                 }
             } else if let Some(args) = self.parse_inline(buf)? {
                 if !args.is_empty() {

@@ -82,7 +82,6 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
         },
     );
     let io = ConnIo {
-        peer: accepted.peer,
         stream: RespIo::new(accepted.stream),
         read_closed: false,
         round: RoundBudget::new(accepted.budget),
@@ -183,7 +182,6 @@ enum Deferred {
 }
 
 struct ConnIo {
-    peer: Option<std::net::SocketAddr>,
     /// The stream (TCP or TLS) with its send in flight and the rest of a short send.
     stream: RespIo,
     read_closed: bool,
@@ -191,8 +189,9 @@ struct ConnIo {
     /// `Command::budget_units`, and its bytes) parsed per round before the connection
     /// yields to the rest of its shard.
     round: RoundBudget,
-    /// While CLIENT PAUSE holds a request: when to look again.
-    pause: Option<Sleep>,
+    /// While CLIENT PAUSE holds a request: when to look again (boxed: the task of every
+    /// connection carries this field, few ever fill it).
+    pause: Option<Box<Sleep>>,
 }
 
 impl ReplySink for RespConn {
@@ -393,7 +392,7 @@ impl RespConn {
                 shard.set_monitor(key, on);
             }
             if let Some(reason) = session.take_protocol_error() {
-                corewire::runtime::report_protocol_error("resp", io.peer, &reason);
+                corewire::runtime::report_protocol_error("resp", session.peer(), &reason);
             }
             let out_of_budget = io.round.exhausted();
             progress |= handled > 0;
@@ -517,7 +516,7 @@ impl RespConn {
         let wait = std::time::Duration::from_millis(wait_ms).min(PAUSE_RECHECK);
         let timer = io
             .pause
-            .get_or_insert_with(|| sleep_until(std::time::Instant::now() + wait));
+            .get_or_insert_with(|| Box::new(sleep_until(std::time::Instant::now() + wait)));
         if Pin::new(&mut *timer).poll(cx).is_ready() {
             io.pause = None;
             return true;
@@ -533,3 +532,15 @@ impl RespConn {
         self.task.register(cx.waker());
     }
 }
+
+// What every connection allocates, pinned (on 64-bit targets): an idle connection holds its
+// task (`Serve`) and its shared state (`RespConn`, the session in it) and nothing else of
+// its own, so these sizes are most of its memory (BENCHMARKS.md, idle memory). The bounds
+// keep the allocator's size classes they fall in now (the `Rc` adds 16 bytes); state few
+// connections use goes in a box (see `session/rare.rs`), not in these.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<Session>() <= 512);
+    assert!(std::mem::size_of::<RespConn>() + 16 <= 640);
+    assert!(std::mem::size_of::<Serve>() <= 320);
+};

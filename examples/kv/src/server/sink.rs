@@ -144,15 +144,18 @@ impl SinkRegistry {
     }
 }
 
-/// The fanned-out requests of one sink whose parts are still arriving.
+/// The fanned-out requests of one sink whose parts are still arriving: boxed, and only
+/// while some are (every connection has one, most never fan out).
 #[derive(Default)]
 pub(crate) struct Merges {
-    pending: HashMap<u64, Merger, RandomState>,
+    // Boxed on purpose: the empty map itself (40 B) would sit in every connection's state.
+    #[allow(clippy::box_collection)]
+    pending: Option<Box<HashMap<u64, Merger, RandomState>>>,
 }
 
 impl Merges {
     pub fn start(&mut self, seq: u64, merger: Merger) {
-        self.pending.insert(seq, merger);
+        self.pending.get_or_insert_default().insert(seq, merger);
     }
 
     /// Feeds one reply; returns the client's reply once request `seq` is complete. A merge
@@ -167,7 +170,7 @@ impl Merges {
         let Some(part) = part else {
             return Some(reply);
         };
-        let Some(merger) = self.pending.get_mut(&seq) else {
+        let Some(merger) = self.pending.as_mut().and_then(|p| p.get_mut(&seq)) else {
             tracing::error!(
                 seq,
                 part,
@@ -181,7 +184,11 @@ impl Merges {
         if !merger.is_complete() {
             return None;
         }
-        let merger = self.pending.remove(&seq)?;
+        let pending = self.pending.as_mut()?;
+        let merger = pending.remove(&seq)?;
+        if pending.is_empty() {
+            self.pending = None;
+        }
         Some(merger.finish(&server()).unwrap_or_else(|error| {
             tracing::error!(seq, %error, "merging part replies failed");
             Reply::error(format!("ERR internal error: {error}"))
@@ -254,7 +261,7 @@ mod tests {
             ServerInfo::default,
         );
         assert_eq!(last, Some(Reply::Integer(parts as i64 + 1)));
-        assert!(merges.pending.is_empty());
+        assert!(merges.pending.is_none(), "the box goes with the last merge");
 
         // A whole reply needs no merge; a stray part is dropped, not a panic.
         assert_eq!(

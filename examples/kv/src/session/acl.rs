@@ -76,11 +76,12 @@ impl Session {
             return None;
         }
         let name = Command::table_name(args).ok()?;
-        let id = match self.acl_last_id {
+        let rare = self.rare();
+        let id = match rare.acl_last_id {
             Some((last, id)) if std::ptr::eq(last, name) => Some(id),
             _ => {
                 let id = Catalog::get().id(name);
-                self.acl_last_id = id.map(|id| (name, id));
+                rare.acl_last_id = id.map(|id| (name, id));
                 id
             }
         };
@@ -209,9 +210,7 @@ impl Session {
                 } else {
                     Context::Toplevel
                 };
-                let object = self
-                    .auth_name
-                    .take()
+                let object = (self.rare.as_mut().and_then(|rare| rare.auth_name.take()))
                     .unwrap_or_else(|| Bytes::from_static(b"AUTH"));
                 self.acl_log(Reason::Auth, context, object, name);
                 CommandError::WrongPass.into()

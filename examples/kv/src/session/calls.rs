@@ -225,7 +225,7 @@ impl Session {
     /// MONITOR lines of the commands answered since the last call (only while some
     /// connection monitors).
     pub fn take_monitor_lines(&mut self) -> Vec<Bytes> {
-        std::mem::take(&mut self.monitor_lines)
+        (self.rare.as_mut()).map_or_else(Vec::new, |rare| std::mem::take(&mut rare.monitor_lines))
     }
 
     /// Whether requests must be kept for SLOWLOG or MONITOR.
@@ -259,7 +259,8 @@ impl Session {
         let (unix_us, mut args) = (slot.call.unix_us, slot.call.frame.args());
         redact(Some(name), &mut args);
         let peer = self.peer_text();
-        self.monitor_lines.push(monitor_line(unix_us, &peer, &args));
+        let line = monitor_line(unix_us, &peer, &args);
+        self.rare().monitor_lines.push(line);
     }
 
     /// A request's accounting, started at parse time.
@@ -360,8 +361,8 @@ impl Session {
         {
             let mut args = frame.args();
             redact(name, &mut args);
-            self.monitor_lines
-                .push(monitor_line(unix_us, &self.peer_text(), &args));
+            let line = monitor_line(unix_us, &self.peer_text(), &args);
+            self.rare().monitor_lines.push(line);
         }
         self.calls.push(CallRecord {
             name,

@@ -19,9 +19,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub(super) struct ClientIdentity {
     id: u64,
-    name: Option<Bytes>,
-    lib_name: Option<Bytes>,
-    lib_ver: Option<Bytes>,
+    /// CLIENT SETNAME and SETINFO's: boxed, since most clients set none.
+    names: Option<Box<Names>>,
     no_evict: bool,
     /// The socket's ends and descriptor, as the glue reported them.
     pub(super) peer: Option<SocketAddr>,
@@ -39,9 +38,7 @@ impl ClientIdentity {
         ClientIdentity {
             // Relaxed: only uniqueness matters, not ordering with other memory.
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            name: None,
-            lib_name: None,
-            lib_ver: None,
+            names: None,
             no_evict: false,
             peer: None,
             local: None,
@@ -58,24 +55,40 @@ impl ClientIdentity {
 
     /// What RESET clears: the name (Redis 7.0 keeps the id, the library info and NO-EVICT).
     pub(super) fn reset(&mut self) {
-        self.name = None;
+        self.set_names(|names| names.name = None);
+    }
+
+    /// The name CLIENT SETNAME gave, if any.
+    pub(super) fn name(&self) -> Option<&Bytes> {
+        self.names.as_ref()?.name.as_ref()
+    }
+
+    /// Changes the names; the box goes when none is left.
+    fn set_names(&mut self, change: impl FnOnce(&mut Names)) {
+        let mut names = self.names.take().unwrap_or_default();
+        change(&mut names);
+        if *names != Names::default() {
+            self.names = Some(names);
+        }
     }
 
     pub(super) fn run(&mut self, request: ClientRequest) -> Reply {
         match request {
             // An empty name clears it (GETNAME then answers nil).
             ClientRequest::SetName(name) => {
-                self.name = Some(name).filter(|name| !name.is_empty());
+                self.set_names(|names| names.name = Some(name).filter(|name| !name.is_empty()));
                 Reply::ok()
             }
-            ClientRequest::GetName => self.name.clone().map_or(Reply::NullBulk, Reply::Bulk),
+            ClientRequest::GetName => self.name().cloned().map_or(Reply::NullBulk, Reply::Bulk),
             ClientRequest::Id => Reply::Integer(self.id as i64),
             ClientRequest::SetInfo { attribute, value } => {
-                let slot = match attribute {
-                    LibAttribute::Name => &mut self.lib_name,
-                    LibAttribute::Version => &mut self.lib_ver,
-                };
-                *slot = Some(value).filter(|value| !value.is_empty());
+                self.set_names(|names| {
+                    let slot = match attribute {
+                        LibAttribute::Name => &mut names.lib_name,
+                        LibAttribute::Version => &mut names.lib_ver,
+                    };
+                    *slot = Some(value).filter(|value| !value.is_empty());
+                });
                 Reply::ok()
             }
             ClientRequest::NoEvict(on) => {
@@ -86,6 +99,14 @@ impl ClientIdentity {
             _ => Reply::error("ERR internal error: misrouted CLIENT"),
         }
     }
+}
+
+/// CLIENT SETNAME's name and CLIENT SETINFO's library name and version.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Names {
+    name: Option<Bytes>,
+    lib_name: Option<Bytes>,
+    lib_ver: Option<Bytes>,
 }
 
 fn address(addr: Option<SocketAddr>) -> String {
@@ -133,12 +154,17 @@ impl Session {
 
     /// The name CLIENT SETNAME gave (empty: none).
     pub(super) fn client_name(&self) -> Bytes {
-        self.identity.name.clone().unwrap_or_default()
+        self.identity.name().cloned().unwrap_or_default()
     }
 }
 
 impl Session {
     /// The glue's facts about the socket (at accept time, `now_ms` Unix ms).
+    /// The client's address, as the glue reported it.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.identity.peer
+    }
+
     pub fn set_peer(
         &mut self,
         peer: Option<SocketAddr>,
@@ -189,13 +215,16 @@ impl Session {
             addr: address(identity.peer),
             laddr: address(identity.local),
             fd: identity.fd,
-            name: identity.name.clone().unwrap_or_default(),
+            name: identity.name().cloned().unwrap_or_default(),
             age_s: now_ms.saturating_sub(identity.connected_ms) / 1000,
             idle_s: now_ms.saturating_sub(identity.last_input_ms) / 1000,
             flags: ClientFlags {
                 pubsub: sub + psub + ssub > 0,
                 multi: queued.is_some(),
-                blocked: !self.blocking.is_empty(),
+                blocked: self
+                    .rare
+                    .as_ref()
+                    .is_some_and(|rare| !rare.blocking.is_empty()),
                 no_evict: identity.no_evict,
                 monitor: self.modes.monitor,
                 tracking: self.modes.tracking.on,
@@ -213,8 +242,12 @@ impl Session {
             tot_mem: self.memory(),
             cmd: identity.last_command,
             resp: if self.resp3 { 3 } else { 2 },
-            lib_name: identity.lib_name.clone().unwrap_or_default(),
-            lib_ver: identity.lib_ver.clone().unwrap_or_default(),
+            lib_name: (identity.names.as_ref())
+                .and_then(|names| names.lib_name.clone())
+                .unwrap_or_default(),
+            lib_ver: (identity.names.as_ref())
+                .and_then(|names| names.lib_ver.clone())
+                .unwrap_or_default(),
             redir: self.modes.tracking.redirect_reply(),
             user: self.user.name.clone(),
         })

@@ -20,6 +20,7 @@ mod local;
 mod multi;
 mod order;
 mod pubsub;
+mod rare;
 pub(crate) mod resp3;
 
 use std::fmt;
@@ -89,17 +90,9 @@ pub struct Session {
     /// The ACL user (the default one until AUTH), and the users' version it was found in.
     user: Arc<crate::acl::User>,
     acl_version: u64,
-    /// The catalog id of the last command a restricted user's request named, by the table's
-    /// name (compared by address: one `&'static str` per command): a pipeline of one command
-    /// looks it up once.
-    acl_last_id: Option<(&'static str, usize)>,
-    /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
-    auth_name: Option<Bytes>,
-    /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
-    acl_queued_args: Option<Vec<Bytes>>,
     lifecycle: Lifecycle,
-    /// Why parsing stopped, until the glue takes it to report (count and log) it.
-    protocol_error: Option<String>,
+    /// What few connections ever use (see `rare.rs`): `None` while empty.
+    rare: Option<Box<rare::Rare>>,
     /// Cluster mode: redirections and the ASKING flag.
     cluster: Option<ClusterGate>,
     /// CLIENT ID, SETNAME, SETINFO.
@@ -112,27 +105,15 @@ pub struct Session {
     resp3: bool,
     /// CLIENT KILL closed it.
     killed: bool,
-    /// Blocking pops sent and not answered yet (CLIENT LIST's `b` flag).
-    blocking: Vec<u64>,
     /// The glue's clocks, microseconds: monotonic (durations) and Unix time.
     clock_us: u64,
     unix_us: u64,
-    /// Commands answered, and MONITOR lines, for the glue (see `calls.rs`).
+    /// Commands answered, for the glue (see `calls.rs`).
     calls: Vec<CallRecord>,
-    monitor_lines: Vec<Bytes>,
     /// CLIENT REPLY.
     reply_mode: ReplyMode,
     /// The request being admitted was refused before it could run (see `calls.rs`).
     rejecting: bool,
-    /// Requests already admitted, to dispatch next (a read that a tracking connection sends
-    /// after the keys it reads).
-    queued: std::collections::VecDeque<Request>,
-    /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
-    postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
-    paused_until: Option<u64>,
-    /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
-    /// does when it exits), a refusal is.
-    shutdown: Option<u64>,
     /// CLIENT REPLY, TRACKING, MONITOR and other per-connection modes the glue must mirror.
     pub(crate) modes: client::Modes,
 }
@@ -161,33 +142,24 @@ impl Session {
             authenticated: Session::default_authenticates(&user),
             user,
             acl_version,
-            acl_last_id: None,
-            auth_name: None,
-            acl_queued_args: None,
             config,
             input: BytesMut::new(),
             needs_input: true,
             replies: ReplyQueue::default(),
             output: BytesMut::new(),
             lifecycle: Lifecycle::Open,
-            protocol_error: None,
+            rare: None,
             cluster: None,
             identity: client::ClientIdentity::new(),
             txn: multi::TxnState::default(),
             pubsub: pubsub::PubSubState::default(),
             resp3: false,
             killed: false,
-            blocking: Vec::new(),
             clock_us: 0,
             unix_us: 0,
             calls: Vec::new(),
-            monitor_lines: Vec::new(),
             reply_mode: ReplyMode::On,
             rejecting: false,
-            queued: std::collections::VecDeque::new(),
-            postponed: None,
-            paused_until: None,
-            shutdown: None,
             modes: client::Modes::default(),
         }
     }
@@ -204,9 +176,14 @@ impl Session {
     }
 
     /// Frees the buffers an idle connection does not need (input, output, the reply queue's
-    /// slots) when they are empty. Called while waiting: an idle connection then holds only
-    /// its fixed state. The cost is a reallocation when the next request comes.
+    /// slots, the answered calls' room, the rare state's box) when they are empty. Called
+    /// while waiting: an idle connection then holds only its fixed state. The cost is a
+    /// reallocation when the next request comes.
     pub fn release_idle_buffers(&mut self) {
+        if self.calls.is_empty() && self.calls.capacity() > 0 {
+            self.calls = Vec::new();
+        }
+        self.release_rare();
         if self.input.is_empty() && self.input.capacity() > 0 {
             self.input = BytesMut::new();
         }
@@ -237,10 +214,12 @@ impl Session {
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.
     pub fn next_request(&mut self) -> Option<Request> {
-        if let Some(request) = self.queued.pop_front() {
-            return Some(request);
+        if let Some(rare) = &mut self.rare {
+            if let Some(request) = rare.queued.pop_front() {
+                return Some(request);
+            }
+            rare.paused_until = None;
         }
-        self.paused_until = None;
         // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
         while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
         {
@@ -250,15 +229,16 @@ impl Session {
                 return None;
             }
             self.parser.set_unauthenticated(!self.authenticated);
-            let parsed = match self.postponed.take() {
+            let parsed = match self.rare.as_mut().and_then(|rare| rare.postponed.take()) {
                 Some(postponed) => Ok(Some(postponed)),
                 None => self.parser.parse_framed(&mut self.input),
             };
             let (args, frame) = match parsed {
                 Ok(Some((args, frame))) => {
                     if let Some(until) = self.pause_hold(&args) {
-                        self.postponed = Some((args, frame));
-                        self.paused_until = Some(until);
+                        let rare = self.rare();
+                        rare.postponed = Some((args, frame));
+                        rare.paused_until = Some(until);
                         return None;
                     }
                     (args, frame)
@@ -272,7 +252,7 @@ impl Session {
                     let seq = self.replies.push_pending(self.encoding(Default::default()));
                     self.lifecycle = Lifecycle::ClosingAfter(seq);
                     self.input.clear();
-                    self.protocol_error = Some(error.to_string());
+                    self.rare().protocol_error = Some(error.to_string());
                     self.answer(seq, Reply::error(format!("ERR {error}")));
                     return None;
                 }
@@ -301,7 +281,7 @@ impl Session {
             match admission {
                 Admission::Forward(command) => {
                     if command.is_blocking() {
-                        self.blocking.push(seq);
+                        self.rare().blocking.push(seq);
                     }
                     // PSYNC and SYNC write their own answer; REPLCONF ACK gets none.
                     if matches!(&command, Command::Repl(r) if r.is_unanswered()) {
@@ -316,13 +296,13 @@ impl Session {
                             ..
                         })
                     ) {
-                        self.shutdown = Some(seq);
+                        self.rare().shutdown = Some(seq);
                     }
                     let request = Request { seq, command };
                     // A tracking connection's read: its keys are remembered first.
                     return Some(match track {
                         Some(track) => {
-                            self.queued.push_back(request);
+                            self.rare().queued.push_back(request);
                             track
                         }
                         None => request,
@@ -394,7 +374,7 @@ impl Session {
     /// While CLIENT PAUSE holds the next request: until when (Unix ms). The glue retries
     /// then (or sooner, for an UNPAUSE).
     pub fn paused_until(&self) -> Option<u64> {
-        self.paused_until
+        self.rare.as_ref()?.paused_until
     }
 
     /// Whether CLIENT PAUSE holds a request like `args` now.
@@ -464,8 +444,8 @@ impl Session {
     /// Delivers the reply for request `seq`; replies may arrive in any order.
     pub fn complete(&mut self, seq: u64, reply: Reply) -> Result<(), SessionError> {
         let reply = self.txn.client_reply(seq, reply);
-        if self.shutdown == Some(seq) {
-            self.shutdown = None;
+        if let Some(rare) = self.rare.as_mut().filter(|rare| rare.shutdown == Some(seq)) {
+            rare.shutdown = None;
             if !reply.is_error() {
                 if let Some(slot) = self.replies.slot(seq) {
                     slot.silent = true;
@@ -473,8 +453,8 @@ impl Session {
                 self.lifecycle = Lifecycle::ClosingAfter(seq);
             }
         }
-        if !self.blocking.is_empty() {
-            self.blocking.retain(|&blocked| blocked != seq);
+        if let Some(rare) = &mut self.rare {
+            rare.blocking.retain(|&blocked| blocked != seq);
         }
         self.account(seq, &reply);
         self.replies.fill(seq, reply)?;
@@ -518,7 +498,7 @@ impl Session {
     /// The protocol error that is closing this connection, once: the glue reports it
     /// (`corewire::runtime::report_protocol_error`).
     pub fn take_protocol_error(&mut self) -> Option<String> {
-        self.protocol_error.take()
+        self.rare.as_mut()?.protocol_error.take()
     }
 
     pub fn is_authenticated(&self) -> bool {
@@ -537,9 +517,15 @@ impl Session {
             || args
                 .first()
                 .is_some_and(|name| command::allowed_without_auth(name));
-        self.acl_queued_args = None;
+        if let Some(rare) = &mut self.rare {
+            rare.acl_queued_args = None;
+            // Only the AUTH or HELLO being admitted (or queued by MULTI) reads it.
+            if !self.txn.in_multi() {
+                rare.auth_name = None;
+            }
+        }
         if args[0].eq_ignore_ascii_case(b"auth") || args[0].eq_ignore_ascii_case(b"hello") {
-            self.auth_name = Some(args[0].clone());
+            self.rare().auth_name = Some(args[0].clone());
         }
         // Redis's order: the table's checks and NOAUTH, then the ACL, then the rest.
         if self.authenticated {
@@ -640,7 +626,7 @@ impl Session {
                 Ok(()) => self.protected_refusal(&args).or(redirect),
             };
             if rejected.is_none() && !self.user.unrestricted {
-                self.acl_queued_args = Some(args.clone());
+                self.rare().acl_queued_args = Some(args.clone());
             }
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;

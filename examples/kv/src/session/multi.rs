@@ -205,7 +205,10 @@ impl Session {
             .map(|slot| std::mem::take(&mut slot.call.frame))
             .unwrap_or_default();
         self.uncount(seq);
-        let acl_args = self.acl_queued_args.take();
+        let acl_args = self
+            .rare
+            .as_mut()
+            .and_then(|rare| rare.acl_queued_args.take());
         if let Some(queue) = self.txn.queue.as_mut() {
             queue.items.push(item);
             queue.calls.push((name, frame));

@@ -1,0 +1,68 @@
+//! The per-connection state most connections never use — the name AUTH was spelled with, a
+//! restricted user's queued arguments and last command's catalog id, a protocol error to report, tracking's reads queued
+//! behind their keys, CLIENT PAUSE's held request, a SHUTDOWN in flight, MONITOR lines,
+//! blocking pops — kept in one box beside the session: an idle connection then holds only
+//! what every connection needs (the box is dropped once it is empty again, see
+//! [`Session::release_idle_buffers`]).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::{Request, Session};
+
+#[derive(Debug, Default)]
+pub(super) struct Rare {
+    /// A restricted user's last command's catalog id, by the table's name (compared by
+    /// address: one `&'static str` per command): a pipeline of one command looks it up once.
+    /// Only a cache: an idle connection drops it with the box.
+    pub acl_last_id: Option<(&'static str, usize)>,
+    /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
+    pub auth_name: Option<Bytes>,
+    /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
+    pub acl_queued_args: Option<Vec<Bytes>>,
+    /// Why parsing stopped, until the glue takes it to report (count and log) it.
+    pub protocol_error: Option<String>,
+    /// Requests already admitted, to dispatch next (a read that a tracking connection sends
+    /// after the keys it reads).
+    pub queued: VecDeque<Request>,
+    /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
+    pub postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
+    pub paused_until: Option<u64>,
+    /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
+    /// does when it exits), a refusal is.
+    pub shutdown: Option<u64>,
+    /// MONITOR lines of the commands answered, for the glue (see `calls.rs`).
+    pub monitor_lines: Vec<Bytes>,
+    /// Blocking pops sent and not answered yet (CLIENT LIST's `b` flag).
+    pub blocking: Vec<u64>,
+}
+
+impl Rare {
+    /// Nothing held but the catalog id cache: the box may go.
+    fn is_empty(&self) -> bool {
+        self.auth_name.is_none()
+            && self.acl_queued_args.is_none()
+            && self.protocol_error.is_none()
+            && self.queued.is_empty()
+            && self.postponed.is_none()
+            && self.paused_until.is_none()
+            && self.shutdown.is_none()
+            && self.monitor_lines.is_empty()
+            && self.blocking.is_empty()
+    }
+}
+
+impl Session {
+    /// The rare state, boxed on first use.
+    pub(super) fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the rare state's box once nothing is in it.
+    pub(super) fn release_rare(&mut self) {
+        if self.rare.as_ref().is_some_and(|rare| rare.is_empty()) {
+            self.rare = None;
+        }
+    }
+}
