@@ -77,14 +77,12 @@ fn wait_roles(cluster: &Cluster, live: &[usize], primaries: usize, replicas: usi
                 let mut roles: Vec<(String, String)> = lines(&cluster.nodes[i])
                     .into_iter()
                     .map(|l| {
-                        (
-                            l.id,
-                            if is_replica(&l) {
-                                l.primary
-                            } else {
-                                "-".into()
-                            },
-                        )
+                        let primary = if is_replica(&l) {
+                            l.primary
+                        } else {
+                            "-".into()
+                        };
+                        (l.id, primary)
                     })
                     .collect();
                 roles.sort();
@@ -341,7 +339,11 @@ fn a_killed_primary_is_replaced_by_its_replica() {
         limit.saturating_sub(killed.elapsed()),
     );
     let took = killed.elapsed();
-    assert!(took <= limit, "failover took {took:?}");
+    assert!(
+        took <= limit,
+        "failover took {took:?}; the replica's log:\n{}",
+        cluster.nodes[r].server.stderr()
+    );
     for i in (0..6).filter(|&i| i != p) {
         wait_owner(&cluster, i, slot, cluster.nodes[r].port, CONVERGE);
     }

@@ -322,14 +322,21 @@ impl Topology {
     /// give up stale handshakes, lift expired FORGET bans.
     pub fn cron(&mut self, now: u64) {
         let timeout = self.node_timeout_ms;
+        let mut suspected = false;
         for (i, node) in self.nodes.iter_mut().enumerate() {
             if let Some(node) = node {
                 let silent = node.ping_sent != 0 && now.saturating_sub(node.ping_sent) > timeout;
                 if i != usize::from(self.myself) && silent && !node.pfail && !node.fail {
                     tracing::debug!(node = %node.id, "node possibly failing");
                     node.pfail = true;
+                    suspected = true;
                 }
             }
+        }
+        if suspected {
+            // Published at once: the pings that carry the suspicion leave now, so the
+            // other primaries' reports (and FAIL) do not wait for the next ping round.
+            self.version += 1;
         }
         // Redis checks on the next gossip about the node; a report already here counts now.
         let suspects: Vec<NodeIndex> = self
