@@ -127,7 +127,9 @@ impl Topology {
             return;
         };
         let failed = self.node(primary).is_some_and(|p| p.fail);
-        if (!failed && !manual) || (self.no_failover && !manual) || self.num_slots(primary) == 0 {
+        // Automatic only for a FAIL primary and unless disabled; a manual one always.
+        let automatic = failed && !self.no_failover;
+        if !(manual || automatic) || self.num_slots(primary) == 0 {
             return;
         }
         let auth_timeout = (self.node_timeout_ms * 2).max(2000);

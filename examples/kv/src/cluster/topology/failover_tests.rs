@@ -162,7 +162,7 @@ impl Net {
         let end = self.now + ms;
         while self.now < end {
             self.now += 100;
-            if self.now % 500 == 0 {
+            if self.now.is_multiple_of(500) {
                 for from in 0..self.nodes.len() {
                     for to in 0..self.nodes.len() {
                         if from != to && !self.down[from] {

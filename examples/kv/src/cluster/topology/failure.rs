@@ -180,6 +180,7 @@ impl Topology {
                 reachable += 1;
             }
         }
-        reachable >= size / 2 + 1
+        // A majority: more than half of the primaries serving slots.
+        reachable > size / 2
     }
 }
