@@ -47,6 +47,7 @@ pub mod kv_client;
 pub mod notify;
 mod number;
 pub mod rdb;
+pub mod repl;
 pub mod reply;
 pub mod resp;
 pub mod routing;

@@ -326,6 +326,8 @@ fn a_killed_primary_is_replaced_by_its_replica() {
     let survivor = (0..6).find(|&i| i != p && i != r).unwrap();
     let mut client = ClusterClient::connect(cluster.nodes[survivor].port);
     assert_eq!(client.call(slot, &["SET", &key, "before"]), Reply::ok());
+    // Acknowledged by the replica before the primary dies.
+    assert_eq!(client.call(slot, &["WAIT", "1", "5000"]), Reply::Int(1));
 
     cluster.nodes[p].server.kill9();
     let killed = Instant::now();
@@ -354,6 +356,11 @@ fn a_killed_primary_is_replaced_by_its_replica() {
     assert_eq!(promoted.flags, "myself,master");
     // Writes go to the new primary.
     client.refresh(cluster.nodes[survivor].port);
+    assert_eq!(
+        client.call(slot, &["GET", &key]),
+        Reply::bulk("before"),
+        "no acknowledged write is lost"
+    );
     assert_eq!(client.call(slot, &["SET", &key, "after"]), Reply::ok());
     assert_eq!(client.call(slot, &["GET", &key]), Reply::bulk("after"));
 

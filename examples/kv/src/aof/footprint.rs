@@ -89,6 +89,8 @@ pub fn payload_bound(command: &Command) -> u64 {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Acl(_)
+        | Command::Replica(_)
+        | Command::Repl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)
@@ -156,6 +158,8 @@ pub fn for_each_image_key(command: &Command, mut f: impl FnMut(&[u8])) {
         | Command::Introspect(_)
         | Command::Auth { .. }
         | Command::Acl(_)
+        | Command::Replica(_)
+        | Command::Repl(_)
         | Command::Quit
         | Command::Reset
         | Command::Select(_)

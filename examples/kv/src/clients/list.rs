@@ -62,6 +62,8 @@ pub struct ClientFlags {
     pub tracking: bool,
     pub broken_redirect: bool,
     pub bcast: bool,
+    /// `S`: a replica's link.
+    pub replica: bool,
 }
 
 impl ClientFlags {
@@ -69,6 +71,7 @@ impl ClientFlags {
     fn letters(self) -> String {
         let mut out = String::new();
         for (on, letter) in [
+            (self.replica, 'S'),
             (self.monitor, 'O'),
             (self.pubsub, 'P'),
             (self.multi, 'x'),
@@ -91,7 +94,9 @@ impl ClientFlags {
 
 impl ClientLine {
     pub fn kind(&self) -> ClientType {
-        if self.flags.pubsub {
+        if self.flags.replica {
+            ClientType::Replica
+        } else if self.flags.pubsub {
             ClientType::PubSub
         } else {
             ClientType::Normal
@@ -142,8 +147,7 @@ impl ClientLine {
     }
 }
 
-/// Redis's client types (`getClientTypeByName`). This server has no replication, so no
-/// connection is ever a master or a replica; the names are still accepted.
+/// Redis's client types (`getClientTypeByName`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientType {
     Normal,

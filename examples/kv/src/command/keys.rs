@@ -35,6 +35,8 @@ impl Command {
             | Command::Client(_)
             | Command::Auth { .. }
             | Command::Acl(_)
+            | Command::Replica(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

@@ -117,6 +117,8 @@ pub enum Command {
     Transaction(Box<Transaction>),
     /// ACL and its subcommands: the connection answers them (see `session/acl.rs`).
     Acl(crate::acl::AclRequest),
+    /// PSYNC, SYNC, REPLCONF, WAIT, ROLE (see [`crate::repl`]).
+    Repl(crate::repl::ReplRequest),
     /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: the connection's own state (see `session/pubsub.rs`).
     Subscription(Subscription),
     /// PUBLISH channel message: every shard delivers to its subscribers and counts them.
@@ -130,6 +132,9 @@ pub enum Command {
     /// HELLO: the protocol version, and optionally AUTH and SETNAME (see `session/hello.rs`).
     /// Boxed: large and once per connection (see `ClusterRequest::Migrate`).
     Hello(Box<Hello>),
+    /// REPLICAOF / SLAVEOF and ROLE: on shard 0, which owns the link to a master (see
+    /// [`crate::repl`]).
+    Replica(crate::repl::replicaof::ReplicaRequest),
 }
 
 /// A transaction EXEC submits, in the order the client queued it.
@@ -352,6 +357,8 @@ impl Command {
             Command::ShardPubSub(request) => request.name(),
             Command::Hello(_) => "hello",
             Command::Acl(request) => request.name(),
+            Command::Replica(request) => request.name(),
+            Command::Repl(request) => request.name(),
         }
     }
 

@@ -132,6 +132,7 @@ fn parse_spec(
             return Err(CommandError::WrongArity { command: spec.name })
         }
         K::Introspect(sub) => crate::introspect::parse(sub, rest.collect())?,
+        K::Repl(sub) => crate::repl::command::parse(sub, rest.collect())?,
         K::Client(Some(sub)) => crate::clients::command::parse(sub, rest.collect())?,
         K::Auth => {
             if argc > 3 {
@@ -168,6 +169,7 @@ fn parse_spec(
             args: rest.collect(),
             user: None,
         }),
+        K::Replica(sub) => crate::repl::replicaof::parse(sub, rest.collect())?,
         K::Cluster => Command::Cluster(crate::cluster::command::parse(spec.name, rest.collect())?),
         K::Select => {
             let index = integer(&rest.next()?)?;

@@ -62,6 +62,10 @@ pub(crate) enum CommandKind {
     Script(crate::scripting::ScriptOp),
     /// An ACL subcommand ([`crate::acl`]).
     Acl(crate::acl::AclSub),
+    /// REPLICAOF, SLAVEOF, ROLE ([`crate::repl`]).
+    Replica(crate::repl::replicaof::ReplicaSub),
+    /// A replication command ([`crate::repl::command`]).
+    Repl(crate::repl::command::Sub),
 }
 
 /// Static description of one command (or `container|subcommand`), as in Redis 7's table.
@@ -397,6 +401,8 @@ pub(crate) fn all() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(super::pubsub::COMMANDS.iter())
         .chain(crate::scripting::COMMANDS)
         .chain(crate::acl::command::COMMANDS.iter())
+        .chain(crate::repl::replicaof::COMMANDS.iter())
+        .chain(crate::repl::command::COMMANDS.iter())
 }
 
 /// Positions of the keys in a request (`args[0]` is the command name), from the table's
@@ -454,7 +460,9 @@ mod tests {
                 .or_else(|| lookup(&crate::introspect::COMMANDS, name))
                 .or_else(|| lookup(&super::super::pubsub::COMMANDS, name))
                 .or_else(|| lookup(crate::scripting::COMMANDS, name))
-                .or_else(|| lookup(&crate::acl::command::COMMANDS, name));
+                .or_else(|| lookup(&crate::acl::command::COMMANDS, name))
+                .or_else(|| lookup(&crate::repl::command::COMMANDS, name))
+                .or_else(|| lookup(&crate::repl::replicaof::COMMANDS, name));
             let upper = name.to_ascii_uppercase();
             assert!(std::ptr::eq(find(&upper).unwrap(), scanned.unwrap()));
         }

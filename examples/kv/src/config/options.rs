@@ -532,9 +532,10 @@ pub static OPTIONS: &[OptionSpec] = &[
             Ok(())
         })
         .help("listen address (the first one given)"),
+    // Read by the replica side at start (`server/replica`).
     opt("replicaof", Kind::Special(Special::ReplicaOf), "")
         .alias("slaveof")
-        .flags(IMMUTABLE | STRICT),
+        .flags(IMMUTABLE),
     opt(
         "latency-tracking-info-percentiles",
         Kind::Special(Special::LatencyPercentiles),

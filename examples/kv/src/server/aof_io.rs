@@ -20,6 +20,7 @@ use super::aof_load::{self, AofStartError, ReplaySummary};
 use super::aof_rewrite::RewriteState;
 use super::config::AofConfig;
 use super::forward::Done;
+use super::repl_feed::Feed;
 use super::shard::{now_ms, Shard};
 use super::sink::Origin;
 use crate::aof::{
@@ -154,13 +155,17 @@ impl AofShard {
         let mut writer = self.writer.borrow_mut();
         let before = writer.appended_lsn();
         let failed_before = writer.failure().is_some();
+        // Replication streams what the log records (`repl_feed.rs`).
+        let mut sink = Feed {
+            inner: &mut *writer,
+        };
         let reply = match watches {
-            None => store.execute(command, now, &mut *writer),
+            None => store.execute(command, now, &mut sink),
             Some(watches) => store.execute(
                 command,
                 now,
                 &mut Tap {
-                    inner: &mut *writer,
+                    inner: &mut sink,
                     watches,
                 },
             ),
@@ -206,7 +211,13 @@ impl AofShard {
     pub fn sweep(&self, store: &mut Store, now: u64, work: usize) -> SweepOutcome {
         let mut writer = self.writer.borrow_mut();
         let before = writer.appended_lsn();
-        let outcome = store.sweep(now, work, &mut *writer);
+        let outcome = store.sweep(
+            now,
+            work,
+            &mut Feed {
+                inner: &mut *writer,
+            },
+        );
         if writer.appended_lsn() > before {
             self.kick.notify_one();
         }

@@ -28,6 +28,10 @@ mod pubsub;
 mod rdb_commands;
 mod rdb_load;
 mod rdb_save;
+mod repl_feed;
+mod repl_master;
+mod repl_sync;
+mod replica;
 mod resp_conn;
 mod resp_io;
 mod scan;
@@ -269,6 +273,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     let session = session_config(&config, tls.clone());
     acl_start(&config, &session).map_err(StartError::Acl)?;
     let mut cluster = prepare_cluster(&config)?;
+    let replica_gate = session.replica.clone();
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
         tcp_port: Default::default(),
@@ -287,6 +292,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         slowlog_ids: Default::default(),
         acting_for: Default::default(),
         scripting: Default::default(),
+        replica: replica::ReplicaShared::new(replica_gate),
+        repl: Default::default(),
         rdb: rdb_save::RdbShared::new(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -578,6 +585,7 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
         ..SessionConfig::default()
     };
     session.sync_script_busy();
+    session.replica.configure(&session.live);
     session
 }
 
@@ -709,6 +717,8 @@ fn start_shards(
                 spawn_local(tracking::run_flusher(shard.clone()));
                 if id == 0 {
                     spawn_local(rdb_commands::run_save_points(shard.clone()));
+                    replica::start_configured(&shard);
+                    repl_master::start_hub();
                 }
                 if shard.aof.is_some() {
                     spawn_local(aof_io::run_aof(shard.clone()));

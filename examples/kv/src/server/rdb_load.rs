@@ -30,6 +30,16 @@ pub(crate) struct LoadedKey {
     expire_at_ms: Option<u64>,
 }
 
+impl LoadedKey {
+    pub(crate) fn new(key: Bytes, value: RdbValue, expire_at_ms: Option<u64>) -> LoadedKey {
+        LoadedKey {
+            key,
+            value,
+            expire_at_ms,
+        }
+    }
+}
+
 /// The dump, split by shard.
 #[derive(Default)]
 pub(crate) struct Loaded {

@@ -159,14 +159,14 @@ impl RdbShared {
 }
 
 /// Where and how a save writes, read from the live configuration when it starts.
-struct Target {
-    dir: PathBuf,
+pub(super) struct Target {
+    pub(super) dir: PathBuf,
     file: String,
-    limits: Limits,
-    checksum: bool,
+    pub(super) limits: Limits,
+    pub(super) checksum: bool,
 }
 
-fn target(shared: &ServerShared) -> Target {
+pub(super) fn target(shared: &ServerShared) -> Target {
     let live = &shared.session.live;
     let get = |name: &str| live.get(name).unwrap_or_default();
     let dir = get("dir");
@@ -282,7 +282,7 @@ pub(crate) fn before_write(store: &mut Store, command: &Command, now: u64) {
 
 /// Begins this shard's snapshot: the key and expiry counts it holds, or why not (the AOF
 /// rewrite holds the snapshot).
-fn begin_here(limits: Limits) -> Result<(u64, u64), ()> {
+pub(super) fn begin_here(limits: Limits) -> Result<(u64, u64), ()> {
     let shard = shard::current();
     let mut store = shard.store();
     if store.snapshot_active() {
@@ -302,7 +302,7 @@ fn begin_here(limits: Limits) -> Result<(u64, u64), ()> {
 
 /// The next slice of this shard's image (about `step_keys` keys), and whether the walk is
 /// over.
-fn step_here(step_keys: usize) -> (Bytes, bool) {
+pub(super) fn step_here(step_keys: usize) -> (Bytes, bool) {
     let shard = shard::current();
     let mut store = shard.store();
     let now = now_ms();
@@ -326,7 +326,7 @@ fn step_here(step_keys: usize) -> (Bytes, bool) {
 }
 
 /// Ends this shard's part: on success its changes count from the save's start.
-fn end_here(saved: bool) {
+pub(super) fn end_here(saved: bool) {
     let shard = shard::current();
     SHARD_RDB.with(|s| {
         let mut s = s.borrow_mut();
@@ -572,7 +572,7 @@ async fn write_file(
 }
 
 /// The function libraries' code (FUNCTION2 records).
-fn library_codes(shared: &ServerShared) -> Vec<Bytes> {
+pub(super) fn library_codes(shared: &ServerShared) -> Vec<Bytes> {
     match shared.scripting.libraries.lock() {
         Ok(libraries) => libraries.all().map(|l| l.code.clone()).collect(),
         Err(_) => Vec::new(),
@@ -620,13 +620,13 @@ pub(super) async fn save(
 /// Test hooks, off unless set: `COREWIRE_KV_TEST_RDB_STEP_DELAY_MS=N` sleeps N ms before
 /// each round of walk steps and `COREWIRE_KV_TEST_RDB_STEP_KEYS=N` walks at most N keys a
 /// step, so tests can write while a save runs.
-struct TestHooks {
-    step_delay: Option<Duration>,
-    step_keys: usize,
+pub(super) struct TestHooks {
+    pub(super) step_delay: Option<Duration>,
+    pub(super) step_keys: usize,
 }
 
 impl TestHooks {
-    fn from_env() -> TestHooks {
+    pub(super) fn from_env() -> TestHooks {
         let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
         TestHooks {
             step_delay: number("COREWIRE_KV_TEST_RDB_STEP_DELAY_MS").map(Duration::from_millis),

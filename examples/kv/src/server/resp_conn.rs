@@ -273,6 +273,24 @@ impl ReplySink for RespConn {
         self.wake();
     }
 
+    fn push_raw(&self, bytes: &[u8]) -> Option<usize> {
+        let mut state = self.state.try_borrow_mut().ok()?;
+        if state.session.is_killed() {
+            return None;
+        }
+        state.session.push_raw(bytes);
+        let pending = state.session.pending_output();
+        drop(state);
+        self.wake();
+        Some(pending)
+    }
+
+    fn set_replica(&self) {
+        if let Ok(mut state) = self.state.try_borrow_mut() {
+            state.session.set_replica();
+        }
+    }
+
     fn tracking(&self, event: TrackingEvent) {
         self.deferred
             .borrow_mut()

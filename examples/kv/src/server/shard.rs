@@ -13,6 +13,7 @@ use super::blocking::Blocked;
 use super::cluster::{self, ClusterShard};
 use super::forward::{Done, Forward, Job, Work};
 use super::pubsub::PubSubRegistry;
+use super::repl_feed::Feed;
 use super::shared::ServerShared;
 use super::sink::{Merges, Origin, ReplySink, SinkKey, SinkRegistry};
 use super::txn::watch::Tap;
@@ -157,6 +158,7 @@ impl Shard {
         self.tracking_closed(key);
         self.cancel_waits(key);
         self.drop_watches(key);
+        super::repl_master::closed(self, key);
     }
 
     /// Connection `sink` closed: its watches go (after anything it sent to those shards).
@@ -204,6 +206,11 @@ impl Shard {
                 return Some(refusal);
             }
         }
+        if command.is_write() {
+            if let Some(refusal) = self.shared.repl.write_refusal() {
+                return Some(refusal);
+            }
+        }
         self.blocked.note_dispatch(sink, &command);
         let route = match command {
             Command::Transaction(transaction) => {
@@ -231,6 +238,7 @@ impl Shard {
                 to_shards(Command::Unwatch, &watching)
             }
             Command::Script(script) => return super::script::dispatch(self, origin, script),
+            Command::Repl(request) => return super::repl_master::dispatch(self, origin, request),
             command if super::scan::handles(&command, self.count) => {
                 super::scan::start(current(), origin, command);
                 return None;
@@ -339,6 +347,7 @@ impl Shard {
 
     fn execute_store_only(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
+        store.set_expiry_view(self.shared.replica.expiry_view(&origin));
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
         let is_flush = matches!(
@@ -359,6 +368,20 @@ impl Shard {
             None if command == Command::BgRewriteAof => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
             )),
+            None if super::repl_feed::feeding() => {
+                let mut feed = Feed { inner: &mut NoLog };
+                Some(match watches {
+                    None => store.execute(command, now, &mut feed),
+                    Some(watches) => store.execute(
+                        command,
+                        now,
+                        &mut Tap {
+                            inner: &mut feed,
+                            watches,
+                        },
+                    ),
+                })
+            }
             None => Some(match watches {
                 None => store.execute(command, now, &mut NoLog),
                 Some(watches) => store.execute(
@@ -478,7 +501,11 @@ impl Shard {
     pub fn sweep(&self, work: usize) {
         let now = now_ms();
         // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
-        let passes = if self.txn.is_busy() || !self.introspect.active_expire.get() {
+        // A replica's keys expire only when its master deletes them.
+        let passes = if self.txn.is_busy()
+            || !self.introspect.active_expire.get()
+            || self.shared.replica.is_replica()
+        {
             0
         } else {
             MAX_SWEEP_PASSES
@@ -488,6 +515,9 @@ impl Shard {
         store.sample_rates(now);
         for _ in 0..passes {
             let outcome = match &self.aof {
+                None if super::repl_feed::feeding() => {
+                    store.sweep(now, work, &mut Feed { inner: &mut NoLog })
+                }
                 None => store.sweep(now, work, &mut NoLog),
                 Some(aof) => aof.sweep(&mut store, now, work),
             };

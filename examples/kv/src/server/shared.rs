@@ -41,6 +41,10 @@ pub(crate) struct ServerShared {
     pub scripting: super::script::ScriptingShared,
     /// SAVE/BGSAVE and the save points (see `rdb_save.rs`).
     pub rdb: super::rdb_save::RdbShared,
+    /// The replica side of replication (see `replica`).
+    pub replica: super::replica::ReplicaShared,
+    /// Replication's state for every shard to read (see `repl_master.rs`).
+    pub repl: super::repl_master::ReplShared,
 }
 
 /// Asks whoever owns the server (the binary's main thread) to stop it: a signal handler or
@@ -174,6 +178,8 @@ impl ServerShared {
             paused: false,
             cached_scripts: self.scripting.cached_scripts() as u64,
             rdb: self.rdb.info(),
+            master_link: self.replica.info(&self.session.live),
+            replication: Some(self.repl.info()),
         }
     }
 

@@ -89,6 +89,16 @@ pub(crate) trait ReplySink {
 
     /// Client tracking's message for this connection (only RESP connections track).
     fn tracking(&self, _event: super::tracking::TrackingEvent) {}
+
+    /// Replication: bytes written to the connection as they are (a replica's stream),
+    /// after the replies already queued. Returns the bytes not yet sent, or `None` if the
+    /// connection is gone (only RESP connections become replicas).
+    fn push_raw(&self, _bytes: &[u8]) -> Option<usize> {
+        None
+    }
+
+    /// The connection became a replica (PSYNC or SYNC).
+    fn set_replica(&self) {}
 }
 
 #[derive(Default)]

@@ -103,6 +103,8 @@ pub(crate) struct Modes {
     pub tracking: Tracking,
     /// Tracking changed since the glue last looked (on/off, broadcast prefixes).
     pub tracking_changed: bool,
+    /// A replica's link (after PSYNC or SYNC).
+    pub replica: bool,
 }
 
 /// What the glue mirrors of a connection's tracking: whether it is on, and the prefixes
@@ -199,6 +201,7 @@ impl Session {
                 tracking: self.modes.tracking.on,
                 broken_redirect: self.modes.tracking.broken_redirect,
                 bcast: self.modes.tracking.bcast,
+                replica: self.modes.replica,
             },
             sub,
             psub,

@@ -32,6 +32,8 @@ pub struct SessionConfig {
     pub tls_reload: Option<TlsReload>,
     /// The ACL users and log (see [`crate::acl`]).
     pub acl: Arc<crate::acl::Acl>,
+    /// What a replica refuses its clients (READONLY, MASTERDOWN, LOADING).
+    pub replica: Arc<crate::repl::ReplicaGate>,
 }
 
 /// The server's hook for CONFIG SET `tls-*`: all the changes, applied together or refused
@@ -81,6 +83,7 @@ impl Default for SessionConfig {
             tls_reload: None,
             script_busy: Default::default(),
             acl: Arc::default(),
+            replica: Arc::default(),
         }
     }
 }

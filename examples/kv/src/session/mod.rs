@@ -297,6 +297,12 @@ impl Session {
                     if command.is_blocking() {
                         self.blocking.push(seq);
                     }
+                    // PSYNC and SYNC write their own answer; REPLCONF ACK gets none.
+                    if matches!(&command, Command::Repl(r) if r.is_unanswered()) {
+                        if let Some(slot) = self.replies.slot(seq) {
+                            slot.silent = true;
+                        }
+                    }
                     if matches!(
                         command,
                         Command::Introspect(crate::introspect::Request::Shutdown {
@@ -334,6 +340,7 @@ impl Session {
         let set = crate::config::set(&self.config.live, &pairs, &tls);
         if set.is_ok() {
             self.config.sync_script_busy();
+            self.config.replica.configure(&self.config.live);
             // `requirepass` is the default user's password.
             if let Some((_, password)) =
                 (pairs.iter().rev()).find(|(name, _)| name.eq_ignore_ascii_case(b"requirepass"))
@@ -472,6 +479,18 @@ impl Session {
         self.output.len()
     }
 
+    /// Replication: bytes for a replica's connection, written as they are after the
+    /// replies already emitted (the glue bounds how much it pushes).
+    pub fn push_raw(&mut self, bytes: &[u8]) {
+        self.output.extend_from_slice(bytes);
+    }
+
+    /// The connection is a replica from now on (CLIENT LIST's `S`, CLIENT KILL TYPE
+    /// replica).
+    pub fn set_replica(&mut self) {
+        self.modes.replica = true;
+    }
+
     /// Requests parsed but whose replies have not been emitted yet.
     pub fn backlog(&self) -> usize {
         self.replies.len()
@@ -552,6 +571,34 @@ impl Session {
                 self.rejecting = true;
                 return Admission::Answered(refusal);
             }
+        }
+        // A cluster redirect comes first, as in Redis: a write sent to a replica gets MOVED.
+        let replica_refusal = self
+            .config
+            .replica
+            .refusal(&args)
+            .filter(|_| permitted && redirect.is_none());
+        if let Some(refusal) = replica_refusal {
+            // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
+            // transaction is then discarded at EXEC, as Redis flags it.
+            self.rejecting = true;
+            if !self.txn.in_multi() {
+                self.identity.last_command = Command::table_name(&args).ok();
+                return Admission::Answered(refusal);
+            }
+            if args[0].eq_ignore_ascii_case(b"exec") {
+                let Reply::Error(text) = refusal else {
+                    return Admission::Answered(refusal);
+                };
+                let reply = Reply::error(format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    String::from_utf8_lossy(&text)
+                ));
+                return self.reset_txn(seq, reply);
+            }
+            let (name, parsed) = Command::parse_named(args);
+            self.identity.last_command = name;
+            return self.admit_queued(parsed, Some(refusal), seq);
         }
         if let Some(busy) = self.config.script_busy.refusal() {
             // A script past the busy threshold runs: only `allow_busy` commands get through.

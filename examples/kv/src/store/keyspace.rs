@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::compact::CompactBytes;
 use super::entry::Entry;
 use super::value::{Value, ValueType};
-use super::Store;
+use super::{ExpiryView, Store};
 use crate::change::{ChangeSink, WriteOp};
 use crate::command::CommandError;
 use crate::notify::Class;
@@ -25,9 +25,12 @@ impl Store {
     pub(super) fn is_live<S: ChangeSink>(&mut self, key: &[u8], now: u64, sink: &mut S) -> bool {
         match self.map.get(key) {
             None => false,
+            Some(_) if self.expiry_view == ExpiryView::Keep => true,
             Some(entry) if !self.expiring.expired(key, entry, now) => true,
             Some(_) => {
-                self.remove_expired(key, sink);
+                if self.expiry_view == ExpiryView::Delete {
+                    self.remove_expired(key, sink);
+                }
                 false
             }
         }
@@ -43,8 +46,13 @@ impl Store {
         // With no TTL anywhere nothing can have expired: one probe instead of two (the
         // second is needed because a reference cannot be returned from a branch that, in the
         // other branch, removes).
-        if !self.expiring.is_empty() && self.expiring.expired(key, self.map.get(key)?, now) {
-            self.remove_expired(key, sink);
+        if !self.expiring.is_empty()
+            && self.expiry_view != ExpiryView::Keep
+            && self.expiring.expired(key, self.map.get(key)?, now)
+        {
+            if self.expiry_view == ExpiryView::Delete {
+                self.remove_expired(key, sink);
+            }
             return None;
         }
         let (clock, lfu) = (self.memory.clock, self.config.memory.policy.is_lfu());
@@ -92,6 +100,10 @@ impl Store {
     ) -> Result<Option<&Value>, CommandError> {
         let found = self.lookup(key, now, sink).is_some();
         self.count_lookup(key, found);
+        if !found {
+            // A replica keeps an expired key until its master deletes it: absent all the same.
+            return Ok(None);
+        }
         match self.map.get(key).map(|entry| &entry.value) {
             Some(value) if value.value_type() != kind => Err(CommandError::WrongType),
             other => Ok(other),

@@ -130,6 +130,23 @@ pub struct Store {
     /// PFCOUNT, SORT STORE count as Redis's `server.dirty` does); otherwise a write that
     /// succeeds counts one.
     changes: Option<u64>,
+    /// What an expired key is to the command running (a replica's keys expire only when
+    /// its master says so).
+    expiry_view: ExpiryView,
+}
+
+/// How the command running treats keys past their TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExpiryView {
+    /// A master: an expired key met is deleted (lazy expiry), and memory is made room for.
+    #[default]
+    Delete,
+    /// A replica serving its clients: an expired key reads as missing but stays until the
+    /// master's DEL arrives; nothing is evicted.
+    Hide,
+    /// A replica applying its master's stream: every key is there until the master deletes
+    /// it (the master deletes what expired before it touches it).
+    Keep,
 }
 
 impl Default for Store {
@@ -155,7 +172,14 @@ impl Store {
             no_touch: false,
             emptied: Vec::new(),
             changes: None,
+            expiry_view: ExpiryView::Delete,
         }
+    }
+
+    /// How the commands run from now on treat expired keys (the glue sets it per command
+    /// on a replica).
+    pub fn set_expiry_view(&mut self, view: ExpiryView) {
+        self.expiry_view = view;
     }
 
     /// Whether the store records the keyspace events of what it runs (see
@@ -212,8 +236,11 @@ impl Store {
         self.counters.commands_processed += 1;
         self.memory.clock = memory::lru_clock(now_ms);
         self.no_touch = object::is_no_touch(&command);
-        if let Err(error) = self.make_room(&command, now_ms, sink) {
-            return error.into();
+        // A replica never evicts (`replica-ignore-maxmemory yes`): its master decides.
+        if self.expiry_view == ExpiryView::Delete {
+            if let Err(error) = self.make_room(&command, now_ms, sink) {
+                return error.into();
+            }
         }
         let write = command.is_write();
         let reply = self.run(command, now_ms, sink);
@@ -368,6 +395,8 @@ impl Store {
             | Command::Introspect(_)
             | Command::Auth { .. }
             | Command::Acl(_)
+            | Command::Replica(_)
+            | Command::Repl(_)
             | Command::Quit
             | Command::Reset
             | Command::Select(_)

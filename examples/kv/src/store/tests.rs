@@ -526,3 +526,28 @@ fn the_command_rate_is_sampled_on_the_tick() {
     store.reset_stats();
     assert_eq!(store.stats().ops_per_sec, 0);
 }
+
+#[test]
+fn a_replica_keeps_expired_keys_until_its_master_deletes_them() {
+    let mut store = Store::default();
+    run(&mut store, "SET k v PXAT 1000", 0);
+    run(&mut store, "RPUSH l a", 0);
+    run(&mut store, "PEXPIREAT l 1000", 0);
+    // A client of the replica: expired keys read as missing, nothing is deleted.
+    store.set_expiry_view(ExpiryView::Hide);
+    assert_eq!(run(&mut store, "GET k", 2000), Reply::NullBulk);
+    assert_eq!(run(&mut store, "EXISTS k", 2000), Reply::Integer(0));
+    assert_eq!(run(&mut store, "LLEN l", 2000), Reply::Integer(0));
+    assert_eq!(run(&mut store, "LRANGE l 0 -1", 2000), Reply::Array(vec![]));
+    assert_eq!(store.len(), 2);
+    // The master's stream sees them (it deletes what expired before touching it).
+    store.set_expiry_view(ExpiryView::Keep);
+    assert_eq!(run(&mut store, "GET k", 2000), Reply::Bulk("v".into()));
+    // Its DEL removes it (the reply goes nowhere).
+    run(&mut store, "DEL k", 2000);
+    assert_eq!(store.len(), 1);
+    // A master deletes an expired key it meets.
+    store.set_expiry_view(ExpiryView::Delete);
+    assert_eq!(run(&mut store, "LLEN l", 2000), Reply::Integer(0));
+    assert_eq!(store.len(), 0);
+}

@@ -115,7 +115,9 @@ pub(crate) fn execute(shard: &Shard, origin: Origin, command: Command, now: u64)
         cluster.migrations.defer(origin, command);
         return None;
     }
-    if let Some(reply) = cluster.check(shard, &command, now) {
+    // A replica applies its master's stream whatever slots it serves itself.
+    let from_master = shard.shared.replica.is_master_origin(&origin);
+    if let Some(reply) = cluster.check(shard, &command, now).filter(|_| !from_master) {
         return Some(reply);
     }
     match command {

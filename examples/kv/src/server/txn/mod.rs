@@ -209,6 +209,7 @@ impl Shard {
                 super::rdb_commands::run(self, origin, request)
             }
             Command::Introspect(request) => Some(self.run_introspect(request)),
+            Command::Replica(request) => Some(super::replica::run(self, request)),
             Command::Script(script) if script.op.runs_script() => {
                 super::script::run_here(self, origin, script)
             }
@@ -321,6 +322,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
+        crate::server::repl_feed::begin_block();
         for (origin, command) in batch {
             if let Some(reply) = self.execute_free(origin, command, now) {
                 self.deliver(origin, reply);
@@ -329,6 +331,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.end_transaction();
         }
+        crate::server::repl_feed::end_block();
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
         self.serve_written(&written, now);

@@ -174,6 +174,7 @@ impl<S: ChangeSink> Cx<'_, S> {
     /// RANDOMKEY: a random live key; expired ones met on the way are removed (and logged), as
     /// Redis does.
     pub fn random_key(&mut self) -> Reply {
+        let mut draws = 0;
         while !self.store.map.is_empty() {
             let index = fastrand::usize(..self.store.map.len());
             let Some((key, entry)) = self.store.map.get_index(index) else {
@@ -181,6 +182,15 @@ impl<S: ChangeSink> Cx<'_, S> {
             };
             if !self.store.expiring.expired(key, entry, self.now) {
                 return Reply::Bulk(key.to_bytes());
+            }
+            if self.store.expiry_view != super::super::ExpiryView::Delete {
+                // A replica deletes nothing itself: after as many draws as Redis makes, an
+                // expired key is answered rather than looping on a keyspace of them.
+                draws += 1;
+                if draws >= 100 {
+                    return Reply::Bulk(key.to_bytes());
+                }
+                continue;
             }
             let key = key.clone();
             self.store.remove_expired(&key, self.sink);

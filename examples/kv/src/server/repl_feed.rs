@@ -1,0 +1,226 @@
+//! Each shard's part of the replication stream. While replication is on (from the first
+//! replica's sync), every write this shard's store performs is encoded here as the AOF
+//! records it ([`crate::change::WriteOp`], through [`Feed`]); a per-shard task hands what
+//! accumulated to the hub on shard 0 (`repl_master.rs`) as one mesh message per batch. The
+//! channel from a shard to the hub is FIFO, so per key (a key lives on one shard) the
+//! stream has the writes in the order they ran.
+//!
+//! Bytes are numbered per shard (`seq`): a full sync records each shard's `seq` when its
+//! snapshot begins (the cut), and the hub forwards to that replica only what came after.
+//! A WAIT rides the same channels: every shard sends the hub a mark behind the writes it
+//! ran before the WAIT reached it, so the client's earlier writes, wherever they ran, are
+//! in the offset it waits for.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use corewire::sync::Notify;
+
+use super::sink::Origin;
+use crate::change::{ChangeSink, WriteOp};
+
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+
+/// What a shard sends the hub, in order.
+pub(crate) enum FeedItem {
+    /// Stream bytes numbered from `start` in this shard's numbering.
+    Batch { start: u64, bytes: Bytes },
+    /// This shard's part of a FLUSHALL (every shard runs one): the hub streams the first
+    /// shard's and drops the others', so one FLUSHALL reaches replicas, before any write
+    /// a client made after the FLUSHALL answered.
+    FlushAll { start: u64, bytes: Bytes },
+    /// This shard's mark of `WAIT replicas timeout` number `id` of the client at `origin`:
+    /// every shard sends one behind the writes it ran before it, so the hub takes the
+    /// WAIT's offset once all `parts` arrived (the client's writes may have run anywhere).
+    Wait {
+        origin: Origin,
+        id: u64,
+        parts: usize,
+        replicas: u64,
+        timeout_ms: u64,
+    },
+}
+
+#[derive(Default)]
+struct FeedState {
+    pending: BytesMut,
+    /// Bytes produced so far (handed off and pending).
+    seq: u64,
+    /// The start of `pending` in `seq`'s numbering.
+    pending_start: u64,
+    queue: Vec<FeedItem>,
+    /// A transaction block: `Some(false)` begun, `Some(true)` its MULTI written.
+    block: Option<bool>,
+}
+
+impl FeedState {
+    fn seal(&mut self) {
+        if !self.pending.is_empty() {
+            let bytes = self.pending.split().freeze();
+            self.queue.push(FeedItem::Batch {
+                start: self.pending_start,
+                bytes,
+            });
+            self.pending_start = self.seq;
+        }
+    }
+
+    fn append(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        self.seq += bytes.len() as u64;
+    }
+}
+
+corewire::runtime::shard_local! {
+    static ACTIVE: Cell<bool> = Cell::new(false);
+    static FEED: RefCell<FeedState> = RefCell::new(FeedState::default());
+    static KICK: RefCell<Option<Rc<Notify>>> = RefCell::new(None);
+}
+
+/// Whether this shard's writes are being streamed (cheap: checked on the write path).
+pub(crate) fn feeding() -> bool {
+    ACTIVE.with(Cell::get)
+}
+
+/// A change sink that streams what it records (while [`feeding`]) and passes it on.
+pub(crate) struct Feed<'a, S> {
+    pub inner: &'a mut S,
+}
+
+impl<S: ChangeSink> ChangeSink for Feed<'_, S> {
+    const ENABLED: bool = true;
+
+    fn record(&mut self, op: WriteOp<'_>) {
+        self.inner.record(op);
+        if feeding() {
+            record(op);
+        }
+    }
+}
+
+fn record(op: WriteOp<'_>) {
+    FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        if feed.block == Some(false) {
+            feed.block = Some(true);
+            feed.append(MULTI);
+        }
+        let alone = matches!(op, WriteOp::FlushAll) && feed.block.is_none();
+        if alone {
+            feed.seal();
+        }
+        let before = feed.pending.len();
+        op.encode(&mut feed.pending);
+        feed.seq += (feed.pending.len() - before) as u64;
+        if alone {
+            let start = feed.pending_start;
+            let bytes = feed.pending.split().freeze();
+            feed.queue.push(FeedItem::FlushAll { start, bytes });
+            feed.pending_start = feed.seq;
+        }
+    });
+    kick();
+}
+
+/// What runs until [`end_block`] goes out as one MULTI/EXEC (if anything is recorded), as
+/// the AOF logs a transaction.
+pub(crate) fn begin_block() {
+    if feeding() {
+        FEED.with(|feed| feed.borrow_mut().block = Some(false));
+    }
+}
+
+pub(crate) fn end_block() {
+    if !feeding() {
+        return;
+    }
+    FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        if feed.block.take() == Some(true) {
+            feed.append(EXEC);
+        }
+    });
+}
+
+/// Wakes the shard's task: it runs after the tasks this loop iteration already scheduled,
+/// so one message carries every write of the iteration.
+fn kick() {
+    KICK.with(|kick| {
+        if let Some(kick) = &*kick.borrow() {
+            kick.notify_one();
+        }
+    });
+}
+
+/// Starts streaming this shard's writes (idempotent) and returns the cut: the number of
+/// bytes produced so far, all of them handed to the hub before anything after them.
+pub(crate) fn start_and_cut() -> u64 {
+    if !feeding() {
+        ACTIVE.with(|a| a.set(true));
+        let notify = Rc::new(Notify::default());
+        KICK.with(|kick| *kick.borrow_mut() = Some(notify.clone()));
+        corewire::runtime::spawn_local(run(notify));
+    }
+    let cut = FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        feed.seal();
+        feed.seq
+    });
+    kick();
+    cut
+}
+
+/// A WAIT's mark (a [`FeedItem::Wait`]): to the hub behind this shard's writes, or
+/// straight there while nothing is streamed from here.
+pub(crate) fn wait_mark(item: FeedItem) {
+    if !feeding() {
+        let shard = corewire::runtime::shard_id();
+        corewire::runtime::spawn_local(async move {
+            let _ = corewire::runtime::send_to(0, move || {
+                super::repl_master::receive(shard, vec![item])
+            })
+            .await;
+        });
+        return;
+    }
+    FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        feed.seal();
+        feed.queue.push(item);
+    });
+    kick();
+}
+
+/// The shard's task: hands each batch to the hub, one message at a time (a full hub inbox
+/// makes it wait: the bound).
+async fn run(kick: Rc<Notify>) {
+    let shard = corewire::runtime::shard_id();
+    loop {
+        kick.notified().await;
+        loop {
+            let items = FEED.with(|feed| {
+                let mut feed = feed.borrow_mut();
+                // Never split a transaction block: its EXEC is still to come.
+                if feed.block.is_none() {
+                    feed.seal();
+                }
+                std::mem::take(&mut feed.queue)
+            });
+            if items.is_empty() {
+                break;
+            }
+            if shard == 0 {
+                super::repl_master::receive(0, items);
+            } else if corewire::runtime::send_to(0, move || {
+                super::repl_master::receive(shard, items)
+            })
+            .await
+            .is_err()
+            {
+                tracing::error!("replication hub unreachable");
+            }
+        }
+    }
+}

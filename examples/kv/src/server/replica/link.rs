@@ -1,0 +1,511 @@
+//! The link to the master, one task on shard 0: connect, handshake, load a snapshot or
+//! continue, then apply the stream until the link breaks; reconnect every second while this
+//! REPLICAOF holds.
+//!
+//! The stream's commands run as the master's client: the link is a registered reply sink
+//! and dispatches through [`Shard::dispatch`] like a connection, so per-shard FIFO keeps
+//! single-shard order, and a transaction or a command over several shards holds back what
+//! follows until it ran (the same rule a connection follows). No reply goes back but
+//! `REPLCONF ACK <offset>`, sent every second and after `REPLCONF GETACK`, for the offset
+//! of the commands that ran.
+
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::ToSocketAddrs;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use corewire::runtime::net::TcpStream;
+use corewire::runtime::sync::WakerCell;
+use corewire::runtime::timer::sleep_until;
+
+use super::super::shard::{now_ms, Shard};
+use super::super::shared::ServerShared;
+use super::super::sink::{Merges, Part, ReplySink, SinkKey};
+use crate::repl::handshake::{request, take_line, Handshake, HandshakeConfig, Next, Outcome};
+use crate::repl::stream::{Applied, Item, StreamReader};
+use crate::repl::transfer::RdbReceiver;
+use crate::repl::MasterLinkState as LinkState;
+use crate::reply::Reply;
+
+/// Commands dispatched and not yet run, at most (then the link stops reading).
+const MAX_IN_FLIGHT: usize = 1024;
+/// Input buffered past what is parsed, at most (a single request may need more; the
+/// parser's own limits bound that).
+const MAX_INPUT: usize = 1 << 20;
+/// The largest snapshot accepted (it is held in memory while it loads).
+const MAX_SNAPSHOT: u64 = 1 << 36;
+/// Between two attempts to connect (Redis retries from its once-a-second cron).
+const RETRY: Duration = Duration::from_secs(1);
+/// Between two `REPLCONF ACK`s.
+const ACK_PERIOD: Duration = Duration::from_secs(1);
+
+/// The link's reply sink: replies only say a command ran.
+pub(super) struct Link {
+    core: RefCell<Core>,
+    task: WakerCell,
+    woken: Cell<bool>,
+    shared: Arc<ServerShared>,
+}
+
+struct Core {
+    merges: Merges,
+    applied: Applied,
+}
+
+impl ReplySink for Link {
+    fn deliver(&self, seq: u64, part: Part, reply: Reply) {
+        {
+            let mut core = self.core.borrow_mut();
+            let Core { merges, applied } = &mut *core;
+            if let Some(reply) = merges.accept(seq, part, reply, || self.shared.info()) {
+                note_reply(&reply);
+                applied.completed(seq);
+            }
+        }
+        self.wake();
+    }
+
+    /// A new REPLICAOF: the link looks at its generation now.
+    fn kill(&self) {
+        self.wake();
+    }
+}
+
+impl Link {
+    fn wake(&self) {
+        self.woken.set(true);
+        self.task.wake();
+    }
+
+    fn take_woken(&self) -> bool {
+        self.woken.replace(false)
+    }
+
+    fn applied(&self) -> u64 {
+        self.core.borrow().applied.offset()
+    }
+
+    fn is_idle(&self) -> bool {
+        self.core.borrow().applied.is_idle()
+    }
+
+    /// Waits until every command dispatched has run.
+    async fn drain(&self) {
+        while !self.is_idle() {
+            poll_fn(|cx| {
+                if self.take_woken() || self.is_idle() {
+                    return Poll::Ready(());
+                }
+                self.task.register(cx.waker());
+                Poll::Pending
+            })
+            .await;
+        }
+    }
+}
+
+/// An error reply to the master's command: Redis logs those too (the data may diverge).
+fn note_reply(reply: &Reply) {
+    if let Reply::Error(text) = reply {
+        tracing::warn!(
+            error = %String::from_utf8_lossy(text),
+            "a command from the master failed"
+        );
+    }
+}
+
+/// Why the link dropped.
+#[derive(Debug)]
+enum LinkError {
+    Io(io::Error),
+    Closed,
+    Timeout,
+    Other(String),
+}
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkError::Io(e) => write!(f, "{e}"),
+            LinkError::Closed => f.write_str("the master closed the connection"),
+            LinkError::Timeout => f.write_str("timeout: no data from the master"),
+            LinkError::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<io::Error> for LinkError {
+    fn from(e: io::Error) -> LinkError {
+        LinkError::Io(e)
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> LinkError {
+    LinkError::Other(e.to_string())
+}
+
+/// The link's task for REPLICAOF generation `generation`.
+pub(super) async fn run(shard: Rc<Shard>, generation: u64) {
+    let shared = shard.shared.clone();
+    let link = Rc::new(Link {
+        core: RefCell::new(Core {
+            merges: Merges::default(),
+            applied: Applied::new(0, MAX_IN_FLIGHT),
+        }),
+        task: WakerCell::new(),
+        woken: Cell::new(false),
+        shared: shared.clone(),
+    });
+    let key = shard.register(link.clone());
+    let packed = key.pack().wrapping_add(1);
+    shared.replica.master_sink.store(packed, Ordering::Relaxed);
+    let mut seq = 0;
+    while shared.replica.is_current(generation) {
+        let result = session(&shard, &link, key, generation, &mut seq).await;
+        // What was dispatched runs before anything from a new link (or a promotion).
+        link.drain().await;
+        shared
+            .replica
+            .applied_offset
+            .store(link.applied(), Ordering::Relaxed);
+        if !shared.replica.is_current(generation) {
+            break;
+        }
+        shared.replica.set_state(LinkState::Connect);
+        super::sync_gate(&shared);
+        if let Err(error) = result {
+            tracing::warn!(%error, "the link with the MASTER is down; retrying");
+        }
+        let retry_at = Instant::now() + RETRY;
+        while Instant::now() < retry_at && shared.replica.is_current(generation) {
+            wait_for(&link, None, &mut BytesMut::new(), retry_at)
+                .await
+                .ok();
+        }
+    }
+    let _ = shared.replica.master_sink.compare_exchange(
+        packed,
+        0,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    shard.unregister(key);
+}
+
+/// What woke the link.
+enum Event {
+    Read(usize),
+    Woken,
+    Tick,
+}
+
+/// Waits for input (appended to `input`, when `stream` is given), a wake-up, or `deadline`.
+async fn wait_for(
+    link: &Link,
+    stream: Option<&TcpStream>,
+    input: &mut BytesMut,
+    deadline: Instant,
+) -> io::Result<Event> {
+    let mut timer = sleep_until(deadline);
+    poll_fn(|cx| {
+        if link.take_woken() {
+            return Poll::Ready(Ok(Event::Woken));
+        }
+        link.task.register(cx.waker());
+        if let Some(stream) = stream {
+            let mut recv = stream.recv_available(input);
+            if let Poll::Ready(read) = Pin::new(&mut recv).poll(cx) {
+                return Poll::Ready(read.map(Event::Read));
+            }
+        }
+        if Pin::new(&mut timer).poll(cx).is_ready() {
+            return Poll::Ready(Ok(Event::Tick));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The link's I/O: the stream, its input and the `repl-timeout` deadline.
+struct Conn {
+    stream: TcpStream,
+    input: BytesMut,
+    timeout: Duration,
+    last_io: Instant,
+}
+
+impl Conn {
+    /// Reads more (or returns at a wake-up, to look at the generation). Errors at the end
+    /// of the stream and after `repl-timeout` without data.
+    async fn read_more(&mut self, link: &Link, shared: &ServerShared) -> Result<(), LinkError> {
+        let deadline = self.last_io + self.timeout;
+        match wait_for(link, Some(&self.stream), &mut self.input, deadline).await? {
+            Event::Read(0) => Err(LinkError::Closed),
+            Event::Read(_) => {
+                self.last_io = Instant::now();
+                shared.replica.touched();
+                Ok(())
+            }
+            Event::Woken => Ok(()),
+            Event::Tick if Instant::now() >= deadline => Err(LinkError::Timeout),
+            Event::Tick => Ok(()),
+        }
+    }
+}
+
+/// One connection to the master, until it breaks or this REPLICAOF is replaced.
+async fn session(
+    shard: &Rc<Shard>,
+    link: &Rc<Link>,
+    key: SinkKey,
+    generation: u64,
+    seq: &mut u64,
+) -> Result<(), LinkError> {
+    let shared = shard.shared.clone();
+    let replica = &shared.replica;
+    let Some((host, port)) = replica.target() else {
+        return Ok(());
+    };
+    replica.set_state(LinkState::Connecting);
+    let addr = (host.as_str(), port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| other(format!("no address for {host}")))?;
+    let live = &shared.session.live;
+    let timeout = Duration::from_secs(
+        live.get("repl-timeout")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60),
+    );
+    let stream = corewire::runtime::timer::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| LinkError::Timeout)??;
+    tracing::info!(%host, port, "MASTER <-> REPLICA sync started");
+    replica.set_state(LinkState::Handshake);
+    let mut conn = Conn {
+        stream,
+        input: BytesMut::new(),
+        timeout,
+        last_io: Instant::now(),
+    };
+    let outcome = handshake(&mut conn, link, &shared, generation).await?;
+    let Some(outcome) = outcome else {
+        return Ok(());
+    };
+    let start = match outcome {
+        Outcome::FullResync { replid, offset } => {
+            tracing::info!(%replid, offset, "full resync from the master");
+            replica.set_state(LinkState::Sync);
+            let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
+            let snapshot = loop {
+                if let Some(snapshot) = receiver.feed(&mut conn.input).map_err(other)? {
+                    break snapshot;
+                }
+                if !replica.is_current(generation) {
+                    return Ok(());
+                }
+                conn.read_more(link, &shared).await?;
+            };
+            tracing::info!(
+                bytes = snapshot.len(),
+                "MASTER <-> REPLICA sync: loading the snapshot"
+            );
+            let keys = super::load::full_sync(shard, key, snapshot)
+                .await
+                .map_err(other)?;
+            tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
+            super::super::repl_master::follow(replid.clone(), offset);
+            replica.synced(replid, offset);
+            offset
+        }
+        Outcome::Continue { new_replid } => {
+            tracing::info!("successful partial resynchronization with the master");
+            if let Some(id) = new_replid {
+                replica.switched_history(id);
+            }
+            let offset = replica.applied_offset.load(Ordering::Relaxed);
+            if let Some((id, _)) = replica.resume_point() {
+                super::super::repl_master::follow(id, offset);
+            }
+            offset
+        }
+    };
+    link.core.borrow_mut().applied = Applied::new(start, MAX_IN_FLIGHT);
+    replica.set_offsets(start, start);
+    replica.set_state(LinkState::Connected);
+    super::sync_gate(&shared);
+    apply_stream(shard, link, key, generation, seq, conn, start).await
+}
+
+/// PING .. PSYNC. `None`: this REPLICAOF was replaced meanwhile.
+async fn handshake(
+    conn: &mut Conn,
+    link: &Link,
+    shared: &ServerShared,
+    generation: u64,
+) -> Result<Option<Outcome>, LinkError> {
+    let live = &shared.session.live;
+    let setting = |name: &str| live.get(name).filter(|v| !v.is_empty()).map(Bytes::from);
+    let auth = setting("masterauth").map(|password| (setting("masteruser"), password));
+    let announced_port = live
+        .get("replica-announce-port")
+        .and_then(|v| v.parse::<u16>().ok())
+        .filter(|&p| p != 0);
+    // The port bound (a server started with port 0 learns it once listening).
+    let bound = Some(shared.tcp_port.load(Ordering::Relaxed)).filter(|&p| p != 0);
+    let configured = live.get("port").and_then(|v| v.parse::<u16>().ok());
+    let config = HandshakeConfig {
+        auth,
+        listening_port: announced_port.or(bound).or(configured).unwrap_or(0),
+        announce_ip: setting("replica-announce-ip"),
+        resume: shared.replica.resume_point(),
+    };
+    let (mut handshake, first) = Handshake::start(config);
+    conn.stream.send_all(first).await?;
+    loop {
+        let line = loop {
+            if let Some(line) = take_line(&mut conn.input, 4096).map_err(other)? {
+                break line;
+            }
+            if !shared.replica.is_current(generation) {
+                return Ok(None);
+            }
+            conn.read_more(link, shared).await?;
+        };
+        match handshake.on_line(&line).map_err(other)? {
+            Next::Send(bytes) => conn.stream.send_all(bytes).await?,
+            Next::Done(outcome) => return Ok(Some(outcome)),
+        }
+    }
+}
+
+/// Applies the master's stream from offset `start` until the link breaks.
+async fn apply_stream(
+    shard: &Rc<Shard>,
+    link: &Rc<Link>,
+    key: SinkKey,
+    generation: u64,
+    seq: &mut u64,
+    mut conn: Conn,
+    start: u64,
+) -> Result<(), LinkError> {
+    let shared = shard.shared.clone();
+    let replica = &shared.replica;
+    let mut reader = StreamReader::new(start, shared.session.parser_limits);
+    let mut db = 0;
+    let mut ack_wanted = true;
+    let mut next_ack = Instant::now();
+    let mut warned_db = false;
+    let result = 'link: loop {
+        if !replica.is_current(generation) {
+            break Ok(());
+        }
+        // Parse and dispatch what is buffered, as far as ordering and the bound allow.
+        let now = now_ms();
+        let mut waiting_for_bytes = false;
+        loop {
+            if shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
+                break;
+            }
+            let framed = match reader.next(&mut conn.input) {
+                Ok(Some(framed)) => framed,
+                Ok(None) => {
+                    waiting_for_bytes = true;
+                    break;
+                }
+                Err(error) => break 'link Err(other(error)),
+            };
+            let mut core = link.core.borrow_mut();
+            let Core { merges, applied } = &mut *core;
+            match framed.item {
+                Item::Apply(command) if db == 0 => {
+                    *seq += 1;
+                    applied.dispatched(*seq, framed.end);
+                    if let Some(reply) = shard.dispatch(key, *seq, command, merges, now) {
+                        note_reply(&reply);
+                        applied.completed(*seq);
+                    }
+                }
+                Item::Apply(command) => {
+                    if !warned_db {
+                        warned_db = true;
+                        tracing::error!(
+                            db,
+                            command = command.name(),
+                            "the master writes to a database other than 0, which \
+                             corewire-kv does not have: those writes are skipped"
+                        );
+                    }
+                    applied.counted(framed.end);
+                }
+                Item::GetAck => {
+                    ack_wanted = true;
+                    applied.counted(framed.end);
+                }
+                Item::Select(index) => {
+                    db = index;
+                    applied.counted(framed.end);
+                }
+                Item::Skip => applied.counted(framed.end),
+                Item::Invalid { name, why } => {
+                    tracing::warn!(command = %name, %why, "a command from the master was not understood");
+                    applied.counted(framed.end);
+                }
+            }
+        }
+        let applied = link.applied();
+        replica.read_offset.store(
+            reader.offset() + reader.partial() + conn.input.len() as u64,
+            Ordering::Relaxed,
+        );
+        replica.applied_offset.store(applied, Ordering::Relaxed);
+        let now = Instant::now();
+        if (ack_wanted && link.is_idle()) || now >= next_ack {
+            let offset = applied.to_string();
+            let ack = request(&[b"REPLCONF", b"ACK", offset.as_bytes()]);
+            if let Err(error) = conn.stream.send_all(ack).await {
+                break Err(error.into());
+            }
+            ack_wanted &= !link.is_idle();
+            next_ack = now + ACK_PERIOD;
+        }
+        // Read only while the buffer has room, or when what is buffered is incomplete.
+        let read = waiting_for_bytes || conn.input.len() < MAX_INPUT;
+        let deadline = (conn.last_io + conn.timeout).min(next_ack);
+        let stream = read.then_some(&conn.stream);
+        let had = conn.input.len();
+        match wait_for(link, stream, &mut conn.input, deadline).await {
+            Ok(Event::Read(0)) => break Err(LinkError::Closed),
+            Ok(Event::Read(_)) => {
+                // The master's bytes go on to this node's backlog and its own replicas.
+                let fresh = Bytes::copy_from_slice(&conn.input[had..]);
+                super::super::repl_master::follow_stream(fresh);
+                conn.last_io = Instant::now();
+                replica.touched();
+            }
+            Ok(Event::Woken) => {}
+            Ok(Event::Tick) => {
+                if Instant::now() >= conn.last_io + conn.timeout {
+                    break Err(LinkError::Timeout);
+                }
+            }
+            Err(error) => break Err(error.into()),
+        }
+    };
+    // A new link continues after the last whole item taken (a MULTI block cut short comes
+    // again whole).
+    let resume = reader.resume_offset();
+    link.drain().await;
+    let mut core = link.core.borrow_mut();
+    core.applied = Applied::new(resume, MAX_IN_FLIGHT);
+    drop(core);
+    replica.set_offsets(resume, resume);
+    result
+}

@@ -1,0 +1,334 @@
+//! corewire-kv as a replica of redis-server 7.0 (PSYNC2): the full sync (a snapshot saved
+//! to disk first and the diskless form), the command stream (transactions, scripts' effects,
+//! expiries, deletions), WAIT counting our acknowledgements, a partial resync after the link
+//! is cut, READONLY, the master's expiries, and REPLICAOF NO ONE keeping every acknowledged
+//! write. Each compares the two servers' whole contents with ordinary commands.
+
+mod common;
+mod rdb_util;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server, TempDir};
+use rdb_util::{contents, workload, KeyContent, Redis};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn info_field(conn: &mut Resp, section: &str, field: &str) -> Option<String> {
+    let Reply::Bulk(Some(text)) = conn.call(&["INFO", section]) else {
+        panic!("INFO {section}");
+    };
+    let text = String::from_utf8(text).unwrap();
+    let prefix = format!("{field}:");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix).map(str::to_owned))
+}
+
+fn wait_link_up(replica: &mut Resp) {
+    let up = eventually(WAIT, || {
+        info_field(replica, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    let info = replica.call(&["INFO", "replication"]);
+    assert!(up, "the link never came up: {info:?}");
+}
+
+/// Waits until the replica holds what the master holds.
+fn wait_same(master: &mut Resp, replica: &mut Resp) -> BTreeMap<Vec<u8>, KeyContent> {
+    let want = contents(master);
+    let mut got = BTreeMap::new();
+    let same = eventually(WAIT, || {
+        got = contents(replica);
+        got == want
+    });
+    if !same {
+        let missing: Vec<_> = want
+            .iter()
+            .filter(|(k, v)| got.get(*k) != Some(v))
+            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        let extra: Vec<_> = got
+            .keys()
+            .filter(|k| !want.contains_key(*k))
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        panic!("the replica differs: wrong or missing {missing:?}, extra {extra:?}");
+    }
+    want
+}
+
+fn ok(conn: &mut Resp, args: &[&str]) {
+    let reply = conn.call(args);
+    assert!(!matches!(reply, Reply::Error(_)), "{args:?}: {reply:?}");
+}
+
+fn int(conn: &mut Resp, args: &[&str]) -> i64 {
+    match conn.call(args) {
+        Reply::Int(n) => n,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn stat(conn: &mut Resp, field: &str) -> i64 {
+    info_field(conn, "stats", field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO stats"))
+}
+
+/// Writes of every kind, as a master's stream carries them: plain writes, a transaction
+/// over keys of several shards, a script (replicated as its effects), expiries, deletions.
+fn write_stream(master: &mut Resp, round: usize) {
+    for i in 0..50 {
+        ok(master, &["SET", &format!("w{round}:{i}"), &format!("v{i}")]);
+        ok(master, &["INCR", &format!("counter{}", i % 7)]);
+        ok(
+            master,
+            &["LPUSH", &format!("list{}", i % 5), &i.to_string()],
+        );
+    }
+    ok(master, &["HSET", "h:small", "new", &round.to_string()]);
+    ok(master, &["SADD", "set:text", &format!("m{round}")]);
+    ok(master, &["ZINCRBY", "z:small", "2", "a"]);
+    ok(master, &["EXPIRE", &format!("w{round}:1"), "5000"]);
+    ok(
+        master,
+        &["SET", &format!("px{round}"), "x", "PX", "9000000"],
+    );
+    ok(
+        master,
+        &["DEL", "s:text", &format!("w{round}:2"), "l:small"],
+    );
+    ok(master, &["MULTI"]);
+    for key in ["ta", "tb", "tc", "td"] {
+        assert_eq!(master.call(&["INCR", key]), Reply::Simple("QUEUED".into()));
+    }
+    assert_eq!(
+        master.call(&["LPUSH", "tlist", "x"]),
+        Reply::Simple("QUEUED".into())
+    );
+    let Reply::Array(Some(results)) = master.call(&["EXEC"]) else {
+        panic!("EXEC");
+    };
+    assert_eq!(results.len(), 5);
+    ok(
+        master,
+        &[
+            "EVAL",
+            "redis.call('set', KEYS[1], ARGV[1]); redis.call('incr', KEYS[2]); \
+             return redis.call('rpush', KEYS[3], ARGV[1])",
+            "3",
+            "script:a",
+            "script:b",
+            "script:c",
+            &format!("r{round}"),
+        ],
+    );
+    ok(
+        master,
+        &["MSET", "ma", "1", "mb", "2", "mc", "3", "md", "4"],
+    );
+}
+
+/// Starts redis-server as the master with its keys, and corewire-kv (`shards`) replicating
+/// it; returns both once the link is up.
+fn replica_of_redis(
+    dir: &TempDir,
+    shards: usize,
+    redis_args: &[&str],
+) -> (Redis, Server, Resp, Resp) {
+    let redis = Redis::start(dir.path(), redis_args);
+    let mut master = redis.connect();
+    workload(&mut master);
+    let replica = Server::start(&["--shards", &shards.to_string()]);
+    let mut conn = replica.connect();
+    let port = redis.port.to_string();
+    assert_eq!(conn.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    assert_eq!(
+        conn.call(&["REPLICAOF", "127.0.0.1", &port]),
+        Reply::Simple("OK Already connected to specified master".into())
+    );
+    wait_link_up(&mut conn);
+    (redis, replica, master, conn)
+}
+
+fn replicate_from_redis(shards: usize, redis_args: &[&str]) {
+    let dir = TempDir::new("replica");
+    let (redis, _replica, mut master, mut replica) = replica_of_redis(&dir, shards, redis_args);
+    let first = wait_same(&mut master, &mut replica);
+    assert!(first.len() > 10, "the workload wrote keys: {}", first.len());
+
+    // ROLE and INFO as a replica.
+    let Reply::Array(Some(role)) = replica.call(&["ROLE"]) else {
+        panic!("ROLE");
+    };
+    assert_eq!(role[0], Reply::bulk("slave"));
+    assert_eq!(role[2], Reply::Int(i64::from(redis.port)));
+    assert_eq!(role[3], Reply::bulk("connected"));
+    assert_eq!(
+        info_field(&mut replica, "replication", "role").as_deref(),
+        Some("slave")
+    );
+    assert_eq!(
+        info_field(&mut replica, "replication", "slave_read_only").as_deref(),
+        Some("1")
+    );
+
+    // Clients cannot write; reads are served.
+    assert_eq!(
+        replica.call(&["SET", "k", "v"]),
+        Reply::Error("READONLY You can't write against a read only replica.".into())
+    );
+    assert_eq!(
+        replica.call(&["GET", "s:int8"]),
+        Reply::bulk("12"),
+        "reads are served"
+    );
+
+    // The stream, and WAIT counting this replica's acknowledgements.
+    write_stream(&mut master, 1);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    wait_same(&mut master, &mut replica);
+    let offset = |conn: &mut Resp, field: &str| -> u64 {
+        info_field(conn, "replication", field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {field}"))
+    };
+    let master_offset = offset(&mut master, "master_repl_offset");
+    // The master's pings may add to it meanwhile.
+    let caught_up = eventually(WAIT, || {
+        offset(&mut replica, "slave_repl_offset") >= master_offset
+    });
+    assert!(caught_up, "slave_repl_offset never reached {master_offset}");
+
+    // The link is cut: a partial resync continues it (no second full sync).
+    let full = stat(&mut master, "sync_full");
+    let partial = stat(&mut master, "sync_partial_ok");
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    write_stream(&mut master, 2);
+    let resynced = eventually(WAIT, || stat(&mut master, "sync_partial_ok") == partial + 1);
+    assert!(resynced, "no partial resync");
+    wait_link_up(&mut replica);
+    assert_eq!(stat(&mut master, "sync_full"), full, "a second full sync");
+    write_stream(&mut master, 3);
+    wait_same(&mut master, &mut replica);
+
+    // Promotion keeps every write the master acknowledged with WAIT.
+    write_stream(&mut master, 4);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    let acknowledged = contents(&mut master);
+    assert_eq!(replica.call(&["REPLICAOF", "NO", "ONE"]), Reply::ok());
+    assert_eq!(contents(&mut replica), acknowledged);
+    let Reply::Array(Some(role)) = replica.call(&["ROLE"]) else {
+        panic!("ROLE");
+    };
+    assert_eq!(role[0], Reply::bulk("master"));
+    assert_eq!(replica.call(&["SET", "k", "v"]), Reply::ok());
+    // Its own history goes on from the master's (replicas of the old master can continue).
+    let old_id = info_field(&mut master, "replication", "master_replid");
+    let shifted = eventually(WAIT, || {
+        info_field(&mut replica, "replication", "master_replid2") == old_id
+    });
+    assert!(shifted, "master_replid2 is not the old master's {old_id:?}");
+}
+
+#[test]
+fn replica_of_redis_one_shard_diskless() {
+    replicate_from_redis(
+        1,
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+}
+
+#[test]
+fn replica_of_redis_four_shards_disk_snapshot() {
+    replicate_from_redis(4, &["--repl-diskless-sync", "no"]);
+}
+
+/// `--replicaof` and `--masterauth` at start, against a master with requirepass.
+#[test]
+fn configured_replica_authenticates() {
+    let dir = TempDir::new("replica-auth");
+    let redis = Redis::start(dir.path(), &[]);
+    let mut master = redis.connect();
+    // Set after start: the start-up check pings without a password.
+    ok(&mut master, &["CONFIG", "SET", "requirepass", "secret"]);
+    ok(&mut master, &["AUTH", "secret"]);
+    ok(&mut master, &["SET", "a", "1"]);
+    let port = redis.port.to_string();
+    let replica = Server::start(&[
+        "--shards",
+        "2",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--masterauth",
+        "secret",
+    ]);
+    let mut conn = replica.connect();
+    wait_link_up(&mut conn);
+    ok(&mut master, &["SET", "b", "2"]);
+    let both = eventually(WAIT, || {
+        conn.call(&["MGET", "a", "b"])
+            == Reply::Array(Some(vec![Reply::bulk("1"), Reply::bulk("2")]))
+    });
+    assert!(both, "{:?}", conn.call(&["MGET", "a", "b"]));
+}
+
+/// A replica's keys expire when its master says so: an expired key reads as missing but
+/// stays until the master's DEL arrives.
+#[test]
+fn keys_expire_by_the_masters_del() {
+    let dir = TempDir::new("replica-expiry");
+    let (_redis, _replica, mut master, mut replica) =
+        replica_of_redis(&dir, 2, &["--enable-debug-command", "yes"]);
+    ok(&mut master, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    ok(&mut master, &["FLUSHALL"]);
+    ok(&mut master, &["SET", "short", "v", "PX", "300"]);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(replica.call(&["GET", "short"]), Reply::nil());
+    let keys = |replica: &mut Resp| info_field(replica, "keyspace", "db0");
+    assert!(
+        keys(&mut replica).is_some_and(|db| db.starts_with("keys=1,")),
+        "the replica deleted it itself: {:?}",
+        keys(&mut replica)
+    );
+    // The master meets it expired, deletes it, and sends the DEL.
+    assert_eq!(master.call(&["GET", "short"]), Reply::nil());
+    let gone = eventually(WAIT, || keys(&mut replica).is_none());
+    assert!(gone, "{:?}", keys(&mut replica));
+}
+
+/// corewire-kv (2 shards) as the replica of corewire-kv (4 shards): the snapshot, the
+/// stream (with WAIT counting the replica), a partial resync after a cut, and promotion.
+#[test]
+fn replica_of_corewire() {
+    let master_server = Server::start(&["--shards", "4"]);
+    let mut master = master_server.connect();
+    workload(&mut master);
+    let replica_server = Server::start(&["--shards", "2"]);
+    let mut replica = replica_server.connect();
+    let port = master_server.port.to_string();
+    assert_eq!(
+        replica.call(&["REPLICAOF", "127.0.0.1", &port]),
+        Reply::ok()
+    );
+    wait_link_up(&mut replica);
+    wait_same(&mut master, &mut replica);
+    write_stream(&mut master, 1);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    wait_same(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    write_stream(&mut master, 2);
+    wait_link_up(&mut replica);
+    wait_same(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    let acknowledged = contents(&mut master);
+    assert_eq!(replica.call(&["REPLICAOF", "NO", "ONE"]), Reply::ok());
+    assert_eq!(contents(&mut replica), acknowledged);
+}
