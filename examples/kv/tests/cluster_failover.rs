@@ -388,10 +388,39 @@ fn cluster_failover_switches_roles() {
     let (p, r) = pairs[0];
     let key = key_owned_by_port(&cluster, 0, cluster.nodes[p].port, ":m");
     let slot = local_key_slot(key.as_bytes());
-    // Planned: the primary pauses writes until the replica has its offset.
+    // Planned: the primary pauses writes until the replica has its offset, so no write a
+    // client saw acknowledged is lost while they keep coming.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, seed, key) = (stop.clone(), cluster.nodes[p].port, key.clone());
+        std::thread::spawn(move || {
+            let mut client = ClusterClient::connect(seed);
+            let mut acked = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let reply = client.call(slot, &["SET", &format!("{key}{acked}"), "v"]);
+                assert_eq!(reply, Reply::ok());
+                acked += 1;
+            }
+            acked
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cluster.nodes[r].cli(&["CLUSTER", "FAILOVER"]), "OK");
     wait_owner(&cluster, 0, slot, cluster.nodes[r].port, CONVERGE);
     wait_roles(&cluster, &all, 3, 3);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = writer.join().expect("writer");
+    assert!(acked > 0);
+    let mut reader = ClusterClient::connect(cluster.nodes[r].port);
+    for i in 0..acked {
+        let k = format!("{key}{i}");
+        assert_eq!(
+            reader.call(slot, &["GET", &k]),
+            Reply::bulk("v"),
+            "{k} of {acked} lost"
+        );
+    }
     let old = lines(&cluster.nodes[p])
         .into_iter()
         .find(|l| l.flags.contains("myself"))
