@@ -185,25 +185,44 @@ impl Generator {
             "impl<T: {trait_name}> ::corewire::Service for {trait_name}Server<T> {{\n\
              const ID: u32 = ::corewire::service_id(SERVICE_NAME);\n\
              const NAME: &'static str = SERVICE_NAME;\n\
-             const METHODS: &'static [::corewire::service::MethodInfo] = METHODS;\n\
-             async fn call(&self, request: ::corewire::Request) -> \
-             ::core::result::Result<::corewire::Response, ::corewire::Status> {{\n\
-             match request.method {{"
+             const METHODS: &'static [::corewire::service::MethodInfo] = METHODS;"
         );
-        for (i, m) in methods.iter().enumerate() {
-            if !m.server_streaming {
+        match methods {
+            [only] if !only.server_streaming => {
+                // One unary method: the call is its future, with no layer choosing the method
+                // (each would copy the future once more per call).
                 let _ = writeln!(
                     buf,
-                    "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, {i}, \
-                     request, |r| self.inner.{}(r)).await,",
-                    m.name
+                    "fn call(&self, request: ::corewire::Request) -> impl \
+                     ::core::future::Future<Output = ::core::result::Result<::corewire::Response, \
+                     ::corewire::Status>> {{\n\
+                     ::corewire::typed::only_unary::<Self, _, _, _>(&self.stats, request, |r| \
+                     self.inner.{}(r))\n}}",
+                    only.name
+                );
+            }
+            _ => {
+                buf.push_str(
+                    "async fn call(&self, request: ::corewire::Request) -> \
+                     ::core::result::Result<::corewire::Response, ::corewire::Status> {\n\
+                     match request.method {\n",
+                );
+                for (i, m) in methods.iter().enumerate() {
+                    if !m.server_streaming {
+                        let _ = writeln!(
+                            buf,
+                            "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, \
+                             {i}, request, |r| self.inner.{}(r)).await,",
+                            m.name
+                        );
+                    }
+                }
+                buf.push_str(
+                    "method => ::core::result::Result::Err(::corewire::Status::UnknownMethod { \
+                     service_id: <Self as ::corewire::Service>::ID, method_id: method }),\n}\n}\n",
                 );
             }
         }
-        buf.push_str(
-            "method => ::core::result::Result::Err(::corewire::Status::UnknownMethod { \
-             service_id: <Self as ::corewire::Service>::ID, method_id: method }),\n}\n}\n",
-        );
         if methods.iter().any(|m| m.server_streaming) {
             buf.push_str(
                 "async fn call_streaming(&self, request: ::corewire::Request, replies: \
@@ -281,14 +300,16 @@ impl Generator {
                     m.name, m.input_type, m.output_type
                 );
             } else {
+                // The call's own future, no `async` layer around it (each would copy it).
                 let _ = writeln!(
                     buf,
-                    "pub async fn {}(&self, request: impl \
-                     ::corewire::typed::IntoRequest<super::{}>) -> \
+                    "pub fn {}(&self, request: impl \
+                     ::corewire::typed::IntoRequest<super::{}>) -> impl \
+                     ::core::future::Future<Output = \
                      ::core::result::Result<::corewire::typed::Response<super::{}>, \
-                     ::corewire::ClientError> {{ \
+                     ::corewire::ClientError>> + '_ {{ \
                      ::corewire::typed::unary_call(&self.client, Self::SERVICE_ID, \
-                     METHODS[{i}].id, request.into_request()).await }}",
+                     METHODS[{i}].id, request.into_request()) }}",
                     m.name, m.input_type, m.output_type
                 );
             }

@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use super::body::{Chunk, Event, GrpcBody, StreamBody};
 use super::headers::{add_status, metadata_from, reply_headers};
 use super::GrpcOptions;
-use crate::service::dispatch::{call_now, poll_guarded};
+use crate::service::dispatch::{call_now, poll_guarded, poll_once};
 use crate::service::registry::{Entry, ServiceSet};
 use crate::service::{CallNow, MethodKind, Replies, Server};
 use crate::typed::Metadata;
@@ -244,7 +244,10 @@ async fn unary(
         CallNow::Done(result) => return result,
         CallNow::Later(request) => request,
     };
-    let mut call = entry.instance.clone().call(request);
+    let mut call = match poll_once(entry.instance.clone(), request).await {
+        Ok(result) => return result,
+        Err(call) => call,
+    };
     let call = poll_fn(move |cx| poll_guarded(call.as_mut(), cx));
     match deadline {
         Some(d) => corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), call)

@@ -299,7 +299,7 @@ impl<C: Connection> Client<C> {
             attachment: Bytes::new(),
             timeout: self.inner().options.default_timeout,
         };
-        self.start_call(call, |r| r.payload)
+        self.start_call(call, |r| Ok(r.payload))
     }
 
     /// A call with more options (attachment, timeout).
@@ -372,11 +372,12 @@ impl<C: Connection> Client<C> {
         &self.inner().conn
     }
 
-    /// One call; `finish` takes what the caller wants from the reply (no wrapper future).
+    /// One call; `finish` takes what the caller wants from the reply, or fails the call (a
+    /// typed reply that does not decode): no wrapper future.
     pub(crate) async fn start_call<R>(
         &self,
         call: Outgoing,
-        finish: fn(Response) -> R,
+        finish: fn(Response) -> Result<R, ClientError>,
     ) -> Result<R, ClientError> {
         let reply = self.inner().replies.reserve();
         let waiter = Waiter::Reply(reply.key());
@@ -388,7 +389,7 @@ impl<C: Connection> Client<C> {
         let result = reply.await;
         // Resolved: the reader already removed the call (and cancelled it if it expired).
         pending.id = None;
-        result.map(finish)
+        result.and_then(finish)
     }
 }
 
@@ -730,7 +731,7 @@ impl<'a, C: Connection> CallBuilder<'a, C> {
     /// Send the call and wait for its reply.
     pub fn send(self) -> impl Future<Output = Result<Response, ClientError>> + 'a {
         // The call future itself (see `Client::call`).
-        self.client.start_call(self.call, std::convert::identity)
+        self.client.start_call(self.call, Ok)
     }
 }
 

@@ -293,16 +293,18 @@ async fn dispatch<C: Connection>(
         }
         CallNow::Later(request) => request,
     };
-    let mut call = Rc::clone(service).call(request);
     // The fast path: most handlers answer on their first poll, so poll it here, in the
     // reader, and queue the reply: no task, no run-queue round trip. Only a handler that has
     // to wait gets a task (the reader goes on reading meanwhile).
-    if let Poll::Ready(result) = poll_once(&mut call).await {
-        if reply(conn, &header, result).await {
-            arrived.replied();
+    let call = match poll_once(Rc::clone(service), request).await {
+        Ok(result) => {
+            if reply(conn, &header, result).await {
+                arrived.replied();
+            }
+            return Ok(());
         }
-        return Ok(());
-    }
+        Err(call) => call,
+    };
     let conn = conn.clone();
     // Counted from here until the reply is queued.
     let in_flight = InFlight {
@@ -407,10 +409,19 @@ pub(crate) fn call_now(service: &dyn DynService, request: Request) -> CallNow {
     })
 }
 
-/// One poll of a handler's call. A panic in it is the handler's bug: the call fails as
-/// `Internal` and the connection carries on.
-async fn poll_once(call: &mut CallFuture) -> Poll<Result<Response, Status>> {
-    poll_fn(|cx| Poll::Ready(poll_guarded(call.as_mut(), cx))).await
+/// A handler's call, polled once: its result, or its future when it has to wait. A panic in
+/// it is the handler's bug: the call fails as `Internal` and the connection carries on.
+pub(crate) async fn poll_once(
+    service: Rc<dyn DynService>,
+    request: Request,
+) -> Result<Result<Response, Status>, CallFuture> {
+    let mut start = Some((service, request));
+    poll_fn(|cx| match start.take() {
+        Some((service, request)) => Poll::Ready(service.call_polled(request, cx)),
+        // Ready on its first poll: never polled again.
+        None => Poll::Pending,
+    })
+    .await
 }
 
 /// One poll of a handler's future; a panic in it fails the call as `Internal` (the handler's

@@ -1,13 +1,17 @@
 //! The services of one server on one shard, by id.
 
+use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use corewire_runtime::ShardId;
 
+use super::dispatch::poll_guarded;
 use super::{CallNow, MethodInfo, MethodKind, Replies, Request, Response, Service, Status};
 
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Result<Response, Status>>>>;
@@ -15,24 +19,98 @@ pub(crate) type StreamFuture = Pin<Box<dyn Future<Output = Result<(), Status>>>>
 
 /// Object-safe view of a [`Service`] instance.
 pub(crate) trait DynService {
-    fn call(self: Rc<Self>, request: Request) -> CallFuture;
+    /// [`Service::call`]'s future, polled once (with `cx`, the reader's): its result if it
+    /// answered at once (most calls), else the future, which has to wait.
+    fn call_polled(
+        self: Rc<Self>,
+        request: Request,
+        cx: &mut Context<'_>,
+    ) -> Result<Result<Response, Status>, CallFuture>;
     fn call_now(&self, request: Request) -> CallNow;
     fn call_streaming(self: Rc<Self>, request: Request, replies: Replies) -> StreamFuture;
 }
 
-struct Instance<S>(S);
+struct Instance<S> {
+    service: S,
+    /// The allocation of the last call that answered on its first poll, kept for the next
+    /// call (its future has ended and holds nothing): a call that answers at once then costs
+    /// no allocation. It holds `Option<Pin<Box<F>>>` for the future type `F` of
+    /// [`DynService::call_polled`], which has no name, hence `Any`.
+    spare: RefCell<Option<Box<dyn Any>>>,
+}
+
+impl<S: Service> Instance<S> {
+    fn new(service: S) -> Instance<S> {
+        Instance {
+            service,
+            spare: RefCell::new(None),
+        }
+    }
+}
 
 impl<S: Service> DynService for Instance<S> {
-    fn call(self: Rc<Self>, request: Request) -> CallFuture {
-        Box::pin(async move { self.0.call(request).await })
+    fn call_polled(
+        self: Rc<Self>,
+        request: Request,
+        cx: &mut Context<'_>,
+    ) -> Result<Result<Response, Status>, CallFuture> {
+        let home = Rc::clone(&self);
+        let future = async move {
+            // Moved into the body, so that a finished future (kept as the spare) no longer
+            // holds the instance.
+            let this = self;
+            this.service.call(request).await
+        };
+        // Out of the cell while the handler runs (it may reach this instance again).
+        let mut spare = home.spare.take();
+        let mut call = place(&mut spare, future);
+        let polled = poll_guarded(call.as_mut(), cx);
+        let result = match polled {
+            Poll::Ready(result) => {
+                keep(&mut spare, call);
+                Ok(result)
+            }
+            Poll::Pending => {
+                let call: CallFuture = call;
+                Err(call)
+            }
+        };
+        home.spare.replace(spare);
+        result
     }
 
     fn call_now(&self, request: Request) -> CallNow {
-        self.0.call_now(request)
+        self.service.call_now(request)
     }
 
     fn call_streaming(self: Rc<Self>, request: Request, replies: Replies) -> StreamFuture {
-        Box::pin(async move { self.0.call_streaming(request, replies).await })
+        Box::pin(async move { self.service.call_streaming(request, replies).await })
+    }
+}
+
+/// `future` in the spare allocation when there is one (a finished future of the same type:
+/// [`Pin::set`] drops it in place), else in a new one.
+fn place<F: Future + 'static>(spare: &mut Option<Box<dyn Any>>, future: F) -> Pin<Box<F>> {
+    let kept = (spare.as_mut())
+        .and_then(|s| s.downcast_mut::<Option<Pin<Box<F>>>>())
+        .and_then(Option::take);
+    match kept {
+        Some(mut call) => {
+            call.set(future);
+            call
+        }
+        None => Box::pin(future),
+    }
+}
+
+/// Keeps the allocation of `call`, which has finished, for the next call.
+fn keep<F: 'static>(spare: &mut Option<Box<dyn Any>>, call: Pin<Box<F>>) {
+    match spare
+        .as_mut()
+        .and_then(|s| s.downcast_mut::<Option<Pin<Box<F>>>>())
+    {
+        Some(slot) => *slot = Some(call),
+        None => *spare = Some(Box::new(Some(call))),
     }
 }
 
@@ -57,7 +135,7 @@ where
         id: S::ID,
         name: S::NAME,
         methods: S::METHODS,
-        make: Arc::new(move |shard| Rc::new(Instance(f(shard))) as Rc<dyn DynService>),
+        make: Arc::new(move |shard| Rc::new(Instance::new(f(shard))) as Rc<dyn DynService>),
     }
 }
 
@@ -162,5 +240,71 @@ impl ServiceSet {
     pub(crate) fn get(&self, id: u32) -> Option<&Entry> {
         let at = self.services.binary_search_by_key(&id, |e| e.id).ok()?;
         Some(&self.services[at])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    async fn answer(n: u32) -> u32 {
+        n
+    }
+
+    fn address<F>(call: &Pin<Box<F>>) -> usize {
+        &**call as *const F as usize
+    }
+
+    #[test]
+    fn a_finished_calls_allocation_serves_the_next_call() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut spare = None;
+        let mut first = place(&mut spare, answer(1));
+        assert_eq!(first.as_mut().poll(&mut cx), Poll::Ready(1));
+        let at = address(&first);
+        keep(&mut spare, first);
+        let mut second = place(&mut spare, answer(2));
+        assert_eq!(address(&second), at, "the same allocation");
+        assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(2));
+        // While that one is out (a call that waits keeps it), the next gets its own.
+        let mut third = place(&mut spare, answer(3));
+        assert_ne!(address(&third), at);
+        assert_eq!(third.as_mut().poll(&mut cx), Poll::Ready(3));
+    }
+
+    struct Echo;
+    impl Service for Echo {
+        const ID: u32 = 1;
+        async fn call(&self, request: Request) -> Result<Response, Status> {
+            Ok(Response::new(request.payload))
+        }
+    }
+
+    /// The spare a finished call leaves holds neither the instance nor the request.
+    #[test]
+    fn the_spare_holds_nothing_of_the_call() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let instance = Rc::new(Instance::new(Echo));
+        let payload = bytes::Bytes::from(vec![1u8; 100]);
+        for _ in 0..3 {
+            let request = Request {
+                method: 0,
+                payload: payload.clone(),
+                attachment: bytes::Bytes::new(),
+                deadline: None,
+                peer: None,
+                shard: 0,
+            };
+            let reply = Rc::clone(&instance).call_polled(request, &mut cx);
+            let Ok(Ok(reply)) = reply else {
+                panic!("the echo answers at once");
+            };
+            assert_eq!(reply.payload, payload);
+        }
+        assert!(instance.spare.borrow().is_some());
+        assert_eq!(Rc::strong_count(&instance), 1);
+        drop(instance);
+        assert!(payload.is_unique(), "the request's payload is not kept");
     }
 }

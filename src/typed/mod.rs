@@ -281,20 +281,22 @@ fn typed_request<T: prost::Message + Default>(
     method: &str,
     raw: crate::Request,
 ) -> Result<Request<T>, Status> {
-    let message = decode::<T>(&raw.payload).map_err(|e| bad_call(method, &raw, &e))?;
-    let metadata = Metadata::decode(&raw.attachment).map_err(|e| bad_call(method, &raw, &e))?;
+    let peer = raw.peer;
+    // The payload itself, not a clone: its `bytes` fields are views of it either way.
+    let message = T::decode(raw.payload).map_err(|e| bad_call(method, peer, &e))?;
+    let metadata = Metadata::decode(&raw.attachment).map_err(|e| bad_call(method, peer, &e))?;
     Ok(Request {
         message,
         metadata,
         timeout: None,
         deadline: raw.deadline,
-        peer: raw.peer,
+        peer,
         shard: Some(raw.shard),
     })
 }
 
-fn bad_call(method: &str, raw: &crate::Request, e: &dyn std::fmt::Display) -> Status {
-    corewire_runtime::report_bad_call("protobuf", raw.peer, &format_args!("{method}: {e}"));
+fn bad_call(method: &str, peer: Option<SocketAddr>, e: &dyn std::fmt::Display) -> Status {
+    corewire_runtime::report_bad_call("protobuf", peer, &format_args!("{method}: {e}"));
     Status::BadRequest(format!("malformed request: {e}"))
 }
 
@@ -310,7 +312,7 @@ fn code_of<T>(result: &Result<T, Status>) -> Code {
 /// run `handler` in a span named for the method, encode its reply, count the call.
 ///
 /// The request is decoded before the returned future exists, so that future holds only the
-/// handler's (it is moved, and boxed when the call has to wait: the smaller the better).
+/// handler's, in one layer (each `async` layer copies the future once more per call).
 pub fn unary<'a, Req, Resp, Fut>(
     stats: &'a MethodStats,
     index: usize,
@@ -322,11 +324,62 @@ where
     Resp: prost::Message,
     Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
 {
-    let record = stats.start(index, raw.deadline);
-    let call =
-        typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index)));
+    serve_unary(stats, Ok(index), raw, handler)
+}
+
+/// [`unary`] for a service whose only method is unary method 0 (generated code calls this):
+/// the call's future itself, with no layer around it to choose the method; a request for
+/// another method fails as unknown.
+pub fn only_unary<'a, S, Req, Resp, Fut>(
+    stats: &'a MethodStats,
+    raw: crate::Request,
+    handler: impl FnOnce(Request<Req>) -> Fut,
+) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+where
+    S: crate::Service,
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+    Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
+{
+    let method = match S::METHODS.first() {
+        Some(m) if m.id == raw.method => Ok(0),
+        _ => Err(Status::UnknownMethod {
+            service_id: S::ID,
+            method_id: raw.method,
+        }),
+    };
+    serve_unary(stats, method, raw, handler)
+}
+
+/// [`unary`] of method `index`, or the error a request for an unknown method gets.
+fn serve_unary<'a, Req, Resp, Fut>(
+    stats: &'a MethodStats,
+    index: Result<usize, Status>,
+    raw: crate::Request,
+    handler: impl FnOnce(Request<Req>) -> Fut,
+) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+where
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+    Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
+{
+    let (record, call) = match index {
+        Ok(index) => (
+            Some(stats.start(index, raw.deadline)),
+            typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index))),
+        ),
+        Err(unknown) => (None, Err(unknown)),
+    };
     async move {
-        let reply = counted(record, call).await?;
+        let result = match call {
+            Ok((handler, None)) => handler.await,
+            Ok((handler, Some(span))) => handler.instrument(span).await,
+            Err(status) => Err(status),
+        };
+        if let Some(record) = record {
+            record.finish(code_of(&result));
+        }
+        let reply = result?;
         Ok(crate::Response {
             payload: encode(&reply.message),
             attachment: reply.metadata.encode(),
@@ -402,22 +455,30 @@ fn outgoing<C: Connection, T: prost::Message>(
     }
 }
 
-/// A unary call from a generated client.
-pub async fn unary_call<C, Req, Resp>(
-    client: &Client<C>,
+/// A unary call from a generated client: the raw call's own future (the request is encoded
+/// before it exists and the reply decoded as it resolves), with no wrapper around it, since
+/// each layer would copy the whole future once more per call.
+pub fn unary_call<'a, C, Req, Resp>(
+    client: &'a Client<C>,
     service: u32,
     method: u32,
     request: Request<Req>,
-) -> Result<Response<Resp>, ClientError>
+) -> impl Future<Output = Result<Response<Resp>, ClientError>> + 'a
 where
     C: Connection,
     Req: prost::Message,
-    Resp: prost::Message + Default,
+    Resp: prost::Message + Default + 'a,
 {
     let call = outgoing(client, service, method, &request);
-    let reply = client.start_call(call, std::convert::identity).await?;
+    client.start_call(call, typed_reply::<Resp>)
+}
+
+/// A unary call's typed reply.
+fn typed_reply<T: prost::Message + Default>(
+    reply: crate::Response,
+) -> Result<Response<T>, ClientError> {
     Ok(Response {
-        message: decode(&reply.payload).map_err(bad_reply)?,
+        message: T::decode(reply.payload).map_err(bad_reply)?,
         metadata: Metadata::decode(&reply.attachment).map_err(bad_reply)?,
     })
 }
@@ -442,4 +503,72 @@ where
         metadata: None,
         _message: PhantomData,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::service::{MethodInfo, MethodKind};
+    use crate::Service as _;
+
+    struct One;
+    impl crate::Service for One {
+        const ID: u32 = crate::service_id("t.One");
+        const METHODS: &'static [MethodInfo] = &[MethodInfo::new("/t.One/Echo", MethodKind::Unary)];
+        async fn call(&self, _: crate::Request) -> Result<crate::Response, Status> {
+            unreachable!("only_unary is called directly")
+        }
+    }
+
+    fn raw(method: u32, payload: Bytes) -> crate::Request {
+        crate::Request {
+            method,
+            payload,
+            attachment: Bytes::new(),
+            deadline: None,
+            peer: None,
+            shard: 0,
+        }
+    }
+
+    fn now<F: Future>(future: F) -> F::Output {
+        match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("answers at once"),
+        }
+    }
+
+    /// A service of one unary method: its method is served and counted, any other is unknown
+    /// (and not counted against it).
+    #[test]
+    fn only_unary_serves_its_method_and_refuses_others() {
+        let stats = MethodStats::new(One::METHODS);
+        let handler =
+            |r: Request<String>| async move { Ok(Response::new(format!("{}!", r.into_inner()))) };
+        let hello = encode(&"hello".to_owned());
+        let reply = now(only_unary::<One, _, _, _>(
+            &stats,
+            raw(One::METHODS[0].id, hello),
+            handler,
+        ));
+        let reply: String = decode(&reply.unwrap().payload).unwrap();
+        assert_eq!(reply, "hello!");
+        let other = now(only_unary::<One, _, _, _>(
+            &stats,
+            raw(7, Bytes::new()),
+            handler,
+        ));
+        assert_eq!(
+            other,
+            Err(Status::UnknownMethod {
+                service_id: One::ID,
+                method_id: 7
+            })
+        );
+        assert_eq!(stats.count(0, Code::Ok), 1);
+        assert_eq!(stats.count(0, Code::Unimplemented), 0);
+    }
 }

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use foldhash::HashMap;
 
+use super::keys::{ChannelPlan, KeyPlan};
 use crate::introspect::meta::Meta;
 
 /// Redis 7.0's categories, in its order (`ACL CAT`).
@@ -51,6 +52,10 @@ pub(crate) struct Entry {
     pub parent: Option<usize>,
     /// The subcommands' ids, for a container.
     pub children: Vec<usize>,
+    /// How a request's keys are found.
+    pub keys: KeyPlan,
+    /// Whether a request names channels.
+    pub channels: ChannelPlan,
 }
 
 impl Entry {
@@ -88,6 +93,8 @@ impl Catalog {
                 no_auth: meta.has_flag("no_auth"),
                 parent: None,
                 children: Vec::new(),
+                keys: KeyPlan::of(meta),
+                channels: ChannelPlan::of(meta.name),
             });
             for sub in meta.subcommands {
                 let sub_id = entries.len();
@@ -97,6 +104,8 @@ impl Catalog {
                     no_auth: sub.has_flag("no_auth"),
                     parent: Some(id),
                     children: Vec::new(),
+                    keys: KeyPlan::of(sub),
+                    channels: ChannelPlan::of(sub.name),
                 });
                 entries[id].children.push(sub_id);
             }

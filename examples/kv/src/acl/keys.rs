@@ -33,23 +33,97 @@ const READ_WRITE: KeyAccess = KeyAccess {
     write: true,
 };
 
-/// The keys `args` (`args[0]`: the command name) name for command `meta`.
+/// How a command's keys are found, decided once per command (see [`KeyPlan::of`]) so that
+/// the check of a request does no string comparison and, for most commands, no allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyPlan {
+    /// No key specs: never a key.
+    None,
+    /// One key spec, `args[1]` used one way whatever the arguments (GET, INCR, HSET...).
+    First(KeyAccess),
+    /// The arguments decide: [`keys`] finds them.
+    Args,
+}
+
+impl KeyPlan {
+    pub(crate) fn of(meta: &Meta) -> KeyPlan {
+        use crate::introspect::meta::{Begin, Find};
+        if matches!(
+            meta.name,
+            "set" | "bitfield" | "migrate" | "sort" | "sort_ro"
+        ) {
+            return KeyPlan::Args;
+        }
+        match meta.key_specs {
+            [] => KeyPlan::None,
+            [spec]
+                if !spec.flags.contains(&"not_key")
+                    && matches!(spec.begin, Begin::Index(1))
+                    && matches!(spec.find, Find::Range { lastkey: 0, .. }) =>
+            {
+                KeyPlan::First(access(spec.flags))
+            }
+            _ => KeyPlan::Args,
+        }
+    }
+}
+
+/// The keys of one request: one key without an allocation (the common case), else a list.
+#[derive(Debug)]
+pub(crate) enum Found {
+    One(KeyRef),
+    Many(Vec<KeyRef>),
+}
+
+impl Found {
+    pub(crate) fn as_slice(&self) -> &[KeyRef] {
+        match self {
+            Found::One(key) => std::slice::from_ref(key),
+            Found::Many(keys) => keys,
+        }
+    }
+}
+
+/// [`keys`] through the command's plan: what the permission check asks per request.
+pub(crate) fn found(plan: KeyPlan, meta: &Meta, args: &[Bytes]) -> Found {
+    match plan {
+        KeyPlan::None => Found::Many(Vec::new()),
+        KeyPlan::First(access) if args.len() > 1 => Found::One(KeyRef { pos: 1, access }),
+        KeyPlan::First(_) => Found::Many(Vec::new()),
+        KeyPlan::Args => by_args(meta, args),
+    }
+}
+
+/// The keys `args` (`args[0]`: the command name) name for command `meta`, as a list (what
+/// [`found`] finds; the tests compare the two).
+#[cfg(test)]
 pub(crate) fn keys(meta: &Meta, args: &[Bytes]) -> Vec<KeyRef> {
+    match by_args(meta, args) {
+        Found::One(key) => vec![key],
+        Found::Many(keys) => keys,
+    }
+}
+
+fn by_args(meta: &Meta, args: &[Bytes]) -> Found {
     let key = |pos: usize, access: KeyAccess| KeyRef { pos, access };
     match meta.name {
         // SET ... GET reads the old value.
         "set" if args.len() > 1 => {
-            let get = args[3..].iter().any(|a| is(a, "get"));
-            vec![key(1, if get { READ_WRITE } else { WRITE })]
+            let get = args
+                .get(3..)
+                .unwrap_or_default()
+                .iter()
+                .any(|a| is(a, "get"));
+            Found::One(key(1, if get { READ_WRITE } else { WRITE }))
         }
         // BITFIELD writes only with SET or INCRBY.
         "bitfield" if args.len() > 1 => {
             let writes = args[2..].iter().any(|a| is(a, "set") || is(a, "incrby"));
-            vec![key(1, if writes { READ_WRITE } else { READ })]
+            Found::One(key(1, if writes { READ_WRITE } else { READ }))
         }
-        "migrate" => migrate_keys(args),
-        "sort" | "sort_ro" => sort_keys(args),
-        _ => match meta.keys_of(args) {
+        "migrate" => Found::Many(migrate_keys(args)),
+        "sort" | "sort_ro" => Found::Many(sort_keys(args)),
+        _ => Found::Many(match meta.keys_of(args) {
             Ok(found) => found
                 .into_iter()
                 .filter(|(_, spec)| !spec.flags.contains(&"not_key"))
@@ -57,7 +131,7 @@ pub(crate) fn keys(meta: &Meta, args: &[Bytes]) -> Vec<KeyRef> {
                 .collect(),
             // Arguments that cannot hold the keys: the command fails on its own.
             Err(()) => Vec::new(),
-        },
+        }),
     }
 }
 
@@ -119,6 +193,23 @@ fn sort_keys(args: &[Bytes]) -> Vec<KeyRef> {
         keys.push(KeyRef { pos, access: WRITE });
     }
     keys
+}
+
+/// Which of a command's arguments are channels, decided once per command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChannelPlan {
+    None,
+    /// PUBLISH, SPUBLISH, SUBSCRIBE, SSUBSCRIBE, PSUBSCRIBE: [`channels`] finds them.
+    Args,
+}
+
+impl ChannelPlan {
+    pub(crate) fn of(name: &str) -> ChannelPlan {
+        match name {
+            "publish" | "spublish" | "subscribe" | "ssubscribe" | "psubscribe" => ChannelPlan::Args,
+            _ => ChannelPlan::None,
+        }
+    }
 }
 
 /// The channels a Pub/Sub command publishes or subscribes to (unsubscribing needs none).
@@ -208,6 +299,43 @@ mod tests {
             positions("georadius k 1 2 3 m store d"),
             vec![(1, true, false), (7, false, true)]
         );
+    }
+
+    #[test]
+    fn plans_find_what_the_key_specs_find() {
+        let catalog = crate::acl::catalog::Catalog::get();
+        let mut first = 0;
+        for entry in &catalog.entries {
+            if matches!(entry.keys, KeyPlan::First(_)) {
+                first += 1;
+            }
+            for argc in 1..7 {
+                let mut args = vec![Bytes::from_static(entry.name().as_bytes())];
+                args.extend((1..argc).map(|i| Bytes::from(format!("{i}"))));
+                assert_eq!(
+                    found(entry.keys, entry.meta, &args).as_slice(),
+                    keys(entry.meta, &args).as_slice(),
+                    "{} with {argc} arguments",
+                    entry.name()
+                );
+            }
+            assert_eq!(
+                entry.channels == ChannelPlan::None,
+                channels(entry.name(), &args("x a b")).is_empty(),
+                "{}",
+                entry.name()
+            );
+        }
+        // Most commands take one key, first: those cost no allocation.
+        assert!(first > 100, "{first}");
+        let get = catalog.id("get").unwrap();
+        assert!(matches!(
+            catalog.entries[get].keys,
+            KeyPlan::First(KeyAccess {
+                read: true,
+                write: false
+            })
+        ));
     }
 
     #[test]

@@ -16,9 +16,52 @@ pub struct KeyPattern {
     pub pattern: Bytes,
     pub read: bool,
     pub write: bool,
+    /// How `pattern` is matched, decided once when the rule is added.
+    matcher: Matcher,
+}
+
+/// Most key patterns are a literal (`~config`) or a literal prefix and `*` (`~app:*`): those
+/// are compared as bytes, without the glob matcher; the rest go through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Matcher {
+    Literal,
+    /// The first `n` bytes of the pattern, then anything.
+    Prefix(usize),
+    Glob,
+}
+
+impl Matcher {
+    fn of(pattern: &[u8]) -> Matcher {
+        let body = pattern.len() - pattern.iter().rev().take_while(|&&b| b == b'*').count();
+        if (pattern[..body].iter()).any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\')) {
+            Matcher::Glob
+        } else if body == pattern.len() {
+            Matcher::Literal
+        } else {
+            Matcher::Prefix(body)
+        }
+    }
 }
 
 impl KeyPattern {
+    fn new(pattern: &[u8], read: bool, write: bool) -> KeyPattern {
+        KeyPattern {
+            pattern: Bytes::copy_from_slice(pattern),
+            read,
+            write,
+            matcher: Matcher::of(pattern),
+        }
+    }
+
+    /// Whether `key` matches the pattern (as Redis's glob would).
+    pub fn matches(&self, key: &[u8]) -> bool {
+        match self.matcher {
+            Matcher::Literal => key == &self.pattern[..],
+            Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
+            Matcher::Glob => glob_match(&self.pattern, key, false),
+        }
+    }
+
     /// `~p`, `%R~p` or `%W~p`.
     fn describe(&self, out: &mut Vec<u8>) {
         match (self.read, self.write) {
@@ -273,11 +316,7 @@ impl Selector {
                 existing.read |= read;
                 existing.write |= write;
             }
-            None => self.keys.push(KeyPattern {
-                pattern: Bytes::copy_from_slice(pattern),
-                read,
-                write,
-            }),
+            None => self.keys.push(KeyPattern::new(pattern, read, write)),
         }
         Ok(())
     }
@@ -326,11 +365,10 @@ impl Selector {
 
     pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
         self.allkeys
-            || self.keys.iter().any(|p| {
-                (p.read || !access.read)
-                    && (p.write || !access.write)
-                    && glob_match(&p.pattern, key, false)
-            })
+            || self
+                .keys
+                .iter()
+                .any(|p| (p.read || !access.read) && (p.write || !access.write) && p.matches(key))
     }
 
     /// Whether every key may be read (SORT's BY and GET options need it).
@@ -564,6 +602,32 @@ mod tests {
         assert_eq!(Selector::new(false).apply(b"%X~a"), Err(RuleError::Syntax));
         assert_eq!(Selector::new(false).apply(b"%~a"), Err(RuleError::Syntax));
         assert_eq!(selector("%R").keys_text(), b"%R~");
+    }
+
+    #[test]
+    fn compiled_key_patterns_match_as_the_glob_does() {
+        let patterns: [&[u8]; 12] = [
+            b"key:*", b"key:**", b"key", b"", b"*", b"k?y", b"k[ae]y*", b"\\*x", b"a*b", b"%",
+            b"key:", b"**",
+        ];
+        let keys: [&[u8]; 9] = [
+            b"key:1", b"key:", b"key", b"ke", b"", b"kay:9", b"*x", b"a-b", b"KEY:1",
+        ];
+        for pattern in patterns {
+            let compiled = KeyPattern::new(pattern, true, true);
+            for key in keys {
+                assert_eq!(
+                    compiled.matches(key),
+                    glob_match(pattern, key, false),
+                    "{:?} against {:?}",
+                    String::from_utf8_lossy(pattern),
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
+        assert_eq!(Matcher::of(b"app:*"), Matcher::Prefix(4));
+        assert_eq!(Matcher::of(b"app"), Matcher::Literal);
+        assert_eq!(Matcher::of(b"a?p*"), Matcher::Glob);
     }
 
     #[test]

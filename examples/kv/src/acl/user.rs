@@ -6,7 +6,8 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::catalog::Catalog;
-use super::selector::{ChannelRef, Denied, KeyRef, Selector};
+use super::keys::{ChannelPlan, Found};
+use super::selector::{ChannelRef, Denied, Selector};
 use super::RuleError;
 use crate::reply::Reply;
 
@@ -250,20 +251,23 @@ impl User {
             return Ok(());
         }
         let entry = &Catalog::get().entries[id];
-        // Found once for every selector, and only when one of them matches keys.
-        let keys: Vec<KeyRef> = if self.selectors.iter().all(|s| s.allkeys) {
-            Vec::new()
+        // Found once for every selector, and only when one of them matches keys: through the
+        // command's plan, so most requests cost no allocation here.
+        let keys = if self.selectors.iter().all(|s| s.allkeys) {
+            Found::Many(Vec::new())
         } else {
-            super::keys::keys(entry.meta, args)
+            super::keys::found(entry.keys, entry.meta, args)
         };
-        let channels: Vec<ChannelRef> = if self.selectors.iter().all(|s| s.allchannels) {
+        let channels: Vec<ChannelRef> = if entry.channels == ChannelPlan::None
+            || self.selectors.iter().all(|s| s.allchannels)
+        {
             Vec::new()
         } else {
             super::keys::channels(entry.name(), args)
         };
         let mut relevant = Denied::Command;
         for selector in &self.selectors {
-            match selector.check(id, entry.no_auth, args, &keys, &channels) {
+            match selector.check(id, entry.no_auth, args, keys.as_slice(), &channels) {
                 Ok(()) => return Ok(()),
                 Err(denied) if denied.more_relevant(relevant) => relevant = denied,
                 Err(_) => {}

@@ -71,7 +71,8 @@ impl Shard {
             if let Some(entry) = call.slow.take() {
                 if max_len > 0 {
                     let id = self.shared.slowlog_ids.fetch_add(1, Ordering::Relaxed);
-                    (self.introspect.slowlog.borrow_mut()).push(SlowRecord { id, entry }, max_len);
+                    (self.introspect.slowlog.borrow_mut())
+                        .push(SlowRecord { id, entry: *entry }, max_len);
                 }
             }
             let ms = call.duration_us / 1000;

@@ -76,8 +76,15 @@ impl Session {
             return None;
         }
         let name = Command::table_name(args).ok()?;
-        let catalog = Catalog::get();
-        let Some(id) = catalog.id(name) else {
+        let id = match self.acl_last_id {
+            Some((last, id)) if std::ptr::eq(last, name) => Some(id),
+            _ => {
+                let id = Catalog::get().id(name);
+                self.acl_last_id = id.map(|id| (name, id));
+                id
+            }
+        };
+        let Some(id) = id else {
             // Not a Redis command: only a user with every command runs it.
             return (!self.user.selectors.iter().any(|s| s.allcommands))
                 .then(|| self.deny(Denied::Command, name, args));

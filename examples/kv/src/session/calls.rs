@@ -85,9 +85,13 @@ pub struct CallRecord {
     /// Whether its error counts in INFO errorstats (a script's command leaves that to the
     /// script's own reply, which carries a `redis.call` error out).
     pub errorstat: bool,
-    /// Its SLOWLOG entry, when it was slow enough.
-    pub slow: Option<SlowEntry>,
+    /// Its SLOWLOG entry, when it was slow enough. Boxed: a record is made per command and
+    /// few are slow.
+    pub slow: Option<Box<SlowEntry>>,
 }
+
+// One is made and moved per command answered: kept small (the rare SLOWLOG part boxed).
+const _: () = assert!(std::mem::size_of::<CallRecord>() <= 72);
 
 /// A SLOWLOG entry, without its id (the shard numbers it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,17 +262,14 @@ impl Session {
         self.monitor_lines.push(monitor_line(unix_us, &peer, &args));
     }
 
-    /// Starts request `seq`'s accounting (at parse time).
-    pub(super) fn begin_call(&mut self, seq: u64, frame: Frame) {
-        let (now, unix) = (self.clock_us, self.unix_us);
-        if let Some(slot) = self.replies.slot(seq) {
-            slot.call = Call {
-                counted: true,
-                started_us: now,
-                unix_us: unix,
-                frame,
-                ..Call::default()
-            };
+    /// A request's accounting, started at parse time.
+    pub(super) fn begin_call(&self, frame: Frame) -> Call {
+        Call {
+            counted: true,
+            started_us: self.clock_us,
+            unix_us: self.unix_us,
+            frame,
+            ..Call::default()
         }
     }
 
@@ -296,24 +297,22 @@ impl Session {
         if !slot.call.counted {
             return;
         }
-        let call = std::mem::take(&mut slot.call);
-        let duration = now.saturating_sub(call.started_us);
-        if let Some(items) = &call.exec {
+        // The parts needed, not the whole call moved out (this runs per command).
+        let call = &mut slot.call;
+        call.counted = false;
+        let (name, rejected, started_us, unix_us) =
+            (call.name, call.rejected, call.started_us, call.unix_us);
+        let (frame, exec) = (std::mem::take(&mut call.frame), call.exec.take());
+        let duration = now.saturating_sub(started_us);
+        if let Some(items) = &exec {
             // Each queued command counts as a call of its own (none ran if EXEC failed).
             if let Reply::Array(replies) = reply {
                 for ((name, frame), reply) in items.iter().zip(replies) {
-                    self.record(*name, 0, reply, false, frame, call.unix_us);
+                    self.record(*name, 0, reply, false, frame, unix_us);
                 }
             }
         }
-        self.record(
-            call.name,
-            duration,
-            reply,
-            call.rejected,
-            &call.frame,
-            call.unix_us,
-        );
+        self.record(name, duration, reply, rejected, &frame, unix_us);
     }
 
     fn record(
@@ -340,13 +339,13 @@ impl Session {
         .then(|| {
             let mut args = frame.args();
             redact(name, &mut args);
-            SlowEntry {
+            Box::new(SlowEntry {
                 unix_s: unix_us / 1_000_000,
                 duration_us,
                 args: trim_args(&args),
                 client_addr: self.peer_text(),
                 client_name: self.client_name(),
-            }
+            })
         });
         let monitors = self
             .config

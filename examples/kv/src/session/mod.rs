@@ -89,6 +89,10 @@ pub struct Session {
     /// The ACL user (the default one until AUTH), and the users' version it was found in.
     user: Arc<crate::acl::User>,
     acl_version: u64,
+    /// The catalog id of the last command a restricted user's request named, by the table's
+    /// name (compared by address: one `&'static str` per command): a pipeline of one command
+    /// looks it up once.
+    acl_last_id: Option<(&'static str, usize)>,
     /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
     auth_name: Option<Bytes>,
     /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
@@ -157,6 +161,7 @@ impl Session {
             authenticated: Session::default_authenticates(&user),
             user,
             acl_version,
+            acl_last_id: None,
             auth_name: None,
             acl_queued_args: None,
             config,
@@ -272,14 +277,15 @@ impl Session {
                     return None;
                 }
             };
-            let seq = self.replies.push_pending(self.encoding(Default::default()));
             let frame = match frame {
                 _ if !self.keeps_requests() => calls::Frame::None,
                 Some(frame) => calls::Frame::Whole(frame),
                 None => calls::Frame::Args(args.clone()),
             };
-            self.begin_call(seq, frame);
-            self.silence(seq);
+            // The slot is made whole here (written once, not defaulted and then filled).
+            let (call, silent) = (self.begin_call(frame), self.silence());
+            let encoding = self.encoding(Default::default());
+            let seq = self.replies.push_call(encoding, call, silent);
             self.rejecting = false;
             let admission = self.admit(args, seq);
             self.name_call(seq, self.identity.last_command, self.rejecting);
@@ -644,7 +650,11 @@ impl Session {
             self.rejecting = true;
             return Admission::Answered(redirect);
         }
-        if permitted && Command::check_table(&args).is_ok() {
+        // Only DEBUG can be refused here: the table is not looked up twice for the rest.
+        if permitted
+            && args[0].eq_ignore_ascii_case(b"debug")
+            && Command::check_table(&args).is_ok()
+        {
             if let Some(refusal) = self.protected_refusal(&args) {
                 self.identity.last_command = Command::table_name(&args).ok();
                 self.rejecting = true;
@@ -709,17 +719,15 @@ impl Session {
     }
 
     /// CLIENT REPLY OFF / SKIP: request `seq`'s reply is not sent.
-    fn silence(&mut self, seq: u64) {
-        let silent = match self.reply_mode {
+    /// Whether the next request's reply is silent (CLIENT REPLY OFF or SKIP).
+    fn silence(&mut self) -> bool {
+        match self.reply_mode {
             ReplyMode::On => false,
             ReplyMode::Off => true,
             ReplyMode::SkipNext => {
                 self.reply_mode = ReplyMode::On;
                 true
             }
-        };
-        if let Some(slot) = self.replies.slot(seq) {
-            slot.silent = silent;
         }
     }
 

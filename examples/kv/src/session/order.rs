@@ -27,11 +27,16 @@ pub(super) struct ReplyQueue {
 impl ReplyQueue {
     /// A slot for the next reply, to be written with `encoding`.
     pub fn push_pending(&mut self, encoding: Encoding) -> u64 {
+        self.push_call(encoding, Call::default(), false)
+    }
+
+    /// A slot for a request's reply, with its accounting and whether it is silent.
+    pub fn push_call(&mut self, encoding: Encoding, call: Call, silent: bool) -> u64 {
         self.slots.push_back(Slot {
             encoding,
             reply: None,
-            call: Call::default(),
-            silent: false,
+            call,
+            silent,
         });
         self.first_seq + self.slots.len() as u64 - 1
     }
