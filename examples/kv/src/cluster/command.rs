@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::slots::parse_slot;
+pub use super::topology::FailoverMode;
 use crate::command::CommandError;
 use crate::number::parse_i64;
 use crate::reply::Reply;
@@ -69,8 +70,8 @@ pub enum NodeCommand {
     BumpEpoch,
     CountFailureReports(Bytes),
     Replicas(Bytes),
-    /// REPLICATE and FAILOVER: this cluster has no replicas.
-    NoReplicas,
+    Replicate(Bytes),
+    Failover(FailoverMode),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,7 +232,16 @@ fn parse_cluster(sub: &str, args: &[Bytes]) -> Result<ClusterRequest, CommandErr
         "saveconfig" => node(NodeCommand::SaveConfig),
         "bumpepoch" => node(NodeCommand::BumpEpoch),
         "flushslots" => node(NodeCommand::FlushSlots),
-        "replicate" | "failover" => node(NodeCommand::NoReplicas),
+        "replicate" => node(NodeCommand::Replicate(args[0].clone())),
+        "failover" => {
+            let mode = match args {
+                [] => FailoverMode::Coordinated,
+                [mode] if is(mode, "force") => FailoverMode::Force,
+                [mode] if is(mode, "takeover") => FailoverMode::Takeover,
+                _ => return Err(CommandError::Syntax),
+            };
+            node(NodeCommand::Failover(mode))
+        }
         "keyslot" => Ok(ClusterRequest::KeySlot(args[0].clone())),
         "countkeysinslot" => {
             let slot = integer(&args[0])?;
@@ -436,7 +446,7 @@ fn parse_restore(args: &[Bytes]) -> Result<Restore, CommandError> {
     Ok(restore)
 }
 
-/// CLUSTER HELP's text, one line per element.
+/// CLUSTER HELP's text, one line per element (Redis 7.0's).
 pub const HELP: &[&str] = &[
     "ADDSLOTS <slot> [<slot> ...]",
     "    Assign slots to current node.",
@@ -452,6 +462,8 @@ pub const HELP: &[&str] = &[
     "    Delete slots information from current node.",
     "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
     "    Delete slots information which are between <start-slot> and <end-slot> from current node.",
+    "FAILOVER [FORCE|TAKEOVER]",
+    "    Promote current replica node to being a master.",
     "FORGET <node-id>",
     "    Remove a node from the cluster.",
     "GETKEYSINSLOT <slot> <count>",
@@ -462,27 +474,33 @@ pub const HELP: &[&str] = &[
     "    Return information about the cluster.",
     "KEYSLOT <key>",
     "    Return the hash slot for <key>.",
-    "LINKS",
-    "    Return information about all network links between this node and its peers.",
     "MEET <ip> <port> [<bus-port>]",
     "    Connect nodes into a working cluster.",
     "MYID",
     "    Return the node id.",
     "NODES",
-    "    Return cluster configuration seen by node.",
+    "    Return cluster configuration seen by node. Output format:",
+    "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "REPLICATE <node-id>",
+    "    Configure current node as replica to <node-id>.",
     "RESET [HARD|SOFT]",
     "    Reset current node (default: soft).",
-    "SAVECONFIG",
-    "    Force saving cluster configuration on disk.",
     "SET-CONFIG-EPOCH <epoch>",
     "    Set config epoch of current node.",
     "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
     "    Set slot state.",
+    "REPLICAS <node-id>",
+    "    Return <node-id> replicas.",
+    "SAVECONFIG",
+    "    Force saving cluster configuration on disk.",
+    "SLOTS",
+    "    Return information about slots range mappings. Each range is made of:",
+    "    start, end, master and replicas IP addresses, ports and ids",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
-    "SLOTS",
-    "    Return information about slots range mappings.",
-    "(corewire-kv has no replicas: REPLICATE and FAILOVER are refused.)",
+    "LINKS",
+    "    Return information about all network links between this node and its peers.",
+    "    Output format is an array where each array element is a map containing attributes of a link",
 ];
 
 #[cfg(test)]
@@ -563,6 +581,32 @@ mod tests {
         assert_eq!(
             text(cluster("cluster meet 127.0.0.1 x").unwrap_err()),
             "ERR Invalid TCP base port specified: x"
+        );
+    }
+
+    #[test]
+    fn replicate_and_failover() {
+        assert_eq!(
+            cluster("cluster replicate abc"),
+            Ok(ClusterRequest::Node(NodeCommand::Replicate(Bytes::from(
+                "abc"
+            ))))
+        );
+        assert_eq!(
+            cluster("CLUSTER FAILOVER"),
+            Ok(ClusterRequest::Node(NodeCommand::Failover(
+                FailoverMode::Coordinated
+            )))
+        );
+        assert_eq!(
+            cluster("cluster failover TAKEOVER"),
+            Ok(ClusterRequest::Node(NodeCommand::Failover(
+                FailoverMode::Takeover
+            )))
+        );
+        assert_eq!(
+            text(cluster("cluster failover soon").unwrap_err()),
+            "ERR syntax error"
         );
     }
 

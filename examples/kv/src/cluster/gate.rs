@@ -42,7 +42,13 @@ impl ClusterGate {
                 .is_some_and(|name| name.eq_ignore_ascii_case(b"restore-asking"));
         let positions = key_positions(args).ok()?;
         let map = self.map.borrow();
-        redirect::at_connection(&map, positions.iter().map(|&i| &args[i][..]), asking)
+        let readonly_read = self.readonly && !command::Command::flags(args).contains(&"write");
+        redirect::at_connection(
+            &map,
+            positions.iter().map(|&i| &args[i][..]),
+            asking,
+            readonly_read,
+        )
     }
 
     /// ASKING: the next request may touch a slot this node is importing.
@@ -50,8 +56,7 @@ impl ClusterGate {
         self.asking = true;
     }
 
-    /// READONLY / READWRITE. Kept for clients that send them; with no replicas in this
-    /// cluster, reads are served by the owner either way.
+    /// READONLY / READWRITE: whether this client reads its primary's slots on a replica.
     pub fn set_readonly(&mut self, on: bool) {
         self.readonly = on;
     }
@@ -107,7 +112,7 @@ mod tests {
             map.assign(slot, 1);
         }
         map.set_importing(15495, 1); // "a"
-        let mut gate = ClusterGate::new(Rc::new(RefCell::new(Arc::new(map.seal()))));
+        let mut gate = ClusterGate::new(Rc::new(RefCell::new(Arc::new(map.seal(true)))));
         let moved = Some(Reply::error("MOVED 15495 127.0.0.1:7001"));
         assert_eq!(gate.check(&args("GET a")), moved);
         gate.set_asking();

@@ -67,6 +67,15 @@ impl NodeAddr {
     }
 }
 
+/// A report, gossiped by a primary, that a node looked unreachable to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureReport {
+    pub reporter: NodeId,
+    /// Unix ms of the latest gossip that repeated it (reports expire, see
+    /// [`super::topology::Topology`]).
+    pub time: u64,
+}
+
 /// One member of the cluster as this node sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -74,13 +83,25 @@ pub struct Node {
     pub addr: NodeAddr,
     /// The epoch under which the node claims its slots: the highest claim wins a slot.
     pub config_epoch: u64,
+    /// `Some`: a replica of that primary (which this node may not know yet).
+    pub primary: Option<NodeId>,
     /// Unix ms of the oldest ping still waiting for a pong (0: none pending).
     pub ping_sent: u64,
     /// Unix ms of the last pong.
     pub pong_received: u64,
-    /// No pong for longer than the node timeout (`fail?` in CLUSTER NODES). Informational:
-    /// this cluster has no failover, so nothing is decided on it.
+    /// No pong for longer than the node timeout (`fail?`): this node's own opinion.
     pub pfail: bool,
+    /// A majority of primaries found it unreachable (`fail`): the cluster's opinion, which
+    /// lets a replica take its place.
+    pub fail: bool,
+    /// Unix ms when `fail` was set.
+    pub fail_time: u64,
+    /// Primaries that said it is unreachable, each at most once (bounded by the membership).
+    pub failure_reports: Vec<FailureReport>,
+    /// The replication offset it last announced.
+    pub repl_offset: u64,
+    /// Unix ms of our last failover vote for one of its replicas (a primary's field).
+    pub voted_time: u64,
     /// Whether our bus link to the node is up.
     pub link_up: bool,
 }
@@ -91,11 +112,21 @@ impl Node {
             id,
             addr,
             config_epoch: 0,
+            primary: None,
             ping_sent: 0,
             pong_received: 0,
             pfail: false,
+            fail: false,
+            fail_time: 0,
+            failure_reports: Vec::new(),
+            repl_offset: 0,
+            voted_time: 0,
             link_up: false,
         }
+    }
+
+    pub fn is_replica(&self) -> bool {
+        self.primary.is_some()
     }
 }
 

@@ -118,9 +118,6 @@ fn parse_line(fields: &[&str]) -> Result<ParsedLine, String> {
     let id = NodeId::parse(fields[0].as_bytes()).ok_or("bad node id")?;
     let addr = parse_addr(fields[1]).ok_or("bad address")?;
     let flags: Vec<&str> = fields[2].split(',').collect();
-    if flags.contains(&"slave") {
-        return Err("replicas are not supported".into());
-    }
     let number = |field: &str| {
         field
             .parse::<u64>()
@@ -128,6 +125,14 @@ fn parse_line(fields: &[&str]) -> Result<ParsedLine, String> {
     };
     let mut node = Node::new(id, addr);
     node.config_epoch = number(fields[6])?;
+    if flags.contains(&"slave") {
+        let primary =
+            NodeId::parse(fields[3].as_bytes()).ok_or("a replica without a primary id")?;
+        node.primary = Some(primary);
+    }
+    // Kept across a restart as Redis keeps them; the node's answers clear them.
+    node.pfail = flags.contains(&"fail?");
+    node.fail = flags.contains(&"fail");
     let slots = fields[8..]
         .iter()
         .map(|field| parse_slot_field(field).ok_or_else(|| format!("bad slot field {field:?}")))
@@ -214,6 +219,27 @@ vars currentEpoch 3 lastVoteEpoch 0
         assert_eq!(render(&back), text);
         assert_eq!(back.migrating().collect::<Vec<_>>().len(), 1);
         assert_eq!(back.importing().collect::<Vec<_>>().len(), 1);
+    }
+
+    /// What redis-server 7.0.15 wrote on a replica (`--cluster-replicas 1`), its primary
+    /// failing.
+    const REDIS_7_0_REPLICA: &str = "\
+a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1 127.0.0.1:7004@17004 myself,slave 816970139ac0151a2a25df8bed27555b83622d48 0 0 1 connected
+816970139ac0151a2a25df8bed27555b83622d48 127.0.0.1:7001@17001 master,fail - 0 0 1 disconnected 0-16383
+vars currentEpoch 3 lastVoteEpoch 2
+";
+
+    #[test]
+    fn reads_replicas_and_failure_flags() {
+        let t = parse(REDIS_7_0_REPLICA, 15000).unwrap();
+        let primary = t.owner(0).unwrap();
+        assert_eq!(t.my_primary(), Some(primary));
+        assert!(t.node(primary).unwrap().fail);
+        assert_eq!(t.last_vote_epoch(), 2);
+        assert_eq!(t.replicas_of(primary), vec![t.myself_index()]);
+        // The primary is failing and full coverage is required.
+        assert!(!t.is_ok());
+        assert_eq!(render(&t), REDIS_7_0_REPLICA);
     }
 
     #[test]

@@ -40,13 +40,21 @@ fn ask(map: &SlotMap, slot: u16, node: u16) -> Reply {
     Reply::error(format!("ASK {slot} {}", map.endpoint(node)))
 }
 
+/// Whether a replica serves the request itself: a read, from a READONLY client, of a slot
+/// its primary owns (Redis's read-only client case).
+fn replica_reads(map: &SlotMap, owner: u16, readonly_read: bool) -> bool {
+    readonly_read && map.primary() != NO_NODE && map.primary() == owner
+}
+
 /// The connection's check. `None`: forward the request to the shard owning its slot.
 /// `asking`: the client sent ASKING just before, or the command implies it
-/// (RESTORE-ASKING).
+/// (RESTORE-ASKING). `readonly_read`: the client sent READONLY and the command does not
+/// write.
 pub fn at_connection<'a>(
     map: &SlotMap,
     keys: impl IntoIterator<Item = &'a [u8]>,
     asking: bool,
+    readonly_read: bool,
 ) -> Option<Reply> {
     let slot = match single_slot(keys) {
         Err(reply) => return Some(reply),
@@ -59,6 +67,7 @@ pub fn at_connection<'a>(
         SlotState::Mine | SlotState::MigratingTo(_) => None,
         SlotState::ImportingFrom { .. } if asking => None,
         SlotState::ImportingFrom { owner } if owner == NO_NODE => Some(Reply::error(UNBOUND)),
+        SlotState::Elsewhere(owner) if replica_reads(map, owner, readonly_read) => None,
         SlotState::ImportingFrom { owner } | SlotState::Elsewhere(owner) => {
             Some(moved(map, slot, owner))
         }
@@ -67,11 +76,13 @@ pub fn at_connection<'a>(
 
 /// The owning shard's check, run right before the command. `exists` says whether a key is
 /// present and not expired (without side effects). `migrate`: the command is MIGRATE,
-/// which works locally on any slot that is moving.
+/// which works locally on any slot that is moving. `read`: the command does not write (a
+/// replica serves reads the connection let through, see [`at_connection`]).
 pub fn at_owner(
     map: &SlotMap,
     keys: &[&[u8]],
     migrate: bool,
+    read: bool,
     mut exists: impl FnMut(&[u8]) -> bool,
 ) -> Option<Reply> {
     let slot = match single_slot(keys.iter().copied()) {
@@ -110,6 +121,7 @@ pub fn at_owner(
                 None
             }
         }
+        SlotState::Elsewhere(owner) if replica_reads(map, owner, read) => None,
         SlotState::Elsewhere(owner) => Some(moved(map, slot, owner)),
     }
 }
@@ -130,7 +142,7 @@ mod tests {
         map.set_migrating(7365, 1);
         map.assign(11298, 1);
         map.set_importing(11298, 1);
-        map.seal()
+        map.seal(true)
     }
 
     fn err(reply: Option<Reply>) -> String {
@@ -152,72 +164,113 @@ mod tests {
     fn connection_redirects_like_redis() {
         let map = map();
         let keys = |k: &[&'static str]| k.iter().map(|k| k.as_bytes()).collect::<Vec<_>>();
-        assert_eq!(at_connection(&map, keys(&["a"]), false), None);
-        assert_eq!(at_connection(&map, keys(&[]), false), None);
+        assert_eq!(at_connection(&map, keys(&["a"]), false, false), None);
+        assert_eq!(at_connection(&map, keys(&[]), false, false), None);
         assert_eq!(
-            err(at_connection(&map, keys(&["b"]), false)),
+            err(at_connection(&map, keys(&["b"]), false, false)),
             "MOVED 3300 127.0.0.1:7001"
         );
         assert_eq!(
-            err(at_connection(&map, keys(&["a", "b"]), false)),
+            err(at_connection(&map, keys(&["a", "b"]), false, false)),
             CROSSSLOT
         );
         assert_eq!(
-            at_connection(&map, keys(&["{a}x", "{a}y", "a"]), false),
+            at_connection(&map, keys(&["{a}x", "{a}y", "a"]), false, false),
             None
         );
         // Migrating: decided by the owner, which knows which keys are still here.
-        assert_eq!(at_connection(&map, keys(&["c"]), false), None);
+        assert_eq!(at_connection(&map, keys(&["c"]), false, false), None);
         // Importing: only with ASKING.
         assert_eq!(
-            err(at_connection(&map, keys(&["d"]), false)),
+            err(at_connection(&map, keys(&["d"]), false, false)),
             "MOVED 11298 127.0.0.1:7001"
         );
-        assert_eq!(at_connection(&map, keys(&["d"]), true), None);
+        assert_eq!(at_connection(&map, keys(&["d"]), true, false), None);
     }
 
     #[test]
     fn unserved_slots_are_cluster_down() {
-        let map = SlotMap::new(0, vec!["127.0.0.1:7000".into()]).seal();
-        assert_eq!(err(at_connection(&map, [&b"a"[..]], false)), UNBOUND);
+        let map = SlotMap::new(0, vec!["127.0.0.1:7000".into()]).seal(false);
+        assert_eq!(err(at_connection(&map, [&b"a"[..]], false, false)), UNBOUND);
         let mut partial = SlotMap::new(0, vec!["127.0.0.1:7000".into()]);
         partial.assign(15495, 0);
-        let partial = partial.seal();
-        assert_eq!(err(at_connection(&partial, [&b"a"[..]], false)), DOWN);
+        let partial = partial.seal(false);
+        assert_eq!(
+            err(at_connection(&partial, [&b"a"[..]], false, false)),
+            DOWN
+        );
+    }
+
+    #[test]
+    fn replicas_serve_readonly_reads_of_their_primarys_slots() {
+        // Node 0 is a replica of node 1 (:7001); node 2 (:7002) owns the slots of "a".
+        let endpoints = vec![
+            "127.0.0.1:7000".into(),
+            "127.0.0.1:7001".into(),
+            "127.0.0.1:7002".into(),
+        ];
+        let mut map = SlotMap::new(0, endpoints);
+        for slot in 0..16384u16 {
+            map.assign(slot, if slot == 15495 { 2 } else { 1 });
+        }
+        map.set_primary(1);
+        let map = map.seal(true);
+        let b = [&b"b"[..]];
+        assert_eq!(
+            err(at_connection(&map, b, false, false)),
+            "MOVED 3300 127.0.0.1:7001"
+        );
+        assert_eq!(at_connection(&map, b, false, true), None);
+        assert_eq!(
+            err(at_connection(&map, [&b"a"[..]], false, true)),
+            "MOVED 15495 127.0.0.1:7002"
+        );
+        let nothing = |_: &[u8]| false;
+        assert_eq!(at_owner(&map, &b, false, true, nothing), None);
+        assert_eq!(
+            err(at_owner(&map, &b, false, false, nothing)),
+            "MOVED 3300 127.0.0.1:7001"
+        );
     }
 
     #[test]
     fn owner_asks_for_keys_that_left() {
         let map = map();
         let here = |key: &[u8]| key == b"c" || key == b"{c}1";
-        assert_eq!(at_owner(&map, &[b"c"], false, here), None);
+        assert_eq!(at_owner(&map, &[b"c"], false, false, here), None);
         assert_eq!(
-            err(at_owner(&map, &[b"{c}2"], false, here)),
+            err(at_owner(&map, &[b"{c}2"], false, false, here)),
             "ASK 7365 127.0.0.1:7001"
         );
         assert_eq!(
-            err(at_owner(&map, &[b"{c}1", b"{c}2"], false, here)),
+            err(at_owner(&map, &[b"{c}1", b"{c}2"], false, false, here)),
             TRYAGAIN
         );
         // MIGRATE moves whatever is here.
-        assert_eq!(at_owner(&map, &[b"{c}2"], true, here), None);
+        assert_eq!(at_owner(&map, &[b"{c}2"], true, false, here), None);
         assert_eq!(
-            err(at_owner(&map, &[b"b"], false, here)),
+            err(at_owner(&map, &[b"b"], false, false, here)),
             "MOVED 3300 127.0.0.1:7001"
         );
-        assert_eq!(err(at_owner(&map, &[b"a", b"b"], false, here)), CROSSSLOT);
+        assert_eq!(
+            err(at_owner(&map, &[b"a", b"b"], false, false, here)),
+            CROSSSLOT
+        );
     }
 
     #[test]
     fn importing_owner_serves_single_keys_and_complete_sets() {
         let map = map();
         let here = |key: &[u8]| key == b"{d}1";
-        assert_eq!(at_owner(&map, &[b"d"], false, here), None);
-        assert_eq!(at_owner(&map, &[b"d", b"d"], false, here), None);
+        assert_eq!(at_owner(&map, &[b"d"], false, false, here), None);
+        assert_eq!(at_owner(&map, &[b"d", b"d"], false, false, here), None);
         assert_eq!(
-            err(at_owner(&map, &[b"{d}1", b"{d}2"], false, here)),
+            err(at_owner(&map, &[b"{d}1", b"{d}2"], false, false, here)),
             TRYAGAIN
         );
-        assert_eq!(at_owner(&map, &[b"{d}1", b"{d}1"], false, here), None);
+        assert_eq!(
+            at_owner(&map, &[b"{d}1", b"{d}1"], false, false, here),
+            None
+        );
     }
 }

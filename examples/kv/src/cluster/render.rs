@@ -19,9 +19,12 @@ pub fn node_line(topology: &Topology, index: NodeIndex, node: &Node) -> String {
     if myself {
         flags.push("myself");
     }
-    flags.push("master");
+    flags.push(if node.is_replica() { "slave" } else { "master" });
     if node.pfail {
         flags.push("fail?");
+    }
+    if node.fail {
+        flags.push("fail");
     }
     if node.addr.ip.is_empty() && !myself {
         flags.push("noaddr");
@@ -31,16 +34,19 @@ pub fn node_line(topology: &Topology, index: NodeIndex, node: &Node) -> String {
     } else {
         "disconnected"
     };
+    let primary = node.primary.map_or("-".to_owned(), |id| id.to_string());
+    let epoch = node_epoch(topology, node);
     let mut line = format!(
-        "{} {}:{}@{} {} - {} {} {} {}",
+        "{} {}:{}@{} {} {} {} {} {} {}",
         node.id,
         node.addr.ip,
         node.addr.port,
         node.addr.cport,
         flags.join(","),
+        primary,
         node.ping_sent,
         node.pong_received,
-        node.config_epoch,
+        epoch,
         link
     );
     for range in ranges(topology.slots_of(index).iter()) {
@@ -60,6 +66,14 @@ pub fn node_line(topology: &Topology, index: NodeIndex, node: &Node) -> String {
         }
     }
     line
+}
+
+/// A node's config epoch as Redis shows it: a replica's is its primary's.
+fn node_epoch(topology: &Topology, node: &Node) -> u64 {
+    node.primary
+        .and_then(|id| topology.find(&id))
+        .and_then(|i| topology.node(i))
+        .map_or(node.config_epoch, |p| p.config_epoch)
 }
 
 /// CLUSTER NODES: one line per node, each ending in a newline.
@@ -82,7 +96,34 @@ fn slots_node(node: &Node) -> Reply {
     ])
 }
 
-/// CLUSTER SLOTS: `[start, end, owner]` per run of slots with one owner, in slot order.
+/// CLUSTER REPLICAS: the CLUSTER NODES line of each replica of `primary`.
+pub fn replicas(topology: &Topology, primary: NodeIndex) -> Reply {
+    Reply::Array(
+        topology
+            .replicas_of(primary)
+            .into_iter()
+            .filter_map(|i| {
+                Some(Reply::Bulk(Bytes::from(node_line(
+                    topology,
+                    i,
+                    topology.node(i)?,
+                ))))
+            })
+            .collect(),
+    )
+}
+
+/// A node's replication offset: ours as the glue reported it, others' as announced.
+fn offset_of(topology: &Topology, index: NodeIndex, node: &Node) -> u64 {
+    if index == topology.myself_index() {
+        topology.my_offset()
+    } else {
+        node.repl_offset
+    }
+}
+
+/// CLUSTER SLOTS: `[start, end, owner, replicas...]` per run of slots with one owner, in
+/// slot order; a replica is listed once it is not failing and has data (offset not 0).
 pub fn slots(topology: &Topology) -> Reply {
     let mut out = Vec::new();
     let mut slot = 0u32;
@@ -96,11 +137,20 @@ pub fn slots(topology: &Topology) -> Reply {
             slot += 1;
         }
         if let Some(node) = topology.node(owner) {
-            out.push(Reply::Array(vec![
+            let mut entry = vec![
                 Reply::Integer(i64::from(start)),
                 Reply::Integer(i64::from(slot)),
                 slots_node(node),
-            ]));
+            ];
+            for replica in topology.replicas_of(owner) {
+                let Some(r) = topology.node(replica) else {
+                    continue;
+                };
+                if !r.fail && offset_of(topology, replica, r) != 0 {
+                    entry.push(slots_node(r));
+                }
+            }
+            out.push(Reply::Array(entry));
         }
         slot += 1;
     }
@@ -111,10 +161,44 @@ fn bulk(text: &str) -> Reply {
     Reply::Bulk(Bytes::from(text.to_owned()))
 }
 
-/// CLUSTER SHARDS: one shard per node (no replicas), with its slot ranges flattened.
+/// One node of a CLUSTER SHARDS shard.
+fn shard_node(topology: &Topology, index: NodeIndex, node: &Node) -> Reply {
+    let offset = offset_of(topology, index, node);
+    let health = if node.fail {
+        "fail"
+    } else if node.is_replica() && offset == 0 {
+        "loading"
+    } else {
+        "online"
+    };
+    Reply::Array(vec![
+        bulk("id"),
+        Reply::Bulk(Bytes::copy_from_slice(node.id.as_bytes())),
+        bulk("port"),
+        Reply::Integer(i64::from(node.addr.port)),
+        bulk("ip"),
+        bulk(&node.addr.ip),
+        bulk("endpoint"),
+        bulk(&node.addr.ip),
+        bulk("role"),
+        bulk(if node.is_replica() {
+            "replica"
+        } else {
+            "master"
+        }),
+        bulk("replication-offset"),
+        Reply::Integer(i64::try_from(offset).unwrap_or(i64::MAX)),
+        bulk("health"),
+        bulk(health),
+    ])
+}
+
+/// CLUSTER SHARDS: one shard per primary, with its slot ranges flattened, the primary
+/// first and then its replicas.
 pub fn shards(topology: &Topology) -> Reply {
     let shards = topology
         .nodes()
+        .filter(|(_, node)| !node.is_replica())
         .map(|(index, node)| {
             let slots = ranges(topology.slots_of(index).iter())
                 .into_iter()
@@ -125,27 +209,17 @@ pub fn shards(topology: &Topology) -> Reply {
                     ]
                 })
                 .collect();
-            let details = Reply::Array(vec![
-                bulk("id"),
-                Reply::Bulk(Bytes::copy_from_slice(node.id.as_bytes())),
-                bulk("port"),
-                Reply::Integer(i64::from(node.addr.port)),
-                bulk("ip"),
-                bulk(&node.addr.ip),
-                bulk("endpoint"),
-                bulk(&node.addr.ip),
-                bulk("role"),
-                bulk("master"),
-                bulk("replication-offset"),
-                Reply::Integer(0),
-                bulk("health"),
-                bulk("online"),
-            ]);
+            let mut members = vec![shard_node(topology, index, node)];
+            for replica in topology.replicas_of(index) {
+                if let Some(r) = topology.node(replica) {
+                    members.push(shard_node(topology, replica, r));
+                }
+            }
             Reply::Array(vec![
                 bulk("slots"),
                 Reply::Array(slots),
                 bulk("nodes"),
-                Reply::Array(vec![details]),
+                Reply::Array(members),
             ])
         })
         .collect();
@@ -154,15 +228,14 @@ pub fn shards(topology: &Topology) -> Reply {
 
 /// CLUSTER INFO.
 pub fn info(topology: &Topology) -> Reply {
-    let mut assigned = 0;
-    let mut pfail = 0;
-    let mut sizes = std::collections::BTreeSet::new();
+    let (mut assigned, mut pfail, mut fail) = (0, 0, 0);
     for slot in 0..16384u16 {
         if let Some(owner) = topology.owner(slot) {
             assigned += 1;
-            sizes.insert(owner);
-            if topology.node(owner).is_some_and(|n| n.pfail) {
-                pfail += 1;
+            match topology.node(owner) {
+                Some(n) if n.fail => fail += 1,
+                Some(n) if n.pfail => pfail += 1,
+                _ => {}
             }
         }
     }
@@ -171,17 +244,17 @@ pub fn info(topology: &Topology) -> Reply {
          cluster_slots_assigned:{assigned}\r\n\
          cluster_slots_ok:{}\r\n\
          cluster_slots_pfail:{pfail}\r\n\
-         cluster_slots_fail:0\r\n\
+         cluster_slots_fail:{fail}\r\n\
          cluster_known_nodes:{}\r\n\
          cluster_size:{}\r\n\
          cluster_current_epoch:{}\r\n\
          cluster_my_epoch:{}\r\n",
         if topology.is_ok() { "ok" } else { "fail" },
-        assigned - pfail,
+        assigned - pfail - fail,
         topology.nodes().count(),
-        sizes.len(),
+        topology.size(),
         topology.current_epoch(),
-        topology.myself().config_epoch,
+        node_epoch(topology, topology.myself()),
     );
     let stats = topology.stats.by_kind();
     let mut total = 0;

@@ -2,19 +2,32 @@
 //! slot under which epoch, which slots are moving, and the bus bookkeeping. One instance per
 //! node, owned by shard 0; every other shard gets the [`SlotMap`] it builds.
 //!
-//! How configuration spreads (Redis's rules, minus failover): every node pings every node it
-//! knows about once a second, and at once after its configuration changes. A ping carries
-//! the sender's epochs, the slots it claims and some nodes it knows. A receiver takes a slot
-//! claim when the slot is unassigned or its current owner's config epoch is lower; a node
-//! that finishes importing a slot bumps its config epoch first (CLUSTER SETSLOT NODE), so
-//! its claim wins everywhere. That is enough without failover: only an operator moves
-//! slots, one owner claims each slot at a time, and the epoch orders successive owners.
+//! How configuration spreads (Redis's rules): every node pings every node it knows about
+//! once a second, and at once after its configuration changes. A ping carries the sender's
+//! epochs, role, replication offset, the slots it claims and what it thinks of the nodes it
+//! knows. A receiver takes a slot claim when the slot is unassigned or its current owner's
+//! config epoch is lower; a node that finishes importing a slot bumps its config epoch first
+//! (CLUSTER SETSLOT NODE), and a replica that replaces its primary claims the slots under
+//! the epoch it was elected in, so the newest claim wins everywhere.
+//!
+//! Replicas and failover live in the submodules: [`replicas`] (roles, CLUSTER REPLICATE,
+//! following a new primary), [`failure`] (PFAIL, failure reports, FAIL, the cluster state)
+//! and [`election`] (votes, automatic and manual failover). Whatever must go out besides the
+//! reply on a link is queued ([`Topology::take_outbox`], [`Topology::take_effects`]) for the
+//! glue, so every decision here is made without I/O.
 
-use std::collections::BTreeMap;
+mod bus;
+mod election;
+mod failure;
+mod replicas;
+
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
 
-use super::gossip::{GossipEntry, Message, MessageKind, MAX_GOSSIP};
+pub use election::{Election, FailoverMode, ManualFailover, MF_TIMEOUT_MS};
+
+use super::gossip::{Message, MessageKind};
 use super::node::{Node, NodeAddr, NodeId};
 use super::slots::{SlotSet, SLOTS, SLOT_COUNT};
 use super::view::{NodeIndex, SlotMap, NO_NODE};
@@ -64,29 +77,44 @@ pub enum Link {
 /// Bus messages sent and received, by type (CLUSTER INFO's `cluster_stats_messages_*`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BusStats {
-    pub sent: [u64; 3],
-    pub received: [u64; 3],
-}
-
-fn kind_index(kind: MessageKind) -> usize {
-    match kind {
-        MessageKind::Ping => 0,
-        MessageKind::Pong => 1,
-        MessageKind::Meet => 2,
-    }
+    pub sent: [u64; MessageKind::ALL.len()],
+    pub received: [u64; MessageKind::ALL.len()],
 }
 
 impl BusStats {
     /// `(type name, sent, received)` in Redis's order.
-    pub fn by_kind(&self) -> [(&'static str, u64, u64); 3] {
-        [MessageKind::Ping, MessageKind::Pong, MessageKind::Meet].map(|k| {
-            (
-                k.name(),
-                self.sent[kind_index(k)],
-                self.received[kind_index(k)],
-            )
-        })
+    pub fn by_kind(&self) -> [(&'static str, u64, u64); MessageKind::ALL.len()] {
+        MessageKind::ALL.map(|k| (k.name(), self.sent[k.index()], self.received[k.index()]))
     }
+}
+
+/// Where a queued message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// Every known node with an address.
+    All,
+    Node(NodeId),
+}
+
+/// A message for the glue to send on its link to the destination, ahead of its next ping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub to: Destination,
+    pub message: Message,
+}
+
+/// Messages queued at most; the oldest goes first when full (a lost one is repeated: FAIL by
+/// the next node to notice, votes by the next election).
+pub const MAX_OUTBOX: usize = 1024;
+
+/// What the glue must do to the data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// A replica asked for a manual failover: pause writes until this Unix ms, then report
+    /// the final offset ([`Topology::writes_paused`]).
+    PauseWrites { until_ms: u64 },
+    /// The manual failover ended (done, or timed out): writes may go on.
+    UnpauseWrites,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +132,20 @@ pub struct Topology {
     /// Bumped by every change that must be saved and propagated.
     version: u64,
     node_timeout_ms: u64,
+    /// `cluster-require-full-coverage`: a slot without a working owner stops the cluster.
+    require_full_coverage: bool,
+    /// `cluster-replica-no-failover`: this replica never starts an election by itself.
+    no_failover: bool,
+    /// The cluster state last computed (`cluster_state:ok`).
+    state_ok: bool,
+    /// This node's replication offset, as the glue last reported it.
+    my_offset: u64,
+    election: Election,
+    manual: ManualFailover,
+    outbox: VecDeque<Outgoing>,
+    effects: Vec<Effect>,
+    /// xorshift state for the election's random delay (seeded by the glue).
+    rng: u64,
     pub stats: BusStats,
 }
 
@@ -122,8 +164,70 @@ impl Topology {
             forgotten: Vec::new(),
             version: 0,
             node_timeout_ms,
+            require_full_coverage: true,
+            no_failover: false,
+            state_ok: false,
+            my_offset: 0,
+            election: Election::default(),
+            manual: ManualFailover::default(),
+            outbox: VecDeque::new(),
+            effects: Vec::new(),
+            rng: 0x9e37_79b9_7f4a_7c15,
             stats: BusStats::default(),
         }
+    }
+
+    /// `cluster-require-full-coverage` and `cluster-replica-no-failover`.
+    pub fn set_options(&mut self, require_full_coverage: bool, no_failover: bool) {
+        self.require_full_coverage = require_full_coverage;
+        self.no_failover = no_failover;
+        self.update_state();
+    }
+
+    /// Seeds the election's random delay (the glue passes OS randomness).
+    pub fn seed(&mut self, seed: u64) {
+        self.rng = seed | 1;
+    }
+
+    fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// This node's replication offset now (a primary's: what it has produced; a replica's:
+    /// what it has applied).
+    pub fn set_my_offset(&mut self, offset: u64) {
+        self.my_offset = offset;
+    }
+
+    pub fn my_offset(&self) -> u64 {
+        self.my_offset
+    }
+
+    /// Messages to send, oldest first.
+    pub fn take_outbox(&mut self) -> Vec<Outgoing> {
+        self.outbox.drain(..).collect()
+    }
+
+    /// What the data path must do, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    fn send(&mut self, to: Destination, kind: MessageKind) {
+        let message = self.message(kind);
+        self.queue(to, message);
+    }
+
+    fn queue(&mut self, to: Destination, message: Message) {
+        if self.outbox.len() == MAX_OUTBOX {
+            self.outbox.pop_front();
+        }
+        self.outbox.push_back(Outgoing { to, message });
     }
 
     // ---- reading -------------------------------------------------------------------------
@@ -202,9 +306,55 @@ impl Topology {
             .all(|(i, n)| i == self.myself || n.config_epoch < mine)
     }
 
-    /// Every slot has an owner (`cluster_state:ok`).
+    /// `cluster_state:ok` (see [`failure`]).
     pub fn is_ok(&self) -> bool {
-        self.owners.iter().all(|&o| o != NO_NODE)
+        self.state_ok
+    }
+
+    /// The node's primary: itself when it is one, the node it replicates otherwise (`None`:
+    /// a replica of a node it does not know).
+    pub fn my_primary(&self) -> Option<NodeIndex> {
+        match self.myself().primary {
+            None => Some(self.myself),
+            Some(id) => self.find(&id),
+        }
+    }
+
+    /// Known replicas of `primary`.
+    pub fn replicas_of(&self, primary: NodeIndex) -> Vec<NodeIndex> {
+        let Some(id) = self.node(primary).map(|n| n.id) else {
+            return Vec::new();
+        };
+        self.nodes()
+            .filter(|(_, n)| n.primary == Some(id))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Primaries serving at least one slot: the voters (Redis's `cluster->size`).
+    pub fn size(&self) -> usize {
+        let mut serving = vec![false; self.nodes.len()];
+        for &owner in self.owners.iter() {
+            if let Some(flag) = serving.get_mut(usize::from(owner)) {
+                *flag = true;
+            }
+        }
+        self.nodes()
+            .filter(|(i, n)| !n.is_replica() && serving[usize::from(*i)])
+            .count()
+    }
+
+    /// Votes or reports that make a majority of the voters.
+    pub fn quorum(&self) -> usize {
+        self.size() / 2 + 1
+    }
+
+    pub fn num_slots(&self, node: NodeIndex) -> usize {
+        self.owners.iter().filter(|&&o| o == node).count()
+    }
+
+    pub fn manual_failover(&self) -> &ManualFailover {
+        &self.manual
     }
 
     /// The routing snapshot for the shards.
@@ -218,6 +368,9 @@ impl Topology {
             })
             .collect();
         let mut map = SlotMap::new(self.myself, endpoints);
+        if self.myself().is_replica() {
+            map.set_primary(self.my_primary().unwrap_or(NO_NODE));
+        }
         for (slot, &owner) in self.owners.iter().enumerate() {
             map.assign(slot as u16, owner);
         }
@@ -227,7 +380,7 @@ impl Topology {
         for (&slot, &from) in &self.importing_from {
             map.set_importing(slot, from);
         }
-        map.seal()
+        map.seal(self.state_ok)
     }
 
     // ---- restoring from nodes.conf ---------------------------------------------------------
@@ -256,6 +409,7 @@ impl Topology {
     pub(super) fn restore_epochs(&mut self, current: u64, last_vote: u64) {
         self.current_epoch = current;
         self.last_vote_epoch = last_vote;
+        self.update_state();
     }
 
     /// This node's address now (at start-up): the ports it listens on, and its IP when
@@ -278,6 +432,7 @@ impl Topology {
 
     fn changed(&mut self) {
         self.version += 1;
+        self.update_state();
     }
 
     fn myself_mut(&mut self) -> &mut Node {
@@ -505,6 +660,9 @@ impl Topology {
         self.migrating_to.clear();
         self.importing_from.clear();
         self.handshakes.clear();
+        self.myself_mut().primary = None;
+        self.reset_manual_failover();
+        self.election = Election::default();
         if let Some(id) = new_id {
             self.current_epoch = 0;
             self.last_vote_epoch = 0;
@@ -537,234 +695,15 @@ impl Topology {
         }
         self.migrating_to.retain(|_, n| *n != index);
         self.importing_from.retain(|_, n| *n != index);
+        for other in self.nodes.iter_mut().flatten() {
+            other.failure_reports.retain(|r| r.reporter != node.id);
+        }
         self.changed();
         node.id
     }
-
-    // ---- the bus ---------------------------------------------------------------------------
-
-    /// The message this node sends now (counted as sent).
-    pub fn message(&mut self, kind: MessageKind) -> Message {
-        self.stats.sent[kind_index(kind)] += 1;
-        let me = self.myself();
-        let gossip = self
-            .nodes()
-            .filter(|(i, n)| *i != self.myself && !n.addr.ip.is_empty())
-            .take(MAX_GOSSIP)
-            .map(|(_, n)| GossipEntry {
-                id: n.id,
-                addr: n.addr.clone(),
-            })
-            .collect();
-        Message {
-            kind,
-            sender: me.id,
-            addr: me.addr.clone(),
-            current_epoch: self.current_epoch,
-            config_epoch: me.config_epoch,
-            slots: self.slots_of(self.myself),
-            gossip,
-        }
-    }
-
-    /// A ping to `node` leaves now.
-    pub fn ping_sent(&mut self, node: &NodeId, now: u64) {
-        if let Some(n) = self
-            .find(node)
-            .and_then(|i| self.nodes[usize::from(i)].as_mut())
-        {
-            if n.ping_sent == 0 {
-                n.ping_sent = now;
-            }
-        }
-    }
-
-    /// Our bus connection to `node` went up or down.
-    pub fn set_link(&mut self, node: &NodeId, up: bool) {
-        if let Some(n) = self
-            .find(node)
-            .and_then(|i| self.nodes[usize::from(i)].as_mut())
-        {
-            n.link_up = up;
-        }
-    }
-
-    /// Handles a message; returns the reply to send on the same connection (a PONG for a
-    /// PING or MEET).
-    pub fn receive(&mut self, msg: &Message, link: &Link, now: u64) -> Option<Message> {
-        self.stats.received[kind_index(msg.kind)] += 1;
-        if let Link::Inbound { local_ip, .. } = link {
-            if msg.kind == MessageKind::Meet && self.myself().addr.ip.is_empty() {
-                // Learn our own address the way the node that met us reaches us.
-                self.myself_mut().addr.ip = local_ip.clone();
-                self.changed();
-            }
-        }
-        let sender = self.sender_of(msg, link);
-        if let Some(sender) = sender {
-            self.heard_from(sender, msg, now);
-        }
-        match msg.kind {
-            MessageKind::Ping | MessageKind::Meet => Some(self.message(MessageKind::Pong)),
-            MessageKind::Pong => None,
-        }
-    }
-
-    /// The known node that sent `msg`, adding it when the message introduces it.
-    fn sender_of(&mut self, msg: &Message, link: &Link) -> Option<NodeIndex> {
-        if let Link::Handshake(dialed) = link {
-            // Answered: done, whoever it was (even this node, met at its own address).
-            self.handshakes.retain(|h| h.addr != *dialed);
-        }
-        if msg.sender == self.myself().id {
-            return None;
-        }
-        let known = self.find(&msg.sender);
-        match link {
-            Link::ToNode(expected) if *expected != msg.sender => {
-                tracing::warn!(expected = %expected, got = %msg.sender, "bus peer changed id; ignoring it");
-                None
-            }
-            Link::Handshake(dialed) if msg.kind == MessageKind::Pong => {
-                known.or_else(|| Some(self.add_node(msg.sender, dialed.clone())))
-            }
-            Link::Inbound { peer_ip, .. } if known.is_none() && msg.kind == MessageKind::Meet => {
-                let ip = if msg.addr.ip.is_empty() {
-                    peer_ip.clone()
-                } else {
-                    msg.addr.ip.clone()
-                };
-                Some(self.add_node(
-                    msg.sender,
-                    NodeAddr {
-                        ip,
-                        ..msg.addr.clone()
-                    },
-                ))
-            }
-            _ => known,
-        }
-    }
-
-    fn add_node(&mut self, id: NodeId, addr: NodeAddr) -> NodeIndex {
-        self.forgotten.retain(|(f, _)| *f != id);
-        tracing::info!(node = %id, ip = %addr.ip, port = addr.port, "cluster node added");
-        let index = self.insert_node(Node::new(id, addr));
-        self.changed();
-        index
-    }
-
-    fn heard_from(&mut self, sender: NodeIndex, msg: &Message, now: u64) {
-        let mut changed = false;
-        {
-            let node = self.nodes[usize::from(sender)]
-                .as_mut()
-                .expect("sender is known");
-            if msg.kind == MessageKind::Pong {
-                node.pong_received = now;
-                node.ping_sent = 0;
-                node.pfail = false;
-            }
-            let addr = &msg.addr;
-            if addr.port != node.addr.port || addr.cport != node.addr.cport {
-                node.addr.port = addr.port;
-                node.addr.cport = addr.cport;
-                changed = true;
-            }
-            if !addr.ip.is_empty() && addr.ip != node.addr.ip {
-                node.addr.ip = addr.ip.clone();
-                changed = true;
-            }
-            if msg.config_epoch > node.config_epoch {
-                node.config_epoch = msg.config_epoch;
-                changed = true;
-            }
-        }
-        if msg.current_epoch > self.current_epoch {
-            self.current_epoch = msg.current_epoch;
-            changed = true;
-        }
-        changed |= self.take_claims(sender, &msg.slots, msg.config_epoch);
-        changed |= self.resolve_epoch_collision(sender);
-        changed |= self.learn_gossip(&msg.gossip, now);
-        if changed {
-            self.changed();
-        }
-    }
-
-    /// Redis's `clusterUpdateSlotsConfigWith`: a claim wins a slot that is unassigned or
-    /// held under a lower config epoch, unless we are importing that slot ourselves.
-    fn take_claims(&mut self, sender: NodeIndex, claimed: &SlotSet, epoch: u64) -> bool {
-        let mut changed = false;
-        for slot in claimed.iter() {
-            let owner = self.owners[usize::from(slot)];
-            if owner == sender || self.importing_from.contains_key(&slot) {
-                continue;
-            }
-            let wins = owner == NO_NODE
-                || self
-                    .node(owner)
-                    .is_none_or(|current| current.config_epoch < epoch);
-            if wins {
-                if owner == self.myself {
-                    tracing::warn!(slot, "slot taken over by a node with a newer config epoch");
-                }
-                self.owners[usize::from(slot)] = sender;
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    /// Two nodes with the same config epoch: the one with the smaller id takes a new one.
-    fn resolve_epoch_collision(&mut self, sender: NodeIndex) -> bool {
-        let (mine, my_id) = (self.myself().config_epoch, self.myself().id);
-        let Some(other) = self.node(sender) else {
-            return false;
-        };
-        if other.config_epoch != mine || other.id <= my_id {
-            return false;
-        }
-        self.current_epoch += 1;
-        let epoch = self.current_epoch;
-        self.myself_mut().config_epoch = epoch;
-        tracing::info!(epoch, "config epoch collision resolved");
-        true
-    }
-
-    fn learn_gossip(&mut self, gossip: &[GossipEntry], now: u64) -> bool {
-        let mut changed = false;
-        for entry in gossip {
-            let banned = self
-                .forgotten
-                .iter()
-                .any(|(id, until)| *id == entry.id && *until > now);
-            if entry.id == self.myself().id || banned || self.find(&entry.id).is_some() {
-                continue;
-            }
-            self.add_node(entry.id, entry.addr.clone());
-            changed = true;
-        }
-        changed
-    }
-
-    /// Timers, every tick: mark silent nodes `fail?`, give up stale handshakes, lift
-    /// expired FORGET bans.
-    pub fn cron(&mut self, now: u64) {
-        let timeout = self.node_timeout_ms;
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            if let Some(node) = node {
-                if i != usize::from(self.myself) && node.ping_sent != 0 {
-                    node.pfail = now.saturating_sub(node.ping_sent) > timeout;
-                }
-            }
-        }
-        let handshake_timeout = timeout.max(1000);
-        self.handshakes
-            .retain(|h| now.saturating_sub(h.started_ms) <= handshake_timeout);
-        self.forgotten.retain(|(_, until)| *until > now);
-    }
 }
 
+#[cfg(test)]
+mod failover_tests;
 #[cfg(test)]
 mod tests;

@@ -47,7 +47,9 @@ pub struct SlotMap {
     /// `ip:port` of each node index (empty for a free index).
     endpoints: Vec<String>,
     myself: NodeIndex,
-    /// Every slot has an owner (Redis's `cluster_state:ok` with full coverage required).
+    /// On a replica, its primary: READONLY clients read that primary's slots here.
+    primary: NodeIndex,
+    /// `cluster_state:ok`.
     ok: bool,
 }
 
@@ -58,8 +60,18 @@ impl SlotMap {
             slots: vec![UNASSIGNED; SLOTS].into_boxed_slice(),
             endpoints,
             myself,
+            primary: NO_NODE,
             ok: false,
         }
+    }
+
+    pub(super) fn set_primary(&mut self, primary: NodeIndex) {
+        self.primary = primary;
+    }
+
+    /// On a replica, the node it replicates ([`NO_NODE`] on a primary).
+    pub fn primary(&self) -> NodeIndex {
+        self.primary
     }
 
     pub(super) fn assign(&mut self, slot: u16, owner: NodeIndex) {
@@ -74,9 +86,9 @@ impl SlotMap {
         self.slots[usize::from(slot)].importing_from = from;
     }
 
-    /// Call once every slot is set.
-    pub(super) fn seal(mut self) -> SlotMap {
-        self.ok = self.slots.iter().all(|s| s.owner != NO_NODE);
+    /// Call once every slot is set, with the cluster state.
+    pub(super) fn seal(mut self, ok: bool) -> SlotMap {
+        self.ok = ok;
         self
     }
 
@@ -100,7 +112,7 @@ impl SlotMap {
         }
     }
 
-    /// Whether every slot is served (`cluster_state:ok`).
+    /// `cluster_state:ok`.
     pub fn is_ok(&self) -> bool {
         self.ok
     }

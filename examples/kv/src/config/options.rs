@@ -78,7 +78,12 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("repl-diskless-sync", BOOL, "yes"),
     opt("aof-rewrite-incremental-fsync", BOOL, "yes"),
     opt("no-appendfsync-on-rewrite", BOOL, "no"),
-    opt("cluster-require-full-coverage", BOOL, "yes"),
+    opt("cluster-require-full-coverage", BOOL, "yes")
+        .start(|c, v| {
+            c.cluster.require_full_coverage = yes(v);
+            Ok(())
+        })
+        .help("the cluster refuses requests while a slot has no working primary"),
     opt("rdb-save-incremental-fsync", BOOL, "yes"),
     opt("aof-load-truncated", BOOL, "yes")
         .start(|c, v| {
@@ -88,7 +93,13 @@ pub static OPTIONS: &[OptionSpec] = &[
         .help("cut a torn last AOF record (an incomplete write) with a warning at start-up, or refuse to start"),
     opt("aof-use-rdb-preamble", BOOL, "yes"),
     opt("aof-timestamp-enabled", BOOL, "no"),
-    opt("cluster-replica-no-failover", BOOL, "no").alias("cluster-slave-no-failover"),
+    opt("cluster-replica-no-failover", BOOL, "no")
+        .alias("cluster-slave-no-failover")
+        .start(|c, v| {
+            c.cluster.replica_no_failover = yes(v);
+            Ok(())
+        })
+        .help("a replica never replaces its failed primary by itself"),
     opt("replica-lazy-flush", BOOL, "no").alias("slave-lazy-flush"),
     opt("replica-serve-stale-data", BOOL, "yes").alias("slave-serve-stale-data"),
     opt("replica-read-only", BOOL, "yes").alias("slave-read-only"),

@@ -59,6 +59,12 @@ pub struct ClusterConfig {
     /// The IP this node gives others (default: the bind address, or, when that is a
     /// wildcard, the address the first node that meets it connected to).
     pub announce_ip: Option<IpAddr>,
+    /// `cluster-require-full-coverage`: the cluster is down while a slot has no working
+    /// owner.
+    pub require_full_coverage: bool,
+    /// `cluster-replica-no-failover`: this node, as a replica, never replaces its primary
+    /// by itself (CLUSTER FAILOVER still works).
+    pub replica_no_failover: bool,
 }
 
 impl Default for ClusterConfig {
@@ -68,6 +74,8 @@ impl Default for ClusterConfig {
             bus_port: None,
             node_timeout_ms: 15_000,
             announce_ip: None,
+            require_full_coverage: true,
+            replica_no_failover: false,
         }
     }
 }

@@ -571,7 +571,13 @@ impl Session {
                 return Admission::Answered(refusal);
             }
         }
-        if let Some(refusal) = self.config.replica.refusal(&args).filter(|_| permitted) {
+        // A cluster redirect comes first, as in Redis: a write sent to a replica gets MOVED.
+        let replica_refusal = self
+            .config
+            .replica
+            .refusal(&args)
+            .filter(|_| permitted && redirect.is_none());
+        if let Some(refusal) = replica_refusal {
             // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
             // transaction is then discarded at EXEC, as Redis flags it.
             self.rejecting = true;

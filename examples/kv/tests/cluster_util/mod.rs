@@ -132,17 +132,24 @@ impl Cluster {
     /// waited for until `redis-cli --cluster check` passes on every node. `aof`: each node
     /// logs to its own directory with this fsync policy.
     pub fn start(n: usize, aof: Option<&str>) -> Cluster {
+        Cluster::create(n, 0, aof, &[])
+    }
+
+    /// `n` nodes, `replicas` of them per primary (`redis-cli --cluster create
+    /// --cluster-replicas`), each started with `extra` arguments too.
+    pub fn create(n: usize, replicas: usize, aof: Option<&str>, extra: &[&str]) -> Cluster {
         require_tool("redis-cli");
         let nodes: Vec<Node> = (0..n)
             .map(|i| {
                 let dir = TempDir::new(&format!("cluster-node{i}"));
                 let aof_dir = dir.path().join("aof");
                 let aof_dir = aof_dir.to_str().expect("utf-8 path").to_owned();
-                let extra: Vec<&str> = match aof {
+                let mut args: Vec<&str> = match aof {
                     Some(fsync) => vec!["--aof", &aof_dir, "--fsync", fsync],
                     None => Vec::new(),
                 };
-                Node::start(dir, 0, 0, &extra)
+                args.extend_from_slice(extra);
+                Node::start(dir, 0, 0, &args)
             })
             .collect();
         let cluster = Cluster { nodes };
@@ -150,6 +157,9 @@ impl Cluster {
         create.arg("--cluster").arg("create");
         for node in &cluster.nodes {
             create.arg(node.addr());
+        }
+        if replicas > 0 {
+            create.arg("--cluster-replicas").arg(replicas.to_string());
         }
         let out = create
             .arg("--cluster-yes")

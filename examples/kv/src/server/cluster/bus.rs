@@ -7,13 +7,18 @@
 //! TLS port, `tls-auth-clients`) for incoming links, `tls-client-cert-file` (or the server's)
 //! for outgoing ones, peers checked against the CA.
 //!
+//! Messages other than PING/PONG that the topology queues (FAIL, vote requests and votes,
+//! manual failover requests, a new primary's PONG) go out on our link to their destination
+//! ahead of its next ping; the peer answers none of them on that connection, so each PING
+//! still gets exactly one PONG.
+//!
 //! Bounded: a link handles one message at a time (a peer that stops reading stops being
 //! read), messages are capped by the parser's limits, incoming links are capped at
-//! [`MAX_INBOUND`] and closed when idle.
+//! [`MAX_INBOUND`] and closed when idle, at most [`MAX_QUEUED`] messages wait per link.
 //!
 //! [`Topology::receive`]: crate::cluster::Topology::receive
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
@@ -25,9 +30,10 @@ use corewire::runtime::{sleep, spawn_local, timeout};
 use super::super::shard::now_ms;
 use super::node::ClusterNode;
 use super::peer::{cluster_tls, PeerStream as BusStream};
+use super::replication;
 use crate::cluster::gossip::{self, Message, MessageKind};
 use crate::cluster::node::{NodeAddr, NodeId};
-use crate::cluster::topology::Link;
+use crate::cluster::topology::{Destination, Link, Outgoing};
 use crate::resp::RequestParser;
 
 /// How often the supervisor looks for links to start and runs the topology's timers.
@@ -36,13 +42,46 @@ const TICK: Duration = Duration::from_millis(100);
 const PING_EVERY: Duration = Duration::from_secs(1);
 /// Incoming bus connections at most (the bus port is open to anyone who can reach it).
 const MAX_INBOUND: usize = 1024;
+/// Messages waiting for one link at most; the oldest is dropped first (the topology
+/// repeats what matters: FAIL from the next node to notice, votes in the next election).
+const MAX_QUEUED: usize = 64;
 
-/// Which link tasks run, so each node and each handshake has exactly one.
+/// Which link tasks run, so each node and each handshake has exactly one, and what waits
+/// to be sent on each.
 #[derive(Default)]
 pub(crate) struct Links {
     to_nodes: HashSet<NodeId>,
     handshakes: HashSet<NodeAddr>,
     inbound: usize,
+    queued: HashMap<NodeId, VecDeque<Message>>,
+}
+
+/// Queues the topology's messages on the links to their destinations and wakes the links.
+pub(super) fn queue(node: &ClusterNode, outgoing: Vec<Outgoing>) {
+    let everyone: Vec<NodeId> = {
+        let topology = node.topology();
+        let me = topology.myself_index();
+        topology
+            .nodes()
+            .filter(|(i, n)| *i != me && !n.addr.ip.is_empty())
+            .map(|(_, n)| n.id)
+            .collect()
+    };
+    let mut links = node.links.borrow_mut();
+    for Outgoing { to, message } in outgoing {
+        let targets = match to {
+            Destination::All => everyone.clone(),
+            Destination::Node(id) => vec![id],
+        };
+        for id in targets {
+            let queue = links.queued.entry(id).or_default();
+            if queue.len() == MAX_QUEUED {
+                queue.pop_front();
+            }
+            queue.push_back(message.clone());
+        }
+    }
+    node.announce.notify_waiters();
 }
 
 fn node_timeout(node: &ClusterNode) -> Duration {
@@ -170,7 +209,11 @@ async fn inbound(node: Rc<ClusterNode>, tcp: TcpStream, peer: Option<SocketAddr>
             }
             Err(_) => return,
         };
-        let reply = node.topology_mut().receive(&message, &link, now_ms());
+        let reply = {
+            let mut topology = node.topology_mut();
+            topology.set_my_offset(replication::offset());
+            topology.receive(&message, &link, now_ms())
+        };
         if let Some(reply) = reply {
             if send(&stream, &reply).await.is_err() {
                 return;
@@ -185,7 +228,12 @@ pub(super) async fn supervise(node: Rc<ClusterNode>) {
     loop {
         // A MEET wakes this at once; otherwise every tick.
         let _ = timeout(TICK, node.announce.notified()).await;
-        node.topology_mut().cron(now_ms());
+        {
+            let mut topology = node.topology_mut();
+            topology.set_my_offset(replication::offset());
+            topology.cron(now_ms());
+        }
+        node.commit().await;
         let (nodes, handshakes): (Vec<NodeId>, Vec<NodeAddr>) = {
             let topology = node.topology();
             let me = topology.myself_index();
@@ -246,20 +294,33 @@ async fn link_to(node: Rc<ClusterNode>, id: NodeId) {
             }
         }
     }
-    node.links.borrow_mut().to_nodes.remove(&id);
+    let mut links = node.links.borrow_mut();
+    links.to_nodes.remove(&id);
+    links.queued.remove(&id);
 }
 
-/// PING, PONG, pause, repeat; `Ok` once the node is forgotten.
-async fn ping(node: &ClusterNode, id: &NodeId, stream: &BusStream) -> Result<(), String> {
+/// Queued messages, PING, PONG, pause, repeat; `Ok` once the node is forgotten.
+async fn ping(node: &Rc<ClusterNode>, id: &NodeId, stream: &BusStream) -> Result<(), String> {
     let limit = node_timeout(node);
     let pause = PING_EVERY.min(limit / 2);
     let mut reader = Reader::new();
     loop {
+        let queued: Vec<Message> = node
+            .links
+            .borrow_mut()
+            .queued
+            .get_mut(id)
+            .map(|q| q.drain(..).collect())
+            .unwrap_or_default();
+        for message in &queued {
+            send(stream, message).await?;
+        }
         let message = {
             let mut topology = node.topology_mut();
             if topology.find(id).is_none() {
                 return Ok(());
             }
+            topology.set_my_offset(replication::offset());
             topology.ping_sent(id, now_ms());
             topology.message(MessageKind::Ping)
         };
@@ -296,7 +357,7 @@ async fn handshake(node: Rc<ClusterNode>, addr: NodeAddr) {
     node.links.borrow_mut().handshakes.remove(&addr);
 }
 
-async fn meet(node: &ClusterNode, addr: &NodeAddr) -> Result<(), String> {
+async fn meet(node: &Rc<ClusterNode>, addr: &NodeAddr) -> Result<(), String> {
     let limit = node_timeout(node);
     let stream = connect(addr, limit).await?;
     let message = node.topology_mut().message(MessageKind::Meet);

@@ -44,6 +44,8 @@ pub(crate) fn load_or_create(
         Err(e) if e.kind() == io::ErrorKind::NotFound => new_node(config, addr)?,
         Err(e) => return Err(fail(&path, "read", e)),
     };
+    let mut topology = topology;
+    topology.set_options(config.require_full_coverage, config.replica_no_failover);
     Ok((topology, ConfFile { path, _lock: lock }))
 }
 

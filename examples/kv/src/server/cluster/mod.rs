@@ -8,12 +8,14 @@
 //!   against it, and [`execute`] checks again, in the same turn as the command, on the shard
 //!   that owns the keys.
 //! - MIGRATE runs on the shard that holds its keys ([`migrate`]).
+//! - The node's role (replica or primary) drives replication ([`replication`]).
 
 mod bus;
 pub(crate) mod conf_file;
 mod migrate;
 mod node;
 mod peer;
+mod replication;
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -84,8 +86,11 @@ impl ClusterShard {
         let map = self.map.as_ref()?.borrow();
         let keys = command.keys();
         let migrate = matches!(command, Command::Cluster(ClusterRequest::Migrate(_)));
+        let read = !command.is_write();
         let redirect = shard.with_store(|store| {
-            redirect::at_owner(&map, &keys, migrate, |key| store.contains_live(key, now))
+            redirect::at_owner(&map, &keys, migrate, read, |key| {
+                store.contains_live(key, now)
+            })
         });
         if redirect.is_some() {
             return redirect;

@@ -14,11 +14,11 @@ use corewire::runtime::sync::{Mutex, Notify};
 use super::super::shard::{self, now_ms};
 use super::super::sink::Origin;
 use super::conf_file::{random_node_id, ConfFile};
-use super::{bulk, bus, count_and_fence, publish, total_keys, unfence};
+use super::{bulk, bus, count_and_fence, publish, replication, total_keys, unfence};
 use crate::cluster::command::{SetSlot, HELP};
-use crate::cluster::node::NodeId;
+use crate::cluster::node::{NodeAddr, NodeId};
 use crate::cluster::slots::ranges;
-use crate::cluster::topology::ClusterError;
+use crate::cluster::topology::{ClusterError, Effect};
 use crate::cluster::{nodes_conf, render, NodeCommand, Topology};
 use crate::reply::Reply;
 
@@ -31,6 +31,9 @@ pub(crate) struct ClusterNode {
     /// One save-and-publish at a time; `published` is the version it last completed.
     commit_lock: Mutex<()>,
     published: Cell<u64>,
+    /// The primary the data path replicates (with its address), `None`: serving as a
+    /// primary. What [`ClusterNode::follow_role`] last asked for.
+    following: RefCell<Option<(NodeId, Option<NodeAddr>)>>,
     /// Wakes every bus link to ping now.
     pub(super) announce: Notify,
     pub(super) links: RefCell<bus::Links>,
@@ -46,6 +49,7 @@ impl ClusterNode {
             commit_lock: Mutex::new(()),
             // Never published yet: the first commit saves and publishes.
             published: Cell::new(u64::MAX),
+            following: RefCell::new(None),
             announce: Notify::new(),
             links: RefCell::default(),
         })
@@ -53,6 +57,16 @@ impl ClusterNode {
 
     /// Starts the bus (on shard 0) and makes the loaded configuration current everywhere.
     pub async fn start(self: &Rc<Self>, listener: TcpListener) {
+        {
+            use std::hash::{BuildHasher, Hasher};
+            // Only the election's random delay uses it: the hasher's per-process keys do.
+            let seed = std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish();
+            let mut topology = self.topology_mut();
+            topology.seed(seed);
+            topology.set_my_offset(replication::offset());
+        }
         self.commit().await;
         spawn_local(bus::listen(self.clone(), listener));
         spawn_local(bus::supervise(self.clone()));
@@ -99,13 +113,21 @@ impl ClusterNode {
             NodeCommand::Shards => render::shards(&topology),
             NodeCommand::Links => links(&topology),
             NodeCommand::Help => help(),
-            NodeCommand::CountFailureReports(id) if known(id) => Reply::Integer(0),
-            NodeCommand::Replicas(id) if known(id) => Reply::Array(Vec::new()),
+            NodeCommand::CountFailureReports(id) if known(id) => {
+                let index = NodeId::parse(id).and_then(|id| topology.find(&id));
+                let count = index.map_or(0, |i| topology.count_failure_reports(i, now_ms()));
+                Reply::Integer(count as i64)
+            }
+            NodeCommand::Replicas(id) if known(id) => {
+                let index = NodeId::parse(id).and_then(|id| topology.find(&id));
+                match index {
+                    Some(i) if topology.node(i).is_some_and(|n| !n.is_replica()) => {
+                        render::replicas(&topology, i)
+                    }
+                    _ => Reply::error("ERR The specified node is not a master"),
+                }
+            }
             NodeCommand::CountFailureReports(id) | NodeCommand::Replicas(id) => unknown(id),
-            NodeCommand::NoReplicas => Reply::error(
-                "ERR corewire-kv clusters have no replicas: REPLICATE and FAILOVER are not \
-                 supported",
-            ),
             _ => return None,
         })
     }
@@ -136,6 +158,14 @@ impl ClusterNode {
                 Ok(())
             }
             NodeCommand::SetConfigEpoch(epoch) => self.topology_mut().set_config_epoch(epoch),
+            NodeCommand::Replicate(id) => {
+                let keys = total_keys(self.shards).await;
+                self.topology_mut().replicate(&id, keys)
+            }
+            NodeCommand::Failover(mode) => {
+                self.topology_mut().set_my_offset(replication::offset());
+                self.topology_mut().failover(mode, now)
+            }
             NodeCommand::BumpEpoch => {
                 let (bumped, epoch) = self.topology_mut().bump_epoch();
                 self.commit().await;
@@ -163,7 +193,9 @@ impl ClusterNode {
     }
 
     async fn reset(&self, hard: bool) -> Result<(), ClusterError> {
-        if total_keys(self.shards).await != 0 {
+        // A replica's keys are its primary's copy: Redis lets it reset (and drops them).
+        let replica = self.topology().myself().is_replica();
+        if !replica && total_keys(self.shards).await != 0 {
             return Err(ClusterError(
                 "ERR CLUSTER RESET can't be called with master nodes containing keys".into(),
             ));
@@ -179,7 +211,7 @@ impl ClusterNode {
     /// CLUSTER SETSLOT. Handing a slot to another node checks, on the shard holding the
     /// slot, that none of its keys is left and closes the slot there in the same turn, so
     /// no write can land in between; the new configuration then replaces the closure.
-    async fn set_slot(&self, slot: u16, action: SetSlot) -> Result<(), ClusterError> {
+    async fn set_slot(self: &Rc<Self>, slot: u16, action: SetSlot) -> Result<(), ClusterError> {
         match action {
             SetSlot::Migrating(id) => self.topology_mut().set_migrating(slot, &id),
             SetSlot::Importing(id) => self.topology_mut().set_importing(slot, &id),
@@ -209,32 +241,97 @@ impl ClusterNode {
         }
     }
 
-    /// Saves and publishes the configuration if it changed since the last commit. A node
-    /// that cannot save its configuration stops, as Redis does: acknowledging a change it
+    /// Saves and publishes the configuration if it changed since the last commit, then does
+    /// what the change asks of the data path and the bus: replicate or stop replicating,
+    /// pause writes for a manual failover, send the queued messages. A node that cannot
+    /// save its configuration stops, as Redis does: acknowledging a change (or a vote) it
     /// would forget on restart is worse.
-    pub(super) async fn commit(&self) {
-        let _commit = self.commit_lock.lock().await;
-        let (version, text, map) = {
-            let topology = self.topology();
-            if topology.version() == self.published.get() {
-                return;
+    pub(super) async fn commit(self: &Rc<Self>) {
+        {
+            let _commit = self.commit_lock.lock().await;
+            let (version, text, map) = {
+                let topology = self.topology();
+                if topology.version() == self.published.get() {
+                    (None, String::new(), None)
+                } else {
+                    (
+                        Some(topology.version()),
+                        nodes_conf::render(&topology),
+                        Some(Arc::new(topology.slot_map())),
+                    )
+                }
+            };
+            if let (Some(version), Some(map)) = (version, map) {
+                if let Err(error) = self.file.save(text).await {
+                    eprintln!(
+                        "corewire-kv: can't save the cluster config file {}: {error}; exiting",
+                        self.file.path().display()
+                    );
+                    std::process::exit(1);
+                }
+                publish(map, self.shards).await;
+                self.published.set(version);
+                self.announce.notify_waiters();
             }
-            (
-                topology.version(),
-                nodes_conf::render(&topology),
-                Arc::new(topology.slot_map()),
-            )
-        };
-        if let Err(error) = self.file.save(text).await {
-            eprintln!(
-                "corewire-kv: can't save the cluster config file {}: {error}; exiting",
-                self.file.path().display()
-            );
-            std::process::exit(1);
         }
-        publish(map, self.shards).await;
-        self.published.set(version);
-        self.announce.notify_waiters();
+        self.follow_role();
+        self.apply_effects();
+        let outgoing = self.topology_mut().take_outbox();
+        if !outgoing.is_empty() {
+            bus::queue(self, outgoing);
+        }
+    }
+
+    /// Makes the data path match this node's role: replicate the primary the configuration
+    /// names (again when its address changed), or serve as a primary.
+    fn follow_role(&self) {
+        let wanted = {
+            let topology = self.topology();
+            match topology.myself().primary {
+                None => None,
+                Some(id) => {
+                    let addr = topology
+                        .find(&id)
+                        .and_then(|i| topology.node(i))
+                        .map(|n| n.addr.clone())
+                        .filter(|a| !a.ip.is_empty());
+                    Some((id, addr))
+                }
+            }
+        };
+        let mut following = self.following.borrow_mut();
+        if *following == wanted {
+            return;
+        }
+        match &wanted {
+            None => replication::promote(),
+            Some((id, Some(addr))) => replication::follow(id, &addr.ip, addr.port),
+            // A primary we know nothing about yet: wait for its address.
+            Some((_, None)) => {}
+        }
+        *following = wanted;
+    }
+
+    /// Pauses or resumes writes for a manual failover.
+    fn apply_effects(self: &Rc<Self>) {
+        let effects = self.topology_mut().take_effects();
+        for effect in effects {
+            match effect {
+                Effect::PauseWrites { until_ms } => {
+                    replication::pause_writes(until_ms);
+                    let node = self.clone();
+                    spawn_local(async move {
+                        // Writes admitted before the pause finish first: each shard runs
+                        // what it was sent in order, so one round trip to each settles them.
+                        total_keys(node.shards).await;
+                        let offset = replication::offset();
+                        node.topology_mut().writes_paused(offset);
+                        node.announce.notify_waiters();
+                    });
+                }
+                Effect::UnpauseWrites => replication::unpause_writes(),
+            }
+        }
     }
 }
 
