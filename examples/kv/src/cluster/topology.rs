@@ -10,9 +10,9 @@
 //! (CLUSTER SETSLOT NODE), and a replica that replaces its primary claims the slots under
 //! the epoch it was elected in, so the newest claim wins everywhere.
 //!
-//! Replicas and failover live in the submodules: [`replicas`] (roles, CLUSTER REPLICATE,
-//! following a new primary), [`failure`] (PFAIL, failure reports, FAIL, the cluster state)
-//! and [`election`] (votes, automatic and manual failover). Whatever must go out besides the
+//! Replicas and failover live in the submodules: `replicas` (roles, CLUSTER REPLICATE,
+//! following a new primary), `failure` (PFAIL, failure reports, FAIL, the cluster state)
+//! and `election` (votes, automatic and manual failover). Whatever must go out besides the
 //! reply on a link is queued ([`Topology::take_outbox`], [`Topology::take_effects`]) for the
 //! glue, so every decision here is made without I/O.
 
@@ -306,7 +306,7 @@ impl Topology {
             .all(|(i, n)| i == self.myself || n.config_epoch < mine)
     }
 
-    /// `cluster_state:ok` (see [`failure`]).
+    /// `cluster_state:ok` (see `failure`).
     pub fn is_ok(&self) -> bool {
         self.state_ok
     }

@@ -7,7 +7,7 @@ use super::types::stream::{image, Stream};
 use super::value::Value;
 use crate::rdb::{ObjectRef, StreamImage};
 
-/// A stream read from a dump or a DUMP payload, checked: what [`Store::insert_stream`]
+/// A stream read from a dump or a DUMP payload, checked: what `Store::insert_stream`
 /// stores as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedStream(Box<Stream>);
