@@ -233,6 +233,13 @@ fn an_idle_connection_keeps_no_buffers() {
     /// the session, the runtime's share, the shard's tables' growth); a field or buffer of a
     /// hundred bytes or more per connection fails it.
     const BOUND: u64 = 1664;
+    // Without a buffer ring (`COREWIRE_IO_URING=plain`, kernels before 5.19) a receive waits
+    // in the kernel with its own 16 KiB buffer (the runtime's fallback chunk): that buffer is
+    // the price of such a ring, held by every connection waiting for data. The ring and
+    // epoll hold none.
+    let plain_ring = std::env::var("COREWIRE_IO_URING").as_deref() == Ok("plain")
+        && std::env::var("COREWIRE_BACKEND").as_deref() != Ok("epoll");
+    let bound = BOUND + if plain_ring { 16 * 1024 } else { 0 };
     let server = Server::start(&["--shards", "1", "--maxclients", "2000"]);
     let mut probe = common::Resp::connect(server.port);
     let used = |probe: &mut common::Resp| {
@@ -262,12 +269,12 @@ fn an_idle_connection_keeps_no_buffers() {
     let mut per_conn = u64::MAX;
     eventually(Duration::from_secs(10), || {
         per_conn = used(&mut probe).saturating_sub(before) / N as u64;
-        per_conn <= BOUND
+        per_conn <= bound
     });
     eprintln!("heap per idle connection: {per_conn} bytes ({N} connections)");
     assert!(
-        per_conn <= BOUND,
-        "an idle connection keeps {per_conn} heap bytes (bound {BOUND})"
+        per_conn <= bound,
+        "an idle connection keeps {per_conn} heap bytes (bound {bound})"
     );
     drop(conns);
 }
