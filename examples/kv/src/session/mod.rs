@@ -585,19 +585,7 @@ impl Session {
                 self.identity.last_command = Command::table_name(&args).ok();
                 return Admission::Answered(refusal);
             }
-            if args[0].eq_ignore_ascii_case(b"exec") {
-                let Reply::Error(text) = refusal else {
-                    return Admission::Answered(refusal);
-                };
-                let reply = Reply::error(format!(
-                    "EXECABORT Transaction discarded because of: {}",
-                    String::from_utf8_lossy(&text)
-                ));
-                return self.reset_txn(seq, reply);
-            }
-            let (name, parsed) = Command::parse_named(args);
-            self.identity.last_command = name;
-            return self.admit_queued(parsed, Some(refusal), seq);
+            return self.refuse_in_multi(args, refusal, seq);
         }
         if let Some(busy) = self.config.script_busy.refusal() {
             // A script past the busy threshold runs: only `allow_busy` commands get through.
@@ -606,19 +594,7 @@ impl Session {
                 if !self.txn.in_multi() {
                     return Admission::Answered(busy);
                 }
-                if args[0].eq_ignore_ascii_case(b"exec") {
-                    let Reply::Error(text) = busy else {
-                        return Admission::Answered(busy);
-                    };
-                    let reply = Reply::error(format!(
-                        "EXECABORT Transaction discarded because of: {}",
-                        String::from_utf8_lossy(&text)
-                    ));
-                    return self.reset_txn(seq, reply);
-                }
-                let (name, parsed) = Command::parse_named(args);
-                self.identity.last_command = name;
-                return self.admit_queued(parsed, Some(busy), seq);
+                return self.refuse_in_multi(args, busy, seq);
             }
         }
         if self.txn.in_multi() {

@@ -142,6 +142,30 @@ impl Session {
         self.unwatch(seq, reply)
     }
 
+    /// A request refused before it runs (a replica's READONLY/MASTERDOWN/LOADING, a busy
+    /// script) that arrived inside MULTI: EXEC discards the transaction with the refusal as
+    /// its reason, anything else answers the refusal and flags the transaction, as Redis does.
+    pub(super) fn refuse_in_multi(
+        &mut self,
+        args: Vec<Bytes>,
+        refusal: Reply,
+        seq: u64,
+    ) -> Admission {
+        if args[0].eq_ignore_ascii_case(b"exec") {
+            let Reply::Error(text) = refusal else {
+                return Admission::Answered(refusal);
+            };
+            let reply = Reply::error(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                String::from_utf8_lossy(&text)
+            ));
+            return self.reset_txn(seq, reply);
+        }
+        let (name, parsed) = Command::parse_named(args);
+        self.identity.last_command = name;
+        self.admit_queued(parsed, Some(refusal), seq)
+    }
+
     /// A request between MULTI and EXEC. `parsed` is the parse result, `rejected` an error
     /// Redis gives before queueing (unknown command, arity, NOAUTH, a redirect) if any.
     pub(super) fn admit_queued(
