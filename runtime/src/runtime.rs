@@ -21,14 +21,14 @@ use crate::shard::{
 ///
 /// - `RuntimeBuilder::spin_before_park` (default 50 µs): the longest an idle shard keeps
 ///   polling before sleeping in its driver. These VMs pay a long wake-up tail, so a spin buys
-///   latency: a lone client's 1 × 1 echo p50 is about half of tokio's. The window adapts below
-///   that bound (`spin_adaptive`, default on) so the spin costs next to nothing where it does
-///   not pay: it halves each time a spin runs out and the shard sleeps anyway (down to zero,
-///   with one full-length probe spin every 16 idle periods), doubles when a spin finds work,
-///   and is skipped while the shard spent over half of the last few milliseconds working — its
-///   idle gaps are then the tails between batches from many clients, which come whether or
-///   not it spins (a fixed 50 µs spin cost 11–12 % of the server's CPU per request at 256
-///   connections × depth 4 on both backends). Counters: `idle_spins`, `idle_spin_hits`,
+///   latency: a lone client's 1 × 1 echo p50 is a half to two thirds of tokio's. The spin
+///   adapts (`spin_adaptive`, default on) so it costs next to nothing where it does not pay: it
+///   stops once spins run out more often than they find work (a score, up one per spin that
+///   found work, down one per spin that ran out, capped at 8; at zero one idle period in 16
+///   still probes with a spin), and is skipped while the shard spent over 60 % of the last
+///   2 ms working — its idle gaps are then the tails between batches from many clients, which
+///   come whether or not it spins (a fixed 50 µs spin cost 11–12 % of the server's CPU per
+///   request at 256 connections × depth 4 on both backends). Counters: `idle_spins`, `idle_spin_hits`,
 ///   `idle_spins_skipped`. `spin_yields` (default on) makes each spin iteration a
 ///   `sched_yield`, so a thread sharing the core runs instead of waiting out the spin:
 ///   measured here with client and server on one core, p99 went from 58 µs to 8 µs and QPS up
@@ -287,12 +287,13 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Whether the idle spin adapts below [`spin_before_park`](Self::spin_before_park)
-    /// (default true). The window halves after each spin that ran out before work came (to
-    /// zero; then one idle period in 16 probes with a full-length spin), doubles after one that
-    /// found work, and is skipped while the shard was busy over half of the last few
-    /// milliseconds (many clients: their next batch comes whether or not it spins). Off, every
-    /// idle period spins the full bound.
+    /// Whether the idle spin adapts (default true). A shard then skips the spin (parks at
+    /// once) where recent spins ran out more often than they found work (a score: +1 for each
+    /// spin that found work, −1 for each that ran out, within 0..=8; at zero one idle period
+    /// in 16 still probes with a spin), and while it was busy over 60 % of the last 2 ms (many
+    /// clients: their next batch comes whether or not it spins). A spin, when it runs, lasts
+    /// up to [`spin_before_park`](Self::spin_before_park). Off, every idle period spins the
+    /// full bound.
     pub fn spin_adaptive(mut self, on: bool) -> Self {
         self.config.spin_adaptive = on;
         self

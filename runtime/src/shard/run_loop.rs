@@ -32,7 +32,7 @@ pub(crate) struct ShardConfig {
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
-    /// Adapt the spin window below `spin_before_park` (`IdleSpin`); off: always the bound.
+    /// Skip the spin where it does not pay (`IdleSpin`); off: every idle period spins the bound.
     pub spin_adaptive: bool,
     /// Yield the CPU (sched_yield) on each idle spin iteration, so a thread sharing the core
     /// (a client, another process) runs instead of waiting out the spin.
