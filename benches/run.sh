@@ -131,7 +131,7 @@ percore() {
     local def defs
     IFS=';' read -ra defs <<< "${EXTRA_SERVERS:-}"
     for def in "${defs[@]}"; do
-        [[ -n $def ]] && common+=(--server "$def")
+        if [[ -n $def ]]; then common+=(--server "$def"); fi
     done
     echo "# Per-core echo: timing pass"
     run "$BIN_DIR/benchctl" percore "${common[@]}" --rounds "$rounds" --duration-ms "$duration"

@@ -21,20 +21,20 @@ use crate::shard::{
 ///
 /// - `RuntimeBuilder::spin_before_park` (default 50 µs): the longest an idle shard keeps
 ///   polling before sleeping in its driver. These VMs pay a long wake-up tail, so a spin buys
-///   latency: a lone client's 1 × 1 echo p50 is a half to two thirds of tokio's. The spin
-///   adapts (`spin_adaptive`, default on) so it costs next to nothing where it does not pay: it
-///   stops once spins run out more often than they find work (a score, up one per spin that
-///   found work, down one per spin that ran out, capped at 8; at zero one idle period in 16
-///   still probes with a spin), and is skipped while the shard spent over 60 % of the last
-///   2 ms working — its idle gaps are then the tails between batches from many clients, which
-///   come whether or not it spins (a fixed 50 µs spin cost 11–12 % of the server's CPU per
-///   request at 256 connections × depth 4 on both backends). Counters: `idle_spins`, `idle_spin_hits`,
-///   `idle_spins_skipped`. `spin_yields` (default on) makes each spin iteration a
-///   `sched_yield`, so a thread sharing the core runs instead of waiting out the spin:
-///   measured here with client and server on one core, p99 went from 58 µs to 8 µs and QPS up
-///   1.5×. corewire-kv turns the spin off by default (`--idle-spin-us`; 10–25 % less CPU per
-///   request against redis-server at `-P 1` and `-P 16` with 50 clients, a lone client's p50
-///   47 µs instead of 31 µs, measured with the fixed spin).
+///   latency: a lone client's 1 × 1 echo p50 is 40–70 % of tokio's. The spin adapts
+///   (`spin_adaptive`, default on) so it costs next to nothing where it does not pay: it stops
+///   once spins run out more often than they find work (a score, up one per spin that found
+///   work, down one per spin that ran out, capped at 8; at zero one idle period in 16 still
+///   probes with a spin), and is skipped while the shard spent over 60 % of the last 2 ms
+///   working — its idle gaps are then the tails between batches from many clients, which come
+///   whether or not it spins (a fixed 50 µs spin cost 11–12 % of the server's CPU per request
+///   at 256 connections × depth 4 on both backends). Counters: `idle_spins`,
+///   `idle_spin_hits`, `idle_spins_skipped`. `spin_yields` (default on) makes each spin
+///   iteration a `sched_yield`, so a thread sharing the core runs instead of waiting out the
+///   spin: measured here with client and server on one core, p99 went from 58 µs to 8 µs and
+///   QPS up 1.5×. corewire-kv turns the spin off by default (`--idle-spin-us`; 10–25 % less CPU
+///   per request against redis-server at `-P 1` and `-P 16` with 50 clients, a lone client's
+///   p50 47 µs instead of 31 µs, measured with the fixed spin).
 /// - `RuntimeBuilder::task_budget` (default 128 task polls per loop iteration).
 /// - Per-connection fairness budgets (`Budget::messages(n).with_bytes(b)`, default `Budget::DEFAULT`:
 ///   32 messages or 256 KiB per round, chosen from `benches/run.sh fairness` (BENCHMARKS.md);
