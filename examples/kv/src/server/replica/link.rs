@@ -21,13 +21,13 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::net::TcpStream;
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::timer::sleep_until;
 
 use super::super::shard::{now_ms, Shard};
 use super::super::shared::ServerShared;
 use super::super::sink::{Merges, Part, ReplySink, SinkKey};
+use super::stream::MasterStream;
 use crate::repl::handshake::{request, take_line, Handshake, HandshakeConfig, Next, Outcome};
 use crate::repl::stream::{Applied, Item, StreamReader};
 use crate::repl::transfer::RdbReceiver;
@@ -209,7 +209,7 @@ enum Event {
 /// Waits for input (appended to `input`, when `stream` is given), a wake-up, or `deadline`.
 async fn wait_for(
     link: &Link,
-    stream: Option<&TcpStream>,
+    stream: Option<&MasterStream>,
     input: &mut BytesMut,
     deadline: Instant,
 ) -> io::Result<Event> {
@@ -220,8 +220,7 @@ async fn wait_for(
         }
         link.task.register(cx.waker());
         if let Some(stream) = stream {
-            let mut recv = stream.recv_available(input);
-            if let Poll::Ready(read) = Pin::new(&mut recv).poll(cx) {
+            if let Poll::Ready(read) = stream.poll_recv(cx, input) {
                 return Poll::Ready(read.map(Event::Read));
             }
         }
@@ -235,7 +234,7 @@ async fn wait_for(
 
 /// The link's I/O: the stream, its input and the `repl-timeout` deadline.
 struct Conn {
-    stream: TcpStream,
+    stream: MasterStream,
     input: BytesMut,
     timeout: Duration,
     last_io: Instant,
@@ -284,9 +283,12 @@ async fn session(
             .and_then(|v| v.parse().ok())
             .unwrap_or(60),
     );
-    let stream = corewire::runtime::timer::timeout(timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| LinkError::Timeout)??;
+    // With `tls-replication yes` the link runs over TLS (the handshake within the timeout).
+    let tls = (shared.tls.as_ref()).and_then(|tls| tls.replication_connector());
+    let stream =
+        corewire::runtime::timer::timeout(timeout, MasterStream::connect(addr, &host, tls))
+            .await
+            .map_err(|_| LinkError::Timeout)??;
     tracing::info!(%host, port, "MASTER <-> REPLICA sync started");
     replica.set_state(LinkState::Handshake);
     let mut conn = Conn {
@@ -360,10 +362,15 @@ async fn handshake(
         .filter(|&p| p != 0);
     // The port bound (a server started with port 0 learns it once listening).
     let bound = Some(shared.tcp_port.load(Ordering::Relaxed)).filter(|&p| p != 0);
+    // Over TLS the master is told the TLS port, as Redis does.
+    let tls_port = (shared.tls.as_ref())
+        .map(|tls| tls.settings())
+        .filter(|settings| settings.replication && settings.port != 0)
+        .map(|settings| settings.port);
     let configured = live.get("port").and_then(|v| v.parse::<u16>().ok());
     let config = HandshakeConfig {
         auth,
-        listening_port: announced_port.or(bound).or(configured).unwrap_or(0),
+        listening_port: (announced_port.or(tls_port).or(bound).or(configured)).unwrap_or(0),
         announce_ip: setting("replica-announce-ip"),
         resume: shared.replica.resume_point(),
     };
