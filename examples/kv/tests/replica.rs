@@ -6,6 +6,7 @@
 
 mod common;
 mod rdb_util;
+mod repl_util;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -331,4 +332,64 @@ fn replica_of_corewire() {
     let acknowledged = contents(&mut master);
     assert_eq!(replica.call(&["REPLICAOF", "NO", "ONE"]), Reply::ok());
     assert_eq!(contents(&mut replica), acknowledged);
+}
+
+/// Function libraries from redis-server: its RDB's FUNCTION2 records replace ours (a
+/// library only the replica had is gone), then its FUNCTION commands stream verbatim
+/// (FUNCTION RESTORE with Redis's payload included); read-only functions run here.
+#[test]
+fn functions_replicate_from_redis() {
+    use repl_util::{assert_same_libraries, function_commands, LIB1};
+    let dir = TempDir::new("replica");
+    let redis = Redis::start(
+        dir.path(),
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+    let mut master = redis.connect();
+    assert_eq!(
+        master.call(&["FUNCTION", "LOAD", LIB1]),
+        Reply::bulk("lib1")
+    );
+    ok(&mut master, &["SET", "fk", "hello"]);
+    let replica = Server::start(&["--shards", "2"]);
+    let mut conn = replica.connect();
+    let stale = "#!lua name=stale\nredis.register_function('s', function() return 1 end)";
+    assert_eq!(
+        conn.call(&["FUNCTION", "LOAD", stale]),
+        Reply::bulk("stale")
+    );
+    let port = redis.port.to_string();
+    assert_eq!(conn.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    wait_link_up(&mut conn);
+    assert_same_libraries(&mut master, &mut conn, 1);
+    assert_eq!(
+        conn.call(&["FCALL_RO", "get1", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    assert_eq!(
+        conn.call(&["FCALL", "get1", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    assert_eq!(
+        conn.call(&["FCALL", "set1", "1", "fk", "x"]),
+        Reply::Error("READONLY You can't write against a read only replica.".into())
+    );
+    // A script without flags runs; its write fails.
+    let legacy = conn.call(&["EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", "fk"]);
+    assert!(
+        matches!(&legacy, Reply::Error(e) if e.starts_with("READONLY You can't write against a read only replica.")),
+        "{legacy:?}"
+    );
+    assert_eq!(
+        conn.call(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    function_commands(&mut master, &mut conn, |m| {
+        assert_eq!(int(m, &["WAIT", "1", "10000"]), 1);
+    });
 }

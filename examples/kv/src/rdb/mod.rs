@@ -37,8 +37,8 @@ mod ziplist;
 
 use bytes::Bytes;
 
-pub use decode::{decode_dump, Decoder, Item, RdbError};
-pub use encode::{dump_payload, Limits, ObjectRef, RdbWriter};
+pub use decode::{decode_dump, decode_function_payload, Decoder, Item, RdbError};
+pub use encode::{dump_payload, function_payload, Limits, ObjectRef, RdbWriter};
 pub use stream::StreamImage;
 
 /// The RDB version Redis 7.0 writes, and the newest this reads.

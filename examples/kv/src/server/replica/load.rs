@@ -94,10 +94,9 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, 
              does not have: they were not loaded"
         );
     }
-    if !codes.is_empty() {
-        let payload = crate::scripting::functions::payload_of(codes.iter().map(|c| &c[..]));
-        super::super::script::restore_logged(&shard.shared, &payload);
-    }
+    // The master's libraries replace ours, none included (Redis empties them too).
+    let payload = crate::scripting::functions::payload_of(codes.iter().map(|c| &c[..]));
+    super::super::script::restore_logged(&shard.shared, &payload);
     if shard.shared.aof_enabled {
         for target in 0..count {
             on_shard(target, move || {
