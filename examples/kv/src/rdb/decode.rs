@@ -77,6 +77,17 @@ impl<'a> Decoder<'a> {
         })
     }
 
+    /// A decoder of the items in `buf`, a part of a file of `version` that begins where an
+    /// item does (see `incremental.rs`).
+    pub(crate) fn part(buf: &'a [u8], version: u16) -> Decoder<'a> {
+        Decoder {
+            buf,
+            pos: 0,
+            version,
+            ended: false,
+        }
+    }
+
     pub fn version(&self) -> u16 {
         self.version
     }

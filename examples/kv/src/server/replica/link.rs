@@ -21,6 +21,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use corewire::runtime::fs::{remove_file, OpenOptions};
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::timer::sleep_until;
 
@@ -39,8 +40,8 @@ const MAX_IN_FLIGHT: usize = 1024;
 /// Input buffered past what is parsed, at most (a single request may need more; the
 /// parser's own limits bound that).
 const MAX_INPUT: usize = 1 << 20;
-/// The largest snapshot accepted (it is held in memory while it loads).
-const MAX_SNAPSHOT: u64 = 1 << 36;
+/// The largest snapshot accepted (spooled to `dir`, loaded piece by piece).
+const MAX_SNAPSHOT: u64 = 1 << 40;
 /// Between two attempts to connect (Redis retries from its once-a-second cron).
 const RETRY: Duration = Duration::from_secs(1);
 /// Between two `REPLCONF ACK`s.
@@ -305,23 +306,49 @@ async fn session(
         Outcome::FullResync { replid, offset } => {
             tracing::info!(%replid, offset, "full resync from the master");
             replica.set_state(LinkState::Sync);
-            let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
-            let snapshot = loop {
-                if let Some(snapshot) = receiver.feed(&mut conn.input).map_err(other)? {
-                    break snapshot;
-                }
-                if !replica.is_current(generation) {
-                    return Ok(());
-                }
-                conn.read_more(link, &shared).await?;
-            };
-            tracing::info!(
-                bytes = snapshot.len(),
-                "MASTER <-> REPLICA sync: loading the snapshot"
-            );
-            let keys = super::load::full_sync(shard, key, snapshot)
+            // The snapshot goes to a temporary file in `dir` as it arrives (clients keep
+            // the old data meanwhile), then loads from there piece by piece.
+            let dir = super::super::rdb_save::target(&shared).dir;
+            let path = dir.join(format!("temp-{}-replica.rdb", std::process::id()));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
                 .await
-                .map_err(other)?;
+                .map_err(|e| other(format!("temporary file {}: {e}", path.display())))?;
+            let loaded = async {
+                let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
+                loop {
+                    let piece = receiver.feed(&mut conn.input).map_err(other)?;
+                    if !piece.bytes.is_empty() {
+                        let at = receiver.received() - piece.bytes.len() as u64;
+                        file.write_all_at(Bytes::from(piece.bytes), at).await?;
+                    }
+                    if piece.done {
+                        break;
+                    }
+                    if !replica.is_current(generation) {
+                        return Ok(None);
+                    }
+                    conn.read_more(link, &shared).await?;
+                }
+                tracing::info!(
+                    bytes = receiver.received(),
+                    "MASTER <-> REPLICA sync: loading the snapshot"
+                );
+                super::load::full_sync(shard, key, &file, receiver.received())
+                    .await
+                    .map(Some)
+                    .map_err(other)
+            }
+            .await;
+            let _ = file.close().await;
+            let _ = remove_file(&path).await;
+            let Some(keys) = loaded? else {
+                return Ok(());
+            };
             tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
             super::super::repl_master::follow(replid.clone(), offset);
             replica.synced(replid, offset);
