@@ -16,8 +16,11 @@
 #            [--memory-only] [--mem-types string,hash,list,set,zset] [--mem-rounds R (1)]
 #            [--mem-warmup]
 #   --tests = a comma list of redis-benchmark test names (default: the full default list),
-#             plus two of our own: evalsha (EVALSHA of a script of 3 commands on one key)
-#             and zunionstore (ZUNIONSTORE of two 100-member sorted sets)
+#             plus our own (xadd is one: redis-benchmark 7.0's -t list has no XADD test and
+#             prints nothing for it): xadd (XADD * of one field to one stream), evalsha (EVALSHA of a script of 3 commands on one key),
+#             zunionstore (ZUNIONSTORE of two 100-member sorted sets), xread (XREAD COUNT 10
+#             of a 100-entry stream), setbit (SETBIT at a random offset below 100000), pfadd
+#             (PFADD of a random element), geoadd (GEOADD of a random member)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
 #   --memory-only = skip the throughput runs, only measure memory per item
@@ -42,7 +45,8 @@ build=1
 memory_only=0
 mem_types=(string hash list set zset)
 tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop zadd zpopmin
-    lrange_100 lrange_300 lrange_500 lrange_600 mset xadd evalsha zunionstore)
+    lrange_100 lrange_300 lrange_500 lrange_600 mset xadd evalsha zunionstore xread setbit pfadd
+    geoadd)
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -122,6 +126,8 @@ probe_cmd() {
         lrange_*) echo "LRANGE probe:l 0 99" ;;
         mset) echo "MSET probe:a 1 probe:b 2" ;; xadd) echo "XADD probe:x * f v" ;;
         evalsha) echo "EVAL return 1 0" ;; zunionstore) echo "ZUNIONSTORE probe:zu 1 probe:z" ;;
+        xread) echo "XREAD COUNT 1 STREAMS probe:x 0" ;; setbit) echo "SETBIT probe:b 7 1" ;;
+        pfadd) echo "PFADD probe:p a" ;; geoadd) echo "GEOADD probe:g 13.36 38.11 a" ;;
     esac
 }
 
@@ -131,14 +137,21 @@ custom_cmd() {
     case "$1" in
         evalsha) echo "EVALSHA $(redis-cli -p "$2" script load "$eval_script") 1 bench:eval:__rand_int__" ;;
         zunionstore) echo "ZUNIONSTORE bench:zu 2 bench:z1 bench:z2" ;;
+        xadd) echo "XADD bench:xs * field value" ;;
+        xread) echo "XREAD COUNT 10 STREAMS bench:x 0" ;;
+        setbit) echo "SETBIT bench:bits __rand_int__ 1" ;;
+        pfadd) echo "PFADD bench:hll e:__rand_int__" ;;
+        geoadd) echo "GEOADD bench:geo 13.361389 38.115556 m:__rand_int__" ;;
     esac
 }
-# Data the custom tests read: two 100-member sorted sets (half their members shared).
+# Data the custom tests read: two 100-member sorted sets (half their members shared) and a
+# 100-entry stream.
 setup_custom() {
     local p="$1" i
     for i in $(seq 1 100); do
         echo "ZADD bench:z1 $i m$i"
         echo "ZADD bench:z2 $((i * 2)) m$((i + 50))"
+        echo "XADD bench:x * field value$i"
     done | redis-cli -p "$p" >/dev/null
 }
 

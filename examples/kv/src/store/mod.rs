@@ -18,6 +18,7 @@ mod list_pack;
 mod lolwut;
 mod memory;
 mod object;
+mod positions;
 mod rdb_object;
 mod snapshot;
 mod sort;

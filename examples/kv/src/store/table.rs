@@ -1,26 +1,27 @@
 //! The keyspace's table: the keys and their entries in one dense vector (`slots`, in the
 //! order SCAN, RANDOMKEY, eviction sampling and the AOF snapshot walk by position, see
-//! `Store`'s docs) and a `hashbrown::HashTable` of `u32` positions into it. Removal is
+//! `Store`'s docs) and a hash index of `u32` positions into it (`positions.rs`). Removal is
 //! `swap_remove` (the last key takes the hole), insertion appends.
 //!
 //! Why positions rather than the slots in the hash table's buckets (the layout before): a hash
 //! table doubles, and holds between 7/16 and 7/8 of its buckets full. With 56-byte slots in
 //! the buckets, one million keys sat in two million buckets (just past 7/8 of 2^20): 128 MB
 //! of buckets, all of them touched, for 56 MB of slots, plus the old table freed at the
-//! doubling. With 4-byte positions the buckets cost 5 bytes each (with their control byte),
-//! and the dense vector's unused capacity is never written, so the operating system never
-//! backs it: measured with `examples/kv/bench/memory.sh` (1 M keys of 16 B with 32 B values
-//! through `redis-cli --pipe`), about 100 bytes of RSS per key against redis-server's 145,
-//! where the in-bucket layout took 175.
-//! The price is a second cache line per lookup (the position, then the slot).
+//! doubling. With 4-byte positions the buckets cost 4 bytes each, and the dense vector's
+//! unused capacity is never written, so the operating system never backs it: measured with
+//! `examples/kv/bench/memory.sh` (1 M keys of 16 B with 32 B values through
+//! `redis-cli --pipe`), about 100 bytes of RSS per key against redis-server's 145, where the
+//! in-bucket layout took 175.
+//! The price is a second cache line per lookup (the position's, then the slot's); the index
+//! keeps it to that one (see `positions.rs`).
 
 use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
 
 use super::compact::CompactBytes;
 use super::entry::Entry;
+use super::positions::Positions;
 
 #[derive(Debug)]
 struct Slot {
@@ -31,7 +32,7 @@ struct Slot {
 #[derive(Debug, Default)]
 pub(crate) struct KeyTable {
     /// Positions in `slots`, hashed by their slot's key.
-    index: HashTable<u32>,
+    index: Positions,
     /// The keys and entries, in dense order.
     slots: Vec<Slot>,
     hasher: RandomState,
@@ -57,15 +58,13 @@ impl KeyTable {
     /// Empties the table and gives its memory back (FLUSHALL, FLUSHDB), as Redis frees its
     /// dict: a table kept at its largest size would hold tens of megabytes for nothing.
     pub fn clear(&mut self) {
-        self.index = HashTable::new();
+        self.index = Positions::default();
         self.slots = Vec::new();
     }
 
     fn position(&self, key: &[u8]) -> Option<usize> {
         let slots = &self.slots;
-        (self.index)
-            .find(self.hash(key), |&at| slots[at as usize].key == *key)
-            .map(|&at| at as usize)
+        (self.index).find(self.hash(key), |at| slots[at].key == *key)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
@@ -95,11 +94,13 @@ impl KeyTable {
     pub fn insert_new(&mut self, key: CompactBytes, entry: Entry) -> &mut Entry {
         debug_assert!(self.position(&key).is_none(), "insert_new of a present key");
         let hash = self.hash(&key);
-        let position = u32::try_from(self.slots.len()).expect("at most 2^32 keys per shard");
+        let position = self.slots.len();
+        assert!(
+            position < u32::MAX as usize / 8 * 7,
+            "too many keys in one shard"
+        );
         let (slots, hasher) = (&self.slots, &self.hasher);
-        (self.index).insert_unique(hash, position, |&at| {
-            hasher.hash_one(&slots[at as usize].key[..])
-        });
+        (self.index).insert(hash, position, |at| hasher.hash_one(&slots[at].key[..]));
         self.slots.push(Slot { key, entry });
         &mut self.slots.last_mut().expect("just pushed").entry
     }
@@ -109,21 +110,16 @@ impl KeyTable {
     pub fn swap_remove_full(&mut self, key: &[u8]) -> Option<(usize, CompactBytes, Entry)> {
         let hash = self.hash(key);
         let slots = &self.slots;
-        let found = (self.index)
-            .find_entry(hash, |&at| slots[at as usize].key == *key)
-            .ok()?;
-        let (position, _) = found.remove();
+        let position = (self.index).remove(hash, |at| slots[at].key == *key)?;
         let last = self.slots.len() - 1;
-        if position as usize != last {
+        if position != last {
             // The last slot takes the hole: its index entry follows it.
             let moved = self.hash(&self.slots[last].key);
-            if let Some(at) = self.index.find_mut(moved, |&at| at as usize == last) {
-                *at = position;
-            }
+            self.index.relocate(moved, last, position);
         }
-        let slot = self.slots.swap_remove(position as usize);
+        let slot = self.slots.swap_remove(position);
         self.shrink_if_sparse();
-        Some((position as usize, slot.key, slot.entry))
+        Some((position, slot.key, slot.entry))
     }
 
     /// After many removals, gives back what a quarter-full table no longer needs (Redis
@@ -135,7 +131,7 @@ impl KeyTable {
             let keep = self.slots.len() * 2;
             self.slots.shrink_to(keep);
             let (slots, hasher) = (&self.slots, &self.hasher);
-            (self.index).shrink_to(keep, |&at| hasher.hash_one(&slots[at as usize].key[..]));
+            (self.index).shrink_to(keep, |at| hasher.hash_one(&slots[at].key[..]));
         }
     }
 
@@ -149,20 +145,14 @@ impl KeyTable {
     }
 
     /// Bytes the slot and its share of the index take per key (for `used_memory`): the slot,
-    /// and a position with its control byte in a table between half and 7/8 full.
+    /// and a bucket in an index between half and 7/8 full.
     pub fn bytes_per_key() -> usize {
-        std::mem::size_of::<Slot>() + 2 * (std::mem::size_of::<u32>() + 1)
+        std::mem::size_of::<Slot>() + Positions::bytes_per_entry()
     }
 
     /// Heap bytes the table holds now, spare capacity included (MEMORY STATS).
     pub fn heap_bytes(&self) -> usize {
-        let buckets = if self.index.capacity() == 0 {
-            0
-        } else {
-            (self.index.capacity() * 8 / 7).next_power_of_two()
-        };
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + buckets * (std::mem::size_of::<u32>() + 1)
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.index.heap_bytes()
     }
 
     /// Checks that the dense order and the index agree (tests).
