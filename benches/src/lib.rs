@@ -15,6 +15,7 @@ pub mod echo_buffer;
 pub mod frame;
 pub mod latency;
 pub mod loadgen;
+pub mod open_loop;
 pub mod pipeline;
 pub mod report;
 pub mod rpc;
