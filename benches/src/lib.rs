@@ -4,7 +4,7 @@
 //! cores, and every report says so.
 //!
 //! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`,
-//! `benchctl`, `kv_memory`.
+//! `benchctl`, `kv_memory`, `openloop` (fixed-rate load, [`open_loop`]).
 
 pub mod alloc_count;
 pub mod benchctl;
