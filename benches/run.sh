@@ -55,6 +55,20 @@
 #                              probe latency and HOL, hot msgs/s, most receive CQEs one connection
 #                              took per poller pass and most frames it handed up per round.
 #                              ROUNDS (3 here), DUR_MS (4000), WARMUP_MS; QUICK=1: 1 round, 1 s
+#   benches/run.sh scaling     throughput as shards are added (benches/suites/scaling.sh): on N
+#                              cores, servers on cores 0..n-1 and load on N/2..N/2+n-1 for
+#                              n = 1, 2, 4 .. N/2; echo 64 B and 4 KiB: corewire vs tokio
+#                              multi-thread vs monoio (n threads); corewire-kv vs redis-server
+#                              --io-threads n under redis-benchmark --threads n; QPS, per-shard
+#                              efficiency QPS(n)/(n x QPS(1)), p99, p99.9. ROUNDS (3),
+#                              SCALING_COUNTS (1,2,4..), KV_REQUESTS (10^6 per shard),
+#                              SCALING_OUT (raw output folder; default a temporary one)
+#   benches/run.sh openloop    tail latency at fixed rates (benches/suites/openloop.sh): each
+#                              server on SERVER_CPU, the openloop client on CLIENT_CPU; its max
+#                              (closed loop), then 25/50/75/90 % of it (LOADS), latency from
+#                              each request's intended send time; echo corewire vs tokio-ct,
+#                              KV SET/GET corewire-kv vs redis-server; OPENLOOP_CONNS (16),
+#                              OPENLOOP_DEPTH (16, the closed loop's), OPENLOOP_OUT (raw lines)
 #   benches/run.sh grpc        gRPC per core: corewire's gRPC server (the echo generated
 #                              from benches/proto/echo.proto) vs tonic's on the same proto and
 #                              handler, server on SERVER_CPU, load on CLIENT_CPU, 64 conns x 4
@@ -400,8 +414,15 @@ tls_suite() {
         --client-cpu "$client_cpu" ${TLS_BENCH_ARGS:-}
 }
 
+# shellcheck source=suites/scaling.sh
+source "$repo/benches/suites/scaling.sh"
+# shellcheck source=suites/openloop.sh
+source "$repo/benches/suites/openloop.sh"
+
 case "$suite" in
     percore) percore ;;
+    scaling) scaling ;;
+    openloop) openloop ;;
     tls) tls_suite ;;
     acl) run "$repo/examples/kv/bench/acl.sh" --rounds "$rounds" $([[ $quick == 1 ]] && echo --quick) ;;
     rpc) rpc ;;
@@ -411,6 +432,6 @@ case "$suite" in
     kv-memory) kv_memory ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,83p' "$0"; [[ -n "$suite" ]] ;;
-    *) echo "run.sh: unknown suite $suite (percore, idle-memory, rpc, grpc, fairness, kv-fairness, kv-memory, rdma-fairness, tls, acl)" >&2; exit 2 ;;
+    -h|--help|"") sed -n '2,97p' "$0"; [[ -n "$suite" ]] ;;
+    *) echo "run.sh: unknown suite $suite (percore, scaling, openloop, idle-memory, rpc, grpc, fairness, kv-fairness, kv-memory, rdma-fairness, tls, acl)" >&2; exit 2 ;;
 esac

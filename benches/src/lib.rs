@@ -4,7 +4,7 @@
 //! cores, and every report says so.
 //!
 //! Binaries (`src/bin`): `echo_tokio`, `echo_glommio`, `loadgen`, `rpc_tonic`, `rpc_corewire`,
-//! `benchctl`, `kv_memory`.
+//! `benchctl`, `kv_memory`, `openloop` (fixed-rate load, [`open_loop`]).
 
 pub mod alloc_count;
 pub mod benchctl;
@@ -15,6 +15,7 @@ pub mod echo_buffer;
 pub mod frame;
 pub mod latency;
 pub mod loadgen;
+pub mod open_loop;
 pub mod pipeline;
 pub mod report;
 pub mod rpc;

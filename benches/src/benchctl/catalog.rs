@@ -64,6 +64,17 @@ impl Catalog {
             None,
         );
         add("monoio", "{bin}/echo_monoio --addr {addr}", None);
+        // The scaling suite's peers with as many threads as corewire has shards.
+        add(
+            "tokio-mt",
+            "{bin}/echo_tokio --addr {addr} --workers {workers}",
+            None,
+        );
+        add(
+            "monoio-mt",
+            "{bin}/echo_monoio --addr {addr} --threads {workers}",
+            None,
+        );
         // Unpinned so taskset decides its CPU (glommio's own placement ignores the mask).
         add(
             "glommio-1",

@@ -14,12 +14,12 @@ use super::template::Vars;
 #[command(
     name = "benchctl",
     about = "Runs a benchmark suite: each (workload, variant) in rounds, a table of medians",
-    after_help = "Suites: echo, percore, fairness, accept, rpc; `benchctl list` shows the \
+    after_help = "Suites: echo, percore, scaling, fairness, accept, rpc; `benchctl list` shows the \
                   built-in server templates and variables.",
     args_override_self = true
 )]
 pub struct Cli {
-    /// echo | percore | fairness | accept | rpc, or list.
+    /// echo | percore | scaling | fairness | accept | rpc, or list.
     pub suite: String,
     /// Measurements per (workload, variant); the table shows medians (default 5).
     #[arg(long, value_name = "N")]

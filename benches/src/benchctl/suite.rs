@@ -239,7 +239,10 @@ impl fmt::Display for SuiteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SuiteError::UnknownSuite(s) => {
-                write!(f, "unknown suite {s:?} (echo, fairness, accept, rpc)")
+                write!(
+                    f,
+                    "unknown suite {s:?} (echo, percore, scaling, fairness, accept, rpc)"
+                )
             }
             SuiteError::NoServers => write!(f, "no servers selected"),
             SuiteError::NoWorkloads(filters) => {
@@ -261,7 +264,7 @@ impl std::error::Error for SuiteError {}
 pub const DEFAULT_HASH_ROUNDS: u32 = 32;
 
 /// Names of the suites.
-pub const SUITES: [&str; 5] = ["echo", "percore", "fairness", "accept", "rpc"];
+pub const SUITES: [&str; 6] = ["echo", "percore", "scaling", "fairness", "accept", "rpc"];
 
 /// The per-core suite's peers, in table order: corewire with one shard (on io_uring, then on
 /// its epoll backend), tokio's current-thread runtime (epoll), monoio (io_uring, one thread),
@@ -401,6 +404,25 @@ pub fn build(name: &str, opts: &SuiteOptions) -> Result<Suite, SuiteError> {
                 ratios: PERCORE_RATIOS.to_vec(),
                 varied: vec![],
                 also_vs: vec!["monoio".into(), "floor".into()],
+            }
+        }
+        "scaling" => {
+            // 64 connections per shard (and per client thread), so each shard sees the same
+            // load at every count and the per-shard efficiency compares like with like.
+            let conns = 64 * opts.shards.max(1);
+            let small = opts.size.unwrap_or(64);
+            Suite {
+                name: name.to_string(),
+                workloads: vec![closed(conns, 4, small), closed(conns, 4, 4096)],
+                variants: per_server(
+                    opts,
+                    servers_or(opts, &["corewire", "tokio-mt", "monoio-mt"])?,
+                ),
+                baseline: opts.baseline.clone().unwrap_or_else(|| "tokio-mt".into()),
+                columns: LATENCY_COLUMNS.to_vec(),
+                ratios: LATENCY_RATIOS.to_vec(),
+                varied: vec![],
+                also_vs: vec!["monoio-mt".into()],
             }
         }
         "rpc" => {
@@ -615,6 +637,22 @@ mod tests {
             ["tokio-ct"],
             "absent peers are not baselines"
         );
+    }
+
+    #[test]
+    fn scaling_suite_gives_each_shard_the_same_load_against_multi_thread_peers() {
+        let opts = SuiteOptions {
+            shards: 4,
+            workers: 4,
+            ..SuiteOptions::default()
+        };
+        let s = build("scaling", &opts).unwrap();
+        let labels: Vec<_> = s.variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["corewire", "tokio-mt", "monoio-mt"]);
+        assert_eq!(s.baselines(), ["tokio-mt", "monoio-mt"]);
+        assert!(s.variants.iter().all(|v| v.vars["workers"] == "4"));
+        let w: Vec<_> = s.workloads.iter().map(Workload::label).collect();
+        assert_eq!(w, ["256 conn × depth 4, 64 B", "256 conn × depth 4, 4 KiB"]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Echo server on monoio's io_uring driver, one thread: the thread-per-core peer closest to
-//! corewire's design (owned buffers, completion-based I/O).
+//! Echo server on monoio's io_uring driver, one thread per core (each with its own
+//! SO_REUSEPORT listener): the thread-per-core peer closest to corewire's design (owned
+//! buffers, completion-based I/O).
 //!
 //! monoio has no signal support, so a helper thread waits for SIGTERM/SIGINT, prints the stats
 //! line and exits the process (as the glommio peer does).
@@ -19,27 +20,47 @@ use crate::stats_line::ShardCounters;
 /// Smallest read offered, so pipelined small frames are read many at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Serves `addr` on one monoio io_uring runtime until SIGTERM or SIGINT.
-pub fn run(addr: SocketAddr) -> io::Result<()> {
-    let counters: Arc<Vec<ShardCounters>> = Arc::new(vec![ShardCounters::default()]);
+/// Serves `addr` on `threads` monoio io_uring runtimes (one listener each) until SIGTERM or
+/// SIGINT. The threads are not pinned: taskset decides their CPUs.
+pub fn run(addr: SocketAddr, threads: usize) -> io::Result<()> {
+    let threads = threads.max(1);
+    let counters: Arc<Vec<ShardCounters>> =
+        Arc::new((0..threads).map(|_| ShardCounters::default()).collect());
     exit_on_signal("echo_monoio", Arc::clone(&counters))?;
+    let mut others = Vec::with_capacity(threads - 1);
+    for shard in 1..threads {
+        let counters = Arc::clone(&counters);
+        others.push(std::thread::spawn(move || serve(addr, shard, counters)));
+    }
+    serve(addr, 0, counters)?;
+    for t in others {
+        t.join()
+            .map_err(|_| io::Error::other("a monoio thread panicked"))??;
+    }
+    Ok(())
+}
+
+fn serve(addr: SocketAddr, shard: usize, counters: Arc<Vec<ShardCounters>>) -> io::Result<()> {
     let mut rt = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
         .with_entries(1024)
         .build()?;
     rt.block_on(async move {
-        let opts = ListenerOpts::new().reuse_addr(true).backlog(1024);
+        let opts = ListenerOpts::new()
+            .reuse_addr(true)
+            .reuse_port(true)
+            .backlog(1024);
         let listener = TcpListener::bind_with_config(addr, &opts)?;
-        eprintln!("echo_monoio: listening on {addr} (io_uring, 1 thread)");
+        eprintln!("echo_monoio: listening on {addr} (io_uring, thread {shard})");
         loop {
             match listener.accept().await {
                 Ok((stream, _peer)) => {
-                    counters[0].accepted();
+                    counters[shard].accepted();
                     let counters = Arc::clone(&counters);
                     monoio::spawn(async move {
                         if let Err(e) = echo(stream).await {
                             tracing::debug!("echo_monoio: connection ended: {e}");
                         }
-                        counters[0].closed();
+                        counters[shard].closed();
                     });
                 }
                 Err(e) => {
