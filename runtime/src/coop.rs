@@ -211,6 +211,20 @@ pub fn poll_started_at() -> Option<std::time::Instant> {
     context::try_with_executor(|e| e.poll_started()).flatten()
 }
 
+/// Told when a task's poll ends (see [`at_poll_end`]).
+pub trait PollEnd {
+    /// The poll that began at `started` ended at `ended`.
+    fn poll_ended(&self, started: std::time::Instant, ended: std::time::Instant);
+}
+
+/// Tell `hook` when the poll of the task now running ends, with the time the shard's stall
+/// detector reads then anyway: work finished during a poll can be timed to the poll's end
+/// without a clock read of its own. False where polls are not timed (the detector off, off a
+/// shard, outside a task's poll): read the clock then.
+pub fn at_poll_end(hook: std::rc::Rc<dyn PollEnd>) -> bool {
+    context::try_with_executor(|e| e.at_poll_end(hook)).unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,7 +49,7 @@ use std::future::Future;
 
 pub use block_guard::assert_can_block;
 pub use blocking::spawn_blocking;
-pub use coop::{poll_started_at, Budget, RoundBudget};
+pub use coop::{at_poll_end, poll_started_at, Budget, PollEnd, RoundBudget};
 /// `#[main]` / `#[test]`: run an `async fn` on a fresh runtime (see `corewire-macros`).
 pub use corewire_macros::{main, test};
 pub use driver::{Backend, Features};

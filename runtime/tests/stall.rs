@@ -141,3 +141,58 @@ fn waiting_is_not_a_stall_and_the_detector_can_be_off() {
     .unwrap();
     assert_eq!(off.stats()[0].stalls, 0);
 }
+
+/// A hook registered during a task's poll hears when that poll ended, once, with the start
+/// `poll_started_at` gave; with no detector there are no timed polls to hook.
+#[test]
+fn a_poll_end_hook_hears_the_end_of_the_poll_that_registered_it() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Instant;
+
+    use corewire_runtime::{at_poll_end, poll_started_at, PollEnd};
+
+    #[derive(Default)]
+    struct Heard(RefCell<Vec<(Instant, Instant)>>);
+    impl PollEnd for Heard {
+        fn poll_ended(&self, started: Instant, ended: Instant) {
+            self.0.borrow_mut().push((started, ended));
+        }
+    }
+
+    let (rt, _reports) = runtime_with_threshold(1, Duration::from_secs(10));
+    let (heard, started) = rt
+        .run_on(0, || async {
+            let heard = Rc::new(Heard::default());
+            let hook = heard.clone();
+            let started = spawn_local(async move {
+                let started = poll_started_at().expect("a timed poll");
+                assert!(at_poll_end(hook.clone()));
+                std::thread::sleep(Duration::from_millis(2));
+                started
+            })
+            .await
+            .unwrap();
+            let heard = heard.0.borrow().clone();
+            (heard, started)
+        })
+        .unwrap();
+    assert_eq!(heard.len(), 1, "told once: {heard:?}");
+    assert_eq!(heard[0].0, started);
+    assert!(heard[0].1 >= started + Duration::from_millis(2));
+
+    let untimed = Runtime::builder()
+        .shards(1)
+        .pin(false)
+        .stall_threshold(None)
+        .build()
+        .expect("runtime");
+    let registered = untimed
+        .run_on(0, || async {
+            spawn_local(async { at_poll_end(Rc::new(Heard::default())) })
+                .await
+                .unwrap()
+        })
+        .unwrap();
+    assert!(!registered, "no detector: polls are not timed");
+}

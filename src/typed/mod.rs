@@ -318,7 +318,7 @@ pub fn unary<'a, Req, Resp, Fut>(
     index: usize,
     raw: crate::Request,
     handler: impl FnOnce(Request<Req>) -> Fut,
-) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+) -> UnaryCall<'a, Fut>
 where
     Req: prost::Message + Default,
     Resp: prost::Message,
@@ -334,7 +334,7 @@ pub fn only_unary<'a, S, Req, Resp, Fut>(
     stats: &'a MethodStats,
     raw: crate::Request,
     handler: impl FnOnce(Request<Req>) -> Fut,
-) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+) -> UnaryCall<'a, Fut>
 where
     S: crate::Service,
     Req: prost::Message + Default,
@@ -357,33 +357,91 @@ fn serve_unary<'a, Req, Resp, Fut>(
     index: Result<usize, Status>,
     raw: crate::Request,
     handler: impl FnOnce(Request<Req>) -> Fut,
-) -> impl Future<Output = Result<crate::Response, Status>> + 'a
+) -> UnaryCall<'a, Fut>
 where
     Req: prost::Message + Default,
     Resp: prost::Message,
     Fut: Future<Output = Result<Response<Resp>, Status>> + 'a,
 {
-    let (record, call) = match index {
-        Ok(index) => (
-            Some(stats.start(index, raw.deadline)),
-            typed_request::<Req>(stats.name(index), raw).map(|r| (handler(r), span(stats, index))),
-        ),
-        Err(unknown) => (None, Err(unknown)),
+    let index = match index {
+        Ok(index) => index,
+        Err(unknown) => return UnaryCall::failed(None, unknown),
     };
-    async move {
-        let result = match call {
-            Ok((handler, None)) => handler.await,
-            Ok((handler, Some(span))) => handler.instrument(span).await,
-            Err(status) => Err(status),
+    let record = stats.start(index, raw.deadline);
+    match typed_request::<Req>(stats.name(index), raw) {
+        Ok(request) => UnaryCall {
+            handler: Some(handler(request)),
+            failed: None,
+            span: span(stats, index),
+            record: Some(record),
+        },
+        Err(bad) => UnaryCall::failed(Some(record), bad),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// One unary call being served: the handler's future, polled in the call's span, then its
+    /// reply encoded and the call counted. Written out rather than an `async` block, which
+    /// would keep the handler's future twice (as its capture and as the awaited local) and
+    /// so be twice as much to move per call.
+    pub struct UnaryCall<'a, Fut> {
+        #[pin]
+        handler: Option<Fut>,
+        // Why the call failed before its handler ran (no handler then).
+        failed: Option<Status>,
+        span: Option<tracing::Span>,
+        record: Option<CallRecord<'a>>,
+    }
+}
+
+impl<'a, Fut> UnaryCall<'a, Fut> {
+    fn failed(record: Option<CallRecord<'a>>, why: Status) -> UnaryCall<'a, Fut> {
+        UnaryCall {
+            handler: None,
+            failed: Some(why),
+            span: None,
+            record,
+        }
+    }
+}
+
+impl<Fut, Resp> Future for UnaryCall<'_, Fut>
+where
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+    Resp: prost::Message,
+{
+    type Output = Result<crate::Response, Status>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let mut this = self.project();
+        let result = match this.handler.as_mut().as_pin_mut() {
+            Some(handler) => {
+                let polled = match this.span.as_ref() {
+                    Some(span) => span.in_scope(|| handler.poll(cx)),
+                    None => handler.poll(cx),
+                };
+                let std::task::Poll::Ready(result) = polled else {
+                    return std::task::Poll::Pending;
+                };
+                // Dropped now, as an `async` block drops what it awaited.
+                this.handler.set(None);
+                result
+            }
+            None => Err(this
+                .failed
+                .take()
+                .expect("a unary call polled after it finished")),
         };
-        if let Some(record) = record {
+        if let Some(record) = this.record.take() {
             record.finish(code_of(&result));
         }
-        let reply = result?;
-        Ok(crate::Response {
+        std::task::Poll::Ready(result.map(|reply| crate::Response {
             payload: encode(&reply.message),
             attachment: reply.metadata.encode(),
-        })
+        }))
     }
 }
 
@@ -570,5 +628,45 @@ mod tests {
         );
         assert_eq!(stats.count(0, Code::Ok), 1);
         assert_eq!(stats.count(0, Code::Unimplemented), 0);
+    }
+
+    /// A handler that waits is polled again until it answers (and counted once); a request
+    /// that does not decode fails without running the handler, counted as malformed.
+    #[test]
+    fn a_waiting_handler_is_polled_to_its_end_and_bad_requests_fail() {
+        let stats = MethodStats::new(One::METHODS);
+        let handler = |r: Request<String>| async move {
+            let mut waited = false;
+            std::future::poll_fn(|cx| {
+                if waited {
+                    return Poll::Ready(());
+                }
+                waited = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            })
+            .await;
+            Ok(Response::new(r.into_inner()))
+        };
+        let mut call = pin!(only_unary::<One, _, _, _>(
+            &stats,
+            raw(One::METHODS[0].id, encode(&"x".to_owned())),
+            handler,
+        ));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(stats.count(0, Code::Ok), 0, "not counted while it runs");
+        let Poll::Ready(Ok(reply)) = call.as_mut().poll(&mut cx) else {
+            panic!("answers on its second poll");
+        };
+        assert_eq!(decode::<String>(&reply.payload).unwrap(), "x");
+        assert_eq!(stats.count(0, Code::Ok), 1);
+        let bad = now(only_unary::<One, _, _, _>(
+            &stats,
+            raw(One::METHODS[0].id, Bytes::from_static(b"\xff")),
+            handler,
+        ));
+        assert!(matches!(bad, Err(Status::BadRequest(_))), "{bad:?}");
+        assert_eq!(stats.count(0, Code::of(&bad.unwrap_err())), 1);
     }
 }

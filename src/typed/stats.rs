@@ -4,6 +4,7 @@
 //! through the generated code's [`unary`](super::unary) and
 //! [`server_streaming`](super::server_streaming).
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use corewire_runtime::metrics::{
     escape_label, register_source, Families, MetricType, MetricsSource,
 };
-use corewire_runtime::ShardId;
+use corewire_runtime::{PollEnd, ShardId};
 use corewire_transport::grpc::Code;
 
 use crate::service::MethodInfo;
@@ -33,6 +34,17 @@ struct Counters {
     nanos: AtomicU64,
 }
 
+impl Counters {
+    /// `n` calls that took `elapsed` each.
+    fn time(&self, elapsed: Duration, n: u64) {
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let bucket = BUCKETS_US.partition_point(|&b| b < us);
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        add(&self.buckets[bucket], n);
+        add(&self.nanos, ns.saturating_mul(n));
+    }
+}
+
 struct Shared {
     shard: Option<ShardId>,
     methods: Box<[Counters]>,
@@ -44,7 +56,35 @@ struct Shared {
 /// (no locked instruction), and the exporter reads them from any thread.
 pub struct MethodStats {
     shared: Arc<Shared>,
+    /// Calls that finished in the poll that started them, timed when that poll ends.
+    same_poll: Rc<SamePoll>,
     _one_writer: PhantomData<Rc<()>>,
+}
+
+/// The calls of one poll that finished in it, by method: their latency is the time from the
+/// poll's start to its end, which the shard reads anyway ([`corewire_runtime::at_poll_end`]),
+/// so such a call (most are) costs no clock read. Their replies leave no earlier than that
+/// end, when the connection's writer runs.
+struct SamePoll {
+    shared: Arc<Shared>,
+    /// The poll they finished in (registered for its end), if any.
+    poll: Cell<Option<Instant>>,
+    counts: Box<[Cell<u64>]>,
+}
+
+impl PollEnd for SamePoll {
+    fn poll_ended(&self, started: Instant, ended: Instant) {
+        if self.poll.take() != Some(started) {
+            return;
+        }
+        let elapsed = ended.saturating_duration_since(started);
+        for (c, n) in self.shared.methods.iter().zip(self.counts.iter()) {
+            let n = n.take();
+            if n > 0 {
+                c.time(elapsed, n);
+            }
+        }
+    }
 }
 
 impl MethodStats {
@@ -66,6 +106,11 @@ impl MethodStats {
         let source: Arc<dyn MetricsSource> = shared.clone();
         register_source(Arc::downgrade(&source));
         MethodStats {
+            same_poll: Rc::new(SamePoll {
+                shared: shared.clone(),
+                poll: Cell::new(None),
+                counts: methods.iter().map(|_| Cell::new(0)).collect(),
+            }),
             shared,
             _one_writer: PhantomData,
         }
@@ -81,7 +126,9 @@ impl MethodStats {
     /// dropped first (the caller went away and the handler was dropped). Its latency counts
     /// from the start of the shard's poll that received the request (the time the shard
     /// already read: no clock read here), so a request that waited behind others of the same
-    /// batch counts that wait too.
+    /// batch counts that wait too; a call that finishes in that same poll is timed to the
+    /// poll's end, which the shard reads anyway (no clock read either; its reply leaves no
+    /// earlier), any other when it finishes.
     pub fn start(&self, index: usize, deadline: Option<Instant>) -> CallRecord<'_> {
         CallRecord {
             stats: self,
@@ -94,12 +141,31 @@ impl MethodStats {
 
     fn record(&self, index: usize, code: Code, elapsed: Duration) {
         let c = &self.shared.methods[index];
-        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let bucket = BUCKETS_US.partition_point(|&b| b < us);
-        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         add(&c.codes[usize::from(code.value())], 1);
-        add(&c.buckets[bucket], 1);
-        add(&c.nanos, ns);
+        c.time(elapsed, 1);
+    }
+
+    /// A call that started at `started` ended now with `code`: counted at once, timed when
+    /// the poll ends if it started in this poll (no clock read), else now.
+    fn finish(&self, index: usize, code: Code, started: Instant) {
+        if corewire_runtime::poll_started_at() != Some(started) {
+            self.record(index, code, started.elapsed());
+            return;
+        }
+        let same = &self.same_poll;
+        if same.poll.get() != Some(started) {
+            if !corewire_runtime::at_poll_end(same.clone()) {
+                self.record(index, code, started.elapsed());
+                return;
+            }
+            same.poll.set(Some(started));
+        }
+        add(
+            &self.shared.methods[index].codes[usize::from(code.value())],
+            1,
+        );
+        let n = &same.counts[index];
+        n.set(n.get() + 1);
     }
 
     /// Calls of method `index` finished with `code` so far.
@@ -129,7 +195,7 @@ impl CallRecord<'_> {
     /// The call ended with `code`.
     pub fn finish(mut self, code: Code) {
         self.done = true;
-        self.stats.record(self.index, code, self.started.elapsed());
+        self.stats.finish(self.index, code, self.started);
     }
 }
 
@@ -249,5 +315,55 @@ mod tests {
         ));
         assert!(text.contains("# TYPE corewire_rpc_latency_seconds histogram\n"));
         assert!(!text.contains("code=\"OK\""));
+    }
+
+    /// On a shard, calls that finish in the poll that started them are counted at once and
+    /// timed when the poll ends (no clock read of their own); one that spans polls is timed
+    /// when it finishes.
+    #[test]
+    fn calls_finished_in_their_poll_are_timed_at_its_end() {
+        let rt = corewire_runtime::Runtime::builder()
+            .shards(1)
+            .pin(false)
+            .build()
+            .expect("runtime");
+        let (in_poll, after, spanning) = rt
+            .run_on(0, || async {
+                let stats = Rc::new(MethodStats::new(&METHODS));
+                let s = stats.clone();
+                let in_poll = corewire_runtime::spawn_local(async move {
+                    assert!(corewire_runtime::poll_started_at().is_some(), "timed polls");
+                    for _ in 0..3 {
+                        s.start(0, None).finish(Code::Ok);
+                    }
+                    let c = &s.shared.methods[0];
+                    (
+                        s.count(0, Code::Ok),
+                        c.buckets
+                            .iter()
+                            .map(|b| b.load(Ordering::Relaxed))
+                            .sum::<u64>(),
+                    )
+                })
+                .await
+                .unwrap();
+                let c = &stats.shared.methods[0];
+                let after: u64 = c.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+                let s = stats.clone();
+                corewire_runtime::spawn_local(async move {
+                    let record = s.start(1, None);
+                    corewire_runtime::yield_now().await;
+                    record.finish(Code::Ok);
+                })
+                .await
+                .unwrap();
+                let c = &stats.shared.methods[1];
+                let spanning: u64 = c.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+                (in_poll, after, spanning)
+            })
+            .unwrap();
+        assert_eq!(in_poll, (3, 0), "counted at once, timed later");
+        assert_eq!(after, 3, "timed when the poll ended");
+        assert_eq!(spanning, 1);
     }
 }

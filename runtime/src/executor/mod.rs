@@ -12,6 +12,7 @@ use std::future::Future;
 use std::panic::Location;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -24,6 +25,7 @@ pub use join::{JoinError, JoinHandle};
 pub(crate) use waker::TaskWaker;
 pub use yield_now::yield_now;
 
+use crate::coop::PollEnd;
 use crate::shard::stall::{StallDetector, StallSource};
 use crate::shard::ShardRemote;
 
@@ -62,6 +64,8 @@ pub(crate) struct Executor {
     remote: Arc<ShardRemote>,
     /// Tasks that yielded: woken only after the shard's pollers and ring had their turn.
     yielded: RefCell<Vec<Waker>>,
+    /// Told when the poll running now ends ([`crate::coop::at_poll_end`]).
+    poll_end: RefCell<Vec<Rc<dyn PollEnd>>>,
 }
 
 impl Executor {
@@ -75,6 +79,33 @@ impl Executor {
             messages: Cell::new(0),
             woken_at: Cell::new(0),
             poll_started: Cell::new(None),
+            poll_end: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Tell `hook` when the poll running now ends; false when polls are not timed (no stall
+    /// detector) or no task is being polled.
+    pub(crate) fn at_poll_end(&self, hook: Rc<dyn PollEnd>) -> bool {
+        if self.poll_started.get().is_none() {
+            return false;
+        }
+        self.poll_end.borrow_mut().push(hook);
+        true
+    }
+
+    /// The poll that began at `started` ended at `ended`: tell those who asked.
+    fn poll_ended(&self, started: Instant, ended: Instant) {
+        if self.poll_end.borrow().is_empty() {
+            return;
+        }
+        // Taken out while the hooks run (one may ask again, for a later poll).
+        let mut hooks = std::mem::take(&mut *self.poll_end.borrow_mut());
+        for hook in hooks.drain(..) {
+            hook.poll_ended(started, ended);
+        }
+        let mut kept = self.poll_end.borrow_mut();
+        if kept.is_empty() {
+            *kept = hooks;
         }
     }
 
@@ -222,6 +253,7 @@ impl Executor {
             self.poll_started.set(None);
             if let (Some(detector), Some(start)) = (stall, mark.as_mut()) {
                 let now = Instant::now();
+                self.poll_ended(*start, now);
                 let (shard, stats) = (self.remote.id, &self.remote.stats);
                 detector.check(shard, stats, *start, now, || StallSource::Task {
                     spawned_at,
