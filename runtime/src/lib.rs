@@ -73,6 +73,17 @@ where
     shard::context::with_executor(|e| e.spawn(future, spawned_at))
 }
 
+/// Spawn a `!Send` task whose output nobody awaits (a connection's): like [`spawn_local`]
+/// with the handle dropped, without the join state that handle would need.
+#[track_caller]
+pub(crate) fn spawn_detached<F>(future: F)
+where
+    F: Future<Output = ()> + 'static,
+{
+    let spawned_at = std::panic::Location::caller();
+    shard::context::with_executor(|e| e.spawn_detached(future, spawned_at))
+}
+
 /// The I/O backend of this thread's shard (`None` off a shard).
 pub fn current_backend() -> Option<Backend> {
     shard::context::try_current().map(|ctx| ctx.driver.borrow().backend())

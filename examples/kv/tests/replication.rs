@@ -454,6 +454,75 @@ fn sync_sends_a_length_prefixed_rdb_then_the_stream() {
     assert!(resized, "{}", info(&mut m, "replication"));
 }
 
+/// A diskless RDB (`capa eof`) has no length: the replica finds its end by the mark at the end
+/// of a read. Nothing follows the mark until the replica's first `REPLCONF ACK` says it loaded
+/// the RDB, or stream bytes read together with the mark would hide it (a redis-server replica
+/// then waits forever).
+#[test]
+fn after_a_diskless_rdb_the_stream_waits_for_the_replicas_ack() {
+    use std::io::Read;
+    let master = start_master("1");
+    let mut m = master.connect();
+    ok(&mut m, &["SET", "before", "sync"]);
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut read_until =
+        |raw: &mut std::net::TcpStream, got: &mut Vec<u8>, done: &dyn Fn(&[u8]) -> bool| {
+            while !done(got) {
+                let n = raw.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(got));
+                got.extend_from_slice(&chunk[..n]);
+            }
+        };
+    raw.write_all(&request(&["REPLCONF", "capa", "eof"]))
+        .unwrap();
+    read_until(&mut raw, &mut got, &|g| g.starts_with(b"+OK\r\n"));
+    got.clear();
+    raw.write_all(&request(&["PSYNC", "?", "-1"])).unwrap();
+    // `+FULLRESYNC <replid> <offset>\r\n$EOF:<40 chars>\r\n`, the RDB, the 40 chars.
+    let header_end = |g: &[u8]| {
+        let at = g.windows(5).position(|w| w == b"$EOF:")?;
+        (g.len() >= at + 5 + 40 + 2).then_some(at + 5)
+    };
+    read_until(&mut raw, &mut got, &|g| header_end(g).is_some());
+    let at = header_end(&got).unwrap();
+    let mark = got[at..at + 40].to_vec();
+    let body = at + 42;
+    let mark_end = |g: &[u8]| {
+        (g.len() > body)
+            .then(|| g[body..].windows(40).position(|w| w == mark.as_slice()))
+            .flatten()
+            .map(|p| body + p + 40)
+    };
+    read_until(&mut raw, &mut got, &|g| mark_end(g).is_some());
+    let end = mark_end(&got).unwrap();
+    assert!(got[body..].starts_with(b"REDIS0010"));
+    // A write now is queued for the replica, not sent: the replica has not acknowledged.
+    ok(&mut m, &["SET", "after", "sync"]);
+    raw.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    while let Ok(n) = raw.read(&mut chunk) {
+        assert!(n > 0, "closed after the RDB");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert!(
+        got[end..].is_empty(),
+        "sent after the mark before any ACK: {:?}",
+        String::from_utf8_lossy(&got[end..])
+    );
+    raw.write_all(&request(&["REPLCONF", "ACK", "0"])).unwrap();
+    let wanted = b"$5\r\nafter\r\n$4\r\nsync\r\n";
+    let streamed = eventually(Duration::from_secs(10), || {
+        if let Ok(n) = raw.read(&mut chunk) {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got[end..].windows(wanted.len()).any(|w| w == wanted)
+    });
+    assert!(streamed, "{:?}", String::from_utf8_lossy(&got[end..]));
+}
+
 /// A PSYNC the backlog cannot serve (another history, or an offset it no longer holds)
 /// gets a full resynchronization in the diskless form.
 #[test]

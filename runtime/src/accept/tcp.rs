@@ -14,7 +14,7 @@ use super::stop::StopSignal;
 use crate::coop::Budget;
 use crate::net::{self, ListenOptions, TcpListener, TcpStream};
 use crate::shard::{context, ShardId};
-use crate::{spawn_local, Runtime};
+use crate::Runtime;
 
 /// How connections reach shards.
 #[derive(Debug, Clone)]
@@ -210,5 +210,5 @@ fn start<H, Fut>(
         budget,
         shard: context::current().id,
     };
-    spawn_local(crate::executor::Holding::new(handler(accepted), arrived));
+    crate::spawn_detached(crate::executor::Holding::new(handler(accepted), arrived));
 }

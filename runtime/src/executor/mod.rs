@@ -136,17 +136,44 @@ impl Executor {
         F: Future<Output = T> + 'static,
         T: 'static,
     {
+        let mut handle = None;
+        self.insert(
+            |key| {
+                let (wrapped, join) = join::wrap(future, key);
+                handle = Some(join);
+                Box::pin(wrapped)
+            },
+            spawned_at,
+        );
+        handle.expect("insert makes the task")
+    }
+
+    /// A task whose output nobody awaits: no join state, so a connection's task (one per
+    /// connection, idle ones included) costs its future and the executor's slot only.
+    pub(crate) fn spawn_detached<F>(&self, future: F, spawned_at: &'static Location<'static>)
+    where
+        F: Future<Output = ()> + 'static,
+    {
+        self.insert(|_| Box::pin(future), spawned_at);
+    }
+
+    /// Puts the future `make` builds (given the task's key) in a new slot, ready to run.
+    fn insert(
+        &self,
+        make: impl FnOnce(TaskKey) -> BoxFuture,
+        spawned_at: &'static Location<'static>,
+    ) {
         let generation = self.generation.get().wrapping_add(1);
         self.generation.set(generation);
         let mut tasks = self.tasks.borrow_mut();
         let entry = tasks.vacant_entry();
         let key = entry.key() as u64 | (u64::from(generation) << 32);
-        let (wrapped, handle) = join::wrap(future, key);
+        let future = make(key);
         let waker = Arc::new(TaskWaker::new(key, self.remote.clone()));
         waker.mark_scheduled();
         entry.insert(Task {
             generation,
-            future: Some(Box::pin(wrapped)),
+            future: Some(future),
             waker,
             aborted: false,
             spawned_at,
@@ -155,7 +182,6 @@ impl Executor {
         self.queue
             .borrow_mut()
             .push_back((key, self.messages.get()));
-        handle
     }
 
     /// Park a yielding task until the loop has reaped the ring once more.

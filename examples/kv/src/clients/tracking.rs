@@ -108,6 +108,19 @@ fn overlap(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Tracking {
+    /// Off, as every connection starts.
+    pub const OFF: Tracking = Tracking {
+        on: false,
+        bcast: false,
+        optin: false,
+        optout: false,
+        noloop: false,
+        redirect: 0,
+        prefixes: Vec::new(),
+        caching: false,
+        broken_redirect: false,
+    };
+
     /// Applies CLIENT TRACKING with Redis 7.0's checks (`redirect_exists` says whether the
     /// redirect target is connected). Whether tracking was turned on or off by it.
     pub fn apply(

@@ -101,6 +101,8 @@ struct Replica {
     state: LinkState,
     ack: u64,
     ack_ms: u64,
+    /// A `REPLCONF ACK` came since the full sync began.
+    acked: bool,
     /// Stream bytes for it, not yet handed to its connection.
     out: VecDeque<Bytes>,
     out_bytes: usize,
@@ -592,6 +594,7 @@ fn on_ack(shard: usize, sink: SinkKey, offset: u64) {
         {
             replica.ack = replica.ack.max(offset);
             replica.ack_ms = now;
+            replica.acked = true;
         }
         hub.answer_waits(now);
     });
@@ -684,6 +687,7 @@ fn accept(
             state: LinkState::WaitBgsave,
             ack: 0,
             ack_ms: now_ms(),
+            acked: false,
             out: VecDeque::new(),
             out_bytes: 0,
             conn_pending: 0,
@@ -874,6 +878,23 @@ pub(super) fn set_state(id: u64, state: LinkState) -> Result<(), Gone> {
         let replica = hub.replica(id).filter(|r| !r.dropped).ok_or(Gone)?;
         replica.state = state;
         hub.publish(&shard::current().shared.repl);
+        Ok(())
+    })
+}
+
+/// Whether the replica sent a `REPLCONF ACK` since its full sync began (see `repl_sync.rs`).
+pub(super) fn acked(id: u64) -> Result<bool, Gone> {
+    with_hub(|hub| {
+        let replica = hub.replica(id).filter(|r| !r.dropped).ok_or(Gone)?;
+        Ok(replica.acked)
+    })
+}
+
+/// A full sync begins: acknowledgements before it do not count.
+pub(super) fn clear_acked(id: u64) -> Result<(), Gone> {
+    with_hub(|hub| {
+        let replica = hub.replica(id).filter(|r| !r.dropped).ok_or(Gone)?;
+        replica.acked = false;
         Ok(())
     })
 }

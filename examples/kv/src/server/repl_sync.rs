@@ -13,7 +13,8 @@
 //!    `$EOF:<40 random chars>\r\n<rdb><the same 40 chars>`, walked slice by slice as the
 //!    shards produce it; otherwise `$<len>\r\n<rdb>`, buffered first in a temporary file in
 //!    `dir` to learn the length.
-//! 4. The replica is online: its queued stream follows.
+//! 4. The replica is online (after a diskless RDB, once it acknowledged loading it): its
+//!    queued stream follows.
 
 use std::time::Duration;
 
@@ -121,6 +122,15 @@ pub(super) async fn full_sync(
     on_all(&all, || rdb_save::end_here(false)).await;
     shared.rdb.lock().in_progress = false;
     result?;
+    if eof {
+        // A diskless RDB has no length: the replica finds its end by the mark in the last
+        // bytes of a read, so nothing may follow the mark until the replica has loaded the RDB
+        // and said so with a `REPLCONF ACK` (Redis's `repl_put_online_on_ack`). Stream bytes
+        // read together with the mark (a PING, a write) hide it, and the replica waits forever.
+        while !repl_master::acked(id)? {
+            sleep(RETRY).await;
+        }
+    }
     repl_master::set_state(id, LinkState::Online)
 }
 
@@ -144,6 +154,7 @@ async fn transfer(
         }
         sleep(Duration::from_millis(1)).await;
     };
+    repl_master::clear_acked(id)?;
     if psync {
         let line = format!("+FULLRESYNC {replid} {start}\r\n");
         send(id, shard, sink, Bytes::from(line)).await?;

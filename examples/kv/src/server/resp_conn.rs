@@ -9,7 +9,6 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,7 +19,7 @@ use corewire::runtime::RoundBudget;
 use super::introspect::{monotonic_us, unix_us};
 use super::resp_io::{RespAccepted, RespIo};
 use super::shard::{now_ms, Shard};
-use super::shared::{ClientSlot, ServerShared};
+use super::shared::ClientSlot;
 use super::sink::{Merges, Part, ReplySink, SinkKey};
 use super::tracking::TrackingEvent;
 use crate::clients::{ClientAddress, ClientLine};
@@ -68,8 +67,8 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
             merges: Merges::default(),
         }),
         task: WakerCell::new(),
-        shared: shard.shared.clone(),
-        deferred: RefCell::new(Vec::new()),
+        slot,
+        deferred: RefCell::new(Deferreds::default()),
         broadcaster_acks: Cell::new(0),
     });
     let key = shard.register(conn.clone());
@@ -92,7 +91,6 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
         io: Some(io),
         shard,
         key,
-        _slot: slot,
     })
 }
 
@@ -110,7 +108,6 @@ pub(crate) struct Serving {
     io: Option<ConnIo>,
     shard: Rc<Shard>,
     key: SinkKey,
-    _slot: ClientSlot,
 }
 
 impl Future for Serve {
@@ -162,13 +159,16 @@ struct RespConn {
     state: RefCell<ConnState>,
     /// The connection task, parked until a reply or an I/O completion arrives.
     task: WakerCell,
-    shared: Arc<ServerShared>,
+    /// The connection's place among `maxclients` (freed with the connection's state), and
+    /// the server's shared state. Here rather than in the task, whose allocation it would
+    /// push into the next size class.
+    slot: ClientSlot,
     /// Messages pushed while the connection itself was running (a RESP3 client publishing
     /// to a channel it is subscribed to), client tracking's messages (always: an
     /// invalidation may need the shard to go on to a redirect target), and the messages after
     /// those (to keep their order): queued, then handled at its next turn. Bounded like the
     /// output they become (the session kills a subscriber past its output limit).
-    deferred: RefCell<Vec<Deferred>>,
+    deferred: RefCell<Deferreds>,
     /// Other shards yet to confirm this connection's new broadcast prefixes: its output
     /// (the CLIENT TRACKING reply first) waits for them, so a write its client makes after
     /// the reply is invalidated whichever shard it lands on.
@@ -179,6 +179,32 @@ enum Deferred {
     Push(Reply, u64),
     ShardMessage(Bytes, Reply, u64),
     Tracking(TrackingEvent, u64),
+}
+
+/// The deferred messages: boxed only while there are some (an empty `Vec` in every
+/// connection's state would cost 16 bytes more, and few connections ever defer one).
+// Boxed on purpose: an empty `Vec` is 24 bytes in every connection's state, the box 8.
+#[allow(clippy::box_collection)]
+#[derive(Default)]
+struct Deferreds(Option<Box<Vec<Deferred>>>);
+
+impl Deferreds {
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn push(&mut self, deferred: Deferred) {
+        self.0.get_or_insert_default().push(deferred);
+    }
+}
+
+impl IntoIterator for Deferreds {
+    type Item = Deferred;
+    type IntoIter = std::iter::Flatten<std::option::IntoIter<Vec<Deferred>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.map(|queue| *queue).into_iter().flatten()
+    }
 }
 
 struct ConnIo {
@@ -199,7 +225,7 @@ impl ReplySink for RespConn {
         {
             let mut state = self.state.borrow_mut();
             let ConnState { session, merges } = &mut *state;
-            if let Some(reply) = merges.accept(seq, part, reply, || self.shared.info()) {
+            if let Some(reply) = merges.accept(seq, part, reply, || self.slot.shared().info()) {
                 session.set_monotonic(monotonic_us());
                 if let Err(error) = session.complete(seq, reply) {
                     tracing::error!(%error, "reply delivered twice");
@@ -536,11 +562,12 @@ impl RespConn {
 // What every connection allocates, pinned (on 64-bit targets): an idle connection holds its
 // task (`Serve`) and its shared state (`RespConn`, the session in it) and nothing else of
 // its own, so these sizes are most of its memory (BENCHMARKS.md, idle memory). The bounds
-// keep the allocator's size classes they fall in now (the `Rc` adds 16 bytes); state few
-// connections use goes in a box (see `session/rare.rs`), not in these.
+// keep the allocator's size classes they fall in now (mimalloc's 512 and 320 bytes: the
+// `Rc` adds 16 bytes, the listener's task wrapper the connection's count, 16 more); state
+// few connections use goes in a box (see `session/rare.rs`), not in these.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
-    assert!(std::mem::size_of::<Session>() <= 512);
-    assert!(std::mem::size_of::<RespConn>() + 16 <= 640);
-    assert!(std::mem::size_of::<Serve>() <= 320);
+    assert!(std::mem::size_of::<Session>() <= 416);
+    assert!(std::mem::size_of::<RespConn>() + 16 <= 512);
+    assert!(std::mem::size_of::<Serve>() + 16 <= 320);
 };

@@ -215,6 +215,12 @@ pub(crate) struct ClientSlot {
     shared: Arc<ServerShared>,
 }
 
+impl ClientSlot {
+    pub fn shared(&self) -> &Arc<ServerShared> {
+        &self.shared
+    }
+}
+
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         self.shared

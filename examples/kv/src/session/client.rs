@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
+use super::ends::Ends;
 use super::{Admission, Lifecycle, Session};
 use crate::clients::command::ReplyMode;
 use crate::clients::tracking::{self, Tracking};
@@ -23,9 +24,8 @@ pub(super) struct ClientIdentity {
     names: Option<Box<Names>>,
     no_evict: bool,
     /// The socket's ends and descriptor, as the glue reported them.
-    pub(super) peer: Option<SocketAddr>,
-    local: Option<SocketAddr>,
-    fd: i64,
+    pub(super) ends: Ends,
+    fd: i32,
     /// Unix ms: when the connection was accepted, and when its input last arrived.
     connected_ms: u64,
     last_input_ms: u64,
@@ -40,8 +40,7 @@ impl ClientIdentity {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             names: None,
             no_evict: false,
-            peer: None,
-            local: None,
+            ends: Ends::Unknown,
             fd: -1,
             connected_ms: 0,
             last_input_ms: 0,
@@ -121,11 +120,46 @@ pub(crate) struct Modes {
     /// The monitor mode changed since the glue last looked.
     pub monitor_changed: bool,
     /// CLIENT TRACKING.
-    pub tracking: Tracking,
+    pub tracking: TrackingMode,
     /// Tracking changed since the glue last looked (on/off, broadcast prefixes).
     pub tracking_changed: bool,
     /// A replica's link (after PSYNC or SYNC).
     pub replica: bool,
+}
+
+/// A connection's CLIENT TRACKING state, boxed while it differs from the default (off): every
+/// connection's session holds it, few connections track. Reads see the default when unboxed.
+#[derive(Debug, Default)]
+pub(crate) struct TrackingMode(Option<Box<Tracking>>);
+
+static TRACKING_OFF: Tracking = Tracking::OFF;
+
+impl std::ops::Deref for TrackingMode {
+    type Target = Tracking;
+
+    fn deref(&self) -> &Tracking {
+        self.0.as_deref().unwrap_or(&TRACKING_OFF)
+    }
+}
+
+impl TrackingMode {
+    /// Changes the state; the box goes once it is back to the default.
+    pub fn change<R>(&mut self, f: impl FnOnce(&mut Tracking) -> R) -> R {
+        let tracking = self.0.get_or_insert_default();
+        let out = f(tracking);
+        if **tracking == Tracking::OFF {
+            self.0 = None;
+        }
+        out
+    }
+
+    /// CLIENT CACHING's yes/no applies to one command: cleared after the next (without
+    /// boxing anything for a connection that does not track).
+    pub fn clear_caching(&mut self) {
+        if self.0.as_ref().is_some_and(|tracking| tracking.caching) {
+            self.change(|tracking| tracking.caching = false);
+        }
+    }
 }
 
 /// What the glue mirrors of a connection's tracking: whether it is on, and the prefixes
@@ -149,7 +183,7 @@ pub enum Invalidated {
 impl Session {
     /// The client's address as CLIENT LIST shows it (`ip:port`).
     pub(super) fn peer_text(&self) -> String {
-        address(self.identity.peer)
+        address(self.identity.ends.peer())
     }
 
     /// The name CLIENT SETNAME gave (empty: none).
@@ -162,7 +196,7 @@ impl Session {
     /// The glue's facts about the socket (at accept time, `now_ms` Unix ms).
     /// The client's address, as the glue reported it.
     pub fn peer(&self) -> Option<SocketAddr> {
-        self.identity.peer
+        self.identity.ends.peer()
     }
 
     pub fn set_peer(
@@ -173,9 +207,9 @@ impl Session {
         now_ms: u64,
     ) {
         let identity = &mut self.identity;
-        identity.peer = peer;
-        identity.local = local;
-        identity.fd = fd;
+        identity.ends = Ends::new(peer, local);
+        // Descriptors are C ints.
+        identity.fd = i32::try_from(fd).unwrap_or(-1);
         identity.connected_ms = now_ms;
         identity.last_input_ms = now_ms;
     }
@@ -212,9 +246,9 @@ impl Session {
         let queued = self.txn.queued();
         Some(ClientLine {
             id: identity.id,
-            addr: address(identity.peer),
-            laddr: address(identity.local),
-            fd: identity.fd,
+            addr: address(identity.ends.peer()),
+            laddr: address(identity.ends.local()),
+            fd: i64::from(identity.fd),
             name: identity.name().cloned().unwrap_or_default(),
             age_s: now_ms.saturating_sub(identity.connected_ms) / 1000,
             idle_s: now_ms.saturating_sub(identity.last_input_ms) / 1000,
@@ -349,8 +383,10 @@ impl Session {
             }
             ClientRequest::Tracking(args) => {
                 let clients = self.config.clients.clone();
-                let was = self.modes.tracking.clone();
-                match (self.modes.tracking).apply(args, |id| clients.find(id).is_some()) {
+                let was = (*self.modes.tracking).clone();
+                let applied = (self.modes.tracking)
+                    .change(|tracking| tracking.apply(args, |id| clients.find(id).is_some()));
+                match applied {
                     Ok(()) => {
                         self.tracking_transition(&was);
                         Reply::ok()
@@ -360,7 +396,7 @@ impl Session {
             }
             ClientRequest::TrackingInfo => self.modes.tracking.info(),
             ClientRequest::GetRedir => Reply::Integer(self.modes.tracking.redirect_reply()),
-            ClientRequest::Caching(yes) => match self.modes.tracking.caching(yes) {
+            ClientRequest::Caching(yes) => match self.modes.tracking.change(|t| t.caching(yes)) {
                 Ok(()) => Reply::ok(),
                 Err(error) => error.into(),
             },
@@ -470,12 +506,13 @@ impl Session {
 
     /// The redirect target was gone when an invalidation came.
     pub fn tracking_redirect_broken(&mut self, now_ms: u64) {
-        let tracking = &mut self.modes.tracking;
-        if !tracking.on || tracking.redirect == 0 {
+        let id = self.modes.tracking.redirect;
+        if !self.modes.tracking.on || id == 0 {
             return;
         }
-        tracking.broken_redirect = true;
-        let id = tracking.redirect;
+        self.modes
+            .tracking
+            .change(|tracking| tracking.broken_redirect = true);
         if self.resp3 {
             self.push_message(tracking::redir_broken_message(id), now_ms);
         }

@@ -15,6 +15,7 @@ mod acl;
 mod calls;
 mod client;
 mod config;
+mod ends;
 mod hello;
 mod local;
 mod multi;
@@ -276,7 +277,7 @@ impl Session {
             };
             // CLIENT CACHING counts for the one command after it.
             if self.identity.last_command != Some("client|caching") && !self.txn.in_multi() {
-                self.modes.tracking.caching = false;
+                self.modes.tracking.clear_caching();
             }
             match admission {
                 Admission::Forward(command) => {
@@ -356,10 +357,7 @@ impl Session {
         }
         let allowed = match self.config.live.get("enable-debug-command").as_deref() {
             Some("yes") => true,
-            Some("local") => self
-                .identity
-                .peer
-                .is_none_or(|peer| peer.ip().is_loopback()),
+            Some("local") => (self.identity.ends.peer()).is_none_or(|peer| peer.ip().is_loopback()),
             _ => false,
         };
         (!allowed).then(|| {

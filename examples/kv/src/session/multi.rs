@@ -55,7 +55,7 @@ pub(super) struct TxnState {
     watching: bool,
     /// While EXEC builds the transaction: how many commands it holds (CLIENT LIST/INFO run
     /// inside it see the connection still in MULTI, as in Redis).
-    executing: Option<usize>,
+    executing: Option<u32>,
     /// The EXEC whose reply is awaited; nothing after it is dispatched until then.
     exec_in_flight: Option<u64>,
     /// Requests sent to the shards only to drop the watches (UNWATCH's reply is OK) whose
@@ -77,7 +77,7 @@ impl TxnState {
         self.queue
             .as_ref()
             .map(|queue| queue.items.len())
-            .or(self.executing)
+            .or(self.executing.map(|n| n as usize))
     }
 
     pub(super) fn exec_in_flight(&self) -> bool {
@@ -249,7 +249,8 @@ impl Session {
         self.exec_calls(seq, queue.calls);
         let mut items = Vec::with_capacity(queue.items.len());
         let mut shapes = Vec::new();
-        self.txn.executing = Some(queue.items.len());
+        // A queue of 2^32 commands would not fit in memory; saturate all the same.
+        self.txn.executing = Some(u32::try_from(queue.items.len()).unwrap_or(u32::MAX));
         let mut acl_args = queue.acl_args.into_iter();
         for item in queue.items {
             // The rules may have changed since the command was queued.
