@@ -179,6 +179,10 @@ struct Prepared {
     /// Refused at start when the shard is past its memory limit: a script that declares
     /// flags (shebang or function) and neither `no-writes` nor `allow-oom`, as Redis 7.
     deny_oom: bool,
+    /// Refused at start while `min-replicas-to-write` is not met: a script that declares
+    /// flags without `no-writes` is a write command, as in Redis 7 (one without flags is
+    /// refused at its first write instead).
+    may_write: bool,
     keys: Vec<Bytes>,
     argv: Vec<Bytes>,
     /// The shards to hold, ascending, and where the script runs.
@@ -264,10 +268,12 @@ fn prepare(
     let scripting = &shard.shared.scripting;
     let mut read_only = command.op.is_read_only();
     let mut deny_oom = false;
-    let declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
+    let mut may_write = false;
+    let mut declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
         let no_writes = flags.iter().any(|f| f == "no-writes");
         *read_only |= no_writes;
         *deny_oom = !no_writes && !flags.iter().any(|f| f == "allow-oom");
+        may_write = !no_writes;
     };
     let (what, label) = match command.op {
         ScriptOp::Eval | ScriptOp::EvalRo => {
@@ -334,6 +340,7 @@ fn prepare(
         what,
         read_only,
         deny_oom,
+        may_write,
         keys,
         argv,
         lock,
@@ -471,6 +478,13 @@ async fn run_held(
     }
     if prepared.deny_oom && shard.with_store(|store| store.over_memory_limit()) {
         return CommandError::OutOfMemory.into();
+    }
+    if prepared.may_write {
+        let min = (shard.shared.session.live.hot.min_replicas_to_write)
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(refusal) = shard.shared.repl.write_refusal(min) {
+            return refusal;
+        }
     }
     let info = Arc::new(RunInfo {
         function: match &prepared.what {
