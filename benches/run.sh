@@ -72,6 +72,9 @@
 #                    glommio-1,floor;
 #                    fairness: corewire-rpc)
 #   BUDGETS, HASH_ROUNDS  fairness: budgets compared, handler cost
+#   EXTRA_SERVERS    percore: more server templates, ';'-separated NAME=TEMPLATE (name them in
+#                    SERVERS too), e.g. an older build as a peer:
+#                    'pre=/tmp/old/echo_server --addr {addr} --shards {shards}'
 #   WORKLOAD         only workloads whose label contains this (e.g. '256 conn')
 #   BIN_DIR          where benchctl, loadgen and the peers are (default: build them, release)
 #   COREWIRE_ECHO    corewire's echo_server example (default: built with the peers)
@@ -125,6 +128,11 @@ percore() {
     [[ -n "${SERVERS:-}" ]] && common+=(--servers "$SERVERS")
     [[ -n "${WORKLOAD:-}" ]] && common+=(--workload "$WORKLOAD")
     [[ -n "${JSON_OUT:-}" ]] && common+=(--json-out "$JSON_OUT")
+    local def defs
+    IFS=';' read -ra defs <<< "${EXTRA_SERVERS:-}"
+    for def in "${defs[@]}"; do
+        if [[ -n $def ]]; then common+=(--server "$def"); fi
+    done
     echo "# Per-core echo: timing pass"
     run "$BIN_DIR/benchctl" percore "${common[@]}" --rounds "$rounds" --duration-ms "$duration"
     echo

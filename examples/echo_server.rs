@@ -3,8 +3,8 @@
 //! ```text
 //! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --shards 2 \
 //!     [--accept reuseport|handoff] [--placement least|rr|fixed:N] \
-//!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--no-pin]
-//!     [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]
+//!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--spin-fixed]
+//!     [--no-pin] [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]
 //! ```
 //!
 //! `--recv-buffers` sizes each shard's receive-buffer ring (default 256x4096);
@@ -42,6 +42,7 @@ struct ServerConfig {
     budget: Budget,
     limits: EchoLimits,
     spin: Option<Duration>,
+    spin_fixed: bool,
     pin: bool,
     recv_buffers: RecvBuffers,
     registered_fds: u32,
@@ -75,6 +76,9 @@ struct Cli {
     /// How long an idle shard polls before sleeping.
     #[arg(long, value_name = "N")]
     spin_us: Option<u64>,
+    /// Spin the full --spin-us bound in every idle period (default: the adaptive window).
+    #[arg(long)]
+    spin_fixed: bool,
     /// Leave the shards unpinned.
     #[arg(long)]
     no_pin: bool,
@@ -135,6 +139,7 @@ fn config(cli: Cli) -> Result<ServerConfig, clap::Error> {
         budget,
         limits,
         spin: cli.spin_us.map(Duration::from_micros),
+        spin_fixed: cli.spin_fixed,
         pin: !cli.no_pin,
         recv_buffers: cli.recv_buffers.unwrap_or_default(),
         registered_fds: cli.registered_fds,
@@ -200,7 +205,8 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
         .shards(config.shards)
         .pin(config.pin)
         .recv_buffers(config.recv_buffers)
-        .registered_fds(config.registered_fds);
+        .registered_fds(config.registered_fds)
+        .spin_adaptive(!config.spin_fixed);
     if let Some(spin) = config.spin {
         builder = builder.spin_before_park(spin);
     }

@@ -34,6 +34,8 @@ pub struct Leaf {
 pub enum Usage {
     Server,
     Client,
+    /// A node that serves and also connects to its peers as a client (replication).
+    Both,
 }
 
 impl TestCa {
@@ -71,10 +73,14 @@ impl TestCa {
             .distinguished_name
             .push(DnType::CommonName, "corewire test");
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![match usage {
-            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
-            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::Both => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
         if expired {
             params.not_before = date_time_ymd(2000, 1, 1);
             params.not_after = date_time_ymd(2001, 1, 1);

@@ -2,7 +2,8 @@
 //! `redis-cli --cluster create --cluster-replicas 1` and `redis-cli --cluster add-node
 //! --cluster-slave`, replicas in every view (CLUSTER NODES, SLOTS, SHARDS, REPLICAS),
 //! READONLY reads, automatic failover of a killed primary (within 2 × node timeout + 2 s),
-//! its return as a replica, and CLUSTER FAILOVER.
+//! its return as a replica, and CLUSTER FAILOVER; a kill -9 under `redis-benchmark --cluster`
+//! load with a redis-py `RedisCluster` writer (`tests/py/failover_writer.py`).
 
 mod cluster_util;
 mod common;
@@ -455,5 +456,132 @@ fn cluster_failover_switches_roles() {
         CONVERGE,
     );
     wait_roles(&cluster, &all, 3, 3);
+    cluster.wait_consistent();
+}
+
+/// Debian's interpreter, where `python3-redis` installs.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A primary killed while `redis-benchmark --cluster` loads every node and redis-py's
+/// `RedisCluster` writes: the client's writes stall for no longer than the failover takes,
+/// every write a replica acknowledged (`WAIT 1`) is readable afterwards, and the old primary
+/// returns as a replica while the load goes on.
+#[test]
+fn a_primary_killed_under_load_loses_no_acknowledged_write() {
+    let has_redis_py = Command::new(PYTHON)
+        .args(["-c", "import redis.cluster"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_redis_py,
+        "{PYTHON} cannot import redis.cluster: install Debian's python3-redis \
+         (`cargo xtask setup` does)"
+    );
+    let mut cluster = Cluster::create(6, 1, None, &[]);
+    let all: Vec<usize> = (0..6).collect();
+    wait_roles(&cluster, &all, 3, 3);
+    let (p, r) = pairs(&cluster)[0];
+    let slot =
+        local_key_slot(key_owned_by_port(&cluster, 0, cluster.nodes[p].port, ":l").as_bytes());
+    let survivor = (0..6).find(|&i| i != p && i != r).unwrap();
+    let seed = cluster.nodes[survivor].port.to_string();
+
+    // The load: redis-benchmark's cluster mode against every primary. It gives up on the
+    // connection the kill breaks (its clients do not reconnect), so a second one starts
+    // after the failover. It runs niced: on two vCPUs a closed-loop generator at equal
+    // priority would take the CPU the nodes' cluster timers need, and what is tested is
+    // the nodes' failover under the requests they serve, not the scheduler.
+    let bench = |seed: &str| {
+        Command::new("nice")
+            .args([
+                "-n",
+                "10",
+                "redis-benchmark",
+                "-p",
+                seed,
+                "--cluster",
+                "-t",
+                "set,get",
+                "-r",
+                "100000",
+            ])
+            .args(["-n", "100000000", "-c", "8", "-P", "4", "-q"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-benchmark (apt-get install redis-tools)")
+    };
+    let mut load = vec![bench(&seed)];
+    let stop = TempDir::new("failover-writer");
+    let stop_file = stop.path().join("stop");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/failover_writer.py");
+    let writer = Command::new(PYTHON)
+        .args([script, &seed, stop_file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running the redis-py writer");
+    std::thread::sleep(Duration::from_millis(1500));
+
+    cluster.nodes[p].server.kill9();
+    let limit = NODE_TIMEOUT * 2 + Duration::from_secs(2);
+    let took = wait_owner(&cluster, survivor, slot, cluster.nodes[r].port, limit);
+    load.push(bench(&seed));
+    std::thread::sleep(Duration::from_millis(1000));
+    let node = cluster.nodes.remove(p);
+    cluster.nodes.insert(p, node.restart(true));
+    wait_roles(&cluster, &all, 3, 3);
+    // Writes acknowledged by the returned node too.
+    std::thread::sleep(Duration::from_millis(1000));
+    std::fs::write(&stop_file, b"").unwrap();
+    let out = writer.wait_with_output().expect("the redis-py writer");
+    for mut bench in load {
+        let _ = bench.kill();
+        let _ = bench.wait();
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "redis-py writer failed:\n{stdout}\n{stderr}"
+    );
+    let field = |name: &str| -> f64 {
+        stdout
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the writer's output: {stdout}\n{stderr}"))
+    };
+    eprintln!("failover under load: slot owned again after {took:?}; writer: {stdout}");
+    assert_eq!(field("missing"), 0.0, "acknowledged writes lost:\n{stderr}");
+    assert!(
+        field("acked") >= 10.0,
+        "too few acknowledged writes: {stdout}"
+    );
+    assert!(
+        field("failures") >= 1.0,
+        "the writer never saw the kill: {stdout}"
+    );
+    // The client's own outage: the failover plus its slot-map refresh.
+    let gap = field("longest_gap_s");
+    assert!(
+        gap <= (limit + Duration::from_secs(1)).as_secs_f64(),
+        "writes stalled {gap} s (failover limit {limit:?}): {stdout}"
+    );
+    let new_primary = cluster.nodes[r].id();
+    let follows = eventually(CONVERGE, || {
+        lines(&cluster.nodes[p])
+            .into_iter()
+            .find(|l| l.flags.contains("myself"))
+            .is_some_and(|l| l.flags == "myself,slave" && l.primary == new_primary)
+    });
+    assert!(
+        follows,
+        "the old primary does not follow {new_primary}:\n{}",
+        cluster.nodes[p].cli(&["CLUSTER", "NODES"])
+    );
     cluster.wait_consistent();
 }

@@ -6,6 +6,7 @@
 
 mod common;
 mod rdb_util;
+mod repl_util;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -331,4 +332,126 @@ fn replica_of_corewire() {
     let acknowledged = contents(&mut master);
     assert_eq!(replica.call(&["REPLICAOF", "NO", "ONE"]), Reply::ok());
     assert_eq!(contents(&mut replica), acknowledged);
+}
+
+/// Function libraries from redis-server: its RDB's FUNCTION2 records replace ours (a
+/// library only the replica had is gone), then its FUNCTION commands stream verbatim
+/// (FUNCTION RESTORE with Redis's payload included); read-only functions run here.
+#[test]
+fn functions_replicate_from_redis() {
+    use repl_util::{assert_same_libraries, function_commands, LIB1};
+    let dir = TempDir::new("replica");
+    let redis = Redis::start(
+        dir.path(),
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+    let mut master = redis.connect();
+    assert_eq!(
+        master.call(&["FUNCTION", "LOAD", LIB1]),
+        Reply::bulk("lib1")
+    );
+    ok(&mut master, &["SET", "fk", "hello"]);
+    let replica = Server::start(&["--shards", "2"]);
+    let mut conn = replica.connect();
+    let stale = "#!lua name=stale\nredis.register_function('s', function() return 1 end)";
+    assert_eq!(
+        conn.call(&["FUNCTION", "LOAD", stale]),
+        Reply::bulk("stale")
+    );
+    let port = redis.port.to_string();
+    assert_eq!(conn.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    wait_link_up(&mut conn);
+    assert_same_libraries(&mut master, &mut conn, 1);
+    assert_eq!(
+        conn.call(&["FCALL_RO", "get1", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    assert_eq!(
+        conn.call(&["FCALL", "get1", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    assert_eq!(
+        conn.call(&["FCALL", "set1", "1", "fk", "x"]),
+        Reply::Error("READONLY You can't write against a read only replica.".into())
+    );
+    // A script without flags runs; its write fails.
+    let legacy = conn.call(&["EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", "fk"]);
+    assert!(
+        matches!(&legacy, Reply::Error(e) if e.starts_with("READONLY You can't write against a read only replica.")),
+        "{legacy:?}"
+    );
+    assert_eq!(
+        conn.call(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    function_commands(&mut master, &mut conn, |m| {
+        assert_eq!(int(m, &["WAIT", "1", "10000"]), 1);
+    });
+}
+
+/// Peak and current resident memory of process `pid`, in MiB.
+fn memory_mib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            / 1024
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// A snapshot much larger than the replica's buffers (64 MiB, uncompressed, in 1 MiB
+/// values) is spooled to a temporary file in `dir` and loaded piece by piece: the replica's
+/// peak memory grows by about the data it keeps, not by the snapshot on top of it, and the
+/// temporary file is gone afterwards.
+#[test]
+fn a_large_snapshot_loads_in_bounded_memory() {
+    const KEYS: usize = 64;
+    let dir = TempDir::new("replica");
+    let redis = Redis::start(dir.path(), &["--rdbcompression", "no"]);
+    let mut master = redis.connect();
+    for i in 0..KEYS {
+        let value = format!("{i:08}").repeat(1 << 17);
+        ok(&mut master, &["SET", &format!("big:{i}"), &value]);
+    }
+    let spool = TempDir::new("spool");
+    let replica = Server::start(&["--shards", "2", "--dir", spool.path().to_str().unwrap()]);
+    let mut conn = replica.connect();
+    let (_, before) = memory_mib(replica.pid());
+    let port = redis.port.to_string();
+    assert_eq!(conn.call(&["REPLICAOF", "127.0.0.1", &port]), Reply::ok());
+    // A debug build on a busy machine loads slowly.
+    let up = eventually(Duration::from_secs(120), || {
+        info_field(&mut conn, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert!(up, "the link never came up:\n{}", replica.stderr());
+    assert_eq!(int(&mut conn, &["DBSIZE"]), KEYS as i64);
+    assert_eq!(
+        conn.call(&["STRLEN", "big:7"]),
+        Reply::Int(1 << 20),
+        "the values arrived whole"
+    );
+    let (peak, now) = memory_mib(replica.pid());
+    // MiB: one per key.
+    let data = KEYS as u64;
+    // Holding the snapshot in memory would have cost `data` more at the peak.
+    assert!(
+        peak < before + data + data / 2,
+        "peak {peak} MiB, {before} MiB before the sync, {now} MiB after, {data} MiB of data"
+    );
+    let left: Vec<_> = std::fs::read_dir(spool.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name.to_string_lossy().starts_with("temp-"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }

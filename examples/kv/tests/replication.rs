@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use common::{eventually, request, Reply, Server, TempDir};
 use rdb_util::{workload, Redis};
-use repl_util::{assert_converges, info, info_field, ok, wait_link_up, write_stream};
+use repl_util::{
+    assert_converges, assert_same_libraries, function_commands, info, info_field, ok, wait_link_up,
+    write_stream, LIB1,
+};
 
 fn start_master(shards: &str) -> Server {
     Server::start(&["--shards", shards])
@@ -490,4 +493,48 @@ fn psync_outside_the_backlog_resyncs_fully() {
         info_field(&mut m, "stats", "sync_partial_err").as_deref(),
         Some("1")
     );
+}
+
+/// Function libraries reach a redis-server replica: the full sync's RDB carries them
+/// (FUNCTION2 records), then every FUNCTION command's result streams as FUNCTION RESTORE
+/// in Redis's payload; the replica runs read-only functions and refuses writing ones.
+#[test]
+fn functions_replicate_to_a_redis_replica() {
+    let master = start_master("2");
+    let mut m = master.connect();
+    assert_eq!(m.call(&["FUNCTION", "LOAD", LIB1]), Reply::bulk("lib1"));
+    ok(&mut m, &["SET", "fk", "hello"]);
+    let dir = TempDir::new("replica");
+    let replica = start_replica(&dir, &master);
+    let mut r = replica.connect();
+    wait_link_up(&mut r);
+    assert_same_libraries(&mut m, &mut r, 1);
+    assert_converges(&mut m, &mut r);
+    assert_eq!(
+        r.call(&["FCALL_RO", "get1", "1", "fk"]),
+        Reply::bulk("hello")
+    );
+    assert_eq!(
+        r.call(&["FCALL", "set1", "1", "fk", "x"]),
+        Reply::Error("READONLY You can't write against a read only replica.".into())
+    );
+    // A function's writes stream as their effects.
+    assert_eq!(m.call(&["FCALL", "set1", "1", "fk", "world"]), Reply::ok());
+    assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_eq!(r.call(&["GET", "fk"]), Reply::bulk("world"));
+    function_commands(&mut m, &mut r, |m| {
+        assert_eq!(m.call(&["WAIT", "1", "5000"]), Reply::Int(1));
+    });
+    // Loaded from connections the shards share out (each change goes through shard 0).
+    for i in 0..4 {
+        let mut conn = master.connect();
+        let code = format!(
+            "#!lua name=extra{i}\nredis.register_function('e{i}', function() return {i} end)"
+        );
+        assert_eq!(
+            conn.call(&["FUNCTION", "LOAD", &code]),
+            Reply::bulk(&format!("extra{i}"))
+        );
+    }
+    assert_same_libraries(&mut m, &mut r, 5);
 }

@@ -359,7 +359,7 @@ fn a_read_past_the_limit_evicts_and_invalidates() {
         V::Int(0)
     );
     conn.send(&diff::args(&["GETBIT", "big-key", "0"]));
-    let mut replies = vec![conn.read(), conn.read()];
+    let mut replies = [conn.read(), conn.read()];
     replies.sort_by_key(|reply| matches!(reply, V::Push(_)));
     assert_eq!(replies[0], V::Int(0));
     assert_eq!(
@@ -368,7 +368,7 @@ fn a_read_past_the_limit_evicts_and_invalidates() {
     );
     assert_eq!(conn.call_str(&["EXISTS", "volatile-key"]), V::Int(0));
     // A write is refused only when nothing is left to evict (no key with a TTL).
-    assert_eq!(conn.call_str(&["GET", "big-key"]).is_error(), false);
+    assert!(!conn.call_str(&["GET", "big-key"]).is_error());
     let refused = conn.call_str(&["SET", "other", "v"]);
     assert!(refused.is_error(), "{}", refused.show());
 }

@@ -1,6 +1,7 @@
 //! Shards: one pinned thread per core, each with its own ring, executor, timers and pollers.
 
 pub(crate) mod context;
+mod idle_spin;
 mod local;
 mod remote;
 mod run_loop;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::{self, ShardContext};
+use super::idle_spin::{IdleEnd, IdleSpin};
 use super::stall::{StallDetector, StallHook, StallSource};
 use super::{ShardId, ShardRemote};
 use crate::driver::{Backend, Driver, DriverConfig, Features, Wanted};
@@ -31,6 +32,8 @@ pub(crate) struct ShardConfig {
     pub task_budget: usize,
     pub inbox_batch: usize,
     pub spin_before_park: Duration,
+    /// Skip the spin where it does not pay (`IdleSpin`); off: every idle period spins the bound.
+    pub spin_adaptive: bool,
     /// Yield the CPU (sched_yield) on each idle spin iteration, so a thread sharing the core
     /// (a client, another process) runs instead of waiting out the spin.
     pub spin_yields: bool,
@@ -155,12 +158,20 @@ pub(crate) fn run_shard(
 
 fn run(ctx: &ShardContext, config: &ShardConfig) {
     let stats = &ctx.remote.stats;
-    let mut idle_since: Option<Instant> = None;
+    let mut spin = IdleSpin::new(
+        config.spin_before_park,
+        config.spin_adaptive,
+        Instant::now(),
+    );
+    // Whether the open idle period slept in the driver.
+    let mut parked = false;
     loop {
         if ctx.remote.stop.load(Ordering::Acquire) {
             return;
         }
         stats.loop_iterations.incr();
+        // Where an idle period is open, the work this pass may find ends it here.
+        let pass_start = spin.is_idle().then(Instant::now);
         let mut did_work = false;
 
         // Tasks woken from other threads join the local run queue.
@@ -236,11 +247,27 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);
 
         if did_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {
-            idle_since = None;
+            if let Some(start) = pass_start {
+                let how = if parked {
+                    IdleEnd::Parked
+                } else {
+                    IdleEnd::Spun
+                };
+                if spin.end(start, how) && how == IdleEnd::Spun {
+                    stats.idle_spin_hits.incr();
+                }
+                parked = false;
+            }
             continue;
         }
-        let idle_start = *idle_since.get_or_insert(now);
-        if now.duration_since(idle_start) < config.spin_before_park {
+        if !spin.is_idle() {
+            if spin.begin(now).is_zero() {
+                stats.idle_spins_skipped.incr();
+            } else {
+                stats.idle_spins.incr();
+            }
+        }
+        if spin.keep_spinning(now) {
             if config.spin_yields {
                 std::thread::yield_now();
             } else {
@@ -248,8 +275,9 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             }
             continue;
         }
+        // A wake-up that brings no work (a spurious one) parks again without a new spin.
         park(ctx);
-        idle_since = None;
+        parked = true;
     }
 }
 

@@ -151,6 +151,14 @@ shard_stats! {
     completions,
     /// Times the shard slept in its ring (on epoll: in `epoll_wait`).
     parks,
+    /// Idle periods in which the shard polled (spun) before sleeping
+    /// (`RuntimeBuilder::spin_before_park`).
+    idle_spins,
+    /// Those spins that found work before their window ran out.
+    idle_spin_hits,
+    /// Idle periods that slept at once: the adaptive spin judged a spin would not pay (recent
+    /// spins ran out, or the shard was busy most of the time), or spinning is off.
+    idle_spins_skipped,
     /// Eventfd writes other threads made to wake this shard.
     wakeups_sent,
     /// Wake-ups other shards posted into this shard's ring with MSG_RING instead of an

@@ -77,6 +77,17 @@ impl<'a> Decoder<'a> {
         })
     }
 
+    /// A decoder of the items in `buf`, a part of a file of `version` that begins where an
+    /// item does (see `incremental.rs`).
+    pub(crate) fn part(buf: &'a [u8], version: u16) -> Decoder<'a> {
+        Decoder {
+            buf,
+            pos: 0,
+            version,
+            ended: false,
+        }
+    }
+
     pub fn version(&self) -> u16 {
         self.version
     }
@@ -490,6 +501,36 @@ pub fn decode_dump(payload: &[u8]) -> Result<RdbValue, DumpError> {
         return Err(DumpError::BadFormat);
     }
     Ok(value)
+}
+
+/// Reads a FUNCTION DUMP payload in Redis 7.0's form (see `encode::function_payload`): the
+/// libraries' code. `None` for a version newer than 10, a wrong checksum, or anything but
+/// `FUNCTION2` records.
+pub fn decode_function_payload(payload: &[u8]) -> Option<Vec<Bytes>> {
+    let body_len = payload.len().checked_sub(10)?;
+    let footer = &payload[body_len..];
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    if version > RDB_VERSION {
+        return None;
+    }
+    let stored = u64::from_le_bytes(footer[2..].try_into().ok()?);
+    if stored != 0 && stored != crc64::crc64(&payload[..payload.len() - 8]) {
+        return None;
+    }
+    let mut d = Decoder {
+        buf: &payload[..body_len],
+        pos: 0,
+        version,
+        ended: false,
+    };
+    let mut codes = Vec::new();
+    while d.pos < body_len {
+        if d.byte().ok()? != opcode::FUNCTION2 {
+            return None;
+        }
+        codes.push(d.string().ok()?);
+    }
+    Some(codes)
 }
 
 /// The RESP records of a `kind::COREWIRE_COMMANDS` value: every byte must be whole records.

@@ -288,3 +288,17 @@ pub fn dump_payload(object: &ObjectRef<'_>, limits: &Limits) -> Vec<u8> {
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
+
+/// A FUNCTION DUMP payload, as Redis 7.0 writes it: each library as an RDB file holds it
+/// (`FUNCTION2` and its code), the RDB version (u16 LE) and the CRC-64 (LE) of all that.
+/// redis-server's FUNCTION RESTORE takes it (so does a replica's stream).
+pub fn function_payload<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        RdbWriter::function(&mut out, code);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64::crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}

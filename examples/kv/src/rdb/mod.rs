@@ -29,6 +29,7 @@
 pub mod crc64;
 pub mod decode;
 pub mod encode;
+pub mod incremental;
 mod intset;
 mod listpack;
 pub mod lzf;
@@ -37,8 +38,9 @@ mod ziplist;
 
 use bytes::Bytes;
 
-pub use decode::{decode_dump, Decoder, Item, RdbError};
-pub use encode::{dump_payload, Limits, ObjectRef, RdbWriter};
+pub use decode::{decode_dump, decode_function_payload, Decoder, Item, RdbError};
+pub use encode::{dump_payload, function_payload, Limits, ObjectRef, RdbWriter};
+pub use incremental::IncrementalDecoder;
 pub use stream::StreamImage;
 
 /// The RDB version Redis 7.0 writes, and the newest this reads.

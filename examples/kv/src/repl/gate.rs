@@ -73,6 +73,12 @@ impl ReplicaGate {
         self.loading.load(Ordering::Relaxed)
     }
 
+    /// Whether clients' writes are refused (a read-only replica): a script declaring writes
+    /// does not start, a legacy script's write fails.
+    pub fn refuses_writes(&self) -> bool {
+        self.replica.load(Ordering::Relaxed) && self.read_only.load(Ordering::Relaxed)
+    }
+
     fn sync_any(&self) {
         let any = self.replica.load(Ordering::Relaxed) || self.loading.load(Ordering::Relaxed);
         self.any.store(any, Ordering::Relaxed);

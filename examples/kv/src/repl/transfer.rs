@@ -3,8 +3,8 @@
 //! `$EOF:<40 random characters>\r\n`, the payload, and the same 40 characters again.
 //!
 //! Sans-I/O: feed what the link received to [`RdbReceiver::feed`]; it takes the snapshot's
-//! bytes off the front (leaving whatever follows, the start of the command stream) and says
-//! when the whole snapshot is there. The master's keep-alive newlines before the header are
+//! bytes off the front (leaving whatever follows, the start of the command stream), hands
+//! them on, and says when the whole snapshot is there. The master's keep-alive newlines before the header are
 //! skipped.
 
 use std::fmt;
@@ -48,28 +48,41 @@ enum State {
     Done,
 }
 
-/// A snapshot being received.
+/// A snapshot being received, handed on piece by piece (so the replica spools it to disk
+/// and never holds it whole).
 #[derive(Debug)]
 pub struct RdbReceiver {
     state: State,
-    data: Vec<u8>,
+    /// Diskless framing: the last bytes, which may be the start of the end mark.
+    held: Vec<u8>,
+    /// Snapshot bytes handed on so far.
+    received: u64,
     max: u64,
 }
 
+/// What [`RdbReceiver::feed`] took off the input.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Piece {
+    /// The snapshot's next bytes (maybe none).
+    pub bytes: Vec<u8>,
+    /// Whether the snapshot is complete with these.
+    pub done: bool,
+}
+
 impl RdbReceiver {
-    /// A receiver for a snapshot of at most `max` bytes (the whole snapshot is held in
-    /// memory until it is loaded).
+    /// A receiver for a snapshot of at most `max` bytes.
     pub fn new(max: u64) -> RdbReceiver {
         RdbReceiver {
             state: State::Header,
-            data: Vec::new(),
+            held: Vec::new(),
+            received: 0,
             max,
         }
     }
 
-    /// Bytes of the snapshot received so far.
-    pub fn received(&self) -> usize {
-        self.data.len()
+    /// Bytes of the snapshot handed on so far.
+    pub fn received(&self) -> u64 {
+        self.received
     }
 
     /// Whether the diskless framing is used (known once the header arrived).
@@ -77,12 +90,13 @@ impl RdbReceiver {
         matches!(self.state, State::Eof { .. })
     }
 
-    /// Takes snapshot bytes off the front of `input`. `Ok(Some(snapshot))` once it is all
-    /// there; what follows it stays in `input`.
-    pub fn feed(&mut self, input: &mut BytesMut) -> Result<Option<Vec<u8>>, TransferError> {
+    /// Takes snapshot bytes off the front of `input` (what follows the snapshot, the start
+    /// of the command stream, stays there). With the diskless framing the last 39 bytes
+    /// seen are held back until it is known whether they begin the end mark.
+    pub fn feed(&mut self, input: &mut BytesMut) -> Result<Piece, TransferError> {
         if let State::Header = self.state {
             let Some(line) = header_line(input)? else {
-                return Ok(None);
+                return Ok(Piece::default());
             };
             self.state = parse_header(&line)?;
             if let State::Sized { len } = self.state {
@@ -92,51 +106,55 @@ impl RdbReceiver {
                         max: self.max,
                     });
                 }
-                self.data.reserve_exact(len);
             }
         }
-        match &self.state {
-            State::Header | State::Done => Ok(None),
+        let piece = match &self.state {
+            State::Header | State::Done => Piece::default(),
             State::Sized { len } => {
-                let take = (len - self.data.len()).min(input.len());
-                self.data.extend_from_slice(&input[..take]);
-                input.advance(take);
-                Ok((self.data.len() == *len).then(|| self.finish()))
+                let take = (*len as u64 - self.received).min(input.len() as u64) as usize;
+                let bytes = input.split_to(take).to_vec();
+                let done = self.received + take as u64 == *len as u64;
+                Piece { bytes, done }
             }
             State::Eof { mark } => {
                 let mark = *mark;
-                // The mark may straddle what came before: look from just before the new bytes.
-                let from = self.data.len().saturating_sub(EOF_MARK_LEN - 1);
-                self.data.extend_from_slice(input);
-                let found = self.data[from..]
-                    .windows(EOF_MARK_LEN)
-                    .position(|window| window == mark);
+                // The mark may straddle what came before: look from the bytes held back.
+                let mut data = std::mem::take(&mut self.held);
+                let before = data.len();
+                data.extend_from_slice(input);
+                let found = data.windows(EOF_MARK_LEN).position(|w| w == mark);
                 match found {
-                    Some(at) => {
-                        let end = from + at;
+                    Some(end) => {
                         // Whatever came after the mark is the stream's.
-                        let after = self.data.len() - (end + EOF_MARK_LEN);
-                        let keep = input.len() - after;
-                        input.advance(keep);
-                        self.data.truncate(end);
-                        Ok(Some(self.finish()))
+                        input.advance(end + EOF_MARK_LEN - before);
+                        data.truncate(end);
+                        Piece {
+                            bytes: data,
+                            done: true,
+                        }
                     }
                     None => {
                         input.clear();
-                        let len = self.data.len() as u64;
-                        if len > self.max + EOF_MARK_LEN as u64 {
-                            return Err(TransferError::TooLarge { len, max: self.max });
+                        let keep = data.len().min(EOF_MARK_LEN - 1);
+                        self.held = data.split_off(data.len() - keep);
+                        Piece {
+                            bytes: data,
+                            done: false,
                         }
-                        Ok(None)
                     }
                 }
             }
+        };
+        self.received += piece.bytes.len() as u64;
+        if piece.done {
+            self.state = State::Done;
+        } else if self.received > self.max {
+            return Err(TransferError::TooLarge {
+                len: self.received,
+                max: self.max,
+            });
         }
-    }
-
-    fn finish(&mut self) -> Vec<u8> {
-        self.state = State::Done;
-        std::mem::take(&mut self.data)
+        Ok(piece)
     }
 }
 
@@ -181,9 +199,15 @@ mod tests {
 
     fn feed_in_pieces(rx: &mut RdbReceiver, bytes: &[u8], piece: usize) -> (Vec<u8>, BytesMut) {
         let mut input = BytesMut::new();
+        let mut rdb = Vec::new();
         for chunk in bytes.chunks(piece) {
             input.extend_from_slice(chunk);
-            if let Some(rdb) = rx.feed(&mut input).unwrap() {
+            let got = rx.feed(&mut input).unwrap();
+            // Never more held back than the end mark's length.
+            assert!(rx.held.len() < EOF_MARK_LEN);
+            rdb.extend_from_slice(&got.bytes);
+            if got.done {
+                assert_eq!(rx.received(), rdb.len() as u64);
                 return (rdb, input);
             }
         }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
 
 use super::env::{lua_message, Env};
@@ -208,29 +208,28 @@ impl Libraries {
     }
 }
 
-const PAYLOAD_VERSION: u8 = 1;
+/// The first byte of the payload corewire-kv wrote before it wrote Redis's (an AOF may hold
+/// one): a version byte, then each code with its u32 LE length, then a CRC-32C.
+const LEGACY_PAYLOAD_VERSION: u8 = 1;
 
-/// The FUNCTION DUMP payload of libraries with these codes (also how an RDB file's
-/// libraries are restored).
+/// The FUNCTION DUMP payload of libraries with these codes, in Redis 7.0's form (what
+/// redis-server's FUNCTION RESTORE takes; also how the libraries are logged and replicated,
+/// and how an RDB file's are restored).
 pub fn payload_of<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Bytes {
-    let mut out = BytesMut::new();
-    out.put_u8(PAYLOAD_VERSION);
-    for code in codes {
-        out.put_u32_le(code.len() as u32);
-        out.put_slice(code);
-    }
-    let crc = crc32c::crc32c(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    Bytes::from(crate::rdb::function_payload(codes))
 }
 
 fn decode_payload(payload: &[u8]) -> Option<Vec<Bytes>> {
+    crate::rdb::decode_function_payload(payload).or_else(|| decode_legacy_payload(payload))
+}
+
+fn decode_legacy_payload(payload: &[u8]) -> Option<Vec<Bytes>> {
     let (body, crc) = payload.split_at_checked(payload.len().checked_sub(4)?)?;
     if u32::from_le_bytes(crc.try_into().ok()?) != crc32c::crc32c(body) {
         return None;
     }
     let (&version, mut rest) = body.split_first()?;
-    if version != PAYLOAD_VERSION {
+    if version != LEGACY_PAYLOAD_VERSION {
         return None;
     }
     let mut codes = Vec::new();
@@ -593,6 +592,30 @@ impl Loaded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payloads_are_redis_s_and_the_legacy_form_still_reads() {
+        let long = "#!lua name=long\n".to_string() + &"-- padding\n".repeat(20);
+        let codes = [code("#!lua name=a\nreturn 1"), code(&long)];
+        let payload = payload_of(codes.iter().map(|c| &c[..]));
+        // FUNCTION2, the code as an RDB string, RDB version 10, CRC-64.
+        assert_eq!(payload[0], crate::rdb::opcode::FUNCTION2);
+        assert_eq!(&payload[payload.len() - 10..payload.len() - 8], &[10, 0]);
+        assert_eq!(decode_payload(&payload), Some(codes.to_vec()));
+        let empty = payload_of([]);
+        assert_eq!(empty.len(), 10);
+        assert_eq!(decode_payload(&empty), Some(Vec::new()));
+        let mut bad = payload.to_vec();
+        bad[3] ^= 1;
+        assert_eq!(decode_payload(&bad), None);
+        // What earlier versions logged: a version byte, u32-prefixed codes, a CRC-32C.
+        let mut legacy = vec![LEGACY_PAYLOAD_VERSION];
+        legacy.extend_from_slice(&(codes[0].len() as u32).to_le_bytes());
+        legacy.extend_from_slice(&codes[0]);
+        let crc = crc32c::crc32c(&legacy);
+        legacy.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_payload(&legacy), Some(vec![codes[0].clone()]));
+    }
 
     fn code(text: &str) -> Bytes {
         Bytes::from(text.to_owned())

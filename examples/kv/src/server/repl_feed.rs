@@ -100,6 +100,14 @@ impl<S: ChangeSink> ChangeSink for Feed<'_, S> {
     }
 }
 
+/// Streams `op`, recorded outside a store's change sink (the function libraries), while
+/// [`feeding`].
+pub(crate) fn stream(op: WriteOp<'_>) {
+    if feeding() {
+        record(op);
+    }
+}
+
 fn record(op: WriteOp<'_>) {
     FEED.with(|feed| {
         let mut feed = feed.borrow_mut();

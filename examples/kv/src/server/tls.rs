@@ -9,11 +9,11 @@
 //! `tls-dh-params-file`. What rustls cannot do is refused with the reason: TLS 1.0/1.1,
 //! ciphers other than its AEAD ECDHE suites, and keys in encrypted formats other than
 //! PKCS#8. `tls-dh-params-file` is accepted and unused (rustls negotiates ECDHE only), as is
-//! `tls-session-cache-timeout` (rustls bounds a session's life itself), and
-//! `tls-replication` is stored for the replication that comes later.
+//! `tls-session-cache-timeout` (rustls bounds a session's life itself).
 //!
-//! [`KvTls`] holds the running server's acceptor (the TLS port and the cluster bus's incoming
-//! side) and connector (the bus's outgoing side). CONFIG SET of a `tls-*` parameter rebuilds
+//! [`KvTls`] holds the running server's acceptor (the TLS port, where replicas connect too,
+//! and the cluster bus's incoming side) and connector (the bus's outgoing side and, with
+//! `tls-replication yes`, a replica's link to its master). CONFIG SET of a `tls-*` parameter rebuilds
 //! both from the files and publishes them to every shard for the connections that follow,
 //! as Redis reloads its TLS context.
 
@@ -81,7 +81,8 @@ pub struct TlsSettings {
     pub session_cache_timeout: u64,
     /// `tls-cluster yes`: the cluster bus (and MIGRATE) over TLS.
     pub cluster: bool,
-    /// `tls-replication yes`: stored for replication, which does not exist yet.
+    /// `tls-replication yes`: a replica connects to its master over TLS (the master serves
+    /// replicas on its TLS port whatever this says, as Redis).
     pub replication: bool,
     pub dh_params_file: Option<PathBuf>,
 }
@@ -336,8 +337,9 @@ impl TlsSettings {
         Ok(config)
     }
 
-    /// The client side of the cluster bus (and MIGRATE with `tls-cluster`): the CA for the
-    /// peer's certificate, and `tls-client-cert-file` (or the server's certificate) as ours.
+    /// The client side of the cluster bus (and MIGRATE with `tls-cluster`) and of a replica's
+    /// link (with `tls-replication`): the CA for the peer's certificate, and
+    /// `tls-client-cert-file` (or the server's certificate) as ours.
     /// As Redis, a peer's certificate must chain to the CA; its name is not checked (nodes
     /// are reached by IP address).
     pub fn client_config(&self) -> Result<ClientConfig, String> {
@@ -631,12 +633,14 @@ impl ServerCertVerifier for ChainOnly {
 }
 
 /// The running server's TLS: its settings, the acceptor of the TLS port and the cluster bus,
-/// and the bus's connector. `Send + Sync`: every shard and CONFIG SET reach it.
+/// and the connector of the bus and of a replica's link. `Send + Sync`: every shard and
+/// CONFIG SET reach it.
 pub struct KvTls {
     settings: Mutex<TlsSettings>,
     pub acceptor: TlsAcceptor,
-    /// `None` unless the cluster bus runs over TLS.
-    pub connector: Option<TlsConnector>,
+    /// `None` unless the client side can be configured (a CA is given); required at start
+    /// with `tls-cluster` or `tls-replication`.
+    connector: Option<TlsConnector>,
 }
 
 impl KvTls {
@@ -646,10 +650,12 @@ impl KvTls {
             return Ok(None);
         }
         let acceptor = TlsAcceptor::new(settings.server_config()?);
-        let connector = if settings.cluster {
-            Some(TlsConnector::new(settings.client_config()?))
-        } else {
-            None
+        // `tls-replication` may be turned on later by CONFIG SET: the client side is ready
+        // whenever it can be.
+        let connector = match settings.client_config() {
+            Ok(config) => Some(TlsConnector::new(config)),
+            Err(why) if settings.cluster || settings.replication => return Err(why),
+            Err(_) => None,
         };
         Ok(Some(Arc::new(KvTls {
             settings: Mutex::new(settings.clone()),
@@ -662,6 +668,16 @@ impl KvTls {
         self.lock().clone()
     }
 
+    /// The connector of the cluster bus and MIGRATE, with `tls-cluster yes`.
+    pub fn cluster_connector(&self) -> Option<TlsConnector> {
+        self.connector.clone().filter(|_| self.lock().cluster)
+    }
+
+    /// The connector of a replica's link to its master, with `tls-replication yes`.
+    pub fn replication_connector(&self) -> Option<TlsConnector> {
+        self.connector.clone().filter(|_| self.lock().replication)
+    }
+
     /// CONFIG SET of `tls-*` parameters: all of them or none. The new configurations are
     /// built (certificates and keys read again, even when only other parameters changed,
     /// as Redis reloads them) and published for new connections.
@@ -671,9 +687,17 @@ impl KvTls {
             settings.set(name, value)?;
         }
         let server = settings.server_config()?;
-        let client = match &self.connector {
-            Some(_) => Some(settings.client_config()?),
-            None => None,
+        let client = match (&self.connector, settings.cluster || settings.replication) {
+            (Some(_), true) => Some(settings.client_config()?),
+            // Not in use: refreshed when it can be.
+            (Some(_), false) => settings.client_config().ok(),
+            (None, true) => {
+                // The client side was not configured at start (no CA then).
+                return Err("tls-cluster and tls-replication need a restart with \
+                            tls-ca-cert-file or tls-ca-cert-dir set"
+                    .into());
+            }
+            (None, false) => None,
         };
         self.acceptor.reload(server);
         if let (Some(connector), Some(client)) = (&self.connector, client) {

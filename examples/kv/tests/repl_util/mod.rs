@@ -126,3 +126,104 @@ pub fn write_stream(conn: &mut Resp, round: usize) {
     ok(conn, &["RPUSH", "l:small", &r]);
     ok(conn, &["DEL", "z:inf"]);
 }
+
+/// A function library with a read-only function (`get1`, allowed on a replica) and a
+/// writing one (`set1`).
+pub const LIB1: &str = "#!lua name=lib1\n\
+    redis.register_function{function_name='get1', flags={'no-writes'}, \
+    callback=function(keys) return redis.call('GET', keys[1]) end}\n\
+    redis.register_function('set1', function(keys, args) \
+    return redis.call('SET', keys[1], args[1]) end)";
+/// LIB1 replaced: `get1` renamed.
+pub const LIB1_NEW: &str = "#!lua name=lib1\n\
+    redis.register_function{function_name='get1b', flags={'no-writes'}, \
+    callback=function(keys) return redis.call('GET', keys[1]) end}";
+pub const LIB2: &str = "#!lua name=lib2\n\
+    redis.register_function{function_name='ping2', flags={'no-writes'}, \
+    callback=function() return 'pong2' end}";
+
+/// The function libraries (FUNCTION LIST WITHCODE): name → (code, function names sorted),
+/// independent of the order the server lists them in.
+pub fn libraries(conn: &mut Resp) -> BTreeMap<String, (Vec<u8>, Vec<String>)> {
+    let text = |r: &Reply| match r {
+        Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+        Reply::Simple(s) => s.clone(),
+        other => panic!("not text: {other:?}"),
+    };
+    let field = |pairs: &[Reply], name: &str| -> Reply {
+        (pairs.chunks(2))
+            .find(|kv| text(&kv[0]) == name)
+            .map(|kv| kv[1].clone())
+            .unwrap_or_else(|| panic!("no {name} in {pairs:?}"))
+    };
+    let Reply::Array(Some(list)) = conn.call(&["FUNCTION", "LIST", "WITHCODE"]) else {
+        panic!("FUNCTION LIST");
+    };
+    let mut all = BTreeMap::new();
+    for library in list {
+        let Reply::Array(Some(pairs)) = library else {
+            panic!("a library: {library:?}");
+        };
+        let Reply::Array(Some(functions)) = field(&pairs, "functions") else {
+            panic!("functions");
+        };
+        let mut names: Vec<String> = (functions.iter())
+            .map(|f| match f {
+                Reply::Array(Some(f)) => text(&field(f, "name")),
+                other => panic!("a function: {other:?}"),
+            })
+            .collect();
+        names.sort();
+        let Reply::Bulk(Some(code)) = field(&pairs, "library_code") else {
+            panic!("library_code");
+        };
+        all.insert(text(&field(&pairs, "library_name")), (code, names));
+    }
+    all
+}
+
+/// Waits until the replica has the master's function libraries (`count` of them).
+pub fn assert_same_libraries(master: &mut Resp, replica: &mut Resp, count: usize) {
+    let want = libraries(master);
+    assert_eq!(want.len(), count, "{want:?}");
+    let same = eventually(Duration::from_secs(20), || libraries(replica) == want);
+    assert!(same, "master {want:?}\nreplica {:?}", libraries(replica));
+}
+
+/// Changes the master's libraries by every FUNCTION command (LOAD, LOAD REPLACE, DELETE,
+/// FLUSH, RESTORE), checking the replica follows each (`wait` makes sure the master sent it).
+pub fn function_commands(master: &mut Resp, replica: &mut Resp, mut wait: impl FnMut(&mut Resp)) {
+    let step = |master: &mut Resp, replica: &mut Resp, wait: &mut dyn FnMut(&mut Resp), n| {
+        wait(master);
+        assert_same_libraries(master, replica, n);
+    };
+    assert_eq!(
+        master.call(&["FUNCTION", "LOAD", LIB2]),
+        Reply::bulk("lib2")
+    );
+    step(master, replica, &mut wait, 2);
+    assert_eq!(
+        master.call(&["FUNCTION", "LOAD", "REPLACE", LIB1_NEW]),
+        Reply::bulk("lib1")
+    );
+    step(master, replica, &mut wait, 2);
+    ok(master, &["FUNCTION", "DELETE", "lib1"]);
+    step(master, replica, &mut wait, 1);
+    let Reply::Bulk(Some(dump)) = master.call(&["FUNCTION", "DUMP"]) else {
+        panic!("FUNCTION DUMP");
+    };
+    ok(master, &["FUNCTION", "FLUSH"]);
+    step(master, replica, &mut wait, 0);
+    // The payload is binary: the request is framed here.
+    let mut restore = b"*3\r\n$8\r\nFUNCTION\r\n$7\r\nRESTORE\r\n".to_vec();
+    restore.extend_from_slice(format!("${}\r\n", dump.len()).as_bytes());
+    restore.extend_from_slice(&dump);
+    restore.extend_from_slice(b"\r\n");
+    master.send(&restore).unwrap();
+    assert_eq!(master.read().unwrap(), Reply::ok());
+    step(master, replica, &mut wait, 1);
+    assert_eq!(
+        replica.call(&["FCALL_RO", "ping2", "0"]),
+        Reply::bulk("pong2")
+    );
+}

@@ -24,14 +24,14 @@ pub(super) fn cluster_tls() -> Option<Arc<KvTls>> {
         .shared
         .tls
         .clone()
-        .filter(|tls| tls.connector.is_some())
+        .filter(|tls| tls.cluster_connector().is_some())
 }
 
 impl PeerStream {
     /// Connect to `target` from this shard, with TLS when the cluster uses it.
     pub async fn connect(target: SocketAddr) -> io::Result<PeerStream> {
         let tcp = TcpStream::connect(target).await?;
-        match cluster_tls().and_then(|tls| tls.connector.clone()) {
+        match cluster_tls().and_then(|tls| tls.cluster_connector()) {
             None => Ok(PeerStream::Tcp(tcp)),
             Some(connector) => {
                 let name = ServerName::IpAddress(target.ip().into());

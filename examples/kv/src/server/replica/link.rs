@@ -21,13 +21,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::net::TcpStream;
+use corewire::runtime::fs::{remove_file, OpenOptions};
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::timer::sleep_until;
 
 use super::super::shard::{now_ms, Shard};
 use super::super::shared::ServerShared;
 use super::super::sink::{Merges, Part, ReplySink, SinkKey};
+use super::stream::MasterStream;
 use crate::repl::handshake::{request, take_line, Handshake, HandshakeConfig, Next, Outcome};
 use crate::repl::stream::{Applied, Item, StreamReader};
 use crate::repl::transfer::RdbReceiver;
@@ -39,8 +40,8 @@ const MAX_IN_FLIGHT: usize = 1024;
 /// Input buffered past what is parsed, at most (a single request may need more; the
 /// parser's own limits bound that).
 const MAX_INPUT: usize = 1 << 20;
-/// The largest snapshot accepted (it is held in memory while it loads).
-const MAX_SNAPSHOT: u64 = 1 << 36;
+/// The largest snapshot accepted (spooled to `dir`, loaded piece by piece).
+const MAX_SNAPSHOT: u64 = 1 << 40;
 /// Between two attempts to connect (Redis retries from its once-a-second cron).
 const RETRY: Duration = Duration::from_secs(1);
 /// Between two `REPLCONF ACK`s.
@@ -209,7 +210,7 @@ enum Event {
 /// Waits for input (appended to `input`, when `stream` is given), a wake-up, or `deadline`.
 async fn wait_for(
     link: &Link,
-    stream: Option<&TcpStream>,
+    stream: Option<&MasterStream>,
     input: &mut BytesMut,
     deadline: Instant,
 ) -> io::Result<Event> {
@@ -220,8 +221,7 @@ async fn wait_for(
         }
         link.task.register(cx.waker());
         if let Some(stream) = stream {
-            let mut recv = stream.recv_available(input);
-            if let Poll::Ready(read) = Pin::new(&mut recv).poll(cx) {
+            if let Poll::Ready(read) = stream.poll_recv(cx, input) {
                 return Poll::Ready(read.map(Event::Read));
             }
         }
@@ -235,7 +235,7 @@ async fn wait_for(
 
 /// The link's I/O: the stream, its input and the `repl-timeout` deadline.
 struct Conn {
-    stream: TcpStream,
+    stream: MasterStream,
     input: BytesMut,
     timeout: Duration,
     last_io: Instant,
@@ -284,9 +284,12 @@ async fn session(
             .and_then(|v| v.parse().ok())
             .unwrap_or(60),
     );
-    let stream = corewire::runtime::timer::timeout(timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| LinkError::Timeout)??;
+    // With `tls-replication yes` the link runs over TLS (the handshake within the timeout).
+    let tls = (shared.tls.as_ref()).and_then(|tls| tls.replication_connector());
+    let stream =
+        corewire::runtime::timer::timeout(timeout, MasterStream::connect(addr, &host, tls))
+            .await
+            .map_err(|_| LinkError::Timeout)??;
     tracing::info!(%host, port, "MASTER <-> REPLICA sync started");
     replica.set_state(LinkState::Handshake);
     let mut conn = Conn {
@@ -303,23 +306,49 @@ async fn session(
         Outcome::FullResync { replid, offset } => {
             tracing::info!(%replid, offset, "full resync from the master");
             replica.set_state(LinkState::Sync);
-            let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
-            let snapshot = loop {
-                if let Some(snapshot) = receiver.feed(&mut conn.input).map_err(other)? {
-                    break snapshot;
-                }
-                if !replica.is_current(generation) {
-                    return Ok(());
-                }
-                conn.read_more(link, &shared).await?;
-            };
-            tracing::info!(
-                bytes = snapshot.len(),
-                "MASTER <-> REPLICA sync: loading the snapshot"
-            );
-            let keys = super::load::full_sync(shard, key, snapshot)
+            // The snapshot goes to a temporary file in `dir` as it arrives (clients keep
+            // the old data meanwhile), then loads from there piece by piece.
+            let dir = super::super::rdb_save::target(&shared).dir;
+            let path = dir.join(format!("temp-{}-replica.rdb", std::process::id()));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
                 .await
-                .map_err(other)?;
+                .map_err(|e| other(format!("temporary file {}: {e}", path.display())))?;
+            let loaded = async {
+                let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
+                loop {
+                    let piece = receiver.feed(&mut conn.input).map_err(other)?;
+                    if !piece.bytes.is_empty() {
+                        let at = receiver.received() - piece.bytes.len() as u64;
+                        file.write_all_at(Bytes::from(piece.bytes), at).await?;
+                    }
+                    if piece.done {
+                        break;
+                    }
+                    if !replica.is_current(generation) {
+                        return Ok(None);
+                    }
+                    conn.read_more(link, &shared).await?;
+                }
+                tracing::info!(
+                    bytes = receiver.received(),
+                    "MASTER <-> REPLICA sync: loading the snapshot"
+                );
+                super::load::full_sync(shard, key, &file, receiver.received())
+                    .await
+                    .map(Some)
+                    .map_err(other)
+            }
+            .await;
+            let _ = file.close().await;
+            let _ = remove_file(&path).await;
+            let Some(keys) = loaded? else {
+                return Ok(());
+            };
             tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
             super::super::repl_master::follow(replid.clone(), offset);
             replica.synced(replid, offset);
@@ -360,10 +389,15 @@ async fn handshake(
         .filter(|&p| p != 0);
     // The port bound (a server started with port 0 learns it once listening).
     let bound = Some(shared.tcp_port.load(Ordering::Relaxed)).filter(|&p| p != 0);
+    // Over TLS the master is told the TLS port, as Redis does.
+    let tls_port = (shared.tls.as_ref())
+        .map(|tls| tls.settings())
+        .filter(|settings| settings.replication && settings.port != 0)
+        .map(|settings| settings.port);
     let configured = live.get("port").and_then(|v| v.parse::<u16>().ok());
     let config = HandshakeConfig {
         auth,
-        listening_port: announced_port.or(bound).or(configured).unwrap_or(0),
+        listening_port: (announced_port.or(tls_port).or(bound).or(configured)).unwrap_or(0),
         announce_ip: setting("replica-announce-ip"),
         resume: shared.replica.resume_point(),
     };

@@ -1,7 +1,8 @@
 //! A full resync's snapshot into the shards: clients get `-LOADING` meanwhile (until then
-//! they were served the old data), every shard is flushed, then the snapshot is decoded
-//! once, here, and each key goes to the shard that owns it in bounded batches, one batch
-//! in flight at a time; each shard rebuilds its keys as start-up does (`rdb_load::apply`).
+//! they were served the old data), every shard is flushed, then the snapshot is read from
+//! its spool file piece by piece and decoded once, here (memory: a piece and the item being
+//! read), and each key goes to the shard that owns it in bounded batches, one batch in
+//! flight at a time; each shard rebuilds its keys as start-up does (`rdb_load::apply`).
 //! Keys already past their TTL are kept: the master deletes them when it sees fit, as on a
 //! Redis replica. With the AOF on, each shard then rewrites its log, which did not see the
 //! load.
@@ -12,26 +13,70 @@ use super::super::rdb_load::{self, LoadedKey};
 use super::super::shard::{self, now_ms, Shard};
 use super::super::sink::{Origin, SinkKey};
 use crate::command::Command;
-use crate::rdb::{Decoder, Item};
+use crate::rdb::{IncrementalDecoder, Item};
 use crate::routing::shard_of;
+use bytes::BytesMut;
+use corewire::runtime::fs::File;
 
 /// Keys per batch sent to a shard.
 const BATCH: usize = 1024;
+/// Snapshot bytes decoded into batches before all of them go to their shards (so large
+/// values do not pile up in batches).
+const BATCH_BYTES: usize = 8 << 20;
+/// Bytes read from the spool file at a time.
+const PIECE: usize = 1 << 20;
+/// The largest single item (a key with its value) accepted.
+const MAX_ITEM: usize = 1 << 32;
 
-/// Loads `snapshot` in place of every shard's data; the keys loaded.
+/// Loads the snapshot in `file` (`len` bytes) in place of every shard's data; the keys
+/// loaded.
 pub(super) async fn full_sync(
     shard: &Rc<Shard>,
     link: SinkKey,
-    snapshot: Vec<u8>,
+    file: &File,
+    len: u64,
 ) -> Result<u64, String> {
     let gate = shard.shared.replica.gate.clone();
     gate.set_loading(true);
-    let loaded = load(shard, link, &snapshot).await;
+    let loaded = load(shard, link, file, len).await;
     gate.set_loading(false);
     loaded
 }
 
-async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, String> {
+/// The snapshot's items, read from the file as needed.
+struct Items<'a> {
+    file: &'a File,
+    len: u64,
+    read: u64,
+    decoder: IncrementalDecoder,
+}
+
+impl Items<'_> {
+    async fn next(&mut self) -> Result<Item, String> {
+        loop {
+            if let Some(item) = self.decoder.next_item().map_err(|e| e.to_string())? {
+                return Ok(item);
+            }
+            if self.read == self.len {
+                self.decoder.end_input();
+                continue;
+            }
+            let want = (self.len - self.read).min(PIECE as u64) as usize;
+            let (result, buf) = self
+                .file
+                .read_at(BytesMut::with_capacity(want), self.read)
+                .await;
+            let n = result.map_err(|e| format!("reading the snapshot: {e}"))?;
+            if n == 0 {
+                return Err("the snapshot file is shorter than received".into());
+            }
+            self.read += n as u64;
+            self.decoder.push(&buf);
+        }
+    }
+}
+
+async fn load(shard: &Rc<Shard>, link: SinkKey, file: &File, len: u64) -> Result<u64, String> {
     let count = shard.count;
     let origin = Origin {
         shard: 0,
@@ -50,12 +95,26 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, 
         })
         .await?;
     }
-    let mut decoder = Decoder::new(snapshot).map_err(|e| e.to_string())?;
+    let mut items = Items {
+        file,
+        len,
+        read: 0,
+        decoder: IncrementalDecoder::new(MAX_ITEM),
+    };
     let mut batches: Vec<Vec<LoadedKey>> = (0..count).map(|_| Vec::new()).collect();
     let mut codes = Vec::new();
     let (mut db, mut keys, mut skipped) = (0, 0u64, 0u64);
+    let mut flushed_at = 0;
     loop {
-        match decoder.next_item().map_err(|e| e.to_string())? {
+        if items.decoder.offset() - flushed_at > BATCH_BYTES {
+            flushed_at = items.decoder.offset();
+            for (target, batch) in batches.iter_mut().enumerate() {
+                if !batch.is_empty() {
+                    apply(target, std::mem::take(batch)).await?;
+                }
+            }
+        }
+        match items.next().await? {
             Item::End => break,
             Item::SelectDb(index) => db = index,
             Item::Function(code) => codes.push(code),
@@ -94,10 +153,9 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, snapshot: &[u8]) -> Result<u64, 
              does not have: they were not loaded"
         );
     }
-    if !codes.is_empty() {
-        let payload = crate::scripting::functions::payload_of(codes.iter().map(|c| &c[..]));
-        super::super::script::restore_logged(&shard.shared, &payload);
-    }
+    // The master's libraries replace ours, none included (Redis empties them too).
+    let payload = crate::scripting::functions::payload_of(codes.iter().map(|c| &c[..]));
+    super::super::script::restore_logged(&shard.shared, &payload);
     if shard.shared.aof_enabled {
         for target in 0..count {
             on_shard(target, move || {

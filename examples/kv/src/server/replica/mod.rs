@@ -1,6 +1,6 @@
 //! The replica side of replication, on shard 0: REPLICAOF / SLAVEOF, ROLE, `--replicaof` at
-//! start, and the link to the master ([`link`]) that loads its snapshot ([`load`]) and
-//! applies its command stream.
+//! start, and the link to the master ([`link`], over TCP or TLS: [`stream`]) that loads its
+//! snapshot ([`load`]) and applies its command stream.
 //!
 //! Process-wide facts (where the node replicates from, the link's state and offsets) live in
 //! [`ReplicaShared`], read by INFO, ROLE and every shard (a replica's keys expire only when
@@ -9,6 +9,7 @@
 
 mod link;
 mod load;
+mod stream;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};

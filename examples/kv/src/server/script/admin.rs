@@ -312,12 +312,12 @@ pub(super) fn functions_op(payload: &[u8], out: &mut bytes::BytesMut) {
 }
 
 /// The function libraries changed (on `shard`): shard 0 logs them whole, so a restart (and
-/// a log rewrite) restores them. Shard 0 dumps them when it logs, so its log's last record
-/// is always the newest state whatever order changes from several shards arrive in.
+/// a log rewrite) restores them, and streams them whole to replicas. Shard 0 dumps them when
+/// it records, so its last record is always the newest state whatever order changes from
+/// several shards arrive in (forwarding the commands themselves, as Redis does with one
+/// thread, could reorder two shards' FUNCTION LOADs); and a replica can take the record
+/// twice (a full sync's RDB already holds what follows its cut).
 pub(super) fn log_functions(shard: &Shard) {
-    if !shard.shared.aof_enabled {
-        return;
-    }
     if shard.id == 0 {
         log_functions_here(shard);
     } else {
@@ -327,17 +327,27 @@ pub(super) fn log_functions(shard: &Shard) {
     }
 }
 
-/// On shard 0: logs the libraries as they are now.
+/// On shard 0: logs the libraries as they are now, and streams them to replicas, as
+/// `FUNCTION RESTORE <payload> FLUSH` (Redis's payload: redis-server replicas take it).
 pub(crate) fn log_functions_here(shard: &Shard) {
-    let Some(aof) = &shard.aof else { return };
+    let streaming = crate::server::repl_feed::feeding();
+    if shard.aof.is_none() && !streaming {
+        return;
+    }
     let Ok(payload) = shard.shared.scripting.libraries.lock().map(|l| l.dump()) else {
         return;
     };
-    aof.log(crate::change::WriteOp::Command {
+    let op = crate::change::WriteOp::Command {
         name: "FUNCTION",
         key: b"RESTORE",
         args: &[payload, Bytes::from_static(b"FLUSH")],
-    });
+    };
+    if let Some(aof) = &shard.aof {
+        aof.log(op);
+    }
+    if streaming {
+        crate::server::repl_feed::stream(op);
+    }
 }
 
 /// Shard 0's base file starts with the libraries (one record), or `None` elsewhere.

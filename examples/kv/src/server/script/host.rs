@@ -11,6 +11,8 @@ pub(super) struct ScriptHost {
     pub(super) held: Rc<Held>,
     pub(super) info: Arc<RunInfo>,
     pub(super) read_only: bool,
+    /// A read-only replica running a client's script: writes fail with `-READONLY`.
+    pub(super) replica_read_only: bool,
     /// What the coroutine waits for, and what it got.
     pub(super) pending: RefCell<Option<LocalFuture>>,
     pub(super) result: RefCell<Option<Reply>>,
@@ -128,6 +130,9 @@ impl ScriptHost {
                 Reply::error("ERR Write commands are not allowed from read-only scripts."),
                 None,
             );
+        }
+        if writes && self.replica_read_only {
+            return (Reply::error(crate::repl::gate::READONLY), None);
         }
         // Redis's `scriptVerifyWriteCommandAllow`: a script's first write is refused while
         // `min-replicas-to-write` is not met; once it wrote, it is not failed half way.

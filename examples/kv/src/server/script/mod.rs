@@ -176,6 +176,9 @@ fn lua_failure(error: mlua::Error) -> Reply {
 struct Prepared {
     what: What,
     read_only: bool,
+    /// On a read-only replica (for a client, not the master): a write in a legacy script
+    /// fails with `-READONLY`, as Redis.
+    replica_read_only: bool,
     /// Refused at start when the shard is past its memory limit: a script that declares
     /// flags (shebang or function) and neither `no-writes` nor `allow-oom`, as Redis 7.
     deny_oom: bool,
@@ -257,6 +260,7 @@ fn prepare(
     shard: &Shard,
     command: &ScriptCommand,
     exec_override: Option<usize>,
+    from_master: bool,
 ) -> Result<Prepared, Reply> {
     let is_function = matches!(command.op, ScriptOp::FCall | ScriptOp::FCallRo);
     let numkeys = match command.numkeys() {
@@ -269,17 +273,24 @@ fn prepare(
     let mut read_only = command.op.is_read_only();
     let mut deny_oom = false;
     let mut may_write = false;
+    let replica_read_only = !from_master && shard.shared.replica.gate.refuses_writes();
+    // A script that declares flags without `no-writes` counts as a write command, which a
+    // read-only replica refuses before it starts (Redis's `scriptFlagsToCmdFlags`).
     let mut declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
         let no_writes = flags.iter().any(|f| f == "no-writes");
+        if !no_writes && replica_read_only {
+            return Err(Reply::error(crate::repl::gate::READONLY));
+        }
         *read_only |= no_writes;
         *deny_oom = !no_writes && !flags.iter().any(|f| f == "allow-oom");
         may_write = !no_writes;
+        Ok(())
     };
     let (what, label) = match command.op {
         ScriptOp::Eval | ScriptOp::EvalRo => {
             let body = command.args[0].clone();
             if let Some(flags) = shebang_flags(&body)? {
-                declared(&flags, &mut read_only, &mut deny_oom);
+                declared(&flags, &mut read_only, &mut deny_oom)?;
             }
             let sha = sha1_hex(&body);
             (
@@ -297,7 +308,7 @@ fn prepare(
                 .flatten()
                 .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))?;
             if let Some(flags) = shebang_flags(&body)? {
-                declared(&flags, &mut read_only, &mut deny_oom);
+                declared(&flags, &mut read_only, &mut deny_oom)?;
             }
             (
                 What::Eval {
@@ -318,7 +329,7 @@ fn prepare(
                     "ERR Can not execute a script with write flag using *_ro command.",
                 ));
             }
-            declared(&meta.flags, &mut read_only, &mut deny_oom);
+            declared(&meta.flags, &mut read_only, &mut deny_oom)?;
             (What::Function { name: name.clone() }, name)
         }
     };
@@ -339,6 +350,7 @@ fn prepare(
     Ok(Prepared {
         what,
         read_only,
+        replica_read_only,
         deny_oom,
         may_write,
         keys,
@@ -361,7 +373,8 @@ pub(crate) fn dispatch(shard: &Shard, origin: Origin, command: ScriptCommand) ->
     if !command.op.runs_script() {
         return Some(admin(shard, command));
     }
-    let prepared = match prepare(shard, &command, None) {
+    let from_master = shard.shared.replica.is_master_origin(&origin);
+    let prepared = match prepare(shard, &command, None, from_master) {
         Ok(prepared) => prepared,
         Err(reply) => return Some(reply),
     };
@@ -391,7 +404,8 @@ pub(crate) fn admin_command(shard: &Shard, command: ScriptCommand) -> Reply {
 
 /// A script run forwarded to this shard (its first key's).
 pub(crate) fn run_here(shard: &Shard, origin: Origin, command: ScriptCommand) -> Option<Reply> {
-    match prepare(shard, &command, Some(shard.id)) {
+    let from_master = shard.shared.replica.is_master_origin(&origin);
+    match prepare(shard, &command, Some(shard.id), from_master) {
         Ok(prepared) => start(current(), origin, prepared),
         Err(reply) => Some(reply),
     }
@@ -433,7 +447,9 @@ pub(crate) async fn run_in_transaction(
     held: &Rc<Held>,
     command: ScriptCommand,
 ) -> Reply {
-    let prepared = match prepare(shard, &command, Some(shard.id)) {
+    // The master's stream carries a script's effects, never the script: only clients' runs
+    // come here.
+    let prepared = match prepare(shard, &command, Some(shard.id), false) {
         Ok(prepared) => prepared,
         Err(reply) => return reply,
     };
@@ -442,7 +458,7 @@ pub(crate) async fn run_in_transaction(
 
 /// The shards a script run inside a transaction needs held (with the transaction's shard).
 pub(crate) fn transaction_shards(shard: &Shard, command: &ScriptCommand) -> Vec<usize> {
-    match prepare(shard, command, Some(shard.id)) {
+    match prepare(shard, command, Some(shard.id), false) {
         Ok(prepared) => prepared.lock,
         Err(_) => vec![shard.id],
     }
@@ -502,6 +518,7 @@ async fn run_held(
         held: held.clone(),
         info: info.clone(),
         read_only: prepared.read_only,
+        replica_read_only: prepared.replica_read_only,
         pending: RefCell::new(None),
         result: RefCell::new(None),
         run_started: Cell::new(Instant::now()),
