@@ -354,9 +354,9 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
          maxmemory_policy:{}\r\n\
          mem_fragmentation_ratio:{:.2}\r\n\
          mem_allocator:mimalloc\r\n\
-         lazyfree_pending_objects:0\r\n\
-         lazyfreed_objects:0\r\n\
-         mem_not_counted_for_evict:{clients}\r\n\
+         lazyfree_pending_objects:{}\r\n\
+         lazyfreed_objects:{}\r\n\
+         mem_not_counted_for_evict:{}\r\n\
          mem_clients_slaves:0\r\n\
          mem_clients_normal:{clients}\r\n\
          mem_aof_buffer:0\r\n\
@@ -379,6 +379,9 @@ fn memory_section(out: &mut String, facts: &Facts<'_>) {
         } else {
             server.used_memory_rss as f64 / used as f64
         },
+        total(facts, |s| s.lazyfree_pending_objects),
+        total(facts, |s| s.lazyfreed_objects),
+        clients,
         server.cached_scripts,
         // Not Redis's: the keyspace's estimate, what `--maxmemory` limits and evicts by.
         estimate - clients,

@@ -1,7 +1,8 @@
 //! Memory under load: a pipelined burst is admitted at the pace its replies are taken (the
 //! connection's buffered input and output stay within their bounds however far ahead the
 //! client writes), and FLUSHALL gives the keyspace's memory back (INFO's `used_memory`, the
-//! allocator's count, returns near the empty server's; RSS follows).
+//! allocator's count, returns near the empty server's; RSS follows); UNLINK frees a large
+//! value after its reply, counted as Redis counts lazy frees.
 
 mod common;
 
@@ -194,4 +195,64 @@ fn flushall_gives_the_memory_back() {
         returned,
         "RSS {rss} MiB after FLUSHALL: {rss_before} empty, {rss_loaded} loaded"
     );
+}
+
+/// As Redis's lazy free decides (`lazyfree.c`): UNLINK of a value costing more than 64
+/// allocations (here a stream of 200 nodes) frees it after the reply, counted once in
+/// `lazyfreed_objects` when done; a small one (one node, a destroyed group) is freed at once
+/// and not counted. CONFIG RESETSTAT starts the count again. Four shards: the count is the
+/// server's.
+#[test]
+fn unlink_frees_large_values_lazily_as_redis_counts_them() {
+    let server = Server::start(&["--shards", "4"]);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "stream-node-max-entries", "5"]),
+        Reply::ok()
+    );
+    for i in 0..1000 {
+        let field = if i % 10 == 0 { "bar" } else { "foo" };
+        let reply = conn.call(&["XADD", "stream", "*", field, &i.to_string()]);
+        assert!(matches!(reply, Reply::Bulk(Some(_))), "{reply:?}");
+    }
+    assert_eq!(
+        conn.call(&["XGROUP", "CREATE", "stream", "mygroup", "0"]),
+        Reply::ok()
+    );
+    conn.call(&[
+        "XREADGROUP",
+        "GROUP",
+        "mygroup",
+        "Alice",
+        "COUNT",
+        "2",
+        "STREAMS",
+        "stream",
+        ">",
+    ]);
+    assert_eq!(conn.call(&["UNLINK", "stream"]), Reply::Int(1));
+    let freed = eventually(Duration::from_secs(5), || {
+        info_field(&mut conn, "memory", "lazyfree_pending_objects") == 0
+    });
+    assert!(freed, "the stream is still waiting to be freed");
+    assert_eq!(info_field(&mut conn, "memory", "lazyfreed_objects"), 1);
+
+    assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
+    assert_eq!(info_field(&mut conn, "memory", "lazyfreed_objects"), 0);
+    assert!(matches!(
+        conn.call(&["XADD", "s", "*", "a", "b"]),
+        Reply::Bulk(Some(_))
+    ));
+    assert_eq!(
+        conn.call(&["XGROUP", "CREATE", "s", "bla", "$"]),
+        Reply::ok()
+    );
+    assert_eq!(conn.call(&["XGROUP", "DESTROY", "s", "bla"]), Reply::Int(1));
+    assert_eq!(conn.call(&["UNLINK", "s"]), Reply::Int(1));
+    assert_eq!(
+        info_field(&mut conn, "memory", "lazyfree_pending_objects"),
+        0
+    );
+    assert_eq!(info_field(&mut conn, "memory", "lazyfreed_objects"), 0);
 }

@@ -4,7 +4,9 @@
 # standing in for redis-server: a copy of the suite gets a `src/redis-server` that starts
 # corewire-kv with the unit's configuration file (tests/assets/default.conf plus the unit's
 # overrides, Redis's format), less the unix socket (corewire-kv listens on TCP only) and with
-# `save ""` (it writes no RDB snapshots). Prints each unit's counts per server.
+# `save ""` (it writes no RDB snapshots), and its log (stderr) joined to its stdout, where
+# Redis logs without a logfile and where the suite looks for log lines. Prints each unit's
+# counts per server.
 #
 # Usage: examples/kv/tests/redis_suite_servers.sh SUITE_DIR [--shards N[,N...]] [--redis] [UNIT...]
 #   SUITE_DIR   folder holding Redis 7.0's tests/ and runtest (kept out of this repository)
@@ -57,10 +59,10 @@ kv_wrapper() {
         echo '#!/usr/bin/env bash'
         echo '# corewire-kv in place of redis-server (see redis_suite_servers.sh).'
         echo '# Started without a configuration file (options only): passed on as they are.'
-        echo "[[ \"\$1\" == --* ]] && exec \"$kv\" \"\$@\" --save \"\" --shards $1"
+        echo "[[ \"\$1\" == --* ]] && exec \"$kv\" \"\$@\" --save \"\" --shards $1 2>&1"
         echo 'conf="$1"; shift'
         echo 'grep -v "^unixsocket" "$conf" >"$conf.kv"'
-        echo "exec \"$kv\" \"\$conf.kv\" \"\$@\" --save \"\" --shards $1"
+        echo "exec \"$kv\" \"\$conf.kv\" \"\$@\" --save \"\" --shards $1 2>&1"
     } >"$work/src/redis-server"
     chmod +x "$work/src/redis-server"
 }

@@ -335,3 +335,41 @@ fn cluster_mode_keeps_redis_cluster_rules() {
         Reply::Int(1)
     );
 }
+
+/// Redis 7 refuses a script that declares flags without `no-writes` while
+/// `min-replicas-to-write` is not met (it is a write command), and one without flags at its
+/// first write; `maxmemory 1` refuses a script's write even on an empty shard. Compared with
+/// `redis-server`, error texts included.
+#[test]
+fn scripts_meet_min_replicas_and_maxmemory_as_redis() {
+    let (oracle, server) = diff::servers(SHARDS, &[]);
+    let mut pair = Pair::new(&oracle, &server, "script refusals");
+    pair.check_str(&["SET", "x", "some value"]);
+    pair.check_str(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    for script in [
+        "#!lua flags=no-writes\nreturn redis.call('get','x')",
+        "return redis.call('get','x')",
+        "#!lua\nreturn redis.call('get','x')",
+        "return redis.call('set','x', 1)",
+        "#!lua flags=allow-oom\nreturn 1",
+    ] {
+        pair.check_str(&["EVAL", script, "1", "x"]);
+    }
+    pair.check_str(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    pair.check_str(&["FLUSHALL"]);
+    pair.check_str(&["CONFIG", "SET", "maxmemory", "1"]);
+    for (script, numkeys) in [
+        ("return redis.call('set','x','y')", "1"),
+        ("#!lua\nreturn 1", "0"),
+        ("#!lua flags=no-writes\nreturn 1", "0"),
+    ] {
+        let mut request = vec!["EVAL", script, numkeys];
+        if numkeys == "1" {
+            request.push("x");
+        }
+        pair.check_str(&request);
+    }
+    pair.check_str(&["CONFIG", "SET", "maxmemory", "0"]);
+    pair.check_str(&["EVAL", "return redis.call('set','x','y')", "1", "x"]);
+    pair.report();
+}

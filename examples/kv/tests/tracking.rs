@@ -315,3 +315,60 @@ fn scripts_track_their_declared_keys_when_they_read() {
     assert_eq!(reply, V::ok());
     nothing_pending(&mut reader);
 }
+
+/// INFO memory's `used_memory_keyspace`: the estimate `maxmemory` is compared with.
+fn keyspace_memory(conn: &mut Conn) -> u64 {
+    let info = conn.call_str(&["INFO", "memory"]);
+    let text = String::from_utf8_lossy(info.as_bytes().expect("INFO is a string")).into_owned();
+    text.lines()
+        .find_map(|line| line.strip_prefix("used_memory_keyspace:"))
+        .unwrap_or_else(|| panic!("no used_memory_keyspace in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// As Redis evicts before any command (not only the ones that may grow memory): a read past
+/// the limit evicts a tracked volatile key first (`volatile-random`), and its reader is told.
+/// `used_memory_keyspace` is what the limit is compared with, so a limit 100 KiB above it is
+/// reached by a 200 KiB bitmap. One shard: the limit is shared out per
+/// shard (see `store/memory.rs`). (Redis sends that invalidation before the read's reply;
+/// here it is queued behind the reply of the request in flight.)
+#[test]
+fn a_read_past_the_limit_evicts_and_invalidates() {
+    let server = Server::start(&["--shards", "1"]);
+    let mut conn = resp3(&server);
+    assert_eq!(conn.call_str(&["CLIENT", "TRACKING", "ON"]), V::ok());
+    let used = keyspace_memory(&mut conn);
+    let limit = (used + 100 * 1024).to_string();
+    assert_eq!(
+        conn.call_str(&["CONFIG", "SET", "maxmemory", &limit]),
+        V::ok()
+    );
+    assert_eq!(
+        conn.call_str(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]),
+        V::ok()
+    );
+    assert_eq!(
+        conn.call_str(&["SETEX", "volatile-key", "10000", "x"]),
+        V::ok()
+    );
+    assert_eq!(conn.call_str(&["GET", "volatile-key"]), V::bulk("x"));
+    assert_eq!(
+        conn.call_str(&["SETBIT", "big-key", "1600000", "0"]),
+        V::Int(0)
+    );
+    conn.send(&diff::args(&["GETBIT", "big-key", "0"]));
+    let mut replies = [conn.read(), conn.read()];
+    replies.sort_by_key(|reply| matches!(reply, V::Push(_)));
+    assert_eq!(replies[0], V::Int(0));
+    assert_eq!(
+        invalidated(&replies[1]),
+        Some(vec!["volatile-key".to_string()])
+    );
+    assert_eq!(conn.call_str(&["EXISTS", "volatile-key"]), V::Int(0));
+    // A write is refused only when nothing is left to evict (no key with a TTL).
+    assert!(!conn.call_str(&["GET", "big-key"]).is_error());
+    let refused = conn.call_str(&["SET", "other", "v"]);
+    assert!(refused.is_error(), "{}", refused.show());
+}

@@ -26,6 +26,8 @@ pub struct Hot {
     /// `slowlog-log-slower-than`, microseconds (-1: off).
     pub slowlog_slower_than_us: AtomicI64,
     pub slowlog_max_len: AtomicU64,
+    /// `min-replicas-to-write` (0: off), read by every write.
+    pub min_replicas_to_write: AtomicU64,
     /// `latency-monitor-threshold`, ms (0: off).
     pub latency_threshold_ms: AtomicU64,
     pub latency_tracking: AtomicBool,
@@ -73,6 +75,7 @@ impl LiveConfig {
             hot: Hot {
                 slowlog_slower_than_us: AtomicI64::new(0),
                 slowlog_max_len: AtomicU64::new(0),
+                min_replicas_to_write: AtomicU64::new(0),
                 latency_threshold_ms: AtomicU64::new(0),
                 latency_tracking: AtomicBool::new(true),
                 tracking_max_keys: AtomicU64::new(0),
@@ -196,6 +199,7 @@ impl LiveConfig {
         match key {
             LiveKey::SlowlogSlowerThan => hot.slowlog_slower_than_us.store(number(value), RELAXED),
             LiveKey::SlowlogMaxLen => hot.slowlog_max_len.store(number(value), RELAXED),
+            LiveKey::MinReplicasToWrite => hot.min_replicas_to_write.store(number(value), RELAXED),
             LiveKey::LatencyMonitorThreshold => {
                 hot.latency_threshold_ms.store(number(value), RELAXED)
             }

@@ -371,7 +371,9 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("key-load-delay", int(i32::MIN as i64, i32::MAX as i64), "0").flags(HIDDEN),
     opt("active-expire-effort", int(1, 10), "1"),
     opt("hz", INT, "10"),
-    opt("min-replicas-to-write", INT, "0").alias("min-slaves-to-write"),
+    opt("min-replicas-to-write", INT, "0")
+        .alias("min-slaves-to-write")
+        .live(LiveKey::MinReplicasToWrite),
     opt("min-replicas-max-lag", INT, "10").alias("min-slaves-max-lag"),
     opt("watchdog-period", INT, "0").flags(HIDDEN),
     opt("shutdown-timeout", INT, "10"),

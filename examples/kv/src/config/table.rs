@@ -54,6 +54,8 @@ pub enum LiveKey {
     NotifyKeyspaceEvents,
     SlowlogSlowerThan,
     SlowlogMaxLen,
+    /// `min-replicas-to-write`: what the write path checks, from the CONFIG SET on.
+    MinReplicasToWrite,
     LatencyMonitorThreshold,
     LatencyTracking,
     LatencyPercentiles,

@@ -59,6 +59,11 @@ pub enum HandshakeError {
 impl fmt::Display for HandshakeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // Redis's own log line, which tools and its test suite look for.
+            HandshakeError::Refused {
+                step: "AUTH",
+                reply,
+            } => write!(f, "Unable to AUTH to MASTER: {reply}"),
             HandshakeError::Refused { step, reply } => {
                 write!(f, "the master refused {step}: {reply}")
             }
@@ -397,10 +402,16 @@ mod tests {
             ..config()
         });
         hs.on_line(b"+PONG").unwrap();
+        let refused = hs.on_line(b"-WRONGPASS invalid username-password pair");
         assert!(matches!(
-            hs.on_line(b"-WRONGPASS invalid username-password pair"),
+            refused,
             Err(HandshakeError::Refused { step: "AUTH", .. })
         ));
+        // Redis's log line for it (the reply as received), which its test suite waits for.
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "Unable to AUTH to MASTER: -WRONGPASS invalid username-password pair"
+        );
         let (mut hs, _) = Handshake::start(config());
         assert!(hs.on_line(b"-ERR something else").is_err());
         let (mut hs, _) = Handshake::start(config());

@@ -51,9 +51,8 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 #[derive(Default)]
 pub(crate) struct ReplShared {
     info: Mutex<Option<ReplInfo>>,
-    /// `min-replicas-to-write`, and the replicas good by `min-replicas-max-lag` (refreshed
-    /// by the hub's timer).
-    min_to_write: AtomicU64,
+    /// The replicas good by `min-replicas-max-lag` (refreshed by the hub's timer; the
+    /// `min-replicas-to-write` they are held to is the live configuration's).
     good: AtomicU64,
 }
 
@@ -67,9 +66,9 @@ impl ReplShared {
         info
     }
 
-    /// `-NOREPLICAS` when min-replicas-to-write is not met.
-    pub fn write_refusal(&self) -> Option<Reply> {
-        let min = self.min_to_write.load(Ordering::Relaxed);
+    /// `-NOREPLICAS` when min-replicas-to-write (`min`, as set now: a CONFIG SET applies
+    /// to the next write, not at the hub's next tick) is not met.
+    pub fn write_refusal(&self, min: u64) -> Option<Reply> {
         (min > 0 && self.good.load(Ordering::Relaxed) < min)
             .then(|| Reply::error("NOREPLICAS Not enough good replicas to write."))
     }
@@ -379,9 +378,6 @@ impl Hub {
         if let Ok(mut slot) = shared.info.lock() {
             *slot = Some(info);
         }
-        shared
-            .min_to_write
-            .store(self.min_to_write, Ordering::Relaxed);
         shared.good.store(self.good() as u64, Ordering::Relaxed);
     }
 

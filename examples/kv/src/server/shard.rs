@@ -207,7 +207,9 @@ impl Shard {
             }
         }
         if command.is_write() {
-            if let Some(refusal) = self.shared.repl.write_refusal() {
+            let min = (self.shared.session.live.hot.min_replicas_to_write)
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if let Some(refusal) = self.shared.repl.write_refusal(min) {
                 return Some(refusal);
             }
         }
@@ -510,8 +512,10 @@ impl Shard {
         } else {
             MAX_SWEEP_PASSES
         };
-        let started = std::time::Instant::now();
         let mut store = self.store.borrow_mut();
+        // What UNLINK left to free, off the commands' path (see `store/lazyfree.rs`).
+        store.free_lazily();
+        let started = std::time::Instant::now();
         store.sample_rates(now);
         for _ in 0..passes {
             let outcome = match &self.aof {

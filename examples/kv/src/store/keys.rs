@@ -10,12 +10,35 @@ use crate::reply::Reply;
 
 impl Store {
     pub(super) fn del<S: ChangeSink>(&mut self, keys: Vec<Bytes>, now: u64, sink: &mut S) -> Reply {
+        self.delete(keys, now, sink, false)
+    }
+
+    /// UNLINK: DEL whose large values are freed after the command (see `lazyfree.rs`).
+    pub(super) fn unlink<S: ChangeSink>(
+        &mut self,
+        keys: Vec<Bytes>,
+        now: u64,
+        sink: &mut S,
+    ) -> Reply {
+        self.delete(keys, now, sink, true)
+    }
+
+    fn delete<S: ChangeSink>(
+        &mut self,
+        keys: Vec<Bytes>,
+        now: u64,
+        sink: &mut S,
+        lazy: bool,
+    ) -> Reply {
         let mut deleted = 0;
         let mut removed = Vec::new();
         for key in &keys {
-            let Some((stored_key, _, expire_at)) = self.remove(key) else {
+            let Some((stored_key, entry, expire_at)) = self.remove(key) else {
                 continue;
             };
+            if lazy {
+                self.lazy_free.release(entry.value, &self.config.encoding);
+            }
             if expire_at.is_some_and(|at| now > at) {
                 // Gone already as far as clients can tell; it still has to reach the log.
                 self.counters.expired_keys += 1;

@@ -1,7 +1,7 @@
 //! `--maxmemory`: each shard gets an equal share of the limit and keeps its own keyspace
-//! under it, as Redis does for the whole server. Before a command flagged `denyoom` (one that
-//! may grow the keyspace) runs on a shard that is over its share, the policy acts:
-//! `noeviction` refuses the command with Redis's OOM error; `allkeys-lru` and `allkeys-lfu`
+//! under it, as Redis does for the whole server. Before any command runs on a shard that is
+//! over its share, the policy acts: `noeviction` refuses a command flagged `denyoom` (one
+//! that may grow the keyspace) with Redis's OOM error; `allkeys-lru` and `allkeys-lfu`
 //! evict keys, each chosen as the least recently (or least frequently) used of
 //! [`SAMPLES`] random keys, Redis's `maxmemory-samples` approximation. Evictions are logged
 //! as DELs, so the AOF replays them.
@@ -155,9 +155,13 @@ fn per_key_overhead() -> u64 {
 }
 
 impl Store {
-    /// The estimated bytes this shard's keyspace takes.
+    /// The estimated bytes this shard's keyspace takes. An empty keyspace is not free: the
+    /// store's own fixed state counts, so the estimate never reaches 0 (nor does Redis's
+    /// `used_memory`) and `maxmemory 1` refuses writes on every shard, as in Redis.
     pub fn used_memory(&self) -> u64 {
-        self.data_bytes as u64 + self.map.len() as u64 * per_key_overhead()
+        std::mem::size_of::<Store>() as u64
+            + self.data_bytes as u64
+            + self.map.len() as u64 * per_key_overhead()
     }
 
     /// Whether a command that may grow memory would be refused now (`noeviction` past the
@@ -169,9 +173,11 @@ impl Store {
             && self.used_memory() > limit.max_bytes
     }
 
-    /// Runs before every command from a client: when the shard is over its limit and the
-    /// command may grow memory, evicts (each eviction an `evicted` event, logged as a DEL) or
-    /// refuses. Keys' accesses are recorded as commands look them up (see `keyspace.rs`).
+    /// Runs before every command from a client, as Redis's `performEvictions` does: when the
+    /// shard is over its limit, the policy evicts (each eviction an `evicted` event, logged as
+    /// a DEL) until it is under; a command that may grow memory is refused when that cannot
+    /// be done (`noeviction`, or nothing left to evict). Keys' accesses are recorded as
+    /// commands look them up (see `keyspace.rs`).
     pub(super) fn make_room<S: ChangeSink>(
         &mut self,
         command: &Command,
@@ -179,29 +185,28 @@ impl Store {
         sink: &mut S,
     ) -> Result<(), CommandError> {
         let limit = self.config.memory;
-        if limit.max_bytes == 0 {
+        if limit.max_bytes == 0 || self.used_memory() <= limit.max_bytes {
             return Ok(());
         }
-        if self.used_memory() <= limit.max_bytes || !may_grow(command) {
-            return Ok(());
-        }
-        if limit.policy == EvictionPolicy::NoEviction {
-            return Err(CommandError::OutOfMemory);
-        }
-        while self.used_memory() > limit.max_bytes {
-            let Some(victim) = self.pick_victim(limit, now) else {
-                return Err(CommandError::OutOfMemory);
-            };
-            if let Some((key, _, expire_at)) = self.remove(&victim) {
-                if expire_at.is_some_and(|at| now > at) {
-                    self.counters.expired_keys += 1;
-                    self.notify(Class::Expired, "expired", &key);
-                } else {
-                    self.memory.evicted_keys += 1;
-                    self.notify(Class::Evicted, "evicted", &key);
+        if limit.policy != EvictionPolicy::NoEviction {
+            while self.used_memory() > limit.max_bytes {
+                let Some(victim) = self.pick_victim(limit, now) else {
+                    break;
+                };
+                if let Some((key, _, expire_at)) = self.remove(&victim) {
+                    if expire_at.is_some_and(|at| now > at) {
+                        self.counters.expired_keys += 1;
+                        self.notify(Class::Expired, "expired", &key);
+                    } else {
+                        self.memory.evicted_keys += 1;
+                        self.notify(Class::Evicted, "evicted", &key);
+                    }
+                    super::keyspace::record_del(sink, &key);
                 }
-                super::keyspace::record_del(sink, &key);
             }
+        }
+        if self.used_memory() > limit.max_bytes && may_grow(command) {
+            return Err(CommandError::OutOfMemory);
         }
         Ok(())
     }
@@ -299,6 +304,34 @@ mod tests {
         let reply = store.execute(Command::parse(args).unwrap(), now, sink);
         store.assert_consistent();
         reply
+    }
+
+    #[test]
+    fn an_empty_shard_is_over_a_one_byte_limit() {
+        let mut store = store(1, EvictionPolicy::NoEviction);
+        assert!(store.over_memory_limit());
+        assert_eq!(
+            run(&mut store, "SET k v", &mut NoLog),
+            Reply::error("OOM command not allowed when used memory > 'maxmemory'.")
+        );
+        assert_eq!(run(&mut store, "GET k", &mut NoLog), Reply::NullBulk);
+        // Eviction empties the shard, then refuses what would grow it.
+        let mut store = store_with(1, EvictionPolicy::AllKeysLru, &["SET a 1", "SET b 2"]);
+        assert!(run(&mut store, "SET c 3", &mut NoLog).is_error());
+        assert_eq!(store.stats().keys, 0);
+    }
+
+    fn store_with(max_bytes: u64, policy: EvictionPolicy, lines: &[&str]) -> Store {
+        let mut filled = store(0, policy);
+        for line in lines {
+            assert_eq!(run(&mut filled, line, &mut NoLog), Reply::ok());
+        }
+        filled.set_memory_limit(MemoryLimit {
+            max_bytes,
+            policy,
+            ..MemoryLimit::default()
+        });
+        filled
     }
 
     #[test]

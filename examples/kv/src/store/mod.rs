@@ -13,6 +13,7 @@ mod hll;
 mod keyops;
 mod keys;
 mod keyspace;
+mod lazyfree;
 mod lcs;
 mod list_pack;
 mod lolwut;
@@ -120,6 +121,8 @@ pub struct Store {
     /// running `avg_ttl` the sweep estimates.
     ops_rate: stats::RateSampler,
     avg_ttl_ms: u64,
+    /// UNLINKed values waiting to be freed (see `lazyfree.rs`).
+    lazy_free: lazyfree::LazyFree,
     /// The keyspace events of the command running (see [`crate::notify`]).
     events: crate::notify::EventLog,
     /// The command running does not count as an access to its keys (TYPE, TTL, EXISTS,
@@ -170,6 +173,7 @@ impl Store {
             memory: memory::MemoryState::default(),
             ops_rate: stats::RateSampler::default(),
             avg_ttl_ms: 0,
+            lazy_free: lazyfree::LazyFree::default(),
             events: crate::notify::EventLog::default(),
             no_touch: false,
             emptied: Vec::new(),
@@ -287,6 +291,8 @@ impl Store {
             ops_per_sec: self.ops_rate.per_sec(),
             avg_ttl_ms: self.avg_ttl_ms,
             dirty: self.counters.dirty,
+            lazyfree_pending_objects: self.lazy_free.pending(),
+            lazyfreed_objects: self.lazy_free.freed(),
             aof: Default::default(),
         }
     }
@@ -310,6 +316,13 @@ impl Store {
         self.counters = Counters::default();
         self.ops_rate = stats::RateSampler::default();
         self.memory.evicted_keys = 0;
+        self.lazy_free.reset_stats();
+    }
+
+    /// Frees a batch of the values UNLINK left to free later (called on the shard's tick);
+    /// whether some still wait.
+    pub fn free_lazily(&mut self) -> bool {
+        self.lazy_free.drain()
     }
 
     /// `key`'s TTL as WATCH sees it: `None` if the key is not stored, `Some(None)` if it is

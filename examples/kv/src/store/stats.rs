@@ -2,7 +2,7 @@ use crate::aof::AofStats;
 use crate::reply::Reply;
 
 /// Integers of the store's own fields in [`ShardStats::to_reply`].
-const STORE_FIELDS: usize = 12;
+const STORE_FIELDS: usize = 14;
 
 /// One shard's numbers for INFO.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,6 +27,9 @@ pub struct ShardStats {
     pub avg_ttl_ms: u64,
     /// Writes since start-up (Redis's `dirty`; there is no save to reset it).
     pub dirty: u64,
+    /// UNLINKed values waiting to be freed, and those freed so (see `lazyfree.rs`).
+    pub lazyfree_pending_objects: u64,
+    pub lazyfreed_objects: u64,
     /// The shard's log, filled in by the glue (the store knows nothing of it).
     pub aof: AofStats,
 }
@@ -49,6 +52,8 @@ impl ShardStats {
                 self.ops_per_sec,
                 self.avg_ttl_ms,
                 self.dirty,
+                self.lazyfree_pending_objects,
+                self.lazyfreed_objects,
             ]
             .into_iter()
             .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
@@ -87,6 +92,8 @@ impl ShardStats {
             ops_per_sec: next()?,
             avg_ttl_ms: next()?,
             dirty: next()?,
+            lazyfree_pending_objects: next()?,
+            lazyfreed_objects: next()?,
             aof: AofStats::from_integers(&ints[STORE_FIELDS..])?,
         };
         Some(stats)
@@ -196,6 +203,8 @@ mod tests {
             ops_per_sec: 11,
             avg_ttl_ms: 12,
             dirty: 13,
+            lazyfree_pending_objects: 14,
+            lazyfreed_objects: 15,
             aof: AofStats {
                 enabled: true,
                 current_size: 8,

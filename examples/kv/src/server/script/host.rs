@@ -134,6 +134,15 @@ impl ScriptHost {
         if writes && self.replica_read_only {
             return (Reply::error(crate::repl::gate::READONLY), None);
         }
+        // Redis's `scriptVerifyWriteCommandAllow`: a script's first write is refused while
+        // `min-replicas-to-write` is not met; once it wrote, it is not failed half way.
+        if writes && !self.info.wrote.load(Ordering::Relaxed) {
+            let min =
+                (self.shard.shared.session.live.hot.min_replicas_to_write).load(Ordering::Relaxed);
+            if let Some(refusal) = self.shard.shared.repl.write_refusal(min) {
+                return (refusal, None);
+            }
+        }
         if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
             && !flags.contains(&"admin")
             && !flags.contains(&"skip_monitor")
@@ -178,11 +187,14 @@ impl ScriptHost {
             }
             _ => None,
         };
+        // An OOM comes from the memory check before the command runs (`store/memory.rs`): a
+        // rejected call, as Redis counts it, not a failed one.
+        let rejected = error.as_deref() == Some(&b"OOM"[..]);
         let record = crate::session::CallRecord {
             name,
             duration_us: started.elapsed().as_micros() as u64,
             error,
-            rejected: false,
+            rejected,
             errorstat: false,
             slow: None,
         };

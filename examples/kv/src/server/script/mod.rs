@@ -182,6 +182,10 @@ struct Prepared {
     /// Refused at start when the shard is past its memory limit: a script that declares
     /// flags (shebang or function) and neither `no-writes` nor `allow-oom`, as Redis 7.
     deny_oom: bool,
+    /// Refused at start while `min-replicas-to-write` is not met: a script that declares
+    /// flags without `no-writes` is a write command, as in Redis 7 (one without flags is
+    /// refused at its first write instead).
+    may_write: bool,
     keys: Vec<Bytes>,
     argv: Vec<Bytes>,
     /// The shards to hold, ascending, and where the script runs.
@@ -268,16 +272,18 @@ fn prepare(
     let scripting = &shard.shared.scripting;
     let mut read_only = command.op.is_read_only();
     let mut deny_oom = false;
+    let mut may_write = false;
     let replica_read_only = !from_master && shard.shared.replica.gate.refuses_writes();
     // A script that declares flags without `no-writes` counts as a write command, which a
     // read-only replica refuses before it starts (Redis's `scriptFlagsToCmdFlags`).
-    let declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
+    let mut declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
         let no_writes = flags.iter().any(|f| f == "no-writes");
         if !no_writes && replica_read_only {
             return Err(Reply::error(crate::repl::gate::READONLY));
         }
         *read_only |= no_writes;
         *deny_oom = !no_writes && !flags.iter().any(|f| f == "allow-oom");
+        may_write = !no_writes;
         Ok(())
     };
     let (what, label) = match command.op {
@@ -346,6 +352,7 @@ fn prepare(
         read_only,
         replica_read_only,
         deny_oom,
+        may_write,
         keys,
         argv,
         lock,
@@ -487,6 +494,13 @@ async fn run_held(
     }
     if prepared.deny_oom && shard.with_store(|store| store.over_memory_limit()) {
         return CommandError::OutOfMemory.into();
+    }
+    if prepared.may_write {
+        let min = (shard.shared.session.live.hot.min_replicas_to_write)
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(refusal) = shard.shared.repl.write_refusal(min) {
+            return refusal;
+        }
     }
     let info = Arc::new(RunInfo {
         function: match &prepared.what {

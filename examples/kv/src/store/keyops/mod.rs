@@ -49,7 +49,7 @@ impl Store {
                     })
                     .count() as i64,
             )),
-            Op::Unlink => Ok(cx.store.del(args, now, cx.sink)),
+            Op::Unlink => Ok(cx.store.unlink(args, now, cx.sink)),
             Op::Rename | Op::RenameNx => cx.rename(a),
             Op::Copy => cx.copy(a),
             Op::Keys => Ok(cx.keys(a)),
