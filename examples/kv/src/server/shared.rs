@@ -179,7 +179,14 @@ impl ServerShared {
             cached_scripts: self.scripting.cached_scripts() as u64,
             rdb: self.rdb.info(),
             master_link: self.replica.info(&self.session.live),
-            replication: Some(self.repl.info()),
+            replication: Some({
+                // The live setting, as the write path holds writes to it (the hub's copy
+                // follows at its next tick).
+                let mut info = self.repl.info();
+                info.min_replicas_to_write =
+                    (self.session.live.hot.min_replicas_to_write).load(Ordering::Relaxed);
+                info
+            }),
         }
     }
 
