@@ -11,7 +11,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cluster_util::{Cluster, ClusterClient, Node, CONVERGE};
+use cluster_util::{require_redis_py_cluster, Cluster, ClusterClient, Node, CONVERGE, PYTHON};
 use common::{eventually, Reply, Resp, TempDir};
 use corewire_kv::routing::key_slot as local_key_slot;
 
@@ -459,25 +459,13 @@ fn cluster_failover_switches_roles() {
     cluster.wait_consistent();
 }
 
-/// Debian's interpreter, where `python3-redis` installs.
-const PYTHON: &str = "/usr/bin/python3";
-
 /// A primary killed while `redis-benchmark --cluster` loads every node and redis-py's
 /// `RedisCluster` writes: the client's writes stall for no longer than the failover takes,
 /// every write a replica acknowledged (`WAIT 1`) is readable afterwards, and the old primary
 /// returns as a replica while the load goes on.
 #[test]
 fn a_primary_killed_under_load_loses_no_acknowledged_write() {
-    let has_redis_py = Command::new(PYTHON)
-        .args(["-c", "import redis.cluster"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        has_redis_py,
-        "{PYTHON} cannot import redis.cluster: install Debian's python3-redis \
-         (`cargo xtask setup` does)"
-    );
+    require_redis_py_cluster();
     let mut cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
     wait_roles(&cluster, &all, 3, 3);

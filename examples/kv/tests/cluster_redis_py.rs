@@ -6,24 +6,11 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use cluster_util::Cluster;
-
-/// Debian's interpreter, where `python3-redis` installs (a `python3` earlier in `PATH`,
-/// from pyenv or a venv, may not have it).
-const PYTHON: &str = "/usr/bin/python3";
+use cluster_util::{require_redis_py_cluster, Cluster, PYTHON};
 
 #[test]
 fn redis_py_cluster_client_writes_and_reads_100k_keys() {
-    let has_redis_py = Command::new(PYTHON)
-        .args(["-c", "import redis.cluster"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        has_redis_py,
-        "{PYTHON} cannot import redis.cluster: install Debian's python3-redis \
-         (`cargo xtask setup` does)"
-    );
+    require_redis_py_cluster();
     let cluster = Cluster::start(3, None);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/cluster_100k.py");
     let out = Command::new(PYTHON)

@@ -355,3 +355,21 @@ fn target_port(endpoint: Option<&str>) -> u16 {
         .and_then(|p| p.parse().ok())
         .expect("ip:port in a redirection")
 }
+
+/// Debian's interpreter, where `python3-redis` installs (a `python3` earlier in `PATH`,
+/// from pyenv or a venv, may not have it).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// Fails, saying how to get it, unless [`PYTHON`] has redis-py's cluster client.
+pub fn require_redis_py_cluster() {
+    let has_redis_py = Command::new(PYTHON)
+        .args(["-c", "import redis.cluster"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_redis_py,
+        "{PYTHON} cannot import redis.cluster: install Debian's python3-redis \
+         (`cargo xtask setup` does)"
+    );
+}
