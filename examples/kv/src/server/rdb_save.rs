@@ -484,6 +484,20 @@ async fn write(
     result.map_err(SaveError::Failed)
 }
 
+/// A new, empty `temp-<pid><tag>.rdb` in `dir`, open for writing and reading back (a save,
+/// a disk-based full sync, a replica's received snapshot), and its path.
+pub(super) async fn create_temp(dir: &Path, tag: &str) -> (PathBuf, std::io::Result<File>) {
+    let path = dir.join(format!("temp-{}{tag}.rdb", std::process::id()));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .await;
+    (path, file)
+}
+
 async fn write_file(
     shared: &ServerShared,
     all: &[usize],
@@ -491,15 +505,9 @@ async fn write_file(
     keys: u64,
     expires: u64,
 ) -> Result<(), String> {
-    let temp = target.dir.join(format!("temp-{}.rdb", std::process::id()));
+    let (temp, file) = create_temp(&target.dir, "").await;
     let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", temp.display());
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-        .await
-        .map_err(|e| fail("creating", e))?;
+    let file = file.map_err(|e| fail("creating", e))?;
     let mut writer = FileWriter {
         file: &file,
         offset: 0,

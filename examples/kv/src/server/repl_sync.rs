@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use corewire::runtime::fs::{self as ring_fs, OpenOptions};
+use corewire::runtime::fs as ring_fs;
 use corewire::runtime::sleep;
 
 use super::rdb_save::{self, on_all};
@@ -166,20 +166,11 @@ async fn transfer(
         send(id, shard, sink, Bytes::from(format!("$EOF:{mark}\r\n"))).await?;
         Sink::Socket
     } else {
-        let path = target
-            .dir
-            .join(format!("temp-{}-{id}.rdb", std::process::id()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .await
-            .map_err(|error| {
-                tracing::error!(%error, path = %path.display(), "replica sync: temporary RDB");
-                Gone
-            })?;
+        let (path, file) = rdb_save::create_temp(&target.dir, &format!("-{id}")).await;
+        let file = file.map_err(|error| {
+            tracing::error!(%error, path = %path.display(), "replica sync: temporary RDB");
+            Gone
+        })?;
         Sink::File { file, path, len: 0 }
     };
     let mut crc = 0;

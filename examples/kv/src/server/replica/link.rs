@@ -21,7 +21,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use corewire::runtime::fs::{remove_file, OpenOptions};
+use corewire::runtime::fs::remove_file;
 use corewire::runtime::sync::WakerCell;
 use corewire::runtime::timer::sleep_until;
 
@@ -309,15 +309,9 @@ async fn session(
             // The snapshot goes to a temporary file in `dir` as it arrives (clients keep
             // the old data meanwhile), then loads from there piece by piece.
             let dir = super::super::rdb_save::target(&shared).dir;
-            let path = dir.join(format!("temp-{}-replica.rdb", std::process::id()));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .await
-                .map_err(|e| other(format!("temporary file {}: {e}", path.display())))?;
+            let (path, file) = super::super::rdb_save::create_temp(&dir, "-replica").await;
+            let file =
+                file.map_err(|e| other(format!("temporary file {}: {e}", path.display())))?;
             let loaded = async {
                 let mut receiver = RdbReceiver::new(MAX_SNAPSHOT);
                 loop {
