@@ -1,8 +1,9 @@
 //! Memory under load: a pipelined burst is admitted at the pace its replies are taken (the
 //! connection's buffered input and output stay within their bounds however far ahead the
 //! client writes), and FLUSHALL gives the keyspace's memory back (INFO's `used_memory`, the
-//! allocator's count, returns near the empty server's; RSS follows); UNLINK frees a large
-//! value after its reply, counted as Redis counts lazy frees.
+//! allocator's count, returns near the empty server's; RSS follows, with transparent huge
+//! pages off as Redis's `disable-thp` has them); UNLINK frees a large value after its reply,
+//! counted as Redis counts lazy frees.
 
 mod common;
 
@@ -138,15 +139,42 @@ fn a_pipelined_burst_is_admitted_at_the_pace_it_is_answered() {
     assert_eq!(control.call(&["DBSIZE"]), Reply::Int(1));
 }
 
+/// The process's anonymous resident memory (`RssAnon`, KiB): the heap and the runtime's
+/// buffers, not the code pages a load happens to touch.
+fn rss_anon_kib(server: &Server) -> u64 {
+    status_field(server, "RssAnon")
+        .split_whitespace()
+        .next()
+        .and_then(|kib| kib.parse().ok())
+        .expect("RssAnon in /proc/PID/status")
+}
+
+fn status_field(server: &Server, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    own_status_field(&status, field)
+}
+
+fn own_status_field(status: &str, field: &str) -> String {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in /proc/PID/status (Linux 5.0 or later has it)"))
+        .trim()
+        .to_owned()
+}
+
 /// Loads 200,000 keys through a pipeline, then FLUSHALL: `used_memory` (the allocator's
-/// count) goes back to within a megabyte of the empty server's, and RSS gives back most of
-/// what the load took.
+/// count) goes back to within a megabyte of the empty server's, and the anonymous RSS gives
+/// back at least three quarters of what the load took. (Not all of it: a client this fast
+/// leaves some of the allocator's pages holding a few live objects each, 2 to 7 MB here in a
+/// debug build; `examples/kv/bench/memory.sh`'s `redis-cli --pipe` load ends within 10 % of
+/// the empty server's RSS, see BENCHMARKS.md.)
 #[test]
 fn flushall_gives_the_memory_back() {
     let server = Server::start(&["--shards", "1"]);
     let mut conn = server.connect();
     let baseline = info_field(&mut conn, "memory", "used_memory");
-    let rss_before = server.rss_mib();
+    let rss_before = rss_anon_kib(&server);
 
     const KEYS: usize = 200_000;
     let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
@@ -177,7 +205,7 @@ fn flushall_gives_the_memory_back() {
         loaded > baseline + (KEYS * 100) as u64,
         "used_memory {loaded}, empty {baseline}"
     );
-    let rss_loaded = server.rss_mib();
+    let rss_loaded = rss_anon_kib(&server);
 
     assert_eq!(conn.call(&["FLUSHALL"]), Reply::ok());
     let flushed = info_field(&mut conn, "memory", "used_memory");
@@ -187,13 +215,30 @@ fn flushall_gives_the_memory_back() {
     );
     // The pages go back too (at once, or at the shard's next purge a second later).
     let mut rss = rss_loaded;
+    let bound = rss_before + (rss_loaded - rss_before) / 4;
     let returned = eventually(Duration::from_secs(10), || {
-        rss = server.rss_mib();
-        rss <= rss_before + (rss_loaded - rss_before) / 4
+        rss = rss_anon_kib(&server);
+        rss <= bound
     });
     assert!(
         returned,
-        "RSS {rss} MiB after FLUSHALL: {rss_before} empty, {rss_loaded} loaded"
+        "anonymous RSS {rss} KiB after FLUSHALL (bound {bound}): {rss_before} empty, \
+         {rss_loaded} loaded"
+    );
+}
+
+/// `disable-thp yes`, Redis's default: the server runs without transparent huge pages
+/// (`THP_enabled: 0`), so its heap is in 4 KiB pages; `--disable-thp no` leaves the
+/// process as it was started (as this test runs).
+#[test]
+fn transparent_huge_pages_are_off_unless_asked_for() {
+    let server = Server::start(&["--shards", "1"]);
+    assert_eq!(status_field(&server, "THP_enabled"), "0");
+    let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+    let server = Server::start(&["--shards", "1", "--disable-thp", "no"]);
+    assert_eq!(
+        status_field(&server, "THP_enabled"),
+        own_status_field(&mine, "THP_enabled")
     );
 }
 

@@ -40,6 +40,12 @@ fn main() -> ExitCode {
         eprintln!("corewire-kv: logfile: {error}");
         return ExitCode::FAILURE;
     }
+    if config.disable_thp {
+        if let Err(error) = corewire_kv::heap::disable_thp() {
+            // Redis goes on too: huge pages cost memory, not correctness.
+            tracing::warn!(%error, "could not disable transparent huge pages");
+        }
+    }
     if !loaded.notes.is_empty() {
         tracing::info!(
             options = loaded.notes.join(" "),

@@ -125,7 +125,13 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("crash-log-enabled", BOOL, "yes"),
     opt("crash-memcheck-enabled", BOOL, "yes"),
     opt("use-exit-on-panic", BOOL, "no").flags(HIDDEN),
-    opt("disable-thp", BOOL, "yes").flags(IMMUTABLE),
+    opt("disable-thp", BOOL, "yes")
+        .flags(IMMUTABLE)
+        .start(|c, v| {
+            c.disable_thp = yes(v);
+            Ok(())
+        })
+        .help("no transparent huge pages for the process (an empty or flushed heap then holds 4 KiB pages, not 2 MiB ones)"),
     opt("cluster-allow-replica-migration", BOOL, "yes"),
     opt("replica-announced", BOOL, "yes"),
     opt("latency-tracking", BOOL, "yes")

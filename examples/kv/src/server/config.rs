@@ -133,6 +133,9 @@ pub struct ServerConfig {
     pub maxmemory_policy: EvictionPolicy,
     /// `pidfile`: written at start-up, removed at a clean stop.
     pub pidfile: Option<PathBuf>,
+    /// `disable-thp` (default yes): the process asks the kernel for no transparent huge
+    /// pages (see `heap::disable_thp`).
+    pub disable_thp: bool,
     /// `logfile`: where the log goes (`None`: standard error).
     pub logfile: Option<PathBuf>,
     /// `loglevel`: Redis's level name.
@@ -186,6 +189,7 @@ impl Default for ServerConfig {
             maxmemory: 0,
             maxmemory_policy: EvictionPolicy::NoEviction,
             pidfile: None,
+            disable_thp: true,
             logfile: None,
             loglevel: "notice".into(),
             enable_debug_command: false,

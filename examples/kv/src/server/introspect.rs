@@ -194,7 +194,12 @@ impl Shard {
             Request::MemoryMallocStats => Reply::Bulk(Bytes::from_static(
                 b"Stats not supported for the current allocator",
             )),
-            Request::MemoryPurge => Reply::ok(),
+            Request::MemoryPurge => {
+                // Redis asks jemalloc to purge its dirty pages; here each shard gives back
+                // what its heap holds free, at once (see `heap`).
+                crate::heap::collect(true);
+                Reply::ok()
+            }
             Request::DebugSleep(us) => {
                 // Redis's DEBUG SLEEP stops the server: every shard sleeps at once.
                 std::thread::sleep(Duration::from_micros(us));
