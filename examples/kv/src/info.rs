@@ -99,7 +99,8 @@ pub struct ShardPart {
     pub channels: Vec<Bytes>,
     pub patterns: Vec<Bytes>,
     pub shard_channels: Vec<Bytes>,
-    /// The shard's connections' memory (their CLIENT LIST `tot-mem`).
+    /// The shard's connections' memory (their CLIENT LIST `tot-mem`, plus each one's task
+    /// and the state around its session).
     pub clients_memory: u64,
 }
 

@@ -276,11 +276,20 @@ impl ReplySink for RespConn {
     }
 
     fn memory(&self) -> usize {
-        match self.state.try_borrow() {
-            Ok(state) => state.session.memory(),
-            // The connection asking: at least its state.
-            Err(_) => std::mem::size_of::<Session>(),
-        }
+        // Beyond the session and its buffers (CLIENT LIST's `tot-mem`), what every
+        // connection allocates: its shared state around the session, with the `Rc`'s
+        // counts, and its task, so that INFO's `used_memory_dataset` does not count idle
+        // connections as data. The runtime's share of a socket is not counted.
+        const FIXED: usize = std::mem::size_of::<RespConn>() - std::mem::size_of::<Session>()
+            + 16
+            + std::mem::size_of::<Serve>()
+            + 16;
+        FIXED
+            + match self.state.try_borrow() {
+                Ok(state) => state.session.memory(),
+                // The connection asking: at least its state.
+                Err(_) => std::mem::size_of::<Session>(),
+            }
     }
 
     fn client_line(&self, now_ms: u64) -> Option<ClientLine> {
