@@ -19,7 +19,7 @@
 #             plus our own (xadd is one: redis-benchmark 7.0's -t list has no XADD test and
 #             prints nothing for it): xadd (XADD * of one field to one stream), evalsha (EVALSHA of a script of 3 commands on one key),
 #             zunionstore (ZUNIONSTORE of two 100-member sorted sets), xread (XREAD COUNT 10
-#             of a 100-entry stream), setbit (SETBIT at a random offset below 100000), pfadd
+#             of a 100-entry stream), setbit (SETBIT of one bit of a random key), pfadd
 #             (PFADD of a random element), geoadd (GEOADD of a random member)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
@@ -32,6 +32,8 @@
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release),
 # COREWIRE_KV_ARGS (extra corewire-kv flags, e.g. "--idle-spin-us 50").
 set -euo pipefail
+# Commands are split into words unquoted below; `XADD key * ...` must not glob.
+set -f
 
 requests=100000
 requests_p16=1000000
@@ -141,7 +143,9 @@ custom_cmd() {
         zunionstore) echo "ZUNIONSTORE bench:zu 2 bench:z1 bench:z2" ;;
         xadd) echo "XADD bench:xs * field value" ;;
         xread) echo "XREAD COUNT 10 STREAMS bench:x 0" ;;
-        setbit) echo "SETBIT bench:bits __rand_int__ 1" ;;
+        # Random keys: redis-benchmark's __rand_int__ is zero-padded, which no server takes
+        # as a bit offset.
+        setbit) echo "SETBIT bench:bits:__rand_int__ 7 1" ;;
         pfadd) echo "PFADD bench:hll e:__rand_int__" ;;
         geoadd) echo "GEOADD bench:geo 13.361389 38.115556 m:__rand_int__" ;;
     esac
