@@ -59,7 +59,7 @@ use crate::store::Store;
 /// it encodes, so it stops at whichever bound comes first.
 const STEP_KEYS: usize = 4096;
 const STEP_BYTES: usize = 192 << 10;
-const STEP_TIME: Duration = Duration::from_micros(150);
+const STEP_TIME: Duration = Duration::from_micros(100);
 /// Keys encoded between two looks at the clock.
 const KEYS_PER_CALL: usize = 32;
 
@@ -582,6 +582,9 @@ async fn write_file(
                     next.push(shard);
                 }
             }
+            // The step just held the shard; the loop serves what arrived meanwhile before
+            // this task checksums the slices (one hold is a step or a checksum, not both).
+            corewire::runtime::yield_now().await;
             let crc_started = Instant::now();
             writer.write(round).await?;
             stats.crc += crc_started.elapsed();
