@@ -373,3 +373,40 @@ fn scripts_meet_min_replicas_and_maxmemory_as_redis() {
     pair.check_str(&["EVAL", "return redis.call('set','x','y')", "1", "x"]);
     pair.report();
 }
+
+/// A script without flags runs under `maxmemory` and fails at its first write: EVAL counts
+/// as called and failed (Redis's `Consistent eval error reporting`); a script that declares
+/// its flags (without `allow-oom`) is refused before it runs: rejected.
+#[test]
+fn an_oom_inside_a_script_fails_the_eval_a_declared_script_is_rejected() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    let eval_stats = |conn: &mut common::Resp| {
+        let Reply::Bulk(Some(text)) = conn.call(&["INFO", "commandstats"]) else {
+            panic!("INFO commandstats");
+        };
+        let text = String::from_utf8(text).unwrap();
+        (text.lines())
+            .find_map(|l| l.strip_prefix("cmdstat_eval:").map(str::to_owned))
+            .unwrap_or_default()
+    };
+    assert_eq!(conn.call(&["CONFIG", "SET", "maxmemory", "1"]), Reply::ok());
+    assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
+    let script = "return redis.call('set','x','y')";
+    let reply = conn.call(&["EVAL", script, "1", "x"]);
+    assert!(
+        matches!(&reply, Reply::Error(e) if e.starts_with("OOM command not allowed")),
+        "{reply:?}"
+    );
+    let stats = eval_stats(&mut conn);
+    assert!(stats.starts_with("calls=1,"), "{stats}");
+    assert!(stats.ends_with("rejected_calls=0,failed_calls=1"), "{stats}");
+
+    assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
+    let declared = format!("#!lua\n{script}");
+    let reply = conn.call(&["EVAL", &declared, "1", "x"]);
+    assert!(matches!(&reply, Reply::Error(e) if e.starts_with("OOM")), "{reply:?}");
+    let stats = eval_stats(&mut conn);
+    assert!(stats.starts_with("calls=0,"), "{stats}");
+    assert!(stats.ends_with("rejected_calls=1,failed_calls=0"), "{stats}");
+}

@@ -83,11 +83,16 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8], compression: bool) {
         }
     }
     if compression && s.len() > 20 {
-        if let Some(packed) = lzf::compress(s, s.len() - 4) {
+        // Compressed in place (no buffer per string), the header appended after it and
+        // rotated to the front: its length depends on the compressed size.
+        let mark = out.len();
+        if lzf::compress_into(s, s.len() - 4, out) {
+            let packed = out.len() - mark;
             out.push(0xc3);
-            write_len(out, packed.len() as u64);
+            write_len(out, packed as u64);
             write_len(out, s.len() as u64);
-            out.extend_from_slice(&packed);
+            let header = out.len() - mark - packed;
+            out[mark..].rotate_right(header);
             return;
         }
     }
@@ -227,12 +232,17 @@ pub fn write_key(
         out.push(opcode::EXPIRETIME_MS);
         out.extend_from_slice(&at.to_le_bytes());
     }
-    // The type byte goes before the key: write the value to a side buffer first.
-    let mut value = Vec::new();
-    let ty = write_object(&mut value, object, limits);
-    out.push(ty);
+    // The type byte goes before the key, and the value's encoding (so its type) is known
+    // only once written: the key goes first after a placeholder, the value after it, and
+    // its leading type byte moves into the placeholder (no buffer per key).
+    let ty_at = out.len();
+    out.push(0);
     write_string(out, key, limits.compression);
-    out.extend_from_slice(&value[1..]);
+    let value_at = out.len();
+    let ty = write_object(out, object, limits);
+    out[ty_at] = ty;
+    out.copy_within(value_at + 1.., value_at);
+    out.pop();
 }
 
 /// The file's framing around the keys.

@@ -5,6 +5,8 @@
 //! other starts a back reference of length `(c >> 5) + 2` (with `c >> 5 == 7`, a further byte
 //! adds to the length) to `((c & 31) << 8 | next byte) + 1` bytes back in the output.
 
+use std::cell::RefCell;
+
 /// Longest back reference: 7 + 255 in the length bytes, plus the implied 2.
 const MAX_REF: usize = 264;
 /// Farthest back reference (13 bits of offset, plus one).
@@ -12,12 +14,60 @@ const MAX_OFF: usize = 1 << 13;
 const MAX_LIT: usize = 32;
 const HASH_LOG: u32 = 14;
 
+/// The hash table of the compressor: one per thread, never cleared. A slot holds
+/// `base + position + 1` of the call that filled it; a call starts with `base` past every
+/// value written before, so an older call's slots read as empty (what a zeroed table
+/// gives, and the same output) without zeroing 128 KiB for each string: an RDB save
+/// compresses every string over 20 bytes, and zeroing a fresh table per string was most of
+/// a save's time.
+struct Table {
+    slots: Vec<u64>,
+    base: u64,
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = const {
+        RefCell::new(Table {
+            slots: Vec::new(),
+            base: 0,
+        })
+    };
+}
+
 /// Compresses `input`; `None` unless the result is at most `limit` bytes (Redis stores a
 /// compressed string only if it saves at least 4 bytes).
 pub fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(limit.min(input.len()));
+    compress_into(input, limit, &mut out).then_some(out)
+}
+
+/// [`compress`] appending to `out`: whether `input` compressed to at most `limit` bytes
+/// (if not, `out` is as it was).
+pub fn compress_into(input: &[u8], limit: usize, out: &mut Vec<u8>) -> bool {
+    TABLE.with(|table| match table.try_borrow_mut() {
+        Ok(mut table) => {
+            let table = &mut *table;
+            if table.slots.is_empty() {
+                table.slots = vec![0; 1 << HASH_LOG];
+            }
+            let ok = compress_with(input, limit, out, &mut table.slots, table.base);
+            table.base += input.len() as u64 + 1;
+            ok
+        }
+        // Not reentered in practice; a fresh table keeps it correct if it ever is.
+        Err(_) => compress_with(input, limit, out, &mut vec![0; 1 << HASH_LOG], 0),
+    })
+}
+
+fn compress_with(
+    input: &[u8],
+    limit: usize,
+    out: &mut Vec<u8>,
+    table: &mut [u64],
+    base: u64,
+) -> bool {
     let n = input.len();
-    let mut out = Vec::with_capacity(limit.min(n));
-    let mut table = vec![0usize; 1 << HASH_LOG];
+    let start = out.len();
     let mut literal_start = 0;
     let mut ip = 0;
     let hash = |p: usize| {
@@ -32,10 +82,10 @@ pub fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
     };
     while ip + 2 < n {
         let h = hash(ip);
-        let candidate = table[h];
-        table[h] = ip + 1;
-        if candidate > 0 {
-            let r = candidate - 1;
+        let slot = table[h];
+        table[h] = base + ip as u64 + 1;
+        if slot > base {
+            let r = (slot - base - 1) as usize;
             let off = ip - r - 1;
             if off < MAX_OFF && input[r..r + 3] == input[ip..ip + 3] {
                 let max = (n - ip).min(MAX_REF);
@@ -43,7 +93,7 @@ pub fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
                 while len < max && input[r + len] == input[ip + len] {
                     len += 1;
                 }
-                flush(&mut out, literal_start, ip);
+                flush(out, literal_start, ip);
                 let l = len - 2;
                 let high = (off >> 8) as u8;
                 if l < 7 {
@@ -55,16 +105,21 @@ pub fn compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
                 out.push(off as u8);
                 ip += len;
                 literal_start = ip;
-                if out.len() > limit {
-                    return None;
+                if out.len() - start > limit {
+                    out.truncate(start);
+                    return false;
                 }
                 continue;
             }
         }
         ip += 1;
     }
-    flush(&mut out, literal_start, n);
-    (out.len() <= limit).then_some(out)
+    flush(out, literal_start, n);
+    if out.len() - start > limit {
+        out.truncate(start);
+        return false;
+    }
+    true
 }
 
 /// Decompresses `input`, which must produce exactly `len` bytes.
@@ -130,6 +185,36 @@ mod tests {
             let packed = compress(&input, input.len()).expect("compressible");
             assert!(packed.len() < input.len());
             assert_eq!(decompress(&packed, input.len()).unwrap(), input);
+        }
+    }
+
+    /// The shared table gives what a fresh, zeroed one gives, whatever ran before.
+    #[test]
+    fn output_does_not_depend_on_earlier_calls() {
+        let inputs: Vec<Vec<u8>> = (0..50u32)
+            .map(|i| {
+                (0..(i * 37 % 300 + 21))
+                    .map(|j| (j * (i + 3) % 7) as u8 + b'a')
+                    .collect()
+            })
+            .collect();
+        for input in &inputs {
+            let mut fresh = Vec::new();
+            let fresh_ok = compress_with(
+                input,
+                input.len(),
+                &mut fresh,
+                &mut vec![0; 1 << HASH_LOG],
+                0,
+            );
+            let mut out = b"prefix".to_vec();
+            assert_eq!(compress_into(input, input.len(), &mut out), fresh_ok);
+            if fresh_ok {
+                assert_eq!(&out[6..], &fresh[..]);
+                assert_eq!(decompress(&out[6..], input.len()).unwrap(), *input);
+            } else {
+                assert_eq!(out, b"prefix");
+            }
         }
     }
 

@@ -55,9 +55,12 @@ use crate::rdb::{crc64, Limits, RdbWriter};
 use crate::reply::Reply;
 use crate::store::Store;
 
-/// Keys and bytes per walk step at most.
-const STEP_KEYS: usize = 1024;
-const STEP_BYTES: usize = 256 << 10;
+/// Keys, bytes and time per walk step at most: a step holds its shard (commands wait) while
+/// it encodes, so it stops at whichever bound comes first.
+const STEP_KEYS: usize = 4096;
+const STEP_BYTES: usize = 192 << 10;
+const STEP_TIME: Duration = Duration::from_micros(100);
+/// Keys encoded between two looks at the clock.
 const KEYS_PER_CALL: usize = 32;
 
 /// The node's save state (one per server, in [`ServerShared`]).
@@ -292,7 +295,7 @@ pub(super) fn begin_here(limits: Limits) -> Result<(u64, u64), ()> {
     let stats = store.stats();
     SHARD_RDB.with(|s| {
         s.borrow_mut().image = Some(ShardImage {
-            buf: Vec::new(),
+            buf: Vec::with_capacity(STEP_BYTES + (STEP_BYTES >> 2)),
             limits,
             dirty_at_begin: stats.dirty,
         })
@@ -300,28 +303,57 @@ pub(super) fn begin_here(limits: Limits) -> Result<(u64, u64), ()> {
     Ok((store.key_count() as u64, stats.expires))
 }
 
-/// The next slice of this shard's image (about `step_keys` keys), and whether the walk is
-/// over.
-pub(super) fn step_here(step_keys: usize) -> (Bytes, bool) {
+/// One walk step's output.
+#[derive(Debug, Default)]
+pub(super) struct Slice {
+    /// Key records: the walk's and those writes pushed ahead since the last step.
+    pub(super) bytes: Bytes,
+    /// Whether the walk is over.
+    pub(super) finished: bool,
+    /// Keys the walk passed.
+    pub(super) keys: usize,
+    /// How long the step held the shard.
+    pub(super) held: Duration,
+}
+
+/// The next slice of this shard's image: at most `step_keys` keys, and it stops once it
+/// has encoded [`STEP_BYTES`] or run for [`STEP_TIME`].
+pub(super) fn step_here(step_keys: usize) -> Slice {
+    let started = Instant::now();
     let shard = shard::current();
     let mut store = shard.store();
     let now = now_ms();
     SHARD_RDB.with(|s| {
         let mut s = s.borrow_mut();
         let Some(image) = s.image.as_mut() else {
-            return (Bytes::new(), true);
+            return Slice {
+                finished: true,
+                ..Slice::default()
+            };
         };
         let limits = image.limits;
         let mut keys = 0;
         let mut finished = !store.snapshot_active();
-        while !finished && keys < step_keys && image.buf.len() < STEP_BYTES {
-            let batch = KEYS_PER_CALL.min(step_keys);
+        while !finished
+            && keys < step_keys
+            && image.buf.len() < STEP_BYTES
+            && started.elapsed() < STEP_TIME
+        {
+            let batch = KEYS_PER_CALL.min(step_keys - keys);
             let progress = store.rdb_image_step(now, batch, &mut image.buf, &limits);
             keys += progress.keys;
             finished = progress.finished;
         }
-        let out = Bytes::from(std::mem::take(&mut image.buf));
-        (out, finished)
+        // The next step's buffer is allocated once at about its final size (growing it by
+        // doubling would copy it several times).
+        let next = Vec::with_capacity(STEP_BYTES + (STEP_BYTES >> 2));
+        let bytes = Bytes::from(std::mem::replace(&mut image.buf, next));
+        Slice {
+            bytes,
+            finished,
+            keys,
+            held: started.elapsed(),
+        }
     })
 }
 
@@ -512,7 +544,9 @@ async fn write_file(
         file: &file,
         offset: 0,
         crc: 0,
+        in_flight: None,
     };
+    let mut stats = StepStats::default();
     let written = async {
         let mut head = Vec::new();
         let used = shared.info().used_memory_rss;
@@ -521,7 +555,7 @@ async fn write_file(
             RdbWriter::function(&mut head, &code);
         }
         RdbWriter::select_db(&mut head, 0, keys, expires);
-        writer.write(Bytes::from(head)).await?;
+        writer.write(vec![Bytes::from(head)]).await?;
         let mut walking: Vec<usize> = all.to_vec();
         let hooks = TestHooks::from_env();
         while !walking.is_empty() {
@@ -529,31 +563,51 @@ async fn write_file(
                 sleep(delay).await;
             }
             let step_keys = hooks.step_keys;
-            let slices = on_all(&walking, move || step_here(step_keys)).await;
+            // The shards encode the next slices while the last ones are being written: the
+            // disk never holds up a shard, and at most one round's slices wait in memory.
+            let steps = on_all(&walking, move || step_here(step_keys));
+            let (slices, wrote) = both(steps, writer.settle()).await;
+            wrote?;
             let mut next = Vec::new();
+            let mut round = Vec::new();
             for (&shard, slice) in walking.iter().zip(slices) {
-                let (bytes, finished) = slice.ok_or_else(|| {
+                let slice = slice.ok_or_else(|| {
                     std::io::Error::other(format!("shard {shard} did not answer"))
                 })?;
-                if !bytes.is_empty() {
-                    writer.write(bytes).await?;
+                stats.step(&slice);
+                if !slice.bytes.is_empty() {
+                    round.push(slice.bytes);
                 }
-                if !finished {
+                if !slice.finished {
                     next.push(shard);
                 }
             }
+            // The step just held the shard; the loop serves what arrived meanwhile before
+            // this task checksums the slices (one hold is a step or a checksum, not both).
+            corewire::runtime::yield_now().await;
+            let crc_started = Instant::now();
+            writer.write(round).await?;
+            stats.crc += crc_started.elapsed();
             walking = next;
         }
+        writer.settle().await?;
         let mut tail = Vec::new();
         RdbWriter::finish(&mut tail, writer.crc);
         if !target.checksum {
             let len = tail.len();
             tail[len - 8..].fill(0);
         }
-        writer.write_raw(Bytes::from(tail)).await?;
-        file.sync_all().await
+        writer.write_raw(vec![Bytes::from(tail)]);
+        writer.settle().await?;
+        let synced = Instant::now();
+        let result = file.sync_all().await;
+        stats.fsync = synced.elapsed();
+        result
     }
     .await;
+    // A failed write leaves nothing in flight worth waiting for.
+    let bytes_written = writer.offset;
+    drop(writer);
     if let Err(e) = written {
         let _ = ring_fs::remove_file(&temp).await;
         return Err(fail("writing", e));
@@ -576,7 +630,87 @@ async fn write_file(
         }
         Err(error) => tracing::warn!(%error, "could not open the dump's directory to sync it"),
     }
+    tracing::info!(
+        bytes = bytes_written,
+        steps = stats.steps,
+        step_keys_max = stats.keys_max,
+        step_us_max = stats.held_max.as_micros() as u64,
+        step_us_p99 = stats.held_p99().as_micros() as u64,
+        steps_held_ms = stats.held.as_millis() as u64,
+        crc_ms = stats.crc.as_millis() as u64,
+        fsync_ms = stats.fsync.as_millis() as u64,
+        "RDB save steps"
+    );
     Ok(())
+}
+
+/// Where a save's time went: its walk steps (how long each held its shard) and the
+/// coordinator's own work.
+#[derive(Debug, Default)]
+struct StepStats {
+    steps: u64,
+    keys_max: usize,
+    held: Duration,
+    held_max: Duration,
+    /// Steps by held time: bucket `i` counts those under `2^i` microseconds.
+    buckets: [u64; 24],
+    /// Checksumming and submitting the writes.
+    crc: Duration,
+    fsync: Duration,
+}
+
+impl StepStats {
+    fn step(&mut self, slice: &Slice) {
+        self.steps += 1;
+        self.keys_max = self.keys_max.max(slice.keys);
+        self.held += slice.held;
+        self.held_max = self.held_max.max(slice.held);
+        let us = slice.held.as_micros() as u64;
+        let bucket = (u64::BITS - us.leading_zeros()) as usize;
+        self.buckets[bucket.min(23)] += 1;
+    }
+
+    /// The 99th percentile of held time, to a power of two (an upper bound).
+    fn held_p99(&self) -> Duration {
+        let want = self.steps - self.steps / 100;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want && n > 0 {
+                return Duration::from_micros(1 << i);
+            }
+        }
+        self.held_max
+    }
+}
+
+/// Runs two futures at once; both outputs once both are done.
+async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    let (mut out_a, mut out_b) = (None, None);
+    std::future::poll_fn(|cx| {
+        if out_a.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                out_a = Some(v);
+            }
+        }
+        if out_b.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                out_b = Some(v);
+            }
+        }
+        if out_a.is_some() && out_b.is_some() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    match (out_a, out_b) {
+        (Some(a), Some(b)) => (a, b),
+        _ => unreachable!("both futures finished"),
+    }
 }
 
 /// The function libraries' code (FUNCTION2 records).
@@ -587,23 +721,50 @@ pub(super) fn library_codes(shared: &ServerShared) -> Vec<Bytes> {
     }
 }
 
+/// Appends to the file with at most one batch of writes in flight: [`Self::write`] starts a
+/// batch once the previous one is done, [`Self::settle`] waits for it.
 struct FileWriter<'a> {
     file: &'a File,
     offset: u64,
     crc: u64,
+    in_flight: Option<Pin<Box<dyn Future<Output = std::io::Result<()>> + 'a>>>,
 }
 
-impl FileWriter<'_> {
-    async fn write(&mut self, bytes: Bytes) -> std::io::Result<()> {
-        self.crc = crc64::update(self.crc, &bytes);
-        self.write_raw(bytes).await
+impl<'a> FileWriter<'a> {
+    /// Checksums `batch` and starts writing it (after the batch in flight).
+    async fn write(&mut self, batch: Vec<Bytes>) -> std::io::Result<()> {
+        for bytes in &batch {
+            self.crc = crc64::update(self.crc, bytes);
+        }
+        self.settle().await?;
+        self.write_raw(batch);
+        Ok(())
     }
 
-    async fn write_raw(&mut self, bytes: Bytes) -> std::io::Result<()> {
-        let len = bytes.len() as u64;
-        self.file.write_all_at(bytes, self.offset).await?;
-        self.offset += len;
-        Ok(())
+    /// Starts writing `batch` unchecksummed; the caller settled the previous batch.
+    fn write_raw(&mut self, batch: Vec<Bytes>) {
+        if batch.is_empty() {
+            return;
+        }
+        let file = self.file;
+        let mut offset = self.offset;
+        self.offset += batch.iter().map(|b| b.len() as u64).sum::<u64>();
+        self.in_flight = Some(Box::pin(async move {
+            for bytes in batch {
+                let len = bytes.len() as u64;
+                file.write_all_at(bytes, offset).await?;
+                offset += len;
+            }
+            Ok(())
+        }));
+    }
+
+    /// Waits for the batch in flight.
+    async fn settle(&mut self) -> std::io::Result<()> {
+        match self.in_flight.take() {
+            Some(write) => write.await,
+            None => Ok(()),
+        }
     }
 }
 

@@ -191,9 +191,13 @@ async fn transfer(
             }
             let step_keys = hooks.step_keys;
             let slices = on_all(&walking, move || rdb_save::step_here(step_keys)).await;
+            // Served what arrived during the step before checksumming its slices.
+            corewire::runtime::yield_now().await;
             let mut next = Vec::new();
             for (&s, slice) in walking.iter().zip(slices) {
-                let (bytes, finished) = slice.ok_or(Gone)?;
+                let rdb_save::Slice {
+                    bytes, finished, ..
+                } = slice.ok_or(Gone)?;
                 if !bytes.is_empty() {
                     crc = crc64::update(crc, &bytes);
                     out.write(id, shard, sink, bytes).await?;

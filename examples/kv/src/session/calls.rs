@@ -199,6 +199,13 @@ fn refused_code(code: &[u8]) -> bool {
     )
 }
 
+/// An error a script's `redis.call` raised (Redis appends "script: SHA, on @user_script:LINE."
+/// to it): the script ran and failed, whatever the code (an OOM of its first write, for one).
+fn raised_in_script(reply: &Reply) -> bool {
+    const MARK: &[u8] = b" script: ";
+    matches!(reply, Reply::Error(text) if text.windows(MARK.len()).any(|w| w == MARK))
+}
+
 impl Session {
     /// The clocks the glue reads: a monotonic one for durations and the Unix time, both in
     /// microseconds. Set before requests are parsed and before replies are completed.
@@ -326,7 +333,8 @@ impl Session {
         unix_us: u64,
     ) {
         let error = error_code(reply);
-        let rejected = rejected || error.as_deref().is_some_and(refused_code);
+        let rejected =
+            rejected || (error.as_deref().is_some_and(refused_code) && !raised_in_script(reply));
         let threshold = (self.config.live.hot.slowlog_slower_than_us)
             .load(std::sync::atomic::Ordering::Relaxed);
         // The command's flags are looked up only when they matter (rarely: per request they
