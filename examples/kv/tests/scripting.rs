@@ -400,13 +400,22 @@ fn an_oom_inside_a_script_fails_the_eval_a_declared_script_is_rejected() {
     );
     let stats = eval_stats(&mut conn);
     assert!(stats.starts_with("calls=1,"), "{stats}");
-    assert!(stats.ends_with("rejected_calls=0,failed_calls=1"), "{stats}");
+    assert!(
+        stats.ends_with("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
 
     assert_eq!(conn.call(&["CONFIG", "RESETSTAT"]), Reply::ok());
     let declared = format!("#!lua\n{script}");
     let reply = conn.call(&["EVAL", &declared, "1", "x"]);
-    assert!(matches!(&reply, Reply::Error(e) if e.starts_with("OOM")), "{reply:?}");
+    assert!(
+        matches!(&reply, Reply::Error(e) if e.starts_with("OOM")),
+        "{reply:?}"
+    );
     let stats = eval_stats(&mut conn);
     assert!(stats.starts_with("calls=0,"), "{stats}");
-    assert!(stats.ends_with("rejected_calls=1,failed_calls=0"), "{stats}");
+    assert!(
+        stats.ends_with("rejected_calls=1,failed_calls=0"),
+        "{stats}"
+    );
 }
