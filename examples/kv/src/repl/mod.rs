@@ -14,12 +14,14 @@
 //!
 //! The replica's side: the handshake ([`handshake`]), the snapshot's framing
 //! ([`transfer`]), the command stream and its offsets ([`stream`]), REPLICAOF
-//! ([`replicaof`]), what INFO and ROLE show of the link ([`link_info`]) and what a replica
-//! refuses its clients ([`gate`]); its glue is `server/replica`.
+//! ([`replicaof`]), what INFO and ROLE show of the link ([`link_info`]), what a replica
+//! refuses its clients ([`gate`]), and how it passes its master's stream on to replicas of
+//! its own ([`forward`]); its glue is `server/replica`.
 
 pub mod backlog;
 pub mod command;
 pub mod cut;
+pub mod forward;
 pub mod gate;
 pub mod handshake;
 pub mod info;
