@@ -283,6 +283,13 @@ fn corewire_chain(b_shards: &str) {
     );
     wait_link_up(&mut b_conn);
     assert_converges(&mut other_conn, &mut b_conn);
+    // C loads B's new snapshot (answering LOADING meanwhile), then follows it.
+    let other_id = replication(&mut other_conn, "master_replid");
+    let resynced = eventually(Duration::from_secs(30), || {
+        replication(&mut c_conn, "master_replid") == other_id
+            && replication(&mut c_conn, "master_link_status") == "up"
+    });
+    assert!(resynced, "{}", info(&mut c_conn, "replication"));
     assert_converges(&mut other_conn, &mut c_conn);
     wait_replicas(&mut b_conn, 1);
     assert_eq!(

@@ -5,7 +5,9 @@
 //! Process-wide facts (where the node replicates from, the link's state and offsets) live in
 //! [`ReplicaShared`], read by INFO, ROLE and every shard (a replica's keys expire only when
 //! its master says so, see [`ReplicaShared::expiry_view`]). The entry points for other code
-//! (cluster failover) are [`replicate_from`] and [`promote`].
+//! (cluster failover) are [`replicate_from`] and [`promote`]. The link passes what it applied
+//! on to this node's own replicas (a chain: `repl_master/follow.rs`), and [`hold_stream`]
+//! holds it still where their snapshots are cut.
 
 mod link;
 mod load;
