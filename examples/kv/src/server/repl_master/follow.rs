@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use super::{shard, with_hub, Gone, Hub, SELECT_0};
-use crate::repl::{Backlog, Identity, Role};
+use crate::repl::{Backlog, Follow, Identity, Role};
 
 impl Hub {
     /// Drops every replica link (Redis's `disconnectSlaves`).
@@ -38,24 +38,17 @@ pub(crate) fn follow(replid: String, offset: u64, full: bool) {
             }
         }
         hub.following = true;
-        let id = &mut hub.identity;
-        if full || id.master_repl_offset != offset {
-            // A new history from here: the backlog starts over.
-            hub.identity.replid = replid;
-            hub.identity.clear_second();
-            hub.identity.master_repl_offset = offset;
-            hub.backlog = Some(Backlog::new(hub.backlog_size, offset));
-            hub.drop_all();
-        } else if id.replid != replid {
-            // The same bytes so far, under a new id (Redis: the old id becomes replid2, and
-            // the sub-replicas reconnect to learn the new one).
-            id.shift(replid);
-            hub.drop_all();
+        match hub.identity.follow(replid, offset, full) {
+            Follow::Same => {}
+            Follow::NewId => hub.drop_all(),
+            Follow::NewHistory => {
+                hub.backlog = Some(Backlog::new(hub.backlog_size, offset));
+                hub.drop_all();
+            }
         }
         let (size, offset) = (hub.backlog_size, hub.identity.master_repl_offset);
         hub.backlog
             .get_or_insert_with(|| Backlog::new(size, offset));
-        hub.identity.role = Role::Replica;
         hub.publish(&shard::current().shared.repl);
     });
 }
