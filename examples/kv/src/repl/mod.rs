@@ -14,12 +14,14 @@
 //!
 //! The replica's side: the handshake ([`handshake`]), the snapshot's framing
 //! ([`transfer`]), the command stream and its offsets ([`stream`]), REPLICAOF
-//! ([`replicaof`]), what INFO and ROLE show of the link ([`link_info`]) and what a replica
-//! refuses its clients ([`gate`]); its glue is `server/replica`.
+//! ([`replicaof`]), what INFO and ROLE show of the link ([`link_info`]), what a replica
+//! refuses its clients ([`gate`]), and how it passes its master's stream on to replicas of
+//! its own ([`forward`]); its glue is `server/replica`.
 
 pub mod backlog;
 pub mod command;
 pub mod cut;
+pub mod forward;
 pub mod gate;
 pub mod handshake;
 pub mod info;
@@ -85,11 +87,43 @@ impl Identity {
         self.second_repl_offset = self.master_repl_offset as i64 + 1;
     }
 
+    /// A replica takes history `replid` at `offset` from its master: after a full sync
+    /// (`full`), or after `+CONTINUE` (with a new id when the master was promoted). What
+    /// its own replicas must do about it.
+    pub fn follow(&mut self, replid: String, offset: u64, full: bool) -> Follow {
+        self.role = Role::Replica;
+        if full || self.master_repl_offset != offset {
+            self.replid = replid;
+            self.clear_second();
+            self.master_repl_offset = offset;
+            Follow::NewHistory
+        } else if self.replid != replid {
+            // The same bytes so far under a new id (Redis: the old id becomes replid2).
+            self.shift(replid);
+            Follow::NewId
+        } else {
+            Follow::Same
+        }
+    }
+
     /// Forgets the second id (Redis's `clearReplicationId2`).
     pub fn clear_second(&mut self) {
         self.replid2 = NO_REPLID.to_owned();
         self.second_repl_offset = -1;
     }
+}
+
+/// What a replica's own replicas do when it takes a history from its master
+/// ([`Identity::follow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Nothing changed: they go on.
+    Same,
+    /// The same history under a new id: they reconnect to learn it (and continue
+    /// partially, through `replid2`).
+    NewId,
+    /// Another history (the backlog starts over): they resynchronize fully.
+    NewHistory,
 }
 
 /// A new random replication id (40 lowercase hex digits).
@@ -134,5 +168,36 @@ mod tests {
         assert_eq!(id.second_repl_offset, 101);
         id.clear_second();
         assert_eq!(id.second_repl_offset, -1);
+    }
+
+    #[test]
+    fn following_a_master_keeps_shifts_or_replaces_the_history() {
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let mut id = Identity::new(a.clone());
+        id.master_repl_offset = 50;
+        // A partial resync of the same history at the same offset.
+        assert_eq!(id.follow(a.clone(), 50, false), Follow::Same);
+        assert_eq!((id.role, id.replid.as_str()), (Role::Replica, a.as_str()));
+        // `+CONTINUE <new id>`: the old id becomes the second one.
+        assert_eq!(id.follow(b.clone(), 50, false), Follow::NewId);
+        assert_eq!(
+            (id.replid.as_str(), id.replid2.as_str()),
+            (b.as_str(), a.as_str())
+        );
+        assert_eq!(id.second_repl_offset, 51);
+        // A full sync: another history, no second id.
+        assert_eq!(id.follow(c.clone(), 900, true), Follow::NewHistory);
+        assert_eq!(
+            (id.replid.as_str(), id.master_repl_offset),
+            (c.as_str(), 900)
+        );
+        assert_eq!(
+            (id.replid2.as_str(), id.second_repl_offset),
+            (NO_REPLID, -1)
+        );
+        // Even with the same id, a full sync starts over.
+        assert_eq!(id.follow(c.clone(), 900, true), Follow::NewHistory);
+        // An offset other than the node's cannot continue its bytes.
+        assert_eq!(id.follow(c, 950, false), Follow::NewHistory);
     }
 }

@@ -473,7 +473,9 @@ async fn tick_forever() {
                 return;
             }
             hub.read_settings(&shard);
+            // A node that follows a master passes its master's PINGs on instead.
             if !hub.replicas.is_empty()
+                && !hub.following
                 && now.saturating_sub(hub.last_ping_ms) >= hub.ping_period_ms
             {
                 hub.last_ping_ms = now;
@@ -512,6 +514,11 @@ pub(super) fn dispatch(shard: &Shard, origin: Origin, request: ReplRequest) -> O
                 None => shard.shared.repl.info().role_reply(),
             },
         ),
+        ReplRequest::Wait { .. } if shard.shared.replica.is_replica() => Some(Reply::error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since \
+             Redis 4.0 if a replica is configured to be writable (which is not the default) \
+             writes to replicas are just local and are not propagated.",
+        )),
         ReplRequest::Wait {
             replicas,
             timeout_ms,
@@ -596,8 +603,25 @@ fn on_ack(shard: usize, sink: SinkKey, offset: u64) {
     });
 }
 
-/// PSYNC (`Some`) or SYNC (`None`): the hub takes the connection as a replica.
+/// PSYNC (`Some`) or SYNC (`None`): the hub takes the connection as a replica. A replica
+/// whose own link is down has no stream to offer (Redis: `-NOMASTERLINK`; the sub-replica
+/// tries again).
 fn psync(shard: &Shard, origin: Origin, psync: Option<(Bytes, i64)>) {
+    let replica = &shard.shared.replica;
+    if replica.is_replica() && !replica.link_up() {
+        // PSYNC's reply slot is silent: the refusal is written like `+FULLRESYNC` is.
+        let sink = origin.sink;
+        spawn_local(async move {
+            let refusal = Bytes::from_static(
+                b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n",
+            );
+            let _ = submit_to(origin.shard, move || async move {
+                push_here(sink, Some(refusal))
+            })
+            .await;
+        });
+        return;
+    }
     let conf = LINKS.with(|links| {
         let mut links = links.borrow_mut();
         let conf = links.entry(origin.sink).or_default();
@@ -925,72 +949,8 @@ pub(super) fn alive(id: u64) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// A node that replicates another (the replica side drives these, on shard 0).
 
-/// This node now replicates history `replid` from `offset` (after its `+FULLRESYNC`, or
-/// `+CONTINUE` with the new id): its own writes are no longer streamed, the master's bytes
-/// are ([`follow_stream`]), so its backlog holds exactly its master's stream and a later
-/// promotion can continue its replicas partially. Its replicas of another history are
-/// dropped (they resynchronize).
-// Driven by the replica side (`server/replica`, its own branch).
-#[allow(dead_code)]
-pub(crate) fn follow(replid: String, offset: u64) {
-    with_hub(|hub| {
-        hub.following = true;
-        let same = hub.identity.replid == replid && hub.identity.master_repl_offset == offset;
-        if !same {
-            if hub.identity.replid != replid {
-                for replica in &mut hub.replicas {
-                    replica.drop_link();
-                }
-            }
-            hub.identity.replid = replid;
-            hub.identity.master_repl_offset = offset;
-            hub.backlog = Some(Backlog::new(hub.backlog_size, offset));
-        }
-        hub.identity.role = crate::repl::Role::Replica;
-        hub.publish(&shard::current().shared.repl);
-    });
-}
+mod follow;
 
-/// Bytes of the master's stream this node processed, in order: into the backlog and to
-/// this node's own replicas. (A full sync of a replica of this node is exact only while
-/// no such bytes arrive during its snapshot's start: chained replication is best effort.)
-// Driven by the replica side (`server/replica`, its own branch).
-#[allow(dead_code)]
-pub(crate) fn follow_stream(bytes: Bytes) {
-    with_hub(|hub| {
-        if hub.following {
-            hub.stream(None, 0, bytes);
-        }
-    });
-}
-
-/// This node's replication state (replid, offset, backlog), for the replica side's INFO
-/// and ROLE.
-// Driven by the replica side (`server/replica`, its own branch).
-#[allow(dead_code)]
-pub(crate) fn identity() -> Identity {
-    with_hub(|hub| hub.identity.clone())
-}
-
-/// The node becomes a master (REPLICAOF NO ONE, a failover): a new history that shares the
-/// old one up to the current offset (replicas of the old master continue partially), and
-/// its own writes are streamed from each shard's cut on.
-// Driven by the replica side (`server/replica`, its own branch).
-#[allow(dead_code)]
-pub(crate) async fn promote() {
-    let shards = shard::current().count;
-    let all: Vec<usize> = (0..shards).collect();
-    let cuts = super::rdb_save::on_all(&all, super::repl_feed::start_and_cut).await;
-    with_hub(|hub| {
-        for (floor, cut) in hub.floor.iter_mut().zip(&cuts) {
-            *floor = cut.unwrap_or(u64::MAX);
-        }
-        hub.following = false;
-        hub.identity.shift(crate::repl::random_replid());
-        hub.identity.role = crate::repl::Role::Master;
-        hub.ensure_backlog();
-        hub.publish(&shard::current().shared.repl);
-    });
-}
+pub(crate) use follow::{drop_replicas, follow, follow_stream, identity, promote};
+pub(super) use follow::{following, set_follow_cut};

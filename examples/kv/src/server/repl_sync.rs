@@ -5,6 +5,8 @@
 //!    it on every shard; in the same step each shard starts streaming its writes (if it
 //!    was not already) and records its cut (`repl_feed.rs`): its writes before the cut are
 //!    in the RDB, the ones after go to the replica after it.
+//!    A node that follows a master (a chain) begins it while the master's stream is held
+//!    instead, and the replica's stream starts at the node's offset (`repl_master/follow.rs`).
 //! 2. Once every shard's stream has reached the hub up to its cut, the replica's stream
 //!    starts at `master_repl_offset` less what is already queued for it (its writes after
 //!    the cuts): `+FULLRESYNC <replid> <that offset>`. From there on its offset counts the
@@ -75,6 +77,13 @@ pub(super) async fn full_sync(
         }
         let target = rdb_save::target(&shared);
         let limits = target.limits;
+        // A node that follows a master cuts while its master's stream is held: the
+        // snapshot is then that stream up to the node's offset.
+        let following = repl_master::following();
+        let hold = match following {
+            true => Some(super::replica::hold_stream(&shard::current()).await),
+            false => None,
+        };
         let begun = on_all(&all, move || {
             let begun = rdb_save::begin_here(limits);
             (begun, super::repl_feed::start_and_cut())
@@ -108,7 +117,12 @@ pub(super) async fn full_sync(
             sleep(RETRY * 20).await;
             continue;
         }
-        if let Err(gone) = repl_master::set_cuts(id, cuts) {
+        let cut = match following {
+            true => repl_master::set_follow_cut(id),
+            false => repl_master::set_cuts(id, cuts),
+        };
+        drop(hold);
+        if let Err(gone) = cut {
             on_all(&all, || rdb_save::end_here(false)).await;
             shared.rdb.lock().in_progress = false;
             return Err(gone);

@@ -218,8 +218,9 @@ pub fn contents(conn: &mut Resp) -> BTreeMap<Vec<u8>, KeyContent> {
             "zset" => bulk_items(conn.call(&["ZRANGE", &k, "0", "-1", "WITHSCORES"])),
             other => panic!("type {other} of {k}"),
         };
-        let Reply::Int(pttl) = conn.call(&["PTTL", &k]) else {
-            panic!("PTTL");
+        let pttl = match conn.call(&["PTTL", &k]) {
+            Reply::Int(pttl) => pttl,
+            other => panic!("PTTL {k}: {other:?}"),
         };
         let ttl_minutes = (pttl >= 0).then_some((pttl + 30_000) / 60_000);
         out.insert(

@@ -29,6 +29,7 @@ use super::super::shard::{now_ms, Shard};
 use super::super::shared::ServerShared;
 use super::super::sink::{Merges, Part, ReplySink, SinkKey};
 use super::stream::MasterStream;
+use crate::repl::forward::Forwarder;
 use crate::repl::handshake::{request, take_line, Handshake, HandshakeConfig, Next, Outcome};
 use crate::repl::stream::{Applied, Item, StreamReader};
 use crate::repl::transfer::RdbReceiver;
@@ -341,6 +342,9 @@ async fn session(
                     bytes = receiver.received(),
                     "MASTER <-> REPLICA sync: loading the snapshot"
                 );
+                // This node's replicas follow the old data: they resynchronize (Redis
+                // disconnects them as it loads a new master's snapshot).
+                super::super::repl_master::drop_replicas();
                 super::load::full_sync(shard, key, &file, receiver.received())
                     .await
                     .map(Some)
@@ -353,7 +357,7 @@ async fn session(
                 return Ok(());
             };
             tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
-            super::super::repl_master::follow(replid.clone(), offset);
+            super::super::repl_master::follow(replid.clone(), offset, true);
             replica.synced(replid, offset);
             offset
         }
@@ -364,7 +368,7 @@ async fn session(
             }
             let offset = replica.applied_offset.load(Ordering::Relaxed);
             if let Some((id, _)) = replica.resume_point() {
-                super::super::repl_master::follow(id, offset);
+                super::super::repl_master::follow(id, offset, false);
             }
             offset
         }
@@ -436,6 +440,9 @@ async fn apply_stream(
     let shared = shard.shared.clone();
     let replica = &shared.replica;
     let mut reader = StreamReader::new(start, shared.session.parser_limits);
+    // What was read goes on to this node's own replicas once applied.
+    let mut forward = Forwarder::new(start);
+    forward.read(&conn.input);
     let mut db = 0;
     let mut ack_wanted = true;
     let mut next_ack = Instant::now();
@@ -447,8 +454,12 @@ async fn apply_stream(
         // Parse and dispatch what is buffered, as far as ordering and the bound allow.
         let now = now_ms();
         let mut waiting_for_bytes = false;
+        let held = replica.held();
+        if !held {
+            replica.set_quiet(false);
+        }
         loop {
-            if shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
+            if held || shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
                 break;
             }
             let framed = match reader.next(&mut conn.input) {
@@ -498,6 +509,10 @@ async fn apply_stream(
             }
         }
         let applied = link.applied();
+        super::super::repl_master::follow_stream(forward.applied(applied));
+        if held && link.is_idle() {
+            replica.set_quiet(true);
+        }
         replica.read_offset.store(
             reader.offset() + reader.partial() + conn.input.len() as u64,
             Ordering::Relaxed,
@@ -521,9 +536,7 @@ async fn apply_stream(
         match wait_for(link, stream, &mut conn.input, deadline).await {
             Ok(Event::Read(0)) => break Err(LinkError::Closed),
             Ok(Event::Read(_)) => {
-                // The master's bytes go on to this node's backlog and its own replicas.
-                let fresh = Bytes::copy_from_slice(&conn.input[had..]);
-                super::super::repl_master::follow_stream(fresh);
+                forward.read(&conn.input[had..]);
                 conn.last_io = Instant::now();
                 replica.touched();
             }
@@ -540,6 +553,9 @@ async fn apply_stream(
     // again whole).
     let resume = reader.resume_offset();
     link.drain().await;
+    // The next link continues after `resume`: what was read past it comes again.
+    super::super::repl_master::follow_stream(forward.end(resume));
+    replica.set_quiet(true);
     let mut core = link.core.borrow_mut();
     core.applied = Applied::new(resume, MAX_IN_FLIGHT);
     drop(core);

@@ -5,15 +5,18 @@
 //! Process-wide facts (where the node replicates from, the link's state and offsets) live in
 //! [`ReplicaShared`], read by INFO, ROLE and every shard (a replica's keys expire only when
 //! its master says so, see [`ReplicaShared::expiry_view`]). The entry points for other code
-//! (cluster failover) are [`replicate_from`] and [`promote`].
+//! (cluster failover) are [`replicate_from`] and [`promote`]. The link passes what it applied
+//! on to this node's own replicas (a chain: `repl_master/follow.rs`), and [`hold_stream`]
+//! holds it still where their snapshots are cut.
 
 mod link;
 mod load;
 mod stream;
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use corewire::runtime::spawn_local;
 
@@ -55,6 +58,11 @@ pub(crate) struct ReplicaShared {
     /// Whether the link has been up since this REPLICAOF (Redis reports -1 down-time
     /// before the first sync).
     was_up: AtomicBool,
+    /// Holds of the stream ([`hold_stream`]): while any, the link dispatches nothing.
+    holds: AtomicU32,
+    /// Nothing the link dispatched is running and every byte it applied went on to the
+    /// master side's stream (see `repl::forward`).
+    quiet: AtomicBool,
 }
 
 impl ReplicaShared {
@@ -71,6 +79,8 @@ impl ReplicaShared {
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             was_up: AtomicBool::new(false),
+            holds: AtomicU32::new(0),
+            quiet: AtomicBool::new(true),
         }
     }
 
@@ -151,6 +161,20 @@ impl ReplicaShared {
         self.applied_offset.store(applied, Ordering::Relaxed);
     }
 
+    /// Whether the stream is held (the link dispatches nothing).
+    fn held(&self) -> bool {
+        self.holds.load(Ordering::Relaxed) > 0
+    }
+
+    fn set_quiet(&self, quiet: bool) {
+        self.quiet.store(quiet, Ordering::Relaxed);
+    }
+
+    /// Whether the link to the master is up (a sub-replica may sync from this node).
+    pub fn link_up(&self) -> bool {
+        self.state() == LinkState::Connected
+    }
+
     fn touched(&self) {
         self.last_io_ms.store(now_ms(), Ordering::Relaxed);
     }
@@ -185,15 +209,17 @@ impl ReplicaShared {
     }
 }
 
-/// REPLICAOF and ROLE, on shard 0.
-pub(crate) fn run(shard: &Shard, request: ReplicaRequest) -> Reply {
-    match request {
+/// REPLICAOF and ROLE, on shard 0. `None`: the reply comes later (`REPLICAOF NO ONE`
+/// answers once the node streams its own writes, so none acknowledged after it is missing
+/// from its replicas' stream).
+pub(crate) fn run(shard: &Shard, origin: Origin, request: ReplicaRequest) -> Option<Reply> {
+    Some(match request {
         ReplicaRequest::ReplicaOf(_) if shard.shared.cluster_enabled => {
             Reply::error("ERR REPLICAOF not allowed in cluster mode.")
         }
         ReplicaRequest::ReplicaOf(ReplicaOf::NoOne) => {
-            promote(shard);
-            Reply::ok()
+            promote_then(shard, Some(origin));
+            return None;
         }
         ReplicaRequest::ReplicaOf(ReplicaOf::Master { host, port }) => {
             let replica = &shard.shared.replica;
@@ -205,12 +231,12 @@ pub(crate) fn run(shard: &Shard, request: ReplicaRequest) -> Reply {
                     "REPLICAOF would result into synchronization with the master we are \
                      already connected with. No operation performed."
                 );
-                return Reply::simple("OK Already connected to specified master");
+                return Some(Reply::simple("OK Already connected to specified master"));
             }
             replicate_from(shard, host, port);
             Reply::ok()
         }
-    }
+    })
 }
 
 /// Makes this node a replica of `host:port` (from shard 0): any previous link stops, a new
@@ -247,20 +273,65 @@ pub(crate) fn replicate_from(shard: &Shard, host: String, port: u16) {
 /// a history of its own (the master's id becomes its `replid2`, so replicas that followed
 /// the same master can continue from it).
 pub(crate) fn promote(shard: &Shard) {
-    let shared = &shard.shared;
+    promote_then(shard, None);
+}
+
+/// [`promote`], answering `answer` with `+OK` once the node streams its own writes.
+fn promote_then(shard: &Shard, answer: Option<Origin>) {
+    let shared = shard.shared.clone();
     let replica = &shared.replica;
-    if !replica.is_replica() {
+    // Not a replica, or a promotion already under way.
+    if replica.lock().target.take().is_none() {
+        if let Some(origin) = answer {
+            shard.deliver(origin, Reply::ok());
+        }
         return;
     }
     replica.generation.fetch_add(1, Ordering::Relaxed);
-    replica.lock().target = None;
-    replica.is_replica.store(false, Ordering::Relaxed);
     replica.set_state(LinkState::Connect);
-    sync_gate(shared);
     wake_link(shard);
-    // The master side starts this node's own history (replid2 = the master's).
-    spawn_local(super::repl_master::promote());
+    // The master side starts this node's own history (replid2 = the master's) once the
+    // link's last bytes are passed on; only then are writes taken (a write before the
+    // new history's start would reach no replica).
+    spawn_local(async move {
+        super::repl_master::promote().await;
+        // (Unless a REPLICAOF came meanwhile.)
+        if shared.replica.lock().target.is_none() {
+            shared.replica.is_replica.store(false, Ordering::Relaxed);
+            sync_gate(&shared);
+        }
+        if let Some(origin) = answer {
+            super::shard::current().deliver(origin, Reply::ok());
+        }
+    });
     tracing::info!("MASTER MODE enabled (user request)");
+}
+
+/// While held, the master's stream is not applied (on shard 0): the data is then exactly
+/// the stream up to the master side's `master_repl_offset`, where a sub-replica's snapshot
+/// is cut (and where a promotion starts the new history).
+pub(crate) struct StreamHold {
+    shared: Arc<super::shared::ServerShared>,
+}
+
+/// Holds the master's stream still, once what the link dispatched has run and been passed
+/// on (at once on a node whose link is not applying a stream).
+pub(crate) async fn hold_stream(shard: &Shard) -> StreamHold {
+    let shared = shard.shared.clone();
+    shared.replica.holds.fetch_add(1, Ordering::Relaxed);
+    let hold = StreamHold { shared };
+    wake_link(shard);
+    while !hold.shared.replica.quiet.load(Ordering::Relaxed) {
+        corewire::runtime::sleep(Duration::from_millis(1)).await;
+    }
+    hold
+}
+
+impl Drop for StreamHold {
+    fn drop(&mut self) {
+        self.shared.replica.holds.fetch_sub(1, Ordering::Relaxed);
+        wake_link(&super::shard::current());
+    }
 }
 
 /// The link's sink on this shard (0), woken so it sees a new generation at once.

@@ -220,7 +220,7 @@ impl Shard {
                 super::rdb_commands::run(self, origin, request)
             }
             Command::Introspect(request) => Some(self.run_introspect(request)),
-            Command::Replica(request) => Some(super::replica::run(self, request)),
+            Command::Replica(request) => super::replica::run(self, origin, request),
             Command::Script(script) if script.op.runs_script() => {
                 super::script::run_here(self, origin, script)
             }
