@@ -169,7 +169,10 @@ pub fn workload(conn: &mut Resp) {
 pub struct KeyContent {
     pub kind: String,
     pub value: Vec<Vec<u8>>,
-    /// Whether the key has a TTL, and roughly how long (ms, rounded to minutes).
+    /// Whether the key has a TTL, and roughly how long: minutes, rounded down to a multiple
+    /// of 10. The workloads' TTLs sit at least 200 s above a multiple of 10 minutes (or
+    /// cross one within a millisecond), so a slow run reads the same value on both servers;
+    /// rounding to the minute gave a boundary 10 s after the write.
     pub ttl_minutes: Option<i64>,
 }
 
@@ -222,7 +225,7 @@ pub fn contents(conn: &mut Resp) -> BTreeMap<Vec<u8>, KeyContent> {
             Reply::Int(pttl) => pttl,
             other => panic!("PTTL {k}: {other:?}"),
         };
-        let ttl_minutes = (pttl >= 0).then_some((pttl + 30_000) / 60_000);
+        let ttl_minutes = (pttl >= 0).then_some(pttl / 600_000 * 10);
         out.insert(
             key,
             KeyContent {
