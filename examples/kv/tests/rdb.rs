@@ -94,7 +94,7 @@ fn content_of(value: &RdbValue, expire_at_ms: Option<u64>, now_ms: u64) -> KeyCo
             ("zset", flat)
         }
     };
-    let ttl_minutes = expire_at_ms.map(|at| (at as i64 - now_ms as i64 + 30_000) / 60_000);
+    let ttl_minutes = expire_at_ms.map(|at| rdb_util::ttl_bucket(at as i64 - now_ms as i64));
     KeyContent {
         kind: kind.into(),
         value,

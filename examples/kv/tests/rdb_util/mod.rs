@@ -176,6 +176,11 @@ pub struct KeyContent {
     pub ttl_minutes: Option<i64>,
 }
 
+/// [`KeyContent::ttl_minutes`] of a TTL of `pttl_ms` milliseconds.
+pub fn ttl_bucket(pttl_ms: i64) -> i64 {
+    pttl_ms / 600_000 * 10
+}
+
 fn bulk_items(reply: Reply) -> Vec<Vec<u8>> {
     match reply {
         Reply::Array(Some(items)) => items
@@ -225,7 +230,7 @@ pub fn contents(conn: &mut Resp) -> BTreeMap<Vec<u8>, KeyContent> {
             Reply::Int(pttl) => pttl,
             other => panic!("PTTL {k}: {other:?}"),
         };
-        let ttl_minutes = (pttl >= 0).then_some(pttl / 600_000 * 10);
+        let ttl_minutes = (pttl >= 0).then(|| ttl_bucket(pttl));
         out.insert(
             key,
             KeyContent {
