@@ -287,3 +287,51 @@ fn connect_right_after_stop_is_refused() {
         "connects accepted after stop, of 10"
     );
 }
+
+/// A listener started from a shard (as a server moving its port while it runs does) is
+/// listening when `serve_from_shard` returns, serves on every shard its mode names, and stops
+/// like any other; a port already taken is an error and starts nothing.
+#[test]
+fn a_listener_started_from_a_shard_serves_every_shard() {
+    use corewire_runtime::accept::TcpEndpoint;
+    for mode in [AcceptMode::ReusePort, handoff(Placement::RoundRobin)] {
+        let rt = common::runtime(2);
+        let config = echo::EchoConfig::new(MIB);
+        let cfg = config.clone();
+        let handle = rt
+            .run_on(1, move || async move {
+                TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
+                    .mode(mode)
+                    .serve_from_shard(move |accepted| echo::serve_connection(accepted, cfg.clone()))
+            })
+            .expect("shard 1 ran")
+            .expect("listening");
+        let addr = handle.local_addr();
+        let clients: Vec<FramedClient> = (0..40).map(|i| live_client(addr, i)).collect();
+        let open = handle.open_connections();
+        assert_eq!(open.iter().sum::<usize>(), 40);
+        assert!(
+            open.iter().all(|&n| n > 0),
+            "connections per shard: {open:?}"
+        );
+
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let busy_addr = busy.local_addr().unwrap();
+        let taken = rt
+            .run_on(0, move || async move {
+                TcpEndpoint::bind(busy_addr)
+                    .serve_from_shard(|_accepted| async {})
+                    .map(|h| h.local_addr())
+            })
+            .expect("shard 0 ran");
+        assert_eq!(
+            taken.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::AddrInUse)
+        );
+
+        handle.stop();
+        assert!(std::net::TcpStream::connect(addr).is_err());
+        drop(clients);
+        assert!(config.counters.messages() >= 40);
+    }
+}

@@ -13,18 +13,18 @@
 # Usage: examples/kv/bench/percore.sh [--requests N (100000, at -P 1)]
 #            [--requests-p16 N (1000000, at -P 16)] [--rounds R (5)] [--clients C (50)]
 #            [--keyspace K (100000)] [--mem-items N (100000)] [--tests a,b,c] [--quick] [--no-build]
-#            [--memory-only] [--mem-types string,hash,list,set,zset] [--mem-rounds R (1)]
+#            [--memory-only] [--mem-types string,hash,list,set,zset,stream,bitmap,hll,geo] [--mem-rounds R (1)]
 #            [--mem-warmup]
 #   --tests = a comma list of redis-benchmark test names (default: the full default list),
 #             plus our own (xadd is one: redis-benchmark 7.0's -t list has no XADD test and
 #             prints nothing for it): xadd (XADD * of one field to one stream), evalsha (EVALSHA of a script of 3 commands on one key),
 #             zunionstore (ZUNIONSTORE of two 100-member sorted sets), xread (XREAD COUNT 10
-#             of a 100-entry stream), setbit (SETBIT at a random offset below 100000), pfadd
+#             of a 100-entry stream), setbit (SETBIT of one bit of a random key), pfadd
 #             (PFADD of a random element), geoadd (GEOADD of a random member)
 #   --quick = --requests 2000 --requests-p16 4000 --rounds 1 --mem-items 2000 and three tests
 #             (smoke run)
 #   --memory-only = skip the throughput runs, only measure memory per item
-#   --mem-types = a comma list of the types to measure memory for (default: all five)
+#   --mem-types = a comma list of the types to measure memory for (default: all nine)
 #   --mem-rounds = loads per type and server; the median is reported
 #   --mem-warmup = pipe as many PINGs as items into each fresh server before the first RSS
 #             sample, so buffers a pipelined burst touches (receive buffers, allocator
@@ -32,6 +32,8 @@
 # Environment: SERVER_CPU (0), CLIENT_CPU (1), COREWIRE_KV (path; default: build, release),
 # COREWIRE_KV_ARGS (extra corewire-kv flags, e.g. "--idle-spin-us 50").
 set -euo pipefail
+# Commands are split into words unquoted below; `XADD key * ...` must not glob.
+set -f
 
 requests=100000
 requests_p16=1000000
@@ -41,9 +43,10 @@ keyspace=100000
 mem_items=100000
 mem_rounds=1
 mem_warmup=0
+mem_settle=0.3
 build=1
 memory_only=0
-mem_types=(string hash list set zset)
+mem_types=(string hash list set zset stream bitmap hll geo)
 tests=(ping_inline ping_mbulk set get incr lpush rpush lpop rpop sadd hset spop zadd zpopmin
     lrange_100 lrange_300 lrange_500 lrange_600 mset xadd evalsha zunionstore xread setbit pfadd
     geoadd)
@@ -56,6 +59,7 @@ while [[ $# -gt 0 ]]; do
         --keyspace) keyspace="$2"; shift 2 ;;
         --mem-items) mem_items="$2"; shift 2 ;;
         --mem-rounds) mem_rounds="$2"; shift 2 ;;
+        --mem-settle) mem_settle="$2"; shift 2 ;;
         --mem-warmup) mem_warmup=1; shift ;;
         --tests) IFS=, read -r -a tests <<<"$2"; shift 2 ;;
         --quick) requests=2000; requests_p16=4000; rounds=1; mem_items=2000
@@ -139,7 +143,9 @@ custom_cmd() {
         zunionstore) echo "ZUNIONSTORE bench:zu 2 bench:z1 bench:z2" ;;
         xadd) echo "XADD bench:xs * field value" ;;
         xread) echo "XREAD COUNT 10 STREAMS bench:x 0" ;;
-        setbit) echo "SETBIT bench:bits __rand_int__ 1" ;;
+        # Random keys: redis-benchmark's __rand_int__ is zero-padded, which no server takes
+        # as a bit offset.
+        setbit) echo "SETBIT bench:bits:__rand_int__ 7 1" ;;
         pfadd) echo "PFADD bench:hll e:__rand_int__" ;;
         geoadd) echo "GEOADD bench:geo 13.361389 38.115556 m:__rand_int__" ;;
     esac
@@ -253,6 +259,14 @@ for i in range(n):
     elif kind == "list": out.append(resp("RPUSH", "l", "val%06d" % i))
     elif kind == "set": out.append(resp("SADD", "s", "member:%d" % i))
     elif kind == "zset": out.append(resp("ZADD", "z", str(i), "member:%d" % i))
+    elif kind == "stream": out.append(resp("XADD", "x", "*", "field", "val%06d" % i))
+    # 64 bytes of bitmap per item: the figure is per bit (items x 512, below).
+    elif kind == "bitmap": out.append(resp("SETBIT", "bm", str(i * 512 + 511), "1"))
+    elif kind == "hll": out.append(resp("PFADD", "hll:%d" % i, "e%d" % i))
+    elif kind == "geo":
+        lon = -180 + (i * 7919 % 3600000) / 10000.0
+        lat = -85 + (i * 104729 % 1700000) / 10000.0
+        out.append(resp("GEOADD", "geo", "%.6f" % lon, "%.6f" % lat, "member:%d" % i))
     elif kind == "ping": out.append(resp("PING"))
 sys.stdout.write("".join(out))
 PY
@@ -262,21 +276,33 @@ warm_note=""
 [[ $mem_warmup == 1 ]] && warm_note=", after $mem_items PINGs"
 echo "### Memory per key / element ($mem_items items, VmRSS delta / items, median of $mem_rounds loads$warm_note)"
 echo
-echo "| type | redis bytes/item | corewire bytes/item | ratio |"
-echo "|---|---|---|---|"
-# One load into a fresh server: bytes per item, or why not.
+echo "| type | redis RSS B/item | corewire RSS B/item | ratio | redis used_memory B/item | corewire used_memory B/item | ratio |"
+echo "|---|---|---|---|---|---|---|"
+# One load into a fresh server: "RSS-bytes heap-bytes" per item, or why not. The heap figure
+# is `INFO memory`'s used_memory delta (each server's own allocation count), steadier than
+# RSS where the per-item figure is small against the pages a pipelined burst touches.
+used_memory() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }'; }
+per_item() {
+    awk -v a="$1" -v b="$2" -v n="$3" \
+        'BEGIN { v = (a - b) / n; if (v < 10 && v > -10) printf "%.2f", v; else printf "%d", v }'
+}
 mem_once() {
-    local name="$1" kind="$2" before
+    local name="$1" kind="$2" before used_before
     start "$name"
     if [[ $mem_warmup == 1 ]]; then
         gen ping "$mem_items" | redis-cli -p "${port[$name]}" --pipe >/dev/null 2>&1
     fi
-    sleep 0.3
+    sleep "$mem_settle"
     before="$(rss_kib "${pid[$name]}")"
+    used_before="$(used_memory "${port[$name]}")"
     if gen "$kind" "$mem_items" | redis-cli -p "${port[$name]}" --pipe >"$work/pipe.log" 2>&1 &&
         grep -q 'errors: 0' "$work/pipe.log"; then
-        sleep 0.3
-        echo $(( ($(rss_kib "${pid[$name]}") - before) * 1024 / mem_items ))
+        sleep "$mem_settle"
+        # A bitmap item is 64 bytes of the bitmap (its last bit set): the figure is per bit.
+        local n="$mem_items"
+        [[ $kind == bitmap ]] && n=$((mem_items * 512))
+        echo "$(per_item "$(( $(rss_kib "${pid[$name]}") * 1024 ))" "$((before * 1024))" "$n")" \
+            "$(per_item "$(used_memory "${port[$name]}")" "$used_before" "$n")"
     elif grep -q 'unknown command' "$work/pipe.log"; then
         echo "not supported"
     else
@@ -285,19 +311,21 @@ mem_once() {
     stop "$name"
 }
 for kind in "${mem_types[@]}"; do
-    declare -A per
+    declare -A rss heap
     for name in redis corewire; do
         # The median of --mem-rounds loads: RSS after a load varies run to run (freed
         # buffers the allocator keeps or returns).
         : >"$work/mem.$name"
         for _ in $(seq 1 "$mem_rounds"); do mem_once "$name" "$kind" >>"$work/mem.$name"; done
-        if grep -q '^[0-9]*$' "$work/mem.$name"; then
-            per[$name]="$(median <"$work/mem.$name")"
+        if grep -q '^-\?[0-9.]* -\?[0-9.]*$' "$work/mem.$name"; then
+            rss[$name]="$(cut -d' ' -f1 "$work/mem.$name" | median)"
+            heap[$name]="$(cut -d' ' -f2 "$work/mem.$name" | median)"
         else
-            per[$name]="$(grep -v '^[0-9]*$' "$work/mem.$name" | head -n 1)"
+            rss[$name]="$(grep -v '^-\?[0-9.]* -\?[0-9.]*$' "$work/mem.$name" | head -n 1)"
+            heap[$name]="-"
         fi
     done
-    echo "| $kind | ${per[redis]} | ${per[corewire]} | $(ratio "${per[corewire]}" "${per[redis]}") |"
+    echo "| $kind | ${rss[redis]} | ${rss[corewire]} | $(ratio "${rss[corewire]}" "${rss[redis]}") | ${heap[redis]} | ${heap[corewire]} | $(ratio "${heap[corewire]}" "${heap[redis]}") |"
 done
 echo
 echo "Commands (ports vary per run):"

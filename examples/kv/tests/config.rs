@@ -4,7 +4,9 @@
 mod common;
 mod diff;
 
-use common::{Reply, Server};
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server};
 
 /// CONFIG SET against redis-server: errors, all-or-nothing, what CONFIG GET reports after,
 /// and CONFIG RESETSTAT.
@@ -88,9 +90,10 @@ fn config_set_takes_effect() {
 
 /// CONFIG SET of a port something already listens on fails as in Redis ("Unable to listen
 /// on this port"), and none of the other parameters of the same CONFIG SET is kept; the
-/// server goes on answering on its port. Another port is refused as immutable.
+/// server goes on answering on its port. A free port: the server moves there (Redis's
+/// `changeListenPort`), the old port closes and connections already open stay.
 #[test]
-fn config_set_port_failure_rolls_back() {
+fn config_set_port_moves_the_listener_or_rolls_back() {
     let server = Server::start(&["--shards", "2"]);
     let mut conn = server.connect();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
@@ -132,8 +135,68 @@ fn config_set_port_failure_rolls_back() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let free_port = free.local_addr().unwrap().port().to_string();
     drop(free);
-    let Reply::Error(text) = conn.call(&["CONFIG", "SET", "port", &free_port]) else {
-        panic!("another port is refused while running");
+    let old_port = server.port;
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "port", &free_port]),
+        Reply::ok()
+    );
+    assert_eq!(conn.call(&["PING"]), Reply::Simple("PONG".into()));
+    let new_port: u16 = free_port.parse().unwrap();
+    let mut moved = Resp::connect(new_port);
+    assert_eq!(moved.call(&["PING"]), Reply::Simple("PONG".into()));
+    assert_eq!(
+        moved.call(&["CONFIG", "GET", "port"]),
+        Reply::Array(Some(vec![Reply::bulk("port"), Reply::bulk(&free_port)]))
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            old_port
+        ))
+        .is_err()),
+        "the old port still accepts"
+    );
+    // Every shard accepts on the new port.
+    let clients: Vec<Resp> = (0..8).map(|_| Resp::connect(new_port)).collect();
+    for mut c in clients {
+        assert_eq!(c.call(&["PING"]), Reply::Simple("PONG".into()));
+    }
+}
+
+/// CONFIG SET bind: an address that is none fails as in Redis ("Failed to bind to specified
+/// addresses") and the server goes on answering where it was; another address moves the
+/// listener there.
+#[test]
+fn config_set_bind_moves_the_listener_or_rolls_back() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut conn = server.connect();
+    let Reply::Error(text) = conn.call(&["CONFIG", "SET", "bind", "999.999.999.999"]) else {
+        panic!("an address that is none is refused");
     };
-    assert!(text.ends_with("can't set immutable config"), "{text}");
+    assert!(
+        text.starts_with(
+            "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to \
+             specified addresses"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        server.connect().call(&["PING"]),
+        Reply::Simple("PONG".into())
+    );
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "bind", "127.0.0.2"]),
+        Reply::ok()
+    );
+    let moved = std::net::SocketAddr::from(([127, 0, 0, 2], server.port));
+    let mut there = Resp::connect_addr(moved);
+    assert_eq!(there.call(&["PING"]), Reply::Simple("PONG".into()));
+    assert!(
+        eventually(Duration::from_secs(10), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            server.port
+        ))
+        .is_err()),
+        "127.0.0.1 still accepts"
+    );
 }

@@ -455,3 +455,27 @@ fn a_large_snapshot_loads_in_bounded_memory() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
+
+/// `bind-source-addr`: the replica connects to its master from that address, so the master
+/// lists it there (Redis's `networking` test, with a redis-server master).
+#[test]
+fn bind_source_addr_is_the_address_the_master_sees() {
+    let dir = TempDir::new("replica-source");
+    let redis = Redis::start(dir.path(), &[]);
+    let mut master = redis.connect();
+    // Redis's protected mode counts only 127.0.0.1 as local.
+    ok(&mut master, &["CONFIG", "SET", "protected-mode", "no"]);
+    let replica = Server::start(&["--shards", "2"]);
+    let mut conn = replica.connect();
+    ok(
+        &mut conn,
+        &["CONFIG", "SET", "bind-source-addr", "127.0.0.2"],
+    );
+    ok(
+        &mut conn,
+        &["REPLICAOF", "127.0.0.1", &redis.port.to_string()],
+    );
+    wait_link_up(&mut conn);
+    let slave0 = info_field(&mut master, "replication", "slave0").unwrap_or_default();
+    assert!(slave0.starts_with("ip=127.0.0.2,"), "{slave0}");
+}

@@ -12,6 +12,7 @@ use super::handoff::{Arrived, Handoff};
 use super::placement::Placement;
 use super::stop::StopSignal;
 use crate::coop::Budget;
+use crate::mesh::RemoteHandle;
 use crate::net::{self, ListenOptions, TcpListener, TcpStream};
 use crate::shard::{context, ShardId};
 use crate::Runtime;
@@ -98,7 +99,35 @@ impl TcpEndpoint {
         H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let shards = rt.shard_count();
+        self.start(rt.shard_count(), handler, |shard, accept| {
+            rt.spawn_on(shard, move || accept.run())
+        })
+    }
+
+    /// [`serve`](TcpEndpoint::serve) started from one of the shards that are to serve it
+    /// (a server moving its port while it runs, for one): the listening sockets are bound
+    /// and listening when this returns, and the accept loops reach the other shards as
+    /// messages. Panics off a shard thread.
+    pub fn serve_from_shard<H, Fut>(self, handler: H) -> io::Result<ListenerHandle>
+    where
+        H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.start(context::shard_count(), handler, |shard, accept| {
+            crate::mesh::spawn_on_peer(shard, move || accept.run())
+        })
+    }
+
+    fn start<H, Fut>(
+        self,
+        shards: usize,
+        handler: H,
+        mut spawn: impl FnMut(ShardId, AcceptLoop<H>) -> RemoteHandle<()>,
+    ) -> io::Result<ListenerHandle>
+    where
+        H: Fn(Accepted) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
         let stop = Arc::new(StopSignal::default());
         let (listen_on, placement): (Vec<ShardId>, Option<Placement>) = match &self.mode {
             AcceptMode::ReusePort => ((0..shards).collect(), None),
@@ -121,11 +150,16 @@ impl TcpEndpoint {
             backlog: self.backlog,
         };
         // Bind one after the other: with port 0 the first bind picks the port the rest share.
+        // All are bound before any accept loop starts, so a failed bind leaves none running.
         let mut addr = self.addr;
-        let mut acceptors = Vec::with_capacity(listen_on.len());
-        for &shard in &listen_on {
+        let mut listeners = Vec::with_capacity(listen_on.len());
+        for _ in &listen_on {
             let listener = net::bind_std(addr, opts)?;
             addr = listener.local_addr()?;
+            listeners.push(listener);
+        }
+        let mut acceptors = Vec::with_capacity(listen_on.len());
+        for (&shard, listener) in listen_on.iter().zip(listeners) {
             let ctx = AcceptLoop {
                 listener,
                 handoff: handoff.clone(),
@@ -133,7 +167,7 @@ impl TcpEndpoint {
                 budget: self.budget,
                 handler: handler.clone(),
             };
-            acceptors.push(rt.spawn_on(shard, move || ctx.run()));
+            acceptors.push(spawn(shard, ctx));
         }
         tracing::info!(%addr, mode = ?self.mode, budget = ?self.budget, "tcp listener ready");
         Ok(ListenerHandle::new(

@@ -90,6 +90,25 @@ where
     }
 }
 
+/// [`submit_to`] for a caller that cannot await: the handle is returned at once and the
+/// message is delivered by a task on this shard (which waits while the target's inbox is
+/// full). Called from a shard; panics if `target` is out of range, as `Runtime::spawn_on`.
+#[track_caller]
+pub(crate) fn spawn_on_peer<F, Fut, T>(target: ShardId, f: F) -> RemoteHandle<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let spawned_at = Location::caller();
+    let remote = context::current().peers[target].clone();
+    let (tx, rx) = channel();
+    let mut msg = Some(task_message(f, tx, spawned_at));
+    let deliver = async move { std::future::poll_fn(|cx| push(&remote, &mut msg, cx)).await };
+    context::with_executor(|e| e.spawn(deliver, spawned_at));
+    rx
+}
+
 /// Send a fire-and-forget closure to shard `target` (waits while its inbox is full).
 pub async fn send_to<F>(target: ShardId, f: F) -> Result<(), MeshError>
 where

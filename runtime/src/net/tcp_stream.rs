@@ -1,6 +1,6 @@
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -40,8 +40,18 @@ impl TcpStream {
 
     /// Connect from the current shard. Cancel-safe: dropping it closes the half-made socket.
     pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        TcpStream::connect_from(None, addr).await
+    }
+
+    /// [`connect`](Self::connect) from the local address `source` (the kernel picks the port;
+    /// `None`: the kernel picks both), as a client with several addresses chooses which one
+    /// its peer sees.
+    pub async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_cloexec(true)?;
+        if let Some(source) = source {
+            socket.bind(&SocketAddr::new(source, 0).into())?;
+        }
         let stream = TcpStream::from_fd(socket.into());
         Op::submit(Connect::new(stream.fd.clone(), addr)).await?;
         stream.set_nodelay(true)?;

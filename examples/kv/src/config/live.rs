@@ -259,13 +259,13 @@ impl LiveConfig {
     pub fn config_set(&self, pairs: &[(Bytes, Bytes)]) -> Result<Vec<Setting>, String> {
         self.config_set_with(pairs, &|step| match step {
             Glue::Tls(_) => Ok(()),
-            Glue::Port(_) => Err("can't set immutable config".into()),
+            Glue::Listen { .. } => Err("can't set immutable config".into()),
         })
     }
 
     /// [`Self::config_set`], with `glue` applying what this table cannot alone before
     /// anything is stored: the `tls-*` changes (canonical name and value; its error refuses
-    /// them all, as Redis's TLS reload) and a new `port` (see [`GlueApply`]).
+    /// them all, as Redis's TLS reload) and a new `port` or `bind` (see [`GlueApply`]).
     pub fn config_set_with(
         &self,
         pairs: &[(Bytes, Bytes)],
@@ -302,6 +302,7 @@ impl LiveConfig {
         let mut changed = Vec::new();
         let mut tls_changes = Vec::new();
         let mut port = None;
+        let mut bind = None;
         for (index, spec, raw) in found {
             let raw = String::from_utf8_lossy(raw).into_owned();
             // Redis splits a multi-argument value on single spaces.
@@ -317,8 +318,12 @@ impl LiveConfig {
                 // it cannot listen on fails the whole CONFIG SET.
                 port = Some(value.clone());
             }
+            if spec.name == "bind" && value != current {
+                bind = Some(value.clone());
+            }
+            let moves = spec.name == "port" || spec.name == "bind";
             let fixed = spec.has(IMMUTABLE) || spec.effect == Effect::Start;
-            if fixed && spec.name != "port" && (spec.has(IMMUTABLE) || value != current) {
+            if fixed && !moves && (spec.has(IMMUTABLE) || value != current) {
                 return Err(failed(spec.name, "can't set immutable config"));
             }
             if spec.effect == Effect::Live(LiveKey::Tls) {
@@ -338,8 +343,13 @@ impl LiveConfig {
                 ));
             }
         }
-        if let Some(port) = port {
-            glue(Glue::Port(number(&port))).map_err(|why| failed("port", &why))?;
+        if port.is_some() || bind.is_some() {
+            let step = Glue::Listen {
+                bind: bind.as_deref(),
+                port: port.as_deref().map(number),
+            };
+            let name = if bind.is_some() { "bind" } else { "port" };
+            glue(step).map_err(|why| failed(name, &why))?;
         }
         *self.lock() = next.clone();
         let mut settings = Vec::new();
@@ -366,10 +376,15 @@ impl LiveConfig {
 pub enum Glue<'a> {
     /// Apply these `tls-*` changes (canonical name and value), or refuse them all.
     Tls(&'a [(String, String)]),
-    /// Listen on this port instead. The error is the reason CONFIG SET gives: Redis's
-    /// "Unable to listen on this port. Check server logs." when the port is taken;
-    /// "can't set immutable config" where the server cannot move its listeners while running.
-    Port(u16),
+    /// Listen at these addresses (`bind`'s value) and this port instead, each `None` where
+    /// it stays. The error is the reason CONFIG SET gives: Redis's "Unable to listen on this
+    /// port. Check server logs." when the port is taken, "Failed to bind to specified
+    /// addresses." for addresses, "can't set immutable config" where the server cannot move
+    /// its listeners while running.
+    Listen {
+        bind: Option<&'a str>,
+        port: Option<u16>,
+    },
 }
 
 /// Applies a [`Glue`] step of a CONFIG SET, or refuses it (the reason).
@@ -429,7 +444,9 @@ mod tests {
             .collect();
         let maxmemory = live.get("maxmemory").unwrap();
         let taken = |step: Glue<'_>| match step {
-            Glue::Port(1) => Err("Unable to listen on this port. Check server logs.".into()),
+            Glue::Listen { port: Some(1), .. } => {
+                Err("Unable to listen on this port. Check server logs.".into())
+            }
             _ => Ok(()),
         };
         assert_eq!(

@@ -31,6 +31,18 @@ fn parsed<T: std::str::FromStr>(value: &str) -> Result<T, String> {
         .map_err(|_| format!("invalid value {value:?}"))
 }
 
+/// The address the plaintext port listens at for `bind`'s value (Redis's list of addresses,
+/// `*` for any and a `-` prefix for optional ones): its first; `None` for an empty list.
+pub(crate) fn first_bind_address(addresses: &str) -> Result<Option<IpAddr>, String> {
+    let Some(first) = addresses.split_whitespace().next() else {
+        return Ok(None);
+    };
+    match first.trim_start_matches('-') {
+        "*" | "::*" => Ok(Some(IpAddr::from([0, 0, 0, 0]))),
+        ip => parsed(ip).map(Some),
+    }
+}
+
 fn check_parse<T: std::str::FromStr>(value: &str) -> Result<String, String>
 where
     T::Err: std::fmt::Display,
@@ -524,13 +536,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     .help("keyspace notification classes (Ag$lshzxeKEtmdn), published to __keyspace@0__ / __keyevent@0__"),
     opt("bind", Kind::Special(Special::Bind), "127.0.0.1")
         .start(|c, v| {
-            let first = v.split_whitespace().next().unwrap_or("0.0.0.0");
-            // Redis's `*` and `-` (optional) prefixes: any address.
-            let first = first.trim_start_matches('-');
-            c.bind = match first {
-                "*" | "::*" => IpAddr::from([0, 0, 0, 0]),
-                ip => parsed(ip)?,
-            };
+            c.bind = first_bind_address(v)?.unwrap_or(IpAddr::from([0, 0, 0, 0]));
             Ok(())
         })
         .help("listen address (the first one given)"),

@@ -34,6 +34,7 @@ mod repl_sync;
 mod replica;
 mod resp_conn;
 mod resp_io;
+mod resp_listener;
 mod scan;
 mod script;
 pub(crate) mod shard;
@@ -120,8 +121,6 @@ impl std::error::Error for StartError {}
 /// A started server. Dropping it stops the shards without flushing the AOF; call
 /// [`RunningServer::shutdown`] for a clean stop.
 pub struct RunningServer {
-    /// `None` with `--port 0` and a TLS port (plaintext off, as Redis).
-    resp: Option<ListenerHandle>,
     tls: Option<ListenerHandle>,
     binary: Option<ListenerHandle>,
     rdma: Option<ListenerHandle>,
@@ -136,7 +135,7 @@ pub struct RunningServer {
 impl RunningServer {
     /// The plaintext RESP port's address (`None` when only TLS is served).
     pub fn resp_addr(&self) -> Option<SocketAddr> {
-        self.resp.as_ref().map(|r| r.local_addr())
+        self.shared.resp.local_addr()
     }
 
     /// The TLS port's address (`--tls-port`).
@@ -206,14 +205,14 @@ impl RunningServer {
             );
         }
         let RunningServer {
-            resp,
             tls,
             binary,
             rdma,
             rt,
+            shared,
             ..
         } = self;
-        for listener in resp.into_iter().chain(tls) {
+        for listener in shared.resp.take().into_iter().chain(tls) {
             listener.stop();
         }
         let saved = rt.spawn_on(0, move || async move {
@@ -277,6 +276,11 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     let shared = Arc::new(ServerShared {
         started: Instant::now(),
         tcp_port: Default::default(),
+        resp: resp_listener::RespListener::new(
+            config.bind,
+            accept_mode(&config),
+            config.conn_budget,
+        ),
         aof_enabled: config.aof.is_some(),
         cluster_enabled: config.cluster.is_some(),
         maxclients: std::sync::atomic::AtomicUsize::new(config.maxclients),
@@ -314,24 +318,16 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         }
     }
 
-    let mode = match config.accept {
-        AcceptChoice::ReusePort => AcceptMode::ReusePort,
-        AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
-    };
+    let mode = accept_mode(&config);
     let addr = config.resp_addr();
     // `--port 0` with a TLS port turns plaintext off, as in Redis; without one it picks any
     // free port.
     let resp = if config.port == 0 && config.tls.port != 0 {
         None
     } else {
-        let resp = TcpEndpoint::bind(addr)
-            .mode(mode.clone())
-            .budget(config.conn_budget)
-            .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
+        let resp = (shared.resp.start(&rt, config.port))
             .map_err(|error| StartError::Listen { addr, error })?;
-        shared
-            .tcp_port
-            .store(resp.local_addr().port(), Ordering::Relaxed);
+        shared.tcp_port.store(resp.port(), Ordering::Relaxed);
         Some(resp)
     };
     let tls_listener = match (&tls, config.tls.port) {
@@ -353,7 +349,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     // The port clients are sent to (cluster redirections): the TLS one with `tls-cluster`.
     let client_port = match (&tls_listener, &resp) {
         (Some(tls), _) if config.tls.cluster => tls.local_addr().port(),
-        (_, Some(resp)) => resp.local_addr().port(),
+        (_, Some(resp)) => resp.port(),
         (Some(tls), None) => tls.local_addr().port(),
         (None, None) => 0,
     };
@@ -422,7 +418,6 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     };
     crate::heap::mark_startup();
     Ok(RunningServer {
-        resp,
         tls: tls_listener,
         binary,
         rdma,
@@ -483,6 +478,13 @@ fn prepare_cluster(config: &ServerConfig) -> Result<Option<PreparedCluster>, Sta
         listener,
         announce_ip,
     }))
+}
+
+fn accept_mode(config: &ServerConfig) -> AcceptMode {
+    match config.accept {
+        AcceptChoice::ReusePort => AcceptMode::ReusePort,
+        AcceptChoice::Handoff => AcceptMode::handoff(Placement::LeastConnections),
+    }
 }
 
 fn available_cpus() -> usize {
@@ -582,7 +584,7 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
         tls_reload: tls.map(|tls| {
             crate::session::TlsReload::new(move |changes: &[(String, String)]| tls.apply(changes))
         }),
-        port_check: Some(port_check(config.bind)),
+        port_check: Some(port_check(config)),
         ..SessionConfig::default()
     };
     session.sync_script_busy();
@@ -590,16 +592,40 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
     session
 }
 
-/// CONFIG SET `port`: the listeners stay where they are while the server runs, so another
-/// port is refused; as Redis refuses it (and nothing of the CONFIG SET is kept) when
-/// nothing could listen there, else as immutable.
-fn port_check(bind: std::net::IpAddr) -> crate::session::PortCheck {
-    crate::session::PortCheck::new(move |port| {
-        if let Err(error) = std::net::TcpListener::bind(SocketAddr::new(bind, port)) {
-            tracing::warn!(%error, port, "CONFIG SET port: cannot listen there");
-            return Err("Unable to listen on this port. Check server logs.".into());
+/// CONFIG SET `port` and `bind`: the plaintext listener moves there (see
+/// `resp_listener.rs`). In cluster mode the address is the node's in the cluster, so another
+/// one is refused: as Redis refuses it when nothing could listen there, else as immutable.
+fn port_check(config: &ServerConfig) -> crate::session::PortCheck {
+    let (bind, cluster) = (config.bind, config.cluster.is_some());
+    crate::session::PortCheck::new(move |new_bind, port| {
+        const NO_BIND: &str = "Failed to bind to specified addresses.";
+        const NO_PORT: &str = "Unable to listen on this port. Check server logs.";
+        if cluster {
+            if let Some(port) = port {
+                if let Err(error) = std::net::TcpListener::bind(SocketAddr::new(bind, port)) {
+                    tracing::warn!(%error, port, "CONFIG SET port: cannot listen there");
+                    return Err(NO_PORT.into());
+                }
+            }
+            return Err("can't set immutable config".into());
         }
-        Err("can't set immutable config".into())
+        let new_bind = match new_bind {
+            None => None,
+            Some(addresses) => {
+                Some(crate::config::options::first_bind_address(addresses).map_err(|_| NO_BIND)?)
+            }
+        };
+        let shared = shard::current().shared.clone();
+        match shared.resp.move_to(new_bind, port) {
+            Ok(port) => {
+                shared.tcp_port.store(port, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(%error, ?new_bind, ?port, "CONFIG SET: cannot listen there");
+                Err(if new_bind.is_some() { NO_BIND } else { NO_PORT }.into())
+            }
+        }
     })
 }
 

@@ -12,6 +12,8 @@ use crate::session::SessionConfig;
 pub(crate) struct ServerShared {
     pub started: Instant,
     pub tcp_port: AtomicU16,
+    /// The plaintext RESP listener (CONFIG SET port moves it).
+    pub resp: super::resp_listener::RespListener,
     pub aof_enabled: bool,
     pub cluster_enabled: bool,
     /// Changed at run time by CONFIG SET maxclients.

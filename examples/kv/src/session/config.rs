@@ -34,24 +34,27 @@ pub struct SessionConfig {
     pub acl: Arc<crate::acl::Acl>,
     /// What a replica refuses its clients (READONLY, MASTERDOWN, LOADING).
     pub replica: Arc<crate::repl::ReplicaGate>,
-    /// Answers CONFIG SET of another `port` (see [`crate::config::live::Glue::Port`]);
-    /// `None`: refused as immutable.
+    /// Answers CONFIG SET of another `port` or `bind` (see
+    /// [`crate::config::live::Glue::Listen`]); `None`: refused as immutable.
     pub port_check: Option<PortCheck>,
 }
 
-/// The server's hook for CONFIG SET `port`: the reason the port is refused.
+/// The server's hook for CONFIG SET `port` and `bind` (the new value of each that changes):
+/// the reason they are refused.
 #[derive(Clone)]
 pub struct PortCheck(Arc<PortCheckFn>);
 
-type PortCheckFn = dyn Fn(u16) -> Result<(), String> + Send + Sync;
+type PortCheckFn = dyn Fn(Option<&str>, Option<u16>) -> Result<(), String> + Send + Sync;
 
 impl PortCheck {
-    pub fn new(check: impl Fn(u16) -> Result<(), String> + Send + Sync + 'static) -> PortCheck {
+    pub fn new(
+        check: impl Fn(Option<&str>, Option<u16>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> PortCheck {
         PortCheck(Arc::new(check))
     }
 
-    pub fn check(&self, port: u16) -> Result<(), String> {
-        (self.0)(port)
+    pub fn check(&self, bind: Option<&str>, port: Option<u16>) -> Result<(), String> {
+        (self.0)(bind, port)
     }
 }
 

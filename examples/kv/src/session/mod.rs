@@ -332,8 +332,8 @@ impl Session {
                 Some(reload) => reload.apply(changes),
                 None => Ok(()),
             },
-            Glue::Port(port) => match &self.config.port_check {
-                Some(check) => check.check(port),
+            Glue::Listen { bind, port } => match &self.config.port_check {
+                Some(check) => check.check(bind, port),
                 None => Err("can't set immutable config".into()),
             },
         };

@@ -62,6 +62,23 @@ impl CompactBytes {
         }
     }
 
+    /// Makes room for `needed` bytes in a string that grows (APPEND, SETBIT, SETRANGE past its
+    /// end) as Redis's `sdsMakeRoomFor` does: twice the new length below 1 MiB, the new length
+    /// plus 1 MiB above. `Vec`'s own doubling would leave a large bitmap grown bit by bit with
+    /// up to twice its length allocated.
+    pub fn reserve_growth(bytes: &mut Vec<u8>, needed: usize) {
+        const GROW_LIMIT: usize = 1 << 20;
+        if needed <= bytes.capacity() {
+            return;
+        }
+        let target = if needed < GROW_LIMIT {
+            needed * 2
+        } else {
+            needed + GROW_LIMIT
+        };
+        bytes.reserve_exact(target - bytes.len());
+    }
+
     /// The result of an append: inline if short, else the vector with its spare capacity.
     pub fn appended(bytes: Vec<u8>) -> CompactBytes {
         if bytes.len() <= INLINE {
@@ -212,5 +229,25 @@ mod tests {
         let state = foldhash::fast::FixedState::default();
         let compact = CompactBytes::new(b"key:1");
         assert_eq!(state.hash_one(&compact), state.hash_one(&b"key:1"[..]));
+    }
+
+    #[test]
+    fn growth_is_redis_greedy_policy() {
+        // Grown 4 KiB at a time past 3 MiB, as a bitmap set bit by bit grows.
+        let mut bytes = Vec::new();
+        let mut most_over_limit = 0;
+        while bytes.len() < 3 << 20 {
+            let needed = bytes.len() + 4096;
+            CompactBytes::reserve_growth(&mut bytes, needed);
+            assert!(bytes.capacity() >= needed);
+            bytes.resize(needed, 0);
+            if needed >= 1 << 20 {
+                most_over_limit = most_over_limit.max(bytes.capacity() - needed);
+            } else {
+                assert!(bytes.capacity() <= 2 * needed);
+            }
+        }
+        // Above 1 MiB at most 1 MiB spare (Vec's doubling would leave up to 2 MiB here).
+        assert!(most_over_limit <= 1 << 20, "{most_over_limit}");
     }
 }

@@ -164,6 +164,7 @@ impl Store {
             }
             _ => Vec::new(),
         };
+        CompactBytes::reserve_growth(&mut buffer, new_len);
         buffer.extend_from_slice(&value);
         self.upsert(&key, CompactBytes::appended(buffer), TtlUpdate::Keep);
         self.notify(Class::String, "append", &key);

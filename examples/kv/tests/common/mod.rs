@@ -296,7 +296,11 @@ pub struct Resp {
 
 impl Resp {
     pub fn connect(port: u16) -> Resp {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        Resp::connect_addr(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    pub fn connect_addr(addr: std::net::SocketAddr) -> Resp {
+        let stream = TcpStream::connect(addr).expect("connecting");
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();

@@ -286,10 +286,19 @@ async fn session(
     );
     // With `tls-replication yes` the link runs over TLS (the handshake within the timeout).
     let tls = (shared.tls.as_ref()).and_then(|tls| tls.replication_connector());
-    let stream =
-        corewire::runtime::timer::timeout(timeout, MasterStream::connect(addr, &host, tls))
-            .await
-            .map_err(|_| LinkError::Timeout)??;
+    // `bind-source-addr`: the address the master sees this replica connect from.
+    let source = match live.get("bind-source-addr").filter(|a| !a.is_empty()) {
+        None => None,
+        Some(source) => Some(
+            source
+                .parse()
+                .map_err(|_| other(format!("bind-source-addr {source:?} is no IP address")))?,
+        ),
+    };
+    let connect = MasterStream::connect(source, addr, &host, tls);
+    let stream = corewire::runtime::timer::timeout(timeout, connect)
+        .await
+        .map_err(|_| LinkError::Timeout)??;
     tracing::info!(%host, port, "MASTER <-> REPLICA sync started");
     replica.set_state(LinkState::Handshake);
     let mut conn = Conn {

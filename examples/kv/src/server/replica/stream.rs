@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -22,11 +22,12 @@ pub(super) enum MasterStream {
 impl MasterStream {
     /// Connects to `addr` (named `host` in the configuration), over TLS when `tls` is given.
     pub async fn connect(
+        source: Option<IpAddr>,
         addr: SocketAddr,
         host: &str,
         tls: Option<TlsConnector>,
     ) -> io::Result<MasterStream> {
-        let tcp = TcpStream::connect(addr).await?;
+        let tcp = TcpStream::connect_from(source, addr).await?;
         let Some(connector) = tls else {
             return Ok(MasterStream::Tcp(tcp));
         };

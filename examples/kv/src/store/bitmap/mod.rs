@@ -141,6 +141,7 @@ impl Store {
         let needed = byte as usize + 1;
         let grew = value.len() < needed;
         if grew {
+            CompactBytes::reserve_growth(&mut value, needed);
             value.resize(needed, 0);
         }
         Ok((value, !exists || grew))
