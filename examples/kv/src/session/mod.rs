@@ -211,6 +211,12 @@ impl Session {
             && self.has_capacity()
     }
 
+    /// Whether [`Session::next_request`] may find a request: buffered input, or a request
+    /// held aside (queued, postponed). False means it certainly finds none.
+    pub fn may_have_request(&self) -> bool {
+        !self.input.is_empty() || self.rare.is_some()
+    }
+
     /// Parses the next request that needs a shard. Connection-level commands and errors met
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.

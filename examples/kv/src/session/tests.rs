@@ -69,6 +69,19 @@ fn input_may_arrive_in_pieces() {
 }
 
 #[test]
+fn may_have_request_only_with_input_left() {
+    // The glue reads its clocks only when this says a request may come.
+    let mut s = session(SessionConfig::default());
+    assert!(!s.may_have_request());
+    s.feed(b"GET a\r\nGE");
+    assert!(s.may_have_request());
+    assert_eq!(requests(&mut s).len(), 1);
+    s.feed(b"T b\r\n");
+    assert_eq!(requests(&mut s).len(), 1);
+    assert!(!s.may_have_request());
+}
+
+#[test]
 fn backlog_limit_pauses_parsing() {
     let mut s = session(SessionConfig {
         max_backlog: 2,
