@@ -18,6 +18,16 @@ use corewire_kv::routing::key_slot as local_key_slot;
 /// The node timeout cluster_util starts nodes with.
 const NODE_TIMEOUT: Duration = Duration::from_millis(2000);
 
+/// The tests of this file one at a time: each runs a cluster of up to six nodes whose failure
+/// detection and elections are bounded in time (the failover bound is 2 × the node timeout +
+/// 2 s), and six of them at once on a 2-vCPU machine starve each other's cluster timers.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static CLUSTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CLUSTERS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// One line of CLUSTER NODES, split.
 struct Line {
     id: String,
@@ -148,6 +158,7 @@ fn key_owned_by_port(cluster: &Cluster, from: usize, port: u16, suffix: &str) ->
 
 #[test]
 fn redis_cli_creates_primaries_with_replicas() {
+    let _serial = one_at_a_time();
     let cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
     wait_roles(&cluster, &all, 3, 3);
@@ -227,6 +238,7 @@ fn redis_cli_creates_primaries_with_replicas() {
 
 #[test]
 fn readonly_clients_read_from_replicas() {
+    let _serial = one_at_a_time();
     let cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
     wait_roles(&cluster, &all, 3, 3);
@@ -257,6 +269,7 @@ fn readonly_clients_read_from_replicas() {
 
 #[test]
 fn redis_cli_adds_a_replica() {
+    let _serial = one_at_a_time();
     let mut cluster = Cluster::create(3, 0, None, &[]);
     let extra: Vec<Node> = (0..2)
         .map(|i| Node::start(TempDir::new(&format!("cluster-extra{i}")), 0, 0, &[]))
@@ -321,6 +334,7 @@ fn wait_owner(cluster: &Cluster, from: usize, slot: u16, port: u16, limit: Durat
 
 #[test]
 fn a_killed_primary_is_replaced_by_its_replica() {
+    let _serial = one_at_a_time();
     let mut cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
     wait_roles(&cluster, &all, 3, 3);
@@ -385,6 +399,7 @@ fn a_killed_primary_is_replaced_by_its_replica() {
 
 #[test]
 fn cluster_failover_switches_roles() {
+    let _serial = one_at_a_time();
     let cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
     wait_roles(&cluster, &all, 3, 3);
@@ -465,6 +480,7 @@ fn cluster_failover_switches_roles() {
 /// returns as a replica while the load goes on.
 #[test]
 fn a_primary_killed_under_load_loses_no_acknowledged_write() {
+    let _serial = one_at_a_time();
     require_redis_py_cluster();
     let mut cluster = Cluster::create(6, 1, None, &[]);
     let all: Vec<usize> = (0..6).collect();
