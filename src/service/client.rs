@@ -144,6 +144,8 @@ struct Waiting {
     reply: Waiter,
     service: u32,
     method: u32,
+    /// The call carries a deadline (the server learns it too).
+    timed: bool,
 }
 
 /// Where a call's result goes.
@@ -441,6 +443,7 @@ async fn send_request<'a, C: Connection>(
         reply,
         service,
         method,
+        timed: deadline.is_some(),
     };
     let id = start(inner, token, deadline).await?;
     let mut pending = PendingCall {
@@ -603,6 +606,11 @@ async fn read_replies<C: Connection>(inner: Rc<Inner<C>>) {
                                 payload: frame.payload,
                                 attachment: frame.attachment,
                             }),
+                            // The server gave up at the deadline this call sent it: to the
+                            // caller that is its own timeout, whichever timer fired first.
+                            Err(Status::DeadlineExceeded) if c.token.timed => {
+                                Err(ClientError::Timeout)
+                            }
                             Err(status) => Err(ClientError::Status(status)),
                         };
                         c.token.finish(&inner, result);

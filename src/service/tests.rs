@@ -390,3 +390,49 @@ fn disconnected_keeps_the_error_underneath_as_source() {
     let status = ClientError::Status(Status::BadRequest("no".into()));
     assert!(status.source().unwrap().is::<Status>());
 }
+
+/// The server gives up at the deadline a call sent it and answers DeadlineExceeded; when that
+/// answer beats the client's own timer, the caller still sees its `Timeout`. A call without
+/// a deadline gets the status as the server sent it.
+#[test]
+fn a_server_deadline_answer_is_the_callers_timeout() {
+    let (timed, untimed) = on_a_shard(|| async {
+        let (ours, peer) = pair(MemOptions::default());
+        let client = Client::new(ours, ClientOptions::default());
+        let answer = |req: &FrameHeader| {
+            corewire_transport::rpc::error_header(
+                req,
+                corewire_transport::frame::StatusCode::DeadlineExceeded,
+                "",
+            )
+        };
+        let call = {
+            let client = client.clone();
+            spawn_local(async move {
+                (client.request(Test::ID, 0))
+                    .timeout(Duration::from_secs(3600))
+                    .send()
+                    .await
+            })
+        };
+        let req = peer.recv().await.unwrap().unwrap();
+        peer.send(&answer(&req.header), Bytes::new(), Bytes::new())
+            .await
+            .unwrap();
+        let timed = call.await.unwrap();
+        let call = {
+            let client = client.clone();
+            spawn_local(async move { client.call(Test::ID, 0, Bytes::new()).await })
+        };
+        let req = peer.recv().await.unwrap().unwrap();
+        peer.send(&answer(&req.header), Bytes::new(), Bytes::new())
+            .await
+            .unwrap();
+        (timed, call.await.unwrap())
+    });
+    assert_eq!(timed.unwrap_err(), ClientError::Timeout);
+    assert_eq!(
+        untimed.unwrap_err(),
+        ClientError::Status(Status::DeadlineExceeded)
+    );
+}
