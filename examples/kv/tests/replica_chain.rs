@@ -93,6 +93,25 @@ impl Writer {
 }
 
 /// A (redis-server) -> B (corewire-kv, `shards`) -> C (redis-server).
+/// B drops C's link (C is B's only replica, and has full-synced once): A's next writes reach
+/// C through a partial resync from B's backlog.
+fn cut_c_and_resume_partially(
+    a_conn: &mut Resp,
+    b_conn: &mut Resp,
+    c_conn: &mut Resp,
+    round: usize,
+) {
+    assert_eq!(
+        b_conn.call(&["CLIENT", "KILL", "TYPE", "replica"]),
+        Reply::Int(1)
+    );
+    write_stream(a_conn, round);
+    wait_replicas(b_conn, 1);
+    assert_converges(a_conn, c_conn);
+    assert_eq!(stat(b_conn, "sync_full"), 1, "{}", info(b_conn, "stats"));
+    assert_eq!(stat(b_conn, "sync_partial_ok"), 1);
+}
+
 #[test]
 fn redis_to_corewire_to_redis() {
     let dir_a = TempDir::new("chain-a");
@@ -149,20 +168,7 @@ fn redis_to_corewire_to_redis() {
     wait_caught_up(&mut a_conn, &mut c_conn);
 
     // C's link to B cut: C continues from B's backlog.
-    assert_eq!(
-        b_conn.call(&["CLIENT", "KILL", "TYPE", "replica"]),
-        Reply::Int(1)
-    );
-    write_stream(&mut a_conn, 3);
-    wait_replicas(&mut b_conn, 1);
-    assert_converges(&mut a_conn, &mut c_conn);
-    assert_eq!(
-        stat(&mut b_conn, "sync_full"),
-        1,
-        "{}",
-        info(&mut b_conn, "stats")
-    );
-    assert_eq!(stat(&mut b_conn, "sync_partial_ok"), 1);
+    cut_c_and_resume_partially(&mut a_conn, &mut b_conn, &mut c_conn, 3);
 
     // B promoted: C continues partially with B's new history.
     wait_caught_up(&mut a_conn, &mut b_conn);
@@ -231,20 +237,7 @@ fn corewire_chain(b_shards: &str) {
     wait_caught_up(&mut a_conn, &mut c_conn);
 
     // C's link cut and restored: partial.
-    assert_eq!(
-        b_conn.call(&["CLIENT", "KILL", "TYPE", "replica"]),
-        Reply::Int(1)
-    );
-    write_stream(&mut a_conn, 2);
-    wait_replicas(&mut b_conn, 1);
-    assert_converges(&mut a_conn, &mut c_conn);
-    assert_eq!(
-        stat(&mut b_conn, "sync_full"),
-        1,
-        "{}",
-        info(&mut b_conn, "stats")
-    );
-    assert_eq!(stat(&mut b_conn, "sync_partial_ok"), 1);
+    cut_c_and_resume_partially(&mut a_conn, &mut b_conn, &mut c_conn, 2);
 
     // B's own link cut: B continues partially from A, C is not disturbed.
     assert_eq!(
