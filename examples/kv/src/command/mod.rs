@@ -247,6 +247,15 @@ pub enum Scope {
     AllShards,
 }
 
+/// A request's entry in the command table (the subcommand's for a container), as
+/// [`Command::resolve`] found it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Resolved {
+    pub spec: &'static table::CommandSpec,
+    /// How many arguments name the command (2 for a subcommand).
+    skip: usize,
+}
+
 impl Command {
     /// Parses a request (`args[0]` is the command name). Errors come out in Redis's order:
     /// unknown command, arity, then the command's own syntax checks.
@@ -270,6 +279,21 @@ impl Command {
     /// unknown command or subcommand, arity); the command's own checks come when it runs.
     pub fn check_table(args: &[Bytes]) -> Result<(), CommandError> {
         parse::resolve(args).map(|_| ())
+    }
+
+    /// The table's entry for the request, after the same checks as
+    /// [`Command::check_table`], for [`Command::parse_resolved`]: a caller that needs the
+    /// entry (flags, name) and the command looks the name up once.
+    pub(crate) fn resolve(args: &[Bytes]) -> Result<Resolved, CommandError> {
+        parse::resolve_counted(args).map(|(spec, skip)| Resolved { spec, skip })
+    }
+
+    /// [`Command::parse`] of a request [`Command::resolve`] found.
+    pub(crate) fn parse_resolved(
+        resolved: Resolved,
+        args: Vec<Bytes>,
+    ) -> Result<Command, CommandError> {
+        parse::parse_spec(resolved.spec, resolved.skip, args)
     }
 
     /// The table's flags for the request (none for an unknown command).

@@ -27,7 +27,7 @@ pub(super) fn parse_named(
 }
 
 /// `skip`: the name's arguments (2 for a subcommand).
-fn parse_spec(
+pub(super) fn parse_spec(
     spec: &'static CommandSpec,
     skip: usize,
     args: Vec<Bytes>,
@@ -202,7 +202,9 @@ pub(super) fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, CommandErr
 }
 
 /// [`resolve`], with how many arguments name the command (2 for a subcommand).
-fn resolve_counted(args: &[Bytes]) -> Result<(&'static CommandSpec, usize), CommandError> {
+pub(super) fn resolve_counted(
+    args: &[Bytes],
+) -> Result<(&'static CommandSpec, usize), CommandError> {
     let spec = args
         .first()
         .and_then(|name| table::find(name))

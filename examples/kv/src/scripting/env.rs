@@ -20,15 +20,16 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 /// What the running script's `redis.call`, `redis.pcall` and `redis.setresp` reach: the
 /// glue's side of a run.
 pub trait Host {
-    /// Runs one command for the script: its reply converted for Lua, or the error table
-    /// `redis.call` raises (`Err`: already converted to the Lua error value). `suspend`
-    /// switches off the script's stack until the glue resumes it (`true`: to await what the
-    /// host left pending).
+    /// Runs one command for the script: its reply converted for Lua (`resp3`: as
+    /// `redis.setresp(3)` asked), or the error table `redis.call` raises (`Err`: already
+    /// converted to the Lua error value). `suspend` switches off the script's stack until
+    /// the glue resumes it (`true`: to await what the host left pending).
     fn call(
         &self,
         lua: &Lua,
         args: Vec<Bytes>,
         raise: bool,
+        resp3: bool,
         suspend: &dyn Fn(bool),
     ) -> mlua::Result<Value>;
     /// `redis.log(level, message)`.
@@ -95,15 +96,13 @@ end)
 rawset(real_G, "print", nil)
 rawset(real_G, "loadfile", nil)
 rawset(real_G, "dofile", nil)
-local view
-view = protect(real_G, function(_, name)
-    if name == "_G" then return view end
-    local value = rawget(real_G, name)
-    if value == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    return value
-end)
+-- The view reads through to the real globals as a table (no Lua call per global read);
+-- a name missing there reaches the real globals' own metatable, which raises Redis's error.
+local view = protect(real_G)
+rawset(real_G, "_G", view)
+setmetatable(real_G, {__index = function(_, name)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+end, __metatable = false})
 return view, protect
 "#;
 
@@ -423,7 +422,8 @@ pub fn call(
         }
     }
     let run = running(lua)?;
-    run.host.call(lua, command, raise, suspend)
+    run.host
+        .call(lua, command, raise, run.resp.get() == 3, suspend)
 }
 
 /// The error `redis.call` raises for a Redis error table: the table, with the line of the

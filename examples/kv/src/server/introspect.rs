@@ -57,7 +57,7 @@ impl Default for IntroShard {
 
 impl Shard {
     /// What this shard's connections answered: into the statistics, SLOWLOG and LATENCY.
-    pub(crate) fn record_calls(&self, calls: std::vec::Drain<'_, CallRecord>) {
+    pub(crate) fn record_calls(&self, calls: impl ExactSizeIterator<Item = CallRecord>) {
         if calls.len() == 0 {
             return;
         }
@@ -89,6 +89,11 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// [`Self::record_calls`] of one call (a script's command: no vector per call).
+    pub(crate) fn record_call(&self, call: CallRecord) {
+        self.record_calls(std::iter::once(call));
     }
 
     /// Records a latency event of `ms` (when at least `latency-monitor-threshold`).

@@ -161,6 +161,15 @@ impl Shard {
         super::repl_master::closed(self, key);
     }
 
+    /// A program's sink (see [`super::txn::held::Held`]) ends: a program never subscribes,
+    /// monitors, tracks, watches or replicates under its own key (it acts for its caller),
+    /// so only its registration and any wait it left go; [`Self::unregister`] does the rest
+    /// for connections.
+    pub(crate) fn unregister_program(&self, key: SinkKey) {
+        self.sinks.borrow_mut().remove(key);
+        self.cancel_waits(key);
+    }
+
     /// Connection `sink` closed: its watches go (after anything it sent to those shards).
     fn drop_watches(&self, sink: SinkKey) {
         let origin = Origin {

@@ -2,6 +2,7 @@
 //! and waiting (off the script's stack) for replies from other shards.
 
 use super::*;
+use crate::session::resp3::Shape;
 
 pub(super) type LocalFuture = Pin<Box<dyn Future<Output = Reply>>>;
 
@@ -39,9 +40,7 @@ impl ScriptHost {
     /// [`SLICE`] the shard gets a turn.
     pub(super) fn hook(&self, lua: &Lua) -> mlua::Result<VmState> {
         if self.info.kill.load(Ordering::Relaxed) {
-            return Err(mlua::Error::RuntimeError(
-                self.killed_text().trim_start_matches("ERR ").into(),
-            ));
+            return Err(self.killed(lua));
         }
         let busy = &self.shard.shared.session.script_busy;
         if !self.info.busy.load(Ordering::Relaxed) && self.info.started.elapsed() > busy.threshold()
@@ -56,12 +55,22 @@ impl ScriptHost {
         if self.run_started.get().elapsed() > SLICE {
             self.suspend(lua, false)?;
             if self.info.kill.load(Ordering::Relaxed) {
-                return Err(mlua::Error::RuntimeError(
-                    self.killed_text().trim_start_matches("ERR ").into(),
-                ));
+                return Err(self.killed(lua));
             }
         }
         Ok(VmState::Continue)
+    }
+
+    /// The killed script's error. As Redis does, the hook then fires at every instruction
+    /// (until the run ends): a `pcall` loop catching the error cannot keep the script alive,
+    /// whatever the loop's length against the hook's period.
+    fn killed(&self, lua: &Lua) -> mlua::Error {
+        let text = self.killed_text().trim_start_matches("ERR ");
+        let every = HookTriggers::new().every_nth_instruction(1);
+        let _ = lua.set_hook(every, move |_, _| {
+            Err(mlua::Error::RuntimeError(text.into()))
+        });
+        mlua::Error::RuntimeError(text.into())
     }
 
     /// Switches to the shard's stack from the hook (the scoped function in the registry
@@ -81,58 +90,63 @@ impl ScriptHost {
             .unwrap_or_else(|| Reply::error("ERR internal error: no reply"))
     }
 
-    /// One command for the script: Redis's checks, then on the shard(s) of its keys.
-    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Option<Command>) {
-        if let Err(error) = Command::check_table(&args) {
-            let text = match error {
-                CommandError::WrongArity { .. } => {
-                    "ERR Wrong number of args calling Redis command from script"
-                }
-                _ => "ERR Unknown Redis command called from script",
-            };
-            return (Reply::error(text), None);
-        }
+    /// One command for the script: Redis's checks, then on the shard(s) of its keys; the
+    /// reply, and the RESP3 shape of the command's reply (for its conversion to Lua).
+    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Shape) {
+        // One table lookup serves the checks, the flags, the stats' name and the parse.
+        let resolved = match Command::resolve(&args) {
+            Ok(resolved) => resolved,
+            Err(error) => {
+                let text = match error {
+                    CommandError::WrongArity { .. } => {
+                        "ERR Wrong number of args calling Redis command from script"
+                    }
+                    _ => "ERR Unknown Redis command called from script",
+                };
+                return (Reply::error(text), Shape::default());
+            }
+        };
+        let spec = resolved.spec;
+        let flags = spec.flags;
         // Redis 7.0 flags its blocking pops `noscript`; the table here has them as
         // `blocking` (as XREAD, which a script may run without BLOCK). BLMPOP and BZMPOP are
         // not: in a script they answer at once (nil when there is nothing to pop).
-        let flags = Command::flags(&args);
-        let blocking_pop = flags.contains(&"blocking")
-            && crate::command::table::find(&args[0]).is_some_and(|spec| {
-                use crate::command::{table::CommandKind, TypedOp};
-                matches!(spec.kind, CommandKind::Typed(op)
-                    if !op.is_stream_read() && !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
-            });
+        let blocking = flags.contains(&"blocking");
+        let blocking_pop = blocking && {
+            use crate::command::{table::CommandKind, TypedOp};
+            matches!(spec.kind, CommandKind::Typed(op)
+                if !op.is_stream_read() && !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
+        };
         if flags.contains(&"noscript") || blocking_pop {
             return (
                 Reply::error("ERR This Redis command is not allowed from script"),
-                None,
+                Shape::default(),
             );
         }
-        if flags.contains(&"blocking") && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block"))
-        {
+        if blocking && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block")) {
             return (
                 Reply::error(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
                     // The name as the script wrote it, as Redis prints `argv[0]`.
                     String::from_utf8_lossy(&args[0])
                 )),
-                None,
+                Shape::default(),
             );
         }
         if let Some(user) = &self.user {
             if let Some(refusal) = self.acl_refusal(user, &args) {
-                return (refusal, None);
+                return (refusal, Shape::default());
             }
         }
         let writes = flags.contains(&"write");
         if writes && self.read_only {
             return (
                 Reply::error("ERR Write commands are not allowed from read-only scripts."),
-                None,
+                Shape::default(),
             );
         }
         if writes && self.replica_read_only {
-            return (Reply::error(crate::repl::gate::READONLY), None);
+            return (Reply::error(crate::repl::gate::READONLY), Shape::default());
         }
         // Redis's `scriptVerifyWriteCommandAllow`: a script's first write is refused while
         // `min-replicas-to-write` is not met; once it wrote, it is not failed half way.
@@ -140,7 +154,7 @@ impl ScriptHost {
             let min =
                 (self.shard.shared.session.live.hot.min_replicas_to_write).load(Ordering::Relaxed);
             if let Some(refusal) = self.shard.shared.repl.write_refusal(min) {
-                return (refusal, None);
+                return (refusal, Shape::default());
             }
         }
         if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
@@ -152,10 +166,10 @@ impl ScriptHost {
                 crate::session::monitor_line(super::super::introspect::unix_us(), "lua", &args);
             self.shard.feed_monitors(vec![line]);
         }
-        let name = Command::table_name(&args).ok();
-        let command = match Command::parse(args) {
+        let name = Some(spec.name);
+        let command = match Command::parse_resolved(resolved, args) {
             Ok(command) => command,
-            Err(error) => return (error.into(), None),
+            Err(error) => return (error.into(), Shape::default()),
         };
         if let Command::Select(db) = command {
             return (
@@ -164,19 +178,21 @@ impl ScriptHost {
                 } else {
                     CommandError::SelectInCluster.into()
                 },
-                None,
+                Shape::default(),
             );
         }
-        if let Err(refusal) = self.reach(suspend, &command) {
-            return (refusal, None);
-        }
+        let keyless = match self.reach(suspend, &command) {
+            Ok(keyless) => keyless,
+            Err(refusal) => return (refusal, Shape::default()),
+        };
         if flags.contains(&"readonly") {
             if let Some(caller) = &self.caller {
                 self.shard.track_for_script(caller);
             }
         }
+        let shape = shape_of(&command);
         let started = std::time::Instant::now();
-        let reply = self.execute(suspend, command.clone());
+        let reply = self.execute(suspend, command, keyless);
         // As Redis, a script's commands count in INFO commandstats as calls of their own (a
         // failure too; errorstats counts a `redis.call` error as the script's reply, a
         // `redis.pcall` one in `call`).
@@ -198,24 +214,28 @@ impl ScriptHost {
             errorstat: false,
             slow: None,
         };
-        self.shard.record_calls(vec![record].drain(..));
+        self.shard.record_call(record);
         if writes && !reply.is_error() {
             self.info.wrote.store(true, Ordering::Relaxed);
         }
-        (reply, Some(command))
+        (reply, shape)
     }
 
     /// Makes sure every shard the command touches is held: a key the script did not
     /// declare, on a shard it does not hold, is taken now when the lock order allows
-    /// (standalone mode), else refused.
-    fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<(), Reply> {
+    /// (standalone mode), else refused. `Ok(true)`: the command has no keys and runs on
+    /// the script's shard.
+    fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<bool, Reply> {
         let count = self.shard.count;
-        let mut needed: Vec<usize> = command
-            .keys()
-            .into_iter()
-            .map(|key| shard_of(key, count))
-            .collect();
-        if matches!(command.scope(), crate::command::Scope::AllShards) {
+        let keys = command.keys();
+        let all_shards = matches!(command.scope(), crate::command::Scope::AllShards);
+        let keyless = keys.is_empty() && !all_shards;
+        // The common case (every key on a held shard) allocates nothing more.
+        if !all_shards && keys.iter().all(|key| self.held.holds(shard_of(key, count))) {
+            return Ok(keyless);
+        }
+        let mut needed: Vec<usize> = keys.iter().map(|key| shard_of(key, count)).collect();
+        if all_shards {
             needed.extend(0..count);
         }
         needed.sort_unstable();
@@ -225,7 +245,7 @@ impl ScriptHost {
             .filter(|&s| !self.held.holds(s))
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return Ok(keyless);
         }
         if self.shard.shared.cluster_enabled {
             return Err(Reply::error(
@@ -249,14 +269,13 @@ impl ScriptHost {
         if reply.is_error() {
             return Err(reply);
         }
-        Ok(())
+        Ok(keyless)
     }
 
-    fn execute(&self, suspend: &dyn Fn(bool), command: Command) -> Reply {
+    /// Runs `command` (`keyless`: it has no keys and touches one shard).
+    fn execute(&self, suspend: &dyn Fn(bool), command: Command, keyless: bool) -> Reply {
         let count = self.shard.count;
-        let route = if command.keys().is_empty()
-            && !matches!(command.scope(), crate::command::Scope::AllShards)
-        {
+        let route = if keyless {
             // Keyless commands (PING, ECHO, ...) run where the script runs.
             Route::Single {
                 shard: self.shard.id,
@@ -267,6 +286,15 @@ impl ScriptHost {
         };
         match route {
             Route::Refused(reply) => reply,
+            Route::Single { shard, command } if shard == self.shard.id => {
+                match self.held.step_here(command) {
+                    Ok(reply) => reply,
+                    Err(seq) => {
+                        let held = self.held.clone();
+                        self.wait(suspend, Box::pin(async move { held.reply(seq).await }))
+                    }
+                }
+            }
             Route::Single { shard, command } => {
                 let seqs = self.held.send_step(shard, vec![command]);
                 let seq = seqs.start;
@@ -358,6 +386,7 @@ impl Host for ScriptHost {
         lua: &Lua,
         args: Vec<Bytes>,
         raise: bool,
+        resp3: bool,
         suspend: &dyn Fn(bool),
     ) -> mlua::Result<Value> {
         if self.info.kill.load(Ordering::Relaxed) {
@@ -365,10 +394,11 @@ impl Host for ScriptHost {
                 self.killed_text().trim_start_matches("ERR ").into(),
             ));
         }
-        let (reply, command) = self.run(suspend, args);
-        let mode = match crate::scripting::env::running(lua).map(|r| r.resp.get()) {
-            Ok(3) => ReplyMode::Resp3,
-            _ => ReplyMode::Resp2,
+        let (reply, shape) = self.run(suspend, args);
+        let mode = if resp3 {
+            ReplyMode::Resp3
+        } else {
+            ReplyMode::Resp2
         };
         if let Reply::Error(text) = &reply {
             if !raise {
@@ -383,7 +413,7 @@ impl Host for ScriptHost {
                     errorstat: true,
                     slow: None,
                 };
-                self.shard.record_calls(vec![record].drain(..));
+                self.shard.record_call(record);
             }
             let mut dashed = b"-".to_vec();
             dashed.extend_from_slice(text);
@@ -394,7 +424,6 @@ impl Host for ScriptHost {
                 Ok(Value::Table(table))
             };
         }
-        let shape = command.as_ref().map(shape_of).unwrap_or_default();
         convert::reply_to_lua(lua, &reply, &shape, mode)
     }
 

@@ -87,8 +87,12 @@ impl ScriptingShared {
 struct ScriptCache {
     /// Bumped by SCRIPT FLUSH: shards start a fresh Lua state.
     generation: u64,
-    bodies: HashMap<String, Bytes>,
+    bodies: HashMap<String, Bytes, Sha1Hasher>,
 }
+
+/// The script maps are keyed by SHA1 hex digests, looked up on every EVALSHA: foldhash, not
+/// SipHash.
+type Sha1Hasher = foldhash::fast::RandomState;
 
 /// A script running somewhere in the node; once past the busy threshold it is listed for
 /// SCRIPT KILL and FUNCTION STATS.
@@ -120,7 +124,7 @@ struct Engine {
     env: Env,
     libraries: LibraryEnv,
     generation: u64,
-    scripts: RefCell<HashMap<String, Function>>,
+    scripts: RefCell<HashMap<String, Function, Sha1Hasher>>,
     functions: RefCell<Loaded>,
 }
 
@@ -146,7 +150,7 @@ impl ScriptShard {
             env,
             libraries,
             generation,
-            scripts: RefCell::new(HashMap::new()),
+            scripts: RefCell::new(HashMap::default()),
             functions: RefCell::new(Loaded::default()),
         });
         *slot = Some(engine.clone());
@@ -477,7 +481,7 @@ enum Suspend {
 async fn run_held(
     shard: &Rc<Shard>,
     held: &Rc<Held>,
-    prepared: Prepared,
+    mut prepared: Prepared,
     caller: Option<crate::server::tracking::ScriptCaller>,
 ) -> Reply {
     let scripting = &shard.shared.scripting;
@@ -507,7 +511,8 @@ async fn run_held(
             What::Function { name } => Some(name.clone()),
             What::Eval { .. } => None,
         },
-        args: prepared.args.clone(),
+        // Only the run's listing (SCRIPT KILL, FUNCTION STATS) reads them.
+        args: std::mem::take(&mut prepared.args),
         started: Instant::now(),
         kill: AtomicBool::new(false),
         wrote: AtomicBool::new(false),

@@ -150,15 +150,16 @@ fn serve(
         engine.env.redis.raw_set("call", call)?;
         engine.env.redis.raw_set("pcall", pcall)?;
         let hook_current = current.clone();
+        let hook = move |lua: &Lua, _debug: &mlua::debug::Debug<'_>| {
+            let host = hook_current.borrow().clone();
+            match host {
+                Some(host) => host.hook(lua),
+                None => Ok(VmState::Continue),
+            }
+        };
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |lua, _debug| {
-                let host = hook_current.borrow().clone();
-                match host {
-                    Some(host) => host.hook(lua),
-                    None => Ok(VmState::Continue),
-                }
-            },
+            hook.clone(),
         )?;
         let mut job = first;
         loop {
@@ -167,12 +168,19 @@ fn serve(
                     let (host, prepared) = *run;
                     *current.borrow_mut() = Some(host.clone());
                     lua.set_app_data(Rc::new(Running {
-                        host: host as Rc<dyn Host>,
+                        host: host.clone() as Rc<dyn Host>,
                         resp: Cell::new(2),
                     }));
                     let reply = call_script(&lua, engine, &prepared);
                     lua.remove_app_data::<Rc<Running>>();
                     *current.borrow_mut() = None;
+                    if host.info.kill.load(Ordering::Relaxed) {
+                        // A kill left the hook firing at every instruction: back to normal.
+                        lua.set_hook(
+                            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+                            hook.clone(),
+                        )?;
+                    }
                     job = yielder.suspend(Suspend::Done(reply));
                 }
                 Resume::Continue => {

@@ -29,7 +29,8 @@ use crate::server::sink::{Origin, Part, ReplySink, SinkKey};
 /// Where a program's replies arrive: grants and step replies by sequence number.
 #[derive(Default)]
 struct Inbox {
-    replies: RefCell<HashMap<u64, Reply>>,
+    /// foldhash: a script's every `redis.call` and lock grant pass through here.
+    replies: RefCell<HashMap<u64, Reply, foldhash::fast::RandomState>>,
     task: WakerCell,
 }
 
@@ -107,17 +108,28 @@ impl Held {
         let mut grant = Grant::Clean;
         for &target in shards {
             debug_assert!(self.held.borrow().last().is_none_or(|&last| last < target));
-            self.send(
-                target,
-                TxnMsg::Lock {
-                    txn: self.txn(),
-                    watcher,
-                    batch: None,
-                },
-            );
-            let reply = self.reply(GRANT_SEQ).await;
+            // This shard answers in place when it is free (most scripts hold only it).
+            let here = (target == self.shard.id)
+                .then(|| self.shard.lock_here(self.txn(), watcher, now_ms()))
+                .flatten();
+            let clean = match here {
+                Some(clean) => clean,
+                None => {
+                    if target != self.shard.id {
+                        self.send(
+                            target,
+                            TxnMsg::Lock {
+                                txn: self.txn(),
+                                watcher,
+                                batch: None,
+                            },
+                        );
+                    }
+                    self.reply(GRANT_SEQ).await == Reply::Integer(1)
+                }
+            };
             self.held.borrow_mut().push(target);
-            if reply != Reply::Integer(1) {
+            if !clean {
                 grant = Grant::Dirty;
             }
         }
@@ -175,6 +187,16 @@ impl Held {
             },
         );
         first..self.next_seq.get()
+    }
+
+    /// One command on this shard (held): its reply when ready at once, else the sequence
+    /// number it comes as.
+    pub fn step_here(&self, command: Command) -> Result<Reply, u64> {
+        debug_assert!(self.holds(self.shard.id), "a step on a shard not held");
+        let seq = self.reserve_seq();
+        self.shard
+            .step_here(self.origin(seq), command, now_ms())
+            .ok_or(seq)
     }
 
     /// One command on held shard `target`.
@@ -294,7 +316,7 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.release();
-        self.shard.unregister(self.key);
+        self.shard.unregister_program(self.key);
     }
 }
 

@@ -304,6 +304,27 @@ impl Shard {
         }
     }
 
+    /// [`TxnMsg::Lock`] without a batch from a program on this shard, answered in place:
+    /// `Some(clean)` when granted now (as [`Self::granted`] answers it, the shard let go
+    /// again when dirty), `None` when it waits (the grant then comes to the program's sink).
+    pub(crate) fn lock_here(&self, txn: TxnId, watcher: Watcher, now: u64) -> Option<bool> {
+        let granted = !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn);
+        if !granted {
+            let msg = TxnMsg::Lock {
+                txn,
+                watcher,
+                batch: None,
+            };
+            self.txn.lock.borrow_mut().defer(Waiting::Msg(msg));
+            return None;
+        }
+        let clean = self.txn.watches.borrow_mut().finish(watcher, now);
+        if !clean {
+            self.release(txn, now);
+        }
+        Some(clean)
+    }
+
     /// The shard is held for `txn`: check the watches, run the batch if there is one, tell
     /// the coordinator.
     fn granted(&self, txn: TxnId, watcher: Watcher, batch: Option<Batch>, now: u64) {
@@ -334,19 +355,49 @@ impl Shard {
     /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
     /// (before any blocked client the batch serves runs, as the command's events come first).
     fn run_batch_with(&self, batch: Batch, events: Vec<KeyEvent>, serve: bool, now: u64) {
+        let writer = batch.first().map(|(origin, _)| *origin);
+        self.in_block(events, writer, serve, now, || {
+            for (origin, command) in batch {
+                if let Some(reply) = self.execute_free(origin, command, now) {
+                    self.deliver(origin, reply);
+                }
+            }
+        });
+    }
+
+    /// A program's one command on this shard, which it holds: what [`TxnMsg::Step`] of that
+    /// command does, with its reply returned when it is ready at once rather than delivered
+    /// to the program's inbox (a script's `redis.call` on its own shard).
+    pub(crate) fn step_here(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        if self.txn.lock.borrow().holder() != Some((origin.shard, origin.sink)) {
+            tracing::error!(shard = self.id, "program step for a shard it does not hold");
+        }
+        let mut reply = None;
+        self.in_block(Vec::new(), Some(origin), false, now, || {
+            reply = self.execute_free(origin, command, now);
+        });
+        reply
+    }
+
+    /// Runs `batch` as one block of this shard's log, `events` published in place of its
+    /// own for their keys; `serve`: blocked clients its writes can serve are served now,
+    /// else when the program lets go of the shard.
+    fn in_block(
+        &self,
+        events: Vec<KeyEvent>,
+        writer: Option<Origin>,
+        serve: bool,
+        now: u64,
+        batch: impl FnOnce(),
+    ) {
         self.txn.running.set(true);
         // The batch's writes are one block in this shard's log: replay keeps all or none.
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
         crate::server::repl_feed::begin_block();
-        let writer = batch.first().map(|(origin, _)| *origin);
         self.replace_events(&events);
-        for (origin, command) in batch {
-            if let Some(reply) = self.execute_free(origin, command, now) {
-                self.deliver(origin, reply);
-            }
-        }
+        batch();
         self.publish_replaced(events, writer);
         if let Some(aof) = &self.aof {
             aof.end_transaction();
