@@ -157,9 +157,15 @@ fn scripts_are_atomic_across_shards() {
 
 /// A long script: its shard keeps answering (BUSY past the threshold, PING as BUSY), SCRIPT
 /// KILL from a connection on the same shard ends it, and the script's client gets the error.
+/// Also a script that catches the kill's error with `pcall` in a loop (Redis's "even when
+/// use pcall" test): whatever the loop's length, the kill ends it.
 #[test]
 fn a_busy_script_is_killed_from_its_own_shard() {
-    for shards in ["1", "2"] {
+    let scripts = [
+        "local i = 0 while true do i = i + 1 end",
+        "local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end",
+    ];
+    for (shards, body) in [("1", scripts[0]), ("2", scripts[0]), ("1", scripts[1])] {
         let server = Server::start(&["--shards", shards]);
         let mut admin = server.connect();
         assert_eq!(
@@ -169,7 +175,7 @@ fn a_busy_script_is_killed_from_its_own_shard() {
         let port = server.port;
         let looping = thread::spawn(move || {
             let mut conn = common::Resp::connect(port);
-            conn.call(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"])
+            conn.call(&["EVAL", body, "0"])
         });
         let started = Instant::now();
         loop {
