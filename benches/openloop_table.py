@@ -2,13 +2,13 @@
 """The open-loop suite's table (benches/suites/openloop.sh): reads its JSON lines (one per
 measurement: bench, server, round, load_pct, report) and prints medians over rounds of the
 achieved QPS and p50/p99/p99.9 from intended send times, with p99.9 as a ratio to the peer
-(tokio-ct for echo, redis-server for KV) at the same load."""
+(tokio-ct for echo and RPC, redis-server for KV) at the same load."""
 
 import json
 import statistics
 import sys
 
-PEER = {"echo": "tokio-ct", "kv": "redis-server"}
+PEER = {"echo": "tokio-ct", "kv": "redis-server", "rpc": "tokio-ct"}
 KEYS = ("target_rate", "qps", "p50_us", "p99_us", "p999_us", "unanswered", "errors")
 
 

@@ -67,8 +67,11 @@
 #                              server on SERVER_CPU, the openloop client on CLIENT_CPU; its max
 #                              (closed loop), then 25/50/75/90 % of it (LOADS), latency from
 #                              each request's intended send time; echo corewire vs tokio-ct,
-#                              KV SET/GET corewire-kv vs redis-server; OPENLOOP_CONNS (16),
-#                              OPENLOOP_DEPTH (16, the closed loop's), OPENLOOP_OUT (raw lines)
+#                              KV SET/GET corewire-kv vs redis-server; RPC echo calls in
+#                              corewire's framing, rpc_corewire vs the same framing on
+#                              tokio-ct (echo_tokio --rpc); OPENLOOP_BENCHES (echo,kv,rpc),
+#                              OPENLOOP_CONNS (16), OPENLOOP_DEPTH (16, the closed loop's),
+#                              OPENLOOP_OUT (raw lines)
 #   benches/run.sh grpc        gRPC per core: corewire's gRPC server (the echo generated
 #                              from benches/proto/echo.proto) vs tonic's on the same proto and
 #                              handler, server on SERVER_CPU, load on CLIENT_CPU, 64 conns x 4
@@ -432,6 +435,6 @@ case "$suite" in
     kv-memory) kv_memory ;;
     rdma-fairness) rdma_fairness ;;
     idle-memory) idle_memory ;;
-    -h|--help|"") sed -n '2,97p' "$0"; [[ -n "$suite" ]] ;;
+    -h|--help|"") sed -n '2,103p' "$0"; [[ -n "$suite" ]] ;;
     *) echo "run.sh: unknown suite $suite (percore, scaling, openloop, idle-memory, rpc, grpc, fairness, kv-fairness, kv-memory, rdma-fairness, tls, acl)" >&2; exit 2 ;;
 esac

@@ -5,7 +5,9 @@
 # flight), then fixed rates of 25/50/75/90 % of it (LOADS), each request's latency counted from
 # its intended send time (no coordinated omission). Peers in the same run: echo 64 B corewire
 # (1 shard) vs tokio current-thread; KV SET/GET (64 B values) corewire-kv (1 shard) vs
-# redis-server. ROUNDS interleaved rounds (default 5); the table holds medians.
+# redis-server; RPC 64 B unary echo calls in corewire's framing, rpc_corewire (1 shard) vs the
+# same framing on tokio current-thread (echo_tokio --rpc). OPENLOOP_BENCHES picks benches
+# (default echo,kv,rpc). ROUNDS interleaved rounds (default 5); the table holds medians.
 
 openloop_one() { # bench server-name round out -- server command...
     local bench=$1 name=$2 round=$3 out=$4; shift 5
@@ -18,7 +20,7 @@ openloop_one() { # bench server-name round out -- server command...
     if ! wait_listen "$port" "$pid" "$log"; then
         kill "$pid" 2>/dev/null; return 1
     fi
-    local proto=echo
+    local proto=$bench
     [[ $bench == kv ]] && proto=resp
     local client=(taskset -c "$client_cpu" "$BIN_DIR/openloop" --addr "127.0.0.1:$port"
         --proto "$proto" --size 64 --conns "$ol_conns" --duration-ms "$duration"
@@ -46,12 +48,13 @@ openloop_one() { # bench server-name round out -- server command...
 
 openloop() {
     build
+    local benches=",${OPENLOOP_BENCHES:-echo,kv,rpc},"
     COREWIRE_KV="${COREWIRE_KV:-}"
-    if [[ -z "$COREWIRE_KV" ]]; then
+    if [[ -z "$COREWIRE_KV" && $benches == *,kv,* ]]; then
         (cd "$repo" && cargo build --release -p corewire-kv --bin corewire-kv >&2)
         COREWIRE_KV="$target/release/corewire-kv"
     fi
-    COREWIRE_KV="$(realpath "$COREWIRE_KV")"
+    [[ -z "$COREWIRE_KV" ]] || COREWIRE_KV="$(realpath "$COREWIRE_KV")"
     local rounds_ol="${ROUNDS:-$([[ $quick == 1 ]] && echo 1 || echo 5)}"
     ol_conns="${OPENLOOP_CONNS:-16}"; ol_depth="${OPENLOOP_DEPTH:-16}"
     IFS=, read -r -a loads <<<"${LOADS:-25,50,75,90}"
@@ -62,13 +65,21 @@ openloop() {
     echo "# Open loop: server on CPU $server_cpu, openloop on CPU $client_cpu, $ol_conns conns; rounds $rounds_ol"
     local r
     for (( r = 1; r <= rounds_ol; r++ )); do
-        openloop_one echo corewire "$r" "$out" -- "$COREWIRE_ECHO" --addr 127.0.0.1:@PORT@ --shards 1
-        openloop_one echo tokio-ct "$r" "$out" -- "$BIN_DIR/echo_tokio" --addr 127.0.0.1:@PORT@ --current-thread
-        openloop_one kv corewire-kv "$r" "$out" -- "$COREWIRE_KV" --shards 1 --port @PORT@
-        if command -v redis-server >/dev/null; then
-            openloop_one kv redis-server "$r" "$out" -- redis-server --port @PORT@ --save "" --appendonly no
-        else
-            echo "redis-server not found: apt-get install redis-server (cargo xtask setup)" >&2
+        if [[ $benches == *,echo,* ]]; then
+            openloop_one echo corewire "$r" "$out" -- "$COREWIRE_ECHO" --addr 127.0.0.1:@PORT@ --shards 1
+            openloop_one echo tokio-ct "$r" "$out" -- "$BIN_DIR/echo_tokio" --addr 127.0.0.1:@PORT@ --current-thread
+        fi
+        if [[ $benches == *,kv,* ]]; then
+            openloop_one kv corewire-kv "$r" "$out" -- "$COREWIRE_KV" --shards 1 --port @PORT@
+            if command -v redis-server >/dev/null; then
+                openloop_one kv redis-server "$r" "$out" -- redis-server --port @PORT@ --save "" --appendonly no
+            else
+                echo "redis-server not found: apt-get install redis-server (cargo xtask setup)" >&2
+            fi
+        fi
+        if [[ $benches == *,rpc,* ]]; then
+            openloop_one rpc corewire "$r" "$out" -- "$BIN_DIR/rpc_corewire" server --addr 127.0.0.1:@PORT@ --shards 1 --no-pin
+            openloop_one rpc tokio-ct "$r" "$out" -- "$BIN_DIR/echo_tokio" --addr 127.0.0.1:@PORT@ --current-thread --rpc
         fi
     done
     echo

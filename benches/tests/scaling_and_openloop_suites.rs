@@ -80,7 +80,8 @@ fn scaling_quick_mode_fills_every_row() {
     assert!(md.contains("+ "), "prints its commands: {md}");
 }
 
-/// One load level: each server's closed-loop maximum and its open-loop row.
+/// One load level: each server's closed-loop maximum and its open-loop row (RPC: corewire's
+/// framing against rpc_corewire and echo_tokio --rpc).
 #[test]
 fn openloop_quick_mode_fills_every_row() {
     let md = run_suite(
@@ -97,10 +98,17 @@ fn openloop_quick_mode_fills_every_row() {
         ("echo", "tokio-ct"),
         ("kv", "corewire-kv"),
         ("kv", "redis-server"),
+        ("rpc", "corewire"),
+        ("rpc", "tokio-ct"),
     ] {
         for load in ["max (closed loop)", "50 %"] {
             let row = format!("| {bench} | {server} | {load} |");
-            assert!(has_row(&md, &row), "no {row}:\n{md}");
+            let line = md.lines().find(|l| l.starts_with(&row));
+            let line = line.unwrap_or_else(|| panic!("no {row}:\n{md}"));
+            // The last columns are unanswered | errors | rounds: a reply the client could not
+            // parse, or a connection that broke, is an error.
+            let errors = line.split('|').rev().nth(2).map(str::trim);
+            assert_eq!(errors, Some("0"), "errors in {line}\n{md}");
         }
     }
     assert!(md.contains("--rate 0"), "prints its commands: {md}");

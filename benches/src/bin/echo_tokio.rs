@@ -1,5 +1,5 @@
 //! Raw echo server on tokio: `echo_tokio --addr 127.0.0.1:PORT [--workers N] [--accept reuseport|handoff]
-//! [--current-thread]`.
+//! [--current-thread] [--rpc]`.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -26,6 +26,9 @@ struct Flags {
     /// One current-thread runtime (the per-core peer) instead of worker threads.
     #[arg(long)]
     current_thread: bool,
+    /// Serve corewire's RPC framing (the bench's Echo service) instead of raw echo frames.
+    #[arg(long)]
+    rpc: bool,
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         workers: flags.workers,
         accept: flags.accept,
         current_thread: flags.current_thread,
+        rpc: flags.rpc,
     };
     match tokio_echo::run(&cfg) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
 //! Open-loop load generator (no coordinated omission): `openloop --addr HOST:PORT --proto
-//! echo|resp --rate R ...`; `--rate 0` runs the same client closed-loop (to find a server's
+//! echo|resp|rpc --rate R ...`; `--rate 0` runs the same client closed-loop (to find a server's
 //! maximum throughput). Prints one JSON line.
 
 use std::net::SocketAddr;
@@ -17,6 +17,9 @@ enum Proto {
     Echo,
     /// RESP SET/GET (alternating) on a fixed keyspace.
     Resp,
+    /// corewire's RPC framing: unary calls of the bench's Echo service (`rpc_corewire
+    /// server`, `echo_tokio --rpc`).
+    Rpc,
 }
 
 #[derive(Debug, Parser)]
@@ -40,7 +43,7 @@ struct Cli {
     max_in_flight: usize,
     #[arg(long, value_name = "T", default_value_t = 1)]
     threads: usize,
-    /// Echo payload or RESP value size.
+    /// Echo or RPC payload, or RESP value size.
     #[arg(long, value_name = "S", default_value_t = 64)]
     size: usize,
     /// RESP keys.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
                 size: cli.size,
                 keyspace: cli.keyspace,
             },
+            Proto::Rpc => Wire::Rpc { size: cli.size },
         },
         rate: cli.rate.max(0.0),
         conns: cli.conns.max(1),

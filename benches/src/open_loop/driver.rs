@@ -11,7 +11,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
 
-use super::replies::Wire;
+use super::replies::{ReplyOrder, Wire};
 use super::schedule::{Account, Schedule};
 use crate::latency::{round2, LatencyHistogram, LatencySummary};
 use crate::report::MachineNote;
@@ -102,10 +102,7 @@ pub fn run(cfg: &OpenLoopConfig) -> OpenLoopReport {
             "closed-loop"
         },
         addr: cfg.addr.to_string(),
-        proto: match cfg.wire {
-            Wire::Echo { .. } => "echo",
-            Wire::Resp { .. } => "resp",
-        },
+        proto: cfg.wire.name(),
         target_rate: cfg.rate,
         conns: cfg.conns,
         max_in_flight: cfg.max_in_flight,
@@ -125,6 +122,7 @@ struct Conn {
     stream: TcpStream,
     account: Account,
     next_request: u64,
+    order: ReplyOrder,
     out: Vec<u8>,
     written: usize,
     input: Vec<u8>,
@@ -187,6 +185,10 @@ fn drive(cfg: &OpenLoopConfig, ids: &[usize], origin: Instant, barrier: &Barrier
                 window,
             ),
             next_request: ids[i] as u64,
+            order: ReplyOrder {
+                next: ids[i] as u64,
+                step: cfg.conns as u64,
+            },
             out: Vec::new(),
             written: 0,
             input: Vec::with_capacity(READ_CHUNK),
@@ -282,7 +284,7 @@ fn read_replies(c: &mut Conn, wire: Wire, now: u64) -> Result<(), String> {
             }
             Err(e) => return Err(e.to_string()),
         }
-        let (used, replies) = wire.complete(&c.input).map_err(|e| e.0)?;
+        let (used, replies) = wire.complete(&c.input, &mut c.order).map_err(|e| e.0)?;
         c.input.drain(..used);
         c.account
             .replied(replies, now)

@@ -1,9 +1,11 @@
 //! What an open-loop connection sends and how it counts replies, without I/O: the raw echo
-//! protocol (length-prefixed frames, echoed whole) and RESP (alternating SET and GET on a
-//! fixed keyspace, as a Redis client sends them).
+//! protocol (length-prefixed frames, echoed whole), RESP (alternating SET and GET on a fixed
+//! keyspace, as a Redis client sends them) and corewire's RPC framing (unary calls of the
+//! bench's Echo service, see [`super::rpc_frames`]).
 
 use std::fmt::Write as _;
 
+use super::rpc_frames;
 use crate::frame::{header, HEADER_LEN};
 
 /// A protocol the open-loop driver speaks.
@@ -14,6 +16,21 @@ pub enum Wire {
     /// RESP: request `i` is `SET key:K value` for even `i`, `GET key:K` for odd `i`, K
     /// spread over `keyspace` keys; values of `size` bytes.
     Resp { size: usize, keyspace: u64 },
+    /// corewire RPC: request `i` is a Request frame to the bench's Echo service with
+    /// correlation id `i` and a `size`-byte payload; its reply must be the Response with the
+    /// same id and payload length.
+    Rpc { size: usize },
+}
+
+/// Which request the next reply of a connection answers: replies come back in the order the
+/// requests were sent (the latency accounting relies on it), so a protocol that carries ids
+/// checks them against this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyOrder {
+    /// The request number the next reply answers.
+    pub next: u64,
+    /// How far apart the connection's request numbers are (the connection count).
+    pub step: u64,
 }
 
 /// A reply the protocol does not allow (the connection is dropped and counted as an error).
@@ -48,11 +65,28 @@ impl Wire {
                     out.extend_from_slice(head.as_bytes());
                 }
             }
+            Wire::Rpc { size } => rpc_frames::write_request(i, size, out),
         }
     }
 
-    /// The complete replies at the start of `buf`: (bytes they take, how many).
-    pub fn complete(&self, buf: &[u8]) -> Result<(usize, u64), BadReply> {
+    /// The protocol's name in the report.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Wire::Echo { .. } => "echo",
+            Wire::Resp { .. } => "resp",
+            Wire::Rpc { .. } => "rpc",
+        }
+    }
+
+    /// The complete replies at the start of `buf`: (bytes they take, how many); `order`
+    /// advances past them.
+    pub fn complete(&self, buf: &[u8], order: &mut ReplyOrder) -> Result<(usize, u64), BadReply> {
+        let (used, n) = self.count(buf, order)?;
+        order.next += n * order.step;
+        Ok((used, n))
+    }
+
+    fn count(&self, buf: &[u8], order: &ReplyOrder) -> Result<(usize, u64), BadReply> {
         match *self {
             Wire::Echo { size } => {
                 let frame = HEADER_LEN + size;
@@ -64,6 +98,16 @@ impl Wire {
                 while let Some(len) = resp_reply(&buf[at..])? {
                     at += len;
                     n += 1;
+                }
+                Ok((at, n))
+            }
+            Wire::Rpc { size } => {
+                let (mut at, mut n) = (0, 0);
+                let mut id = order.next;
+                while let Some(len) = rpc_frames::reply(&buf[at..], id, size)? {
+                    at += len;
+                    n += 1;
+                    id += order.step;
                 }
                 Ok((at, n))
             }
@@ -106,6 +150,10 @@ fn resp_reply(buf: &[u8]) -> Result<Option<usize>, BadReply> {
 mod tests {
     use super::*;
 
+    fn order() -> ReplyOrder {
+        ReplyOrder { next: 0, step: 1 }
+    }
+
     #[test]
     fn echo_counts_whole_frames() {
         let w = Wire::Echo { size: 3 };
@@ -113,8 +161,13 @@ mod tests {
         w.write_request(0, &mut out);
         w.write_request(1, &mut out);
         assert_eq!(out.len(), 2 * (HEADER_LEN + 3));
-        assert_eq!(w.complete(&out[..out.len() - 1]), Ok((HEADER_LEN + 3, 1)));
-        assert_eq!(w.complete(&out), Ok((out.len(), 2)));
+        assert_eq!(
+            w.complete(&out[..out.len() - 1], &mut order()),
+            Ok((HEADER_LEN + 3, 1))
+        );
+        let mut o = ReplyOrder { next: 3, step: 4 };
+        assert_eq!(w.complete(&out, &mut o), Ok((out.len(), 2)));
+        assert_eq!(o.next, 11, "advanced by two replies");
     }
 
     #[test]
@@ -142,10 +195,45 @@ mod tests {
             keyspace: 10,
         };
         let buf = b"+OK\r\n$2\r\nxx\r\n$-1\r\n:1\r\n$5\r\nhel";
-        assert_eq!(w.complete(buf), Ok((buf.len() - 7, 4)));
-        assert_eq!(w.complete(b"$2\r\nxx\r"), Ok((0, 0)));
-        assert_eq!(w.complete(b""), Ok((0, 0)));
-        assert!(w.complete(b"-ERR no\r\n").is_err());
-        assert!(w.complete(b"*1\r\n").is_err());
+        assert_eq!(w.complete(buf, &mut order()), Ok((buf.len() - 7, 4)));
+        assert_eq!(w.complete(b"$2\r\nxx\r", &mut order()), Ok((0, 0)));
+        assert_eq!(w.complete(b"", &mut order()), Ok((0, 0)));
+        assert!(w.complete(b"-ERR no\r\n", &mut order()).is_err());
+        assert!(w.complete(b"*1\r\n", &mut order()).is_err());
+    }
+
+    #[test]
+    fn rpc_replies_must_answer_the_connections_calls_in_order() {
+        use bytes::BytesMut;
+        use corewire_wire::frame::{FrameDecoder, FrameEncoder, FrameLimits};
+        use corewire_wire::rpc::response_header;
+
+        let w = Wire::Rpc { size: 3 };
+        // What an echo server sends back for requests 2 and 6 (a connection whose requests
+        // are 4 apart).
+        let mut replies = BytesMut::new();
+        for i in [2, 6] {
+            let mut req = Vec::new();
+            w.write_request(i, &mut req);
+            let mut req = BytesMut::from(&req[..]);
+            let frame = FrameDecoder::new(FrameLimits::default())
+                .decode(&mut req)
+                .unwrap()
+                .unwrap();
+            FrameEncoder::new(FrameLimits::default())
+                .encode_frame(
+                    &response_header(&frame.header),
+                    &frame.payload,
+                    &[],
+                    &mut replies,
+                )
+                .unwrap();
+        }
+        let mut o = ReplyOrder { next: 2, step: 4 };
+        assert_eq!(w.complete(&replies, &mut o), Ok((replies.len(), 2)));
+        assert_eq!(o.next, 10);
+        let mut swapped = ReplyOrder { next: 6, step: 4 };
+        assert!(w.complete(&replies, &mut swapped).is_err());
+        assert_eq!(swapped.next, 6, "no reply counted");
     }
 }

@@ -1,11 +1,12 @@
-//! Peer echo servers (tokio, glommio, monoio) that corewire is compared against. Both speak the raw
-//! length-prefixed echo protocol and, like corewire's server, print per-shard `stats` lines on
-//! SIGTERM.
+//! Peer echo servers (tokio, glommio, monoio) that corewire is compared against. All speak the
+//! raw length-prefixed echo protocol (tokio also corewire's RPC framing, [`tokio_rpc`]) and,
+//! like corewire's server, print per-shard `stats` lines on SIGTERM.
 
 pub mod accept_mode;
 pub mod glommio_echo;
 pub mod monoio_echo;
 pub mod tokio_echo;
+pub mod tokio_rpc;
 
 use std::io::Write;
 use std::sync::Arc;

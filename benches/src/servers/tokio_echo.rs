@@ -27,6 +27,9 @@ pub struct TokioEchoConfig {
     pub accept: AcceptMode,
     /// One current-thread runtime (the per-core peer) instead of `workers` worker threads.
     pub current_thread: bool,
+    /// Serve corewire's RPC framing (the Echo service, [`super::tokio_rpc`]) instead of raw
+    /// echo frames.
+    pub rpc: bool,
 }
 
 /// Runs until SIGTERM or SIGINT, then prints per-listener stats.
@@ -70,11 +73,11 @@ async fn serve_until_signal(cfg: &TokioEchoConfig) -> io::Result<()> {
         Arc::new((0..listeners).map(|_| ShardCounters::default()).collect());
     for shard in 0..listeners {
         let listener = bind(cfg.addr)?;
-        tokio::spawn(accept_loop(listener, Arc::clone(&counters), shard));
+        tokio::spawn(accept_loop(listener, Arc::clone(&counters), shard, cfg.rpc));
     }
     eprintln!(
-        "echo_tokio: listening on {} (workers={}, accept={}, current_thread={})",
-        cfg.addr, cfg.workers, cfg.accept, cfg.current_thread
+        "echo_tokio: listening on {} (workers={}, accept={}, current_thread={}, rpc={})",
+        cfg.addr, cfg.workers, cfg.accept, cfg.current_thread, cfg.rpc
     );
     tokio::select! {
         _ = term.recv() => {}
@@ -84,14 +87,24 @@ async fn serve_until_signal(cfg: &TokioEchoConfig) -> io::Result<()> {
     Ok(())
 }
 
-async fn accept_loop(listener: TcpListener, counters: Arc<Vec<ShardCounters>>, shard: usize) {
+async fn accept_loop(
+    listener: TcpListener,
+    counters: Arc<Vec<ShardCounters>>,
+    shard: usize,
+    rpc: bool,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
                 counters[shard].accepted();
                 let counters = Arc::clone(&counters);
                 tokio::spawn(async move {
-                    if let Err(e) = echo(stream).await {
+                    let served = if rpc {
+                        super::tokio_rpc::serve(stream).await
+                    } else {
+                        echo(stream).await
+                    };
+                    if let Err(e) = served {
                         tracing::debug!("echo_tokio: connection ended: {e}");
                     }
                     counters[shard].closed();
