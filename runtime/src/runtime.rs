@@ -301,7 +301,10 @@ impl RuntimeBuilder {
 
     /// Whether an idle shard gives its CPU away (sched_yield) while it spins (default true).
     /// With shards on dedicated cores the yield returns at once; on a core shared with other
-    /// threads it lets them run instead of waiting out the spin.
+    /// threads it lets them run instead of waiting out the spin. A yield that gets the CPU back
+    /// only after a whole spin window (a thread that keeps the core for its time slice) ends
+    /// the spin and, with [`spin_adaptive`](Self::spin_adaptive), stops spinning until a probe
+    /// finds the core free: the shard then sleeps in its driver, where its I/O wakes it.
     pub fn spin_yields(mut self, yields: bool) -> Self {
         self.config.spin_yields = yields;
         self

@@ -425,3 +425,88 @@ fn an_oom_inside_a_script_fails_the_eval_a_declared_script_is_rejected() {
         "{stats}"
     );
 }
+
+/// A `redis.pcall` error counts in INFO errorstats once, when the call fails, also when the
+/// script returns it as its reply (the EVAL then fails without counting it again), and a
+/// script returning an error table of its own counts it: compared with `redis-server`
+/// (Redis's `Consistent eval error reporting`).
+#[test]
+fn a_pcall_error_returned_by_its_script_counts_once_as_redis() {
+    use diff::{Conn, V};
+    let (oracle, server) = diff::servers(SHARDS, &[]);
+    // What the stats say after each script: errorstats, the error total, EVAL's and the
+    // inner command's call counts.
+    let stats = |conn: &mut Conn, inner: &str| -> Vec<String> {
+        let V::Bulk(text) = conn.call_str(&["INFO", "all"]) else {
+            panic!("INFO all");
+        };
+        let text = String::from_utf8(text).unwrap();
+        let mut lines: Vec<String> = (text.lines())
+            .filter(|l| {
+                l.starts_with("errorstat_")
+                    || l.starts_with("total_error_replies:")
+                    || l.starts_with("cmdstat_eval:")
+                    || l.starts_with(&format!("cmdstat_{inner}:"))
+            })
+            // Call counts and outcomes, not durations.
+            .map(|l| {
+                (l.split(',').filter(|f| !f.starts_with("usec")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    let cases: &[(&[&str], &str)] = &[
+        (&["CONFIG", "SET", "maxmemory", "1"], "set"),
+        (
+            &["EVAL", "return redis.pcall('set','x','y')", "1", "x"],
+            "set",
+        ),
+        (
+            &[
+                "EVAL",
+                "local t = redis.pcall('set','x','y') return t['err']",
+                "1",
+                "x",
+            ],
+            "set",
+        ),
+        (&["CONFIG", "SET", "maxmemory", "0"], "set"),
+        (&["SET", "n", "abc"], "set"),
+        (
+            &["EVAL", "return redis.pcall('incr',KEYS[1])", "1", "n"],
+            "incr",
+        ),
+        (
+            &[
+                "EVAL",
+                "local t = redis.pcall('incr',KEYS[1]) return {err=t['err']}",
+                "1",
+                "n",
+            ],
+            "incr",
+        ),
+        (
+            &["EVAL", "return redis.call('incr',KEYS[1])", "1", "n"],
+            "incr",
+        ),
+        (&["EVAL", "return {err='MY own'}", "0"], "incr"),
+    ];
+    let mut oracle_conn = Conn::connect(oracle.port);
+    let mut conn = Conn::connect(server.port);
+    for (request, inner) in cases {
+        for c in [&mut oracle_conn, &mut conn] {
+            assert!(matches!(c.call_str(&["CONFIG", "RESETSTAT"]), V::Simple(_)));
+        }
+        let want = oracle_conn.call_str(request);
+        let got = conn.call_str(request);
+        assert_eq!(got, want, "{request:?}");
+        assert_eq!(
+            stats(&mut conn, inner),
+            stats(&mut oracle_conn, inner),
+            "stats after {request:?}"
+        );
+    }
+}

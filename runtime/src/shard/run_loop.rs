@@ -269,7 +269,9 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         }
         if spin.keep_spinning(now) {
             if config.spin_yields {
+                let gave = Instant::now();
                 std::thread::yield_now();
+                spin.yielded(gave, Instant::now());
             } else {
                 std::hint::spin_loop();
             }

@@ -34,6 +34,7 @@ pub enum Reply {
     Double(Bytes),
     /// A reply whose RESP3 form has types RESP2 lacks (a script's return value: booleans,
     /// doubles, maps, ...): the RESP2 reply, and the RESP3 bytes as they go on the wire.
+    /// An error as both (see [`Reply::counted_error`]) is one INFO errorstats counted already.
     Dual {
         resp2: Box<Reply>,
         resp3: Bytes,
@@ -102,6 +103,32 @@ impl Hash for Reply {
 }
 
 impl Reply {
+    /// The error reply `-text` of a script that returned a `redis.pcall` error: the same
+    /// bytes on the wire as [`Reply::Error`], but counted in INFO errorstats already (when
+    /// `redis.pcall` got it), so the command is failed without counting it again (Redis's
+    /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`).
+    pub fn counted_error(text: Bytes) -> Reply {
+        let mut resp3 = bytes::BytesMut::with_capacity(text.len() + 3);
+        resp3.extend_from_slice(b"-");
+        resp3.extend_from_slice(&text);
+        resp3.extend_from_slice(b"\r\n");
+        Reply::Dual {
+            resp2: Box::new(Reply::Error(text)),
+            resp3: resp3.freeze(),
+        }
+    }
+
+    /// The text of a [`Reply::counted_error`].
+    pub fn as_counted_error(&self) -> Option<&Bytes> {
+        match self {
+            Reply::Dual { resp2, .. } => match &**resp2 {
+                Reply::Error(text) => Some(text),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     pub fn ok() -> Reply {
         Reply::Simple(Bytes::from_static(b"OK"))
     }
@@ -131,7 +158,7 @@ impl Reply {
     }
 
     pub fn is_error(&self) -> bool {
-        matches!(self, Reply::Error(_))
+        matches!(self, Reply::Error(_)) || self.as_counted_error().is_some()
     }
 
     pub fn encode(&self, out: &mut BytesMut) {

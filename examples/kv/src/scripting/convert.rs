@@ -188,6 +188,10 @@ fn double_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
+/// The field `redis.pcall` sets on the error table it returns (Redis 7.0's name): the error
+/// is in INFO errorstats already, so the script returning it does not count it again.
+pub const COUNTED_ERROR_FIELD: &str = "ignore_error_stats_update";
+
 /// A script's return value as a RESP2 reply: RESP3-only types written as RESP2 shows them
 /// (a map as a flat array, a double as its text, ...).
 pub fn lua_to_reply(value: &Value, depth: usize, mode: ReplyMode) -> Reply {
@@ -279,6 +283,11 @@ fn table_to_reply(table: &Table, depth: usize, mode: ReplyMode) -> Reply {
 /// null (`_` to a RESP3 caller).
 pub fn script_reply(value: &Value, mode: ReplyMode) -> Reply {
     let resp2 = lua_to_reply(value, 0, mode);
+    if let (Reply::Error(text), Value::Table(table)) = (&resp2, value) {
+        if field(table, COUNTED_ERROR_FIELD) == Value::Boolean(true) {
+            return Reply::counted_error(text.clone());
+        }
+    }
     if !has_resp3_types(value, 0, mode) {
         return resp2;
     }
@@ -462,5 +471,27 @@ mod tests {
         assert!(!table.raw_get::<bool>(2).unwrap());
         let err: Table = table.raw_get(3).unwrap();
         assert_eq!(err.raw_get::<String>("err").unwrap(), "WRONGTYPE no");
+    }
+
+    #[test]
+    fn a_pcall_error_returned_as_is_is_counted_already_one_made_by_the_script_is_not() {
+        let lua = Lua::new();
+        let marked: Value = lua
+            .load("return {err='OOM no', ignore_error_stats_update=true}")
+            .eval()
+            .unwrap();
+        let reply = script_reply(&marked, ReplyMode::Resp2);
+        assert_eq!(
+            reply.as_counted_error().map(|t| &t[..]),
+            Some(&b"OOM no"[..])
+        );
+        assert!(reply.is_error());
+        let mut wire = bytes::BytesMut::new();
+        reply.encode(&mut wire);
+        assert_eq!(&wire[..], b"-OOM no\r\n", "the same bytes as any error");
+        let own: Value = lua.load("return {err='ERR mine'}").eval().unwrap();
+        let reply = script_reply(&own, ReplyMode::Resp2);
+        assert_eq!(reply, Reply::error("ERR mine"));
+        assert_eq!(reply.as_counted_error(), None);
     }
 }

@@ -186,8 +186,12 @@ fn error_code(reply: &Reply) -> Option<Bytes> {
     let Reply::Error(text) = reply else {
         return None;
     };
+    Some(first_word(text))
+}
+
+fn first_word(text: &Bytes) -> Bytes {
     let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
-    Some(text.slice(..end))
+    text.slice(..end)
 }
 
 /// Errors that mean the command was refused before running (Redis's `rejected_calls`) when
@@ -332,9 +336,16 @@ impl Session {
         frame: &Frame,
         unix_us: u64,
     ) {
-        let error = error_code(reply);
-        let rejected =
-            rejected || (error.as_deref().is_some_and(refused_code) && !raised_in_script(reply));
+        // A script's `redis.pcall` error returned as its reply: failed, counted already.
+        let counted = reply.as_counted_error();
+        let error = match counted {
+            Some(text) => Some(first_word(text)),
+            None => error_code(reply),
+        };
+        let rejected = rejected
+            || (counted.is_none()
+                && error.as_deref().is_some_and(refused_code)
+                && !raised_in_script(reply));
         let threshold = (self.config.live.hot.slowlog_slower_than_us)
             .load(std::sync::atomic::Ordering::Relaxed);
         // The command's flags are looked up only when they matter (rarely: per request they
@@ -377,7 +388,7 @@ impl Session {
             duration_us,
             error,
             rejected,
-            errorstat: true,
+            errorstat: counted.is_none(),
             slow,
         });
     }

@@ -421,6 +421,9 @@ impl Host for ScriptHost {
             return if raise {
                 Err(crate::scripting::env::raise_table(lua, table)?)
             } else {
+                // Counted above: returned as the script's reply, it is not counted again
+                // (Redis 7.0 marks the table with this field, scripts see it too).
+                table.raw_set(convert::COUNTED_ERROR_FIELD, true)?;
                 Ok(Value::Table(table))
             };
         }
