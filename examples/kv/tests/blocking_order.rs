@@ -1,8 +1,6 @@
 //! Blocking commands and writes sent from connections on every shard at once, with nothing
-//! waited for in between: a request read after a blocking command on its way to another
-//! shard waits for it (see `src/arrival.rs`). Whatever the interleaving, every request is
-//! answered (no read stays held) and no item is lost or popped twice. Both I/O backends
-//! (`COREWIRE_BACKEND=epoll` too).
+//! waited for in between. Whatever the interleaving across shards, every request is answered
+//! and no item is lost or popped twice. Both I/O backends (`COREWIRE_BACKEND=epoll` too).
 
 mod common;
 
