@@ -383,7 +383,7 @@ mod tests {
         s.end(t, IdleEnd::Spun);
         // A thread that keeps the core for its slice: the spin ends at once, and none follows
         // for HOLD_OFF_MIN, however many idle periods come.
-        let mut lose = |s: &mut IdleSpin, t: &mut Instant| {
+        let lose = |s: &mut IdleSpin, t: &mut Instant| {
             *t += us(5);
             assert_eq!(s.begin(*t), MAX);
             s.yielded(*t, *t + us(1500));
