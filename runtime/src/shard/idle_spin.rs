@@ -121,8 +121,8 @@ impl IdleSpin {
     }
 
     /// A spin pass gave the CPU away from `from` until `to`. Where that took longer than the
-    /// window, another thread held the core: the spin ends here and counts as run out (see the
-    /// module docs).
+    /// window, another thread held the core: the spin ends here and, when the idle period
+    /// ends, a hold-off begins (see the module docs).
     pub(crate) fn yielded(&mut self, from: Instant, to: Instant) {
         if let Some((_, window)) = self.idle {
             if self.adaptive && window > 0 && nanos_between(from, to) >= window {
