@@ -9,8 +9,8 @@
 //!
 //! Messages other than PING/PONG that the topology queues (FAIL, vote requests and votes,
 //! manual failover requests, a new primary's PONG) go out on our link to their destination
-//! ahead of its next ping; the peer answers none of them on that connection, so each PING
-//! still gets exactly one PONG.
+//! as soon as they are queued, between pings or while a PONG is awaited; the peer answers
+//! none of them on that connection, so each PING still gets exactly one PONG.
 //!
 //! Bounded: a link handles one message at a time (a peer that stops reading stops being
 //! read), messages are capped by the parser's limits, incoming links are capped at
@@ -19,9 +19,12 @@
 //! [`Topology::receive`]: crate::cluster::Topology::receive
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::{poll_fn, Future};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use corewire::runtime::net::{TcpListener, TcpStream};
@@ -299,22 +302,16 @@ async fn link_to(node: Rc<ClusterNode>, id: NodeId) {
     links.queued.remove(&id);
 }
 
-/// Queued messages, PING, PONG, pause, repeat; `Ok` once the node is forgotten.
+/// PING, PONG, pause, repeat, with queued messages sent as they are queued (while a PONG is
+/// awaited and during the pause too: a FAIL or a vote request held back until a slow peer
+/// answers its ping would reach that peer after the election it is for); `Ok` once the
+/// node is forgotten.
 async fn ping(node: &Rc<ClusterNode>, id: &NodeId, stream: &BusStream) -> Result<(), String> {
     let limit = node_timeout(node);
     let pause = PING_EVERY.min(limit / 2);
     let mut reader = Reader::new();
     loop {
-        let queued: Vec<Message> = node
-            .links
-            .borrow_mut()
-            .queued
-            .get_mut(id)
-            .map(|q| q.drain(..).collect())
-            .unwrap_or_default();
-        for message in &queued {
-            send(stream, message).await?;
-        }
+        flush(node, id, stream).await?;
         let message = {
             let mut topology = node.topology_mut();
             if topology.find(id).is_none() {
@@ -325,9 +322,12 @@ async fn ping(node: &Rc<ClusterNode>, id: &NodeId, stream: &BusStream) -> Result
             topology.message(MessageKind::Ping)
         };
         send(stream, &message).await?;
-        let pong = match timeout(limit, reader.next(stream)).await {
-            Ok(pong) => pong?,
-            Err(_) => return Err("no pong within the node timeout".into()),
+        let pong = {
+            let read = pin!(reader.next(stream));
+            match read_until(read, Instant::now() + limit, node, id, stream).await? {
+                Some(pong) => pong?,
+                None => return Err("no pong within the node timeout".into()),
+            }
         };
         if pong.sender != *id {
             return Err(format!("the node at that address is now {}", pong.sender));
@@ -335,8 +335,74 @@ async fn ping(node: &Rc<ClusterNode>, id: &NodeId, stream: &BusStream) -> Result
         node.topology_mut()
             .receive(&pong, &Link::ToNode(*id), now_ms());
         node.commit().await;
-        let _ = timeout(pause, node.announce.notified()).await;
+        // The link is read between pings too: the peer sends nothing unasked on it, so what
+        // arrives is its close (a killed node), seen now rather than at the next ping, and
+        // the failure timer starts from the first reconnection attempt. (Dropping the read
+        // at the end of the pause drops nothing: nothing is due.)
+        let read = pin!(reader.next(stream));
+        if let Some(arrived) = read_until(read, Instant::now() + pause, node, id, stream).await? {
+            return Err(match arrived {
+                Ok(message) => format!("{:?} sent unasked between pings", message.kind),
+                Err(why) => why,
+            });
+        }
     }
+}
+
+/// Awaits `read` until `until` while sending what is queued for node `id`; `None` at `until`.
+/// Only waits are timed out, never a send: a message cut short would garble the link.
+async fn read_until<F: Future>(
+    mut read: Pin<&mut F>,
+    until: Instant,
+    node: &ClusterNode,
+    id: &NodeId,
+    stream: &BusStream,
+) -> Result<Option<F::Output>, String> {
+    loop {
+        flush(node, id, stream).await?;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        // No await since the queue was found empty: nothing was queued unseen.
+        match timeout(left, read_or_queued(read.as_mut(), node)).await {
+            Ok(Some(output)) => return Ok(Some(output)),
+            Ok(None) => {}
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Sends what is queued for node `id`, until nothing is.
+async fn flush(node: &ClusterNode, id: &NodeId, stream: &BusStream) -> Result<(), String> {
+    loop {
+        let queued: Vec<Message> = node
+            .links
+            .borrow_mut()
+            .queued
+            .get_mut(id)
+            .map(|q| q.drain(..).collect())
+            .unwrap_or_default();
+        if queued.is_empty() {
+            return Ok(());
+        }
+        for message in &queued {
+            send(stream, message).await?;
+        }
+    }
+}
+
+/// `read`'s outcome, or `None` when something was queued (or the topology changed) first;
+/// `read` is left as it was, to be awaited again.
+async fn read_or_queued<F: Future>(mut read: Pin<&mut F>, node: &ClusterNode) -> Option<F::Output> {
+    let mut queued = pin!(node.announce.notified());
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = read.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        queued.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// CLUSTER MEET: MEET until the address answers or the handshake expires.
