@@ -47,6 +47,11 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "return 1", "-1"],
     &["EVAL", "return 1", "3", "a"],
     &["EVAL", "syntax error here", "0"],
+    // Standalone, SELECT out of range is Redis's range error, raised and caught.
+    &["EVAL", "return redis.call('select',99)", "0"],
+    &["EVAL", "return redis.pcall('select',99)['err']", "0"],
+    &["EVAL", "return redis.call('select',0)", "0"],
+    &["SELECT", "99"],
     // Writes over keys of different shards, read back by another script.
     &[
         "EVAL",
@@ -330,6 +335,13 @@ fn cluster_mode_keeps_redis_cluster_rules() {
         panic!("an undeclared key elsewhere is refused");
     };
     assert!(non_local.contains("non local key"), "{non_local}");
+    let Reply::Error(select) = conn.call(&["EVAL", "return redis.call('select', 1)", "0"]) else {
+        panic!("SELECT 1 in a script is refused in cluster mode");
+    };
+    assert!(
+        select.starts_with("ERR SELECT is not allowed in cluster mode"),
+        "{select}"
+    );
     assert_eq!(
         conn.call(&[
             "EVAL",

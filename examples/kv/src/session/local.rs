@@ -17,19 +17,8 @@ impl Session {
                 self.lifecycle = Lifecycle::ClosingAfter(seq);
                 Reply::ok()
             }
-            Command::Select(0) => Reply::ok(),
-            // One keyspace split over shards, as Redis Cluster splits it over nodes: any other
-            // index gets Redis Cluster's answer, standalone or not (out of `databases`'
-            // range, standalone, Redis's range error).
             Command::Select(index) => {
-                let databases = (self.config.live.get("databases"))
-                    .and_then(|n| n.parse::<i64>().ok())
-                    .unwrap_or(16);
-                if self.cluster.is_none() && (index < 0 || index >= databases) {
-                    Reply::error("ERR DB index is out of range")
-                } else {
-                    CommandError::SelectInCluster.into()
-                }
+                select_reply(index, &self.config.live, self.cluster.is_some())
             }
             Command::Cluster(request) => self.run_cluster_local(request),
             Command::ConfigGet(patterns) => crate::config::get(&self.config.live, &patterns),
@@ -125,5 +114,23 @@ impl Session {
             }
             .into(),
         }
+    }
+}
+
+/// SELECT's answer, for a client and for a script alike. One keyspace split over shards, as
+/// Redis Cluster splits it over nodes: only database 0 exists. Out of `databases`' range a
+/// standalone server answers Redis's range error (what scripts and clients check for); any
+/// other index gets Redis Cluster's refusal.
+pub(crate) fn select_reply(index: i64, live: &crate::config::LiveConfig, cluster: bool) -> Reply {
+    if index == 0 {
+        return Reply::ok();
+    }
+    let databases = (live.get("databases"))
+        .and_then(|n| n.parse::<i64>().ok())
+        .unwrap_or(16);
+    if !cluster && (index < 0 || index >= databases) {
+        CommandError::DbIndexOutOfRange.into()
+    } else {
+        CommandError::SelectInCluster.into()
     }
 }

@@ -18,6 +18,7 @@ mod config;
 mod ends;
 mod hello;
 mod local;
+pub(crate) use local::select_reply;
 mod multi;
 mod order;
 mod pubsub;

@@ -172,14 +172,10 @@ impl ScriptHost {
             Err(error) => return (error.into(), Shape::default()),
         };
         if let Command::Select(db) = command {
-            return (
-                if db == 0 {
-                    Reply::ok()
-                } else {
-                    CommandError::SelectInCluster.into()
-                },
-                Shape::default(),
-            );
+            let shared = &self.shard.shared;
+            let reply =
+                crate::session::select_reply(db, &shared.session.live, shared.cluster_enabled);
+            return (reply, Shape::default());
         }
         let keyless = match self.reach(suspend, &command) {
             Ok(keyless) => keyless,
