@@ -505,6 +505,22 @@ fn a_pcall_error_returned_by_its_script_counts_once_as_redis() {
             "incr",
         ),
         (&["EVAL", "return {err='MY own'}", "0"], "incr"),
+        // Refused before running (a read-only script's write): a rejected call of `set`.
+        (
+            &["EVAL_RO", "return redis.call('set','x','y')", "1", "x"],
+            "set",
+        ),
+        (
+            &[
+                "EVAL_RO",
+                "local t = redis.pcall('set','x','y') return t['err']",
+                "1",
+                "x",
+            ],
+            "set",
+        ),
+        // Failed while running: SELECT out of range.
+        (&["EVAL", "return redis.call('select',99)", "0"], "select"),
     ];
     let mut oracle_conn = Conn::connect(oracle.port);
     let mut conn = Conn::connect(server.port);
@@ -521,4 +537,73 @@ fn a_pcall_error_returned_by_its_script_counts_once_as_redis() {
             "stats after {request:?}"
         );
     }
+}
+
+/// A key a script did not declare, on a shard below the ones it holds (out of the lock
+/// order), is taken when that shard is free: the script runs as on redis-server. While
+/// another script holds that shard for longer than the bounded retries, it gets an error
+/// instead of waiting (waiting there could close a cycle).
+#[test]
+fn undeclared_keys_below_the_held_shards_are_taken_when_free() {
+    use corewire_kv::routing::shard_of;
+    use diff::{Conn, V};
+    let (oracle, server) = diff::servers(SHARDS, &[]);
+    let on = |shard: usize, prefix: &str| -> String {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|k| shard_of(k.as_bytes(), SHARDS) == shard)
+            .unwrap()
+    };
+    let top = on(SHARDS - 1, "top:");
+    let low: Vec<String> = (0..SHARDS - 1).map(|s| on(s, "low:")).collect();
+    let body = "for i, k in ipairs(ARGV) do redis.call('set', k, i) end \
+                return redis.call('mget', unpack(ARGV))";
+    let mut request = vec!["EVAL", body, "1", top.as_str()];
+    request.extend(low.iter().map(String::as_str));
+    let mut oracle_conn = Conn::connect(oracle.port);
+    let mut conn = Conn::connect(server.port);
+    let want = oracle_conn.call_str(&request);
+    assert!(matches!(want, V::Array(_)), "{want:?}");
+    assert_eq!(conn.call_str(&request), want);
+
+    // A script holding shard 0 for a while; meanwhile one declared on the top shard
+    // touches shard 0's key.
+    let busy = server.port;
+    let low0 = low[0].clone();
+    let holder = thread::spawn(move || {
+        let mut c = Conn::connect(busy);
+        let started = Instant::now();
+        let reply = c.call_str(&[
+            "EVAL",
+            "local i = 0 while i < 20000000 do i = i + 1 end return 1",
+            "1",
+            &low0,
+        ]);
+        (reply, started.elapsed())
+    });
+    thread::sleep(Duration::from_millis(20));
+    let started = Instant::now();
+    let refused = conn.call_str(&[
+        "EVAL",
+        "return redis.call('get', ARGV[1])",
+        "1",
+        &top,
+        &low[0],
+    ]);
+    let waited = started.elapsed();
+    let (held, ran) = holder.join().unwrap();
+    assert_eq!(held, V::Int(1));
+    assert!(
+        ran > Duration::from_millis(100),
+        "the holder ran {ran:?}: too short to test"
+    );
+    let V::Error(text) = refused else {
+        panic!("a script reaching a busy shard out of order is refused: {refused:?}");
+    };
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("busy with another script"), "{text}");
+    assert!(
+        waited < ran,
+        "refused after {waited:?}, not after the holder ({ran:?})"
+    );
 }

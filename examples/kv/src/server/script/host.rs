@@ -3,8 +3,15 @@
 
 use super::*;
 use crate::session::resp3::Shape;
+use std::time::Duration;
 
 pub(super) type LocalFuture = Pin<Box<dyn Future<Output = Reply>>>;
+
+/// An undeclared key's shard below those a script holds is tried again after this pause,
+/// doubling up to [`TRY_LOCK_LAST_PAUSE`] (about 8 ms of waiting in all) before the script
+/// gets an error.
+const TRY_LOCK_FIRST_PAUSE: Duration = Duration::from_micros(125);
+const TRY_LOCK_LAST_PAUSE: Duration = Duration::from_millis(4);
 
 /// A running script's side of `redis.call`.
 pub(super) struct ScriptHost {
@@ -118,35 +125,35 @@ impl ScriptHost {
                 if !op.is_stream_read() && !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
         };
         if flags.contains(&"noscript") || blocking_pop {
-            return (
+            return self.rejected(
+                spec.name,
                 Reply::error("ERR This Redis command is not allowed from script"),
-                Shape::default(),
             );
         }
         if blocking && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block")) {
-            return (
+            return self.rejected(
+                spec.name,
                 Reply::error(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
                     // The name as the script wrote it, as Redis prints `argv[0]`.
                     String::from_utf8_lossy(&args[0])
                 )),
-                Shape::default(),
             );
         }
         if let Some(user) = &self.user {
             if let Some(refusal) = self.acl_refusal(user, &args) {
-                return (refusal, Shape::default());
+                return self.rejected(spec.name, refusal);
             }
         }
         let writes = flags.contains(&"write");
         if writes && self.read_only {
-            return (
+            return self.rejected(
+                spec.name,
                 Reply::error("ERR Write commands are not allowed from read-only scripts."),
-                Shape::default(),
             );
         }
         if writes && self.replica_read_only {
-            return (Reply::error(crate::repl::gate::READONLY), Shape::default());
+            return self.rejected(spec.name, Reply::error(crate::repl::gate::READONLY));
         }
         // Redis's `scriptVerifyWriteCommandAllow`: a script's first write is refused while
         // `min-replicas-to-write` is not met; once it wrote, it is not failed half way.
@@ -154,7 +161,7 @@ impl ScriptHost {
             let min =
                 (self.shard.shared.session.live.hot.min_replicas_to_write).load(Ordering::Relaxed);
             if let Some(refusal) = self.shard.shared.repl.write_refusal(min) {
-                return (refusal, Shape::default());
+                return self.rejected(spec.name, refusal);
             }
         }
         if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
@@ -169,17 +176,23 @@ impl ScriptHost {
         let name = Some(spec.name);
         let command = match Command::parse_resolved(resolved, args) {
             Ok(command) => command,
-            Err(error) => return (error.into(), Shape::default()),
+            Err(error) => {
+                // A syntax error is the command's own: a failed call, as Redis counts it.
+                let reply = error.into();
+                self.record_call(name, std::time::Instant::now(), &reply);
+                return (reply, Shape::default());
+            }
         };
         if let Command::Select(db) = command {
             let shared = &self.shard.shared;
             let reply =
                 crate::session::select_reply(db, &shared.session.live, shared.cluster_enabled);
+            self.record_call(name, std::time::Instant::now(), &reply);
             return (reply, Shape::default());
         }
         let keyless = match self.reach(suspend, &command) {
             Ok(keyless) => keyless,
-            Err(refusal) => return (refusal, Shape::default()),
+            Err(refusal) => return self.rejected(spec.name, refusal),
         };
         if flags.contains(&"readonly") {
             if let Some(caller) = &self.caller {
@@ -189,16 +202,32 @@ impl ScriptHost {
         let shape = shape_of(&command);
         let started = std::time::Instant::now();
         let reply = self.execute(suspend, command, keyless);
-        // As Redis, a script's commands count in INFO commandstats as calls of their own (a
-        // failure too; errorstats counts a `redis.call` error as the script's reply, a
-        // `redis.pcall` one in `call`).
-        let error = match &reply {
-            Reply::Error(text) => {
-                let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
-                Some(text.slice(..end))
-            }
-            _ => None,
-        };
+        self.record_call(name, started, &reply);
+        if writes && !reply.is_error() {
+            self.info.wrote.store(true, Ordering::Relaxed);
+        }
+        (reply, shape)
+    }
+
+    /// A command refused before it ran (Redis's `scriptCall` checks): a rejected call in INFO
+    /// commandstats.
+    fn rejected(&self, name: &'static str, reply: Reply) -> (Reply, Shape) {
+        self.shard.record_call(crate::session::CallRecord {
+            name: Some(name),
+            duration_us: 0,
+            error: error_code(&reply),
+            rejected: true,
+            errorstat: false,
+            slow: None,
+        });
+        (reply, Shape::default())
+    }
+
+    /// As Redis, a script's commands count in INFO commandstats as calls of their own (a
+    /// failure too; errorstats counts a `redis.call` error as the script's reply, a
+    /// `redis.pcall` one in `call`).
+    fn record_call(&self, name: Option<&'static str>, started: std::time::Instant, reply: &Reply) {
+        let error = error_code(reply);
         // An OOM comes from the memory check before the command runs (`store/memory.rs`): a
         // rejected call, as Redis counts it, not a failed one.
         let rejected = error.as_deref() == Some(&b"OOM"[..]);
@@ -211,16 +240,13 @@ impl ScriptHost {
             slow: None,
         };
         self.shard.record_call(record);
-        if writes && !reply.is_error() {
-            self.info.wrote.store(true, Ordering::Relaxed);
-        }
-        (reply, shape)
     }
 
     /// Makes sure every shard the command touches is held: a key the script did not
-    /// declare, on a shard it does not hold, is taken now when the lock order allows
-    /// (standalone mode), else refused. `Ok(true)`: the command has no keys and runs on
-    /// the script's shard.
+    /// declare, on a shard it does not hold, is taken now (standalone mode): waited for
+    /// when the lock order allows, else only when that shard is free within
+    /// [`TRY_LOCK_LAST_PAUSE`]'s retries, else refused. `Ok(true)`: the command has no keys
+    /// and runs on the script's shard.
     fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<bool, Reply> {
         let count = self.shard.count;
         let keys = command.keys();
@@ -249,16 +275,29 @@ impl ScriptHost {
             ));
         }
         let highest = self.held.held().last().copied().unwrap_or(0);
-        if missing.iter().any(|&s| s < highest) {
-            return Err(Reply::error(
-                "ERR Script attempted to access a key on a shard it does not hold: declare the keys it uses in KEYS",
-            ));
-        }
+        // Above every shard held: waited for in order. Below one: taken only when free,
+        // retried for a bounded time (a program holding it may be waiting for ours), then
+        // refused.
+        let (below, above): (Vec<usize>, Vec<usize>) = missing.iter().partition(|&&s| s < highest);
         let held = self.held.clone();
         let reply = self.wait(
             suspend,
             Box::pin(async move {
-                held.lock(&missing, None).await;
+                for target in below {
+                    let mut pause = TRY_LOCK_FIRST_PAUSE;
+                    while !held.try_lock(target).await {
+                        if pause > TRY_LOCK_LAST_PAUSE {
+                            return Reply::error(
+                                "ERR Script attempted to access a key on a shard busy with another script or transaction: declare the keys it uses in KEYS",
+                            );
+                        }
+                        corewire::runtime::sleep(pause).await;
+                        pause *= 2;
+                    }
+                }
+                if !above.is_empty() {
+                    held.lock(&above, None).await;
+                }
                 Reply::ok()
             }),
         );
@@ -400,11 +439,10 @@ impl Host for ScriptHost {
             if !raise {
                 // A `redis.pcall` error stays in the script: it counts in errorstats here, as
                 // in Redis (a `redis.call` error is counted once, as the script's reply).
-                let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
                 let record = crate::session::CallRecord {
                     name: None,
                     duration_us: 0,
-                    error: Some(text.slice(..end)),
+                    error: error_code(&reply),
                     rejected: false,
                     errorstat: true,
                     slow: None,
@@ -439,5 +477,16 @@ impl Host for ScriptHost {
             2 => tracing::info!(target: "script", "{message}"),
             _ => tracing::warn!(target: "script", "{message}"),
         }
+    }
+}
+
+/// An error reply's code (its first word: `ERR`, `WRONGTYPE`, ...), as INFO errorstats keys it.
+fn error_code(reply: &Reply) -> Option<Bytes> {
+    match reply {
+        Reply::Error(text) => {
+            let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+            Some(text.slice(..end))
+        }
+        _ => None,
     }
 }

@@ -136,6 +136,25 @@ impl Held {
         grant
     }
 
+    /// Takes shard `target` (not held) out of the ascending order, only if it is free now
+    /// (see [`TxnMsg::TryLock`]): never waits, so it cannot close a cycle with a program that
+    /// holds `target` and waits for a shard held here. `false`: busy, nothing taken.
+    pub async fn try_lock(&self, target: usize) -> bool {
+        let granted = if target == self.shard.id {
+            self.shard.try_lock_here(self.txn())
+        } else {
+            self.send(target, TxnMsg::TryLock { txn: self.txn() });
+            self.reply(GRANT_SEQ).await == Reply::Integer(1)
+        };
+        if granted {
+            let mut held = self.held.borrow_mut();
+            if let Err(at) = held.binary_search(&target) {
+                held.insert(at, target);
+            }
+        }
+        granted
+    }
+
     /// Runs `commands` on held shard `target`, in order and as one block in its log, and
     /// waits for their replies.
     pub async fn step(&self, target: usize, commands: Vec<Command>) -> Vec<Reply> {

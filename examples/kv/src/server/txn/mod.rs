@@ -46,6 +46,8 @@ use watch::{KeyAtWatch, WatchRegistry, Watcher};
 /// The reply `seq` a lock grant carries to the coordinator (command replies use their index
 /// in the transaction).
 const GRANT_SEQ: u64 = u64::MAX;
+/// [`TxnMsg::TryLock`]'s answer when the shard is not free.
+const TRY_LOCK_BUSY: i64 = -1;
 
 /// One shard's commands of a transaction, in queue order, with where each reply goes.
 pub(crate) type Batch = Vec<(Origin, Command)>;
@@ -60,6 +62,10 @@ pub(crate) enum TxnMsg {
         watcher: Watcher,
         batch: Option<Batch>,
     },
+    /// Hold the shard for `txn` only if it is free now, out of the ascending order: answer
+    /// the grant (1) or that it is busy ([`TRY_LOCK_BUSY`]) without waiting, so a program
+    /// holding higher shards cannot wait in a cycle.
+    TryLock { txn: TxnId },
     /// Run this shard's batch (the shard is held for `txn`) and let go.
     Run { txn: TxnId, batch: Batch },
     /// Let go without running anything (a watch elsewhere was dirty).
@@ -261,6 +267,19 @@ impl Shard {
                 }
                 self.granted(txn, watcher, batch, now);
             }
+            TxnMsg::TryLock { txn } => {
+                if self.try_lock_here(txn) {
+                    self.granted(txn, txn, None, now);
+                } else {
+                    let grant = Origin {
+                        shard: txn.0,
+                        sink: txn.1,
+                        seq: GRANT_SEQ,
+                        part: None,
+                    };
+                    self.deliver(grant, Reply::Integer(TRY_LOCK_BUSY));
+                }
+            }
             TxnMsg::Run { txn, batch } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(
@@ -323,6 +342,11 @@ impl Shard {
             self.release(txn, now);
         }
         Some(clean)
+    }
+
+    /// [`TxnMsg::TryLock`]'s test: holds the shard for `txn` when it is free now.
+    pub(crate) fn try_lock_here(&self, txn: TxnId) -> bool {
+        !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn)
     }
 
     /// The shard is held for `txn`: check the watches, run the batch if there is one, tell
