@@ -255,7 +255,7 @@ impl Shard {
                 watcher,
                 batch,
             } => {
-                let granted = !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn);
+                let granted = self.try_lock_here(txn);
                 if !granted {
                     let msg = TxnMsg::Lock {
                         txn,
@@ -327,7 +327,7 @@ impl Shard {
     /// `Some(clean)` when granted now (as [`Self::granted`] answers it, the shard let go
     /// again when dirty), `None` when it waits (the grant then comes to the program's sink).
     pub(crate) fn lock_here(&self, txn: TxnId, watcher: Watcher, now: u64) -> Option<bool> {
-        let granted = !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn);
+        let granted = self.try_lock_here(txn);
         if !granted {
             let msg = TxnMsg::Lock {
                 txn,
@@ -344,7 +344,8 @@ impl Shard {
         Some(clean)
     }
 
-    /// [`TxnMsg::TryLock`]'s test: holds the shard for `txn` when it is free now.
+    /// Holds the shard for `txn` when it is free now (not held, no work waiting): every lock
+    /// request's first test, and all of [`TxnMsg::TryLock`]'s.
     pub(crate) fn try_lock_here(&self, txn: TxnId) -> bool {
         !self.txn.is_busy() && self.txn.lock.borrow_mut().try_hold(txn)
     }
