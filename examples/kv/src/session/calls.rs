@@ -182,7 +182,7 @@ fn redact(name: Option<&str>, args: &mut [Bytes]) {
 }
 
 /// The error code Redis's errorstats counts: the reply's first word.
-fn error_code(reply: &Reply) -> Option<Bytes> {
+pub(crate) fn error_code(reply: &Reply) -> Option<Bytes> {
     let Reply::Error(text) = reply else {
         return None;
     };

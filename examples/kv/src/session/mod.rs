@@ -35,6 +35,7 @@ use crate::command::{self, Command, CommandError, Scope, TxnItem};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
+pub(crate) use calls::error_code;
 pub use calls::{monitor_line, CallRecord, SlowEntry};
 pub use client::{Invalidated, TrackingChange};
 pub use config::{PortCheck, SessionConfig, TlsReload};

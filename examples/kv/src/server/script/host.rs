@@ -2,6 +2,7 @@
 //! and waiting (off the script's stack) for replies from other shards.
 
 use super::*;
+use crate::session::error_code;
 use crate::session::resp3::Shape;
 use std::time::Duration;
 
@@ -477,16 +478,5 @@ impl Host for ScriptHost {
             2 => tracing::info!(target: "script", "{message}"),
             _ => tracing::warn!(target: "script", "{message}"),
         }
-    }
-}
-
-/// An error reply's code (its first word: `ERR`, `WRONGTYPE`, ...), as INFO errorstats keys it.
-fn error_code(reply: &Reply) -> Option<Bytes> {
-    match reply {
-        Reply::Error(text) => {
-            let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
-            Some(text.slice(..end))
-        }
-        _ => None,
     }
 }
