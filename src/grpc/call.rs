@@ -18,7 +18,7 @@ use http_body::Body as _;
 use hyper::body::Incoming;
 
 use super::body::{Chunk, Event, GrpcBody, StreamBody};
-use super::headers::{add_status, metadata_from, reply_headers};
+use super::headers::{add_status, metadata_attachment, reply_headers};
 use super::GrpcOptions;
 use crate::service::dispatch::{call_now, poll_guarded, poll_once};
 use crate::service::registry::{Entry, ServiceSet};
@@ -141,7 +141,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
             }
         },
     };
-    let metadata = match metadata_from(headers) {
+    let attachment = match metadata_attachment(headers) {
         Ok(m) => m,
         Err(e) => {
             report_bad_call("grpc", shared.peer, &e);
@@ -166,7 +166,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
     let request = crate::Request {
         method: route.method.id,
         payload,
-        attachment: metadata.encode(),
+        attachment,
         deadline,
         peer: shared.peer,
         shard: corewire_runtime::shard_id(),

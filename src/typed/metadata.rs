@@ -112,18 +112,21 @@ impl Metadata {
         self.entries.iter().map(|(k, v)| (&**k, &v[..]))
     }
 
-    /// Add an entry received from a peer, checked as [`try_insert`](Metadata::try_insert)
-    /// would (any value bytes for a `-bin` key).
-    pub(crate) fn push_received(&mut self, key: &str, value: Bytes) -> Result<(), InvalidMetadata> {
-        if !valid_key(key) {
-            return Err(InvalidMetadata(format!("bad metadata key {key:?}")));
-        }
-        if !key.ends_with("-bin") && !valid_text(&value) {
-            return Err(InvalidMetadata(format!(
-                "metadata {key}: value not printable ASCII"
-            )));
-        }
-        self.entries.push((key.into(), value));
+    /// Append an entry received from a peer, checked as
+    /// [`try_insert`](Metadata::try_insert) would (any value bytes for a `-bin` key), to `out`
+    /// in [`encode`](Metadata::encode)'s format: metadata that is only passed on as an
+    /// attachment needs no `Metadata` (nor its allocations) in between.
+    pub(crate) fn encode_received(
+        out: &mut BytesMut,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), InvalidMetadata> {
+        check_received(key, value)?;
+        out.reserve(6 + key.len() + value.len());
+        out.put_u16_le(key.len() as u16);
+        out.put_slice(key.as_bytes());
+        out.put_u32_le(value.len() as u32);
+        out.put_slice(value);
         Ok(())
     }
 
@@ -165,10 +168,24 @@ impl Metadata {
             }
             let value = attachment.slice(at..at + vlen);
             at += vlen;
-            meta.push_received(key, value)?;
+            check_received(key, &value)?;
+            meta.entries.push((key.into(), value));
         }
         Ok(meta)
     }
+}
+
+/// Whether a peer's entry is one metadata can carry (any value bytes for a `-bin` key).
+fn check_received(key: &str, value: &[u8]) -> Result<(), InvalidMetadata> {
+    if !valid_key(key) {
+        return Err(InvalidMetadata(format!("bad metadata key {key:?}")));
+    }
+    if !key.ends_with("-bin") && !valid_text(value) {
+        return Err(InvalidMetadata(format!(
+            "metadata {key}: value not printable ASCII"
+        )));
+    }
+    Ok(())
 }
 
 fn read_len<const N: usize>(bytes: &[u8], at: &mut usize) -> Option<usize> {
