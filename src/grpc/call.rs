@@ -18,7 +18,10 @@ use http_body::Body as _;
 use hyper::body::Incoming;
 
 use super::body::{Chunk, Event, GrpcBody, StreamBody};
-use super::headers::{add_status, metadata_attachment, reply_headers};
+use super::headers::{
+    add_status, metadata_attachment, reply_headers, GRPC_ACCEPT_ENCODING, GRPC_ENCODING,
+    GRPC_TIMEOUT,
+};
 use super::GrpcOptions;
 use crate::service::dispatch::{call_now, poll_guarded, poll_once};
 use crate::service::registry::{Entry, ServiceSet};
@@ -105,7 +108,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
         .get(route.service)
         .expect("every route's service is in the server's set");
     let headers = &parts.headers;
-    let encoding = match headers.get("grpc-encoding") {
+    let encoding = match headers.get(GRPC_ENCODING) {
         None => Encoding::Identity,
         Some(v) => match Encoding::parse(v.as_bytes()) {
             Some(e) => e,
@@ -115,7 +118,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
                     String::from_utf8_lossy(v.as_bytes())
                 ))));
                 reply.headers_mut().insert(
-                    "grpc-accept-encoding",
+                    GRPC_ACCEPT_ENCODING,
                     HeaderValue::from_static(Encoding::ACCEPTED),
                 );
                 return reply;
@@ -123,7 +126,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
         },
     };
     let accepts_gzip = headers
-        .get("grpc-accept-encoding")
+        .get(GRPC_ACCEPT_ENCODING)
         .is_some_and(|v| accepts(v.as_bytes(), Encoding::Gzip));
     let reply_encoding =
         if accepts_gzip && (encoding == Encoding::Gzip || shared.options.compress_responses) {
@@ -131,7 +134,7 @@ async fn handle(shared: &Shared, request: http::Request<Incoming>) -> Reply {
         } else {
             Encoding::Identity
         };
-    let deadline = match headers.get("grpc-timeout") {
+    let deadline = match headers.get(GRPC_TIMEOUT) {
         None => None,
         Some(v) => match parse_timeout(v.as_bytes()) {
             Some(budget) => Instant::now().checked_add(budget),

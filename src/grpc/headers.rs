@@ -19,6 +19,13 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
         .with_decode_padding_mode(DecodePaddingMode::Indifferent),
 );
 
+/// gRPC's header names, made once: a name given as a string is parsed at every use.
+pub(super) const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+pub(super) const GRPC_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("grpc-accept-encoding");
+pub(super) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+
 /// Headers that belong to HTTP or gRPC itself, not to the call's metadata.
 fn reserved(name: &str) -> bool {
     name.starts_with("grpc-")
@@ -79,7 +86,7 @@ pub(super) fn reply_headers(encoding: Encoding, meta: &Metadata) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(2 + meta.len());
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     if encoding == Encoding::Gzip {
-        headers.insert("grpc-encoding", HeaderValue::from_static("gzip"));
+        headers.insert(GRPC_ENCODING, HeaderValue::from_static("gzip"));
     }
     add_metadata(&mut headers, meta);
     headers
@@ -93,13 +100,13 @@ pub(super) fn add_status(headers: &mut HeaderMap, result: &Result<(), Status>) {
         Err(status) => Code::of(status),
     };
     headers.insert(
-        "grpc-status",
+        GRPC_STATUS,
         HeaderValue::from_static(code.as_header_value()),
     );
     if let Err(status) = result {
         let text = encode_message(&Code::message_of(status));
         if let Ok(value) = HeaderValue::from_str(&text) {
-            headers.insert("grpc-message", value);
+            headers.insert(GRPC_MESSAGE, value);
         }
     }
 }
