@@ -112,10 +112,10 @@ impl Default for Allocator {
 /// rounded to 8) no larger than the size, the test the standard library's `System` makes
 /// before its plain `malloc`. Why not always `mi_malloc_aligned` (the `mimalloc` crate's
 /// choice): its fast path takes a block only while the size class's free list has one, and
-/// otherwise over-allocates from the next class instead of refilling that list, so a size
+/// otherwise over-allocates from a larger class instead of refilling that list, so a size
 /// class whose list once ran empty (a request's argument vector, freed as the reply goes
-/// out) went the slow way at every allocation after it: about a quarter of the
-/// allocator's instructions per request.
+/// out) went the slow way at every allocation after it: half of what the allocations of a
+/// pipelined PFADD cost (BENCHMARKS.md, the shared request path).
 #[inline]
 fn natural(layout: Layout) -> bool {
     layout.align() <= 16 && layout.align() <= layout.size()

@@ -483,6 +483,22 @@ mod tests {
     }
 
     #[test]
+    fn equal_names_at_other_addresses_share_counters() {
+        // The last name is compared by address: the same name elsewhere must still find
+        // its counters through the map, not start new ones.
+        let elsewhere: &'static str = Box::leak(String::from("get").into_boxed_str());
+        let mut stats = CallStats::default();
+        stats.record(&call("get", 1, None, false), false);
+        stats.record(&call(elsewhere, 2, None, false), false);
+        stats.record(&call("set", 4, None, false), false);
+        stats.record(&call("get", 8, Some("ERR"), false), false);
+        let get = stats.command(elsewhere).unwrap();
+        assert_eq!((get.calls, get.usec, get.failed), (3, 11, 1));
+        assert_eq!(stats.commands().count(), 2);
+        assert_eq!(stats.command("set").unwrap().calls, 1);
+    }
+
+    #[test]
     fn slowlog_and_latency_merge() {
         let entry = |id: u64| SlowRecord {
             id,
