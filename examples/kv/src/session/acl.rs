@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::{Admission, Lifecycle, Session};
 use crate::acl::catalog::{Catalog, CATEGORIES};
+use crate::acl::selector::head_word;
 use crate::acl::{self, AclRequest, AclSub, Context, Denial, Denied, Reason, User};
 use crate::command::table::CommandSpec;
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, CommandError};
@@ -26,27 +27,44 @@ thread_local! {
     static LAST_COMMAND: Cell<Option<LastCommand>> = const { Cell::new(None) };
 }
 
-/// A command and its catalog id. A request names it when its name equals the spec's, case
-/// aside (the table's lookup is by that name), and its argument count fits (else the table
-/// refuses it, and so must the check). Only commands without subcommands are kept: a
-/// container's name does not say which subcommand.
+/// A command, its catalog id and the name a request gave it, byte for byte (up to 16 bytes,
+/// as two [`head_word`]s: compared without a call). A request names the command when its
+/// name is those bytes (the table found the command by them) and its argument count fits
+/// (else the table refuses it, and so must the check). Only commands without subcommands
+/// are kept: a container's name does not say which subcommand.
 #[derive(Debug, Clone, Copy)]
 struct LastCommand {
     spec: &'static CommandSpec,
     id: usize,
+    name: (u64, u64),
+    len: usize,
 }
 
 impl LastCommand {
     fn of(args: &[Bytes], id: Option<usize>) -> Option<LastCommand> {
-        let spec = crate::command::table::find(args.first()?)?;
-        (spec.subcommands.is_empty()).then_some(LastCommand { spec, id: id? })
+        let name = args.first().filter(|name| name.len() <= 16)?;
+        let spec = crate::command::table::find(name)?;
+        (spec.subcommands.is_empty()).then_some(LastCommand {
+            spec,
+            id: id?,
+            name: words(name),
+            len: name.len(),
+        })
     }
 
     fn names(&self, args: &[Bytes]) -> bool {
         args.first()
-            .is_some_and(|name| name.eq_ignore_ascii_case(self.spec.name.as_bytes()))
+            .is_some_and(|name| name.len() == self.len && words(name) == self.name)
             && self.spec.accepts_arg_count(args.len())
     }
+}
+
+/// Bytes 0..8 and 8..16 of `name`, zero-padded.
+fn words(name: &[u8]) -> (u64, u64) {
+    (
+        head_word(name),
+        head_word(name.get(8..).unwrap_or_default()),
+    )
 }
 
 impl Session {
