@@ -535,3 +535,37 @@ fn client_modes_match_redis() {
     pair.check_str(&["GET", "quiet"]);
     pair.report();
 }
+
+/// The commands SLOWLOG GET lists, newest first (the rest of each entry is timing).
+fn slowlog_commands(conn: &mut diff::Conn) -> Vec<V> {
+    let V::Array(entries) = conn.call_str(&["SLOWLOG", "GET", "-1"]) else {
+        panic!("SLOWLOG GET did not answer an array");
+    };
+    (entries.into_iter())
+        .map(|entry| match entry {
+            V::Array(mut fields) if fields.len() > 3 => fields.swap_remove(3),
+            other => panic!("a SLOWLOG entry of another shape: {}", other.show()),
+        })
+        .collect()
+}
+
+#[test]
+fn slowlog_reset_inside_multi_clears_what_ran_before_it() {
+    let (oracle, server) = servers(SHARDS, &[]);
+    let mut pair = Pair::new(&oracle, &server, "slowlog in multi");
+    pair.check_str(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    pair.check_str(&["SLOWLOG", "RESET"]);
+    pair.check_str(&["MULTI"]);
+    for args in [
+        &["SET", "before", "1"][..],
+        &["SLOWLOG", "RESET"],
+        &["SET", "after", "2"],
+    ] {
+        pair.check_str(args);
+    }
+    pair.check_str(&["EXEC"]);
+    let expected = slowlog_commands(&mut pair.redis);
+    assert_eq!(expected.len(), 2, "redis-server's entries: {expected:?}");
+    assert_eq!(slowlog_commands(&mut pair.kv), expected);
+    pair.report();
+}

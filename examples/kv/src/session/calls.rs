@@ -319,7 +319,15 @@ impl Session {
         if let Some(items) = &exec {
             // Each queued command counts as a call of its own (none ran if EXEC failed).
             if let Reply::Array(replies) = reply {
+                let first = self.calls.len();
                 for ((name, frame), reply) in items.iter().zip(replies) {
+                    // Redis logs each queued command as it runs, so a SLOWLOG RESET among
+                    // them clears the entries of the ones before it.
+                    if *name == Some("slowlog|reset") && *reply == Reply::ok() {
+                        for call in &mut self.calls[first..] {
+                            call.slow = None;
+                        }
+                    }
                     self.record(*name, 0, reply, false, frame, unix_us);
                 }
             }

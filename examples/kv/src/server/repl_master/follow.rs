@@ -12,7 +12,9 @@
 
 use bytes::Bytes;
 
-use super::{shard, with_hub, Gone, Hub, SELECT_0};
+use super::hub::{with_hub, Hub};
+use super::link::Gone;
+use super::{shard, SELECT_0};
 use crate::repl::{Backlog, Follow, Identity, Role};
 
 impl Hub {
