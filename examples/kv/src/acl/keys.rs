@@ -89,6 +89,7 @@ impl Found {
 }
 
 /// [`keys`] through the command's plan: what the permission check asks per request.
+#[inline]
 pub(crate) fn found(plan: KeyPlan, meta: &Meta, args: &[Bytes]) -> Found {
     match plan {
         KeyPlan::None => Found::Many(Vec::new()),
