@@ -107,14 +107,39 @@ impl Default for Allocator {
     }
 }
 
-// SAFETY: every call is forwarded unchanged to mimalloc's `GlobalAlloc`, which upholds the
-// trait's contract; the counting only reads the layouts and touches thread-local state and
+/// Whether `layout` is served by mimalloc's plain `mi_malloc`: an alignment of at most 16
+/// bytes (what mimalloc guarantees a block of 16 bytes or more, and a smaller block its size
+/// rounded to 8) no larger than the size, the test the standard library's `System` makes
+/// before its plain `malloc`. Why not always `mi_malloc_aligned` (the `mimalloc` crate's
+/// choice): its fast path takes a block only while the size class's free list has one, and
+/// otherwise over-allocates from a larger class instead of refilling that list, so a size
+/// class whose list once ran empty (a request's argument vector, freed as the reply goes
+/// out) went the slow way at every allocation after it: half of what the allocations of a
+/// pipelined PFADD cost (BENCHMARKS.md, the shared request path).
+#[inline]
+fn natural(layout: Layout) -> bool {
+    layout.align() <= 16 && layout.align() <= layout.size()
+}
+
+extern "C" {
+    fn mi_malloc(size: usize) -> *mut std::ffi::c_void;
+    fn mi_zalloc(size: usize) -> *mut std::ffi::c_void;
+}
+
+// SAFETY: every call is forwarded to mimalloc (its `GlobalAlloc`, which upholds the trait's
+// contract, or `mi_malloc` / `mi_zalloc` where those give the alignment asked, see `natural`); the counting only reads the layouts and touches thread-local state and
 // atomics (no allocation, no panic).
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc`, passed on.
-        let p = unsafe { MiMalloc.alloc(layout) };
+        let p = if natural(layout) {
+            // SAFETY: a non-zero size (`natural`), and mimalloc's plain blocks have the
+            // alignment asked (see `natural`).
+            unsafe { mi_malloc(layout.size()).cast::<u8>() }
+        } else {
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            unsafe { MiMalloc.alloc(layout) }
+        };
         if !p.is_null() {
             count(layout.size() as i64);
         }
@@ -123,8 +148,13 @@ unsafe impl GlobalAlloc for Allocator {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-        let p = unsafe { MiMalloc.alloc_zeroed(layout) };
+        let p = if natural(layout) {
+            // SAFETY: as in `alloc`.
+            unsafe { mi_zalloc(layout.size()).cast::<u8>() }
+        } else {
+            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
+            unsafe { MiMalloc.alloc_zeroed(layout) }
+        };
         if !p.is_null() {
             count(layout.size() as i64);
         }

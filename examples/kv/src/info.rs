@@ -608,10 +608,9 @@ fn modules_section(out: &mut String, _facts: &Facts<'_>) {
 
 fn commandstats_section(out: &mut String, facts: &Facts<'_>) {
     out.push_str("# Commandstats\r\n");
-    let mut names: Vec<&&'static str> = facts.calls.commands.keys().collect();
-    names.sort();
-    for name in names {
-        let stat = &facts.calls.commands[*name];
+    let mut commands: Vec<_> = facts.calls.commands().collect();
+    commands.sort_by_key(|&(name, _)| name);
+    for (name, stat) in commands {
         if stat.calls == 0 && stat.rejected == 0 && stat.failed == 0 {
             continue;
         }
@@ -647,10 +646,10 @@ fn latencystats_section(out: &mut String, facts: &Facts<'_>) {
     if !facts.server.latency_tracking {
         return;
     }
-    let mut names: Vec<&&'static str> = facts.calls.commands.keys().collect();
-    names.sort();
-    for name in names {
-        let Some(histogram) = &facts.calls.commands[*name].histogram else {
+    let mut commands: Vec<_> = facts.calls.commands().collect();
+    commands.sort_by_key(|&(name, _)| name);
+    for (name, stat) in commands {
+        let Some(histogram) = &stat.histogram else {
             continue;
         };
         let _ = write!(out, "latency_percentiles_usec_{name}:");

@@ -644,7 +644,7 @@ fn merge_histogram(parts: Vec<Reply>, _: &ServerInfo, names: &[Bytes]) -> Reply 
     }
     let mut wanted: Vec<&'static str> = Vec::new();
     if names.is_empty() {
-        wanted.extend(merged.commands.keys().copied());
+        wanted.extend(merged.commands().map(|(name, _)| name));
         wanted.sort_unstable();
     } else {
         for name in names {
@@ -665,8 +665,7 @@ fn merge_histogram(parts: Vec<Reply>, _: &ServerInfo, names: &[Bytes]) -> Reply 
     let mut items = Vec::new();
     for name in wanted {
         let Some(histogram) = merged
-            .commands
-            .get(name)
+            .command(name)
             .and_then(|stat| stat.histogram.as_ref())
         else {
             continue;

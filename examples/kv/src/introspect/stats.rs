@@ -35,9 +35,14 @@ pub struct CommandStat {
 /// INFO commandstats and errorstats, for one shard's connections or merged.
 #[derive(Debug, Default, Clone)]
 pub struct CallStats {
-    /// Keyed by the command table's names, hashed with foldhash: this map is touched once per
-    /// command answered, where SipHash cost more than the command itself.
-    pub commands: HashMap<&'static str, CommandStat, foldhash::fast::RandomState>,
+    /// The commands' counters, in the order first met ([`CallStats::commands`]).
+    commands: Vec<(&'static str, CommandStat)>,
+    /// Where each command's counters are, by the command table's name (foldhash: SipHash
+    /// cost more than a command itself).
+    index: HashMap<&'static str, usize, foldhash::fast::RandomState>,
+    /// The last command counted, and where: a pipeline repeats one command, and the very same
+    /// name (the table's) is compared by address, without hashing it.
+    last: Option<(&'static str, usize)>,
     pub errors: HashMap<Bytes, u64>,
     pub total_errors: u64,
 }
@@ -47,6 +52,33 @@ pub struct CallStats {
 const ERRORSTATS_LIMIT: usize = 128;
 
 impl CallStats {
+    /// Every command counted, with its counters (in no particular order).
+    pub fn commands(&self) -> impl Iterator<Item = (&'static str, &CommandStat)> + '_ {
+        self.commands.iter().map(|(name, stat)| (*name, stat))
+    }
+
+    /// The counters of the command named `name` (the table's name), if it was counted.
+    pub fn command(&self, name: &str) -> Option<&CommandStat> {
+        let &at = self.index.get(name)?;
+        Some(&self.commands[at].1)
+    }
+
+    fn stat_mut(&mut self, name: &'static str) -> &mut CommandStat {
+        let at = match self.last {
+            Some((last, at)) if std::ptr::eq(last, name) => at,
+            _ => {
+                let next = self.commands.len();
+                let at = *self.index.entry(name).or_insert(next);
+                if at == next {
+                    self.commands.push((name, CommandStat::default()));
+                }
+                self.last = Some((name, at));
+                at
+            }
+        };
+        &mut self.commands[at].1
+    }
+
     /// Counts one answered command; `histogram`: also its latency (`latency-tracking`).
     pub fn record(&mut self, call: &CallRecord, histogram: bool) {
         if let Some(code) = call.error.as_ref().filter(|_| call.errorstat) {
@@ -58,7 +90,7 @@ impl CallStats {
         let Some(name) = call.name else {
             return;
         };
-        let stat = self.commands.entry(name).or_default();
+        let stat = self.stat_mut(name);
         if call.rejected {
             stat.rejected += 1;
             return;
@@ -83,8 +115,7 @@ impl CallStats {
     pub fn to_reply(&self) -> Reply {
         let int = |n: u64| Reply::Integer(n as i64);
         let commands = self
-            .commands
-            .iter()
+            .commands()
             .map(|(name, stat)| {
                 let histogram = stat.histogram.as_ref().map_or_else(Vec::new, |h| {
                     h.iter_recorded()
@@ -135,7 +166,7 @@ impl CallStats {
             let Some(name) = static_name(name) else {
                 continue;
             };
-            let stat = self.commands.entry(name).or_default();
+            let stat = self.stat_mut(name);
             stat.calls += *calls as u64;
             stat.usec += *usec as u64;
             stat.rejected += *rejected as u64;
@@ -436,19 +467,35 @@ mod tests {
         let mut merged = CallStats::default();
         merged.merge_reply(&a.to_reply());
         merged.merge_reply(&b.to_reply());
-        let set = &merged.commands["set"];
+        let set = merged.command("set").unwrap();
         assert_eq!(
             (set.calls, set.usec, set.rejected, set.failed),
             (2, 40, 1, 1)
         );
         assert_eq!(set.histogram.as_ref().unwrap().len(), 2);
-        assert!(merged.commands["get"].histogram.is_none());
+        assert!(merged.command("get").unwrap().histogram.is_none());
         assert_eq!(merged.errors[&Bytes::from("ERR")], 2);
         assert_eq!(merged.total_errors, 2);
         let Reply::Map(cdf) = histogram_reply(set.histogram.as_ref().unwrap()) else {
             panic!()
         };
         assert_eq!(cdf[1], Reply::Integer(2));
+    }
+
+    #[test]
+    fn equal_names_at_other_addresses_share_counters() {
+        // The last name is compared by address: the same name elsewhere must still find
+        // its counters through the map, not start new ones.
+        let elsewhere: &'static str = Box::leak(String::from("get").into_boxed_str());
+        let mut stats = CallStats::default();
+        stats.record(&call("get", 1, None, false), false);
+        stats.record(&call(elsewhere, 2, None, false), false);
+        stats.record(&call("set", 4, None, false), false);
+        stats.record(&call("get", 8, Some("ERR"), false), false);
+        let get = stats.command(elsewhere).unwrap();
+        assert_eq!((get.calls, get.usec, get.failed), (3, 11, 1));
+        assert_eq!(stats.commands().count(), 2);
+        assert_eq!(stats.command("set").unwrap().calls, 1);
     }
 
     #[test]

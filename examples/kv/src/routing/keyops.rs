@@ -53,6 +53,13 @@ fn unlink(keys: Vec<Bytes>) -> Command {
 
 /// The whole command on the shard owning its keys, or holding every shard they live on.
 fn one_shard(command: KeyCommand, shards: usize) -> Route {
+    // One shard owns every key: its keys are not even listed (a vector per request).
+    if shards == 1 {
+        return Route::Single {
+            shard: 0,
+            command: Command::Key(command),
+        };
+    }
     let mut owners = command.keys().into_iter().map(|key| shard_of(key, shards));
     let shard = owners.next().unwrap_or(0);
     if owners.all(|owner| owner == shard) {

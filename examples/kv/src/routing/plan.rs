@@ -85,6 +85,8 @@ pub fn route(command: Command, shards: usize) -> Route {
             shard: request.shard(shards),
             command: Command::Cluster(request),
         },
+        // One shard owns every key: its keys are not even listed (a vector per request).
+        command @ Command::Typed(_) if shards == 1 => Route::Single { shard: 0, command },
         Command::Typed(typed) => {
             let mut owners = typed.keys().into_iter().map(|key| shard_of(key, shards));
             let shard = owners.next().unwrap_or(0);

@@ -74,14 +74,21 @@ impl FeedState {
 }
 
 corewire::runtime::shard_local! {
-    static ACTIVE: Cell<bool> = Cell::new(false);
+    /// Shared with the shard's state ([`feeding_flag`]), which reads it once per command.
+    static ACTIVE: Rc<Cell<bool>> = Rc::default();
     static FEED: RefCell<FeedState> = RefCell::new(FeedState::default());
     static KICK: RefCell<Option<Rc<Notify>>> = RefCell::new(None);
 }
 
 /// Whether this shard's writes are being streamed (cheap: checked on the write path).
 pub(crate) fn feeding() -> bool {
-    ACTIVE.with(Cell::get)
+    ACTIVE.with(|active| active.get())
+}
+
+/// This shard's [`feeding`] flag itself: the command path reads it without a shard-local
+/// lookup, which cost more than a GET's own store work.
+pub(crate) fn feeding_flag() -> Rc<Cell<bool>> {
+    ACTIVE.with(Rc::clone)
 }
 
 /// A change sink that streams what it records (while [`feeding`]) and passes it on.

@@ -3,7 +3,7 @@
 //! so the data path takes no locks: other shards reach this state only by sending a message
 //! that runs here.
 
-use std::cell::{OnceCell, RefCell, RefMut};
+use std::cell::{Cell, OnceCell, RefCell, RefMut};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -51,6 +51,8 @@ pub(crate) struct Shard {
     pub(crate) tracking: super::tracking::ShardTracking,
     /// This shard's Lua state and script stacks.
     pub(crate) scripts: super::script::ScriptShard,
+    /// Whether this shard's writes are streamed to replicas (`repl_feed::feeding`'s flag).
+    feeding: Rc<Cell<bool>>,
 }
 
 corewire::runtime::shard_local! {
@@ -121,6 +123,7 @@ impl Shard {
             introspect: Default::default(),
             tracking: Default::default(),
             scripts: Default::default(),
+            feeding: super::repl_feed::feeding_flag(),
         }
     }
 
@@ -327,7 +330,7 @@ impl Shard {
         now: u64,
     ) -> Option<Reply> {
         let info = matches!(command, Command::Info(_));
-        let flush = command == Command::FlushAll;
+        let flush = matches!(command, Command::FlushAll);
         let reply = self.execute_store_only(origin, command, now);
         // Its keyspace events go out (notifications, tracking invalidations).
         self.after_change(Some(origin), now);
@@ -376,10 +379,10 @@ impl Shard {
         // A save in progress keeps what this write changes as it was (see `rdb_save.rs`).
         super::rdb_save::before_write(&mut store, &command, now);
         let reply = match &self.aof {
-            None if command == Command::BgRewriteAof => Some(Reply::error(
+            None if matches!(command, Command::BgRewriteAof) => Some(Reply::error(
                 "ERR BGREWRITEAOF needs the append-only log: start corewire-kv with --aof DIR",
             )),
-            None if super::repl_feed::feeding() => {
+            None if self.feeding.get() => {
                 let mut feed = Feed { inner: &mut NoLog };
                 Some(match watches {
                     None => store.execute(command, now, &mut feed),
@@ -528,7 +531,7 @@ impl Shard {
         store.sample_rates(now);
         for _ in 0..passes {
             let outcome = match &self.aof {
-                None if super::repl_feed::feeding() => {
+                None if self.feeding.get() => {
                     store.sweep(now, work, &mut Feed { inner: &mut NoLog })
                 }
                 None => store.sweep(now, work, &mut NoLog),

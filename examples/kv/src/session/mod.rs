@@ -664,7 +664,7 @@ impl Session {
         if let Some(admission) = self.admit_txn_control(&command, seq) {
             return admission;
         }
-        if command == Command::Reset {
+        if matches!(command, Command::Reset) {
             let reply = self.reset();
             return self.reset_txn(seq, reply);
         }
