@@ -58,6 +58,9 @@ struct Core {
     tls: rustls::Connection,
     /// Ciphertext received and not yet taken by rustls, with how much it took.
     incoming: Option<(RecvBuf, usize)>,
+    /// Ciphertext went to rustls since it last had the chance to trim its read buffer: only
+    /// then can a trim find anything to do (nothing else grows that buffer).
+    untrimmed: bool,
     /// TCP end-of-stream was seen (and told to rustls).
     tcp_eof: bool,
     /// An error to report to the next reader (met after bytes were handed out).
@@ -135,6 +138,7 @@ impl Core {
             return Ok(());
         };
         let taken = self.tls.read_tls(&mut &chunk[*pos..])?;
+        self.untrimmed = true;
         *pos += taken;
         if *pos >= chunk.len() {
             // Back to the ring at once.
@@ -199,6 +203,7 @@ impl TlsStream {
             core: Box::new(RefCell::new(Core {
                 tls,
                 incoming: None,
+                untrimmed: false,
                 tcp_eof: false,
                 read_error: None,
                 fatal: None,
@@ -284,11 +289,12 @@ impl TlsStream {
                     let take = take.take().expect("returns after the first plaintext");
                     Some(take(plaintext).min(plaintext.len()))
                 }
+                // No plaintext yet (the usual case: asked first).
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
                 // A TCP end without the peer's close_notify: the end all the same here
                 // (RESP and corewire's frames delimit their messages themselves); the
                 // poll-based adapters report it as `UnexpectedEof`, as tokio-rustls does.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Poll::Ready(Ok(0)),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
                 Err(e) => return Poll::Ready(Err(e)),
             };
             if let Some(n) = taken {
@@ -324,8 +330,11 @@ impl TlsStream {
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {
-                    // Waiting: let rustls shrink its read buffer if a big record grew it.
-                    let _ = core.tls.read_tls(&mut WouldBlock);
+                    // Waiting: let rustls shrink its read buffer if a big record grew it
+                    // (once per feeding: a reader polled again finds the same buffer).
+                    if std::mem::take(&mut core.untrimmed) {
+                        let _ = core.tls.read_tls(&mut WouldBlock);
+                    }
                     return Poll::Pending;
                 }
             }

@@ -41,6 +41,10 @@ pub(crate) enum KeyPlan {
     None,
     /// One key spec, `args[1]` used one way whatever the arguments (GET, INCR, HSET...).
     First(KeyAccess),
+    /// SET: `args[1]`, read as well with the GET option.
+    Set,
+    /// BITFIELD: `args[1]`, written only with a SET or INCRBY operation.
+    Bitfield,
     /// The arguments decide: [`keys`] finds them.
     Args,
 }
@@ -48,11 +52,11 @@ pub(crate) enum KeyPlan {
 impl KeyPlan {
     pub(crate) fn of(meta: &Meta) -> KeyPlan {
         use crate::introspect::meta::{Begin, Find};
-        if matches!(
-            meta.name,
-            "set" | "bitfield" | "migrate" | "sort" | "sort_ro"
-        ) {
-            return KeyPlan::Args;
+        match meta.name {
+            "set" => return KeyPlan::Set,
+            "bitfield" => return KeyPlan::Bitfield,
+            "migrate" | "sort" | "sort_ro" => return KeyPlan::Args,
+            _ => {}
         }
         match meta.key_specs {
             [] => KeyPlan::None,
@@ -85,12 +89,33 @@ impl Found {
 }
 
 /// [`keys`] through the command's plan: what the permission check asks per request.
+#[inline]
 pub(crate) fn found(plan: KeyPlan, meta: &Meta, args: &[Bytes]) -> Found {
     match plan {
         KeyPlan::None => Found::Many(Vec::new()),
         KeyPlan::First(access) if args.len() > 1 => Found::One(KeyRef { pos: 1, access }),
-        KeyPlan::First(_) => Found::Many(Vec::new()),
+        KeyPlan::Set if args.len() > 1 => Found::One(set_key(args)),
+        KeyPlan::Bitfield if args.len() > 1 => Found::One(bitfield_key(args)),
+        KeyPlan::First(_) | KeyPlan::Set | KeyPlan::Bitfield => Found::Many(Vec::new()),
         KeyPlan::Args => by_args(meta, args),
+    }
+}
+
+/// SET's key: `SET key value ... GET` reads the old value as well.
+fn set_key(args: &[Bytes]) -> KeyRef {
+    let get = (args.get(3..).unwrap_or_default().iter()).any(|a| is(a, "get"));
+    KeyRef {
+        pos: 1,
+        access: if get { READ_WRITE } else { WRITE },
+    }
+}
+
+/// BITFIELD's key: written only with SET or INCRBY.
+fn bitfield_key(args: &[Bytes]) -> KeyRef {
+    let writes = args[2..].iter().any(|a| is(a, "set") || is(a, "incrby"));
+    KeyRef {
+        pos: 1,
+        access: if writes { READ_WRITE } else { READ },
     }
 }
 
@@ -107,20 +132,8 @@ pub(crate) fn keys(meta: &Meta, args: &[Bytes]) -> Vec<KeyRef> {
 fn by_args(meta: &Meta, args: &[Bytes]) -> Found {
     let key = |pos: usize, access: KeyAccess| KeyRef { pos, access };
     match meta.name {
-        // SET ... GET reads the old value.
-        "set" if args.len() > 1 => {
-            let get = args
-                .get(3..)
-                .unwrap_or_default()
-                .iter()
-                .any(|a| is(a, "get"));
-            Found::One(key(1, if get { READ_WRITE } else { WRITE }))
-        }
-        // BITFIELD writes only with SET or INCRBY.
-        "bitfield" if args.len() > 1 => {
-            let writes = args[2..].iter().any(|a| is(a, "set") || is(a, "incrby"));
-            Found::One(key(1, if writes { READ_WRITE } else { READ }))
-        }
+        "set" if args.len() > 1 => Found::One(set_key(args)),
+        "bitfield" if args.len() > 1 => Found::One(bitfield_key(args)),
         "migrate" => Found::Many(migrate_keys(args)),
         "sort" | "sort_ro" => Found::Many(sort_keys(args)),
         _ => Found::Many(match meta.keys_of(args) {
@@ -336,6 +349,26 @@ mod tests {
                 write: false
             })
         ));
+    }
+
+    #[test]
+    fn set_and_bitfield_plans_read_the_options() {
+        let catalog = crate::acl::catalog::Catalog::get();
+        let access = |line: &str| {
+            let a = args(line);
+            let entry = &catalog.entries[catalog.id(&line[..line.find(' ').unwrap()]).unwrap()];
+            let found = found(entry.keys, entry.meta, &a);
+            assert_eq!(found.as_slice(), keys(entry.meta, &a).as_slice(), "{line}");
+            let key = found.as_slice()[0];
+            assert_eq!(key.pos, 1);
+            (key.access.read, key.access.write)
+        };
+        assert_eq!(access("set k v"), (false, true));
+        assert_eq!(access("set k v ex 10 get"), (true, true));
+        assert_eq!(access("set k v GET"), (true, true));
+        assert_eq!(access("bitfield k get u8 0"), (true, false));
+        assert_eq!(access("bitfield k incrby u8 0 1"), (true, true));
+        assert_eq!(access("bitfield k SET u8 0 1"), (true, true));
     }
 
     #[test]

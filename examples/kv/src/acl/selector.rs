@@ -18,6 +18,28 @@ pub struct KeyPattern {
     pub write: bool,
     /// How `pattern` is matched, decided once when the rule is added.
     matcher: Matcher,
+    /// The pattern's first literal bytes (up to 8, see [`head_word`]) and the mask of them:
+    /// a key whose first bytes differ is rejected by one comparison (a glob's mask is 0).
+    head: u64,
+    head_mask: u64,
+}
+
+/// The first 8 bytes of `bytes` as one little-endian number, zero-padded: one load for a key
+/// of 8 bytes or more.
+pub(crate) fn head_word(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<8>() {
+        Some(head) => u64::from_le_bytes(*head),
+        None => (bytes.iter().rev()).fold(0, |word, &b| (word << 8) | u64::from(b)),
+    }
+}
+
+/// The mask of the first `n` bytes of a [`head_word`].
+fn head_mask(n: usize) -> u64 {
+    if n >= 8 {
+        u64::MAX
+    } else {
+        (1 << (8 * n)) - 1
+    }
 }
 
 /// Most key patterns are a literal (`~config`) or a literal prefix and `*` (`~app:*`): those
@@ -45,19 +67,42 @@ impl Matcher {
 
 impl KeyPattern {
     fn new(pattern: &[u8], read: bool, write: bool) -> KeyPattern {
+        let matcher = Matcher::of(pattern);
+        let literal = match matcher {
+            Matcher::Literal => pattern.len(),
+            Matcher::Prefix(n) => n,
+            Matcher::Glob => 0,
+        };
+        let head_mask = head_mask(literal);
         KeyPattern {
             pattern: Bytes::copy_from_slice(pattern),
             read,
             write,
-            matcher: Matcher::of(pattern),
+            matcher,
+            head: head_word(&pattern[..literal.min(8)]) & head_mask,
+            head_mask,
         }
     }
 
     /// Whether `key` matches the pattern (as Redis's glob would).
     pub fn matches(&self, key: &[u8]) -> bool {
+        self.matches_head(key, head_word(key))
+    }
+
+    /// [`matches`](Self::matches), given `key`'s [`head_word`]: the first bytes decide
+    /// most patterns (a literal or prefix of up to 8 bytes entirely, with the length).
+    #[inline]
+    fn matches_head(&self, key: &[u8], key_head: u64) -> bool {
+        if key_head & self.head_mask != self.head {
+            return false;
+        }
         match self.matcher {
-            Matcher::Literal => key == &self.pattern[..],
-            Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
+            Matcher::Literal => {
+                key.len() == self.pattern.len() && (key.len() <= 8 || key[8..] == self.pattern[8..])
+            }
+            Matcher::Prefix(n) => {
+                key.len() >= n && (n <= 8 || has_prefix(&key[8..], &self.pattern[8..n]))
+            }
             Matcher::Glob => glob_match(&self.pattern, key, false),
         }
     }
@@ -71,6 +116,13 @@ impl KeyPattern {
         }
         out.extend_from_slice(&self.pattern);
     }
+}
+
+/// Whether `key` starts with `prefix`, byte by byte: key prefixes are short and most keys
+/// differ from most patterns in their first byte, where this stops (a `memcmp` call per
+/// pattern costs more than the comparison itself).
+fn has_prefix(key: &[u8], prefix: &[u8]) -> bool {
+    key.len() >= prefix.len() && key.iter().zip(prefix).all(|(k, p)| k == p)
 }
 
 /// How a command uses a key, from its key spec's flags (Redis's ACL reading of them:
@@ -323,6 +375,7 @@ impl Selector {
 
     /// Whether the selector lets a request run: the command (or its first argument), then
     /// each key, then each channel (the request's, as `keys` finds them).
+    #[inline]
     pub fn check(
         &self,
         id: usize,
@@ -363,12 +416,15 @@ impl Selector {
         Ok(())
     }
 
+    #[inline]
     pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
-        self.allkeys
-            || self
-                .keys
-                .iter()
-                .any(|p| (p.read || !access.read) && (p.write || !access.write) && p.matches(key))
+        if self.allkeys {
+            return true;
+        }
+        let head = head_word(key);
+        (self.keys.iter()).any(|p| {
+            (p.read || !access.read) && (p.write || !access.write) && p.matches_head(key, head)
+        })
     }
 
     /// Whether every key may be read (SORT's BY and GET options need it).
@@ -606,12 +662,47 @@ mod tests {
 
     #[test]
     fn compiled_key_patterns_match_as_the_glob_does() {
-        let patterns: [&[u8]; 12] = [
-            b"key:*", b"key:**", b"key", b"", b"*", b"k?y", b"k[ae]y*", b"\\*x", b"a*b", b"%",
-            b"key:", b"**",
+        let patterns: [&[u8]; 19] = [
+            b"key:*",
+            b"key:**",
+            b"key",
+            b"",
+            b"*",
+            b"k?y",
+            b"k[ae]y*",
+            b"\\*x",
+            b"a*b",
+            b"%",
+            b"key:",
+            b"**",
+            b"counter:*",
+            b"averylongprefix:*",
+            b"averylongliteral",
+            b"\0*",
+            b"\0\0",
+            b"key:1234*",
+            b"12345678",
         ];
-        let keys: [&[u8]; 9] = [
-            b"key:1", b"key:", b"key", b"ke", b"", b"kay:9", b"*x", b"a-b", b"KEY:1",
+        let keys: [&[u8]; 19] = [
+            b"key:1",
+            b"key:",
+            b"key",
+            b"ke",
+            b"",
+            b"kay:9",
+            b"*x",
+            b"a-b",
+            b"KEY:1",
+            b"counter:",
+            b"counter",
+            b"averylongprefix:1",
+            b"averylongprefix",
+            b"averylongliteral",
+            b"averylongliteraL",
+            b"\0",
+            b"\0\0",
+            b"key:12345678",
+            b"12345678",
         ];
         for pattern in patterns {
             let compiled = KeyPattern::new(pattern, true, true);
@@ -625,6 +716,8 @@ mod tests {
                 );
             }
         }
+        assert_eq!(head_word(b"ab"), 0x6261);
+        assert_eq!(head_word(b"abcdefghij"), u64::from_le_bytes(*b"abcdefgh"));
         assert_eq!(Matcher::of(b"app:*"), Matcher::Prefix(4));
         assert_eq!(Matcher::of(b"app"), Matcher::Literal);
         assert_eq!(Matcher::of(b"a?p*"), Matcher::Glob);

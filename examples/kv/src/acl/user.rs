@@ -246,6 +246,7 @@ impl User {
 
     /// Whether the user may run command `id` with `args`: allowed if any selector allows
     /// it; otherwise Redis's most relevant refusal (see [`Denied::more_relevant`]).
+    #[inline]
     pub fn check(&self, id: usize, args: &[Bytes]) -> Result<(), Denied> {
         if self.unrestricted {
             return Ok(());
@@ -258,16 +259,18 @@ impl User {
         } else {
             super::keys::found(entry.keys, entry.meta, args)
         };
-        let channels: Vec<ChannelRef> = if entry.channels == ChannelPlan::None
+        let found_channels;
+        let channels: &[ChannelRef] = if entry.channels == ChannelPlan::None
             || self.selectors.iter().all(|s| s.allchannels)
         {
-            Vec::new()
+            &[]
         } else {
-            super::keys::channels(entry.name(), args)
+            found_channels = super::keys::channels(entry.name(), args);
+            &found_channels
         };
         let mut relevant = Denied::Command;
         for selector in &self.selectors {
-            match selector.check(id, entry.no_auth, args, keys.as_slice(), &channels) {
+            match selector.check(id, entry.no_auth, args, keys.as_slice(), channels) {
                 Ok(()) => return Ok(()),
                 Err(denied) if denied.more_relevant(relevant) => relevant = denied,
                 Err(_) => {}

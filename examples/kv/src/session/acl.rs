@@ -2,18 +2,69 @@
 //! (before it is routed, on the connection's shard), the ACL command, and noticing that its
 //! user was deleted, replaced (ACL LOAD) or lost the channels it is subscribed to.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::{Admission, Lifecycle, Session};
 use crate::acl::catalog::{Catalog, CATEGORIES};
+use crate::acl::selector::head_word;
 use crate::acl::{self, AclRequest, AclSub, Context, Denial, Denied, Reason, User};
+use crate::command::table::CommandSpec;
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, CommandError};
 use crate::reply::Reply;
 
 fn bulk(text: impl AsRef<[u8]>) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(text.as_ref()))
+}
+
+thread_local! {
+    /// The last command a restricted user ran on this thread (shard), with its catalog id:
+    /// a pipeline of one command (the common case) finds them without the table lookup and
+    /// the catalog's hash. Per thread rather than per connection: a connection's state is
+    /// bounded in size (idle memory), and any connection's hit is checked the same way.
+    static LAST_COMMAND: Cell<Option<LastCommand>> = const { Cell::new(None) };
+}
+
+/// A command, its catalog id and the name a request gave it, byte for byte (up to 16 bytes,
+/// as two [`head_word`]s: compared without a call). A request names the command when its
+/// name is those bytes (the table found the command by them) and its argument count fits
+/// (else the table refuses it, and so must the check). Only commands without subcommands
+/// are kept: a container's name does not say which subcommand.
+#[derive(Debug, Clone, Copy)]
+struct LastCommand {
+    spec: &'static CommandSpec,
+    id: usize,
+    name: (u64, u64),
+    len: usize,
+}
+
+impl LastCommand {
+    fn of(args: &[Bytes], id: Option<usize>) -> Option<LastCommand> {
+        let name = args.first().filter(|name| name.len() <= 16)?;
+        let spec = crate::command::table::find(name)?;
+        (spec.subcommands.is_empty()).then_some(LastCommand {
+            spec,
+            id: id?,
+            name: words(name),
+            len: name.len(),
+        })
+    }
+
+    fn names(&self, args: &[Bytes]) -> bool {
+        args.first()
+            .is_some_and(|name| name.len() == self.len && words(name) == self.name)
+            && self.spec.accepts_arg_count(args.len())
+    }
+}
+
+/// Bytes 0..8 and 8..16 of `name`, zero-padded.
+fn words(name: &[u8]) -> (u64, u64) {
+    (
+        head_word(name),
+        head_word(name.get(8..).unwrap_or_default()),
+    )
 }
 
 impl Session {
@@ -75,14 +126,14 @@ impl Session {
         if self.user.unrestricted {
             return None;
         }
-        let name = Command::table_name(args).ok()?;
-        let rare = self.rare();
-        let id = match rare.acl_last_id {
-            Some((last, id)) if std::ptr::eq(last, name) => Some(id),
-            _ => {
+        let last = LAST_COMMAND.get().filter(|last| last.names(args));
+        let (name, id) = match last {
+            Some(last) => (last.spec.name, Some(last.id)),
+            None => {
+                let name = Command::table_name(args).ok()?;
                 let id = Catalog::get().id(name);
-                rare.acl_last_id = id.map(|id| (name, id));
-                id
+                LAST_COMMAND.set(LastCommand::of(args, id));
+                (name, id)
             }
         };
         let Some(id) = id else {

@@ -107,3 +107,42 @@ fn a_changed_user_is_followed_and_the_default_user_decides_new_connections() {
     config.acl.set_requirepass(b"");
     assert!(Session::new(config).is_authenticated());
 }
+
+#[test]
+fn the_remembered_last_command_decides_as_a_lookup_would() {
+    // A pipeline of one command hits the thread's last command: other spellings, another
+    // command, a wrong argument count and a container's subcommands must still be judged
+    // as the table and the catalog would judge them.
+    let config = with_user("on >pw -@all +get +config|get ~a*");
+    let mut s = Session::new(config);
+    s.feed(
+        b"AUTH u pw\r\nGET a1\r\nGET a2\r\nget b\r\nGeT a3\r\nGET\r\nSET a1 v\r\nGET a4\r\n\
+          CONFIG GET maxmemory\r\nCONFIG SET maxmemory 1\r\nCONFIG GET maxmemory\r\n",
+    );
+    let forwarded: Vec<Request> = std::iter::from_fn(|| s.next_request()).collect();
+    let gets: Vec<&Command> = (forwarded.iter().map(|r| &r.command))
+        .filter(|c| matches!(c, Command::Get(_)))
+        .collect();
+    assert_eq!(
+        gets,
+        [b"a1", b"a2", b"a3", b"a4"]
+            .map(|k| Command::Get(Bytes::from_static(k)))
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    for request in &forwarded {
+        s.complete(request.seq, Reply::NullBulk).unwrap();
+    }
+    let out = output(&mut s);
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with('-')).collect();
+    assert_eq!(
+        errors,
+        [
+            "-NOPERM this user has no permissions to access one of the keys used as arguments",
+            "-ERR wrong number of arguments for 'get' command",
+            "-NOPERM this user has no permissions to run the 'set' command",
+            "-NOPERM this user has no permissions to run the 'config|set' command",
+        ],
+        "{out}"
+    );
+}

@@ -1,5 +1,5 @@
 //! The per-connection state most connections never use — the name AUTH was spelled with, a
-//! restricted user's queued arguments and last command's catalog id, a protocol error to report, tracking's reads queued
+//! restricted user's queued arguments, a protocol error to report, tracking's reads queued
 //! behind their keys, CLIENT PAUSE's held request, a SHUTDOWN in flight, MONITOR lines,
 //! blocking pops — kept in one box beside the session: an idle connection then holds only
 //! what every connection needs (the box is dropped once it is empty again, see
@@ -13,10 +13,6 @@ use super::{Request, Session};
 
 #[derive(Debug, Default)]
 pub(super) struct Rare {
-    /// A restricted user's last command's catalog id, by the table's name (compared by
-    /// address: one `&'static str` per command): a pipeline of one command looks it up once.
-    /// Only a cache: an idle connection drops it with the box.
-    pub acl_last_id: Option<(&'static str, usize)>,
     /// AUTH or HELLO as the client spelled it (ACL LOG's object for a failed AUTH).
     pub auth_name: Option<Bytes>,
     /// A restricted user's request being queued by MULTI: its arguments, for EXEC's check.
@@ -39,7 +35,7 @@ pub(super) struct Rare {
 }
 
 impl Rare {
-    /// Nothing held but the catalog id cache: the box may go.
+    /// Nothing held: the box may go.
     fn is_empty(&self) -> bool {
         self.auth_name.is_none()
             && self.acl_queued_args.is_none()
