@@ -1,3 +1,7 @@
+#!/usr/bin/env python3
+# callgrind-diff.py A B N [MIN]: per function, the instructions per request B spends beyond A
+# (two callgrind outputs of N requests each, e.g. from benches/kv-callgrind.sh), exclusive then
+# inclusive, largest first, rows under MIN (3) Ir/request left out.
 import re,subprocess,sys
 a,b,n=sys.argv[1],sys.argv[2],int(sys.argv[3])
 def load(f,incl):
