@@ -45,6 +45,8 @@ if [[ -z "$kv" ]]; then
     kv="${CARGO_TARGET_DIR:-$repo/target}/release/corewire-kv"
 fi
 [[ -x "$kv" ]] || { echo "redis_suite_servers.sh: $kv missing" >&2; exit 2; }
+# The wrapper runs from a copy of the suite: a relative path would not find the binary there.
+kv="$(realpath "$kv")"
 
 read -r -a extra <<<"${RUNTEST_ARGS:-}"
 work="$(mktemp -d)"
