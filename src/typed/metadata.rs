@@ -123,10 +123,7 @@ impl Metadata {
     ) -> Result<(), InvalidMetadata> {
         check_received(key, value)?;
         out.reserve(6 + key.len() + value.len());
-        out.put_u16_le(key.len() as u16);
-        out.put_slice(key.as_bytes());
-        out.put_u32_le(value.len() as u32);
-        out.put_slice(value);
+        put_entry(out, key, value);
         Ok(())
     }
 
@@ -143,10 +140,7 @@ impl Metadata {
             .sum();
         let mut out = BytesMut::with_capacity(len);
         for (k, v) in &self.entries {
-            out.put_u16_le(k.len() as u16);
-            out.put_slice(k.as_bytes());
-            out.put_u32_le(v.len() as u32);
-            out.put_slice(v);
+            put_entry(&mut out, k, v);
         }
         out.freeze()
     }
@@ -173,6 +167,14 @@ impl Metadata {
         }
         Ok(meta)
     }
+}
+
+/// One entry in [`Metadata::encode`]'s format.
+fn put_entry(out: &mut BytesMut, key: &str, value: &[u8]) {
+    out.put_u16_le(key.len() as u16);
+    out.put_slice(key.as_bytes());
+    out.put_u32_le(value.len() as u32);
+    out.put_slice(value);
 }
 
 /// Whether a peer's entry is one metadata can carry (any value bytes for a `-bin` key).
