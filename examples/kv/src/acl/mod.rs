@@ -4,6 +4,7 @@
 //! - [`selector`]: one set of command, key and channel rules, and its check;
 //! - [`user`]: passwords, flags and selectors, ACL SETUSER's rules, the descriptions;
 //! - `keys`: the keys and channels of a request, from the key specs;
+//! - `verdict`: a user's rules on one command, worked out once, for a connection to reuse;
 //! - [`log`]: ACL LOG;
 //! - [`file`](mod@file): the ACL file (and `user` lines of the configuration).
 //!
@@ -24,6 +25,7 @@ pub(crate) mod keys;
 pub mod log;
 pub mod selector;
 pub mod user;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 use std::fmt;

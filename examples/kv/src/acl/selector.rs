@@ -92,7 +92,7 @@ impl KeyPattern {
     /// [`matches`](Self::matches), given `key`'s [`head_word`]: the first bytes decide
     /// most patterns (a literal or prefix of up to 8 bytes entirely, with the length).
     #[inline]
-    fn matches_head(&self, key: &[u8], key_head: u64) -> bool {
+    pub(crate) fn matches_head(&self, key: &[u8], key_head: u64) -> bool {
         if key_head & self.head_mask != self.head {
             return false;
         }
@@ -208,6 +208,19 @@ impl Selector {
 
     pub fn bit(&self, id: usize) -> bool {
         self.bits[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    /// Whether the command part of [`check`](Self::check) allows command `id` whatever its
+    /// arguments (`Some(true)`), refuses it whatever they are (`Some(false)`), or depends
+    /// on its first argument (`None`: a `+select|0` rule).
+    pub(crate) fn allows_command(&self, id: usize, no_auth: bool) -> Option<bool> {
+        if self.allcommands || no_auth || self.bit(id) {
+            Some(true)
+        } else if self.first_args.contains_key(&id) {
+            None
+        } else {
+            Some(false)
+        }
     }
 
     fn set_bit(&mut self, id: usize, on: bool) {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::{Admission, Lifecycle, Session};
 use crate::acl::catalog::{Catalog, CATEGORIES};
 use crate::acl::selector::head_word;
+use crate::acl::verdict::Verdict;
 use crate::acl::{self, AclRequest, AclSub, Context, Denial, Denied, Reason, User};
 use crate::command::table::CommandSpec;
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, CommandError};
@@ -141,9 +142,12 @@ impl Session {
             return (!self.user.selectors.iter().any(|s| s.allcommands))
                 .then(|| self.deny(Denied::Command, name, args));
         };
-        match self.user.check(id, args) {
+        // The user's verdict on the command, worked out once: at most the key is matched.
+        let verdict = self.user.verdicts.get(&self.user, id);
+        match verdict.check(&self.user, id, args) {
             Ok(()) => {
-                if matches!(name, "sort" | "sort_ro") {
+                // SORT's verdict is always the full check (see `Verdict::of`).
+                if verdict == Verdict::Full && matches!(name, "sort" | "sort_ro") {
                     if let Some(option) = acl::keys::sort_reads_patterns(args) {
                         if !self.user.reads_every_key(id, args) {
                             return Some(Reply::error(format!(
