@@ -25,11 +25,22 @@ pub struct KeyPattern {
 }
 
 /// The first 8 bytes of `bytes` as one little-endian number, zero-padded: one load for a key
-/// of 8 bytes or more.
+/// of 8 bytes or more, two (overlapping) or three for a shorter one, without a loop.
+#[inline]
 pub(crate) fn head_word(bytes: &[u8]) -> u64 {
-    match bytes.first_chunk::<8>() {
-        Some(head) => u64::from_le_bytes(*head),
-        None => (bytes.iter().rev()).fold(0, |word, &b| (word << 8) | u64::from(b)),
+    let n = bytes.len();
+    if let Some(head) = bytes.first_chunk::<8>() {
+        u64::from_le_bytes(*head)
+    } else if let (Some(first), Some(last)) = (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+        // Bytes n-4..n shifted into place over the first four: overlaps hold the same bytes.
+        u64::from(u32::from_le_bytes(*first))
+            | u64::from(u32::from_le_bytes(*last)) << (8 * (n - 4))
+    } else if n > 0 {
+        u64::from(bytes[0])
+            | u64::from(bytes[n / 2]) << (8 * (n / 2))
+            | u64::from(bytes[n - 1]) << (8 * (n - 1))
+    } else {
+        0
     }
 }
 
@@ -730,6 +741,12 @@ mod tests {
             }
         }
         assert_eq!(head_word(b"ab"), 0x6261);
+        let bytes: Vec<u8> = (1..=17).collect();
+        for n in 0..=bytes.len() {
+            let slow =
+                (bytes[..n.min(8)].iter().rev()).fold(0, |word, &b| (word << 8) | u64::from(b));
+            assert_eq!(head_word(&bytes[..n]), slow, "{n} bytes");
+        }
         assert_eq!(head_word(b"abcdefghij"), u64::from_le_bytes(*b"abcdefgh"));
         assert_eq!(Matcher::of(b"app:*"), Matcher::Prefix(4));
         assert_eq!(Matcher::of(b"app"), Matcher::Literal);
