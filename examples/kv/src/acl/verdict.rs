@@ -160,14 +160,34 @@ impl Verdict {
 /// A user's verdicts, one per catalog id, each worked out on first use. Shared by every
 /// shard through the user's `Arc`: a cell is written with the same value by whichever
 /// shard gets there first (a relaxed atomic, no lock); 0 is a verdict not worked out yet.
-#[derive(Default)]
-pub(crate) struct Verdicts(OnceLock<Box<[AtomicU64]>>);
+/// Each set of verdicts has its own serial number (never reused), so a verdict copied
+/// elsewhere can tell whether it is still the user's (see `session/acl.rs`).
+pub(crate) struct Verdicts {
+    serial: u64,
+    cells: OnceLock<Box<[AtomicU64]>>,
+}
+
+impl Default for Verdicts {
+    fn default() -> Verdicts {
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
+        Verdicts {
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            cells: OnceLock::new(),
+        }
+    }
+}
 
 impl Verdicts {
+    /// Names these verdicts (and so the rules they follow from) among all made.
+    #[inline]
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
     /// The verdict of `user` (whose verdicts these are) on command `id`.
     #[inline]
     pub(crate) fn get(&self, user: &User, id: usize) -> Verdict {
-        let cells = self.0.get_or_init(|| {
+        let cells = self.cells.get_or_init(|| {
             (0..Catalog::get().len())
                 .map(|_| AtomicU64::new(0))
                 .collect()
@@ -200,7 +220,7 @@ impl Eq for Verdicts {}
 
 impl fmt::Debug for Verdicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let known = (self.0.get().into_iter().flatten())
+        let known = (self.cells.get().into_iter().flatten())
             .filter(|cell| cell.load(Ordering::Relaxed) != 0)
             .count();
         write!(f, "Verdicts({known} known)")
@@ -329,7 +349,10 @@ mod tests {
         let copy = u.clone();
         assert_eq!(format!("{:?}", copy.verdicts), "Verdicts(0 known)");
         assert_eq!(copy, u);
+        assert_ne!(copy.verdicts.serial(), u.verdicts.serial());
+        let serial = u.verdicts.serial();
         u.apply(b"~*", false).unwrap();
+        assert_ne!(u.verdicts.serial(), serial);
         assert_eq!(u.verdicts.get(&u, get), Verdict::Allowed);
         u.apply(b"-get", false).unwrap();
         assert_eq!(u.verdicts.get(&u, get), Verdict::Denied);

@@ -21,10 +21,11 @@ fn bulk(text: impl AsRef<[u8]>) -> Reply {
 }
 
 thread_local! {
-    /// The last command a restricted user ran on this thread (shard), with its catalog id:
-    /// a pipeline of one command (the common case) finds them without the table lookup and
-    /// the catalog's hash. Per thread rather than per connection: a connection's state is
-    /// bounded in size (idle memory), and any connection's hit is checked the same way.
+    /// The last command a restricted user ran on this thread (shard), with its catalog id
+    /// and that user's verdict on it: a pipeline of one command (the common case) finds them
+    /// without the table lookup, the catalog's hash and the user's verdicts. Per thread
+    /// rather than per connection: a connection's state is bounded in size (idle memory),
+    /// and any connection's hit is checked the same way.
     static LAST_COMMAND: Cell<Option<LastCommand>> = const { Cell::new(None) };
 }
 
@@ -32,24 +33,30 @@ thread_local! {
 /// as two [`head_word`]s: compared without a call). A request names the command when its
 /// name is those bytes (the table found the command by them) and its argument count fits
 /// (else the table refuses it, and so must the check). Only commands without subcommands
-/// are kept: a container's name does not say which subcommand.
+/// are kept: a container's name does not say which subcommand. `verdict` is the verdict of
+/// the user whose verdicts have serial number `serial` (see `acl/verdict.rs`): a connection
+/// of another user, or of the same user after its rules changed, has another serial.
 #[derive(Debug, Clone, Copy)]
 struct LastCommand {
     spec: &'static CommandSpec,
     id: usize,
     name: (u64, u64),
     len: usize,
+    serial: u64,
+    verdict: Verdict,
 }
 
 impl LastCommand {
-    fn of(args: &[Bytes], id: Option<usize>) -> Option<LastCommand> {
+    fn of(args: &[Bytes], id: usize, serial: u64, verdict: Verdict) -> Option<LastCommand> {
         let name = args.first().filter(|name| name.len() <= 16)?;
         let spec = crate::command::table::find(name)?;
         (spec.subcommands.is_empty()).then_some(LastCommand {
             spec,
-            id: id?,
+            id,
             name: words(name),
             len: name.len(),
+            serial,
+            verdict,
         })
     }
 
@@ -127,14 +134,27 @@ impl Session {
         if self.user.unrestricted {
             return None;
         }
-        let last = LAST_COMMAND.get().filter(|last| last.names(args));
-        let (name, id) = match last {
-            Some(last) => (last.spec.name, Some(last.id)),
+        let serial = self.user.verdicts.serial();
+        let (name, id, verdict) = match LAST_COMMAND.get().filter(|last| last.names(args)) {
+            Some(last) if last.serial == serial => (last.spec.name, Some(last.id), last.verdict),
+            Some(mut last) => {
+                // Another user's verdict, or one of rules since changed.
+                last.verdict = self.user.verdicts.get(&self.user, last.id);
+                last.serial = serial;
+                LAST_COMMAND.set(Some(last));
+                (last.spec.name, Some(last.id), last.verdict)
+            }
             None => {
                 let name = Command::table_name(args).ok()?;
                 let id = Catalog::get().id(name);
-                LAST_COMMAND.set(LastCommand::of(args, id));
-                (name, id)
+                // The user's verdict on the command, worked out once: at most the key is
+                // matched.
+                let verdict = id.map(|id| self.user.verdicts.get(&self.user, id));
+                LAST_COMMAND.set(
+                    id.zip(verdict)
+                        .and_then(|(id, verdict)| LastCommand::of(args, id, serial, verdict)),
+                );
+                (name, id, verdict.unwrap_or(Verdict::Full))
             }
         };
         let Some(id) = id else {
@@ -142,8 +162,6 @@ impl Session {
             return (!self.user.selectors.iter().any(|s| s.allcommands))
                 .then(|| self.deny(Denied::Command, name, args));
         };
-        // The user's verdict on the command, worked out once: at most the key is matched.
-        let verdict = self.user.verdicts.get(&self.user, id);
         match verdict.check(&self.user, id, args) {
             Ok(()) => {
                 // SORT's verdict is always the full check (see `Verdict::of`).
