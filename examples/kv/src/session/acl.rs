@@ -26,7 +26,7 @@ thread_local! {
     /// without the table lookup, the catalog's hash and the user's verdicts. Per thread
     /// rather than per connection: a connection's state is bounded in size (idle memory),
     /// and any connection's hit is checked the same way.
-    static LAST_COMMAND: Cell<Option<LastCommand>> = const { Cell::new(None) };
+    static LAST_COMMAND: LastCommand = const { LastCommand::EMPTY };
 }
 
 /// A command, its catalog id and the name a request gave it, byte for byte (up to 16 bytes,
@@ -35,35 +35,69 @@ thread_local! {
 /// (else the table refuses it, and so must the check). Only commands without subcommands
 /// are kept: a container's name does not say which subcommand. `verdict` is the verdict of
 /// the user whose verdicts have serial number `serial` (see `acl/verdict.rs`): a connection
-/// of another user, or of the same user after its rules changed, has another serial.
-#[derive(Debug, Clone, Copy)]
+/// of another user, or of the same user after its rules changed, has another serial. In
+/// cells, so that a hit reads the fields it compares and copies nothing else.
 struct LastCommand {
-    spec: &'static CommandSpec,
-    id: usize,
-    name: (u64, u64),
-    len: usize,
-    serial: u64,
-    verdict: Verdict,
+    spec: Cell<Option<&'static CommandSpec>>,
+    /// The spec's arity, compared here without reaching for the spec.
+    arity: Cell<i64>,
+    id: Cell<usize>,
+    name: Cell<(u64, u64)>,
+    len: Cell<usize>,
+    serial: Cell<u64>,
+    verdict: Cell<Verdict>,
 }
 
 impl LastCommand {
-    fn of(args: &[Bytes], id: usize, serial: u64, verdict: Verdict) -> Option<LastCommand> {
-        let name = args.first().filter(|name| name.len() <= 16)?;
-        let spec = crate::command::table::find(name)?;
-        (spec.subcommands.is_empty()).then_some(LastCommand {
-            spec,
-            id,
-            name: words(name),
-            len: name.len(),
-            serial,
-            verdict,
-        })
+    const EMPTY: LastCommand = LastCommand {
+        spec: Cell::new(None),
+        arity: Cell::new(0),
+        id: Cell::new(0),
+        name: Cell::new((0, 0)),
+        len: Cell::new(0),
+        serial: Cell::new(0),
+        verdict: Cell::new(Verdict::Full),
+    };
+
+    /// The command kept, if `args` names it: its spec, its id, and the verdict if it is
+    /// that of the verdicts numbered `serial`.
+    #[inline]
+    fn find(
+        &self,
+        args: &[Bytes],
+        serial: u64,
+    ) -> Option<(&'static CommandSpec, usize, Option<Verdict>)> {
+        let name = args.first()?;
+        if name.len() != self.len.get() || words(name) != self.name.get() {
+            return None;
+        }
+        let (argc, arity) = (args.len() as i64, self.arity.get());
+        if (arity >= 0 && argc != arity) || argc < -arity {
+            return None;
+        }
+        let spec = self.spec.get()?;
+        let verdict = (self.serial.get() == serial).then(|| self.verdict.get());
+        Some((spec, self.id.get(), verdict))
     }
 
-    fn names(&self, args: &[Bytes]) -> bool {
-        args.first()
-            .is_some_and(|name| name.len() == self.len && words(name) == self.name)
-            && self.spec.accepts_arg_count(args.len())
+    /// Keeps the command `args` names (unless it cannot be kept: nothing is then).
+    fn keep(&self, args: &[Bytes], id: usize, serial: u64, verdict: Verdict) {
+        let spec = (args.first().filter(|name| name.len() <= 16))
+            .and_then(|name| crate::command::table::find(name))
+            .filter(|spec| spec.subcommands.is_empty());
+        self.spec.set(spec);
+        if let (Some(spec), Some(name)) = (spec, args.first()) {
+            self.arity.set(spec.arity);
+            self.id.set(id);
+            self.name.set(words(name));
+            self.len.set(name.len());
+            self.remember(serial, verdict);
+        }
+    }
+
+    fn remember(&self, serial: u64, verdict: Verdict) {
+        self.serial.set(serial);
+        self.verdict.set(verdict);
     }
 }
 
@@ -135,14 +169,13 @@ impl Session {
             return None;
         }
         let serial = self.user.verdicts.serial();
-        let (name, id, verdict) = match LAST_COMMAND.get().filter(|last| last.names(args)) {
-            Some(last) if last.serial == serial => (last.spec.name, Some(last.id), last.verdict),
-            Some(mut last) => {
+        let (name, id, verdict) = match LAST_COMMAND.with(|last| last.find(args, serial)) {
+            Some((spec, id, Some(verdict))) => (spec.name, Some(id), verdict),
+            Some((spec, id, None)) => {
                 // Another user's verdict, or one of rules since changed.
-                last.verdict = self.user.verdicts.get(&self.user, last.id);
-                last.serial = serial;
-                LAST_COMMAND.set(Some(last));
-                (last.spec.name, Some(last.id), last.verdict)
+                let verdict = self.user.verdicts.get(&self.user, id);
+                LAST_COMMAND.with(|last| last.remember(serial, verdict));
+                (spec.name, Some(id), verdict)
             }
             None => {
                 let name = Command::table_name(args).ok()?;
@@ -150,10 +183,9 @@ impl Session {
                 // The user's verdict on the command, worked out once: at most the key is
                 // matched.
                 let verdict = id.map(|id| self.user.verdicts.get(&self.user, id));
-                LAST_COMMAND.set(
-                    id.zip(verdict)
-                        .and_then(|(id, verdict)| LastCommand::of(args, id, serial, verdict)),
-                );
+                if let Some((id, verdict)) = id.zip(verdict) {
+                    LAST_COMMAND.with(|last| last.keep(args, id, serial, verdict));
+                }
                 (name, id, verdict.unwrap_or(Verdict::Full))
             }
         };
