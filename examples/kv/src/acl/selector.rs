@@ -118,6 +118,22 @@ impl KeyPattern {
         }
     }
 
+    /// The pattern as a [`ShortHead`], if it is a literal or a literal prefix and `*` of up
+    /// to 8 bytes (`~app:*`, `~config`).
+    pub(crate) fn short_head(&self) -> Option<ShortHead> {
+        let (len, exact) = match self.matcher {
+            Matcher::Literal => (self.pattern.len(), true),
+            Matcher::Prefix(n) => (n, false),
+            Matcher::Glob => return None,
+        };
+        (len <= 8).then_some(ShortHead {
+            head: self.head,
+            mask: self.head_mask,
+            len,
+            exact,
+        })
+    }
+
     /// `~p`, `%R~p` or `%W~p`.
     fn describe(&self, out: &mut Vec<u8>) {
         match (self.read, self.write) {
@@ -126,6 +142,36 @@ impl KeyPattern {
             _ => out.push(b'~'),
         }
         out.extend_from_slice(&self.pattern);
+    }
+}
+
+/// A key pattern decided by a key's [`head_word`] and length alone: a literal of up to 8
+/// bytes (`exact`), or a literal prefix of up to 8 bytes and `*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShortHead {
+    head: u64,
+    mask: u64,
+    len: usize,
+    exact: bool,
+}
+
+impl ShortHead {
+    pub(crate) const EMPTY: ShortHead = ShortHead {
+        head: 0,
+        mask: 0,
+        len: 0,
+        exact: false,
+    };
+
+    /// [`KeyPattern::matches`] of the pattern this was made from.
+    #[inline]
+    pub(crate) fn matches(&self, key: &[u8], key_head: u64) -> bool {
+        key_head & self.mask == self.head
+            && if self.exact {
+                key.len() == self.len
+            } else {
+                key.len() >= self.len
+            }
     }
 }
 
@@ -730,7 +776,11 @@ mod tests {
         ];
         for pattern in patterns {
             let compiled = KeyPattern::new(pattern, true, true);
+            let short = compiled.short_head();
             for key in keys {
+                if let Some(short) = short {
+                    assert_eq!(short.matches(key, head_word(key)), compiled.matches(key));
+                }
                 assert_eq!(
                     compiled.matches(key),
                     glob_match(pattern, key, false),
@@ -751,6 +801,9 @@ mod tests {
         assert_eq!(Matcher::of(b"app:*"), Matcher::Prefix(4));
         assert_eq!(Matcher::of(b"app"), Matcher::Literal);
         assert_eq!(Matcher::of(b"a?p*"), Matcher::Glob);
+        let short = |p: &[u8]| KeyPattern::new(p, true, true).short_head().is_some();
+        assert!(short(b"key:*") && short(b"12345678") && short(b"counter:*") && short(b""));
+        assert!(!short(b"averylongprefix:*") && !short(b"k?y") && !short(b"123456789"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use super::catalog::Catalog;
 use super::keys::{self, ChannelPlan, KeyPlan};
-use super::selector::{head_word, Denied, KeyAccess, Selector};
+use super::selector::{head_word, Denied, KeyAccess, Selector, ShortHead};
 use super::user::User;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +154,77 @@ impl Verdict {
             }
             Verdict::Full => user.check(id, args),
         }
+    }
+}
+
+/// How many short patterns a [`Compiled`] verdict holds.
+const INLINE: usize = 4;
+
+/// A verdict with its key patterns copied in when they are few and short (see
+/// [`ShortHead`]): a request's key is then matched without reaching into the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Compiled {
+    pub(crate) verdict: Verdict,
+    /// How many of `heads` are the patterns of a `Key` verdict (a `SetKey`'s `write` ones);
+    /// `None`: not copied (more than fit, or one is not short).
+    count: Option<u8>,
+    heads: [ShortHead; INLINE],
+}
+
+impl Compiled {
+    /// The full check, nothing copied.
+    pub(crate) const FULL: Compiled = Compiled {
+        verdict: Verdict::Full,
+        count: None,
+        heads: [ShortHead::EMPTY; INLINE],
+    };
+
+    pub(crate) fn of(user: &User, verdict: Verdict) -> Compiled {
+        let mut compiled = Compiled {
+            verdict,
+            count: None,
+            heads: [ShortHead::EMPTY; INLINE],
+        };
+        let mut bits = match verdict {
+            Verdict::Key { patterns } => patterns,
+            Verdict::SetKey { write, .. } => write,
+            _ => return compiled,
+        };
+        if bits.count_ones() as usize > INLINE {
+            return compiled;
+        }
+        let mut count = 0;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            let Some(short) = user.key_patterns.get(i).and_then(|p| p.short_head()) else {
+                return compiled;
+            };
+            compiled.heads[count] = short;
+            count += 1;
+            bits &= bits - 1;
+        }
+        compiled.count = Some(count as u8);
+        compiled
+    }
+
+    /// [`Verdict::check`].
+    #[inline(always)]
+    pub(crate) fn check(&self, user: &User, id: usize, args: &[Bytes]) -> Result<(), Denied> {
+        if let Some(count) = self.count {
+            if matches!(self.verdict, Verdict::Key { .. }) || !keys::set_reads(args) {
+                let Some(key) = args.get(1) else {
+                    return Ok(());
+                };
+                let head = head_word(key);
+                for short in &self.heads[..usize::from(count).min(INLINE)] {
+                    if short.matches(key, head) {
+                        return Ok(());
+                    }
+                }
+                return Err(Denied::Key(1));
+            }
+        }
+        self.verdict.check(user, id, args)
     }
 }
 
@@ -316,6 +387,14 @@ mod tests {
             Verdict::of(&user("+get ~a (+get ~*)"), id("get")),
             Verdict::Allowed
         );
+        // The bench user's patterns are short: copied in.
+        let get = Compiled::of(&u, Verdict::of(&u, id("get")));
+        assert_eq!(get.count, Some(2));
+        let glob = user("+get ~a?");
+        assert_eq!(
+            Compiled::of(&glob, Verdict::of(&glob, id("get"))).count,
+            None
+        );
         // Several keys: the whole check.
         assert_eq!(Verdict::of(&u, id("mget")), Verdict::Denied);
         assert_eq!(Verdict::of(&user("+mget ~a"), id("mget")), Verdict::Full);
@@ -427,6 +506,11 @@ mod tests {
                 let verdict = Verdict::of(&u, id);
                 assert_eq!(Verdict::unpack(verdict.pack()), Some(verdict));
                 assert_eq!(u.verdicts.get(&u, id), verdict);
+                assert_eq!(
+                    Compiled::of(&u, verdict).check(&u, id, &a),
+                    u.check(id, &a),
+                    "{rule:?} on {request:?} (compiled {verdict:?})"
+                );
                 assert_eq!(
                     verdict.check(&u, id, &a),
                     u.check(id, &a),

@@ -2,7 +2,7 @@
 //! (before it is routed, on the connection's shard), the ACL command, and noticing that its
 //! user was deleted, replaced (ACL LOAD) or lost the channels it is subscribed to.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::{Admission, Lifecycle, Session};
 use crate::acl::catalog::{Catalog, CATEGORIES};
 use crate::acl::selector::head_word;
-use crate::acl::verdict::Verdict;
+use crate::acl::verdict::{Compiled, Verdict};
 use crate::acl::{self, AclRequest, AclSub, Context, Denial, Denied, Reason, User};
 use crate::command::table::CommandSpec;
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, CommandError};
@@ -26,79 +26,89 @@ thread_local! {
     /// without the table lookup, the catalog's hash and the user's verdicts. Per thread
     /// rather than per connection: a connection's state is bounded in size (idle memory),
     /// and any connection's hit is checked the same way.
-    static LAST_COMMAND: LastCommand = const { LastCommand::EMPTY };
+    static LAST_COMMAND: RefCell<LastCommand> = const { RefCell::new(LastCommand::EMPTY) };
 }
 
 /// A command, its catalog id and the name a request gave it, byte for byte (up to 16 bytes,
 /// as two [`head_word`]s: compared without a call). A request names the command when its
 /// name is those bytes (the table found the command by them) and its argument count fits
 /// (else the table refuses it, and so must the check). Only commands without subcommands
-/// are kept: a container's name does not say which subcommand. `verdict` is the verdict of
+/// are kept: a container's name does not say which subcommand. `compiled` is the verdict of
 /// the user whose verdicts have serial number `serial` (see `acl/verdict.rs`): a connection
-/// of another user, or of the same user after its rules changed, has another serial. In
-/// cells, so that a hit reads the fields it compares and copies nothing else.
+/// of another user, or of the same user after its rules changed, has another serial.
 struct LastCommand {
-    spec: Cell<Option<&'static CommandSpec>>,
+    spec: Option<&'static CommandSpec>,
     /// The spec's arity, compared here without reaching for the spec.
-    arity: Cell<i64>,
-    id: Cell<usize>,
-    name: Cell<(u64, u64)>,
-    len: Cell<usize>,
-    serial: Cell<u64>,
-    verdict: Cell<Verdict>,
+    arity: i64,
+    id: usize,
+    name: (u64, u64),
+    len: usize,
+    serial: u64,
+    compiled: Compiled,
 }
 
 impl LastCommand {
     const EMPTY: LastCommand = LastCommand {
-        spec: Cell::new(None),
-        arity: Cell::new(0),
-        id: Cell::new(0),
-        name: Cell::new((0, 0)),
-        len: Cell::new(0),
-        serial: Cell::new(0),
-        verdict: Cell::new(Verdict::Full),
+        spec: None,
+        arity: 0,
+        id: 0,
+        name: (0, 0),
+        len: 0,
+        serial: 0,
+        compiled: Compiled::FULL,
     };
 
-    /// The command kept, if `args` names it: its spec, its id, and the verdict if it is
-    /// that of the verdicts numbered `serial`.
+    /// The command kept, if `args` names it: its spec, its id, and its verdict if that is
+    /// the verdict of the verdicts numbered `serial`.
     #[inline]
     fn find(
         &self,
         args: &[Bytes],
         serial: u64,
-    ) -> Option<(&'static CommandSpec, usize, Option<Verdict>)> {
+    ) -> Option<(&'static CommandSpec, usize, Option<&Compiled>)> {
         let name = args.first()?;
-        if name.len() != self.len.get() || words(name) != self.name.get() {
+        if name.len() != self.len || words(name) != self.name {
             return None;
         }
-        let (argc, arity) = (args.len() as i64, self.arity.get());
+        let (argc, arity) = (args.len() as i64, self.arity);
         if (arity >= 0 && argc != arity) || argc < -arity {
             return None;
         }
-        let spec = self.spec.get()?;
-        let verdict = (self.serial.get() == serial).then(|| self.verdict.get());
-        Some((spec, self.id.get(), verdict))
+        let compiled = (self.serial == serial).then_some(&self.compiled);
+        Some((self.spec?, self.id, compiled))
     }
 
     /// Keeps the command `args` names (unless it cannot be kept: nothing is then).
-    fn keep(&self, args: &[Bytes], id: usize, serial: u64, verdict: Verdict) {
+    fn keep(&mut self, args: &[Bytes], id: usize, serial: u64, compiled: Compiled) {
         let spec = (args.first().filter(|name| name.len() <= 16))
             .and_then(|name| crate::command::table::find(name))
             .filter(|spec| spec.subcommands.is_empty());
-        self.spec.set(spec);
+        self.spec = spec;
         if let (Some(spec), Some(name)) = (spec, args.first()) {
-            self.arity.set(spec.arity);
-            self.id.set(id);
-            self.name.set(words(name));
-            self.len.set(name.len());
-            self.remember(serial, verdict);
+            self.arity = spec.arity;
+            self.id = id;
+            self.name = words(name);
+            self.len = name.len();
+            self.remember(serial, compiled);
         }
     }
 
-    fn remember(&self, serial: u64, verdict: Verdict) {
-        self.serial.set(serial);
-        self.verdict.set(verdict);
+    fn remember(&mut self, serial: u64, compiled: Compiled) {
+        self.serial = serial;
+        self.compiled = compiled;
     }
+}
+
+/// What the thread's last command says of a request.
+enum Found {
+    Allowed,
+    Refused(&'static str, Denied),
+    /// The verdict is the full check.
+    Full(&'static str, usize),
+    /// The command, but its verdict is not the user's (see [`LastCommand`]).
+    Stale(&'static str, usize),
+    /// Not the command kept.
+    Miss,
 }
 
 /// Bytes 0..8 and 8..16 of `name`, zero-padded.
@@ -169,32 +179,44 @@ impl Session {
             return None;
         }
         let serial = self.user.verdicts.serial();
-        let (name, id, verdict) = match LAST_COMMAND.with(|last| last.find(args, serial)) {
-            Some((spec, id, Some(verdict))) => (spec.name, Some(id), verdict),
-            Some((spec, id, None)) => {
+        let user = &self.user;
+        let found = LAST_COMMAND.with_borrow(|last| match last.find(args, serial) {
+            None => Found::Miss,
+            Some((spec, id, None)) => Found::Stale(spec.name, id),
+            Some((spec, id, Some(compiled))) => match compiled.verdict {
+                Verdict::Full => Found::Full(spec.name, id),
+                _ => match compiled.check(user, id, args) {
+                    Ok(()) => Found::Allowed,
+                    Err(denied) => Found::Refused(spec.name, denied),
+                },
+            },
+        });
+        let (name, id, compiled) = match found {
+            Found::Allowed => return None,
+            Found::Refused(name, denied) => return Some(self.deny(denied, name, args)),
+            Found::Full(name, id) => (name, id, Compiled::FULL),
+            Found::Stale(name, id) => {
                 // Another user's verdict, or one of rules since changed.
-                let verdict = self.user.verdicts.get(&self.user, id);
-                LAST_COMMAND.with(|last| last.remember(serial, verdict));
-                (spec.name, Some(id), verdict)
+                let compiled = Compiled::of(user, user.verdicts.get(user, id));
+                LAST_COMMAND.with_borrow_mut(|last| last.remember(serial, compiled));
+                (name, id, compiled)
             }
-            None => {
+            Found::Miss => {
                 let name = Command::table_name(args).ok()?;
-                let id = Catalog::get().id(name);
+                let Some(id) = Catalog::get().id(name) else {
+                    // Not a Redis command: only a user with every command runs it.
+                    return (!self.user.selectors.iter().any(|s| s.allcommands))
+                        .then(|| self.deny(Denied::Command, name, args));
+                };
                 // The user's verdict on the command, worked out once: at most the key is
                 // matched.
-                let verdict = id.map(|id| self.user.verdicts.get(&self.user, id));
-                if let Some((id, verdict)) = id.zip(verdict) {
-                    LAST_COMMAND.with(|last| last.keep(args, id, serial, verdict));
-                }
-                (name, id, verdict.unwrap_or(Verdict::Full))
+                let compiled = Compiled::of(user, user.verdicts.get(user, id));
+                LAST_COMMAND.with_borrow_mut(|last| last.keep(args, id, serial, compiled));
+                (name, id, compiled)
             }
         };
-        let Some(id) = id else {
-            // Not a Redis command: only a user with every command runs it.
-            return (!self.user.selectors.iter().any(|s| s.allcommands))
-                .then(|| self.deny(Denied::Command, name, args));
-        };
-        match verdict.check(&self.user, id, args) {
+        let (verdict, outcome) = (compiled.verdict, compiled.check(user, id, args));
+        match outcome {
             Ok(()) => {
                 // SORT's verdict is always the full check (see `Verdict::of`).
                 if verdict == Verdict::Full && matches!(name, "sort" | "sort_ro") {
