@@ -16,7 +16,9 @@
 //! visits every connection at once (see `server/clients.rs`), so an idle one is closed
 //! without waiting for its next command. The check itself is a bitmap test per selector;
 //! key patterns are matched only for users without `allkeys`, and a user with every
-//! command, key and channel skips it.
+//! command, key and channel skips it. Per request, a restricted user's check starts from its
+//! verdict on the command (`verdict`), worked out once: most requests then cost a compare
+//! of their key with the few patterns that apply.
 
 pub mod catalog;
 pub mod command;
