@@ -38,8 +38,10 @@ thread_local! {
 /// of another user, or of the same user after its rules changed, has another serial.
 struct LastCommand {
     spec: Option<&'static CommandSpec>,
-    /// The spec's arity, compared here without reaching for the spec.
-    arity: i64,
+    /// The argument counts the spec's arity accepts, `min..=min + span`, compared here
+    /// without reaching for the spec (one wrapping subtraction and one comparison).
+    min_args: usize,
+    span: usize,
     id: usize,
     name: (u64, u64),
     len: usize,
@@ -50,7 +52,8 @@ struct LastCommand {
 impl LastCommand {
     const EMPTY: LastCommand = LastCommand {
         spec: None,
-        arity: 0,
+        min_args: 0,
+        span: 0,
         id: 0,
         name: (0, 0),
         len: 0,
@@ -70,8 +73,7 @@ impl LastCommand {
         if name.len() != self.len || words(name) != self.name {
             return None;
         }
-        let (argc, arity) = (args.len() as i64, self.arity);
-        if (arity >= 0 && argc != arity) || argc < -arity {
+        if args.len().wrapping_sub(self.min_args) > self.span {
             return None;
         }
         let compiled = (self.serial == serial).then_some(&self.compiled);
@@ -85,7 +87,13 @@ impl LastCommand {
             .filter(|spec| spec.subcommands.is_empty());
         self.spec = spec;
         if let (Some(spec), Some(name)) = (spec, args.first()) {
-            self.arity = spec.arity;
+            let arity = spec.arity.unsigned_abs() as usize;
+            self.min_args = arity;
+            self.span = if spec.arity >= 0 {
+                0
+            } else {
+                usize::MAX - arity
+            };
             self.id = id;
             self.name = words(name);
             self.len = name.len();

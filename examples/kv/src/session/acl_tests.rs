@@ -244,3 +244,20 @@ fn remembered_verdicts_follow_every_change_of_the_rules() {
     assert_eq!(request(&mut s3, "GET a1"), "ok");
     assert_eq!(request(&mut s3, "GET b1"), KEY_DENIED);
 }
+
+#[test]
+fn the_remembered_arity_accepts_what_the_table_accepts() {
+    // SET's arity is -3: fewer arguments are the table's error, more are SET's options.
+    let config = with_user("on >pw -@all +set ~a*");
+    let mut s = Session::new(config);
+    assert_eq!(request(&mut s, "AUTH u pw"), "+OK");
+    assert_eq!(request(&mut s, "SET a1 v"), "ok");
+    assert_eq!(
+        request(&mut s, "SET a1"),
+        "-ERR wrong number of arguments for 'set' command"
+    );
+    assert_eq!(request(&mut s, "SET a1 v EX 10"), "ok");
+    assert_eq!(request(&mut s, "SET b1 v EX 10"), KEY_DENIED);
+    // With GET the key is read as well: still allowed by ~a*.
+    assert_eq!(request(&mut s, "SET a1 v GET"), "ok");
+}
