@@ -325,6 +325,11 @@ impl ReplySink for RespConn {
         }
     }
 
+    fn idle_sweep(&self) -> bool {
+        // Running now: it is not idle.
+        (self.state.try_borrow_mut()).map_or(true, |mut state| state.session.idle_sweep())
+    }
+
     fn tracking(&self, event: TrackingEvent) {
         self.deferred
             .borrow_mut()
@@ -509,9 +514,11 @@ impl RespConn {
                     clock = None;
                     continue;
                 }
-                // Waiting: empty buffers are not worth keeping (the next request may be a
-                // while; idle connections should cost as little as possible).
-                self.state.borrow_mut().session.release_idle_buffers();
+                // Waiting: buffers kept now serve the next request; the shard's sweep frees
+                // them once the connection has stayed idle (see `session/idle.rs`).
+                if self.state.borrow_mut().session.wants_idle_sweep() {
+                    shard.list_idle(key);
+                }
                 // Waiting for I/O or replies gives the shard its turn: a new round.
                 io.round.reset();
                 self.park(cx);
