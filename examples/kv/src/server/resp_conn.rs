@@ -376,7 +376,12 @@ impl RespConn {
                 read_clocks(&mut clock, session);
             }
             // A running EXEC or multi-shard command of this connection: what follows waits.
-            while !io.round.exhausted() && !shard.txn.is_held_back(key) {
+            // Nothing buffered, nothing to parse: the turns that only send or receive (most
+            // of them at `-P 1`) skip the parser.
+            while session.may_have_request()
+                && !io.round.exhausted()
+                && !shard.txn.is_held_back(key)
+            {
                 let buffered = session.input_buffer().len();
                 let next = session.next_request();
                 // Subscriptions reach the shard's registry before anything else runs here.
