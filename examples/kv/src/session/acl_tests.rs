@@ -260,4 +260,9 @@ fn the_remembered_arity_accepts_what_the_table_accepts() {
     assert_eq!(request(&mut s, "SET b1 v EX 10"), KEY_DENIED);
     // With GET the key is read as well: still allowed by ~a*.
     assert_eq!(request(&mut s, "SET a1 v GET"), "ok");
+    // The rare state's box AUTH needed is gone with the next request; held or not, it is
+    // no request to parse.
+    assert!(s.rare.is_none() && !s.may_have_request());
+    s.rare();
+    assert!(!s.may_have_request());
 }
