@@ -24,11 +24,11 @@ const READ: KeyAccess = KeyAccess {
     read: true,
     write: false,
 };
-const WRITE: KeyAccess = KeyAccess {
+pub(crate) const WRITE: KeyAccess = KeyAccess {
     read: false,
     write: true,
 };
-const READ_WRITE: KeyAccess = KeyAccess {
+pub(crate) const READ_WRITE: KeyAccess = KeyAccess {
     read: true,
     write: true,
 };
@@ -103,11 +103,16 @@ pub(crate) fn found(plan: KeyPlan, meta: &Meta, args: &[Bytes]) -> Found {
 
 /// SET's key: `SET key value ... GET` reads the old value as well.
 fn set_key(args: &[Bytes]) -> KeyRef {
-    let get = (args.get(3..).unwrap_or_default().iter()).any(|a| is(a, "get"));
     KeyRef {
         pos: 1,
-        access: if get { READ_WRITE } else { WRITE },
+        access: if set_reads(args) { READ_WRITE } else { WRITE },
     }
+}
+
+/// Whether a SET request has the GET option (its key is read as well as written).
+#[inline]
+pub(crate) fn set_reads(args: &[Bytes]) -> bool {
+    (args.get(3..).unwrap_or_default().iter()).any(|a| is(a, "get"))
 }
 
 /// BITFIELD's key: written only with SET or INCRBY.

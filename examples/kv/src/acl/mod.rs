@@ -4,6 +4,7 @@
 //! - [`selector`]: one set of command, key and channel rules, and its check;
 //! - [`user`]: passwords, flags and selectors, ACL SETUSER's rules, the descriptions;
 //! - `keys`: the keys and channels of a request, from the key specs;
+//! - `verdict`: a user's rules on one command, worked out once, for a connection to reuse;
 //! - [`log`]: ACL LOG;
 //! - [`file`](mod@file): the ACL file (and `user` lines of the configuration).
 //!
@@ -15,7 +16,9 @@
 //! visits every connection at once (see `server/clients.rs`), so an idle one is closed
 //! without waiting for its next command. The check itself is a bitmap test per selector;
 //! key patterns are matched only for users without `allkeys`, and a user with every
-//! command, key and channel skips it.
+//! command, key and channel skips it. Per request, a restricted user's check starts from its
+//! verdict on the command (`verdict`), worked out once: most requests then cost a compare
+//! of their key with the few patterns that apply.
 
 pub mod catalog;
 pub mod command;
@@ -24,6 +27,7 @@ pub(crate) mod keys;
 pub mod log;
 pub mod selector;
 pub mod user;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -25,11 +25,22 @@ pub struct KeyPattern {
 }
 
 /// The first 8 bytes of `bytes` as one little-endian number, zero-padded: one load for a key
-/// of 8 bytes or more.
+/// of 8 bytes or more, two (overlapping) or three for a shorter one, without a loop.
+#[inline]
 pub(crate) fn head_word(bytes: &[u8]) -> u64 {
-    match bytes.first_chunk::<8>() {
-        Some(head) => u64::from_le_bytes(*head),
-        None => (bytes.iter().rev()).fold(0, |word, &b| (word << 8) | u64::from(b)),
+    let n = bytes.len();
+    if let Some(head) = bytes.first_chunk::<8>() {
+        u64::from_le_bytes(*head)
+    } else if let (Some(first), Some(last)) = (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+        // Bytes n-4..n shifted into place over the first four: overlaps hold the same bytes.
+        u64::from(u32::from_le_bytes(*first))
+            | u64::from(u32::from_le_bytes(*last)) << (8 * (n - 4))
+    } else if n > 0 {
+        u64::from(bytes[0])
+            | u64::from(bytes[n / 2]) << (8 * (n / 2))
+            | u64::from(bytes[n - 1]) << (8 * (n - 1))
+    } else {
+        0
     }
 }
 
@@ -92,7 +103,7 @@ impl KeyPattern {
     /// [`matches`](Self::matches), given `key`'s [`head_word`]: the first bytes decide
     /// most patterns (a literal or prefix of up to 8 bytes entirely, with the length).
     #[inline]
-    fn matches_head(&self, key: &[u8], key_head: u64) -> bool {
+    pub(crate) fn matches_head(&self, key: &[u8], key_head: u64) -> bool {
         if key_head & self.head_mask != self.head {
             return false;
         }
@@ -107,6 +118,22 @@ impl KeyPattern {
         }
     }
 
+    /// The pattern as a [`ShortHead`], if it is a literal or a literal prefix and `*` of up
+    /// to 8 bytes (`~app:*`, `~config`).
+    pub(crate) fn short_head(&self) -> Option<ShortHead> {
+        let (len, exact) = match self.matcher {
+            Matcher::Literal => (self.pattern.len(), true),
+            Matcher::Prefix(n) => (n, false),
+            Matcher::Glob => return None,
+        };
+        (len <= 8).then_some(ShortHead {
+            head: self.head,
+            mask: self.head_mask,
+            len,
+            exact,
+        })
+    }
+
     /// `~p`, `%R~p` or `%W~p`.
     fn describe(&self, out: &mut Vec<u8>) {
         match (self.read, self.write) {
@@ -115,6 +142,36 @@ impl KeyPattern {
             _ => out.push(b'~'),
         }
         out.extend_from_slice(&self.pattern);
+    }
+}
+
+/// A key pattern decided by a key's [`head_word`] and length alone: a literal of up to 8
+/// bytes (`exact`), or a literal prefix of up to 8 bytes and `*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShortHead {
+    head: u64,
+    mask: u64,
+    len: usize,
+    exact: bool,
+}
+
+impl ShortHead {
+    pub(crate) const EMPTY: ShortHead = ShortHead {
+        head: 0,
+        mask: 0,
+        len: 0,
+        exact: false,
+    };
+
+    /// [`KeyPattern::matches`] of the pattern this was made from.
+    #[inline]
+    pub(crate) fn matches(&self, key: &[u8], key_head: u64) -> bool {
+        key_head & self.mask == self.head
+            && if self.exact {
+                key.len() == self.len
+            } else {
+                key.len() >= self.len
+            }
     }
 }
 
@@ -208,6 +265,19 @@ impl Selector {
 
     pub fn bit(&self, id: usize) -> bool {
         self.bits[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    /// Whether the command part of [`check`](Self::check) allows command `id` whatever its
+    /// arguments (`Some(true)`), refuses it whatever they are (`Some(false)`), or depends
+    /// on its first argument (`None`: a `+select|0` rule).
+    pub(crate) fn allows_command(&self, id: usize, no_auth: bool) -> Option<bool> {
+        if self.allcommands || no_auth || self.bit(id) {
+            Some(true)
+        } else if self.first_args.contains_key(&id) {
+            None
+        } else {
+            Some(false)
+        }
     }
 
     fn set_bit(&mut self, id: usize, on: bool) {
@@ -706,7 +776,11 @@ mod tests {
         ];
         for pattern in patterns {
             let compiled = KeyPattern::new(pattern, true, true);
+            let short = compiled.short_head();
             for key in keys {
+                if let Some(short) = short {
+                    assert_eq!(short.matches(key, head_word(key)), compiled.matches(key));
+                }
                 assert_eq!(
                     compiled.matches(key),
                     glob_match(pattern, key, false),
@@ -717,10 +791,19 @@ mod tests {
             }
         }
         assert_eq!(head_word(b"ab"), 0x6261);
+        let bytes: Vec<u8> = (1..=17).collect();
+        for n in 0..=bytes.len() {
+            let slow =
+                (bytes[..n.min(8)].iter().rev()).fold(0, |word, &b| (word << 8) | u64::from(b));
+            assert_eq!(head_word(&bytes[..n]), slow, "{n} bytes");
+        }
         assert_eq!(head_word(b"abcdefghij"), u64::from_le_bytes(*b"abcdefgh"));
         assert_eq!(Matcher::of(b"app:*"), Matcher::Prefix(4));
         assert_eq!(Matcher::of(b"app"), Matcher::Literal);
         assert_eq!(Matcher::of(b"a?p*"), Matcher::Glob);
+        let short = |p: &[u8]| KeyPattern::new(p, true, true).short_head().is_some();
+        assert!(short(b"key:*") && short(b"12345678") && short(b"counter:*") && short(b""));
+        assert!(!short(b"averylongprefix:*") && !short(b"k?y") && !short(b"123456789"));
     }
 
     #[test]

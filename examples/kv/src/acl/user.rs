@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 
 use super::catalog::Catalog;
 use super::keys::{ChannelPlan, Found};
-use super::selector::{ChannelRef, Denied, Selector};
+use super::selector::{ChannelRef, Denied, KeyPattern, Selector};
+use super::verdict::Verdicts;
 use super::RuleError;
 use crate::reply::Reply;
 
@@ -27,12 +28,25 @@ pub struct User {
     pub selectors: Vec<Selector>,
     /// Every command, key and channel allowed: the check is skipped.
     pub unrestricted: bool,
+    /// Every selector's key patterns, in order: a [`Verdict`](super::verdict::Verdict)
+    /// names the ones a command's key may match as bits over this list.
+    pub(crate) key_patterns: Vec<KeyPattern>,
+    /// Its rules on each command it ran, worked out once.
+    pub(crate) verdicts: Verdicts,
 }
 
 /// The SHA-256 of `password` in lowercase hex.
 pub fn hash_password(password: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(password);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    // Two table lookups per byte: AUTH hashes once per connection, and a formatting call
+    // per byte cost several times the hash itself.
+    let mut hex = String::with_capacity(2 * digest.len());
+    for byte in digest {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    hex
 }
 
 fn valid_hash(hash: &[u8]) -> bool {
@@ -60,6 +74,8 @@ impl User {
             passwords: Vec::new(),
             selectors: vec![Selector::new(allchannels)],
             unrestricted: false,
+            key_patterns: Vec::new(),
+            verdicts: Verdicts::default(),
         }
     }
 
@@ -83,6 +99,10 @@ impl User {
         let result = self.apply_inner(op, allchannels);
         let root = &self.selectors[0];
         self.unrestricted = root.allcommands && root.allkeys && root.allchannels;
+        self.key_patterns = (self.selectors.iter())
+            .flat_map(|s| s.keys.iter().cloned())
+            .collect();
+        self.verdicts = Verdicts::default();
         result
     }
 

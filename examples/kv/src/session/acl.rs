@@ -2,7 +2,7 @@
 //! (before it is routed, on the connection's shard), the ACL command, and noticing that its
 //! user was deleted, replaced (ACL LOAD) or lost the channels it is subscribed to.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::{Admission, Lifecycle, Session};
 use crate::acl::catalog::{Catalog, CATEGORIES};
 use crate::acl::selector::head_word;
+use crate::acl::verdict::{Compiled, Verdict};
 use crate::acl::{self, AclRequest, AclSub, Context, Denial, Denied, Reason, User};
 use crate::command::table::CommandSpec;
 use crate::command::{ClientRequest, ClientsBroadcast, ClientsOp, Command, CommandError};
@@ -20,43 +21,102 @@ fn bulk(text: impl AsRef<[u8]>) -> Reply {
 }
 
 thread_local! {
-    /// The last command a restricted user ran on this thread (shard), with its catalog id:
-    /// a pipeline of one command (the common case) finds them without the table lookup and
-    /// the catalog's hash. Per thread rather than per connection: a connection's state is
-    /// bounded in size (idle memory), and any connection's hit is checked the same way.
-    static LAST_COMMAND: Cell<Option<LastCommand>> = const { Cell::new(None) };
+    /// The last command a restricted user ran on this thread (shard), with its catalog id
+    /// and that user's verdict on it: a pipeline of one command (the common case) finds them
+    /// without the table lookup, the catalog's hash and the user's verdicts. Per thread
+    /// rather than per connection: a connection's state is bounded in size (idle memory),
+    /// and any connection's hit is checked the same way.
+    static LAST_COMMAND: RefCell<LastCommand> = const { RefCell::new(LastCommand::EMPTY) };
 }
 
 /// A command, its catalog id and the name a request gave it, byte for byte (up to 16 bytes,
 /// as two [`head_word`]s: compared without a call). A request names the command when its
 /// name is those bytes (the table found the command by them) and its argument count fits
 /// (else the table refuses it, and so must the check). Only commands without subcommands
-/// are kept: a container's name does not say which subcommand.
-#[derive(Debug, Clone, Copy)]
+/// are kept: a container's name does not say which subcommand. `compiled` is the verdict of
+/// the user whose verdicts have serial number `serial` (see `acl/verdict.rs`): a connection
+/// of another user, or of the same user after its rules changed, has another serial.
 struct LastCommand {
-    spec: &'static CommandSpec,
+    spec: Option<&'static CommandSpec>,
+    /// The argument counts the spec's arity accepts, `min..=min + span`, compared here
+    /// without reaching for the spec (one wrapping subtraction and one comparison).
+    min_args: usize,
+    span: usize,
     id: usize,
     name: (u64, u64),
     len: usize,
+    serial: u64,
+    compiled: Compiled,
 }
 
 impl LastCommand {
-    fn of(args: &[Bytes], id: Option<usize>) -> Option<LastCommand> {
-        let name = args.first().filter(|name| name.len() <= 16)?;
-        let spec = crate::command::table::find(name)?;
-        (spec.subcommands.is_empty()).then_some(LastCommand {
-            spec,
-            id: id?,
-            name: words(name),
-            len: name.len(),
-        })
+    const EMPTY: LastCommand = LastCommand {
+        spec: None,
+        min_args: 0,
+        span: 0,
+        id: 0,
+        name: (0, 0),
+        len: 0,
+        serial: 0,
+        compiled: Compiled::FULL,
+    };
+
+    /// The command kept, if `args` names it: its spec, its id, and its verdict if that is
+    /// the verdict of the verdicts numbered `serial`.
+    #[inline]
+    fn find(
+        &self,
+        args: &[Bytes],
+        serial: u64,
+    ) -> Option<(&'static CommandSpec, usize, Option<&Compiled>)> {
+        let name = args.first()?;
+        if name.len() != self.len || words(name) != self.name {
+            return None;
+        }
+        if args.len().wrapping_sub(self.min_args) > self.span {
+            return None;
+        }
+        let compiled = (self.serial == serial).then_some(&self.compiled);
+        Some((self.spec?, self.id, compiled))
     }
 
-    fn names(&self, args: &[Bytes]) -> bool {
-        args.first()
-            .is_some_and(|name| name.len() == self.len && words(name) == self.name)
-            && self.spec.accepts_arg_count(args.len())
+    /// Keeps the command `args` names (unless it cannot be kept: nothing is then).
+    fn keep(&mut self, args: &[Bytes], id: usize, serial: u64, compiled: Compiled) {
+        let spec = (args.first().filter(|name| name.len() <= 16))
+            .and_then(|name| crate::command::table::find(name))
+            .filter(|spec| spec.subcommands.is_empty());
+        self.spec = spec;
+        if let (Some(spec), Some(name)) = (spec, args.first()) {
+            let arity = spec.arity.unsigned_abs() as usize;
+            self.min_args = arity;
+            self.span = if spec.arity >= 0 {
+                0
+            } else {
+                usize::MAX - arity
+            };
+            self.id = id;
+            self.name = words(name);
+            self.len = name.len();
+            self.remember(serial, compiled);
+        }
     }
+
+    fn remember(&mut self, serial: u64, compiled: Compiled) {
+        self.serial = serial;
+        self.compiled = compiled;
+    }
+}
+
+/// What the thread's last command says of a request.
+enum Found {
+    Allowed,
+    Refused(&'static str, Denied),
+    /// The verdict is the full check.
+    Full(&'static str, usize),
+    /// The command, but its verdict is not the user's (see [`LastCommand`]).
+    Stale(&'static str, usize),
+    /// Not the command kept.
+    Miss,
 }
 
 /// Bytes 0..8 and 8..16 of `name`, zero-padded.
@@ -126,24 +186,48 @@ impl Session {
         if self.user.unrestricted {
             return None;
         }
-        let last = LAST_COMMAND.get().filter(|last| last.names(args));
-        let (name, id) = match last {
-            Some(last) => (last.spec.name, Some(last.id)),
-            None => {
+        let serial = self.user.verdicts.serial();
+        let user = &self.user;
+        let found = LAST_COMMAND.with_borrow(|last| match last.find(args, serial) {
+            None => Found::Miss,
+            Some((spec, id, None)) => Found::Stale(spec.name, id),
+            Some((spec, id, Some(compiled))) => match compiled.verdict {
+                Verdict::Full => Found::Full(spec.name, id),
+                _ => match compiled.check(user, id, args) {
+                    Ok(()) => Found::Allowed,
+                    Err(denied) => Found::Refused(spec.name, denied),
+                },
+            },
+        });
+        let (name, id, compiled) = match found {
+            Found::Allowed => return None,
+            Found::Refused(name, denied) => return Some(self.deny(denied, name, args)),
+            Found::Full(name, id) => (name, id, Compiled::FULL),
+            Found::Stale(name, id) => {
+                // Another user's verdict, or one of rules since changed.
+                let compiled = Compiled::of(user, user.verdicts.get(user, id));
+                LAST_COMMAND.with_borrow_mut(|last| last.remember(serial, compiled));
+                (name, id, compiled)
+            }
+            Found::Miss => {
                 let name = Command::table_name(args).ok()?;
-                let id = Catalog::get().id(name);
-                LAST_COMMAND.set(LastCommand::of(args, id));
-                (name, id)
+                let Some(id) = Catalog::get().id(name) else {
+                    // Not a Redis command: only a user with every command runs it.
+                    return (!self.user.selectors.iter().any(|s| s.allcommands))
+                        .then(|| self.deny(Denied::Command, name, args));
+                };
+                // The user's verdict on the command, worked out once: at most the key is
+                // matched.
+                let compiled = Compiled::of(user, user.verdicts.get(user, id));
+                LAST_COMMAND.with_borrow_mut(|last| last.keep(args, id, serial, compiled));
+                (name, id, compiled)
             }
         };
-        let Some(id) = id else {
-            // Not a Redis command: only a user with every command runs it.
-            return (!self.user.selectors.iter().any(|s| s.allcommands))
-                .then(|| self.deny(Denied::Command, name, args));
-        };
-        match self.user.check(id, args) {
+        let (verdict, outcome) = (compiled.verdict, compiled.check(user, id, args));
+        match outcome {
             Ok(()) => {
-                if matches!(name, "sort" | "sort_ro") {
+                // SORT's verdict is always the full check (see `Verdict::of`).
+                if verdict == Verdict::Full && matches!(name, "sort" | "sort_ro") {
                     if let Some(option) = acl::keys::sort_reads_patterns(args) {
                         if !self.user.reads_every_key(id, args) {
                             return Some(Reply::error(format!(

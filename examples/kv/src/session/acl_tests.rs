@@ -146,3 +146,123 @@ fn the_remembered_last_command_decides_as_a_lookup_would() {
         "{out}"
     );
 }
+
+/// One request through `s`: "ok" if it reached a shard (allowed), else its reply.
+fn request(s: &mut Session, line: &str) -> String {
+    s.feed(format!("{line}\r\n").as_bytes());
+    let forwarded: Vec<Request> = std::iter::from_fn(|| s.next_request()).collect();
+    for r in &forwarded {
+        s.complete(r.seq, Reply::NullBulk).unwrap();
+    }
+    let out = output(s);
+    if forwarded.is_empty() {
+        out.trim_end().to_owned()
+    } else {
+        "ok".to_owned()
+    }
+}
+
+/// Replaces user `name` with a copy given `rules` (what ACL SETUSER does).
+fn set_user(config: &SessionConfig, name: &str, rules: &str) {
+    config
+        .acl
+        .update(|users| -> Result<(), crate::acl::RuleError> {
+            let mut user = match users.get(name.as_bytes()) {
+                Some(user) => User::clone(user),
+                None => User::new(Bytes::from(name.to_owned()), 1000, false),
+            };
+            for rule in crate::acl::user::merge_selector_args(
+                &(rules.split(' ').map(|r| Bytes::from(r.to_owned()))).collect::<Vec<_>>(),
+            )
+            .unwrap()
+            {
+                user.apply(&rule, false)?;
+            }
+            users.map.insert(user.name.clone(), Arc::new(user));
+            Ok(())
+        })
+        .unwrap();
+}
+
+const KEY_DENIED: &str =
+    "-NOPERM this user has no permissions to access one of the keys used as arguments";
+
+#[test]
+fn remembered_verdicts_follow_every_change_of_the_rules() {
+    // Two connections of one user on one thread share the thread's last command and the
+    // user's verdicts: each change must reach both on their very next command.
+    let config = with_user("on >pw -@all +get ~a*");
+    let (mut s1, mut s2) = (Session::new(config.clone()), Session::new(config.clone()));
+    assert_eq!(request(&mut s1, "AUTH u pw"), "+OK");
+    assert_eq!(request(&mut s2, "AUTH u pw"), "+OK");
+    assert_eq!(request(&mut s1, "GET a1"), "ok");
+    assert_eq!(request(&mut s2, "GET a1"), "ok");
+    // SETUSER on the user both use.
+    set_user(&config, "u", "resetkeys ~b*");
+    assert_eq!(request(&mut s2, "GET a1"), KEY_DENIED);
+    assert_eq!(request(&mut s1, "GET a1"), KEY_DENIED);
+    assert_eq!(request(&mut s1, "GET b1"), "ok");
+    // A selector added.
+    set_user(&config, "u", "(+get ~a*)");
+    assert_eq!(request(&mut s1, "GET a1"), "ok");
+    assert_eq!(request(&mut s2, "GET a1"), "ok");
+    set_user(&config, "u", "-get");
+    assert_eq!(request(&mut s2, "GET b1"), KEY_DENIED);
+    // AUTH as another user, on one connection only.
+    set_user(&config, "v", "on >pw +get ~c*");
+    assert_eq!(request(&mut s1, "AUTH v pw"), "+OK");
+    assert_eq!(request(&mut s1, "GET a1"), KEY_DENIED);
+    assert_eq!(request(&mut s1, "GET c1"), "ok");
+    assert_eq!(request(&mut s2, "GET a1"), "ok");
+    assert_eq!(request(&mut s2, "GET c1"), KEY_DENIED);
+    // RESET: the default user, unrestricted.
+    assert_eq!(request(&mut s1, "RESET"), "+RESET");
+    assert_eq!(request(&mut s1, "GET x"), "ok");
+    // DELUSER: its connection closes unanswered; ACL LOAD makes users anew (another
+    // identity): theirs close too.
+    assert_eq!(request(&mut s1, "AUTH v pw"), "+OK");
+    config
+        .acl
+        .update(|users| -> Result<(), ()> {
+            users.map.remove(&b"v"[..]);
+            let fresh = User::clone(users.get(b"u").unwrap());
+            let mut anew = User::new(fresh.name.clone(), 2000, false);
+            for rule in ["on", ">pw", "+get", "~a*"] {
+                anew.apply(rule.as_bytes(), false).unwrap();
+            }
+            users.map.insert(anew.name.clone(), Arc::new(anew));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(request(&mut s1, "GET c1"), "");
+    assert!(s1.is_closed());
+    assert_eq!(request(&mut s2, "GET a1"), "");
+    assert!(s2.is_closed());
+    // A new connection of the new user gets its verdicts.
+    let mut s3 = Session::new(config);
+    assert_eq!(request(&mut s3, "AUTH u pw"), "+OK");
+    assert_eq!(request(&mut s3, "GET a1"), "ok");
+    assert_eq!(request(&mut s3, "GET b1"), KEY_DENIED);
+}
+
+#[test]
+fn the_remembered_arity_accepts_what_the_table_accepts() {
+    // SET's arity is -3: fewer arguments are the table's error, more are SET's options.
+    let config = with_user("on >pw -@all +set ~a*");
+    let mut s = Session::new(config);
+    assert_eq!(request(&mut s, "AUTH u pw"), "+OK");
+    assert_eq!(request(&mut s, "SET a1 v"), "ok");
+    assert_eq!(
+        request(&mut s, "SET a1"),
+        "-ERR wrong number of arguments for 'set' command"
+    );
+    assert_eq!(request(&mut s, "SET a1 v EX 10"), "ok");
+    assert_eq!(request(&mut s, "SET b1 v EX 10"), KEY_DENIED);
+    // With GET the key is read as well: still allowed by ~a*.
+    assert_eq!(request(&mut s, "SET a1 v GET"), "ok");
+    // The rare state's box AUTH needed is gone with the next request; held or not, it is
+    // no request to parse.
+    assert!(s.rare.is_none() && !s.may_have_request());
+    s.rare();
+    assert!(!s.may_have_request());
+}

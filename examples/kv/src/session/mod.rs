@@ -222,7 +222,11 @@ impl Session {
     /// Whether [`Session::next_request`] may find a request: buffered input, or a request
     /// held aside (queued, postponed). False means it certainly finds none.
     pub fn may_have_request(&self) -> bool {
-        !self.input.is_empty() || self.rare.is_some()
+        // The rare state's box alone is not a request: a restricted user's connection keeps
+        // one from its AUTH until the idle sweep, and each turn would parse nothing again.
+        !self.input.is_empty()
+            || (self.rare.as_ref())
+                .is_some_and(|rare| !rare.queued.is_empty() || rare.postponed.is_some())
     }
 
     /// Parses the next request that needs a shard. Connection-level commands and errors met
@@ -535,6 +539,9 @@ impl Session {
             if !self.txn.in_multi() {
                 rare.auth_name = None;
             }
+            // AUTH's name is most connections' only use of the box: it goes now rather than
+            // at the idle sweep, so the requests after AUTH do not pass through it.
+            self.release_rare();
         }
         if args[0].eq_ignore_ascii_case(b"auth") || args[0].eq_ignore_ascii_case(b"hello") {
             self.rare().auth_name = Some(args[0].clone());
