@@ -341,6 +341,7 @@ pub const BUSY_FUNCTION: &str =
 
 impl Busy {
     /// The BUSY reply while a script is busy.
+    #[inline]
     pub fn refusal(&self) -> Option<crate::reply::Reply> {
         if self.evals.load(Ordering::Relaxed) > 0 {
             Some(crate::reply::Reply::error(BUSY_EVAL))

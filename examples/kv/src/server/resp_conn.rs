@@ -325,6 +325,11 @@ impl ReplySink for RespConn {
         }
     }
 
+    fn idle_sweep(&self) -> bool {
+        // Running now: it is not idle.
+        (self.state.try_borrow_mut()).map_or(true, |mut state| state.session.idle_sweep())
+    }
+
     fn tracking(&self, event: TrackingEvent) {
         self.deferred
             .borrow_mut()
@@ -371,7 +376,12 @@ impl RespConn {
                 read_clocks(&mut clock, session);
             }
             // A running EXEC or multi-shard command of this connection: what follows waits.
-            while !io.round.exhausted() && !shard.txn.is_held_back(key) {
+            // Nothing buffered, nothing to parse: the turns that only send or receive (most
+            // of them at `-P 1`) skip the parser.
+            while session.may_have_request()
+                && !io.round.exhausted()
+                && !shard.txn.is_held_back(key)
+            {
                 let buffered = session.input_buffer().len();
                 let next = session.next_request();
                 // Subscriptions reach the shard's registry before anything else runs here.
@@ -509,9 +519,11 @@ impl RespConn {
                     clock = None;
                     continue;
                 }
-                // Waiting: empty buffers are not worth keeping (the next request may be a
-                // while; idle connections should cost as little as possible).
-                self.state.borrow_mut().session.release_idle_buffers();
+                // Waiting: buffers kept now serve the next request; the shard's sweep frees
+                // them once the connection has stayed idle (see `session/idle.rs`).
+                if self.state.borrow_mut().session.wants_idle_sweep() {
+                    shard.list_idle(key);
+                }
                 // Waiting for I/O or replies gives the shard its turn: a new round.
                 io.round.reset();
                 self.park(cx);

@@ -34,6 +34,10 @@ pub(crate) struct Shard {
     store: RefCell<Store>,
     pub aof: Option<AofShard>,
     sinks: RefCell<SinkRegistry>,
+    /// Waiting connections that hold buffers, for the sweep to free them once idle (one
+    /// entry per connection at most: a connection lists itself once until the sweep drops
+    /// it; see `session/idle.rs`).
+    idle: RefCell<Vec<SinkKey>>,
     pub forward: Forward,
     /// Blocked list pops waiting on this shard's keys.
     pub(crate) blocked: Blocked,
@@ -114,6 +118,7 @@ impl Shard {
             store: RefCell::new(store),
             aof,
             sinks: RefCell::new(SinkRegistry::default()),
+            idle: RefCell::default(),
             forward: Forward::new(count, mesh_batch),
             blocked: Blocked::default(),
             cluster,
@@ -149,6 +154,25 @@ impl Shard {
     /// Every registered sink of this shard, with its key.
     pub fn sinks(&self) -> Vec<(SinkKey, Rc<dyn ReplySink>)> {
         self.sinks.borrow().all()
+    }
+
+    /// Connection `key` waits holding buffers: the sweep frees them once it is idle.
+    pub fn list_idle(&self, key: SinkKey) {
+        self.idle.borrow_mut().push(key);
+    }
+
+    /// The sweep's pass over the listed connections: those idle for an interval free their
+    /// buffers and leave the list; the others (and the ones gone) are looked at again next
+    /// time (or dropped).
+    fn sweep_idle(&self) {
+        let listed = self.idle.take();
+        let mut kept = Vec::new();
+        for key in listed {
+            if self.sink(key).is_some_and(|sink| sink.idle_sweep()) {
+                kept.push(key);
+            }
+        }
+        self.idle.borrow_mut().append(&mut kept);
     }
 
     /// A sink is gone: its subscriptions, blocked waits (here and on every shard) and watches
@@ -513,6 +537,7 @@ impl Shard {
 
     /// One tick of active expiry: a few bounded passes over keys with a TTL.
     pub fn sweep(&self, work: usize) {
+        self.sweep_idle();
         let now = now_ms();
         // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
         // A replica's keys expire only when its master deletes them.

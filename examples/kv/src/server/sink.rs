@@ -99,6 +99,13 @@ pub(crate) trait ReplySink {
 
     /// The connection became a replica (PSYNC or SYNC).
     fn set_replica(&self) {}
+
+    /// The shard's sweep, for a connection that listed itself as waiting with buffers
+    /// ([`super::shard::Shard::list_idle`]): frees them if it stayed idle; `true` keeps it
+    /// listed.
+    fn idle_sweep(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Default)]

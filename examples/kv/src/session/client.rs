@@ -155,6 +155,7 @@ impl TrackingMode {
 
     /// CLIENT CACHING's yes/no applies to one command: cleared after the next (without
     /// boxing anything for a connection that does not track).
+    #[inline]
     pub fn clear_caching(&mut self) {
         if self.0.as_ref().is_some_and(|tracking| tracking.caching) {
             self.change(|tracking| tracking.caching = false);

@@ -17,6 +17,7 @@ mod client;
 mod config;
 mod ends;
 mod hello;
+mod idle;
 mod local;
 pub(crate) use local::select_reply;
 mod multi;
@@ -117,6 +118,8 @@ pub struct Session {
     reply_mode: ReplyMode,
     /// The request being admitted was refused before it could run (see `calls.rs`).
     rejecting: bool,
+    /// When the buffers of a waiting connection go (see `idle.rs`).
+    idle: idle::IdleState,
     /// CLIENT REPLY, TRACKING, MONITOR and other per-connection modes the glue must mirror.
     pub(crate) modes: client::Modes,
 }
@@ -163,6 +166,7 @@ impl Session {
             calls: Vec::new(),
             reply_mode: ReplyMode::On,
             rejecting: false,
+            idle: idle::IdleState::default(),
             modes: client::Modes::default(),
         }
     }
@@ -176,12 +180,14 @@ impl Session {
     pub fn feed(&mut self, data: &[u8]) {
         self.input.extend_from_slice(data);
         self.needs_input = false;
+        self.idle.note_input();
     }
 
     /// Frees the buffers an idle connection does not need (input, output, the reply queue's
-    /// slots, the answered calls' room, the rare state's box) when they are empty. Called
-    /// while waiting: an idle connection then holds only its fixed state. The cost is a
-    /// reallocation when the next request comes.
+    /// slots, the answered calls' room, the rare state's box) when they are empty: an idle
+    /// connection then holds only its fixed state. The cost is a reallocation when the next
+    /// request comes, so the glue calls it only once the connection has waited a while (see
+    /// `idle.rs`).
     pub fn release_idle_buffers(&mut self) {
         if self.calls.is_empty() && self.calls.capacity() > 0 {
             self.calls = Vec::new();

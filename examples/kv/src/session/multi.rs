@@ -108,6 +108,7 @@ impl TxnState {
 
 impl Session {
     /// MULTI, EXEC, DISCARD, WATCH and UNWATCH outside MULTI; `None` for any other command.
+    #[inline]
     pub(super) fn admit_txn_control(&mut self, command: &Command, seq: u64) -> Option<Admission> {
         Some(match command {
             Command::Multi => {

@@ -86,4 +86,9 @@ impl ReplyQueue {
     pub fn len(&self) -> usize {
         self.slots.len()
     }
+
+    /// Slots allocated (0 once released).
+    pub fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
 }

@@ -212,6 +212,7 @@ impl Session {
     }
 
     /// PING while subscribed answers `[pong, message]`.
+    #[inline]
     pub(super) fn subscribed_ping(&self, command: &Command) -> Option<Reply> {
         match command {
             Command::Ping(message) if self.pubsub.active() && !self.resp3 => {

@@ -36,7 +36,7 @@ pub(super) struct Rare {
 
 impl Rare {
     /// Nothing held: the box may go.
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.auth_name.is_none()
             && self.acl_queued_args.is_none()
             && self.protocol_error.is_none()

@@ -570,3 +570,31 @@ fn no_multi_commands_are_refused_inside_multi_and_abort_exec() {
          -EXECABORT Transaction discarded because of previous errors.\r\n"
     );
 }
+
+#[test]
+fn a_waiting_connection_keeps_its_buffers_until_a_sweep_finds_it_idle() {
+    let mut s = session(SessionConfig::default());
+    assert!(!s.wants_idle_sweep(), "a new session holds no buffers");
+    s.feed(b"PING\r\n");
+    assert!(requests(&mut s).is_empty());
+    assert_eq!(output(&mut s), "+PONG\r\n");
+    // The glue hands the answered calls to the shard before it waits.
+    assert_eq!(s.take_calls().count(), 1);
+    let held = s.memory();
+    assert!(held > std::mem::size_of::<Session>());
+    // Listed once, however often it waits.
+    assert!(s.wants_idle_sweep());
+    assert!(!s.wants_idle_sweep());
+    // Input arrived since it was listed: kept for another interval.
+    assert!(s.idle_sweep());
+    assert_eq!(s.memory(), held);
+    // An interval with no input: freed and unlisted.
+    assert!(!s.idle_sweep());
+    assert_eq!(s.memory(), std::mem::size_of::<Session>());
+    assert!(!s.wants_idle_sweep(), "nothing left to free");
+    // Busy again: listed again.
+    s.feed(b"PING\r\n");
+    assert!(requests(&mut s).is_empty());
+    assert_eq!(output(&mut s), "+PONG\r\n");
+    assert!(s.wants_idle_sweep());
+}

@@ -156,6 +156,9 @@ impl ShardTxn {
         }
     }
 
+    /// Whether connection `sink` waits for a request it sent (an EXEC, a multi-shard
+    /// command) before it parses more. Asked before every request it parses: inlined.
+    #[inline]
     pub fn is_held_back(&self, sink: SinkKey) -> bool {
         let held_back = self.held_back.borrow();
         !held_back.is_empty() && held_back.contains_key(&sink)
