@@ -4,8 +4,12 @@
 //! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --shards 2 \
 //!     [--accept reuseport|handoff] [--placement least|rr|fixed:N] \
 //!     [--budget-msgs N|unlimited] [--budget-bytes N] [--max-msg BYTES] [--spin-us N] [--spin-fixed]
-//!     [--no-pin] [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS]
+//!     [--no-pin] [--recv-buffers COUNTxSIZE] [--registered-fds SLOTS] [--decode]
 //! ```
+//!
+//! Each receive's whole frames go back in one send, as they arrived; `--decode` hands every
+//! frame up on its own and gathers the replies instead, as a server that must look at each
+//! message does (see `echo_support::connection`).
 //!
 //! `--recv-buffers` sizes each shard's receive-buffer ring (default 256x4096);
 //! `--registered-fds` gives each shard a registered file table of that many slots (default 0:
@@ -32,7 +36,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use echo_support::args::at_least_one;
-use echo_support::connection::{serve_echo, EchoLimits};
+use echo_support::connection::{serve_echo, serve_echo_decoded, EchoLimits};
 
 #[derive(Debug)]
 struct ServerConfig {
@@ -41,6 +45,7 @@ struct ServerConfig {
     mode: AcceptMode,
     budget: Budget,
     limits: EchoLimits,
+    decode: bool,
     spin: Option<Duration>,
     spin_fixed: bool,
     pin: bool,
@@ -89,6 +94,10 @@ struct Cli {
     /// instead of a descriptor (default 0: none).
     #[arg(long, value_name = "SLOTS", default_value_t = 0)]
     registered_fds: u32,
+    /// Hand every frame up on its own and gather the replies, instead of sending each
+    /// receive's whole frames back as they came.
+    #[arg(long)]
+    decode: bool,
 }
 
 /// `--budget-msgs`: a count, or no limit.
@@ -138,6 +147,7 @@ fn config(cli: Cli) -> Result<ServerConfig, clap::Error> {
         mode,
         budget,
         limits,
+        decode: cli.decode,
         spin: cli.spin_us.map(Duration::from_micros),
         spin_fixed: cli.spin_fixed,
         pin: !cli.no_pin,
@@ -212,18 +222,27 @@ fn run(config: ServerConfig) -> std::io::Result<()> {
     }
     let rt = builder.build()?;
     let limits = config.limits;
+    let decode = config.decode;
     let server = TcpEndpoint::bind(config.addr)
         .mode(config.mode.clone())
         .budget(config.budget)
-        .serve(&rt, move |accepted| serve_echo(accepted, limits))?;
+        .serve(&rt, move |accepted| async move {
+            if decode {
+                serve_echo_decoded(accepted, limits).await
+            } else {
+                serve_echo(accepted, limits).await
+            }
+        })?;
     println!(
-        "echo_server listening on {} backend={} shards={} accept={:?} budget={:?} max_msg={}",
+        "echo_server listening on {} backend={} shards={} accept={:?} budget={:?} max_msg={} \
+         decode={}",
         server.local_addr(),
         rt.backend(),
         config.shards,
         config.mode,
         config.budget,
-        limits.max_msg
+        limits.max_msg,
+        decode
     );
 
     let signal = signals.forever().next();
@@ -282,6 +301,12 @@ mod tests {
         assert_eq!(c.limits.max_msg, 1024);
         assert_eq!(c.recv_buffers, RecvBuffers::default());
         assert_eq!(c.registered_fds, 0);
+        assert!(!c.decode);
+        assert!(
+            parse("--addr 127.0.0.1:0 --shards 1 --decode")
+                .unwrap()
+                .decode
+        );
 
         let c =
             parse("--addr 127.0.0.1:0 --shards 1 --recv-buffers 256x16384 --registered-fds 4096")
@@ -307,13 +332,20 @@ mod tests {
         }
     }
 
-    fn start(max_msg: usize) -> (Runtime, ListenerHandle) {
+    /// Both styles of the handler: each receive's whole frames sent back as they came, or
+    /// (`decode`) every frame handed up and the replies gathered.
+    const STYLES: [bool; 2] = [false, true];
+
+    fn start(max_msg: usize, decode: bool) -> (Runtime, ListenerHandle) {
         let rt = Runtime::builder().shards(1).pin(false).build().unwrap();
         let limits = EchoLimits { max_msg };
-        let server = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap())
-            .serve(&rt, move |a| serve_echo(a, limits))
-            .unwrap();
-        (rt, server)
+        let endpoint = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap());
+        let server = if decode {
+            endpoint.serve(&rt, move |a| serve_echo_decoded(a, limits))
+        } else {
+            endpoint.serve(&rt, move |a| serve_echo(a, limits))
+        };
+        (rt, server.unwrap())
     }
 
     fn connect(server: &ListenerHandle) -> TcpStream {
@@ -344,7 +376,13 @@ mod tests {
 
     #[test]
     fn pipelined_frames_of_all_sizes_come_back() {
-        let (rt, server) = start(1 << 20);
+        for decode in STYLES {
+            pipelined_frames_come_back(decode);
+        }
+    }
+
+    fn pipelined_frames_come_back(decode: bool) {
+        let (rt, server) = start(1 << 20, decode);
         let mut s = connect(&server);
         let payloads: Vec<Vec<u8>> = [0usize, 1, 4096, 4097, 70_000, 1 << 20]
             .iter()
@@ -361,13 +399,19 @@ mod tests {
         let got = read_to_close(&mut s);
         writer.join().unwrap();
         let expected: Vec<u8> = payloads.iter().flat_map(|p| frame(p)).collect();
-        assert!(got == expected, "echo stream differs");
+        assert!(got == expected, "echo stream differs (decode {decode})");
         assert_eq!(rt.stats()[0].protocol_errors, 0);
     }
 
     #[test]
     fn oversize_and_mid_frame_close_are_protocol_errors() {
-        let (rt, server) = start(100);
+        for decode in STYLES {
+            protocol_errors_close(decode);
+        }
+    }
+
+    fn protocol_errors_close(decode: bool) {
+        let (rt, server) = start(100, decode);
         let mut good = connect(&server);
 
         let mut bad = connect(&server);
@@ -379,7 +423,15 @@ mod tests {
         bad.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(read_to_close(&mut bad).is_empty());
 
-        assert_eq!(rt.stats()[0].protocol_errors, 2);
+        // Whole frames before the partial one are echoed; the close inside it is an error.
+        let mut bad = connect(&server);
+        let mut wire = frame(b"whole");
+        wire.extend_from_slice(&frame(&[1; 50])[..2]);
+        bad.write_all(&wire).unwrap();
+        bad.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(read_to_close(&mut bad), frame(b"whole"));
+
+        assert_eq!(rt.stats()[0].protocol_errors, 3, "decode {decode}");
         good.write_all(&frame(b"still fine")).unwrap();
         let mut reply = vec![0u8; 14];
         good.read_exact(&mut reply).unwrap();
@@ -388,7 +440,7 @@ mod tests {
 
     #[test]
     fn report_has_the_summary_lines_first() {
-        let (rt, server) = start(100);
+        let (rt, server) = start(100, false);
         let report = stats_report(&server, &rt.stats());
         let lines: Vec<&str> = report.lines().collect();
         assert_eq!(lines.len(), 2);

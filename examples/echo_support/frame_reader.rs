@@ -1,11 +1,13 @@
 //! Incoming side of the echo protocol: whole frames out of whatever bytes arrived, and the
 //! difference between a peer that closed between frames and one that closed inside one.
+//! [`whole_frames`] only finds where the whole frames end (a server that echoes them sends
+//! those bytes back as they are); [`FrameReader`] hands each payload up on its own.
 
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 use corewire::transport::length_prefixed::{
-    LengthPrefixedDecoder, LengthPrefixedError, PREFIX_LEN,
+    payload_len, LengthPrefixedDecoder, LengthPrefixedError, PREFIX_LEN,
 };
 
 /// The peer broke the framing; the connection cannot continue.
@@ -37,6 +39,43 @@ impl fmt::Display for ProtocolError {
 }
 
 impl std::error::Error for ProtocolError {}
+
+/// The whole frames at the head of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeFrames {
+    pub frames: u32,
+    /// Their bytes, prefixes included: where the first partial frame (if any) starts.
+    pub bytes: usize,
+}
+
+/// Count the whole frames at the head of `buf`. Fails as soon as a prefix declares more than
+/// `max_msg`, complete or not, so a peer is refused without waiting for the payload.
+pub fn whole_frames(buf: &[u8], max_msg: usize) -> Result<WholeFrames, ProtocolError> {
+    let mut whole = WholeFrames {
+        frames: 0,
+        bytes: 0,
+    };
+    while let Some(len) = payload_len(&buf[whole.bytes..], max_msg) {
+        let end = whole.bytes + PREFIX_LEN + len.map_err(ProtocolError::from)?;
+        if end > buf.len() {
+            break;
+        }
+        whole.bytes = end;
+        whole.frames += 1;
+    }
+    Ok(whole)
+}
+
+impl From<LengthPrefixedError> for ProtocolError {
+    fn from(e: LengthPrefixedError) -> ProtocolError {
+        match e {
+            LengthPrefixedError::MessageTooLarge { len, max } => {
+                ProtocolError::Oversize { len, max }
+            }
+            e => ProtocolError::Invalid(e.to_string()),
+        }
+    }
+}
 
 /// Frames out of a byte stream. The decoder consumes a prefix as soon as it arrives, so the
 /// buffer alone cannot tell whether a frame is in progress: the reader counts bytes in and
@@ -70,10 +109,7 @@ impl FrameReader {
                 Ok(Some(payload))
             }
             Ok(None) => Ok(None),
-            Err(LengthPrefixedError::MessageTooLarge { len, max }) => {
-                Err(ProtocolError::Oversize { len, max })
-            }
-            Err(e) => Err(ProtocolError::Invalid(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -133,6 +169,39 @@ mod tests {
         assert_eq!(
             reader.finish(),
             Err(ProtocolError::ClosedMidFrame { pending: 5 })
+        );
+    }
+
+    #[test]
+    fn whole_frames_stop_at_the_first_partial_one() {
+        let mut wire = BytesMut::new();
+        encode(b"hello", &mut wire).unwrap();
+        encode(b"", &mut wire).unwrap();
+        encode(b"cut short", &mut wire).unwrap();
+        let two = 4 + 5 + 4;
+        for (end, expected) in [
+            (0, (0, 0)),
+            (3, (0, 0)),
+            (9, (1, 9)),
+            (two, (2, two)),
+            (two + 3, (2, two)),
+            (wire.len() - 1, (2, two)),
+            (wire.len(), (3, wire.len())),
+        ] {
+            let (frames, bytes) = expected;
+            assert_eq!(
+                whole_frames(&wire[..end], 16),
+                Ok(WholeFrames { frames, bytes }),
+                "first {end} bytes"
+            );
+        }
+        // An oversize prefix fails even behind whole frames and before its payload.
+        let mut wire = BytesMut::new();
+        encode(b"ok", &mut wire).unwrap();
+        wire.extend_from_slice(&17u32.to_le_bytes());
+        assert_eq!(
+            whole_frames(&wire, 16),
+            Err(ProtocolError::Oversize { len: 17, max: 16 })
         );
     }
 

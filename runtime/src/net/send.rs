@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes};
 
 use crate::driver::fd::SharedFd;
-use crate::driver::op::send::Send;
+use crate::driver::op::send::{send_now, Send};
 use crate::driver::op::writev::Writev;
 use crate::driver::op::Op;
 use crate::driver::uring::zc_send::ZcSend;
@@ -24,6 +24,8 @@ pub struct SendFuture(Inner);
 enum Inner {
     Copy(Op<Send>),
     ZeroCopy(ZcSend),
+    /// epoll: sent at once, without an op.
+    Sent(Option<(io::Result<usize>, Bytes)>),
 }
 
 /// Submit one send of `buf` on `fd`.
@@ -31,12 +33,21 @@ pub(crate) fn send(fd: &SharedFd, buf: Bytes) -> SendFuture {
     let ctx = context::current();
     ctx.remote.stats.sends.incr();
     ctx.remote.stats.send_buffers.incr();
-    let zero_copy = ctx
-        .driver
-        .borrow()
-        .send_zc_threshold()
-        .is_some_and(|t| buf.len() >= t);
     drop(ctx);
+    if fd.epoll_token().is_some() {
+        // epoll, a socket in the set: a send usually finds room, so try it now rather than
+        // through an op's readiness check on the first poll (the op's path, taken when it
+        // finds no room, registers the task and waits for the socket to become writable).
+        match send_now(fd, &buf).map(|n| n as usize) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            sent => return SendFuture(Inner::Sent(Some((sent, buf)))),
+        }
+    }
+    let zero_copy = context::with_driver(|d| d.send_zc_threshold()).is_some_and(|t| buf.len() >= t);
     SendFuture(if zero_copy {
         Inner::ZeroCopy(ZcSend::submit(fd, buf))
     } else {
@@ -104,6 +115,7 @@ impl Future for SendFuture {
         match &mut self.0 {
             Inner::Copy(op) => Pin::new(op).poll(cx),
             Inner::ZeroCopy(op) => Pin::new(op).poll(cx),
+            Inner::Sent(sent) => Poll::Ready(sent.take().expect("send polled after completion")),
         }
     }
 }

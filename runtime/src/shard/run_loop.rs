@@ -172,7 +172,12 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         stats.loop_iterations.incr();
         // Where an idle period is open, the work this pass may find ends it here.
         let pass_start = spin.is_idle().then(Instant::now);
+        // Whether this pass found work (which ends an open idle period), and whether it found
+        // work the tasks did not yet see: only that is worth another pass before the shard
+        // idles. Tasks that ran and then waited for I/O are not: the reap below already
+        // looked for what they wait for, and a park looks again.
         let mut did_work = false;
+        let mut new_work = false;
 
         // Tasks woken from other threads join the local run queue.
         ctx.remote
@@ -184,6 +189,8 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             .run_ready(config.task_budget, ctx.stall.as_ref());
         if polled > 0 {
             did_work = true;
+            // A poller a task registered runs at the next pass, not after a park.
+            new_work = ctx.pollers.len() > 0;
             stats.tasks_polled.add(polled as u64);
         }
 
@@ -191,6 +198,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         let fired = ctx.timers.borrow_mut().fire(now);
         if fired > 0 {
             did_work = true;
+            new_work = true;
             stats.timers_fired.add(fired as u64);
         }
 
@@ -199,6 +207,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             let progress = ctx.pollers.run(ctx.stall.as_ref(), ctx.id, stats);
             if progress > 0 {
                 did_work = true;
+                new_work = true;
                 stats.poller_completions.add(progress as u64);
                 // Run the tasks those completions woke now, not after the inbox, the ring
                 // and the next pass's timers: a message an RDMA poller hands to its reader
@@ -216,6 +225,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         let received = drain_inbox(ctx, config.inbox_batch);
         if received > 0 {
             did_work = true;
+            new_work = true;
         }
 
         let reaped = match ctx.driver.borrow_mut().submit_and_reap() {
@@ -228,11 +238,13 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         wake_where_msg_ring_failed(ctx);
         if reaped.completions > 0 {
             did_work = true;
+            new_work = true;
             stats.completions.add(reaped.completions as u64);
         }
         // Yielded tasks go behind the completions just reaped.
         if ctx.executor.wake_yielded() > 0 {
             did_work = true;
+            new_work = true;
         }
 
         stats.tasks_live.set(ctx.executor.task_count() as u64);
@@ -246,7 +258,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         }
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);
 
-        if did_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {
+        if did_work {
             if let Some(start) = pass_start {
                 let how = if parked {
                     IdleEnd::Parked
@@ -258,6 +270,8 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
                 }
                 parked = false;
             }
+        }
+        if new_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {
             continue;
         }
         if !spin.is_idle() {

@@ -143,11 +143,12 @@ impl Registry {
     }
 
     /// An epoll event for `token`: remember what it reports and wake the tasks waiting for
-    /// it. Returns whether the token was known.
-    pub(crate) fn event(&mut self, token: u64, events: u32) -> bool {
+    /// it. Returns how many it woke (none for a token that is gone, and for the usual
+    /// report of room to send that nobody waited for).
+    pub(crate) fn event(&mut self, token: u64, events: u32) -> usize {
         let bits = bits_of(events);
         let Some(entry) = self.get(token) else {
-            return false;
+            return 0;
         };
         entry.ready |= bits;
         let mut woken = 0;
@@ -160,7 +161,7 @@ impl Registry {
             }
         }
         self.waiting -= woken;
-        true
+        woken
     }
 
     /// Whether `token` is ready for `interest`. If not, the task of `waker` waits for it:
@@ -275,7 +276,7 @@ mod tests {
         assert!(!r.poll_ready(t, Interest::Read, &mut id, &w));
         assert_ne!(id, 0);
         assert_eq!(r.waiting(), 1);
-        assert!(r.event(t, IN));
+        assert_eq!(r.event(t, IN), 1);
         assert_eq!(woken.0.load(Ordering::SeqCst), 1);
         assert_eq!(r.waiting(), 0);
         assert!(r.poll_ready(t, Interest::Read, &mut id, &w));
@@ -308,7 +309,7 @@ mod tests {
         let (woken, w) = waker();
         let mut id = 0;
         assert!(!r.poll_ready(t, Interest::Read, &mut id, &w));
-        r.event(t, OUT);
+        assert_eq!(r.event(t, OUT), 0, "known, but nobody waits to send");
         assert_eq!(woken.0.load(Ordering::SeqCst), 0);
         assert_eq!(r.waiting(), 1);
     }
@@ -370,7 +371,7 @@ mod tests {
         // The slot is reused; the old token no longer names it.
         let t2 = r.insert(7);
         assert_eq!(t & 0xffff_ffff, t2 & 0xffff_ffff);
-        assert!(!r.event(t, IN));
+        assert_eq!(r.event(t, IN), 0);
         let mut id2 = 0;
         assert!(!r.poll_ready(t2, Interest::Read, &mut id2, &w));
         assert_eq!(r.remove(t), None);

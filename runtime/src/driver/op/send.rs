@@ -42,16 +42,22 @@ unsafe impl OpCode for Send {
     }
 
     fn attempt(&mut self) -> io::Result<u32> {
-        let len = self.buf.len().min(u32::MAX as usize);
-        // SAFETY: the kernel reads `len` bytes of the op's buffer during the call.
-        let rc = unsafe {
-            libc::send(
-                self.fd.raw(),
-                self.buf.as_ptr().cast(),
-                len,
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        attempt_result(rc)
+        send_now(&self.fd, &self.buf)
     }
+}
+
+/// epoll: one non-blocking send(2) of `buf` on `fd`, at once (the op's attempt, and the
+/// stream's send before it makes an op).
+pub(crate) fn send_now(fd: &SharedFd, buf: &[u8]) -> io::Result<u32> {
+    let len = buf.len().min(u32::MAX as usize);
+    // SAFETY: the kernel reads `len` bytes of `buf` during the call.
+    let rc = unsafe {
+        libc::send(
+            fd.raw(),
+            buf.as_ptr().cast(),
+            len,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    attempt_result(rc)
 }
