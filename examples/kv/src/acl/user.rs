@@ -362,10 +362,11 @@ pub fn merge_selector_args(args: &[Bytes]) -> Result<Vec<Bytes>, Bytes> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn user(rules: &str) -> User {
+    /// A user made by `rules` (ACL SETUSER's words, space-separated).
+    pub(crate) fn user(rules: &str) -> User {
         let mut user = User::new(Bytes::from_static(b"u"), 1, false);
         let words: Vec<Bytes> = (rules.split(' ').filter(|r| !r.is_empty()))
             .map(|r| Bytes::from(r.to_owned()))
@@ -376,7 +377,8 @@ mod tests {
         user
     }
 
-    fn args(line: &str) -> Vec<Bytes> {
+    /// A request's arguments, space-separated.
+    pub(crate) fn args(line: &str) -> Vec<Bytes> {
         line.split(' ').map(|a| Bytes::from(a.to_owned())).collect()
     }
 

@@ -325,22 +325,7 @@ fn key_matches(user: &User, mut bits: u64, args: &[Bytes]) -> Result<(), Denied>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acl::user::merge_selector_args;
-
-    fn user(rules: &str) -> User {
-        let mut user = User::new(Bytes::from_static(b"u"), 1, false);
-        let words: Vec<Bytes> = (rules.split(' ').filter(|r| !r.is_empty()))
-            .map(|r| Bytes::from(r.to_owned()))
-            .collect();
-        for rule in merge_selector_args(&words).unwrap() {
-            user.apply(&rule, false).unwrap();
-        }
-        user
-    }
-
-    fn args(line: &str) -> Vec<Bytes> {
-        line.split(' ').map(|a| Bytes::from(a.to_owned())).collect()
-    }
+    use crate::acl::user::tests::{args, user};
 
     fn id(name: &str) -> usize {
         Catalog::get().lookup(name).unwrap()
