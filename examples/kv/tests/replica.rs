@@ -93,7 +93,9 @@ fn write_stream(master: &mut Resp, round: usize) {
     ok(master, &["EXPIRE", &format!("w{round}:1"), "5000"]);
     ok(
         master,
-        &["SET", &format!("px{round}"), "x", "PX", "9000000"],
+        // Mid-way between two of `ttl_bucket`'s 10-minute steps (9,000,000 ms is one): a
+        // PTTL read in the millisecond of the write must not land in another bucket.
+        &["SET", &format!("px{round}"), "x", "PX", "9300000"],
     );
     ok(
         master,

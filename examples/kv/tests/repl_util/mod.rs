@@ -95,7 +95,8 @@ pub fn write_stream(conn: &mut Resp, round: usize) {
     ok(conn, &["SREM", &format!("w:set{r}"), "y"]);
     ok(conn, &["ZADD", &format!("w:z{r}"), "1", "a", "2", "b"]);
     ok(conn, &["ZINCRBY", &format!("w:z{r}"), "5", "a"]);
-    ok(conn, &["PEXPIRE", &format!("w:h{r}"), "9000000"]);
+    // Mid-way between two 10-minute TTL buckets (see `rdb_util::ttl_bucket`).
+    ok(conn, &["PEXPIRE", &format!("w:h{r}"), "9300000"]);
     ok(conn, &["SET", &format!("w:gone{r}"), "x"]);
     ok(conn, &["DEL", &format!("w:gone{r}")]);
     ok(
