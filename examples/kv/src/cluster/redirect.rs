@@ -15,9 +15,6 @@ use crate::reply::Reply;
 
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 pub const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
-/// A write to a slot the map already names this node the primary of, while the node still
-/// finishes its promotion (a failover): retried, as cluster clients retry TRYAGAIN.
-pub const TRYAGAIN_PROMOTING: &str = "TRYAGAIN This node is taking over the slot as its primary";
 pub const UNBOUND: &str = "CLUSTERDOWN Hash slot not served";
 pub const DOWN: &str = "CLUSTERDOWN The cluster is down";
 

@@ -229,19 +229,6 @@ impl Session {
                 .is_some_and(|rare| !rare.queued.is_empty() || rare.postponed.is_some())
     }
 
-    /// A replica's READONLY for a keyed write that the cluster gate let through: the slot map
-    /// already names this node the slot's primary while its promotion (a failover) finishes.
-    /// Redis changes both in one step and never answers READONLY there; the write is retried
-    /// instead (TRYAGAIN, which cluster clients retry).
-    fn promoting_refusal(&self, args: &[Bytes], refusal: Reply) -> Reply {
-        let keyed = || crate::cluster::gate::key_positions(args).is_ok_and(|at| !at.is_empty());
-        if self.cluster.is_some() && refusal == Reply::error(crate::repl::gate::READONLY) && keyed()
-        {
-            return Reply::error(crate::cluster::redirect::TRYAGAIN_PROMOTING);
-        }
-        refusal
-    }
-
     /// Parses the next request that needs a shard. Connection-level commands and errors met
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.
@@ -608,8 +595,7 @@ impl Session {
             .config
             .replica
             .refusal(&args)
-            .filter(|_| permitted && redirect.is_none())
-            .map(|refusal| self.promoting_refusal(&args, refusal));
+            .filter(|_| permitted && redirect.is_none());
         if let Some(refusal) = replica_refusal {
             // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
             // transaction is then discarded at EXEC, as Redis flags it.

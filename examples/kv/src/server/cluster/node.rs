@@ -269,6 +269,13 @@ impl ClusterNode {
                     );
                     std::process::exit(1);
                 }
+                // A node taking over as a primary publishes the map that names it one only
+                // once it takes writes (Redis changes the two in one step): before, a write
+                // routed to it would meet a replica's READONLY.
+                if self.wanted_role().is_none() && self.following.borrow().is_some() {
+                    replication::promote().await;
+                    *self.following.borrow_mut() = None;
+                }
                 publish(map, self.shards).await;
                 self.published.set(version);
                 self.announce.notify_waiters();
@@ -284,32 +291,40 @@ impl ClusterNode {
 
     /// Makes the data path match this node's role: replicate the primary the configuration
     /// names (again when its address changed), or serve as a primary.
-    fn follow_role(&self) {
-        let wanted = {
-            let topology = self.topology();
-            match topology.myself().primary {
-                None => None,
-                Some(id) => {
-                    let addr = topology
-                        .find(&id)
-                        .and_then(|i| topology.node(i))
-                        .map(|n| n.addr.clone())
-                        .filter(|a| !a.ip.is_empty());
-                    Some((id, addr))
-                }
-            }
-        };
+    fn follow_role(self: &Rc<Self>) {
+        let wanted = self.wanted_role();
         let mut following = self.following.borrow_mut();
         if *following == wanted {
             return;
         }
         match &wanted {
-            None => replication::promote(),
+            // (Only when the map did not change, e.g. a primary with an empty address that
+            // was replaced; `commit` promotes before it publishes a map naming this node.)
+            None => {
+                let node = self.clone();
+                spawn_local(async move {
+                    let _commit = node.commit_lock.lock().await;
+                    replication::promote().await;
+                });
+            }
             Some((id, Some(addr))) => replication::follow(id, &addr.ip, addr.port),
             // A primary we know nothing about yet: wait for its address.
             Some((_, None)) => {}
         }
         *following = wanted;
+    }
+
+    /// The primary this node's configuration says it replicates (with its address once
+    /// known), or `None` for a primary.
+    fn wanted_role(&self) -> Option<(NodeId, Option<NodeAddr>)> {
+        let topology = self.topology();
+        let id = topology.myself().primary?;
+        let addr = topology
+            .find(&id)
+            .and_then(|i| topology.node(i))
+            .map(|n| n.addr.clone())
+            .filter(|a| !a.ip.is_empty());
+        Some((id, addr))
     }
 
     /// Pauses or resumes writes for a manual failover.

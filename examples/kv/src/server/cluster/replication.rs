@@ -15,11 +15,13 @@ pub(super) fn follow(id: &NodeId, host: &str, port: u16) {
     super::super::replica::replicate_from(&shard, host.to_owned(), port);
 }
 
-/// Stop replicating and accept writes.
-pub(super) fn promote() {
+/// Stop replicating and accept writes; ends once writes are taken.
+pub(super) async fn promote() {
     tracing::warn!("cluster: serving as a primary");
     let shard = super::super::shard::current();
-    super::super::replica::promote(&shard);
+    if let Some(promoted) = super::super::replica::promote(&shard) {
+        promoted.await;
+    }
 }
 
 /// This node's replication offset: a primary's produced stream, a replica's applied one.

@@ -271,40 +271,43 @@ pub(crate) fn replicate_from(shard: &Shard, host: String, port: u16) {
 
 /// `REPLICAOF NO ONE` (from shard 0): the link stops, the data stays, and this node starts
 /// a history of its own (the master's id becomes its `replid2`, so replicas that followed
-/// the same master can continue from it).
-pub(crate) fn promote(shard: &Shard) {
-    promote_then(shard, None);
-}
-
-/// [`promote`], answering `answer` with `+OK` once the node streams its own writes.
-fn promote_then(shard: &Shard, answer: Option<Origin>) {
+/// the same master can continue from it). The returned future ends once the node takes
+/// writes; `None`: it is not a replica, or a promotion is already under way.
+pub(crate) fn promote(shard: &Shard) -> Option<impl std::future::Future<Output = ()>> {
     let shared = shard.shared.clone();
     let replica = &shared.replica;
-    // Not a replica, or a promotion already under way.
-    if replica.lock().target.take().is_none() {
-        if let Some(origin) = answer {
-            shard.deliver(origin, Reply::ok());
-        }
-        return;
-    }
+    replica.lock().target.take()?;
     replica.generation.fetch_add(1, Ordering::Relaxed);
     replica.set_state(LinkState::Connect);
     wake_link(shard);
+    tracing::info!("MASTER MODE enabled (user request)");
     // The master side starts this node's own history (replid2 = the master's) once the
     // link's last bytes are passed on; only then are writes taken (a write before the
     // new history's start would reach no replica).
-    spawn_local(async move {
+    Some(async move {
         super::repl_master::promote().await;
         // (Unless a REPLICAOF came meanwhile.)
         if shared.replica.lock().target.is_none() {
             shared.replica.is_replica.store(false, Ordering::Relaxed);
             sync_gate(&shared);
         }
+    })
+}
+
+/// [`promote`], answering `answer` with `+OK` once the node streams its own writes.
+fn promote_then(shard: &Shard, answer: Option<Origin>) {
+    let Some(promoted) = promote(shard) else {
+        if let Some(origin) = answer {
+            shard.deliver(origin, Reply::ok());
+        }
+        return;
+    };
+    spawn_local(async move {
+        promoted.await;
         if let Some(origin) = answer {
             super::shard::current().deliver(origin, Reply::ok());
         }
     });
-    tracing::info!("MASTER MODE enabled (user request)");
 }
 
 /// While held, the master's stream is not applied (on shard 0): the data is then exactly
