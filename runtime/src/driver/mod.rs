@@ -136,6 +136,17 @@ impl Driver {
         }
     }
 
+    /// Whether [`Driver::park`] collects everything [`Driver::submit_and_reap`] would before
+    /// it sleeps, so a loop pass that is about to park may skip its reap. epoll: yes, the
+    /// park's `epoll_wait` returns at once with the readiness a non-blocking one would
+    /// return (the shard then makes one `epoll_wait` per idle period, as tokio's does).
+    /// io_uring: its reap reads the completion ring without a syscall, and its submit starts
+    /// the ops the pass's tasks queued: left as it is.
+    #[inline]
+    pub(crate) fn park_reaps(&self) -> bool {
+        matches!(self, Driver::Epoll(_))
+    }
+
     /// Sleep until something completes, the shard's eventfd is written, or `timeout`
     /// elapses (`None`: no timer pending). The caller published that it parks first
     /// (`ShardRemote::set_parked`), so a wake-up sent meanwhile is not lost.

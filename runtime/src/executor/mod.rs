@@ -189,6 +189,11 @@ impl Executor {
         self.yielded.borrow_mut().push(waker);
     }
 
+    /// Whether tasks wait in [`Executor::defer`] for the loop's next reap.
+    pub(crate) fn has_yielded(&self) -> bool {
+        !self.yielded.borrow().is_empty()
+    }
+
     /// Wake the tasks that yielded; returns how many.
     pub(crate) fn wake_yielded(&self) -> usize {
         let wakers = std::mem::take(&mut *self.yielded.borrow_mut());

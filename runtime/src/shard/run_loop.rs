@@ -174,8 +174,8 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         let pass_start = spin.is_idle().then(Instant::now);
         // Whether this pass found work (which ends an open idle period), and whether it found
         // work the tasks did not yet see: only that is worth another pass before the shard
-        // idles. Tasks that ran and then waited for I/O are not: the reap below already
-        // looked for what they wait for, and a park looks again.
+        // idles. Tasks that ran and then waited for I/O are not: the reap below (or the park
+        // that stands for it) looks for what they wait for.
         let mut did_work = false;
         let mut new_work = false;
 
@@ -228,23 +228,41 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
             new_work = true;
         }
 
-        let reaped = match ctx.driver.borrow_mut().submit_and_reap() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "the I/O driver failed; stopping the shard");
-                return;
-            }
-        };
-        wake_where_msg_ring_failed(ctx);
-        if reaped.completions > 0 {
-            did_work = true;
-            new_work = true;
-            stats.completions.add(reaped.completions as u64);
+        // Work found so far ends an open idle period now, before the idle decision below.
+        if did_work {
+            end_idle(&mut spin, pass_start, &mut parked, stats);
         }
-        // Yielded tasks go behind the completions just reaped.
-        if ctx.executor.wake_yielded() > 0 {
-            did_work = true;
-            new_work = true;
+        // A pass that parks unless the reap finds work lets the park's wait be its reap, where
+        // that wait collects what the reap would (epoll: one `epoll_wait` per idle period, not
+        // an `epoll_wait(0)` and then the park's).
+        let park_now = !new_work
+            && !ctx.executor.has_ready()
+            && !ctx.executor.has_yielded()
+            && ctx.pollers.may_park()
+            && ctx.driver.borrow().park_reaps()
+            && spin.parks_at(now);
+        if !park_now {
+            let reaped = match ctx.driver.borrow_mut().submit_and_reap() {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "the I/O driver failed; stopping the shard");
+                    return;
+                }
+            };
+            wake_where_msg_ring_failed(ctx);
+            if reaped.completions > 0 {
+                did_work = true;
+                new_work = true;
+                stats.completions.add(reaped.completions as u64);
+            }
+            // Yielded tasks go behind the completions just reaped.
+            if ctx.executor.wake_yielded() > 0 {
+                did_work = true;
+                new_work = true;
+            }
+            if did_work {
+                end_idle(&mut spin, pass_start, &mut parked, stats);
+            }
         }
 
         stats.tasks_live.set(ctx.executor.task_count() as u64);
@@ -258,20 +276,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         }
         stats.timers_pending.set(ctx.timers.borrow().len() as u64);
 
-        if did_work {
-            if let Some(start) = pass_start {
-                let how = if parked {
-                    IdleEnd::Parked
-                } else {
-                    IdleEnd::Spun
-                };
-                if spin.end(start, how) && how == IdleEnd::Spun {
-                    stats.idle_spin_hits.incr();
-                }
-                parked = false;
-            }
-        }
-        if new_work || ctx.executor.has_ready() || !ctx.pollers.may_park() {
+        if !park_now && (new_work || ctx.executor.has_ready() || !ctx.pollers.may_park()) {
             continue;
         }
         if !spin.is_idle() {
@@ -281,7 +286,7 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
                 stats.idle_spins.incr();
             }
         }
-        if spin.keep_spinning(now) {
+        if !park_now && spin.keep_spinning(now) {
             if config.spin_yields {
                 let gave = Instant::now();
                 std::thread::yield_now();
@@ -295,6 +300,27 @@ fn run(ctx: &ShardContext, config: &ShardConfig) {
         park(ctx);
         parked = true;
     }
+}
+
+/// The open idle period (if any) ended at `pass_start` with work found; `parked` says how.
+fn end_idle(
+    spin: &mut IdleSpin,
+    pass_start: Option<Instant>,
+    parked: &mut bool,
+    stats: &super::ShardStats,
+) {
+    let Some(start) = pass_start else {
+        return;
+    };
+    let how = if *parked {
+        IdleEnd::Parked
+    } else {
+        IdleEnd::Spun
+    };
+    if spin.end(start, how) && how == IdleEnd::Spun {
+        stats.idle_spin_hits.incr();
+    }
+    *parked = false;
 }
 
 /// Run the closures other shards sent, at most `batch` per iteration so a flood of messages

@@ -149,7 +149,9 @@ shard_stats! {
     run_queue_max,
     /// io_uring completions reaped (on epoll: readiness events and finished blocking calls).
     completions,
-    /// Times the shard slept in its ring (on epoll: in `epoll_wait`).
+    /// Times the shard went to sleep in its ring (on epoll: in `epoll_wait`, which also
+    /// stands for the reap of the pass before it, so it returns at once where readiness was
+    /// already waiting).
     parks,
     /// Idle periods in which the shard polled (spun) before sleeping
     /// (`RuntimeBuilder::spin_before_park`).
