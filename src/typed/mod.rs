@@ -7,7 +7,9 @@
 //! implementation answers gRPC over HTTP/2 ([`Server::serve_grpc`]) and corewire's framing
 //! over TCP and RDMA ([`Server::serve`]). A generated client wraps a [`Client`] with one
 //! method per RPC: [`Request::with_timeout`] sets a call's deadline, and dropping the call
-//! (or the [`Streaming`] of a server-streaming call) cancels it on the server.
+//! (or the [`Streaming`] of a server-streaming call) cancels it on the server. A unary method
+//! the build marks synchronous (`corewire_build::Builder::sync_methods`) is a plain `fn`,
+//! answered in [`Service::call_now`](crate::Service::call_now) ([`unary_now`]): no future.
 //!
 //! Methods are identified by their full gRPC names (`/package.Service/Method`) on every
 //! transport: gRPC sends the name; corewire's framing sends the 32-bit FNV-1a hash of the
