@@ -7,7 +7,10 @@
 # server over in-memory connections on one shard, on the epoll backend since io_uring does not
 # run under valgrind), raw and typed, 64 B and 4 KiB, at N and 2N calls (N = CALLS, default
 # 10000; the bench runs a multiple of 64 of them, 9,984 and 19,968): Ir per call =
-# (Ir at 2N - Ir at N) / calls(N), so start-up and the warm-up round cancel out. Prints one
+# (Ir at 2N - Ir at N) / calls(N), so start-up cancels out. The warm-up round (a tenth of the
+# loop count) grows with N too: the difference holds 11,008 calls at N = 10000, not 9,984, so
+# the figure is ~10 % above the true cost per call (the formula BENCHMARKS' earlier tables
+# used, kept for comparison; ratios between paths are unaffected). Prints one
 # line per path and size; the callgrind dumps stay under $OUT (default /tmp/typed-callgrind).
 set -euo pipefail
 label=$1
