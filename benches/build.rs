@@ -9,6 +9,7 @@ fn main() {
         .prost_config(|c| {
             c.bytes(["."]);
         })
+        .sync_methods(["/corewire.bench.Echo/Echo"])
         .compile_protos(&["proto/echo.proto"], &["proto"])
         .expect("corewire-build");
     let echo = tonic_build::manual::Method::builder()

@@ -18,11 +18,24 @@ pub fn method_id(name: &str) -> u32 {
 pub(crate) struct Generator {
     server: bool,
     client: bool,
+    /// Full names (`/package.Service/Method`) of the unary methods generated synchronous.
+    sync: Vec<String>,
 }
 
 impl Generator {
-    pub(crate) fn new(server: bool, client: bool) -> Generator {
-        Generator { server, client }
+    pub(crate) fn new(server: bool, client: bool, sync: Vec<String>) -> Generator {
+        Generator {
+            server,
+            client,
+            sync,
+        }
+    }
+
+    /// Whether `method` of `service` is generated synchronous (a plain `fn`, served in
+    /// `call_now`).
+    fn is_sync(&self, service: &Service, method: &Method) -> bool {
+        let name = format!("/{}/{}", full_name(service), method.proto_name);
+        !method.server_streaming && self.sync.contains(&name)
     }
 }
 
@@ -140,7 +153,9 @@ impl Generator {
              futures need not be `Send`.\npub trait {trait_name}: 'static {{"
         );
         for m in methods {
+            let before = buf.len();
             doc(&m.comments, buf);
+            let documented = buf.len() > before;
             if m.server_streaming {
                 let _ = writeln!(
                     buf,
@@ -148,6 +163,18 @@ impl Generator {
                      ::corewire::typed::ServerStream<super::{}>) -> impl \
                      ::core::future::Future<Output = ::core::result::Result<(), \
                      ::corewire::Status>>;",
+                    m.name, m.input_type, m.output_type
+                );
+            } else if self.is_sync(service, m) {
+                if documented {
+                    buf.push_str("///\n");
+                }
+                let _ = writeln!(
+                    buf,
+                    "/// Synchronous: answers at once, run in the server's `call_now` (no \
+                     future).\nfn {}(&self, request: ::corewire::typed::Request<super::{}>) -> \
+                     ::core::result::Result<::corewire::typed::Response<super::{}>, \
+                     ::corewire::Status>;",
                     m.name, m.input_type, m.output_type
                 );
             } else {
@@ -187,8 +214,14 @@ impl Generator {
              const NAME: &'static str = SERVICE_NAME;\n\
              const METHODS: &'static [::corewire::service::MethodInfo] = METHODS;"
         );
-        match methods {
-            [only] if !only.server_streaming => {
+        // The unary methods served by `call`'s future (the others are synchronous).
+        let futures: Vec<(usize, &Method)> = (methods.iter().copied().enumerate())
+            .filter(|(_, m)| !m.server_streaming && !self.is_sync(service, m))
+            .collect();
+        let unknown = "::core::result::Result::Err(::corewire::Status::UnknownMethod { \
+                       service_id: <Self as ::corewire::Service>::ID, method_id: method })";
+        match (methods, futures.as_slice()) {
+            ([_], [(_, only)]) => {
                 // One unary method: the call is its future, with no layer choosing the method
                 // (each would copy the future once more per call).
                 let _ = writeln!(
@@ -201,27 +234,50 @@ impl Generator {
                     only.name
                 );
             }
+            (_, []) => {
+                // Every unary method answers in `call_now`: what reaches `call` is unknown.
+                let _ = writeln!(
+                    buf,
+                    "fn call(&self, request: ::corewire::Request) -> impl \
+                     ::core::future::Future<Output = ::core::result::Result<::corewire::Response, \
+                     ::corewire::Status>> {{\nlet method = request.method;\n\
+                     ::core::future::ready({unknown})\n}}"
+                );
+            }
             _ => {
                 buf.push_str(
                     "async fn call(&self, request: ::corewire::Request) -> \
                      ::core::result::Result<::corewire::Response, ::corewire::Status> {\n\
                      match request.method {\n",
                 );
-                for (i, m) in methods.iter().enumerate() {
-                    if !m.server_streaming {
-                        let _ = writeln!(
-                            buf,
-                            "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, \
-                             {i}, request, |r| self.inner.{}(r)).await,",
-                            m.name
-                        );
-                    }
+                for (i, m) in &futures {
+                    let _ = writeln!(
+                        buf,
+                        "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, \
+                         {i}, request, |r| self.inner.{}(r)).await,",
+                        m.name
+                    );
                 }
-                buf.push_str(
-                    "method => ::core::result::Result::Err(::corewire::Status::UnknownMethod { \
-                     service_id: <Self as ::corewire::Service>::ID, method_id: method }),\n}\n}\n",
+                let _ = writeln!(buf, "method => {unknown},\n}}\n}}");
+            }
+        }
+        let sync: Vec<(usize, &Method)> = (methods.iter().copied().enumerate())
+            .filter(|(_, m)| self.is_sync(service, m))
+            .collect();
+        if !sync.is_empty() {
+            buf.push_str(
+                "fn call_now(&self, request: ::corewire::Request) -> ::corewire::CallNow {\n\
+                 match request.method {\n",
+            );
+            for (i, m) in &sync {
+                let _ = writeln!(
+                    buf,
+                    "m if m == METHODS[{i}].id => ::corewire::typed::unary_now(&self.stats, \
+                     {i}, request, |r| self.inner.{}(r)),",
+                    m.name
                 );
             }
+            buf.push_str("_ => ::corewire::CallNow::Later(request),\n}\n}\n");
         }
         if methods.iter().any(|m| m.server_streaming) {
             buf.push_str(

@@ -39,6 +39,10 @@
 //!   transport, counting calls per method (`MethodStats`).
 //! - `greeter_client::GreeterClient<C>`, a method per RPC over any corewire connection.
 //!
+//! A unary method whose handler never waits can be generated synchronous
+//! ([`Builder::sync_methods`]): its trait method is a plain `fn` returning the reply, which
+//! the server runs in `Service::call_now`, so its calls cost no future at all.
+//!
 //! Methods are identified by their full gRPC names (`/helloworld.Greeter/SayHello`). On
 //! corewire's framing a method travels as the 32-bit FNV-1a hash of its full name (and the
 //! service as that of `helloworld.Greeter`), computed by both ends from the names alone: no
@@ -85,6 +89,7 @@ pub fn configure() -> Builder {
     Builder {
         build_server: true,
         build_client: true,
+        sync_methods: Vec::new(),
         out_dir: None,
         prost: prost_build::Config::new(),
     }
@@ -94,6 +99,7 @@ pub fn configure() -> Builder {
 pub struct Builder {
     build_server: bool,
     build_client: bool,
+    sync_methods: Vec<String>,
     out_dir: Option<PathBuf>,
     prost: prost_build::Config,
 }
@@ -108,6 +114,19 @@ impl Builder {
     /// Generate clients (default true).
     pub fn build_client(mut self, yes: bool) -> Builder {
         self.build_client = yes;
+        self
+    }
+
+    /// Unary methods, by full gRPC name (`/package.Service/Method`), whose handlers answer at
+    /// once, without waiting: their trait methods are plain `fn`s returning the reply
+    /// (`Result<typed::Response<Out>, Status>`) instead of futures. The server runs them in
+    /// `Service::call_now`, as the raw layer's fast path, on every transport: a call costs no
+    /// future (nothing boxed, nothing moved) and no task, and is counted and traced like any
+    /// other; a panic fails it as `Internal`. A handler that may have to wait (for I/O,
+    /// another shard, a timer) stays `async`. A name that is not a unary method of the
+    /// compiled files fails the build.
+    pub fn sync_methods(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Builder {
+        self.sync_methods.extend(names.into_iter().map(Into::into));
         self
     }
 
@@ -143,6 +162,7 @@ impl Builder {
         }
         let fds = compiler.file_descriptor_set();
         check_method_ids(&fds)?;
+        check_sync_methods(&fds, &self.sync_methods)?;
         if let Some(dir) = &self.out_dir {
             self.prost.out_dir(dir);
         }
@@ -150,6 +170,7 @@ impl Builder {
             .service_generator(Box::new(generator::Generator::new(
                 self.build_server,
                 self.build_client,
+                self.sync_methods,
             )));
         self.prost
             .compile_fds(fds)
@@ -173,6 +194,33 @@ fn check_method_ids(fds: &prost_types::FileDescriptorSet) -> Result<(), Error> {
                     )));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Every method named synchronous must be a unary method of the compiled files (a typo would
+/// otherwise leave it `async`, silently).
+fn check_sync_methods(fds: &prost_types::FileDescriptorSet, names: &[String]) -> Result<(), Error> {
+    for name in names {
+        let method = fds.file.iter().find_map(|file| {
+            file.service.iter().find_map(|service| {
+                let full = full_service_name(file.package(), service.name());
+                (service.method.iter()).find(|m| format!("/{full}/{}", m.name()) == *name)
+            })
+        });
+        match method {
+            None => {
+                return Err(Error(format!(
+                    "sync_methods: no method {name} (methods are named /package.Service/Method)"
+                )))
+            }
+            Some(m) if m.client_streaming() || m.server_streaming() => {
+                return Err(Error(format!(
+                    "sync_methods: {name} streams; only unary methods can be synchronous"
+                )))
+            }
+            Some(_) => {}
         }
     }
     Ok(())

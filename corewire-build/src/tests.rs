@@ -4,6 +4,10 @@
 use std::fs;
 
 fn compile(proto: &str) -> Result<String, crate::Error> {
+    compile_with(proto, &[])
+}
+
+fn compile_with(proto: &str, sync: &[&str]) -> Result<String, crate::Error> {
     let dir = std::env::temp_dir().join(format!(
         "corewire-build-test-{}-{}",
         std::process::id(),
@@ -15,6 +19,7 @@ fn compile(proto: &str) -> Result<String, crate::Error> {
     fs::create_dir_all(dir.join("out")).unwrap();
     fs::write(dir.join("t.proto"), proto).unwrap();
     let result = crate::configure()
+        .sync_methods(sync.iter().copied())
         .out_dir(dir.join("out"))
         .compile_protos(&[dir.join("t.proto")], &[&dir]);
     let out = result.map(|()| fs::read_to_string(dir.join("out/t.rs")).unwrap());
@@ -84,4 +89,47 @@ fn methods_whose_ids_collide_fail_the_build() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("same id"), "{err}");
+}
+
+const TALK: &str = r#"syntax = "proto3";
+    package t;
+    message A { string s = 1; }
+    service Talk {
+      rpc Say (A) returns (A);
+      rpc Ask (A) returns (A);
+      rpc Many (A) returns (stream A);
+    }"#;
+
+#[test]
+fn sync_methods_are_plain_fns_served_in_call_now() {
+    // Compared without whitespace: prost-build formats the code.
+    let flat = |text: &str| text.split_whitespace().collect::<String>();
+    let code = flat(&compile_with(TALK, &["/t.Talk/Say"]).unwrap());
+    for want in [
+        "fn say(&self, request: ::corewire::typed::Request<super::A>,) -> \
+         ::core::result::Result<",
+        "fn ask(&self, request: ::corewire::typed::Request<super::A>,) -> impl \
+         ::core::future::Future",
+        "fn call_now(&self, request: ::corewire::Request) -> ::corewire::CallNow",
+        "::corewire::typed::unary_now(&self.stats, 0, request, |r| self.inner.say(r),)",
+        "::corewire::typed::unary(&self.stats, 1, request, |r| self.inner.ask(r),).await",
+    ] {
+        assert!(code.contains(&flat(want)), "missing {want:?} in:\n{code}");
+    }
+    // `call` no longer serves the synchronous method.
+    assert!(!code.contains(&flat("::corewire::typed::unary(&self.stats, 0,")));
+    // Without it, no `call_now` is generated (the raw layer's default hands requests on).
+    assert!(!compile(TALK).unwrap().contains("fn call_now("));
+}
+
+#[test]
+fn sync_methods_must_be_unary_methods_of_the_files() {
+    for (name, why) in [
+        ("/t.Talk/Nope", "no method /t.Talk/Nope"),
+        ("t.Talk/Say", "no method t.Talk/Say"),
+        ("/t.Talk/Many", "streams"),
+    ] {
+        let err = compile_with(TALK, &[name]).unwrap_err().to_string();
+        assert!(err.contains(why), "{name}: {err}");
+    }
 }

@@ -129,10 +129,16 @@ impl Metadata {
 
     /// The attachment that carries this metadata over corewire's framing: per entry a `u16`
     /// key length, the key, a `u32` value length, the value (little endian).
+    #[inline]
     pub fn encode(&self) -> Bytes {
+        // Most replies carry none: no call for them.
         if self.entries.is_empty() {
             return Bytes::new();
         }
+        self.encode_entries()
+    }
+
+    fn encode_entries(&self) -> Bytes {
         let len = self
             .entries
             .iter()
@@ -147,7 +153,16 @@ impl Metadata {
 
     /// The metadata an attachment carries ([`encode`](Metadata::encode)'s format); `Err` for
     /// bytes that are not that.
+    #[inline]
     pub fn decode(attachment: &Bytes) -> Result<Metadata, InvalidMetadata> {
+        // Most calls carry none: no call for them.
+        if attachment.is_empty() {
+            return Ok(Metadata::new());
+        }
+        Metadata::decode_entries(attachment)
+    }
+
+    fn decode_entries(attachment: &Bytes) -> Result<Metadata, InvalidMetadata> {
         let mut meta = Metadata::new();
         let mut at = 0;
         let bad = || InvalidMetadata("malformed metadata attachment".into());

@@ -7,7 +7,9 @@
 //! implementation answers gRPC over HTTP/2 ([`Server::serve_grpc`]) and corewire's framing
 //! over TCP and RDMA ([`Server::serve`]). A generated client wraps a [`Client`] with one
 //! method per RPC: [`Request::with_timeout`] sets a call's deadline, and dropping the call
-//! (or the [`Streaming`] of a server-streaming call) cancels it on the server.
+//! (or the [`Streaming`] of a server-streaming call) cancels it on the server. A unary method
+//! the build marks synchronous (`corewire_build::Builder::sync_methods`) is a plain `fn`,
+//! answered in [`Service::call_now`](crate::Service::call_now) ([`unary_now`]): no future.
 //!
 //! Methods are identified by their full gRPC names (`/package.Service/Method`) on every
 //! transport: gRPC sends the name; corewire's framing sends the 32-bit FNV-1a hash of the
@@ -379,6 +381,39 @@ where
     }
 }
 
+/// Serve one call of synchronous unary method `index` in [`Service::call_now`] (generated
+/// code calls this for the methods the build marked synchronous): decode the request, run
+/// `handler` in a span named for the method, encode its reply, count the call. No future
+/// exists at any point, so nothing is moved or boxed; the call is timed like one that answers
+/// in the poll that received it (no clock read). A panic in `handler` unwinds to the server,
+/// which fails the call as `Internal`; the call is counted so.
+///
+/// [`Service::call_now`]: crate::Service::call_now
+pub fn unary_now<Req, Resp>(
+    stats: &MethodStats,
+    index: usize,
+    raw: crate::Request,
+    handler: impl FnOnce(Request<Req>) -> Result<Response<Resp>, Status>,
+) -> crate::CallNow
+where
+    Req: prost::Message + Default,
+    Resp: prost::Message,
+{
+    let record = stats.start_at_once(index);
+    let result = match typed_request::<Req>(stats.name(index), raw) {
+        Ok(request) => match span(stats, index) {
+            Some(span) => span.in_scope(|| handler(request)),
+            None => handler(request),
+        },
+        Err(bad) => Err(bad),
+    };
+    record.finish(code_of(&result));
+    crate::CallNow::Done(result.map(|reply| crate::Response {
+        payload: encode(&reply.message),
+        attachment: reply.metadata.encode(),
+    }))
+}
+
 pin_project_lite::pin_project! {
     /// One unary call being served: the handler's future, polled in the call's span, then its
     /// reply encoded and the call counted. Written out rather than an `async` block, which
@@ -628,6 +663,45 @@ mod tests {
         );
         assert_eq!(stats.count(0, Code::Ok), 1);
         assert_eq!(stats.count(0, Code::Unimplemented), 0);
+    }
+
+    /// A synchronous method is answered in `call_now` and counted by code; a request that does
+    /// not decode fails without running the handler; a panic in the handler unwinds (the
+    /// server fails the call as Internal) and is counted as Internal.
+    #[test]
+    fn unary_now_answers_and_counts_by_code() {
+        let stats = MethodStats::new(One::METHODS);
+        let answer = |raw| {
+            unary_now(&stats, 0, raw, |r: Request<String>| {
+                match r.get_ref().as_str() {
+                    "boom" => panic!("the handler panics"),
+                    "no" => Err(Status::NotFound("no".into())),
+                    _ => Ok(Response::new(format!("{}!", r.into_inner()))),
+                }
+            })
+        };
+        let id = One::METHODS[0].id;
+        let crate::CallNow::Done(Ok(reply)) = answer(raw(id, encode(&"hi".to_owned()))) else {
+            panic!("answered at once");
+        };
+        assert_eq!(decode::<String>(&reply.payload).unwrap(), "hi!");
+        assert!(matches!(
+            answer(raw(id, encode(&"no".to_owned()))),
+            crate::CallNow::Done(Err(Status::NotFound(_)))
+        ));
+        assert!(matches!(
+            answer(raw(id, Bytes::from_static(b"\xff"))),
+            crate::CallNow::Done(Err(Status::BadRequest(_)))
+        ));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            answer(raw(id, encode(&"boom".to_owned())))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(stats.count(0, Code::Ok), 1);
+        assert_eq!(stats.count(0, Code::NotFound), 1);
+        assert_eq!(stats.count(0, Code::InvalidArgument), 1);
+        assert_eq!(stats.count(0, Code::Internal), 1);
+        assert_eq!(stats.count(0, Code::Cancelled), 0);
     }
 
     /// A handler that waits is polled again until it answers (and counted once); a request

@@ -123,7 +123,8 @@ impl MethodStats {
 
     /// A call of method `index` starts now; it is counted when the returned guard finishes
     /// it, or as cancelled (or deadline exceeded, once its deadline passed) if the guard is
-    /// dropped first (the caller went away and the handler was dropped). Its latency counts
+    /// dropped first (the caller went away and the handler was dropped), or as internal if
+    /// a panic in its handler drops it. Its latency counts
     /// from the start of the shard's poll that received the request (the time the shard
     /// already read: no clock read here), so a request that waited behind others of the same
     /// batch counts that wait too; a call that finishes in that same poll is timed to the
@@ -152,6 +153,24 @@ impl MethodStats {
             self.record(index, code, started.elapsed());
             return;
         }
+        self.finish_in_poll(index, code, started);
+    }
+
+    /// A call of method `index` is answered at once, within this poll (a synchronous
+    /// method): the guard counts it as [`start`](MethodStats::start) and
+    /// [`CallRecord::finish`] would, with one look at the poll's start instead of two.
+    pub(crate) fn start_at_once(&self, index: usize) -> AtOnce<'_> {
+        AtOnce {
+            stats: self,
+            index,
+            // Where polls are not timed (off a shard, the stall detector off): the clock.
+            started: corewire_runtime::poll_started_at().ok_or_else(Instant::now),
+        }
+    }
+
+    /// A call that started in the poll that began at `poll` ended in it with `code`.
+    fn finish_in_poll(&self, index: usize, code: Code, poll: Instant) {
+        let started = poll;
         let same = &self.same_poll;
         if same.poll.get() != Some(started) {
             if !corewire_runtime::at_poll_end(same.clone()) {
@@ -182,6 +201,38 @@ fn add(counter: &AtomicU64, n: u64) {
     );
 }
 
+/// A call answered at once being counted (see [`MethodStats::start_at_once`]): finished with
+/// its code, or counted as `Internal` if a panic in its handler drops it.
+pub(crate) struct AtOnce<'a> {
+    stats: &'a MethodStats,
+    index: usize,
+    /// `Ok`: the start of the poll it runs in; `Err`: a clock read, polls not being timed.
+    started: Result<Instant, Instant>,
+}
+
+impl AtOnce<'_> {
+    /// The call ended with `code`.
+    pub(crate) fn finish(self, code: Code) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.count(code);
+    }
+
+    fn count(&self, code: Code) {
+        match self.started {
+            Ok(poll) => self.stats.finish_in_poll(self.index, code, poll),
+            Err(clock) => self.stats.record(self.index, code, clock.elapsed()),
+        }
+    }
+}
+
+impl Drop for AtOnce<'_> {
+    /// Only a panic in the handler drops an unfinished call (it runs to its end in the
+    /// poll that started it): the server fails the call as `Internal`.
+    fn drop(&mut self) {
+        self.count(Code::Internal);
+    }
+}
+
 /// One call being timed (see [`MethodStats::start`]).
 pub struct CallRecord<'a> {
     stats: &'a MethodStats,
@@ -206,6 +257,9 @@ impl Drop for CallRecord<'_> {
         }
         let now = Instant::now();
         let code = match self.deadline {
+            // Dropped by the unwinding of a panic in its handler: the server fails the call
+            // as Internal.
+            _ if std::thread::panicking() => Code::Internal,
             Some(d) if d <= now => Code::DeadlineExceeded,
             _ => Code::Cancelled,
         };

@@ -15,6 +15,8 @@ pub mod proto {
     corewire::include_proto!("corewire.bench");
 }
 
+pub use proto::echo_async_client::EchoAsyncClient;
+pub use proto::echo_async_server::EchoAsyncServer;
 pub use proto::echo_client::EchoClient;
 pub use proto::echo_server::EchoServer;
 pub use proto::EchoMessage;
@@ -24,11 +26,25 @@ pub struct TypedEcho {
     pub served: Option<(Arc<Served>, usize)>,
 }
 
-impl proto::echo_server::Echo for TypedEcho {
-    async fn echo(&self, request: Request<EchoMessage>) -> Result<Response<EchoMessage>, Status> {
+impl TypedEcho {
+    fn answer(&self, request: Request<EchoMessage>) -> Response<EchoMessage> {
         if let Some((served, shard)) = &self.served {
             served.count(*shard);
         }
-        Ok(Response::new(request.into_inner()))
+        Response::new(request.into_inner())
+    }
+}
+
+/// Synchronous (see build.rs): answered in the server's `call_now`, as the raw echo is.
+impl proto::echo_server::Echo for TypedEcho {
+    fn echo(&self, request: Request<EchoMessage>) -> Result<Response<EchoMessage>, Status> {
+        Ok(self.answer(request))
+    }
+}
+
+/// The same handler as an `async fn`, served through `call`'s future.
+impl proto::echo_async_server::EchoAsync for TypedEcho {
+    async fn echo(&self, request: Request<EchoMessage>) -> Result<Response<EchoMessage>, Status> {
+        Ok(self.answer(request))
     }
 }

@@ -26,7 +26,7 @@ pub struct Shelf {
 }
 
 impl Catalog for Shelf {
-    async fn get(&self, request: Request<GetRequest>) -> Result<Response<Item>, Status> {
+    fn get(&self, request: Request<GetRequest>) -> Result<Response<Item>, Status> {
         let id = &request.get_ref().id;
         match self.items.borrow().get(id) {
             Some(item) => Ok(Response::new(item.clone())),
@@ -55,6 +55,6 @@ impl Catalog for Shelf {
     }
 
     async fn r#match(&self, request: Request<GetRequest>) -> Result<Response<Item>, Status> {
-        self.get(request).await
+        self.get(request)
     }
 }

@@ -96,7 +96,7 @@ impl MultiGreeter for Streams {
         }))
     }
 
-    async fn fail(&self, request: Request<FailRequest>) -> Result<Response<HelloReply>, Status> {
+    fn fail(&self, request: Request<FailRequest>) -> Result<Response<HelloReply>, Status> {
         let FailRequest { code, message } = request.into_inner();
         let Some(code) = Code::from_value(code) else {
             return Err(Status::BadRequest(format!("no gRPC code {code}")));

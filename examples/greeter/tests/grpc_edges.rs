@@ -265,7 +265,7 @@ impl MultiGreeter for Counting {
         Err(Status::Unimplemented("not here".into()))
     }
 
-    async fn fail(&self, _: Request<FailRequest>) -> Result<Response<HelloReply>, Status> {
+    fn fail(&self, _: Request<FailRequest>) -> Result<Response<HelloReply>, Status> {
         Err(Status::Unimplemented("not here".into()))
     }
 }
