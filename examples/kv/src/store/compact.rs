@@ -88,6 +88,24 @@ impl CompactBytes {
         }
     }
 
+    /// Runs `f` on the bytes as a vector that may grow, in place, leaving the representation
+    /// [`Self::appended`] would give the result: a growable string is changed where it lies
+    /// (no allocation), a heap one becomes growable with its allocation kept, an inline one
+    /// is copied out and back.
+    pub fn change<T>(&mut self, f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+        if let CompactBytes::Growable(bytes) = self {
+            let out = f(bytes);
+            if bytes.len() <= INLINE {
+                *self = CompactBytes::new(self.as_slice());
+            }
+            return out;
+        }
+        let mut bytes = std::mem::take(self).into_vec();
+        let out = f(&mut bytes);
+        *self = CompactBytes::appended(bytes);
+        out
+    }
+
     /// An owned copy for a reply or a log record.
     pub fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_slice())
