@@ -223,6 +223,30 @@ mod tests {
     }
 
     #[test]
+    fn a_change_in_place_leaves_what_an_append_would() {
+        for (len, grow) in [(1, 3), (INLINE, 1), (INLINE + 5, 100), (40, 0)] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut compact = CompactBytes::new(&data);
+            // Twice: the second change finds the growable form the first left.
+            for _ in 0..2 {
+                let mut expected = compact.as_slice().to_vec();
+                expected.resize(expected.len() + grow, 7);
+                compact.change(|bytes| bytes.resize(bytes.len() + grow, 7));
+                assert_eq!(compact.as_slice(), &expected[..]);
+                let appended = CompactBytes::appended(expected);
+                assert_eq!(
+                    std::mem::discriminant(&compact),
+                    std::mem::discriminant(&appended)
+                );
+            }
+        }
+        // Shrunk to inline length: inline again, as `appended` makes it.
+        let mut compact = CompactBytes::appended(vec![1; 100]);
+        compact.change(|bytes| bytes.truncate(3));
+        assert!(matches!(compact, CompactBytes::Inline { len: 3, .. }));
+    }
+
+    #[test]
     fn round_trips_inline_and_heap() {
         for len in [0, 1, INLINE - 1, INLINE, INLINE + 1, 1000] {
             let data: Vec<u8> = (0..len).map(|i| i as u8).collect();

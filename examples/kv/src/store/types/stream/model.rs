@@ -664,6 +664,36 @@ mod tests {
     }
 
     #[test]
+    fn the_last_live_id_and_replies_follow_deletions() {
+        let mut s = Stream::default();
+        let limits = NodeLimits {
+            max_entries: 2,
+            max_bytes: 4096,
+        };
+        for ms in 1..=4 {
+            add(&mut s, ms, &[(b"f", b"v")], limits);
+        }
+        add(&mut s, 5, &[(b"g", b"w"), (b"h", b"")], limits);
+        assert_eq!(s.last_live(), Some(StreamId::new(5, 0)));
+        // The last node's last entry deleted: its other one is the last live.
+        assert!(s.delete(StreamId::new(5, 0)));
+        assert_eq!(s.last_live(), Some(StreamId::new(4, 0)));
+        assert!(s.delete(StreamId::new(4, 0)));
+        assert_eq!(s.last_live(), Some(StreamId::new(3, 0)));
+        // The replies carry what `range` reads, in either direction.
+        add(&mut s, 6, &[(b"g", b"w"), (b"h", b"")], limits);
+        for rev in [false, true] {
+            let replies: Vec<Reply> = s.range_replies(StreamId::MIN, StreamId::MAX, rev).collect();
+            let expected: Vec<Reply> = s
+                .range(StreamId::MIN, StreamId::MAX, rev)
+                .map(|(id, pairs)| super::super::entry_reply(id, pairs))
+                .collect();
+            assert_eq!(replies, expected);
+            assert_eq!(replies.len(), 4);
+        }
+    }
+
+    #[test]
     fn nodes_split_by_entries_and_go_when_emptied() {
         let mut s = Stream::default();
         let limits = NodeLimits {
