@@ -15,6 +15,7 @@
 use bytes::Bytes;
 use mlua::{Lua, Table, Value};
 
+use super::call::CallReply;
 use crate::reply::Reply;
 use crate::session::resp3::Shape;
 
@@ -51,6 +52,24 @@ pub fn number_text(n: f64) -> String {
         } else {
             plain
         }
+    }
+}
+
+/// A reply as `redis.call` returns it, a plain bulk string left as bytes to push (see
+/// [`CallReply`]).
+pub fn reply_to_call(
+    lua: &Lua,
+    reply: &Reply,
+    shape: &Shape,
+    mode: ReplyMode,
+) -> mlua::Result<CallReply> {
+    match reply {
+        Reply::Bulk(data)
+            if mode == ReplyMode::Resp2 || !matches!(shape, Shape::Double | Shape::Verbatim) =>
+        {
+            CallReply::bulk(lua, data)
+        }
+        _ => reply_to_lua(lua, reply, shape, mode).map(CallReply::Value),
     }
 }
 

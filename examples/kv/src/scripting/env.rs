@@ -17,6 +17,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
+use super::call::{CallArgs, CallReply};
+
 /// What the running script's `redis.call`, `redis.pcall` and `redis.setresp` reach: the
 /// glue's side of a run.
 pub trait Host {
@@ -31,7 +33,7 @@ pub trait Host {
         raise: bool,
         resp3: bool,
         suspend: &dyn Fn(bool),
-    ) -> mlua::Result<Value>;
+    ) -> mlua::Result<CallReply>;
     /// `redis.log(level, message)`.
     fn log(&self, level: i64, message: &str);
     /// `redis.acl_check_cmd`: whether the caller's user may run command `id` (an
@@ -352,19 +354,11 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
                     "Please specify at least one argument for this redis lib call".into(),
                 ));
             }
-            let mut command = Vec::with_capacity(args.len());
-            for arg in args.iter() {
-                match arg {
-                    Value::String(s) => command.push(Bytes::copy_from_slice(&s.as_bytes())),
-                    Value::Integer(n) => command.push(Bytes::from(n.to_string())),
-                    Value::Number(n) => command.push(Bytes::from(super::convert::number_text(*n))),
-                    _ => {
-                        return Err(mlua::Error::RuntimeError(
-                            "Lua redis lib command arguments must be strings or integers".into(),
-                        ))
-                    }
-                }
-            }
+            let command: Vec<Bytes> = args
+                .iter()
+                .map(super::call::arg_word)
+                .collect::<Option<_>>()
+                .ok_or_else(|| mlua::Error::RuntimeError(super::call::BAD_ARGUMENT.into()))?;
             // Any Redis command may be asked about, implemented here or not.
             let Some(id) = crate::acl::catalog::Catalog::get().resolve(&command) else {
                 return Err(mlua::Error::RuntimeError(
@@ -397,30 +391,25 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
 /// the command.
 pub fn call(
     lua: &Lua,
-    args: MultiValue,
+    args: CallArgs,
     raise: bool,
     suspend: &dyn Fn(bool),
-) -> mlua::Result<Value> {
-    let fail = |text: &str| -> mlua::Result<Value> {
+) -> mlua::Result<CallReply> {
+    let fail = |text: &str| -> mlua::Result<CallReply> {
         let table = error_table(lua, text.as_bytes())?;
         if raise {
             Err(raise_table(lua, table)?)
         } else {
-            Ok(Value::Table(table))
+            Ok(CallReply::Value(Value::Table(table)))
         }
     };
-    if args.is_empty() {
-        return fail("Please specify at least one argument for this redis lib call");
-    }
-    let mut command = Vec::with_capacity(args.len());
-    for arg in args.iter() {
-        match arg {
-            Value::String(s) => command.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Integer(n) => command.push(Bytes::from(n.to_string())),
-            Value::Number(n) => command.push(Bytes::from(super::convert::number_text(*n))),
-            _ => return fail("Lua redis lib command arguments must be strings or integers"),
+    let command = match args.0 {
+        Ok(command) if command.is_empty() => {
+            return fail("Please specify at least one argument for this redis lib call")
         }
-    }
+        Ok(command) => command,
+        Err(text) => return fail(text),
+    };
     let run = running(lua)?;
     run.host
         .call(lua, command, raise, run.resp.get() == 3, suspend)

@@ -13,6 +13,7 @@
 //! mode: Redis's "non local key" error). In cluster mode the declared keys must share a slot
 //! (CROSSSLOT otherwise).
 
+pub mod call;
 pub mod convert;
 pub mod env;
 pub mod functions;

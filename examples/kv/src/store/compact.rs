@@ -88,6 +88,24 @@ impl CompactBytes {
         }
     }
 
+    /// Runs `f` on the bytes as a vector that may grow, in place, leaving the representation
+    /// [`Self::appended`] would give the result: a growable string is changed where it lies
+    /// (no allocation), a heap one becomes growable with its allocation kept, an inline one
+    /// is copied out and back.
+    pub fn change<T>(&mut self, f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+        if let CompactBytes::Growable(bytes) = self {
+            let out = f(bytes);
+            if bytes.len() <= INLINE {
+                *self = CompactBytes::new(self.as_slice());
+            }
+            return out;
+        }
+        let mut bytes = std::mem::take(self).into_vec();
+        let out = f(&mut bytes);
+        *self = CompactBytes::appended(bytes);
+        out
+    }
+
     /// An owned copy for a reply or a log record.
     pub fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_slice())
@@ -202,6 +220,30 @@ mod tests {
     #[test]
     fn is_three_words() {
         assert_eq!(std::mem::size_of::<CompactBytes>(), 24);
+    }
+
+    #[test]
+    fn a_change_in_place_leaves_what_an_append_would() {
+        for (len, grow) in [(1, 3), (INLINE, 1), (INLINE + 5, 100), (40, 0)] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut compact = CompactBytes::new(&data);
+            // Twice: the second change finds the growable form the first left.
+            for _ in 0..2 {
+                let mut expected = compact.as_slice().to_vec();
+                expected.resize(expected.len() + grow, 7);
+                compact.change(|bytes| bytes.resize(bytes.len() + grow, 7));
+                assert_eq!(compact.as_slice(), &expected[..]);
+                let appended = CompactBytes::appended(expected);
+                assert_eq!(
+                    std::mem::discriminant(&compact),
+                    std::mem::discriminant(&appended)
+                );
+            }
+        }
+        // Shrunk to inline length: inline again, as `appended` makes it.
+        let mut compact = CompactBytes::appended(vec![1; 100]);
+        compact.change(|bytes| bytes.truncate(3));
+        assert!(matches!(compact, CompactBytes::Inline { len: 3, .. }));
     }
 
     #[test]

@@ -169,6 +169,45 @@ impl Store {
         Ok(Some(out))
     }
 
+    /// Runs `change` on the string at `key` where it lies (see [`CompactBytes::change`]):
+    /// one probe when no key has a TTL, the key's TTL kept and the byte count kept in step.
+    /// A missing key gets what `change` makes of an empty vector (`existed` false), stored
+    /// as a new key. WRONGTYPE for a value of another type, unchanged. For in-place writes
+    /// (SETBIT, PFADD), as Redis's `lookupKeyWrite` then a change of the object it found.
+    pub(super) fn change_string<S: ChangeSink, T>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        sink: &mut S,
+        change: impl FnOnce(&mut Vec<u8>, bool, &mut S) -> T,
+    ) -> Result<T, CommandError> {
+        // Lazy expiry needs its own probe only when some key has a TTL.
+        if !self.expiring.is_empty() {
+            self.lookup(key, now, sink);
+        }
+        let (clock, lfu) = (self.memory.clock, self.config.memory.policy.is_lfu());
+        let Some(entry) = self.map.get_mut(key) else {
+            let mut bytes = Vec::new();
+            let out = change(&mut bytes, false, sink);
+            let value = Value::Str(CompactBytes::appended(bytes));
+            self.insert_new(CompactBytes::new(key), value, None);
+            return Ok(out);
+        };
+        if !matches!(entry.value, Value::Str(_)) {
+            return Err(CommandError::WrongType);
+        }
+        if !self.no_touch {
+            touch(entry, clock, lfu);
+        }
+        let Value::Str(bytes) = &mut entry.value else {
+            return Err(CommandError::WrongType);
+        };
+        let before = bytes.len();
+        let out = bytes.change(|bytes| change(bytes, true, sink));
+        self.data_bytes = self.data_bytes + bytes.len() - before;
+        Ok(out)
+    }
+
     /// Counts a read of `key` as a keyspace hit or miss (a miss is a `keymiss` event).
     pub(super) fn count_lookup(&mut self, key: &[u8], hit: bool) {
         if hit {

@@ -2,6 +2,7 @@
 //! and waiting (off the script's stack) for replies from other shards.
 
 use super::*;
+use crate::scripting::call::CallReply;
 use crate::session::error_code;
 use crate::session::resp3::Shape;
 use std::time::Duration;
@@ -424,7 +425,7 @@ impl Host for ScriptHost {
         raise: bool,
         resp3: bool,
         suspend: &dyn Fn(bool),
-    ) -> mlua::Result<Value> {
+    ) -> mlua::Result<CallReply> {
         if self.info.kill.load(Ordering::Relaxed) {
             return Err(mlua::Error::RuntimeError(
                 self.killed_text().trim_start_matches("ERR ").into(),
@@ -459,10 +460,10 @@ impl Host for ScriptHost {
                 // Counted above: returned as the script's reply, it is not counted again
                 // (Redis 7.0 marks the table with this field, scripts see it too).
                 table.raw_set(convert::COUNTED_ERROR_FIELD, true)?;
-                Ok(Value::Table(table))
+                Ok(CallReply::Value(Value::Table(table)))
             };
         }
-        convert::reply_to_lua(lua, &reply, &shape, mode)
+        convert::reply_to_call(lua, &reply, &shape, mode)
     }
 
     fn acl_allows(&self, id: usize, args: &[Bytes]) -> bool {

@@ -2,6 +2,7 @@
 //! replies.
 
 use super::*;
+use crate::scripting::call::Words;
 
 /// What the shard's driver gives the script coroutine.
 pub(super) enum Resume {
@@ -141,10 +142,10 @@ fn serve(
             Ok(())
         })?;
         lua.set_named_registry_value(SUSPEND, suspend)?;
-        let call = scope.create_function(|lua, args: mlua::MultiValue| {
+        let call = scope.create_function(|lua, args: crate::scripting::call::CallArgs| {
             crate::scripting::env::call(lua, args, true, &suspend_now)
         })?;
-        let pcall = scope.create_function(|lua, args: mlua::MultiValue| {
+        let pcall = scope.create_function(|lua, args: crate::scripting::call::CallArgs| {
             crate::scripting::env::call(lua, args, false, &suspend_now)
         })?;
         engine.env.redis.raw_set("call", call)?;
@@ -201,26 +202,19 @@ fn serve(
 }
 
 pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Reply {
-    let make_array = |items: &[Bytes]| -> mlua::Result<mlua::Table> {
-        let table = lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            table.raw_set(i + 1, lua.create_string(item)?)?;
-        }
-        Ok(table)
-    };
-    let (keys, argv) = match (make_array(&prepared.keys), make_array(&prepared.argv)) {
-        (Ok(keys), Ok(argv)) => (keys, argv),
-        (Err(error), _) | (_, Err(error)) => return lua_failure(error),
-    };
+    // KEYS and ARGV: new tables per run, built where they are stored or passed.
     let result = match &prepared.what {
         What::Eval { sha, .. } => {
             let Some(function) = engine.scripts.borrow().get(sha).cloned() else {
                 return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
             };
             let globals = lua.globals();
-            if let Err(error) = globals
-                .raw_set("KEYS", keys)
-                .and_then(|()| globals.raw_set("ARGV", argv))
+            let set = |name: &str, items: &[Bytes]| match Words::fit(items) {
+                Some(words) => globals.raw_set(name, words),
+                None => globals.raw_set(name, Words::table(lua, items)?),
+            };
+            if let Err(error) =
+                set("KEYS", &prepared.keys).and_then(|()| set("ARGV", &prepared.argv))
             {
                 return lua_failure(error);
             }
@@ -231,7 +225,16 @@ pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Re
             let Some((_, function)) = engine.functions.borrow().functions.get(&key).cloned() else {
                 return Reply::error("ERR Function not found");
             };
-            function.call::<Value>((keys, argv))
+            match (Words::fit(&prepared.keys), Words::fit(&prepared.argv)) {
+                (Some(keys), Some(argv)) => function.call::<Value>((keys, argv)),
+                _ => match (
+                    Words::table(lua, &prepared.keys),
+                    Words::table(lua, &prepared.argv),
+                ) {
+                    (Ok(keys), Ok(argv)) => function.call::<Value>((keys, argv)),
+                    (Err(error), _) | (_, Err(error)) => return lua_failure(error),
+                },
+            }
         }
     };
     match result {

@@ -191,14 +191,28 @@ impl Store {
             Some(1) => true,
             _ => return Err(text(BAD_BIT)),
         };
-        let (mut value, dirty) = self.bit_target(&a[0], offset >> 3, now, sink)?;
-        let old = bits::set_bit(&mut value, offset, on);
-        self.changes = Some(u64::from(dirty || old != on));
-        if dirty || old != on {
-            self.store_bits("setbit", a, value, sink);
+        // The bit is set where the string lies (grown as Redis's `sdsgrowzero` grows it).
+        let needed = (offset >> 3) as usize + 1;
+        let (old, changed) = self.change_string(&a[0], now, sink, |value, existed, sink| {
+            let grew = value.len() < needed;
+            if grew {
+                CompactBytes::reserve_growth(value, needed);
+                value.resize(needed, 0);
+            }
+            let old = bits::set_bit(value, offset, on);
+            let changed = !existed || grew || old != on;
+            if changed {
+                sink.record(WriteOp::Command {
+                    name: "setbit",
+                    key: &a[0],
+                    args: &a[1..],
+                });
+            }
+            (old, changed)
+        })?;
+        self.changes = Some(u64::from(changed));
+        if changed {
             self.notify(Class::String, "setbit", &a[0]);
-        } else {
-            self.put_back(&a[0], value);
         }
         Ok(Reply::Integer(i64::from(old)))
     }

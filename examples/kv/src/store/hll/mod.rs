@@ -8,7 +8,6 @@ use bytes::Bytes;
 
 use super::compact::CompactBytes;
 use super::keyspace::TtlUpdate;
-use super::value::Value;
 use super::Store;
 use crate::change::{ChangeSink, LoggedTtl, WriteOp};
 use crate::command::{CommandError, KeyOp};
@@ -67,32 +66,6 @@ impl Store {
         Ok(Some((value.to_vec(), encoding)))
     }
 
-    /// The HLL at `key` taken out of its entry to change in place (its allocation kept, no
-    /// copy: a dense HLL is 12 KiB), `None` when missing; WRONGTYPE as [`Self::read_hll`].
-    /// Every path must give it back with [`Self::store_hll`].
-    fn take_hll<S: ChangeSink>(
-        &mut self,
-        key: &[u8],
-        now: u64,
-        sink: &mut S,
-    ) -> Result<Option<Vec<u8>>, CommandError> {
-        match self.lookup(key, now, sink) {
-            None => return Ok(None),
-            Some(Value::Str(value)) => {
-                hll::validate(value.as_slice()).map_err(|_| not_hll())?;
-            }
-            Some(_) => return Err(CommandError::WrongType),
-        }
-        let Some(entry) = self.map.get_mut(key) else {
-            return Ok(None);
-        };
-        self.data_bytes -= entry.value.payload_len();
-        match std::mem::replace(&mut entry.value, Value::Str(CompactBytes::default())) {
-            Value::Str(value) => Ok(Some(value.into_vec())),
-            _ => Ok(None),
-        }
-    }
-
     /// Stores an HLL back, keeping the key's TTL (with the vector's spare room: no copy).
     fn store_hll(&mut self, key: &[u8], value: Vec<u8>) {
         self.upsert(key, CompactBytes::appended(value), TtlUpdate::Keep);
@@ -113,40 +86,46 @@ impl Store {
         sink: &mut S,
     ) -> Result<Reply, CommandError> {
         let sparse_max = self.config.encoding.hll_sparse_max_bytes;
-        let taken = self.take_hll(&a[0], now, sink)?;
-        let existed = taken.is_some();
-        let (mut value, mut updated) = match taken {
-            Some(value) => (value, 0),
-            None => (hll::new_sparse(), 1),
-        };
-        for element in &a[1..] {
-            match hll::add(&mut value, element, sparse_max) {
-                Ok(changed) => updated += u64::from(changed),
-                Err(_) => {
-                    // Redis updates in place: the registers set before the corruption was
-                    // found stay set (and the reply is the error).
-                    if updated > 0 {
-                        sink.record(WriteOp::Set {
-                            key: &a[0],
-                            value: &value,
-                            ttl: LoggedTtl::Keep,
-                        });
+        // Changed where it lies: a dense HLL is 12 KiB.
+        let added = self.change_string(&a[0], now, sink, |value, existed, sink| {
+            let mut updated = 0;
+            if existed {
+                hll::validate(value).map_err(|_| not_hll())?;
+            } else {
+                *value = hll::new_sparse();
+                updated = 1;
+            }
+            for element in &a[1..] {
+                match hll::add(value, element, sparse_max) {
+                    Ok(changed) => updated += u64::from(changed),
+                    Err(_) => {
+                        // Redis updates in place: the registers set before the corruption
+                        // was found stay set (and the reply is the error).
+                        if updated > 0 {
+                            sink.record(WriteOp::Set {
+                                key: &a[0],
+                                value,
+                                ttl: LoggedTtl::Keep,
+                            });
+                        }
+                        return Err(corrupt());
                     }
-                    if updated > 0 || existed {
-                        self.store_hll(&a[0], value);
-                    }
-                    return Err(corrupt());
                 }
             }
-        }
+            if updated > 0 {
+                hll::invalidate_cache(value);
+                sink.record(WriteOp::Command {
+                    name: "pfadd",
+                    key: &a[0],
+                    args: &a[1..],
+                });
+            }
+            Ok(updated)
+        })?;
+        let updated = added?;
         self.changes = Some(updated);
         if updated > 0 {
-            hll::invalidate_cache(&mut value);
-            self.log_written("pfadd", a, sink);
-            self.store_hll(&a[0], value);
             self.notify(Class::String, "pfadd", &a[0]);
-        } else if existed {
-            self.store_hll(&a[0], value);
         }
         Ok(Reply::Integer(i64::from(updated > 0)))
     }

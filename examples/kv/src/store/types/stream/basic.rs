@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::super::args::is;
 use super::id::{self, next_auto, StreamId};
 use super::trim::{self, AddTrimArgs, Strategy};
-use super::{entry_reply, err, stream_mut, stream_ref, Stream, STREAM};
+use super::{err, stream_mut, stream_ref, Stream, STREAM};
 use crate::change::ChangeSink;
 use crate::command::CommandError;
 use crate::number::parse_i64;
@@ -114,9 +114,8 @@ impl<S: ChangeSink> Cx<'_, S> {
             return Ok(Reply::NullArray);
         }
         let entries = stream
-            .range(start, end, rev)
+            .range_replies(start, end, rev)
             .take(count.unwrap_or(usize::MAX))
-            .map(|(id, pairs)| entry_reply(id, pairs))
             .collect();
         Ok(Reply::Array(entries))
     }

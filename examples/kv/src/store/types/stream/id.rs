@@ -48,9 +48,29 @@ impl StreamId {
         }
     }
 
+    /// `ms-seq` as a reply's bulk, formatted without `fmt` (an ID per entry of every read).
     pub fn to_bytes(self) -> Bytes {
-        Bytes::from(self.to_string())
+        let mut out = bytes::BytesMut::with_capacity(41);
+        put_u64(&mut out, self.ms);
+        out.extend_from_slice(b"-");
+        put_u64(&mut out, self.seq);
+        out.freeze()
     }
+}
+
+/// `n` in decimal.
+fn put_u64(out: &mut bytes::BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 impl fmt::Display for StreamId {

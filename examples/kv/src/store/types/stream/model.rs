@@ -17,6 +17,7 @@ use bytes::Bytes;
 use super::group::Group;
 use super::id::StreamId;
 use super::node;
+use crate::reply::{Bulks, Reply};
 
 /// An entry as read: its ID and field-value pairs.
 pub type Entry = (StreamId, Vec<(Bytes, Bytes)>);
@@ -173,6 +174,35 @@ impl Node {
         }
     }
 
+    /// An entry's pairs as the flat array of bulks a reply carries, written from the
+    /// node's bytes (no string copied out one by one).
+    fn pairs_reply(&self, slot: Slot) -> Reply {
+        let data = &self.data;
+        let mut at = slot.flags_at + 1;
+        let take = |at: &mut usize| {
+            let len = get_varint(data, at) as usize;
+            let bytes = &data[*at..*at + len];
+            *at += len;
+            bytes
+        };
+        if slot.flags & SAME_FIELDS != 0 {
+            let names: usize = self.fields.iter().map(|f| f.len()).sum();
+            let mut out = Bulks::builder(2 * self.fields.len(), 2 * names);
+            for field in self.fields.iter() {
+                out.push(field);
+                out.push(take(&mut at));
+            }
+            Reply::Bulks(out.finish())
+        } else {
+            let n = get_varint(data, &mut at) as usize;
+            let mut out = Bulks::builder(2 * n, 16 * n);
+            for _ in 0..2 * n {
+                out.push(take(&mut at));
+            }
+            Reply::Bulks(out.finish())
+        }
+    }
+
     /// Every entry in order, deleted ones included: its ID, whether it is deleted, its pairs.
     pub(super) fn all_entries(&self, master: StreamId) -> Vec<NodeEntry> {
         self.slots(master)
@@ -316,6 +346,10 @@ impl Stream {
     /// The last live entry's ID (`streamLastValidID`), `None` when empty.
     pub fn last_live(&self) -> Option<StreamId> {
         self.nodes.iter().rev().find_map(|(master, node)| {
+            // A node with nothing deleted ends with a live entry: its last one, no scan.
+            if node.deleted == 0 {
+                return (node.live > 0).then_some(node.last);
+            }
             node.slots(*master)
                 .filter(|slot| slot.flags & DELETED == 0)
                 .last()
@@ -344,13 +378,39 @@ impl Stream {
         end: StreamId,
         rev: bool,
     ) -> Box<dyn Iterator<Item = Entry> + '_> {
+        self.range_with(start, end, rev, |slot, node| (slot.id, node.pairs(slot)))
+    }
+
+    /// [`Self::range`]'s entries as replies (`[id, [field, value, ...]]`), the pairs written
+    /// straight from the node's bytes as one array of bulks.
+    pub fn range_replies(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        rev: bool,
+    ) -> Box<dyn Iterator<Item = Reply> + '_> {
+        self.range_with(start, end, rev, |slot, node| {
+            Reply::Array(vec![
+                Reply::Bulk(slot.id.to_bytes()),
+                node.pairs_reply(slot),
+            ])
+        })
+    }
+
+    fn range_with<T: 'static>(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        rev: bool,
+        make: fn(Slot, &Node) -> T,
+    ) -> Box<dyn Iterator<Item = T> + '_> {
         if start > end {
             return Box::new(std::iter::empty());
         }
         // The node holding `start` may begin before it.
         let first = self.node_of(start).map_or(start, |(master, _)| master);
         let nodes = self.nodes.range(first..=end);
-        let entry = |(slot, node): (Slot, &Node)| (slot.id, node.pairs(slot));
+        let entry = move |(slot, node): (Slot, &Node)| make(slot, node);
         if rev {
             Box::new(nodes.rev().flat_map(move |(master, node)| {
                 let slots: Vec<(Slot, &Node)> = live_in(*master, node, start, end).collect();
@@ -601,6 +661,36 @@ mod tests {
             (s.first_id, s.last_id, s.entries_added),
             (StreamId::new(1, 0), StreamId::new(3, 0), 3)
         );
+    }
+
+    #[test]
+    fn the_last_live_id_and_replies_follow_deletions() {
+        let mut s = Stream::default();
+        let limits = NodeLimits {
+            max_entries: 2,
+            max_bytes: 4096,
+        };
+        for ms in 1..=4 {
+            add(&mut s, ms, &[(b"f", b"v")], limits);
+        }
+        add(&mut s, 5, &[(b"g", b"w"), (b"h", b"")], limits);
+        assert_eq!(s.last_live(), Some(StreamId::new(5, 0)));
+        // The last node's last entry deleted: its other one is the last live.
+        assert!(s.delete(StreamId::new(5, 0)));
+        assert_eq!(s.last_live(), Some(StreamId::new(4, 0)));
+        assert!(s.delete(StreamId::new(4, 0)));
+        assert_eq!(s.last_live(), Some(StreamId::new(3, 0)));
+        // The replies carry what `range` reads, in either direction.
+        add(&mut s, 6, &[(b"g", b"w"), (b"h", b"")], limits);
+        for rev in [false, true] {
+            let replies: Vec<Reply> = s.range_replies(StreamId::MIN, StreamId::MAX, rev).collect();
+            let expected: Vec<Reply> = s
+                .range(StreamId::MIN, StreamId::MAX, rev)
+                .map(|(id, pairs)| super::super::entry_reply(id, pairs))
+                .collect();
+            assert_eq!(replies, expected);
+            assert_eq!(replies.len(), 4);
+        }
     }
 
     #[test]

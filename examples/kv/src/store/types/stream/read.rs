@@ -289,9 +289,8 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
         let start = after.next().unwrap_or(StreamId::MAX);
         let entries = stream
-            .range(start, StreamId::MAX, false)
+            .range_replies(start, StreamId::MAX, false)
             .take(if count == 0 { usize::MAX } else { count })
-            .map(|(id, pairs)| entry_reply(id, pairs))
             .collect();
         Ok(Some(Reply::Array(entries)))
     }
