@@ -242,9 +242,11 @@ impl Shard {
                 return Some(refusal);
             }
         }
-        if command.is_write() {
-            let min = (self.shared.session.live.hot.min_replicas_to_write)
-                .load(std::sync::atomic::Ordering::Relaxed);
+        // The setting first: it is off on most servers, and `is_write` is a match over every
+        // kind of command.
+        let min = (self.shared.session.live.hot.min_replicas_to_write)
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if min > 0 && command.is_write() {
             if let Some(refusal) = self.shared.repl.write_refusal(min) {
                 return Some(refusal);
             }
