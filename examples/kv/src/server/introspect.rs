@@ -65,22 +65,15 @@ impl Default for IntroShard {
 
 impl Shard {
     /// What this shard's connections answered: into the statistics, SLOWLOG and LATENCY.
-    /// Inlined: the glue calls it after every turn, most of which answered nothing.
-    #[inline]
-    pub(crate) fn record_calls(&self, calls: impl ExactSizeIterator<Item = CallRecord>) {
-        if calls.len() != 0 {
-            self.record_some_calls(calls);
-        }
-    }
-
-    fn record_some_calls(&self, calls: impl ExactSizeIterator<Item = CallRecord>) {
+    /// The records are read in place (only a SLOWLOG entry is taken out of one).
+    pub(crate) fn record_calls(&self, calls: &mut [CallRecord]) {
         let hot = &self.shared.session.live.hot;
         let tracking = hot.latency_tracking.load(Ordering::Relaxed);
         let threshold_ms = hot.latency_threshold_ms.load(Ordering::Relaxed);
         let max_len = hot.slowlog_max_len.load(Ordering::Relaxed) as usize;
         let mut stats = self.introspect.calls.borrow_mut();
-        for mut call in calls {
-            stats.record(&call, tracking);
+        for call in calls {
+            stats.record(call, tracking);
             if let Some(entry) = call.slow.take() {
                 if max_len > 0 {
                     let id = self.shared.slowlog_ids.fetch_add(1, Ordering::Relaxed);
@@ -105,8 +98,8 @@ impl Shard {
     }
 
     /// [`Self::record_calls`] of one call (a script's command: no vector per call).
-    pub(crate) fn record_call(&self, call: CallRecord) {
-        self.record_calls(std::iter::once(call));
+    pub(crate) fn record_call(&self, mut call: CallRecord) {
+        self.record_calls(std::slice::from_mut(&mut call));
     }
 
     /// Records a latency event of `ms` (when at least `latency-monitor-threshold`).

@@ -398,7 +398,7 @@ impl RespConn {
                 );
                 // What was answered before it is in the statistics it may read (INFO), and
                 // MONITOR shows it (and an EXEC or EVAL, which show as they start) first.
-                shard.record_calls(session.take_calls());
+                session.record_calls_with(|calls| shard.record_calls(calls));
                 shard.feed_monitors(session.take_monitor_lines());
                 // One clock read per batch of requests.
                 let now = read_clocks(&mut clock, session) / 1000;
@@ -437,7 +437,7 @@ impl RespConn {
                 self.broadcaster_acks
                     .set(self.broadcaster_acks.get() + acks);
             }
-            shard.record_calls(session.take_calls());
+            session.record_calls_with(|calls| shard.record_calls(calls));
             shard.feed_monitors(session.take_monitor_lines());
             if let Some(on) = session.take_monitor_change() {
                 shard.set_monitor(key, on);

@@ -242,9 +242,11 @@ impl Shard {
                 return Some(refusal);
             }
         }
-        if command.is_write() {
-            let min = (self.shared.session.live.hot.min_replicas_to_write)
-                .load(std::sync::atomic::Ordering::Relaxed);
+        // The setting first: it is off on most servers, and `is_write` is a match over every
+        // kind of command.
+        let min = (self.shared.session.live.hot.min_replicas_to_write)
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if min > 0 && command.is_write() {
             if let Some(refusal) = self.shared.repl.write_refusal(min) {
                 return Some(refusal);
             }
@@ -335,6 +337,10 @@ impl Shard {
     /// Runs a command this shard owns, after the cluster check (see [`cluster::execute`]).
     /// `None`: the reply is delivered later (the durability gate holds it until the AOF
     /// covering it is on disk, a MIGRATE holds its keys, or the glue runs it).
+    ///
+    /// Inlined, as the other layers that only pass the command on: a call per layer copies
+    /// the whole command again.
+    #[inline]
     pub fn execute(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         cluster::execute(self, origin, command, now)
     }
@@ -342,6 +348,7 @@ impl Shard {
     /// Runs a command on the store, through the AOF when there is one; a blocking pop with
     /// nothing to pop waits, and a write serves the pops waiting on its keys (see
     /// [`super::blocking`]).
+    #[inline]
     pub fn execute_plain(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         self.execute_blocking_aware(origin, command, now)
     }

@@ -671,38 +671,50 @@ impl Session {
             self.replies
                 .set_encoding(seq, resp3::Encoding::Resp3(resp3::shape_of(&command)));
         }
-        if let Command::Hello(hello) = command {
-            return Admission::Answered(self.hello(*hello, seq));
-        }
-        if let Some(admission) = self.admit_txn_control(&command, seq) {
-            return admission;
-        }
-        if matches!(command, Command::Reset) {
-            let reply = self.reset();
-            return self.reset_txn(seq, reply);
-        }
-        if let Some(reply) = self.subscribed_ping(&command) {
-            return Admission::Answered(reply);
-        }
-        if let Command::ConfigSet(pairs) = command {
-            return self.config_set(pairs);
-        }
-        if let Command::Subscription(subscription) = command {
-            // Confirmations are pushed even while CLIENT REPLY is off, as in Redis.
-            if let Some(slot) = self.replies.slot(seq) {
-                slot.silent = false;
+        // One match on the command's kind: the commands the session answers or adjusts
+        // itself are few, and a data command reaches its scope after a single jump rather
+        // than a test (and a move of the command) per special case.
+        match command {
+            Command::Hello(hello) => Admission::Answered(self.hello(*hello, seq)),
+            command @ (Command::Multi
+            | Command::Exec
+            | Command::Discard
+            | Command::Watch(_)
+            | Command::Unwatch) => self.admit_txn_control(command, seq),
+            Command::Reset => {
+                let reply = self.reset();
+                self.reset_txn(seq, reply)
             }
-            return self.subscription(subscription, seq);
+            Command::Ping(message) if self.pubsub.active() && !self.resp3 => {
+                Admission::Answered(pubsub::subscribed_pong(message))
+            }
+            Command::ConfigSet(pairs) => self.config_set(pairs),
+            Command::Subscription(subscription) => {
+                // Confirmations are pushed even while CLIENT REPLY is off, as in Redis.
+                if let Some(slot) = self.replies.slot(seq) {
+                    slot.silent = false;
+                }
+                self.subscription(subscription, seq)
+            }
+            Command::Client(request) => self.client_request(request, seq),
+            Command::Acl(request) => self.acl_command(request, seq),
+            command @ Command::Script(_) => match command.scope() {
+                Scope::Connection => Admission::Answered(self.run_local(command, seq)),
+                Scope::Keyed | Scope::AllShards => {
+                    Admission::Forward(self.with_script_user(command))
+                }
+            },
+            command => self.admit_scoped(command, seq),
         }
-        if let Command::Client(request) = command {
-            return self.client_request(request, seq);
-        }
-        if let Command::Acl(request) = command {
-            return self.acl_command(request, seq);
-        }
+    }
+
+    /// A command past the session's own: answered here if it concerns the connection only,
+    /// else forwarded to a shard.
+    #[inline]
+    fn admit_scoped(&mut self, command: Command, seq: u64) -> Admission {
         match command.scope() {
             Scope::Connection => Admission::Answered(self.run_local(command, seq)),
-            Scope::Keyed | Scope::AllShards => Admission::Forward(self.with_script_user(command)),
+            Scope::Keyed | Scope::AllShards => Admission::Forward(command),
         }
     }
 

@@ -107,10 +107,11 @@ impl TxnState {
 }
 
 impl Session {
-    /// MULTI, EXEC, DISCARD, WATCH and UNWATCH outside MULTI; `None` for any other command.
+    /// MULTI, EXEC, DISCARD, WATCH and UNWATCH outside MULTI (any other command is admitted
+    /// by its scope).
     #[inline]
-    pub(super) fn admit_txn_control(&mut self, command: &Command, seq: u64) -> Option<Admission> {
-        Some(match command {
+    pub(super) fn admit_txn_control(&mut self, command: Command, seq: u64) -> Admission {
+        match command {
             Command::Multi => {
                 self.txn.queue = Some(Box::default());
                 Admission::Answered(Reply::ok())
@@ -119,11 +120,11 @@ impl Session {
             Command::Discard => Admission::Answered(Reply::error("ERR DISCARD without MULTI")),
             Command::Watch(keys) => {
                 self.txn.watching = true;
-                Admission::Forward(Command::Watch(keys.clone()))
+                Admission::Forward(Command::Watch(keys))
             }
             Command::Unwatch => self.unwatch(seq, Reply::ok()),
-            _ => return None,
-        })
+            command => self.admit_scoped(command, seq),
+        }
     }
 
     /// Forgets the watches (on the shards only if there may be any), answering `reply`.

@@ -211,20 +211,6 @@ impl Session {
         })
     }
 
-    /// PING while subscribed answers `[pong, message]`.
-    #[inline]
-    pub(super) fn subscribed_ping(&self, command: &Command) -> Option<Reply> {
-        match command {
-            Command::Ping(message) if self.pubsub.active() && !self.resp3 => {
-                Some(Reply::Array(vec![
-                    Reply::Bulk(Bytes::from_static(b"pong")),
-                    Reply::Bulk(message.clone().unwrap_or_default()),
-                ]))
-            }
-            _ => None,
-        }
-    }
-
     /// (P)SUBSCRIBE and (P)UNSUBSCRIBE: one confirmation per name, each its own reply.
     pub(super) fn subscription(&mut self, command: Subscription, seq: u64) -> Admission {
         let encoding = self.encoding(Shape::Push);
@@ -369,4 +355,12 @@ fn sorted(names: &HashSet<Bytes>) -> Vec<Bytes> {
     let mut names: Vec<Bytes> = names.iter().cloned().collect();
     names.sort();
     names
+}
+
+/// PING while subscribed (RESP2) answers `[pong, message]`.
+pub(super) fn subscribed_pong(message: Option<Bytes>) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from_static(b"pong")),
+        Reply::Bulk(message.unwrap_or_default()),
+    ])
 }

@@ -186,6 +186,7 @@ impl ShardTxn {
 impl Shard {
     /// A command for this shard: runs now, or waits if a transaction holds the shard.
     /// WATCH and UNWATCH register here.
+    #[inline]
     pub(crate) fn execute_gated(
         &self,
         origin: Origin,
