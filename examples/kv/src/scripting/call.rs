@@ -124,9 +124,11 @@ impl IntoLuaMulti for CallReply {
             CallReply::Bulk(bytes) => {
                 // SAFETY: mlua checked a free stack slot for the callback's result. The states
                 // here set no Lua memory limit, so mlua's allocator aborts rather than failing
-                // (mlua pushes a `&str` unprotected then too): the push cannot raise a Lua
-                // error across this frame. `Bulk` holds less than 1 GiB (see
-                // [`CallReply::bulk`]), below which mlua pushes unprotected as well.
+                // (mlua pushes a `&str` unprotected then too), and a collection step the push
+                // runs calls no script code (the sandbox has no `newproxy`, and Lua 5.1 runs no
+                // `__gc` of a table): the push cannot raise a Lua error across this frame.
+                // `Bulk` holds less than 1 GiB (see [`CallReply::bulk`]), below which mlua
+                // pushes unprotected as well.
                 unsafe { ffi::lua_pushlstring(lua.state(), bytes.as_ptr().cast(), bytes.len()) };
                 Ok(1)
             }
@@ -168,8 +170,9 @@ impl IntoLua for Words<'_> {
         let len = c_int::try_from(self.0.len())
             .map_err(|_| mlua::Error::RuntimeError("too many script arguments".into()))?;
         // SAFETY: two free slots are made sure of first (the table and one string at a time).
-        // As in `CallReply`'s push: no Lua memory limit is set on these states, so the
-        // allocations cannot raise a Lua error, and every word is under 1 GiB ([`Words::fit`]).
+        // As in `CallReply`'s push: no Lua memory limit is set on these states and no script
+        // code runs in a collection step, so the allocations cannot raise a Lua error, and
+        // every word is under 1 GiB ([`Words::fit`]).
         // `lua_rawseti` on the new table (index -2) with an integer key cannot fail otherwise.
         unsafe {
             if ffi::lua_checkstack(state, 2) == 0 {

@@ -1,8 +1,8 @@
 //! Redis 7.0's Lua environment on an mlua Lua 5.1 state: the base, table, string and math
 //! libraries plus `cjson`, `cmsgpack`, `bit` and `struct`; the `redis` table; the sandbox
-//! (no `print`, `loadfile`, `dofile`, no binary chunks; globals read-only, with Redis's error
-//! texts); scripts compiled under the name `@user_script` with the read-only view of the
-//! globals as their environment.
+//! (no `print`, `loadfile`, `dofile`, `newproxy`, `getfenv`, `setfenv`, no binary chunks;
+//! globals read-only, with Redis's error texts); scripts compiled under the name
+//! `@user_script` with the read-only view of the globals as their environment.
 //!
 //! Redis 7.0 patches its Lua with read-only tables; the vendored Lua here has no such patch,
 //! so the protected tables are proxies: empty tables whose metatable reads through to the real
@@ -98,6 +98,12 @@ end)
 rawset(real_G, "print", nil)
 rawset(real_G, "loadfile", nil)
 rawset(real_G, "dofile", nil)
+-- Not in Redis's environment either: `newproxy` makes userdata with a `__gc`, whose error
+-- Lua 5.1 raises from inside whatever allocation ran the collector (a string pushed for a
+-- reply included); `getfenv`/`setfenv` reach the environments of functions the sandbox gave.
+rawset(real_G, "newproxy", nil)
+rawset(real_G, "getfenv", nil)
+rawset(real_G, "setfenv", nil)
 -- The view reads through to the real globals as a table (no Lua call per global read);
 -- a name missing there reaches the real globals' own metatable, which raises Redis's error.
 local view = protect(real_G)
@@ -557,7 +563,9 @@ mod tests {
                 "{body}: {err}"
             );
         }
-        for name in ["print", "loadfile", "dofile"] {
+        for name in [
+            "print", "loadfile", "dofile", "newproxy", "getfenv", "setfenv",
+        ] {
             let err = eval(&env, &format!("{name}('x')")).unwrap_err();
             assert!(err.contains(&format!("variable '{name}'")), "{err}");
         }
