@@ -64,11 +64,27 @@ pub(crate) fn decimal(value: i64, digits: &mut [u8; 20]) -> &[u8] {
     &digits[start..]
 }
 
+/// `value` in decimal.
+pub(crate) fn decimal_u64(value: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let start = digits_before(value, digits);
+    &digits[start..]
+}
+
 /// Writes `value` in decimal at the end of `digits` (at least 20 bytes; 21 with a byte
 /// before it free); returns where it starts.
 fn decimal_before(value: i64, digits: &mut [u8]) -> usize {
+    let mut pos = digits_before(value.unsigned_abs(), digits);
+    if value < 0 {
+        pos -= 1;
+        digits[pos] = b'-';
+    }
+    pos
+}
+
+/// Writes `value`'s digits at the end of `digits` (at least 20 bytes); returns where they start.
+fn digits_before(value: u64, digits: &mut [u8]) -> usize {
     let mut pos = digits.len();
-    let mut rest = value.unsigned_abs();
+    let mut rest = value;
     loop {
         pos -= 1;
         digits[pos] = b'0' + (rest % 10) as u8;
@@ -76,10 +92,6 @@ fn decimal_before(value: i64, digits: &mut [u8]) -> usize {
         if rest == 0 {
             break;
         }
-    }
-    if value < 0 {
-        pos -= 1;
-        digits[pos] = b'-';
     }
     pos
 }
@@ -92,6 +104,16 @@ mod tests {
         let mut out = BytesMut::new();
         f(&mut out);
         out.to_vec()
+    }
+
+    #[test]
+    fn decimals_of_every_width() {
+        for n in [0i64, 7, -7, 10, -10, i64::MAX, i64::MIN] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
+        for n in [0u64, 9, 10, u64::MAX] {
+            assert_eq!(decimal_u64(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod parser;
 mod reply_parser;
 mod whole;
 
-pub(crate) use encode::{decimal, put_decimal};
+pub(crate) use encode::{decimal, decimal_u64, put_decimal};
 pub use encode::{
     write_array_header, write_bulk, write_error, write_integer, write_null_array, write_null_bulk,
     write_simple,

@@ -59,18 +59,8 @@ impl StreamId {
 }
 
 /// `n` in decimal.
-fn put_u64(out: &mut bytes::BytesMut, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+fn put_u64(out: &mut bytes::BytesMut, n: u64) {
+    out.extend_from_slice(crate::resp::decimal_u64(n, &mut [0u8; 20]));
 }
 
 impl fmt::Display for StreamId {
