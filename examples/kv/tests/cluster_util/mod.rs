@@ -114,13 +114,21 @@ pub fn start_retrying(args: &[&str]) -> Server {
     }
 }
 
-/// This node's own line of CLUSTER NODES.
+/// This node's own line of CLUSTER NODES. A replica that has just started may be loading its
+/// primary's snapshot, and CLUSTER NODES is not a `loading` command (in Redis either): while
+/// it answers LOADING, ask again.
 pub fn myself_line(port: u16) -> String {
-    redis_cli(port, &["CLUSTER", "NODES"])
-        .lines()
-        .find(|l| l.contains("myself"))
-        .unwrap_or_else(|| panic!("no myself line from :{port}"))
-        .to_owned()
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let nodes = redis_cli(port, &["CLUSTER", "NODES"]);
+        if let Some(line) = nodes.lines().find(|l| l.contains("myself")) {
+            return line.to_owned();
+        }
+        if !nodes.starts_with("LOADING") || Instant::now() >= deadline {
+            panic!("no myself line from :{port}: {nodes}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 pub struct Cluster {
