@@ -33,6 +33,11 @@ pub enum ReplConf {
     Ack(u64),
     /// `getack *`: the master asks its replica for an ACK (a replica's request).
     GetAck,
+    /// `shard-streams <N>`: a corewire replica with `N` shards offers per-shard streams
+    /// (see [`crate::repl::shards`]).
+    ShardStreams(u64),
+    /// `key-map <name>`: the offer's key→shard map.
+    KeyMap(Bytes),
     /// Accepted and ignored (`rdb-only`, `rdb-filter-only`).
     Ignored,
 }
@@ -163,6 +168,8 @@ fn parse_replconf(args: &[Bytes]) -> Result<Vec<ReplConf>, CommandError> {
             b"fack" => ReplConf::Ignored,
             b"getack" => ReplConf::GetAck,
             b"rdb-only" | b"rdb-filter-only" => ReplConf::Ignored,
+            b"shard-streams" => ReplConf::ShardStreams(integer(value)?.max(0) as u64),
+            b"key-map" => ReplConf::KeyMap(value.clone()),
             _ => {
                 return Err(CommandError::Text(format!(
                     "ERR Unrecognized REPLCONF option: {}",
@@ -203,6 +210,13 @@ mod tests {
                 replid: Bytes::from("?"),
                 offset: -1
             }))
+        );
+        assert_eq!(
+            parse_line("REPLCONF shard-streams 4 key-map crc16-slot-mod"),
+            Ok(Command::Repl(ReplRequest::ReplConf(vec![
+                ReplConf::ShardStreams(4),
+                ReplConf::KeyMap(Bytes::from("crc16-slot-mod")),
+            ])))
         );
         let ack = parse_line("REPLCONF ACK 123 FACK 100").unwrap();
         assert!(matches!(&ack, Command::Repl(r) if r.is_unanswered()));

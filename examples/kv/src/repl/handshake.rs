@@ -1,6 +1,8 @@
 //! The replica's side of the replication handshake, as Redis 7.0 runs it: PING, AUTH when
 //! a `masterauth` is set, `REPLCONF listening-port`, `REPLCONF capa eof capa psync2`, then
-//! `PSYNC <replid> <offset>` (or `PSYNC ? -1` with nothing to continue from).
+//! `PSYNC <replid> <offset>` (or `PSYNC ? -1` with nothing to continue from). A replica
+//! with several shards offers per-shard streams before PSYNC (`REPLCONF shard-streams`,
+//! see [`super::shards`]); any answer but the master's consent leaves one stream.
 //!
 //! Sans-I/O: [`Handshake::start`] gives the first bytes to send, each status line the master
 //! answers goes to [`Handshake::on_line`], which says what to send next or how the
@@ -11,6 +13,7 @@ use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 
+use super::shards::{self, StreamMode};
 use crate::resp::{write_array_header, write_bulk};
 
 /// What the handshake needs to know.
@@ -25,6 +28,8 @@ pub struct HandshakeConfig {
     /// The master's replication id and the next offset wanted, when there is history to
     /// continue from.
     pub resume: Option<(String, u64)>,
+    /// This node's shards: with more than one, per-shard streams are offered.
+    pub shards: usize,
 }
 
 /// How the handshake ended.
@@ -84,6 +89,7 @@ enum Step {
     Port,
     Ip,
     Capa,
+    Shards,
     Psync,
     Done,
 }
@@ -96,6 +102,7 @@ impl Step {
             Step::Port => "REPLCONF listening-port",
             Step::Ip => "REPLCONF ip-address",
             Step::Capa => "REPLCONF capa",
+            Step::Shards => "REPLCONF shard-streams",
             Step::Psync => "PSYNC",
             Step::Done => "nothing",
         }
@@ -107,6 +114,7 @@ impl Step {
 pub struct Handshake {
     config: HandshakeConfig,
     step: Step,
+    mode: StreamMode,
 }
 
 impl Handshake {
@@ -117,6 +125,7 @@ impl Handshake {
             Handshake {
                 config,
                 step: Step::Ping,
+                mode: StreamMode::Single,
             },
             first,
         )
@@ -125,6 +134,11 @@ impl Handshake {
     /// The step waiting for its reply (for logs and ROLE's `handshake` state).
     pub fn step(&self) -> &'static str {
         self.step.name()
+    }
+
+    /// The streams agreed with the master (one until it consents to per-shard streams).
+    pub fn stream_mode(&self) -> StreamMode {
+        self.mode
     }
 
     /// The master's reply to the step in flight: one status or error line, without its CRLF.
@@ -159,7 +173,12 @@ impl Handshake {
             // Old masters do not know these: Redis only logs the error and goes on.
             Step::Port => Ok(self.after_port()),
             Step::Ip => Ok(self.send_capa()),
-            Step::Capa => Ok(self.send_psync()),
+            Step::Capa => Ok(self.send_shards()),
+            // redis-server's error, a decline, or consent: see `shards::on_reply`.
+            Step::Shards => {
+                self.mode = shards::on_reply(line, self.config.shards);
+                Ok(self.send_psync())
+            }
             Step::Psync => {
                 self.step = Step::Done;
                 psync_outcome(&text).map(Next::Done)
@@ -205,6 +224,16 @@ impl Handshake {
     fn send_capa(&mut self) -> Next {
         self.step = Step::Capa;
         Next::Send(request(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]))
+    }
+
+    fn send_shards(&mut self) -> Next {
+        match shards::offer(self.config.shards) {
+            Some(offer) => {
+                self.step = Step::Shards;
+                Next::Send(offer)
+            }
+            None => self.send_psync(),
+        }
     }
 
     fn send_psync(&mut self) -> Next {
@@ -312,6 +341,7 @@ mod tests {
             listening_port: 7000,
             announce_ip: None,
             resume: None,
+            shards: 1,
         }
     }
 
@@ -393,6 +423,40 @@ mod tests {
                 new_replid: Some(other)
             })
         );
+    }
+
+    #[test]
+    fn a_replica_with_shards_offers_per_shard_streams() {
+        let answers: [(&[u8], StreamMode); 3] = [
+            (
+                b"-ERR Unrecognized REPLCONF option: shard-streams",
+                StreamMode::Single,
+            ),
+            (b"+SINGLE-STREAM not-served", StreamMode::Single),
+            (b"+SHARD-STREAMS 4", StreamMode::PerShard(4)),
+        ];
+        for (answer, mode) in answers {
+            let (mut hs, _) = Handshake::start(HandshakeConfig {
+                shards: 4,
+                ..config()
+            });
+            for line in [&b"+PONG"[..], b"+OK"] {
+                hs.on_line(line).unwrap();
+            }
+            let offer = sent(hs.on_line(b"+OK").unwrap());
+            assert!(offer.contains("shard-streams\r\n$1\r\n4\r\n"), "{offer}");
+            assert_eq!(hs.step(), "REPLCONF shard-streams");
+            let psync = sent(hs.on_line(answer).unwrap());
+            assert!(psync.contains("PSYNC"), "{psync}");
+            assert_eq!(hs.stream_mode(), mode);
+        }
+        // One shard: no offer, PSYNC right after capa.
+        let (mut hs, _) = Handshake::start(config());
+        for line in [&b"+PONG"[..], b"+OK"] {
+            hs.on_line(line).unwrap();
+        }
+        assert!(sent(hs.on_line(b"+OK").unwrap()).contains("PSYNC"));
+        assert_eq!(hs.stream_mode(), StreamMode::Single);
     }
 
     #[test]

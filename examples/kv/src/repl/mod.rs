@@ -17,6 +17,9 @@
 //! ([`replicaof`]), what INFO and ROLE show of the link ([`link_info`]), what a replica
 //! refuses its clients ([`gate`]), and how it passes its master's stream on to replicas of
 //! its own ([`forward`]); its glue is `server/replica`.
+//!
+//! Between corewire nodes with the same shards, the link may be one stream per shard
+//! instead: what is negotiated, and the per-shard bookkeeping, are in [`shards`].
 
 pub mod backlog;
 pub mod command;
@@ -28,6 +31,7 @@ pub mod info;
 pub mod link_info;
 pub mod psync;
 pub mod replicaof;
+pub mod shards;
 pub mod stream;
 pub mod transfer;
 pub mod wait;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use corewire::runtime::{send_to, spawn_local, submit_to};
 
 use crate::repl::command::ReplConf;
+use crate::repl::shards;
 use crate::repl::ReplRequest;
 use crate::reply::Reply;
 use crate::server::repl_feed::FeedItem;
@@ -98,6 +99,7 @@ pub(in crate::server) fn dispatch(
 
 fn replconf(shard: &Shard, origin: Origin, options: Vec<ReplConf>) -> Option<Reply> {
     let mut ack = None;
+    let (mut offered, mut key_map, mut offer) = (None, None, false);
     LINKS.with(|links| {
         let mut links = links.borrow_mut();
         let conf = links.entry(origin.sink).or_default();
@@ -110,16 +112,29 @@ fn replconf(shard: &Shard, origin: Origin, options: Vec<ReplConf>) -> Option<Rep
                 ReplConf::Capa(capa) if capa.eq_ignore_ascii_case(b"eof") => conf.eof = true,
                 ReplConf::Capa(capa) if capa.eq_ignore_ascii_case(b"psync2") => conf.psync2 = true,
                 ReplConf::Ack(offset) if conf.replica => ack = Some(offset),
+                ReplConf::ShardStreams(n) => (offered, offer) = (Some(n), true),
+                ReplConf::KeyMap(map) => (key_map, offer) = (Some(map), true),
                 _ => {}
             }
         }
     });
-    let _ = shard;
     if let Some(offset) = ack {
         let (from, sink) = (origin.shard, origin.sink);
         spawn_local(async move {
             let _ = send_to(0, move || on_ack(from, sink, offset)).await;
         });
+    }
+    if offer {
+        let local = shards::Local {
+            shards: shard.count,
+            serves: shards::SERVED,
+            follows_master: shard.shared.replica.is_replica(),
+        };
+        let answer = shards::decide(offered, key_map.as_deref(), &local);
+        tracing::info!(?answer, "a replica offered per-shard streams");
+        let line = answer.line();
+        let status = line.strip_prefix('+').unwrap_or(&line);
+        return Some(Reply::Simple(Bytes::copy_from_slice(status.as_bytes())));
     }
     Some(Reply::ok())
 }

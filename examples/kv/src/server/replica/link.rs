@@ -407,6 +407,12 @@ async fn handshake(
         listening_port: (announced_port.or(tls_port).or(bound).or(configured)).unwrap_or(0),
         announce_ip: setting("replica-announce-ip"),
         resume: shared.replica.resume_point(),
+        // Per-shard streams are offered only by a build that applies them.
+        shards: if crate::repl::shards::SERVED {
+            super::super::shard::current().count
+        } else {
+            1
+        },
     };
     let (mut handshake, first) = Handshake::start(config);
     conn.stream.send_all(first).await?;

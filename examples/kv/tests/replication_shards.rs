@@ -1,0 +1,121 @@
+//! corewire-kv replicating corewire-kv with several shards on both sides: the per-shard
+//! streams' negotiation (`repl::shards`) and what every outcome of it must keep. This
+//! build declines per-shard streams (`repl::shards::SERVED`), so the replication below
+//! runs on the single stream, the fallback: a 4-shard replica of a 4-shard master with
+//! keys of every type and a write stream, a cut link resumed partially, and WAIT 1 after
+//! writes on every shard.
+
+mod common;
+mod rdb_util;
+mod repl_util;
+
+use common::{Reply, Resp, Server, TempDir};
+use corewire_kv::repl::shards::KEY_MAP;
+use corewire_kv::routing::shard_of;
+use rdb_util::{workload, Redis};
+use repl_util::{assert_converges, info, info_field, ok, wait_link_up, write_stream};
+
+fn offer(conn: &mut Resp, shards: &str, key_map: &str) -> Reply {
+    conn.call(&["REPLCONF", "shard-streams", shards, "key-map", key_map])
+}
+
+fn single(why: &str) -> Reply {
+    Reply::Simple(format!("SINGLE-STREAM {why}"))
+}
+
+fn stat(conn: &mut Resp, field: &str) -> i64 {
+    info_field(conn, "stats", field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in:\n{}", info(conn, "stats")))
+}
+
+fn int(conn: &mut Resp, args: &[&str]) -> i64 {
+    match conn.call(args) {
+        Reply::Int(n) => n,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+/// A 4-shard replica of a 4-shard master, synced.
+fn four_by_four() -> (Server, Resp, Server, Resp) {
+    let master_server = Server::start(&["--shards", "4"]);
+    let mut master = master_server.connect();
+    workload(&mut master);
+    let replica_server = Server::start(&["--shards", "4"]);
+    let mut replica = replica_server.connect();
+    ok(
+        &mut replica,
+        &["REPLICAOF", "127.0.0.1", &master_server.port.to_string()],
+    );
+    wait_link_up(&mut replica);
+    assert_converges(&mut master, &mut replica);
+    (master_server, master, replica_server, replica)
+}
+
+/// What each master answers an offer, and why: only the same shard count and key map
+/// could get per-shard streams, and this build serves none yet; redis-server refuses the
+/// option (the replica then keeps the single stream).
+#[test]
+fn the_master_answers_an_offer_of_per_shard_streams() {
+    let four = Server::start(&["--shards", "4"]);
+    let mut conn = four.connect();
+    assert_eq!(offer(&mut conn, "4", KEY_MAP), single("not-served"));
+    assert_eq!(
+        offer(&mut conn, "2", KEY_MAP),
+        single("shard-count 4 (offered 2)")
+    );
+    assert_eq!(offer(&mut conn, "4", "jump-hash"), single("key-map"));
+    let one = Server::start(&["--shards", "1"]);
+    assert_eq!(offer(&mut one.connect(), "4", KEY_MAP), single("one-shard"));
+    // A node that follows a master passes its master's single stream on.
+    let follower = Server::start(&["--shards", "4"]);
+    let mut follower_conn = follower.connect();
+    ok(
+        &mut follower_conn,
+        &["REPLICAOF", "127.0.0.1", &four.port.to_string()],
+    );
+    assert_eq!(
+        offer(&mut follower_conn, "4", KEY_MAP),
+        single("follows-a-master")
+    );
+    let dir = TempDir::new("shard-streams");
+    let redis = Redis::start(dir.path(), &[]);
+    match offer(&mut redis.connect(), "4", KEY_MAP) {
+        Reply::Error(e) => assert!(e.contains("Unrecognized REPLCONF option"), "{e}"),
+        other => panic!("redis-server accepted the offer: {other:?}"),
+    }
+}
+
+/// Keys of every type, a write stream, WAIT 1 after writes on every shard, and a cut link
+/// resumed partially (no second full sync).
+#[test]
+fn four_shards_replicate_four_shards() {
+    let (_m, mut master, _r, mut replica) = four_by_four();
+    for round in 0..2 {
+        write_stream(&mut master, round);
+    }
+    assert_converges(&mut master, &mut replica);
+    // One key on each shard, then WAIT: the replica counts once it has all of them.
+    let keys: Vec<String> = (0..4)
+        .map(|shard| {
+            (0..)
+                .map(|n| format!("wait:{n}"))
+                .find(|key| shard_of(key.as_bytes(), 4) == shard)
+                .unwrap()
+        })
+        .collect();
+    for key in &keys {
+        ok(&mut master, &["SET", key, "acknowledged"]);
+    }
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    for key in &keys {
+        assert_eq!(replica.call(&["GET", key]), Reply::bulk("acknowledged"));
+    }
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    write_stream(&mut master, 2);
+    wait_link_up(&mut replica);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(stat(&mut master, "sync_full"), 1);
+    assert_eq!(stat(&mut master, "sync_partial_ok"), 1);
+}
