@@ -2,14 +2,19 @@
 //! streams' negotiation (`repl::shards`) and what every outcome of it must keep. This
 //! build declines per-shard streams (`repl::shards::SERVED`), so the replication below
 //! runs on the single stream, the fallback: a 4-shard replica of a 4-shard master with
-//! keys of every type and a write stream, a cut link resumed partially, and WAIT 1 after
-//! writes on every shard.
+//! keys of every type and a write stream, a cut link resumed partially, WAIT 1 after writes
+//! on every shard, and a transaction over two shards seen whole on the replica (the master
+//! streams its parts as one MULTI/EXEC: `server/repl_master/group.rs`).
 
 mod common;
 mod rdb_util;
 mod repl_util;
 
-use common::{Reply, Resp, Server, TempDir};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, Reply, Resp, Server, TempDir};
 use corewire_kv::repl::shards::KEY_MAP;
 use corewire_kv::routing::shard_of;
 use rdb_util::{workload, Redis};
@@ -118,4 +123,58 @@ fn four_shards_replicate_four_shards() {
     assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
     assert_eq!(stat(&mut master, "sync_full"), 1);
     assert_eq!(stat(&mut master, "sync_partial_ok"), 1);
+}
+/// A MULTI/EXEC over two shards of the master is seen whole on the replica: a reader's
+/// own transaction there never finds one key written and the other not.
+#[test]
+fn a_transaction_over_two_shards_is_atomic_on_the_replica() {
+    let (m, mut master, _r, mut replica) = four_by_four();
+    let (a, b) = ("{tx-a}n", "{tx-b}n");
+    assert_ne!(shard_of(a.as_bytes(), 4), shard_of(b.as_bytes(), 4));
+    // (A MULTI, not MSET: a multi-key command over shards is not yet one transaction in
+    // the stream.)
+    ok(&mut master, &["MULTI"]);
+    ok(&mut master, &["SET", a, "0"]);
+    ok(&mut master, &["SET", b, "0"]);
+    ok(&mut master, &["EXEC"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let port = m.port;
+        std::thread::spawn(move || {
+            let mut conn = Resp::connect(port);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                ok(&mut conn, &["MULTI"]);
+                ok(&mut conn, &["INCR", a]);
+                ok(&mut conn, &["INCR", b]);
+                let exec = conn.call(&["EXEC"]);
+                assert_eq!(
+                    exec,
+                    Reply::Array(Some(vec![Reply::Int(n as i64), Reply::Int(n as i64)]))
+                );
+            }
+            n
+        })
+    };
+    let mut reads = 0;
+    let mut advanced = false;
+    let seen = eventually(Duration::from_secs(20), || {
+        ok(&mut replica, &["MULTI"]);
+        ok(&mut replica, &["GET", a]);
+        ok(&mut replica, &["GET", b]);
+        let Reply::Array(Some(values)) = replica.call(&["EXEC"]) else {
+            panic!("EXEC on the replica");
+        };
+        assert_eq!(values[0], values[1], "read {reads}: half a transaction");
+        reads += 1;
+        advanced |= values[0] != Reply::bulk("0");
+        advanced && reads >= 200
+    });
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(seen, "{reads} reads, the replica's values never moved");
+    assert!(written > 0);
+    assert_converges(&mut master, &mut replica);
 }

@@ -38,7 +38,7 @@ pub mod wait;
 
 pub use backlog::{Backlog, DEFAULT_BACKLOG_SIZE};
 pub use command::ReplRequest;
-pub use cut::{stream_start, SyncCut};
+pub use cut::{stream_start, GroupPart, SyncCut};
 pub use gate::ReplicaGate;
 pub use info::{LinkState, ReplInfo, ReplicaInfo};
 pub use link_info::{MasterLinkInfo, MasterLinkState};

@@ -10,15 +10,22 @@
 //! A WAIT rides the same channels: every shard sends the hub a mark behind the writes it
 //! ran before the WAIT reached it, so the client's earlier writes, wherever they ran, are
 //! in the offset it waits for.
+//!
+//! A transaction (EXEC) whose batches run on several shards is one [`Group`]: each
+//! involved shard hands its part to the hub as a [`FeedItem::Part`], and the hub streams
+//! the parts as one MULTI/EXEC once all arrived (holding each involved shard's later items
+//! until then), so a replica applies it whole, as the master ran it.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use corewire::sync::Notify;
 
 use super::sink::Origin;
 use crate::change::{ChangeSink, WriteOp};
+use crate::repl::shards::BarrierId;
 
 const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
 const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
@@ -31,6 +38,16 @@ pub(crate) enum FeedItem {
     /// shard's and drops the others', so one FLUSHALL reaches replicas, before any write
     /// a client made after the FLUSHALL answered.
     FlushAll { start: u64, bytes: Bytes },
+    /// This shard's part of transaction group `id` over the shards `involved` (a bit per
+    /// shard): its commands without MULTI/EXEC, numbered from `start` (empty when it wrote
+    /// nothing, or when this shard's writes are not streamed yet: the hub still needs
+    /// every part to let the others go).
+    Part {
+        id: BarrierId,
+        involved: u64,
+        start: u64,
+        bytes: Bytes,
+    },
     /// This shard's mark of `WAIT replicas timeout` number `id` of the client at `origin`:
     /// every shard sends one behind the writes it ran before it, so the hub takes the
     /// WAIT's offset once all `parts` arrived (the client's writes may have run anywhere).
@@ -51,8 +68,17 @@ struct FeedState {
     /// The start of `pending` in `seq`'s numbering.
     pending_start: u64,
     queue: Vec<FeedItem>,
-    /// A transaction block: `Some(false)` begun, `Some(true)` its MULTI written.
+    /// A transaction block: `Some(false)` begun, `Some(true)` its MULTI written (or, in
+    /// a group's part, not to be written).
     block: Option<bool>,
+    group: Option<Group>,
+}
+
+/// A transaction over several shards, as each involved shard's batch is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub id: BarrierId,
+    pub involved: u64,
 }
 
 impl FeedState {
@@ -71,6 +97,17 @@ impl FeedState {
         self.pending.extend_from_slice(bytes);
         self.seq += bytes.len() as u64;
     }
+}
+
+/// Some shard streams its writes (set before the first shard's cut, never cleared): an
+/// EXEC over several shards then forms a [`Group`]. One read per such EXEC.
+static STREAMING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a transaction over several shards starting now is streamed as a [`Group`]. A
+/// group formed before any shard streams is not needed; one formed just before streaming
+/// begins still completes (a shard not streaming yet sends an empty part).
+pub(crate) fn grouping() -> bool {
+    STREAMING.load(Ordering::Relaxed)
 }
 
 corewire::runtime::shard_local! {
@@ -140,11 +177,31 @@ fn record(op: WriteOp<'_>) {
 }
 
 /// What runs until [`end_block`] goes out as one MULTI/EXEC (if anything is recorded), as
-/// the AOF logs a transaction.
-pub(crate) fn begin_block() {
-    if feeding() {
-        FEED.with(|feed| feed.borrow_mut().block = Some(false));
+/// the AOF logs a transaction; in a `group`, as this shard's part of it.
+pub(crate) fn begin_block(group: Option<Group>) {
+    if !feeding() {
+        if let Some(group) = group {
+            // Nothing of this shard is streamed yet; the others' parts wait for this one.
+            send_direct(FeedItem::Part {
+                id: group.id,
+                involved: group.involved,
+                start: 0,
+                bytes: Bytes::new(),
+            });
+        }
+        return;
     }
+    FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        match group {
+            Some(group) => {
+                feed.seal();
+                feed.group = Some(group);
+                feed.block = Some(true);
+            }
+            None => feed.block = Some(false),
+        }
+    });
 }
 
 pub(crate) fn end_block() {
@@ -153,10 +210,22 @@ pub(crate) fn end_block() {
     }
     FEED.with(|feed| {
         let mut feed = feed.borrow_mut();
-        if feed.block.take() == Some(true) {
+        let block = feed.block.take();
+        if let Some(group) = feed.group.take() {
+            let start = feed.pending_start;
+            let bytes = feed.pending.split().freeze();
+            feed.queue.push(FeedItem::Part {
+                id: group.id,
+                involved: group.involved,
+                start,
+                bytes,
+            });
+            feed.pending_start = feed.seq;
+        } else if block == Some(true) {
             feed.append(EXEC);
         }
     });
+    kick();
 }
 
 /// Wakes the shard's task: it runs after the tasks this loop iteration already scheduled,
@@ -172,6 +241,7 @@ fn kick() {
 /// Starts streaming this shard's writes (idempotent) and returns the cut: the number of
 /// bytes produced so far, all of them handed to the hub before anything after them.
 pub(crate) fn start_and_cut() -> u64 {
+    STREAMING.store(true, Ordering::Relaxed);
     if !feeding() {
         ACTIVE.with(|a| a.set(true));
         let notify = Rc::new(Notify::default());
@@ -191,13 +261,7 @@ pub(crate) fn start_and_cut() -> u64 {
 /// straight there while nothing is streamed from here.
 pub(crate) fn wait_mark(item: FeedItem) {
     if !feeding() {
-        let shard = corewire::runtime::shard_id();
-        corewire::runtime::spawn_local(async move {
-            let _ = corewire::runtime::send_to(0, move || {
-                super::repl_master::receive(shard, vec![item])
-            })
-            .await;
-        });
+        send_direct(item);
         return;
     }
     FEED.with(|feed| {
@@ -206,6 +270,16 @@ pub(crate) fn wait_mark(item: FeedItem) {
         feed.queue.push(item);
     });
     kick();
+}
+
+/// `item` straight to the hub (this shard streams nothing it must come behind).
+fn send_direct(item: FeedItem) {
+    let shard = corewire::runtime::shard_id();
+    corewire::runtime::spawn_local(async move {
+        let _ =
+            corewire::runtime::send_to(0, move || super::repl_master::receive(shard, vec![item]))
+                .await;
+    });
 }
 
 /// The shard's task: hands each batch to the hub, one message at a time (a full hub inbox

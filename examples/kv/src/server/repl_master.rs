@@ -77,6 +77,7 @@ fn startup_replid() -> &'static str {
 
 mod commands;
 mod follow;
+mod group;
 mod hub;
 mod link;
 

@@ -12,9 +12,10 @@ use corewire::runtime::{sleep, spawn_local};
 use corewire::sync::Notify;
 
 use crate::config::value::OutputBufferLimits;
+use crate::repl::shards::{BarrierId, Barriers};
 use crate::repl::{
-    good_replicas, stream_start, Backlog, Identity, LinkState, ReplInfo, ReplicaInfo, SyncCut,
-    WaitQueue,
+    good_replicas, stream_start, Backlog, GroupPart, Identity, LinkState, ReplInfo, ReplicaInfo,
+    SyncCut, WaitQueue,
 };
 use crate::reply::Reply;
 use crate::server::repl_feed::FeedItem;
@@ -55,6 +56,17 @@ impl Replica {
         let kept = match &mut self.cut {
             Some(cut) => cut.offer(shard, start, bytes),
             None => Some(bytes.clone()),
+        };
+        if let Some(bytes) = kept {
+            self.push(bytes, hard);
+        }
+    }
+
+    /// A transaction's parts, streamed as `whole` (see [`SyncCut::offer_group`]).
+    pub(super) fn offer_group(&mut self, parts: &[GroupPart], whole: &Bytes, hard: u64) {
+        let kept = match &mut self.cut {
+            Some(cut) => cut.offer_group(parts),
+            None => Some(whole.clone()),
         };
         if let Some(bytes) = kept {
             self.push(bytes, hard);
@@ -105,6 +117,12 @@ pub(super) struct Hub {
     /// [`FeedItem::FlushAll`]).
     pub(super) flushes: Vec<u64>,
     pub(super) flushes_streamed: u64,
+    /// Transactions over several shards whose parts are arriving (see
+    /// [`FeedItem::Part`]), and per shard what came after its part, held until the
+    /// transaction is streamed whole.
+    pub(super) barriers: Barriers,
+    pub(super) group_parts: HashMap<BarrierId, Vec<GroupPart>>,
+    pub(super) held: Vec<VecDeque<FeedItem>>,
     /// A replica node streams its master's bytes, not its own writes ([`follow`]); after
     /// a promotion, each shard's writes count from its cut here ([`promote`]).
     pub(super) following: bool,
@@ -155,6 +173,9 @@ impl Hub {
             received: vec![0; shard.count],
             flushes: vec![0; shard.count],
             flushes_streamed: 0,
+            barriers: Barriers::default(),
+            group_parts: HashMap::new(),
+            held: (0..shard.count).map(|_| VecDeque::new()).collect(),
             following: false,
             floor: vec![0; shard.count],
             replicas: Vec::new(),
@@ -326,56 +347,76 @@ pub(in crate::server) fn receive(from: usize, items: Vec<FeedItem>) {
     with_hub(|hub| {
         let now = now_ms();
         for item in items {
-            match item {
-                FeedItem::Batch { .. } | FeedItem::FlushAll { .. }
-                    if hub.local_writes_skipped(from, &item) => {}
-                FeedItem::Batch { start, bytes } => {
-                    hub.received[from] = start + bytes.len() as u64;
-                    hub.ensure_backlog();
-                    hub.stream(Some(from), start, bytes);
-                }
-                FeedItem::FlushAll { start, bytes } => {
-                    hub.received[from] = start + bytes.len() as u64;
-                    hub.flushes[from] += 1;
-                    if hub.flushes[from] > hub.flushes_streamed {
-                        hub.flushes_streamed += 1;
-                        hub.ensure_backlog();
-                        hub.stream(Some(from), start, bytes);
-                    }
-                }
-                FeedItem::Wait {
-                    origin,
-                    id,
-                    parts,
-                    replicas,
-                    timeout_ms,
-                } => {
-                    let marks = hub.wait_marks.entry((origin.shard, id)).or_insert(0);
-                    *marks += 1;
-                    if *marks < parts {
-                        continue;
-                    }
-                    hub.wait_marks.remove(&(origin.shard, id));
-                    let target = hub.identity.master_repl_offset;
-                    let deadline = (timeout_ms > 0).then(|| now + timeout_ms);
-                    let acks = hub.acks();
-                    match hub
-                        .waits
-                        .add(origin, target, replicas as usize, deadline, &acks)
-                    {
-                        Err((origin, count)) => shard.deliver(origin, Reply::Integer(count as i64)),
-                        // The replicas are asked to acknowledge now, not at their next second.
-                        Ok(()) if !hub.replicas.is_empty() => {
-                            hub.stream(None, 0, Bytes::from_static(GETACK))
-                        }
-                        Ok(()) => {}
-                    }
-                }
-            }
+            hub.take(from, item, now);
         }
         hub.settle_cuts();
         hub.publish(&shard.shared.repl);
     });
+}
+
+impl Hub {
+    /// One item of shard `from`'s stream, in its order: held while the shard waits at a
+    /// transaction's part for the other shards' parts (see `group.rs`).
+    pub(super) fn take(&mut self, from: usize, item: FeedItem, now: u64) {
+        if self.barriers.is_held(from) {
+            self.held[from].push_back(item);
+            return;
+        }
+        match item {
+            FeedItem::Batch { .. } | FeedItem::FlushAll { .. }
+                if self.local_writes_skipped(from, &item) => {}
+            FeedItem::Batch { start, bytes } => {
+                self.received[from] = start + bytes.len() as u64;
+                self.ensure_backlog();
+                self.stream(Some(from), start, bytes);
+            }
+            FeedItem::FlushAll { start, bytes } => {
+                self.received[from] = start + bytes.len() as u64;
+                self.flushes[from] += 1;
+                if self.flushes[from] > self.flushes_streamed {
+                    self.flushes_streamed += 1;
+                    self.ensure_backlog();
+                    self.stream(Some(from), start, bytes);
+                }
+            }
+            FeedItem::Part {
+                id,
+                involved,
+                start,
+                bytes,
+            } => self.part(from, id, involved, (from, start, bytes), now),
+            FeedItem::Wait {
+                origin,
+                id,
+                parts,
+                replicas,
+                timeout_ms,
+            } => {
+                let marks = self.wait_marks.entry((origin.shard, id)).or_insert(0);
+                *marks += 1;
+                if *marks < parts {
+                    return;
+                }
+                self.wait_marks.remove(&(origin.shard, id));
+                let target = self.identity.master_repl_offset;
+                let deadline = (timeout_ms > 0).then(|| now + timeout_ms);
+                let acks = self.acks();
+                match self
+                    .waits
+                    .add(origin, target, replicas as usize, deadline, &acks)
+                {
+                    Err((origin, count)) => {
+                        shard::current().deliver(origin, Reply::Integer(count as i64))
+                    }
+                    // The replicas are asked to acknowledge now, not at their next second.
+                    Ok(()) if !self.replicas.is_empty() => {
+                        self.stream(None, 0, Bytes::from_static(GETACK))
+                    }
+                    Ok(()) => {}
+                }
+            }
+        }
+    }
 }
 
 /// The hub's timer: WAIT deadlines, the stream's PING, soft output limits, settings.

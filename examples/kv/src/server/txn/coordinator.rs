@@ -6,9 +6,11 @@ use std::rc::Rc;
 
 use super::{Batch, TxnId, TxnMsg, Watcher, GRANT_SEQ};
 use crate::command::{Transaction, TxnItem};
+use crate::repl::shards::BarrierId;
 use crate::reply::Reply;
 use crate::routing::{route, FanOut, Route};
 use crate::server::forward::Work;
+use crate::server::repl_feed::{grouping, Group};
 use crate::server::shard::{self, now_ms, Shard};
 use crate::server::sink::{Merges, Origin, Part, ReplySink, SinkKey};
 
@@ -28,6 +30,8 @@ struct State {
     /// The shards to hold, ascending, and each one's batch (taken when sent).
     shards: Vec<usize>,
     batches: Vec<Batch>,
+    /// Replication's group, when the batches write on several shards.
+    group: Option<Group>,
     watcher: Watcher,
     /// Grants received so far (the shards are asked one at a time).
     granted: usize,
@@ -61,6 +65,7 @@ impl Coordinator {
             state: RefCell::new(State {
                 shards: Vec::new(),
                 batches: Vec::new(),
+                group: None,
                 watcher: (exec.shard, exec.sink),
                 granted: 0,
                 replies: Vec::new(),
@@ -139,6 +144,7 @@ impl Coordinator {
         if state.shards.is_empty() {
             return state.finish();
         }
+        state.group = group_of(shard, &state.shards, &state.batches);
         vec![state.lock_next(txn)]
     }
 
@@ -164,11 +170,48 @@ impl Coordinator {
     }
 }
 
+corewire::runtime::shard_local! {
+    /// This shard's replication groups, numbered.
+    static GROUPS: Cell<u64> = Cell::new(0);
+}
+
+/// A replication group for batches that run on several shards (a bit per shard, so at
+/// most 64 shards: more keep one MULTI/EXEC per shard) while replication streams.
+fn group_of(shard: &Shard, shards: &[usize], batches: &[Batch]) -> Option<Group> {
+    let involved = (shards.iter().zip(batches))
+        .filter(|(_, batch)| !batch.is_empty())
+        .fold(0u64, |mask, (&id, _)| {
+            mask | 1u64.checked_shl(id as u32).unwrap_or(0)
+        });
+    if shard.count > 64 || involved.count_ones() < 2 || !grouping() {
+        return None;
+    }
+    let seq = GROUPS.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    Some(Group {
+        id: BarrierId {
+            origin: shard.id as u16,
+            seq,
+        },
+        involved,
+    })
+}
+
 impl State {
+    /// The group for shard number `i`'s batch (a shard with nothing to run is no part).
+    fn group_for(&self, i: usize) -> Option<Group> {
+        self.group
+            .filter(|group| group.involved & (1u64 << self.shards[i]) != 0)
+    }
+
     /// The lock request for the next shard; the last one carries its batch.
     fn lock_next(&mut self, txn: TxnId) -> Action {
         let i = self.granted;
-        let batch = (i + 1 == self.shards.len()).then(|| std::mem::take(&mut self.batches[i]));
+        let group = self.group_for(i);
+        let batch =
+            (i + 1 == self.shards.len()).then(|| (std::mem::take(&mut self.batches[i]), group));
         Action::Send(
             self.shards[i],
             TxnMsg::Lock {
@@ -205,7 +248,8 @@ impl State {
         let mut actions: Vec<Action> = (0..i)
             .map(|k| {
                 let batch = std::mem::take(&mut self.batches[k]);
-                Action::Send(self.shards[k], TxnMsg::Run { txn, batch })
+                let group = self.group_for(k);
+                Action::Send(self.shards[k], TxnMsg::Run { txn, batch, group })
             })
             .collect();
         actions.extend(self.finish_if_done());

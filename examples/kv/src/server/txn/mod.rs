@@ -38,6 +38,7 @@ use super::sink::{Origin, SinkKey};
 use crate::command::{ClientRequest, Command};
 use crate::notify::KeyEvent;
 use crate::reply::Reply;
+use crate::server::repl_feed::Group;
 
 pub(crate) use coordinator::Coordinator;
 use lock::{ShardLock, TxnId};
@@ -52,6 +53,10 @@ const TRY_LOCK_BUSY: i64 = -1;
 /// One shard's commands of a transaction, in queue order, with where each reply goes.
 pub(crate) type Batch = Vec<(Origin, Command)>;
 
+/// A batch, and the replication group it is part of when the transaction writes on several
+/// shards (its parts reach replicas as one MULTI/EXEC: see `repl_feed`).
+pub(crate) type GroupBatch = (Batch, Option<Group>);
+
 /// Transaction traffic between shards (it travels in the job lane, so it stays in order with
 /// the commands the same shard forwards).
 pub(crate) enum TxnMsg {
@@ -60,14 +65,18 @@ pub(crate) enum TxnMsg {
     Lock {
         txn: TxnId,
         watcher: Watcher,
-        batch: Option<Batch>,
+        batch: Option<GroupBatch>,
     },
     /// Hold the shard for `txn` only if it is free now, out of the ascending order: answer
     /// the grant (1) or that it is busy ([`TRY_LOCK_BUSY`]) without waiting, so a program
     /// holding higher shards cannot wait in a cycle.
     TryLock { txn: TxnId },
     /// Run this shard's batch (the shard is held for `txn`) and let go.
-    Run { txn: TxnId, batch: Batch },
+    Run {
+        txn: TxnId,
+        batch: Batch,
+        group: Option<Group>,
+    },
     /// Let go without running anything (a watch elsewhere was dirty).
     Release(TxnId),
     /// An aborted EXEC never reached this shard: drop the connection's watches here.
@@ -284,14 +293,14 @@ impl Shard {
                     self.deliver(grant, Reply::Integer(TRY_LOCK_BUSY));
                 }
             }
-            TxnMsg::Run { txn, batch } => {
+            TxnMsg::Run { txn, batch, group } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(
                         shard = self.id,
                         "transaction batch for a shard it does not hold"
                     );
                 }
-                self.run_batch(batch, now);
+                self.run_batch(batch, group, now);
                 self.release(txn, now);
             }
             TxnMsg::Release(txn) => self.release(txn, now),
@@ -300,7 +309,7 @@ impl Shard {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(shard = self.id, "program step for a shard it does not hold");
                 }
-                self.run_batch_with(batch, events, false, now);
+                self.run_batch_with(batch, events, false, None, now);
             }
             TxnMsg::Dump { txn, origin, keys } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
@@ -356,12 +365,12 @@ impl Shard {
 
     /// The shard is held for `txn`: check the watches, run the batch if there is one, tell
     /// the coordinator.
-    fn granted(&self, txn: TxnId, watcher: Watcher, batch: Option<Batch>, now: u64) {
+    fn granted(&self, txn: TxnId, watcher: Watcher, batch: Option<GroupBatch>, now: u64) {
         let clean = self.txn.watches.borrow_mut().finish(watcher, now);
         let last = batch.is_some();
         if clean {
-            if let Some(batch) = batch {
-                self.run_batch(batch, now);
+            if let Some((batch, group)) = batch {
+                self.run_batch(batch, group, now);
             }
         }
         let grant = Origin {
@@ -377,15 +386,22 @@ impl Shard {
         }
     }
 
-    fn run_batch(&self, batch: Batch, now: u64) {
-        self.run_batch_with(batch, Vec::new(), true, now);
+    fn run_batch(&self, batch: Batch, group: Option<Group>, now: u64) {
+        self.run_batch_with(batch, Vec::new(), true, group, now);
     }
 
     /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
     /// (before any blocked client the batch serves runs, as the command's events come first).
-    fn run_batch_with(&self, batch: Batch, events: Vec<KeyEvent>, serve: bool, now: u64) {
+    fn run_batch_with(
+        &self,
+        batch: Batch,
+        events: Vec<KeyEvent>,
+        serve: bool,
+        group: Option<Group>,
+        now: u64,
+    ) {
         let writer = batch.first().map(|(origin, _)| *origin);
-        self.in_block(events, writer, serve, now, || {
+        self.in_block(events, writer, serve, group, now, || {
             for (origin, command) in batch {
                 if let Some(reply) = self.execute_free(origin, command, now) {
                     self.deliver(origin, reply);
@@ -402,7 +418,7 @@ impl Shard {
             tracing::error!(shard = self.id, "program step for a shard it does not hold");
         }
         let mut reply = None;
-        self.in_block(Vec::new(), Some(origin), false, now, || {
+        self.in_block(Vec::new(), Some(origin), false, None, now, || {
             reply = self.execute_free(origin, command, now);
         });
         reply
@@ -416,6 +432,7 @@ impl Shard {
         events: Vec<KeyEvent>,
         writer: Option<Origin>,
         serve: bool,
+        group: Option<Group>,
         now: u64,
         batch: impl FnOnce(),
     ) {
@@ -424,7 +441,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
-        crate::server::repl_feed::begin_block();
+        crate::server::repl_feed::begin_block(group);
         self.replace_events(&events);
         batch();
         self.publish_replaced(events, writer);
