@@ -124,23 +124,43 @@ fn four_shards_replicate_four_shards() {
     assert_eq!(stat(&mut master, "sync_full"), 1);
     assert_eq!(stat(&mut master, "sync_partial_ok"), 1);
 }
-/// A MULTI/EXEC over two shards of the master is seen whole on the replica: a reader's
-/// own transaction there never finds one key written and the other not.
+/// A MULTI/EXEC over two shards of the master is seen whole on a 4-shard corewire replica:
+/// a reader's own transaction there never finds one key written and the other not.
 #[test]
 fn a_transaction_over_two_shards_is_atomic_on_the_replica() {
     let (m, mut master, _r, mut replica) = four_by_four();
+    transactions_are_seen_whole(m.port, &mut master, &mut replica);
+}
+
+/// The same with a redis-server replica of the 4-shard master.
+#[test]
+fn a_transaction_over_two_shards_is_atomic_on_a_redis_replica() {
+    let m = Server::start(&["--shards", "4"]);
+    let mut master = m.connect();
+    let dir = TempDir::new("shard-streams-redis");
+    let redis = Redis::start(
+        dir.path(),
+        &["--replicaof", "127.0.0.1", &m.port.to_string()],
+    );
+    let mut replica = redis.connect();
+    wait_link_up(&mut replica);
+    transactions_are_seen_whole(m.port, &mut master, &mut replica);
+}
+
+/// INCRs two keys on different shards in MULTI/EXEC on the master (from a thread) while
+/// reading both in MULTI/EXEC on the replica: the two values are always equal.
+fn transactions_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
     let (a, b) = ("{tx-a}n", "{tx-b}n");
     assert_ne!(shard_of(a.as_bytes(), 4), shard_of(b.as_bytes(), 4));
     // (A MULTI, not MSET: a multi-key command over shards is not yet one transaction in
     // the stream.)
-    ok(&mut master, &["MULTI"]);
-    ok(&mut master, &["SET", a, "0"]);
-    ok(&mut master, &["SET", b, "0"]);
-    ok(&mut master, &["EXEC"]);
+    ok(master, &["MULTI"]);
+    ok(master, &["SET", a, "0"]);
+    ok(master, &["SET", b, "0"]);
+    ok(master, &["EXEC"]);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();
-        let port = m.port;
         std::thread::spawn(move || {
             let mut conn = Resp::connect(port);
             let mut n = 0u64;
@@ -161,9 +181,9 @@ fn a_transaction_over_two_shards_is_atomic_on_the_replica() {
     let mut reads = 0;
     let mut advanced = false;
     let seen = eventually(Duration::from_secs(20), || {
-        ok(&mut replica, &["MULTI"]);
-        ok(&mut replica, &["GET", a]);
-        ok(&mut replica, &["GET", b]);
+        ok(replica, &["MULTI"]);
+        ok(replica, &["GET", a]);
+        ok(replica, &["GET", b]);
         let Reply::Array(Some(values)) = replica.call(&["EXEC"]) else {
             panic!("EXEC on the replica");
         };
@@ -176,5 +196,47 @@ fn a_transaction_over_two_shards_is_atomic_on_the_replica() {
     let written = writer.join().unwrap();
     assert!(seen, "{reads} reads, the replica's values never moved");
     assert!(written > 0);
-    assert_converges(&mut master, &mut replica);
+    assert_converges(master, replica);
+}
+
+/// Full syncs (of a corewire and of a redis-server replica) while MULTI/EXECs over two
+/// shards run: each shard's snapshot begins at its own moment, so a transaction may be half
+/// in the snapshot; the stream must bring exactly the other half (nothing lost, nothing
+/// applied twice).
+#[test]
+fn a_full_sync_amid_transactions_over_shards_loses_and_doubles_nothing() {
+    let m = Server::start(&["--shards", "4"]);
+    let mut master = m.connect();
+    workload(&mut master);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, port) = (stop.clone(), m.port);
+        std::thread::spawn(move || {
+            let mut conn = Resp::connect(port);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                ok(&mut conn, &["MULTI"]);
+                ok(&mut conn, &["INCR", "{sync-a}n"]);
+                ok(&mut conn, &["RPUSH", "{sync-b}l", &n.to_string()]);
+                ok(&mut conn, &["EXEC"]);
+            }
+            n
+        })
+    };
+    let corewire = Server::start(&["--shards", "4"]);
+    let mut corewire_conn = corewire.connect();
+    let port = m.port.to_string();
+    ok(&mut corewire_conn, &["REPLICAOF", "127.0.0.1", &port]);
+    let dir = TempDir::new("shard-streams-sync");
+    let redis = Redis::start(dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    let mut redis_conn = redis.connect();
+    wait_link_up(&mut corewire_conn);
+    wait_link_up(&mut redis_conn);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0);
+    assert_converges(&mut master, &mut corewire_conn);
+    assert_converges(&mut master, &mut redis_conn);
 }
