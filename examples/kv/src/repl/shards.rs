@@ -33,15 +33,21 @@
 //! arrived ([`covers`], [`replicas_covering`], [`replica_ack_ms`]).
 //!
 //! # Transactions spanning shards
-//! The master runs a MULTI/EXEC (or script) over several shards with two-phase locking
-//! (`server/txn`): strict, so on every shard two transactions that share it run in the
-//! same order. Each involved shard's stream carries its part behind a barrier record
-//! naming the transaction ([`BarrierId`]) and its shards; replica shard `i` holds its
-//! stream at the barrier until every involved shard reached it ([`Barriers`]), then the
-//! parts apply together. Because the order of shared transactions is the same on every
-//! shard, a shard waits at most for transactions the others will reach: no deadlock, and
-//! each shard holds at most one barrier at a time (its stream stops there), so the
-//! bookkeeping is bounded by the shard count.
+//! The master runs a MULTI/EXEC over several shards with two-phase locking (`server/txn`):
+//! strict, so on every shard two transactions that share it run in the same order. Each
+//! involved shard's part names the transaction ([`BarrierId`]) and its shards, and is held
+//! where it arrives until every involved shard's part did ([`Barriers`]); then the parts
+//! apply together. Because shared transactions are in the same order on every shard, a
+//! shard waits only for parts the others will reach: no deadlock, and each shard holds at
+//! most one barrier at a time (its stream stops there), so the bookkeeping is bounded by
+//! the shard count.
+//!
+//! The single stream uses this today: the hub joins the parts into one MULTI/EXEC
+//! (`server/repl_master/group.rs`), so redis-server and corewire replicas apply it whole.
+//! With per-shard streams the barrier would be a record in each involved shard's stream,
+//! held by replica shard `i`. Not covered yet: a multi-key command (MSET over shards) or a
+//! script that holds several shards runs its steps as separate blocks, each streamed on
+//! its own.
 
 use std::collections::HashMap;
 

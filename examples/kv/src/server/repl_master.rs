@@ -11,7 +11,8 @@
 //! reading costs at most the limit). A full sync is in `repl_sync.rs`.
 //!
 //! The decisions (partial or full, WAIT, good replicas) are in [`crate::repl`]. Here: the
-//! hub's state (`hub.rs`), a replica's link (`link.rs`), the commands' glue
+//! hub's state (`hub.rs`), a transaction's parts from several shards joined into one
+//! MULTI/EXEC (`group.rs`), a replica's link (`link.rs`), the commands' glue
 //! (`commands.rs`) and the chain of a node that follows a master (`follow.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
