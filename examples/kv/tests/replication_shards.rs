@@ -132,6 +132,15 @@ fn a_transaction_over_two_shards_is_atomic_on_the_replica() {
     transactions_are_seen_whole(m.port, &mut master, &mut replica);
 }
 
+/// A multi-key command (LMOVE) and a script over two shards are seen whole on the replica
+/// too (they hold the shards and write in steps: the steps reach replicas as one
+/// MULTI/EXEC).
+#[test]
+fn multikey_commands_and_scripts_over_two_shards_are_atomic_on_the_replica() {
+    let (m, mut master, _r, mut replica) = four_by_four();
+    programs_are_seen_whole(m.port, &mut master, &mut replica);
+}
+
 /// The same with a redis-server replica of the 4-shard master.
 #[test]
 fn a_transaction_over_two_shards_is_atomic_on_a_redis_replica() {
@@ -152,8 +161,6 @@ fn a_transaction_over_two_shards_is_atomic_on_a_redis_replica() {
 fn transactions_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
     let (a, b) = ("{tx-a}n", "{tx-b}n");
     assert_ne!(shard_of(a.as_bytes(), 4), shard_of(b.as_bytes(), 4));
-    // (A MULTI, not MSET: a multi-key command over shards is not yet one transaction in
-    // the stream.)
     ok(master, &["MULTI"]);
     ok(master, &["SET", a, "0"]);
     ok(master, &["SET", b, "0"]);
@@ -239,4 +246,68 @@ fn a_full_sync_amid_transactions_over_shards_loses_and_doubles_nothing() {
     assert!(written > 0);
     assert_converges(&mut master, &mut corewire_conn);
     assert_converges(&mut master, &mut redis_conn);
+}
+
+/// Multi-key commands over two shards (LMOVE between lists on different shards) and a
+/// script writing two keys on different shards, from a thread, while reading them in
+/// MULTI/EXEC on the replica: the two keys are always equal and the lists always hold
+/// all their items together.
+fn programs_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
+    let (a, b) = ("{prog-a}n", "{prog-b}n");
+    let (l1, l2) = ("{prog-a}l", "{prog-b}l");
+    assert_ne!(shard_of(a.as_bytes(), 4), shard_of(b.as_bytes(), 4));
+    ok(master, &["MULTI"]);
+    ok(master, &["SET", a, "0"]);
+    ok(master, &["SET", b, "0"]);
+    ok(
+        master,
+        &["RPUSH", l1, "1", "2", "3", "4", "5", "6", "7", "8"],
+    );
+    ok(master, &["EXEC"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conn = Resp::connect(port);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let v = n.to_string();
+                let script = "redis.call('SET', KEYS[1], ARGV[1]) \
+                              redis.call('SET', KEYS[2], ARGV[1]) return 1";
+                ok(&mut conn, &["EVAL", script, "2", a, b, &v]);
+                let (from, to) = if n.is_multiple_of(2) {
+                    (l1, l2)
+                } else {
+                    (l2, l1)
+                };
+                ok(&mut conn, &["LMOVE", from, to, "RIGHT", "LEFT"]);
+            }
+            n
+        })
+    };
+    let mut reads = 0;
+    let mut advanced = false;
+    let seen = eventually(Duration::from_secs(20), || {
+        ok(replica, &["MULTI"]);
+        for args in [["GET", a], ["GET", b], ["LLEN", l1], ["LLEN", l2]] {
+            ok(replica, &args);
+        }
+        let Reply::Array(Some(values)) = replica.call(&["EXEC"]) else {
+            panic!("EXEC on the replica");
+        };
+        assert_eq!(values[0], values[1], "read {reads}: half a script");
+        let (Reply::Int(n1), Reply::Int(n2)) = (&values[2], &values[3]) else {
+            panic!("LLEN: {values:?}");
+        };
+        assert_eq!(n1 + n2, 8, "read {reads}: half an LMOVE");
+        reads += 1;
+        advanced |= values[0] != Reply::bulk("0");
+        advanced && reads >= 200
+    });
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(seen, "{reads} reads, the replica's values never moved");
+    assert!(written > 0);
+    assert_converges(master, replica);
 }

@@ -43,11 +43,12 @@
 //! the shard count.
 //!
 //! The single stream uses this today: the hub joins the parts into one MULTI/EXEC
-//! (`server/repl_master/group.rs`), so redis-server and corewire replicas apply it whole.
-//! With per-shard streams the barrier would be a record in each involved shard's stream,
-//! held by replica shard `i`. Not covered yet: a multi-key command (MSET over shards) or a
-//! script that holds several shards runs its steps as separate blocks, each streamed on
-//! its own.
+//! (`server/repl_master/group.rs`), so redis-server and corewire replicas apply it whole;
+//! a program that holds several shards (a script, a multi-key command such as LMOVE over
+//! shards) is joined the same way, its steps' writes closed into parts when it lets the
+//! shards go. (A fanned-out MSET or DEL is atomic per shard on the master too, and stays
+//! one block per shard.) With per-shard streams the barrier would be a record in each
+//! involved shard's stream, held by replica shard `i`.
 
 use std::collections::HashMap;
 

@@ -14,7 +14,11 @@
 //! A transaction (EXEC) whose batches run on several shards is one [`Group`]: each
 //! involved shard hands its part to the hub as a [`FeedItem::Part`], and the hub streams
 //! the parts as one MULTI/EXEC once all arrived (holding each involved shard's later items
-//! until then), so a replica applies it whole, as the master ran it.
+//! until then), so a replica applies it whole, as the master ran it. A program (a script,
+//! or a multi-key command over shards) that holds shards writes in steps: each step's
+//! block goes to the hub as a [`FeedItem::Piece`] of the program, and releasing the
+//! shards closes each shard's part ([`close_program`]); the pieces then go out as one
+//! MULTI/EXEC the same way.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -48,6 +52,13 @@ pub(crate) enum FeedItem {
         start: u64,
         bytes: Bytes,
     },
+    /// A step of program `id` on this shard (its commands, numbered from `start`): held by
+    /// the hub until the program's parts close.
+    Piece {
+        id: BarrierId,
+        start: u64,
+        bytes: Bytes,
+    },
     /// This shard's mark of `WAIT replicas timeout` number `id` of the client at `origin`:
     /// every shard sends one behind the writes it ran before it, so the hub takes the
     /// WAIT's offset once all `parts` arrived (the client's writes may have run anywhere).
@@ -72,6 +83,18 @@ struct FeedState {
     /// a group's part, not to be written).
     block: Option<bool>,
     group: Option<Group>,
+    piece: Option<BarrierId>,
+}
+
+/// How a block of writes goes to the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Block {
+    /// One MULTI/EXEC of its own.
+    Alone,
+    /// This shard's part of a transaction over several shards.
+    Part(Group),
+    /// A step of a program that holds this shard.
+    Piece(BarrierId),
 }
 
 /// A transaction over several shards, as each involved shard's batch is told.
@@ -108,6 +131,23 @@ static STREAMING: AtomicBool = AtomicBool::new(false);
 /// begins still completes (a shard not streaming yet sends an empty part).
 pub(crate) fn grouping() -> bool {
     STREAMING.load(Ordering::Relaxed)
+}
+
+corewire::runtime::shard_local! {
+    /// This shard's transaction and program ids (see [`new_group_id`]).
+    static GROUP_IDS: Cell<u64> = Cell::new(0);
+}
+
+/// A new id for a transaction or program that starts on this shard.
+pub(crate) fn new_group_id() -> BarrierId {
+    let origin = corewire::runtime::shard_id() as u16;
+    GROUP_IDS.with(|n| {
+        n.set(n.get() + 1);
+        BarrierId {
+            origin,
+            seq: n.get(),
+        }
+    })
 }
 
 corewire::runtime::shard_local! {
@@ -178,9 +218,9 @@ fn record(op: WriteOp<'_>) {
 
 /// What runs until [`end_block`] goes out as one MULTI/EXEC (if anything is recorded), as
 /// the AOF logs a transaction; in a `group`, as this shard's part of it.
-pub(crate) fn begin_block(group: Option<Group>) {
+pub(crate) fn begin_block(block: Block) {
     if !feeding() {
-        if let Some(group) = group {
+        if let Block::Part(group) = block {
             // Nothing of this shard is streamed yet; the others' parts wait for this one.
             send_direct(FeedItem::Part {
                 id: group.id,
@@ -193,13 +233,18 @@ pub(crate) fn begin_block(group: Option<Group>) {
     }
     FEED.with(|feed| {
         let mut feed = feed.borrow_mut();
-        match group {
-            Some(group) => {
+        match block {
+            Block::Part(group) => {
                 feed.seal();
                 feed.group = Some(group);
                 feed.block = Some(true);
             }
-            None => feed.block = Some(false),
+            Block::Piece(id) => {
+                feed.seal();
+                feed.piece = Some(id);
+                feed.block = Some(true);
+            }
+            Block::Alone => feed.block = Some(false),
         }
     });
 }
@@ -221,9 +266,41 @@ pub(crate) fn end_block() {
                 bytes,
             });
             feed.pending_start = feed.seq;
+        } else if let Some(id) = feed.piece.take() {
+            if !feed.pending.is_empty() {
+                let start = feed.pending_start;
+                let bytes = feed.pending.split().freeze();
+                feed.queue.push(FeedItem::Piece { id, start, bytes });
+                feed.pending_start = feed.seq;
+            }
         } else if block == Some(true) {
             feed.append(EXEC);
         }
+    });
+    kick();
+}
+
+/// Program `group.id` lets this shard go: its part (its pieces) is complete; with other
+/// shards in `group.involved`, the hub waits for theirs too.
+pub(crate) fn close_program(group: Group) {
+    let part = |start| FeedItem::Part {
+        id: group.id,
+        involved: group.involved,
+        start,
+        bytes: Bytes::new(),
+    };
+    if !feeding() {
+        // Only while replication streams (else nothing waits for this part).
+        if group.involved.count_ones() >= 2 && grouping() {
+            send_direct(part(0));
+        }
+        return;
+    }
+    FEED.with(|feed| {
+        let mut feed = feed.borrow_mut();
+        feed.seal();
+        let start = feed.seq;
+        feed.queue.push(part(start));
     });
     kick();
 }

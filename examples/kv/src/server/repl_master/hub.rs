@@ -385,6 +385,12 @@ impl Hub {
                 start,
                 bytes,
             } => self.part(from, id, involved, (from, start, bytes), now),
+            // A program's step: streamed with the rest of the program (see `group.rs`).
+            FeedItem::Piece { id, start, bytes } => self
+                .group_parts
+                .entry(id)
+                .or_default()
+                .push((from, start, bytes)),
             FeedItem::Wait {
                 origin,
                 id,

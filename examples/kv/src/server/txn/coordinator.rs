@@ -6,11 +6,10 @@ use std::rc::Rc;
 
 use super::{Batch, TxnId, TxnMsg, Watcher, GRANT_SEQ};
 use crate::command::{Transaction, TxnItem};
-use crate::repl::shards::BarrierId;
 use crate::reply::Reply;
 use crate::routing::{route, FanOut, Route};
 use crate::server::forward::Work;
-use crate::server::repl_feed::{grouping, Group};
+use crate::server::repl_feed::{grouping, new_group_id, Group};
 use crate::server::shard::{self, now_ms, Shard};
 use crate::server::sink::{Merges, Origin, Part, ReplySink, SinkKey};
 
@@ -170,11 +169,6 @@ impl Coordinator {
     }
 }
 
-corewire::runtime::shard_local! {
-    /// This shard's replication groups, numbered.
-    static GROUPS: Cell<u64> = Cell::new(0);
-}
-
 /// A replication group for batches that run on several shards (a bit per shard, so at
 /// most 64 shards: more keep one MULTI/EXEC per shard) while replication streams.
 fn group_of(shard: &Shard, shards: &[usize], batches: &[Batch]) -> Option<Group> {
@@ -186,15 +180,8 @@ fn group_of(shard: &Shard, shards: &[usize], batches: &[Batch]) -> Option<Group>
     if shard.count > 64 || involved.count_ones() < 2 || !grouping() {
         return None;
     }
-    let seq = GROUPS.with(|n| {
-        n.set(n.get() + 1);
-        n.get()
-    });
     Some(Group {
-        id: BarrierId {
-            origin: shard.id as u16,
-            seq,
-        },
+        id: new_group_id(),
         involved,
     })
 }
@@ -231,7 +218,7 @@ impl State {
             self.dirty = true;
             let mut actions: Vec<Action> = self.shards[..i]
                 .iter()
-                .map(|&shard| Action::Send(shard, TxnMsg::Release(txn)))
+                .map(|&shard| Action::Send(shard, TxnMsg::Release(txn, None)))
                 .collect();
             actions.extend(
                 self.shards[i + 1..]

@@ -21,8 +21,10 @@ use corewire::runtime::sync::WakerCell;
 use super::{TxnId, TxnMsg, Watcher, GRANT_SEQ};
 use crate::command::Command;
 use crate::notify::KeyEvent;
+use crate::repl::shards::BarrierId;
 use crate::reply::Reply;
 use crate::server::forward::Work;
+use crate::server::repl_feed::{new_group_id, Group};
 use crate::server::shard::{now_ms, Shard};
 use crate::server::sink::{Origin, Part, ReplySink, SinkKey};
 
@@ -48,6 +50,9 @@ pub(crate) struct Held {
     /// The shards held now, ascending.
     held: RefCell<Vec<usize>>,
     next_seq: Cell<u64>,
+    /// Its replication group while it holds shards: its steps' writes reach replicas as
+    /// one MULTI/EXEC when it lets them go (a new id after each release).
+    group_id: Cell<BarrierId>,
 }
 
 /// What a lock request found: the watches of its watcher there were clean, or one changed.
@@ -68,6 +73,7 @@ impl Held {
             key,
             held: RefCell::new(Vec::new()),
             next_seq: Cell::new(0),
+            group_id: Cell::new(new_group_id()),
         }
     }
 
@@ -203,6 +209,7 @@ impl Held {
                 txn: self.txn(),
                 batch,
                 events,
+                piece: self.group_id.get(),
             },
         );
         first..self.next_seq.get()
@@ -214,7 +221,7 @@ impl Held {
         debug_assert!(self.holds(self.shard.id), "a step on a shard not held");
         let seq = self.reserve_seq();
         self.shard
-            .step_here(self.origin(seq), command, now_ms())
+            .step_here(self.origin(seq), command, self.group_id.get(), now_ms())
             .ok_or(seq)
     }
 
@@ -326,8 +333,16 @@ impl Held {
     /// Lets every held shard go.
     pub fn release(&self) {
         let held = std::mem::take(&mut *self.held.borrow_mut());
+        let id = self.group_id.replace(new_group_id());
+        // The held shards, a bit each; past 64 shards none (each shard's part goes alone).
+        let involved = if held.iter().all(|&s| s < 64) {
+            held.iter().fold(0u64, |mask, &s| mask | 1 << s)
+        } else {
+            0
+        };
         for target in held {
-            self.send(target, TxnMsg::Release(self.txn()));
+            let group = Group { id, involved };
+            self.send(target, TxnMsg::Release(self.txn(), Some(group)));
         }
     }
 }

@@ -37,8 +37,9 @@ use super::shard::Shard;
 use super::sink::{Origin, SinkKey};
 use crate::command::{ClientRequest, Command};
 use crate::notify::KeyEvent;
+use crate::repl::shards::BarrierId;
 use crate::reply::Reply;
-use crate::server::repl_feed::Group;
+use crate::server::repl_feed::{Block, Group};
 
 pub(crate) use coordinator::Coordinator;
 use lock::{ShardLock, TxnId};
@@ -78,7 +79,8 @@ pub(crate) enum TxnMsg {
         group: Option<Group>,
     },
     /// Let go without running anything (a watch elsewhere was dirty).
-    Release(TxnId),
+    /// From a program: its replication group, whose part on this shard closes.
+    Release(TxnId, Option<Group>),
     /// An aborted EXEC never reached this shard: drop the connection's watches here.
     Unwatch(Watcher),
     /// Run this batch on the shard `txn` holds, as one block in its log, and keep holding.
@@ -88,6 +90,7 @@ pub(crate) enum TxnMsg {
         txn: TxnId,
         batch: Batch,
         events: Vec<KeyEvent>,
+        piece: BarrierId,
     },
     /// Answer `origin` with the stored form of `keys` (see [`held::Held::dump`]).
     Dump {
@@ -303,13 +306,24 @@ impl Shard {
                 self.run_batch(batch, group, now);
                 self.release(txn, now);
             }
-            TxnMsg::Release(txn) => self.release(txn, now),
+            TxnMsg::Release(txn, group) => {
+                // The program's part ends before the work waiting for the shard runs.
+                if let Some(group) = group {
+                    crate::server::repl_feed::close_program(group);
+                }
+                self.release(txn, now)
+            }
             TxnMsg::Unwatch(watcher) => self.txn.watches.borrow_mut().unwatch(watcher),
-            TxnMsg::Step { txn, batch, events } => {
+            TxnMsg::Step {
+                txn,
+                batch,
+                events,
+                piece,
+            } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(shard = self.id, "program step for a shard it does not hold");
                 }
-                self.run_batch_with(batch, events, false, None, now);
+                self.run_batch_with(batch, events, false, Block::Piece(piece), now);
             }
             TxnMsg::Dump { txn, origin, keys } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
@@ -387,7 +401,8 @@ impl Shard {
     }
 
     fn run_batch(&self, batch: Batch, group: Option<Group>, now: u64) {
-        self.run_batch_with(batch, Vec::new(), true, group, now);
+        let block = group.map_or(Block::Alone, Block::Part);
+        self.run_batch_with(batch, Vec::new(), true, block, now);
     }
 
     /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
@@ -397,11 +412,11 @@ impl Shard {
         batch: Batch,
         events: Vec<KeyEvent>,
         serve: bool,
-        group: Option<Group>,
+        block: Block,
         now: u64,
     ) {
         let writer = batch.first().map(|(origin, _)| *origin);
-        self.in_block(events, writer, serve, group, now, || {
+        self.in_block(events, writer, serve, block, now, || {
             for (origin, command) in batch {
                 if let Some(reply) = self.execute_free(origin, command, now) {
                     self.deliver(origin, reply);
@@ -413,14 +428,27 @@ impl Shard {
     /// A program's one command on this shard, which it holds: what [`TxnMsg::Step`] of that
     /// command does, with its reply returned when it is ready at once rather than delivered
     /// to the program's inbox (a script's `redis.call` on its own shard).
-    pub(crate) fn step_here(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+    pub(crate) fn step_here(
+        &self,
+        origin: Origin,
+        command: Command,
+        piece: BarrierId,
+        now: u64,
+    ) -> Option<Reply> {
         if self.txn.lock.borrow().holder() != Some((origin.shard, origin.sink)) {
             tracing::error!(shard = self.id, "program step for a shard it does not hold");
         }
         let mut reply = None;
-        self.in_block(Vec::new(), Some(origin), false, None, now, || {
-            reply = self.execute_free(origin, command, now);
-        });
+        self.in_block(
+            Vec::new(),
+            Some(origin),
+            false,
+            Block::Piece(piece),
+            now,
+            || {
+                reply = self.execute_free(origin, command, now);
+            },
+        );
         reply
     }
 
@@ -432,7 +460,7 @@ impl Shard {
         events: Vec<KeyEvent>,
         writer: Option<Origin>,
         serve: bool,
-        group: Option<Group>,
+        block: Block,
         now: u64,
         batch: impl FnOnce(),
     ) {
@@ -441,7 +469,7 @@ impl Shard {
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
-        crate::server::repl_feed::begin_block(group);
+        crate::server::repl_feed::begin_block(block);
         self.replace_events(&events);
         batch();
         self.publish_replaced(events, writer);
