@@ -290,8 +290,9 @@ pub(crate) fn close_program(group: Group) {
         bytes: Bytes::new(),
     };
     if !feeding() {
-        // Only while replication streams (else nothing waits for this part).
-        if group.involved.count_ones() >= 2 && grouping() {
+        // The other shards' parts wait for this one (the group was formed while
+        // replication streams: see `Held::release`).
+        if group.involved.count_ones() >= 2 {
             send_direct(part(0));
         }
         return;

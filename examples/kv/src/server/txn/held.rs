@@ -24,7 +24,7 @@ use crate::notify::KeyEvent;
 use crate::repl::shards::BarrierId;
 use crate::reply::Reply;
 use crate::server::forward::Work;
-use crate::server::repl_feed::{new_group_id, Group};
+use crate::server::repl_feed::{grouping, new_group_id, Group};
 use crate::server::shard::{now_ms, Shard};
 use crate::server::sink::{Origin, Part, ReplySink, SinkKey};
 
@@ -334,8 +334,10 @@ impl Held {
     pub fn release(&self) {
         let held = std::mem::take(&mut *self.held.borrow_mut());
         let id = self.group_id.replace(new_group_id());
-        // The held shards, a bit each; past 64 shards none (each shard's part goes alone).
-        let involved = if held.iter().all(|&s| s < 64) {
+        // The held shards, a bit each, decided here once: none (each shard's part goes
+        // alone) past 64 shards or while replication does not stream, so no shard's part
+        // waits for one that a shard not streaming yet would not send.
+        let involved = if grouping() && held.iter().all(|&s| s < 64) {
             held.iter().fold(0u64, |mask, &s| mask | 1 << s)
         } else {
             0
