@@ -264,6 +264,8 @@ fn programs_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
         &["RPUSH", l1, "1", "2", "3", "4", "5", "6", "7", "8"],
     );
     ok(master, &["EXEC"]);
+    // The lists' eight items are what every read counts: the replica must have them first.
+    assert_eq!(int(master, &["WAIT", "1", "10000"]), 1);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();
