@@ -101,7 +101,7 @@ impl ScriptHost {
 
     /// One command for the script: Redis's checks, then on the shard(s) of its keys; the
     /// reply, and the RESP3 shape of the command's reply (for its conversion to Lua).
-    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Shape) {
+    fn run(&self, suspend: &dyn Fn(bool), mut args: Vec<Bytes>) -> (Reply, Shape) {
         // One table lookup serves the checks, the flags, the stats' name and the parse.
         let resolved = match Command::resolve(&args) {
             Ok(resolved) => resolved,
@@ -176,7 +176,7 @@ impl ScriptHost {
             self.shard.feed_monitors(vec![line]);
         }
         let name = Some(spec.name);
-        let command = match Command::parse_resolved(resolved, args) {
+        let command = match Command::parse_resolved(resolved, &mut args) {
             Ok(command) => command,
             Err(error) => {
                 // A syntax error is the command's own: a failed call, as Redis counts it.
