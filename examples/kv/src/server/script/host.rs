@@ -251,6 +251,12 @@ impl ScriptHost {
     /// and runs on the script's shard.
     fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<bool, Reply> {
         let count = self.shard.count;
+        // A string command's one key (most of a script's calls): no vector of keys.
+        if let Some(key) = command.single_key() {
+            if self.held.holds(shard_of(key, count)) {
+                return Ok(false);
+            }
+        }
         let keys = command.keys();
         let all_shards = matches!(command.scope(), crate::command::Scope::AllShards);
         let keyless = keys.is_empty() && !all_shards;
