@@ -4,6 +4,23 @@
 use super::Command;
 
 impl Command {
+    /// The key of a string command that has exactly one (GET, SET, INCR, ...): found without
+    /// the vector [`Command::keys`] makes. `None` for every other command, whatever its keys.
+    pub fn single_key(&self) -> Option<&[u8]> {
+        match self {
+            Command::Get(key)
+            | Command::GetSet { key, .. }
+            | Command::IncrBy { key, .. }
+            | Command::Append { key, .. }
+            | Command::Strlen(key)
+            | Command::Ttl { key, .. }
+            | Command::Persist(key) => Some(key),
+            Command::Set(set) => Some(&set.key),
+            Command::Expire(expire) => Some(&expire.key),
+            _ => None,
+        }
+    }
+
     /// The keys the command reads or writes.
     pub fn keys(&self) -> Vec<&[u8]> {
         match self {
@@ -98,6 +115,9 @@ mod tests {
                 .collect();
             let command = Command::parse(args.clone()).unwrap();
             assert_eq!(command.keys(), from_table, "{line}");
+            if let Some(key) = command.single_key() {
+                assert_eq!(vec![key], from_table, "{line}");
+            }
         }
     }
 }

@@ -264,8 +264,11 @@ impl Command {
     }
 
     /// [`Command::parse`], also giving the table's name for the request when the command is
-    /// known and its arity right (CLIENT LIST's `cmd`).
-    pub fn parse_named(args: Vec<Bytes>) -> (Option<&'static str>, Result<Command, CommandError>) {
+    /// known and its arity right (CLIENT LIST's `cmd`). The request's vector is borrowed:
+    /// what the command keeps is moved out, the rest is left for the caller to clear.
+    pub fn parse_named(
+        args: &mut Vec<Bytes>,
+    ) -> (Option<&'static str>, Result<Command, CommandError>) {
         parse::parse_named(args)
     }
 
@@ -291,7 +294,7 @@ impl Command {
     /// [`Command::parse`] of a request [`Command::resolve`] found.
     pub(crate) fn parse_resolved(
         resolved: Resolved,
-        args: Vec<Bytes>,
+        args: &mut Vec<Bytes>,
     ) -> Result<Command, CommandError> {
         parse::parse_spec(resolved.spec, resolved.skip, args)
     }

@@ -10,14 +10,16 @@ use super::{
 };
 use crate::number::parse_i64;
 
-pub(super) fn parse(args: Vec<Bytes>) -> Result<Command, CommandError> {
-    parse_named(args).1
+pub(super) fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
+    parse_named(&mut args).1
 }
 
+/// Parses the request in `args`, moving out what the command keeps; what is left there is
+/// the caller's to clear (a connection reuses the vector for its next request).
 pub(super) fn parse_named(
-    args: Vec<Bytes>,
+    args: &mut Vec<Bytes>,
 ) -> (Option<&'static str>, Result<Command, CommandError>) {
-    match resolve_counted(&args) {
+    match resolve_counted(args) {
         Ok((spec, skip)) => (Some(spec.name), parse_spec(spec, skip, args)),
         // Found, then refused for its arity: it is still the command that was called (what
         // INFO's rejected_calls counts and CLIENT LIST's `cmd` shows, as in Redis).
@@ -30,7 +32,7 @@ pub(super) fn parse_named(
 pub(super) fn parse_spec(
     spec: &'static CommandSpec,
     skip: usize,
-    args: Vec<Bytes>,
+    args: &mut Vec<Bytes>,
 ) -> Result<Command, CommandError> {
     let argc = args.len();
     let mut rest = Args {
@@ -230,13 +232,13 @@ pub(super) fn resolve_counted(
 /// The arguments after the command name, consumed in order. The request's vector itself,
 /// `taken` counting those consumed (left empty): the rest become a command's argument
 /// vector without a new allocation or an element-by-element copy.
-struct Args {
-    args: Vec<Bytes>,
+struct Args<'a> {
+    args: &'a mut Vec<Bytes>,
     taken: usize,
     command: &'static str,
 }
 
-impl Args {
+impl<'a> Args<'a> {
     /// Arity was checked against the spec, so a missing argument means the spec and the parser
     /// disagree; reporting an arity error keeps that from ever panicking.
     fn next(&mut self) -> Result<Bytes, CommandError> {
@@ -250,13 +252,19 @@ impl Args {
     }
 
     /// The rest moved out one by one (no empty handles left to drop, no shift).
-    fn into_iter(self) -> std::iter::Skip<std::vec::IntoIter<Bytes>> {
-        self.args.into_iter().skip(self.taken)
+    fn into_iter(self) -> std::vec::Drain<'a, Bytes> {
+        self.args.drain(self.taken..)
     }
 
-    fn collect(mut self) -> Vec<Bytes> {
-        self.args.drain(..self.taken);
-        self.args
+    /// The rest, moved into a vector of their own (the command's): one allocation, as when
+    /// the request's vector itself was handed over, and that vector stays for the next one.
+    fn collect(self) -> Vec<Bytes> {
+        self.into_iter().collect()
+    }
+
+    /// The rest, read in place (options parsed and dropped: no vector for them).
+    fn remaining(&self) -> &[Bytes] {
+        self.args.get(self.taken..).unwrap_or_default()
     }
 
     fn arity(&self) -> CommandError {
@@ -294,7 +302,7 @@ fn parse_set(mut rest: Args) -> Result<Command, CommandError> {
     let mut get = false;
     let mut ttl = SetTtlOption::None;
     let mut ttl_arg: Option<Bytes> = None;
-    let options: Vec<Bytes> = rest.collect();
+    let options = rest.remaining();
     let mut i = 0;
     while i < options.len() {
         let option = &options[i];
@@ -365,17 +373,19 @@ fn parse_expire(mut rest: Args, kind: ExpireKind) -> Result<Command, CommandErro
     let key = rest.next()?;
     let time = rest.next()?;
     let mut condition = ExpireCondition::default();
-    for option in rest.collect() {
-        if is(&option, "nx") {
+    for option in rest.remaining() {
+        if is(option, "nx") {
             condition.if_no_ttl = true;
-        } else if is(&option, "xx") {
+        } else if is(option, "xx") {
             condition.if_has_ttl = true;
-        } else if is(&option, "gt") {
+        } else if is(option, "gt") {
             condition.if_later = true;
-        } else if is(&option, "lt") {
+        } else if is(option, "lt") {
             condition.if_earlier = true;
         } else {
-            return Err(CommandError::UnsupportedOption { option });
+            return Err(CommandError::UnsupportedOption {
+                option: option.clone(),
+            });
         }
     }
     if condition.if_no_ttl && (condition.if_has_ttl || condition.if_later || condition.if_earlier) {

@@ -94,21 +94,38 @@ impl RequestParser {
     /// common case): the arguments are slices of it, and it can be read again later (what
     /// SLOWLOG and MONITOR show) for the cost of a reference count.
     pub fn parse_framed(&mut self, buf: &mut BytesMut) -> Result<Option<Framed>, ProtocolError> {
+        let mut args = Vec::new();
+        Ok(self.parse_into(buf, &mut args)?.map(|frame| (args, frame)))
+    }
+
+    /// [`Self::parse_framed`] into `args`, which must be empty: a connection passes the same
+    /// vector for every request, so a request whose command keeps none of it in a vector
+    /// (GET, SET, INCR, ...) allocates none. `Ok(Some(frame))`: a request is in `args`, and
+    /// `frame` is its whole frame when it came in one piece.
+    pub fn parse_into(
+        &mut self,
+        buf: &mut BytesMut,
+        args: &mut Vec<Bytes>,
+    ) -> Result<Option<Option<Bytes>>, ProtocolError> {
+        debug_assert!(args.is_empty());
         loop {
             if let Some(partial) = &mut self.partial {
                 let unauthenticated = self.unauthenticated;
-                return match Self::continue_array(partial, buf, &self.limits, unauthenticated)? {
-                    true => Ok(self.partial.take().map(|p| (p.args, None))),
-                    false => Ok(None),
-                };
+                if !Self::continue_array(partial, buf, &self.limits, unauthenticated)? {
+                    return Ok(None);
+                }
+                if let Some(partial) = self.partial.take() {
+                    *args = partial.args;
+                }
+                return Ok(Some(None));
             }
             let Some(&first) = buf.first() else {
                 return Ok(None);
             };
             if first == b'*' {
                 if !self.unauthenticated {
-                    if let Some((args, frame)) = super::whole::take_whole_frame(buf, &self.limits) {
-                        return Ok(Some((args, Some(frame))));
+                    if let Some(frame) = super::whole::take_whole_frame(buf, &self.limits, args) {
+                        return Ok(Some(Some(frame)));
                     }
                 }
                 let Some(len) = take_header_line(buf, self.limits.max_inline_len)
@@ -130,9 +147,10 @@ impl RequestParser {
                         pending_bulk: None,
                     }));
                 }
-            } else if let Some(args) = self.parse_inline(buf)? {
-                if !args.is_empty() {
-                    return Ok(Some((args, None)));
+            } else if let Some(inline) = self.parse_inline(buf)? {
+                if !inline.is_empty() {
+                    *args = inline;
+                    return Ok(Some(None));
                 }
             } else {
                 return Ok(None);
@@ -301,6 +319,33 @@ mod tests {
         let got = parser.parse(&mut buf).unwrap().unwrap();
         assert_eq!(got, vec![Bytes::from("GET"), Bytes::from("key")]);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn one_vector_serves_every_request() {
+        // Whole frames, an inline line and a request in pieces, into the same vector.
+        let mut parser = RequestParser::default();
+        let mut buf =
+            BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING x\r\n*1\r\n$4\r\nEC"[..]);
+        let mut vector = Vec::new();
+        let mut got = Vec::new();
+        let mut whole = Vec::new();
+        for more in [&b""[..], b"HO\r\n"] {
+            buf.extend_from_slice(more);
+            while let Some(frame) = parser.parse_into(&mut buf, &mut vector).unwrap() {
+                got.push(vector.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+                whole.push(frame.map(|f| f.to_vec()));
+                vector.clear();
+            }
+        }
+        assert_eq!(
+            got,
+            vec![args(&["GET", "k"]), args(&["PING", "x"]), args(&["ECHO"])]
+        );
+        assert_eq!(
+            whole,
+            vec![Some(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".to_vec()), None, None]
+        );
     }
 
     #[test]

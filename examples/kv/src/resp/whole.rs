@@ -17,15 +17,18 @@ const MAX_ARGS: usize = 32;
 /// leaves `buf` untouched.
 #[cfg(test)]
 pub(super) fn take_whole(buf: &mut BytesMut, limits: &ParserLimits) -> Option<Vec<Bytes>> {
-    take_whole_frame(buf, limits).map(|(args, _)| args)
+    let mut args = Vec::new();
+    take_whole_frame(buf, limits, &mut args).map(|_| args)
 }
 
-/// [`take_whole`], also giving the request's whole frame (the arguments are slices of it):
-/// a handle that keeps the request for later without copying its arguments.
+/// [`take_whole`] into `args` (empty on entry; the connection's vector, reused so that a
+/// request does not allocate one), giving the request's whole frame (the arguments are
+/// slices of it): a handle that keeps the request for later without copying its arguments.
 pub(super) fn take_whole_frame(
     buf: &mut BytesMut,
     limits: &ParserLimits,
-) -> Option<(Vec<Bytes>, Bytes)> {
+    args: &mut Vec<Bytes>,
+) -> Option<Bytes> {
     let (count, mut at) = header(buf, 0, b'*', limits)?;
     if !(1..=MAX_ARGS).contains(&count) || count > limits.max_array_len {
         return None;
@@ -45,11 +48,12 @@ pub(super) fn take_whole_frame(
         at = end + 2;
     }
     let frame = buf.split_to(at).freeze();
-    let args = ranges[..count]
-        .iter()
-        .map(|&(start, end)| frame.slice(start as usize..end as usize))
-        .collect();
-    Some((args, frame))
+    args.extend(
+        ranges[..count]
+            .iter()
+            .map(|&(start, end)| frame.slice(start as usize..end as usize)),
+    );
+    Some(frame)
 }
 
 /// A length taken here has fewer digits than this: it fits a `usize` without overflow

@@ -102,7 +102,7 @@ pub fn route(command: Command, shards: usize) -> Route {
         Command::Key(key) => super::keyops::route(key, shards),
         Command::Introspect(request) => crate::introspect::route(request, shards),
         command => {
-            let shard = single_key(&command).map_or(0, |key| shard_of(key, shards));
+            let shard = command.single_key().map_or(0, |key| shard_of(key, shards));
             Route::Single { shard, command }
         }
     }
@@ -135,21 +135,6 @@ pub(super) fn atomic(command: Command, shards: usize) -> Route {
     Route::Atomic {
         shards: owners,
         command,
-    }
-}
-
-fn single_key(command: &Command) -> Option<&[u8]> {
-    match command {
-        Command::Get(key)
-        | Command::GetSet { key, .. }
-        | Command::IncrBy { key, .. }
-        | Command::Append { key, .. }
-        | Command::Strlen(key)
-        | Command::Ttl { key, .. }
-        | Command::Persist(key) => Some(key),
-        Command::Set(set) => Some(&set.key),
-        Command::Expire(expire) => Some(&expire.key),
-        _ => None,
     }
 }
 

@@ -43,6 +43,34 @@ pub use config::{PortCheck, SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
 
+/// Most arguments whose vector the thread keeps for the next request (an MSET of 32 pairs
+/// and less): a bigger request's vector is freed with it.
+const MAX_REUSED_ARGS: usize = 65;
+
+thread_local! {
+    /// The argument vector requests are parsed into, kept between requests: a command that
+    /// keeps its arguments as single values (GET, SET, INCR, ...) then allocates none. One
+    /// per thread rather than per connection: a shard's connections parse one at a time on
+    /// its thread, and an idle connection holds none (the session's size is pinned, see
+    /// `resp_conn.rs`). Empty between requests; a nested parse finds it taken and uses a
+    /// vector of its own.
+    static ARGS: std::cell::Cell<Vec<Bytes>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The thread's argument vector (empty), or a new one while it is lent out.
+fn take_args() -> Vec<Bytes> {
+    ARGS.try_with(std::cell::Cell::take).unwrap_or_default()
+}
+
+/// Gives the vector back, emptied, unless it grew past [`MAX_REUSED_ARGS`].
+fn return_args(mut args: Vec<Bytes>) {
+    args.clear();
+    if args.capacity() <= MAX_REUSED_ARGS {
+        // A thread being torn down frees it instead.
+        let _ = ARGS.try_with(|cell| cell.set(args));
+    }
+}
+
 /// A request the glue must execute on the shard(s) owning its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -192,6 +220,7 @@ impl Session {
         if self.calls.is_empty() && self.calls.capacity() > 0 {
             self.calls = Vec::new();
         }
+
         self.release_rare();
         if self.input.is_empty() && self.input.capacity() > 0 {
             self.input = BytesMut::new();
@@ -248,21 +277,26 @@ impl Session {
                 return None;
             }
             self.parser.set_unauthenticated(!self.authenticated);
+            let mut args = take_args();
             let parsed = match self.rare.as_mut().and_then(|rare| rare.postponed.take()) {
-                Some(postponed) => Ok(Some(postponed)),
-                None => self.parser.parse_framed(&mut self.input),
+                Some((postponed, frame)) => {
+                    args = postponed;
+                    Ok(Some(frame))
+                }
+                None => self.parser.parse_into(&mut self.input, &mut args),
             };
-            let (args, frame) = match parsed {
-                Ok(Some((args, frame))) => {
+            let frame = match parsed {
+                Ok(Some(frame)) => {
                     if let Some(until) = self.pause_hold(&args) {
                         let rare = self.rare();
                         rare.postponed = Some((args, frame));
                         rare.paused_until = Some(until);
                         return None;
                     }
-                    (args, frame)
+                    frame
                 }
                 Ok(None) => {
+                    return_args(args);
                     self.needs_input = true;
                     return None;
                 }
@@ -286,7 +320,8 @@ impl Session {
             let encoding = self.encoding(Default::default());
             let seq = self.replies.push_call(encoding, call, silent);
             self.rejecting = false;
-            let admission = self.admit(args, seq);
+            let admission = self.admit(&mut args, seq);
+            return_args(args);
             self.name_call(seq, self.identity.last_command, self.rejecting);
             self.monitor_at_start(seq);
             let track = match &admission {
@@ -528,7 +563,7 @@ impl Session {
 
     /// Parses and authorises one request, answering it here unless it needs a shard.
     /// Redis's order: unknown command and arity errors, then NOAUTH, then everything else.
-    fn admit(&mut self, args: Vec<Bytes>, seq: u64) -> Admission {
+    fn admit(&mut self, args: &mut Vec<Bytes>, seq: u64) -> Admission {
         let permitted = self.authenticated
             || args
                 .first()
@@ -548,7 +583,7 @@ impl Session {
         }
         // Redis's order: the table's checks and NOAUTH, then the ACL, then the rest.
         if self.authenticated {
-            if let Some(refusal) = self.acl_refusal(&args) {
+            if let Some(refusal) = self.acl_refusal(args) {
                 self.rejecting = true;
                 if args[0].eq_ignore_ascii_case(b"exec") {
                     // A refused EXEC discards the transaction, as Redis's rejectCommand does.
@@ -575,11 +610,11 @@ impl Session {
         }
         // Before parsing, as Redis: a misdirected request gets MOVED, not its own error.
         let redirect = match self.cluster.as_mut().filter(|_| permitted) {
-            Some(gate) => gate.check(&args),
+            Some(gate) => gate.check(args),
             None => None,
         };
         if self.pubsub.active() {
-            let name = Command::table_name(&args);
+            let name = Command::table_name(args);
             self.identity.last_command = name.as_ref().ok().copied();
             let refusal = match name {
                 Err(error) => Some(error.into()),
@@ -594,40 +629,40 @@ impl Session {
         let replica_refusal = self
             .config
             .replica
-            .refusal(&args)
+            .refusal(args)
             .filter(|_| permitted && redirect.is_none());
         if let Some(refusal) = replica_refusal {
             // A replica's refusals (READONLY, MASTERDOWN, LOADING); inside MULTI the
             // transaction is then discarded at EXEC, as Redis flags it.
             self.rejecting = true;
             if !self.txn.in_multi() {
-                self.identity.last_command = Command::table_name(&args).ok();
+                self.identity.last_command = Command::table_name(args).ok();
                 return Admission::Answered(refusal);
             }
-            return self.refuse_in_multi(args, refusal, seq);
+            return self.refuse_in_multi(std::mem::take(args), refusal, seq);
         }
         if let Some(busy) = self.config.script_busy.refusal() {
             // A script past the busy threshold runs: only `allow_busy` commands get through.
             // Inside MULTI the refusal aborts the transaction, and EXEC discards it.
-            if permitted && !Command::allows_busy(&args) {
+            if permitted && !Command::allows_busy(args) {
                 if !self.txn.in_multi() {
                     return Admission::Answered(busy);
                 }
-                return self.refuse_in_multi(args, busy, seq);
+                return self.refuse_in_multi(std::mem::take(args), busy, seq);
             }
         }
         if self.txn.in_multi() {
             // Redis's order: the table's checks, then NOAUTH, then the cluster redirect.
-            let rejected = match Command::check_table(&args) {
+            let rejected = match Command::check_table(args) {
                 Err(error) => Some(error.into()),
                 Ok(()) if !permitted => Some(CommandError::NoAuth.into()),
-                Ok(()) if no_multi(&args) => {
+                Ok(()) if no_multi(args) => {
                     Some(Reply::error("ERR Command not allowed inside a transaction"))
                 }
-                Ok(()) => self.protected_refusal(&args).or(redirect),
+                Ok(()) => self.protected_refusal(args).or(redirect),
             };
             if rejected.is_none() && !self.user.unrestricted {
-                self.rare().acl_queued_args = Some(args.clone());
+                self.rare().acl_queued_args = Some(args.to_vec());
             }
             let (name, parsed) = Command::parse_named(args);
             self.identity.last_command = name;
@@ -639,12 +674,10 @@ impl Session {
             return Admission::Answered(redirect);
         }
         // Only DEBUG can be refused here: the table is not looked up twice for the rest.
-        if permitted
-            && args[0].eq_ignore_ascii_case(b"debug")
-            && Command::check_table(&args).is_ok()
+        if permitted && args[0].eq_ignore_ascii_case(b"debug") && Command::check_table(args).is_ok()
         {
-            if let Some(refusal) = self.protected_refusal(&args) {
-                self.identity.last_command = Command::table_name(&args).ok();
+            if let Some(refusal) = self.protected_refusal(args) {
+                self.identity.last_command = Command::table_name(args).ok();
                 self.rejecting = true;
                 return Admission::Answered(refusal);
             }

@@ -149,7 +149,7 @@ impl Session {
     /// its reason, anything else answers the refusal and flags the transaction, as Redis does.
     pub(super) fn refuse_in_multi(
         &mut self,
-        args: Vec<Bytes>,
+        mut args: Vec<Bytes>,
         refusal: Reply,
         seq: u64,
     ) -> Admission {
@@ -163,7 +163,7 @@ impl Session {
             ));
             return self.reset_txn(seq, reply);
         }
-        let (name, parsed) = Command::parse_named(args);
+        let (name, parsed) = Command::parse_named(&mut args);
         self.identity.last_command = name;
         self.admit_queued(parsed, Some(refusal), seq)
     }

@@ -101,7 +101,7 @@ impl ScriptHost {
 
     /// One command for the script: Redis's checks, then on the shard(s) of its keys; the
     /// reply, and the RESP3 shape of the command's reply (for its conversion to Lua).
-    fn run(&self, suspend: &dyn Fn(bool), args: Vec<Bytes>) -> (Reply, Shape) {
+    fn run(&self, suspend: &dyn Fn(bool), mut args: Vec<Bytes>) -> (Reply, Shape) {
         // One table lookup serves the checks, the flags, the stats' name and the parse.
         let resolved = match Command::resolve(&args) {
             Ok(resolved) => resolved,
@@ -176,7 +176,7 @@ impl ScriptHost {
             self.shard.feed_monitors(vec![line]);
         }
         let name = Some(spec.name);
-        let command = match Command::parse_resolved(resolved, args) {
+        let command = match Command::parse_resolved(resolved, &mut args) {
             Ok(command) => command,
             Err(error) => {
                 // A syntax error is the command's own: a failed call, as Redis counts it.
@@ -251,6 +251,12 @@ impl ScriptHost {
     /// and runs on the script's shard.
     fn reach(&self, suspend: &dyn Fn(bool), command: &Command) -> Result<bool, Reply> {
         let count = self.shard.count;
+        // A string command's one key (most of a script's calls): no vector of keys.
+        if let Some(key) = command.single_key() {
+            if self.held.holds(shard_of(key, count)) {
+                return Ok(false);
+            }
+        }
         let keys = command.keys();
         let all_shards = matches!(command.scope(), crate::command::Scope::AllShards);
         let keyless = keys.is_empty() && !all_shards;
