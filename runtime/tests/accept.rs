@@ -335,3 +335,28 @@ fn a_listener_started_from_a_shard_serves_every_shard() {
         assert!(config.counters.messages() >= 40);
     }
 }
+
+/// `ListenerHandle::close_now`: from the moment it returns, connecting is refused and the
+/// address can be bound again (every shard's listener, both modes), while a connection
+/// already open carries on.
+#[test]
+fn close_now_refuses_at_once_and_frees_the_address() {
+    for mode in [AcceptMode::ReusePort, handoff(Placement::LeastConnections)] {
+        let rt = common::runtime(2);
+        let server = echo::start(&rt, mode.clone(), Budget::default(), MIB);
+        let addr = server.addr();
+        let mut open = live_client(addr, 1);
+        server.handle.close_now();
+        assert!(
+            std::net::TcpStream::connect(addr).is_err(),
+            "{mode:?}: a connection after close_now"
+        );
+        let again = std::net::TcpListener::bind(addr);
+        assert!(
+            again.is_ok(),
+            "{mode:?}: binding the address again: {again:?}"
+        );
+        open.echo(&pattern(2, 32))
+            .expect("the open connection still echoes");
+    }
+}

@@ -138,9 +138,9 @@ fn redis_servers_spellings_keep_working() {
         "-100",
         "800",
     ]);
-    // (CONFIG GET bind answers the address bound: the first one.)
     let mut conn = server.connect();
     for (name, value) in [
+        ("bind", "127.0.0.1 -::1"),
         ("save", ""),
         ("maxmemory", "2097152"),
         ("pin", "no"),

@@ -3,10 +3,10 @@
 # info, limits, networking, auth...: run-external.sh runs nothing of them) with corewire-kv
 # standing in for redis-server: a copy of the suite gets a `src/redis-server` that starts
 # corewire-kv with the unit's configuration file (tests/assets/default.conf plus the unit's
-# overrides, Redis's format), less the unix socket (corewire-kv listens on TCP only) and with
-# `save ""` (it writes no RDB snapshots), and its log (stderr) joined to its stdout, where
-# Redis logs without a logfile and where the suite looks for log lines. Prints each unit's
-# counts per server.
+# overrides, Redis's format; its unix socket too) and with `save ""` (it writes no RDB
+# snapshots), and its log (stderr) joined to its stdout, where Redis logs without a logfile
+# and where the suite looks for log lines; `src/redis-cli` is this host's redis-cli (tests
+# that talk over the unix socket use it). Prints each unit's counts per server.
 #
 # Usage: examples/kv/tests/redis_suite_servers.sh SUITE_DIR [--shards N[,N...]] [--redis] [UNIT...]
 #   SUITE_DIR   folder holding Redis 7.0's tests/ and runtest (kept out of this repository)
@@ -53,6 +53,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$suite/." "$work/"
 mkdir -p "$work/src" "$work/tests/tmp"
+if command -v redis-cli >/dev/null; then ln -sf "$(command -v redis-cli)" "$work/src/redis-cli"; fi
 
 # src/redis-server for corewire-kv with `$1` shards.
 kv_wrapper() {
@@ -60,11 +61,7 @@ kv_wrapper() {
     {
         echo '#!/usr/bin/env bash'
         echo '# corewire-kv in place of redis-server (see redis_suite_servers.sh).'
-        echo '# Started without a configuration file (options only): passed on as they are.'
-        echo "[[ \"\$1\" == --* ]] && exec \"$kv\" \"\$@\" --save \"\" --shards $1 2>&1"
-        echo 'conf="$1"; shift'
-        echo 'grep -v "^unixsocket" "$conf" >"$conf.kv"'
-        echo "exec \"$kv\" \"\$conf.kv\" \"\$@\" --save \"\" --shards $1 2>&1"
+        echo "exec \"$kv\" \"\$@\" --save \"\" --shards $1 2>&1"
     } >"$work/src/redis-server"
     chmod +x "$work/src/redis-server"
 }

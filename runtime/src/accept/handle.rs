@@ -1,6 +1,7 @@
 //! The handle of a running listener, whatever its transport.
 
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::placement::ConnCounts;
@@ -16,6 +17,9 @@ pub struct ListenerHandle {
     stop: Arc<StopSignal>,
     acceptors: Vec<RemoteHandle<()>>,
     head_of_line: Arc<HeadOfLine>,
+    /// The listening sockets (a descriptor of each, shared with its accept loop), for
+    /// [`close_now`](ListenerHandle::close_now); empty for transports that give none.
+    sockets: Vec<OwnedFd>,
 }
 
 impl ListenerHandle {
@@ -33,6 +37,30 @@ impl ListenerHandle {
             stop,
             acceptors,
             head_of_line: Arc::new(HeadOfLine::new()),
+            sockets: Vec::new(),
+        }
+    }
+
+    /// For transports: the listening sockets, which [`close_now`](ListenerHandle::close_now)
+    /// shuts (descriptors of the same sockets the accept loops hold).
+    pub fn with_sockets(mut self, sockets: Vec<OwnedFd>) -> ListenerHandle {
+        self.sockets = sockets;
+        self
+    }
+
+    /// Stop accepting from this moment, on any thread: the listening sockets leave the
+    /// listening state before this returns (a client that connects afterwards is refused,
+    /// and the address can be bound again), while the accept loops end on their shards in
+    /// their own time; [`stop`](ListenerHandle::stop) or
+    /// [`stop_async`](ListenerHandle::stop_async) still waits for them. Open connections
+    /// carry on.
+    pub fn close_now(&self) {
+        self.stop.stop();
+        for socket in &self.sockets {
+            // A listening socket shut down leaves the listening state (its queue of
+            // connections not yet accepted is reset); ENOTCONN from one its loop already
+            // shut is the same outcome.
+            let _ = socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Both);
         }
     }
 

@@ -61,6 +61,7 @@ pub struct TcpEndpoint {
     mode: AcceptMode,
     budget: Budget,
     backlog: i32,
+    only_v6: bool,
 }
 
 impl TcpEndpoint {
@@ -71,6 +72,7 @@ impl TcpEndpoint {
             mode: AcceptMode::ReusePort,
             budget: Budget::default(),
             backlog: 1024,
+            only_v6: false,
         }
     }
 
@@ -89,6 +91,13 @@ impl TcpEndpoint {
     /// The listen backlog of each listening socket (default 1024).
     pub fn backlog(mut self, backlog: i32) -> Self {
         self.backlog = backlog;
+        self
+    }
+
+    /// An IPv6 address takes IPv6 only (IPV6_V6ONLY; default off: `[::]` takes IPv4 too),
+    /// so that an IPv4 address can listen on the same port beside it.
+    pub fn only_v6(mut self, only_v6: bool) -> Self {
+        self.only_v6 = only_v6;
         self
     }
 
@@ -148,6 +157,7 @@ impl TcpEndpoint {
         let opts = ListenOptions {
             reuse_port: listen_on.len() > 1,
             backlog: self.backlog,
+            only_v6: self.only_v6,
         };
         // Bind one after the other: with port 0 the first bind picks the port the rest share.
         // All are bound before any accept loop starts, so a failed bind leaves none running.
@@ -158,6 +168,10 @@ impl TcpEndpoint {
             addr = listener.local_addr()?;
             listeners.push(listener);
         }
+        // Kept by the handle, to close the listening sockets at once (`close_now`).
+        let sockets = (listeners.iter())
+            .map(|l| l.try_clone().map(OwnedFd::from))
+            .collect::<io::Result<Vec<_>>>()?;
         let mut acceptors = Vec::with_capacity(listen_on.len());
         for (&shard, listener) in listen_on.iter().zip(listeners) {
             let ctx = AcceptLoop {
@@ -170,12 +184,10 @@ impl TcpEndpoint {
             acceptors.push(spawn(shard, ctx));
         }
         tracing::info!(%addr, mode = ?self.mode, budget = ?self.budget, "tcp listener ready");
-        Ok(ListenerHandle::new(
-            addr,
-            handoff.counts().clone(),
-            stop,
-            acceptors,
-        ))
+        Ok(
+            ListenerHandle::new(addr, handoff.counts().clone(), stop, acceptors)
+                .with_sockets(sockets),
+        )
     }
 }
 
@@ -206,6 +218,8 @@ where
             let (fd, peer) = match self.stop.run_until_stopped(listener.accept_fd()).await {
                 None => break,
                 Some(Ok(a)) => a,
+                // Closed by `ListenerHandle::close_now`: the stop is already signalled.
+                Some(Err(_)) if self.stop.is_stopped() => break,
                 Some(Err(e)) => {
                     // EMFILE/ENFILE and friends: back off instead of spinning on the error.
                     tracing::warn!(error = %e, "accept failed");

@@ -18,6 +18,9 @@ pub struct ListenOptions {
     pub reuse_port: bool,
     /// The listen backlog.
     pub backlog: i32,
+    /// IPV6_V6ONLY on an IPv6 address: `[::]` then takes IPv6 only, so that `0.0.0.0` can
+    /// listen on the same port beside it (Redis's `bind * -::*`).
+    pub only_v6: bool,
 }
 
 impl Default for ListenOptions {
@@ -25,6 +28,7 @@ impl Default for ListenOptions {
         ListenOptions {
             reuse_port: false,
             backlog: 1024,
+            only_v6: false,
         }
     }
 }
@@ -44,6 +48,9 @@ pub(crate) fn bind_std(addr: SocketAddr, opts: ListenOptions) -> io::Result<std:
     socket.set_reuse_address(true)?;
     if opts.reuse_port {
         socket.set_reuse_port(true)?;
+    }
+    if opts.only_v6 && addr.is_ipv6() {
+        socket.set_only_v6(true)?;
     }
     socket.set_cloexec(true)?;
     socket.bind(&addr.into())?;

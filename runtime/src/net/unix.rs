@@ -257,6 +257,13 @@ impl UnixStream {
         SockRef::from(&self.fd).shutdown(std::net::Shutdown::Write)
     }
 
+    /// The socket's descriptor number, for reports (Redis's CLIENT LIST `fd=`). Valid while the
+    /// stream lives; do not close it or use it for I/O behind the ring's back.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.fd.as_fd().as_raw_fd()
+    }
+
     /// Stop both directions: a recv pending on this socket returns 0, the peer sees EOF.
     pub fn shutdown_both(&self) -> io::Result<()> {
         SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both)

@@ -4,6 +4,7 @@
 //! argument parsing are here; the connection answers GET, SET, REWRITE and HELP from the
 //! shared [`LiveConfig`], and RESETSTAT and a SET's [`Setting`]s go to every shard.
 
+pub mod bind;
 pub mod cli;
 pub mod file;
 pub mod live;

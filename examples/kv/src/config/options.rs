@@ -31,18 +31,6 @@ fn parsed<T: std::str::FromStr>(value: &str) -> Result<T, String> {
         .map_err(|_| format!("invalid value {value:?}"))
 }
 
-/// The address the plaintext port listens at for `bind`'s value (Redis's list of addresses,
-/// `*` for any and a `-` prefix for optional ones): its first; `None` for an empty list.
-pub(crate) fn first_bind_address(addresses: &str) -> Result<Option<IpAddr>, String> {
-    let Some(first) = addresses.split_whitespace().next() else {
-        return Ok(None);
-    };
-    match first.trim_start_matches('-') {
-        "*" | "::*" => Ok(Some(IpAddr::from([0, 0, 0, 0]))),
-        ip => parsed(ip).map(Some),
-    }
-}
-
 fn check_parse<T: std::str::FromStr>(value: &str) -> Result<String, String>
 where
     T::Err: std::fmt::Display,
@@ -153,7 +141,13 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("replica-ignore-disk-write-errors", BOOL, "no"),
     // Redis's strings.
     opt("aclfile", Kind::Str, "").flags(IMMUTABLE),
-    opt("unixsocket", Kind::Str, "").flags(IMMUTABLE | STRICT),
+    opt("unixsocket", Kind::Str, "")
+        .flags(IMMUTABLE)
+        .start(|c, v| {
+            c.unixsocket = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        })
+        .help("path of a Unix socket RESP clients may connect to as well"),
     opt("pidfile", Kind::Str, "")
         .flags(IMMUTABLE)
         .start(|c, v| {
@@ -412,7 +406,12 @@ pub static OPTIONS: &[OptionSpec] = &[
         LiveKey::MaxClients,
     )
     .help("maximum RESP clients"),
-    opt("unixsocketperm", Kind::Octal { max: 0o777 }, "0").flags(IMMUTABLE),
+    opt("unixsocketperm", Kind::Octal { max: 0o777 }, "0")
+        .flags(IMMUTABLE)
+        .start(|c, v| {
+            c.unixsocketperm = u32::from_str_radix(v, 8).map_err(|e| e.to_string())?;
+            Ok(())
+        }),
     opt(
         "socket-mark-id",
         Kind::UInt {
@@ -540,12 +539,13 @@ pub static OPTIONS: &[OptionSpec] = &[
     )
     .live(LiveKey::NotifyKeyspaceEvents)
     .help("keyspace notification classes (Ag$lshzxeKEtmdn), published to __keyspace@0__ / __keyevent@0__"),
-    opt("bind", Kind::Special(Special::Bind), "127.0.0.1")
+    opt("bind", Kind::Special(Special::Bind), super::bind::DEFAULT)
         .start(|c, v| {
-            c.bind = first_bind_address(v)?.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            c.bind_addresses = super::bind::parse(v)?;
+            c.bind = super::bind::first(v)?.unwrap_or(IpAddr::from([0, 0, 0, 0]));
             Ok(())
         })
-        .help("listen address (the first one given)"),
+        .help("listen addresses (`*`: any IPv4, `::*`: any IPv6, `-` prefix: optional); the TLS, binary and cluster bus ports use the first"),
     // Read by the replica side at start (`server/replica`).
     opt("replicaof", Kind::Special(Special::ReplicaOf), "")
         .alias("slaveof")

@@ -260,7 +260,7 @@ fn parse_special(special: Special, args: &[String]) -> Result<String, String> {
             Ok(flags.to_string())
         }
         Special::Bind => {
-            if args.len() > 16 {
+            if args.len() > super::bind::MAX_ADDRESSES {
                 return Err("Too many bind addresses specified.".into());
             }
             let args: &[String] = match args {

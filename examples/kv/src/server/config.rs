@@ -83,7 +83,15 @@ impl Default for ClusterConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub shards: usize,
+    /// The first of `bind_addresses` (0.0.0.0 when there are none): where the TLS, binary
+    /// and cluster bus ports listen.
     pub bind: IpAddr,
+    /// Where the plaintext RESP port listens (`bind`); none: it does not.
+    pub bind_addresses: Vec<crate::config::bind::BindAddr>,
+    /// A Unix socket RESP clients may connect to as well (`unixsocket`).
+    pub unixsocket: Option<PathBuf>,
+    /// The Unix socket's permissions (`unixsocketperm`; 0: as the umask leaves them).
+    pub unixsocketperm: u32,
     /// RESP port; 0 picks a free one (printed in the ready line).
     pub port: u16,
     /// Port of the flatbuffers binary protocol over TCP, if served.
@@ -162,6 +170,12 @@ impl Default for ServerConfig {
         ServerConfig {
             shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            bind_addresses: vec![crate::config::bind::BindAddr {
+                ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                optional: false,
+            }],
+            unixsocket: None,
+            unixsocketperm: 0,
             port: 6379,
             binary_port: None,
             rdma: None,
@@ -279,7 +293,13 @@ mod tests {
     fn defaults_match_redis() {
         let config = args("").unwrap();
         assert_eq!(config.port, 6379);
-        assert_eq!(config.resp_addr().to_string(), "127.0.0.1:6379");
+        // `bind * -::*`: every IPv4 address, and every IPv6 one where there is IPv6.
+        assert_eq!(config.resp_addr().to_string(), "0.0.0.0:6379");
+        assert_eq!(
+            config.bind_addresses,
+            crate::config::bind::parse(crate::config::bind::DEFAULT).unwrap()
+        );
+        assert_eq!(config.bind_addresses.len(), 2);
         assert_eq!(config.aof, None);
         assert!(config.shards >= 1);
     }

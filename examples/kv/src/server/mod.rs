@@ -84,6 +84,11 @@ pub enum StartError {
         addr: SocketAddr,
         error: io::Error,
     },
+    /// The Unix socket (`unixsocket`) could not be bound.
+    Unix {
+        path: std::path::PathBuf,
+        error: io::Error,
+    },
     AofDir(String),
     Aof(AofStartError),
     /// The cluster configuration could not be read, locked or created.
@@ -105,6 +110,13 @@ impl fmt::Display for StartError {
             StartError::RdmaUnavailable(why) => write!(f, "RDMA transport not available: {why}"),
             StartError::Runtime(e) => write!(f, "starting the shards: {e}"),
             StartError::Listen { addr, error } => write!(f, "listening on {addr}: {error}"),
+            StartError::Unix { path, error } => {
+                write!(
+                    f,
+                    "listening on the unix socket {}: {error}",
+                    path.display()
+                )
+            }
             StartError::AofDir(why) => f.write_str(why),
             StartError::Aof(e) => write!(f, "{e}"),
             StartError::Cluster(why) => f.write_str(why),
@@ -124,6 +136,8 @@ pub struct RunningServer {
     tls: Option<ListenerHandle>,
     binary: Option<ListenerHandle>,
     rdma: Option<ListenerHandle>,
+    /// Removes the socket file when the server stops.
+    unixsocket: Option<resp_listener::UnixSocket>,
     binary_server: corewire::Server,
     replay: Vec<Option<ReplaySummary>>,
     cluster_bus: Option<SocketAddr>,
@@ -210,8 +224,10 @@ impl RunningServer {
             rdma,
             rt,
             shared,
+            unixsocket,
             ..
         } = self;
+        drop(unixsocket);
         for listener in shared.resp.take().into_iter().chain(tls) {
             listener.stop();
         }
@@ -277,7 +293,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         started: Instant::now(),
         tcp_port: Default::default(),
         resp: resp_listener::RespListener::new(
-            config.bind,
+            config.bind_addresses.clone(),
             accept_mode(&config),
             config.conn_budget,
         ),
@@ -325,10 +341,20 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     let resp = if config.port == 0 && config.tls.port != 0 {
         None
     } else {
-        let resp = (shared.resp.start(&rt, config.port))
+        let port = (shared.resp.start(&rt, config.port))
             .map_err(|error| StartError::Listen { addr, error })?;
-        shared.tcp_port.store(resp.port(), Ordering::Relaxed);
-        Some(resp)
+        shared.tcp_port.store(port, Ordering::Relaxed);
+        Some(port)
+    };
+    let unixsocket = match &config.unixsocket {
+        None => None,
+        Some(path) => Some(
+            resp_listener::UnixSocket::start(&rt, path, config.unixsocketperm, config.conn_budget)
+                .map_err(|error| StartError::Unix {
+                    path: path.clone(),
+                    error,
+                })?,
+        ),
     };
     let tls_listener = match (&tls, config.tls.port) {
         (Some(tls), port) if port != 0 => {
@@ -349,9 +375,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     // The port clients are sent to (cluster redirections): the TLS one with `tls-cluster`.
     let client_port = match (&tls_listener, &resp) {
         (Some(tls), _) if config.tls.cluster => tls.local_addr().port(),
-        (_, Some(resp)) => resp.port(),
-        (Some(tls), None) => tls.local_addr().port(),
-        (None, None) => 0,
+        (_, Some(port)) if *port != 0 => *port,
+        (Some(tls), _) => tls.local_addr().port(),
+        (None, _) => 0,
     };
     let cluster_bus = match cluster.take() {
         None => None,
@@ -419,6 +445,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     crate::heap::mark_startup();
     Ok(RunningServer {
         tls: tls_listener,
+        unixsocket,
         binary,
         rdma,
         binary_server,
@@ -544,7 +571,6 @@ fn session_config(config: &ServerConfig, tls: Option<Arc<tls::KvTls>>) -> Sessio
             config.maxmemory_policy.name().to_owned(),
         ),
         ("port", config.port.to_string()),
-        ("bind", config.bind.to_string()),
         (
             "proto-max-bulk-len",
             config.parser_limits.max_bulk_len.to_string(),
@@ -611,19 +637,18 @@ fn port_check(config: &ServerConfig) -> crate::session::PortCheck {
         }
         let new_bind = match new_bind {
             None => None,
-            Some(addresses) => {
-                Some(crate::config::options::first_bind_address(addresses).map_err(|_| NO_BIND)?)
-            }
+            Some(addresses) => Some(crate::config::bind::parse(addresses).map_err(|_| NO_BIND)?),
         };
         let shared = shard::current().shared.clone();
+        let moves_bind = new_bind.is_some();
         match shared.resp.move_to(new_bind, port) {
             Ok(port) => {
                 shared.tcp_port.store(port, Ordering::Relaxed);
                 Ok(())
             }
             Err(error) => {
-                tracing::warn!(%error, ?new_bind, ?port, "CONFIG SET: cannot listen there");
-                Err(if new_bind.is_some() { NO_BIND } else { NO_PORT }.into())
+                tracing::warn!(%error, ?port, "CONFIG SET: cannot listen there");
+                Err(if moves_bind { NO_BIND } else { NO_PORT }.into())
             }
         }
     })

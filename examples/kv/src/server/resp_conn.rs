@@ -49,7 +49,11 @@ pub(crate) fn serve(accepted: impl Into<RespAccepted>, shard: Rc<Shard>) -> Serv
         return Serve::Refusing(Box::pin(accepted.stream.refuse(MAX_CLIENTS_REPLY)));
     };
     let mut session = Session::new(shard.shared.session.clone());
-    if let Some(denied) = super::protected::refusal(&shard.shared, accepted.peer) {
+    let denied = match accepted.stream.is_local() {
+        true => None,
+        false => super::protected::refusal(&shard.shared, accepted.peer),
+    };
+    if let Some(denied) = denied {
         return Serve::Refusing(Box::pin(accepted.stream.refuse(denied)));
     }
     session.set_peer(

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use corewire::runtime::accept::Accepted;
-use corewire::runtime::net::{SendFuture, TcpStream};
+use corewire::runtime::net::{SendFuture, TcpStream, UnixStream};
 use corewire::runtime::tls::{TlsAccepted, TlsStream};
 use corewire::runtime::Budget;
 
@@ -24,7 +24,7 @@ pub(crate) struct RespAccepted {
 impl From<Accepted> for RespAccepted {
     fn from(a: Accepted) -> Self {
         RespAccepted {
-            stream: RespStream::Tcp(a.stream),
+            stream: RespStream::Plain(Plain::Tcp(a.stream)),
             peer: a.peer,
             budget: a.budget,
         }
@@ -42,24 +42,47 @@ impl From<TlsAccepted> for RespAccepted {
 }
 
 pub(crate) enum RespStream {
-    Tcp(TcpStream),
+    Plain(Plain),
     Tls(TlsStream),
 }
 
+/// A stream without TLS. Its own enum: `RespStream`'s two variants then keep the niche
+/// that spares it a tag (`resp_conn`'s size bounds).
+pub(crate) enum Plain {
+    Tcp(TcpStream),
+    /// From the Unix socket (`unixsocket`): boxed, as few connections are.
+    Unix(Box<UnixStream>),
+}
+
+/// `$body` with `$s` the TCP or the Unix stream (the same calls on both).
+macro_rules! plain {
+    ($plain:expr, $s:ident => $body:expr) => {
+        match $plain {
+            Plain::Tcp($s) => $body,
+            Plain::Unix($s) => $body,
+        }
+    };
+}
+
 impl RespStream {
-    fn tcp(&self) -> &TcpStream {
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
-            RespStream::Tcp(s) => s,
-            RespStream::Tls(s) => s.get_ref(),
+            RespStream::Plain(Plain::Tcp(s)) => s.local_addr().ok(),
+            RespStream::Plain(Plain::Unix(_)) => None,
+            RespStream::Tls(s) => s.get_ref().local_addr().ok(),
         }
     }
 
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.tcp().local_addr().ok()
+    pub fn raw_fd(&self) -> i32 {
+        match self {
+            RespStream::Plain(plain) => plain!(plain, s => s.raw_fd()),
+            RespStream::Tls(s) => s.get_ref().raw_fd(),
+        }
     }
 
-    pub fn raw_fd(&self) -> i32 {
-        self.tcp().raw_fd()
+    /// A client on this host by construction (the Unix socket): protected mode lets it in.
+    pub fn is_local(&self) -> bool {
+        matches!(self, RespStream::Plain(Plain::Unix(_)))
     }
 
     /// Send `reply` (a refusal) and close: the write side first, then what the client sent
@@ -69,11 +92,11 @@ impl RespStream {
         let reply = Bytes::from_static(reply);
         let _ = corewire::runtime::timeout(REFUSAL_GRACE, async {
             match &self {
-                RespStream::Tcp(s) => {
+                RespStream::Plain(plain) => plain!(plain, s => {
                     s.send_all(reply).await?;
                     s.shutdown_write()?;
                     while s.recv_chunk().await?.is_some() {}
-                }
+                }),
                 RespStream::Tls(s) => {
                     s.send_all(reply).await?;
                     s.shutdown().await?;
@@ -119,7 +142,7 @@ impl RespIo {
             return Poll::Ready(Err(error));
         }
         match &self.stream {
-            RespStream::Tcp(_) => {
+            RespStream::Plain(_) => {
                 let Some(op) = self.send.as_mut() else {
                     return Poll::Pending;
                 };
@@ -164,7 +187,7 @@ impl RespIo {
     /// Start sending `bytes` (nothing may be in flight).
     pub fn start_send(&mut self, cx: &mut Context<'_>, bytes: Bytes) {
         match &self.stream {
-            RespStream::Tcp(stream) => self.send = Some(stream.send(bytes)),
+            RespStream::Plain(plain) => self.send = Some(plain!(plain, s => s.send(bytes))),
             RespStream::Tls(tls) => {
                 self.tls_flushing = true;
                 match tls.poll_write(cx, &bytes) {
@@ -186,14 +209,16 @@ impl RespIo {
         feed: impl FnOnce(&[u8]),
     ) -> Poll<std::io::Result<bool>> {
         match &self.stream {
-            RespStream::Tcp(stream) => match std::task::ready!(stream.poll_recv_chunk(cx)) {
-                Ok(Some(chunk)) => {
-                    feed(&chunk);
-                    Poll::Ready(Ok(true))
+            RespStream::Plain(plain) => {
+                match std::task::ready!(plain!(plain, s => s.poll_recv_chunk(cx))) {
+                    Ok(Some(chunk)) => {
+                        feed(&chunk);
+                        Poll::Ready(Ok(true))
+                    }
+                    Ok(None) => Poll::Ready(Ok(false)),
+                    Err(error) => Poll::Ready(Err(error)),
                 }
-                Ok(None) => Poll::Ready(Ok(false)),
-                Err(error) => Poll::Ready(Err(error)),
-            },
+            }
             RespStream::Tls(tls) => {
                 let n = std::task::ready!(tls.poll_read_with(cx, |plaintext| {
                     feed(plaintext);
