@@ -41,7 +41,7 @@ use corewire_transport::grpc::Code;
 use corewire_transport::Connection;
 use tracing::Instrument;
 
-use crate::service::client::Outgoing;
+use crate::service::client::{Outgoing, Payload};
 use crate::service::{Client, ClientError, Replies, ReplyStream};
 use crate::Status;
 
@@ -565,9 +565,35 @@ fn outgoing<C: Connection, T: prost::Message>(
     }
 }
 
+/// A request's message, encoded when the call has its window slot: straight into the
+/// connection's send buffer when it takes the frame then, else into bytes of its own.
+#[derive(Debug)]
+struct Unencoded<T> {
+    message: T,
+    len: usize,
+}
+
+impl<T: prost::Message> Payload for Unencoded<T> {
+    fn try_send_in_place<C: Connection>(
+        &self,
+        conn: &C,
+        header: &corewire_transport::frame::FrameHeader,
+        attachment: &[u8],
+    ) -> Result<bool, corewire_transport::TransportError> {
+        conn.try_send_with(header, self.len, attachment, |buf| {
+            self.message.encode_raw(buf)
+        })
+    }
+
+    fn into_bytes(self) -> Bytes {
+        encode_len(&self.message, self.len)
+    }
+}
+
 /// A unary call from a generated client: the raw call's own future (the request is encoded
-/// before it exists and the reply decoded as it resolves), with no wrapper around it, since
-/// each layer would copy the whole future once more per call.
+/// when it is sent, into the connection's send buffer where it can be, and the reply decoded
+/// as it resolves), with no wrapper around it, since each layer would copy the whole future
+/// once more per call.
 pub fn unary_call<'a, C, Req, Resp>(
     client: &'a Client<C>,
     service: u32,
@@ -576,10 +602,25 @@ pub fn unary_call<'a, C, Req, Resp>(
 ) -> impl Future<Output = Result<Response<Resp>, ClientError>> + 'a
 where
     C: Connection,
-    Req: prost::Message,
+    Req: prost::Message + 'a,
     Resp: prost::Message + Default + 'a,
 {
-    let call = outgoing(client, service, method, &request);
+    let Request {
+        message,
+        metadata,
+        timeout,
+        ..
+    } = request;
+    let call = Outgoing {
+        service,
+        method,
+        payload: Unencoded {
+            len: message.encoded_len(),
+            message,
+        },
+        attachment: metadata.encode(),
+        timeout: timeout.or_else(|| client.default_timeout()),
+    };
     client.start_call(call, typed_reply::<Resp>)
 }
 
