@@ -69,7 +69,7 @@ impl Service for HashEcho {
     }
 
     /// Answered on the fast path, as the TCP suite's server does.
-    fn call_now(&self, req: Request) -> CallNow {
+    fn call_now(&self, req: Request, _reply: corewire::ReplyTo<'_>) -> CallNow {
         CallNow::Done(Ok(self.answer(req)))
     }
 }

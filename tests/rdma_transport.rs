@@ -674,3 +674,57 @@ fn rdma_keepalive_probes_idle_connections_and_keeps_them_up() {
         "the busy connection was probed: {busy_probes} probes"
     );
 }
+
+/// Frames written in place (`try_send_with`) on a busy connection are staged in the send
+/// queue and arrive whole, among frames sent the ordinary way; an idle connection declines,
+/// so its frame is posted from the sending task as before.
+#[test]
+fn rdma_frames_written_in_place_arrive_whole() {
+    use corewire::transport::frame::{FrameHeader, FrameKind};
+
+    const FRAMES: u64 = 300;
+    fn body(id: u64) -> Vec<u8> {
+        let len = [64, 4096, 6000, 20_000][(id % 4) as usize];
+        (0..len).map(|i| (i as u64 + id) as u8).collect()
+    }
+    let s = setup(2, polling());
+    let addr = s.addr;
+    let (in_place, declined) =
+        s.rt.run_on(1, move || async move {
+            let conn = rdma::connect(addr).await.unwrap();
+            let (mut in_place, mut declined) = (0u32, 0u32);
+            for id in 0..FRAMES {
+                let header = FrameHeader::request(Echo::ID, 0, id);
+                let payload = body(id);
+                let queued = conn
+                    .try_send_with(&header, payload.len(), b"att", |buf| {
+                        buf.extend_from_slice(&payload)
+                    })
+                    .unwrap();
+                if queued {
+                    in_place += 1;
+                } else {
+                    declined += 1;
+                    conn.send(&header, Bytes::from(payload), Bytes::from_static(b"att"))
+                        .await
+                        .unwrap();
+                }
+            }
+            let mut seen = vec![false; FRAMES as usize];
+            for _ in 0..FRAMES {
+                let f = conn.recv().await.unwrap().expect("a reply");
+                assert_eq!(f.header.kind, FrameKind::Response);
+                let id = f.header.correlation_id;
+                assert!(!std::mem::replace(&mut seen[id as usize], true));
+                assert!(f.payload[..] == body(id)[..], "frame {id} corrupted");
+                assert_eq!(&f.attachment[..], b"att");
+            }
+            (in_place, declined)
+        })
+        .unwrap();
+    assert!(in_place > 0, "never busy: nothing was written in place");
+    assert!(
+        declined > 0,
+        "never idle: the first frame is posted the ordinary way"
+    );
+}

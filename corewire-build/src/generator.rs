@@ -266,14 +266,15 @@ impl Generator {
             .collect();
         if !sync.is_empty() {
             buf.push_str(
-                "fn call_now(&self, request: ::corewire::Request) -> ::corewire::CallNow {\n\
+                "fn call_now(&self, request: ::corewire::Request, reply: ::corewire::ReplyTo<'_>) \
+                 -> ::corewire::CallNow {\n\
                  match request.method {\n",
             );
             for (i, m) in &sync {
                 let _ = writeln!(
                     buf,
                     "m if m == METHODS[{i}].id => ::corewire::typed::unary_now(&self.stats, \
-                     {i}, request, |r| self.inner.{}(r)),",
+                     {i}, request, reply, |r| self.inner.{}(r)),",
                     m.name
                 );
             }

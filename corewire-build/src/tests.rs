@@ -110,8 +110,9 @@ fn sync_methods_are_plain_fns_served_in_call_now() {
          ::core::result::Result<",
         "fn ask(&self, request: ::corewire::typed::Request<super::A>,) -> impl \
          ::core::future::Future",
-        "fn call_now(&self, request: ::corewire::Request) -> ::corewire::CallNow",
-        "::corewire::typed::unary_now(&self.stats, 0, request, |r| self.inner.say(r),)",
+        "fn call_now(&self, request: ::corewire::Request, reply: ::corewire::ReplyTo<'_>,) -> \
+         ::corewire::CallNow",
+        "::corewire::typed::unary_now(&self.stats, 0, request, reply, |r| self.inner.say(r),)",
         "::corewire::typed::unary(&self.stats, 1, request, |r| self.inner.ask(r),).await",
     ] {
         assert!(code.contains(&flat(want)), "missing {want:?} in:\n{code}");

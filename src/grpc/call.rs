@@ -23,9 +23,9 @@ use super::headers::{
     GRPC_TIMEOUT,
 };
 use super::GrpcOptions;
-use crate::service::dispatch::{call_now, poll_guarded, poll_once};
+use crate::service::dispatch::{call_now, poll_guarded, poll_once, replied_nothing};
 use crate::service::registry::{Entry, ServiceSet};
-use crate::service::{CallNow, MethodKind, Replies, Server};
+use crate::service::{CallNow, MethodKind, Replies, ReplyTo, Server};
 use crate::typed::Metadata;
 use crate::Status;
 
@@ -243,9 +243,11 @@ async fn unary(
     request: crate::Request,
     deadline: Option<Instant>,
 ) -> Result<crate::Response, Status> {
-    let request = match call_now(&*entry.instance, request) {
+    // gRPC frames its replies itself: nothing is written in place.
+    let request = match call_now(&*entry.instance, request, ReplyTo::none()) {
         CallNow::Done(result) => return result,
         CallNow::Later(request) => request,
+        CallNow::Replied => return Err(replied_nothing()),
     };
     let mut call = match poll_once(entry.instance.clone(), request).await {
         Ok(result) => return result,

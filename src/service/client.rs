@@ -131,12 +131,44 @@ type CallResult = Result<Response, ClientError>;
 
 /// A call as it leaves: what it addresses, what it carries, how long it may take.
 #[derive(Debug, Clone)]
-pub(crate) struct Outgoing {
+pub(crate) struct Outgoing<P = Bytes> {
     pub(crate) service: u32,
     pub(crate) method: u32,
-    pub(crate) payload: Bytes,
+    pub(crate) payload: P,
     pub(crate) attachment: Bytes,
     pub(crate) timeout: Option<Duration>,
+}
+
+/// A request's payload as it leaves: its bytes, or a message the connection may encode
+/// straight into its send buffer once the call has its window slot.
+pub(crate) trait Payload {
+    /// Queue the request with this payload written in place if `conn` takes it now
+    /// (`Ok(true)`; see [`Connection::try_send_with`]).
+    fn try_send_in_place<C: Connection>(
+        &self,
+        conn: &C,
+        header: &FrameHeader,
+        attachment: &[u8],
+    ) -> Result<bool, TransportError>;
+
+    /// The payload's bytes, to send the ordinary way.
+    fn into_bytes(self) -> Bytes;
+}
+
+impl Payload for Bytes {
+    /// Bytes already: the send queue copies a small frame or queues it by reference.
+    fn try_send_in_place<C: Connection>(
+        &self,
+        _: &C,
+        _: &FrameHeader,
+        _: &[u8],
+    ) -> Result<bool, TransportError> {
+        Ok(false)
+    }
+
+    fn into_bytes(self) -> Bytes {
+        self
+    }
 }
 
 /// What the call table keeps for a call: where its result goes, and what a Cancel names.
@@ -376,9 +408,9 @@ impl<C: Connection> Client<C> {
 
     /// One call; `finish` takes what the caller wants from the reply, or fails the call (a
     /// typed reply that does not decode): no wrapper future.
-    pub(crate) async fn start_call<R>(
+    pub(crate) async fn start_call<R, P: Payload>(
         &self,
-        call: Outgoing,
+        call: Outgoing<P>,
         finish: fn(Response) -> Result<R, ClientError>,
     ) -> Result<R, ClientError> {
         let reply = self.inner().replies.reserve();
@@ -423,10 +455,10 @@ async fn start<C: Connection>(
 
 /// Take a window slot for a call whose result goes to `reply` and send its request: the
 /// call, pending (dropped before its end, it frees the slot and cancels the request).
-async fn send_request<'a, C: Connection>(
+async fn send_request<'a, C: Connection, P: Payload>(
     inner: &'a Rc<Inner<C>>,
     reply: Waiter,
-    call: Outgoing,
+    call: Outgoing<P>,
 ) -> Result<PendingCall<'a, C>, ClientError> {
     let Outgoing {
         service,
@@ -457,7 +489,16 @@ async fn send_request<'a, C: Connection>(
         Some(now) => request_header(service, method, id, deadline, now),
         None => FrameHeader::request(service, method, id),
     };
-    if let Err(e) = inner.conn.send(&header, payload, attachment).await {
+    let sent = match payload.try_send_in_place(&inner.conn, &header, &attachment) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            (inner.conn)
+                .send(&header, payload.into_bytes(), attachment)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
         return Err(ClientError::disconnected(e));
     }
     pending.sent = true;

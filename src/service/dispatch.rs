@@ -30,7 +30,7 @@ use corewire_transport::{Connection, TransportError};
 use super::registry::{CallFuture, DynService, ServiceSet, StreamFuture};
 use super::server::ServerOptions;
 use super::stream::{CreditGate, Replies};
-use super::{CallNow, Request, Response, Status};
+use super::{CallNow, ConnReply, ReplyTo, Request, Response, Status};
 
 /// A request running in a task of its own.
 struct RunningCall {
@@ -283,10 +283,24 @@ async fn dispatch<C: Connection>(
         )?;
         return Ok(());
     }
-    // The fastest path: a handler that answers in `call_now` costs no future at all.
-    let request = match call_now(&**service, request) {
+    // The fastest path: a handler that answers in `call_now` costs no future at all (and a
+    // reply it writes in place no buffer of its own).
+    let in_place = ConnReply::new(conn, &header);
+    let now = call_now(&**service, request, ReplyTo::new(&in_place));
+    if in_place.sent() {
+        // Answered, whatever it returned (even a panic after the reply left).
+        arrived.replied();
+        return Ok(());
+    }
+    let request = match now {
         CallNow::Done(result) => {
             if reply(conn, &header, result).await {
+                arrived.replied();
+            }
+            return Ok(());
+        }
+        CallNow::Replied => {
+            if reply(conn, &header, Err(replied_nothing())).await {
                 arrived.replied();
             }
             return Ok(());
@@ -402,11 +416,18 @@ async fn stream_replies<C: Connection>(
 }
 
 /// A handler's `call_now`. A panic in it fails the call as `Internal`, like one in `call`.
-pub(crate) fn call_now(service: &dyn DynService, request: Request) -> CallNow {
-    catch_unwind(AssertUnwindSafe(|| service.call_now(request))).unwrap_or_else(|panic| {
+pub(crate) fn call_now(service: &dyn DynService, request: Request, reply: ReplyTo<'_>) -> CallNow {
+    catch_unwind(AssertUnwindSafe(|| service.call_now(request, reply))).unwrap_or_else(|panic| {
         tracing::error!(panic = %panic_text(&panic), "service handler panicked");
         CallNow::Done(Err(Status::Internal("the handler panicked".into())))
     })
+}
+
+/// How a call fails whose `call_now` returned [`CallNow::Replied`] without a reply written in
+/// place: the handler's bug, like a panic.
+pub(crate) fn replied_nothing() -> Status {
+    tracing::error!("service handler returned CallNow::Replied without replying");
+    Status::Internal("the handler returned no reply".into())
 }
 
 /// A handler's call, polled once: its result, or its future when it has to wait. A panic in

@@ -10,7 +10,7 @@ use corewire_transport::Connection;
 
 use super::tests::on_a_shard;
 use super::{dispatch, service_id, Client, ClientError, ClientOptions, Request, Response};
-use super::{CallNow, Server, Service, Status};
+use super::{CallNow, ReplyTo, Server, Service, Status};
 
 struct Quick;
 impl Service for Quick {
@@ -91,13 +91,40 @@ impl Service for Now {
         ANSWERED.with(|a| a.set((a.get().0, a.get().1 + 1)));
         Ok(Response::new(Bytes::from_static(b"later")))
     }
-    fn call_now(&self, req: Request) -> CallNow {
+    fn call_now(&self, req: Request, reply: ReplyTo<'_>) -> CallNow {
         match req.method {
             0 => {
                 ANSWERED.with(|a| a.set((a.get().0 + 1, a.get().1)));
                 CallNow::Done(Ok(Response::new(req.payload)))
             }
             1 => CallNow::Later(req),
+            // In place: the payload twice, written into the send buffer.
+            3 => {
+                let p = &req.payload;
+                let written = reply.send_with(2 * p.len(), b"att", |buf| {
+                    buf.extend_from_slice(p);
+                    buf.extend_from_slice(p);
+                });
+                assert!(!reply.send_with(0, b"", |_| ()), "one reply per call");
+                match written {
+                    true => CallNow::Replied,
+                    false => CallNow::Done(Ok(Response::new(Bytes::from_static(b"not in place")))),
+                }
+            }
+            // Claims a reply it never wrote.
+            4 => CallNow::Replied,
+            // Replies in place, then panics: the reply stands.
+            5 => {
+                reply.send_with(2, b"", |buf| buf.extend_from_slice(b"ok"));
+                panic!("call_now panics after its reply");
+            }
+            // Writes the wrong length: not queued; replied the ordinary way.
+            6 => {
+                if reply.send_with(5, b"", |buf| buf.extend_from_slice(b"four")) {
+                    return CallNow::Replied;
+                }
+                CallNow::Done(Ok(Response::new(Bytes::from_static(b"fallback"))))
+            }
             m => panic!("call_now of method {m} panics"),
         }
     }
@@ -131,4 +158,47 @@ fn call_now_answers_or_hands_the_request_to_call() {
         )))
     );
     assert_eq!(after.unwrap(), Bytes::from_static(b"ok"));
+}
+
+/// A reply written in place arrives as any other (payload and attachment), also when the
+/// handler panics after writing it; a handler that claims a reply it never wrote fails its
+/// call as Internal; one that writes the wrong length queues nothing and replies the
+/// ordinary way; the connection carries on after each.
+#[test]
+fn replies_written_in_place() {
+    on_a_shard(|| async {
+        let server = Server::builder().service(|_| Now).build();
+        let (ours, theirs) = pair(MemOptions::default());
+        let services = server.services_here();
+        spawn_local(dispatch::serve(theirs, services, server.options(), None));
+        let client = Client::new(ours, ClientOptions::default());
+        for size in [0, 1, 64, 4096, 40_000] {
+            let payload = Bytes::from(vec![7u8; size]);
+            let reply = client
+                .request(Now::ID, 3)
+                .payload(payload.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                reply.payload,
+                [payload.clone(), payload].concat(),
+                "{size} B"
+            );
+            assert_eq!(reply.attachment, Bytes::from_static(b"att"));
+        }
+        let claimed = client.call(Now::ID, 4, Bytes::new()).await;
+        assert_eq!(
+            claimed,
+            Err(ClientError::Status(Status::Internal(
+                "the handler returned no reply".into()
+            )))
+        );
+        let r = client.call(Now::ID, 5, Bytes::new()).await;
+        assert_eq!(r.unwrap(), Bytes::from_static(b"ok"));
+        let r = client.call(Now::ID, 6, Bytes::new()).await;
+        assert_eq!(r.unwrap(), Bytes::from_static(b"fallback"));
+        let r = client.call(Now::ID, 0, Bytes::from_static(b"after")).await;
+        assert_eq!(r.unwrap(), Bytes::from_static(b"after"));
+    });
 }

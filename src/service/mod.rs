@@ -8,6 +8,7 @@ mod client_tls;
 pub(crate) mod dispatch;
 mod pool;
 pub(crate) mod registry;
+pub(crate) mod reply_to;
 mod server;
 mod stream;
 
@@ -22,6 +23,8 @@ pub use client::{CallBuilder, Client, ClientError, ClientOptions, DisconnectCaus
 pub use corewire_transport::rpc::Status;
 pub use dispatch::serve_connection;
 pub use pool::ClientPool;
+pub(crate) use reply_to::ConnReply;
+pub use reply_to::ReplyTo;
 pub use server::{Server, ServerBuilder, ServerOptions};
 pub use stream::{Replies, ReplyStream};
 
@@ -145,11 +148,13 @@ pub trait Service: 'static {
     }
 
     /// The fast path, for handlers that can answer without waiting: answer here
-    /// ([`CallNow::Done`]) or hand the request back ([`CallNow::Later`]) to be served by
-    /// [`call`](Service::call). The server asks this first; a request answered here costs no
-    /// future (`call`'s is boxed, so the server can keep it if it has to wait) and no task.
-    /// The default hands every request back.
-    fn call_now(&self, request: Request) -> CallNow {
+    /// ([`CallNow::Done`]; or write the reply in place with `reply`'s
+    /// [`send_with`](ReplyTo::send_with), then [`CallNow::Replied`]) or hand the request back
+    /// ([`CallNow::Later`]) to be served by [`call`](Service::call). The server asks this
+    /// first; a request answered here costs no future (`call`'s is boxed, so the server can
+    /// keep it if it has to wait) and no task. The default hands every request back.
+    fn call_now(&self, request: Request, reply: ReplyTo<'_>) -> CallNow {
+        let _ = reply;
         CallNow::Later(request)
     }
 }
@@ -160,6 +165,9 @@ pub trait Service: 'static {
 pub enum CallNow {
     /// Answered: the reply is queued at once.
     Done(Result<Response, Status>),
+    /// Answered: the reply was queued in place by [`ReplyTo::send_with`]. (Returned without
+    /// such a reply, the call fails as `Internal`.)
+    Replied,
     /// Not answered here: the server calls [`Service::call`] with it.
     Later(Request),
 }

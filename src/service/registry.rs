@@ -12,7 +12,9 @@ use std::task::{Context, Poll};
 use corewire_runtime::ShardId;
 
 use super::dispatch::poll_guarded;
-use super::{CallNow, MethodInfo, MethodKind, Replies, Request, Response, Service, Status};
+use super::{
+    CallNow, MethodInfo, MethodKind, Replies, ReplyTo, Request, Response, Service, Status,
+};
 
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Result<Response, Status>>>>;
 pub(crate) type StreamFuture = Pin<Box<dyn Future<Output = Result<(), Status>>>>;
@@ -26,7 +28,7 @@ pub(crate) trait DynService {
         request: Request,
         cx: &mut Context<'_>,
     ) -> Result<Result<Response, Status>, CallFuture>;
-    fn call_now(&self, request: Request) -> CallNow;
+    fn call_now(&self, request: Request, reply: ReplyTo<'_>) -> CallNow;
     fn call_streaming(self: Rc<Self>, request: Request, replies: Replies) -> StreamFuture;
 }
 
@@ -79,8 +81,8 @@ impl<S: Service> DynService for Instance<S> {
         result
     }
 
-    fn call_now(&self, request: Request) -> CallNow {
-        self.service.call_now(request)
+    fn call_now(&self, request: Request, reply: ReplyTo<'_>) -> CallNow {
+        self.service.call_now(request, reply)
     }
 
     fn call_streaming(self: Rc<Self>, request: Request, replies: Replies) -> StreamFuture {

@@ -41,7 +41,7 @@ use corewire_transport::grpc::Code;
 use corewire_transport::Connection;
 use tracing::Instrument;
 
-use crate::service::client::Outgoing;
+use crate::service::client::{Outgoing, Payload};
 use crate::service::{Client, ClientError, Replies, ReplyStream};
 use crate::Status;
 
@@ -254,7 +254,11 @@ thread_local! {
 
 /// A message's protobuf bytes.
 pub fn encode<T: prost::Message>(message: &T) -> Bytes {
-    let len = message.encoded_len();
+    encode_len(message, message.encoded_len())
+}
+
+/// [`encode`] of a message whose encoded length is `len`.
+fn encode_len<T: prost::Message>(message: &T, len: usize) -> Bytes {
     if len > ARENA_MAX {
         let mut buf = BytesMut::with_capacity(len);
         // Room for the whole message: encoding cannot run out of it.
@@ -386,13 +390,16 @@ where
 /// `handler` in a span named for the method, encode its reply, count the call. No future
 /// exists at any point, so nothing is moved or boxed; the call is timed like one that answers
 /// in the poll that received it (no clock read). A panic in `handler` unwinds to the server,
-/// which fails the call as `Internal`; the call is counted so.
+/// which fails the call as `Internal`; the call is counted so. The reply is encoded straight
+/// into the connection's send buffer when `reply_to` takes it (no buffer of its own), else
+/// returned encoded.
 ///
 /// [`Service::call_now`]: crate::Service::call_now
 pub fn unary_now<Req, Resp>(
     stats: &MethodStats,
     index: usize,
     raw: crate::Request,
+    reply_to: crate::ReplyTo<'_>,
     handler: impl FnOnce(Request<Req>) -> Result<Response<Resp>, Status>,
 ) -> crate::CallNow
 where
@@ -408,9 +415,19 @@ where
         Err(bad) => Err(bad),
     };
     record.finish(code_of(&result));
-    crate::CallNow::Done(result.map(|reply| crate::Response {
-        payload: encode(&reply.message),
-        attachment: reply.metadata.encode(),
+    let reply = match result {
+        Ok(reply) => reply,
+        Err(status) => return crate::CallNow::Done(Err(status)),
+    };
+    let message = &reply.message;
+    let len = message.encoded_len();
+    let attachment = reply.metadata.encode();
+    if reply_to.send_with(len, &attachment, |buf| message.encode_raw(buf)) {
+        return crate::CallNow::Replied;
+    }
+    crate::CallNow::Done(Ok(crate::Response {
+        payload: encode_len(message, len),
+        attachment,
     }))
 }
 
@@ -548,9 +565,35 @@ fn outgoing<C: Connection, T: prost::Message>(
     }
 }
 
+/// A request's message, encoded when the call has its window slot: straight into the
+/// connection's send buffer when it takes the frame then, else into bytes of its own.
+#[derive(Debug)]
+struct Unencoded<T> {
+    message: T,
+    len: usize,
+}
+
+impl<T: prost::Message> Payload for Unencoded<T> {
+    fn try_send_in_place<C: Connection>(
+        &self,
+        conn: &C,
+        header: &corewire_transport::frame::FrameHeader,
+        attachment: &[u8],
+    ) -> Result<bool, corewire_transport::TransportError> {
+        conn.try_send_with(header, self.len, attachment, |buf| {
+            self.message.encode_raw(buf)
+        })
+    }
+
+    fn into_bytes(self) -> Bytes {
+        encode_len(&self.message, self.len)
+    }
+}
+
 /// A unary call from a generated client: the raw call's own future (the request is encoded
-/// before it exists and the reply decoded as it resolves), with no wrapper around it, since
-/// each layer would copy the whole future once more per call.
+/// when it is sent, into the connection's send buffer where it can be, and the reply decoded
+/// as it resolves), with no wrapper around it, since each layer would copy the whole future
+/// once more per call.
 pub fn unary_call<'a, C, Req, Resp>(
     client: &'a Client<C>,
     service: u32,
@@ -559,10 +602,25 @@ pub fn unary_call<'a, C, Req, Resp>(
 ) -> impl Future<Output = Result<Response<Resp>, ClientError>> + 'a
 where
     C: Connection,
-    Req: prost::Message,
+    Req: prost::Message + 'a,
     Resp: prost::Message + Default + 'a,
 {
-    let call = outgoing(client, service, method, &request);
+    let Request {
+        message,
+        metadata,
+        timeout,
+        ..
+    } = request;
+    let call = Outgoing {
+        service,
+        method,
+        payload: Unencoded {
+            len: message.encoded_len(),
+            message,
+        },
+        attachment: metadata.encode(),
+        timeout: timeout.or_else(|| client.default_timeout()),
+    };
     client.start_call(call, typed_reply::<Resp>)
 }
 
@@ -599,148 +657,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
-
-    use super::*;
-    use crate::service::{MethodInfo, MethodKind};
-    use crate::Service as _;
-
-    struct One;
-    impl crate::Service for One {
-        const ID: u32 = crate::service_id("t.One");
-        const METHODS: &'static [MethodInfo] = &[MethodInfo::new("/t.One/Echo", MethodKind::Unary)];
-        async fn call(&self, _: crate::Request) -> Result<crate::Response, Status> {
-            unreachable!("only_unary is called directly")
-        }
-    }
-
-    fn raw(method: u32, payload: Bytes) -> crate::Request {
-        crate::Request {
-            method,
-            payload,
-            attachment: Bytes::new(),
-            deadline: None,
-            peer: None,
-            shard: 0,
-        }
-    }
-
-    fn now<F: Future>(future: F) -> F::Output {
-        match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(out) => out,
-            Poll::Pending => panic!("answers at once"),
-        }
-    }
-
-    /// A service of one unary method: its method is served and counted, any other is unknown
-    /// (and not counted against it).
-    #[test]
-    fn only_unary_serves_its_method_and_refuses_others() {
-        let stats = MethodStats::new(One::METHODS);
-        let handler =
-            |r: Request<String>| async move { Ok(Response::new(format!("{}!", r.into_inner()))) };
-        let hello = encode(&"hello".to_owned());
-        let reply = now(only_unary::<One, _, _, _>(
-            &stats,
-            raw(One::METHODS[0].id, hello),
-            handler,
-        ));
-        let reply: String = decode(&reply.unwrap().payload).unwrap();
-        assert_eq!(reply, "hello!");
-        let other = now(only_unary::<One, _, _, _>(
-            &stats,
-            raw(7, Bytes::new()),
-            handler,
-        ));
-        assert_eq!(
-            other,
-            Err(Status::UnknownMethod {
-                service_id: One::ID,
-                method_id: 7
-            })
-        );
-        assert_eq!(stats.count(0, Code::Ok), 1);
-        assert_eq!(stats.count(0, Code::Unimplemented), 0);
-    }
-
-    /// A synchronous method is answered in `call_now` and counted by code; a request that does
-    /// not decode fails without running the handler; a panic in the handler unwinds (the
-    /// server fails the call as Internal) and is counted as Internal.
-    #[test]
-    fn unary_now_answers_and_counts_by_code() {
-        let stats = MethodStats::new(One::METHODS);
-        let answer = |raw| {
-            unary_now(&stats, 0, raw, |r: Request<String>| {
-                match r.get_ref().as_str() {
-                    "boom" => panic!("the handler panics"),
-                    "no" => Err(Status::NotFound("no".into())),
-                    _ => Ok(Response::new(format!("{}!", r.into_inner()))),
-                }
-            })
-        };
-        let id = One::METHODS[0].id;
-        let crate::CallNow::Done(Ok(reply)) = answer(raw(id, encode(&"hi".to_owned()))) else {
-            panic!("answered at once");
-        };
-        assert_eq!(decode::<String>(&reply.payload).unwrap(), "hi!");
-        assert!(matches!(
-            answer(raw(id, encode(&"no".to_owned()))),
-            crate::CallNow::Done(Err(Status::NotFound(_)))
-        ));
-        assert!(matches!(
-            answer(raw(id, Bytes::from_static(b"\xff"))),
-            crate::CallNow::Done(Err(Status::BadRequest(_)))
-        ));
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            answer(raw(id, encode(&"boom".to_owned())))
-        }));
-        assert!(panicked.is_err());
-        assert_eq!(stats.count(0, Code::Ok), 1);
-        assert_eq!(stats.count(0, Code::NotFound), 1);
-        assert_eq!(stats.count(0, Code::InvalidArgument), 1);
-        assert_eq!(stats.count(0, Code::Internal), 1);
-        assert_eq!(stats.count(0, Code::Cancelled), 0);
-    }
-
-    /// A handler that waits is polled again until it answers (and counted once); a request
-    /// that does not decode fails without running the handler, counted as malformed.
-    #[test]
-    fn a_waiting_handler_is_polled_to_its_end_and_bad_requests_fail() {
-        let stats = MethodStats::new(One::METHODS);
-        let handler = |r: Request<String>| async move {
-            let mut waited = false;
-            std::future::poll_fn(|cx| {
-                if waited {
-                    return Poll::Ready(());
-                }
-                waited = true;
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            })
-            .await;
-            Ok(Response::new(r.into_inner()))
-        };
-        let mut call = pin!(only_unary::<One, _, _, _>(
-            &stats,
-            raw(One::METHODS[0].id, encode(&"x".to_owned())),
-            handler,
-        ));
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(call.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(stats.count(0, Code::Ok), 0, "not counted while it runs");
-        let Poll::Ready(Ok(reply)) = call.as_mut().poll(&mut cx) else {
-            panic!("answers on its second poll");
-        };
-        assert_eq!(decode::<String>(&reply.payload).unwrap(), "x");
-        assert_eq!(stats.count(0, Code::Ok), 1);
-        let bad = now(only_unary::<One, _, _, _>(
-            &stats,
-            raw(One::METHODS[0].id, Bytes::from_static(b"\xff")),
-            handler,
-        ));
-        assert!(matches!(bad, Err(Status::BadRequest(_))), "{bad:?}");
-        assert_eq!(stats.count(0, Code::of(&bad.unwrap_err())), 1);
-    }
-}
+mod tests;

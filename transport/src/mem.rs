@@ -170,6 +170,19 @@ impl Connection for MemConnection {
             .push_frame(&e.encoder, &e.stats, header, payload, attachment)
     }
 
+    fn try_send_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        let e = self.end();
+        // A failed connection's queue is closed: refused there, as `send` is.
+        e.out
+            .try_push_frame_with(&e.encoder, &e.stats, header, payload_len, attachment, write)
+    }
+
     async fn ready_to_send(&self) -> Result<(), TransportError> {
         let e = self.end();
         if !e.failed.get() && e.out.wait_for_room().await {

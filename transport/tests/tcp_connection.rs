@@ -222,3 +222,83 @@ fn sends_to_a_peer_that_never_reads_wait_at_the_limit() {
     );
     assert_eq!(frames_out, queued as u64, "a dropped send queued its frame");
 }
+
+/// Frames whose payloads are written in place count against the send queue's limit like any
+/// other: against a peer that does not read, `try_send_with` stops admitting them at the limit
+/// (without waiting, and without calling the writer), and every frame it queued arrives
+/// whole and in order once the peer reads, with an ordinary frame queued behind them.
+#[test]
+fn frames_written_in_place_stop_at_the_limit_and_arrive_whole() {
+    use std::io::Read;
+
+    use corewire_transport::frame::FrameDecoder;
+
+    fn payload_len(id: u64) -> usize {
+        [64, 4096, 20_000][(id % 3) as usize]
+    }
+    let (_rt, addr, h) = serve_one(|conn| async move {
+        let mut queued = 0u64;
+        let refused = loop {
+            let header = FrameHeader::request(1, 0, queued);
+            let len = payload_len(queued);
+            let mut wrote = false;
+            let admitted = conn
+                .try_send_with(&header, len, b"att", |buf| {
+                    wrote = true;
+                    buf.resize(len, queued as u8);
+                })
+                .unwrap();
+            assert_eq!(admitted, wrote);
+            if !admitted {
+                break conn.stats();
+            }
+            queued += 1;
+            if queued.is_multiple_of(64) {
+                // Let the writer hand what it can to the kernel.
+                sleep(Duration::from_millis(1)).await;
+            }
+        };
+        // The ordinary way waits for room, and goes out behind them.
+        let header = FrameHeader::request(1, 0, queued);
+        conn.send(&header, Bytes::from_static(b"last"), Bytes::new())
+            .await
+            .unwrap();
+        conn.close();
+        (queued, refused.queued_bytes)
+    });
+    let mut peer = std::net::TcpStream::connect(addr).unwrap();
+    // Not reading for a while: the server's sends back up to its queue's limit.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut decoder = FrameDecoder::new(FrameLimits::default());
+    let mut buf = BytesMut::new();
+    let mut frames = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        while let Some(f) = decoder.decode(&mut buf).unwrap() {
+            frames.push(f);
+        }
+        let n = peer.read(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let (queued, queued_bytes) = h.wait().unwrap();
+    assert!(queued > 0, "nothing was admitted");
+    assert!(
+        queued_bytes <= ConnOptions::default().max_queued_bytes as u64,
+        "queued {queued_bytes} bytes, over the limit"
+    );
+    assert_eq!(frames.len() as u64, queued + 1);
+    for (id, f) in frames.iter().enumerate() {
+        let id = id as u64;
+        assert_eq!(f.header.correlation_id, id);
+        if id == queued {
+            assert_eq!(&f.payload[..], b"last");
+        } else {
+            assert_eq!(f.payload.len(), payload_len(id));
+            assert!(f.payload.iter().all(|&b| b == id as u8));
+            assert_eq!(&f.attachment[..], b"att");
+        }
+    }
+}

@@ -10,7 +10,7 @@ pub mod typed;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use corewire::{service_id, CallNow, Request, Response, Service, Status};
+use corewire::{service_id, CallNow, ReplyTo, Request, Response, Service, Status};
 
 /// Returns each request's payload as the response (like the tonic peer's `Echo/Echo`), after
 /// spending `hash_rounds` passes of FNV-1a over it: the handler cost of the fairness workload,
@@ -88,7 +88,7 @@ impl Service for Echo {
     }
 
     /// Echo never waits: every request is answered on the fast path (no future, no task).
-    fn call_now(&self, req: Request) -> CallNow {
+    fn call_now(&self, req: Request, _reply: ReplyTo<'_>) -> CallNow {
         if self.no_call_now {
             return CallNow::Later(req);
         }

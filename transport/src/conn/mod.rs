@@ -11,7 +11,7 @@ mod stats;
 use std::future::Future;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::Budget;
 
 pub use budget::poll_charged;
@@ -48,6 +48,7 @@ pub enum TransportKind {
 ///   `recv` continues where the dropped one stopped (so `timeout(d, conn.recv())` is fine),
 ///   over TCP and RDMA alike.
 /// - [`ready_to_send`](Connection::ready_to_send) only waits.
+/// - [`try_send_with`](Connection::try_send_with) does not wait.
 pub trait Connection: Clone + 'static {
     /// Queue a frame for sending. Returns once it is queued, not sent: replies of a pipelined
     /// connection go out together. Waits while the frame does not fit under the queue's byte
@@ -59,6 +60,33 @@ pub trait Connection: Clone + 'static {
         payload: Bytes,
         attachment: Bytes,
     ) -> impl Future<Output = Result<(), TransportError>>;
+
+    /// Queue a frame whose payload `write` appends straight into the connection's send
+    /// buffer, behind the frame's header, if the frame can be queued at once: for a payload
+    /// that would otherwise be encoded into a buffer of its own and then sent (a protobuf
+    /// message: `|buf| message.encode_raw(buf)`). `write` must append exactly `payload_len`
+    /// bytes to the buffer it gets, which holds nothing else; it must not send on this
+    /// connection. The frame counts against the send queue's limit like any other, and it is
+    /// admitted only when [`send`](Connection::send) would not wait (under the limit, nobody
+    /// in line before it), so nothing overtakes a waiting sender.
+    ///
+    /// `Ok(true)`: queued. `Ok(false)`: not admitted now, or this transport cannot write in
+    /// place; `write` was not called, nothing was queued: send the frame with
+    /// [`send`](Connection::send), which waits for room. `Err`: the connection is closed,
+    /// the frame is over the peer's limits, or `write` appended the wrong number of bytes;
+    /// nothing was queued. A panic in `write` queues nothing either.
+    ///
+    /// The default writes nothing in place (`Ok(false)`).
+    fn try_send_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        let _ = (header, payload_len, attachment, write);
+        Ok(false)
+    }
 
     /// Wait until the send queue is under its limit with nobody waiting to queue. A server
     /// calls it before reading the next request, so a peer that stops reading replies makes

@@ -3,8 +3,8 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
-use corewire_runtime::sync::{Notify, Semaphore, WakerCell};
+use bytes::{BufMut, Bytes, BytesMut};
+use corewire_runtime::sync::{Notify, Semaphore, TryAcquireError, WakerCell};
 
 use super::{ConnStatsCells, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
@@ -53,6 +53,13 @@ impl OutQueue {
     pub const COPY_MAX: usize = 1024;
     /// The staging buffer grows by at least this much (what an idle connection may keep).
     const STAGE_CHUNK: usize = 4096;
+    /// Frames written in place ([`try_push_frame_with`](Self::try_push_frame_with)) up to
+    /// this many bytes are staged: above it, a frame's own buffer costs little beside its
+    /// encoding, and the staging buffer (which an idle connection keeps) stays small.
+    pub const IN_PLACE_STAGE_MAX: usize = 8 * 1024;
+    /// The most the staging buffer grows by at once (what an idle connection keeps after
+    /// frames of up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX)).
+    const STAGE_GROW_MAX: usize = 32 * 1024;
 
     /// A queue that holds at most `limit` bytes.
     pub fn new(limit: usize) -> OutQueue {
@@ -152,7 +159,7 @@ impl OutQueue {
             // Encoded only once admitted: a future dropped while waiting queued nothing.
             let mut staged = self.staged.borrow_mut();
             if staged.capacity() - staged.len() < total {
-                staged.reserve(total.max(Self::STAGE_CHUNK));
+                self.grow_stage(&mut staged, total);
             }
             encoder
                 .borrow_mut()
@@ -178,6 +185,73 @@ impl OutQueue {
         self.push_admitted([head, payload, attachment], total);
         stats.add_out(total);
         Ok(())
+    }
+
+    /// Queue a frame whose payload `write` appends (`payload_len` bytes) straight into the
+    /// queue's own buffer, behind the frame's header, if the frame is admitted now: the send
+    /// path of [`Connection::try_send_with`](super::Connection::try_send_with), for a payload
+    /// that would otherwise be encoded into a buffer of its own first (a protobuf message).
+    /// `Ok(false)`, `write` not called: not admitted now (over the limit, or others wait in
+    /// line, whose turn comes first). The frame's bytes count against the limit and hold
+    /// permits until sent, like [`push_frame`](Self::push_frame)'s.
+    ///
+    /// Up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX) bytes it is written into the
+    /// staging buffer behind the frames before it (no allocation, and it leaves in their
+    /// iovec); a larger one into a buffer of its own, still in place. `write` gets a buffer of
+    /// its own that starts where the payload goes, so it cannot touch the header or other
+    /// frames; if it does not append exactly `payload_len` bytes, or panics, nothing is
+    /// queued and the permits go back.
+    pub fn try_push_frame_with(
+        &self,
+        encoder: &RefCell<FrameEncoder>,
+        stats: &ConnStatsCells,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        let total = encoder
+            .borrow()
+            .frame_len(header, payload_len, attachment.len())?;
+        let charged = total.min(self.limit);
+        match self.admission.try_acquire(charged) {
+            // Given back byte by byte in `sent`, or by `undo` below if nothing is queued.
+            Ok(permit) => permit.forget(),
+            Err(TryAcquireError::NoPermits) => return Ok(false),
+            Err(_closed) => return Err(TransportError::Closed),
+        }
+        // Gives the permits back unless the frame was queued (a failed or panicking `write`).
+        let undo = Unadmit {
+            admission: &self.admission,
+            permits: charged,
+        };
+        let encoder = encoder.borrow();
+        if total <= Self::IN_PLACE_STAGE_MAX {
+            let mut staged = self.staged.borrow_mut();
+            if staged.capacity() - staged.len() < total {
+                self.grow_stage(&mut staged, total);
+            }
+            write_frame(
+                &encoder,
+                header,
+                payload_len,
+                attachment,
+                &mut staged,
+                write,
+            )?;
+            drop(staged);
+            self.bytes.set(self.bytes.get() + total);
+            self.uncharged
+                .set(self.uncharged.get() + total.saturating_sub(self.limit));
+            self.writer.wake();
+        } else {
+            let mut own = BytesMut::with_capacity(total);
+            write_frame(&encoder, header, payload_len, attachment, &mut own, write)?;
+            self.push_admitted([own.freeze()], total);
+        }
+        std::mem::forget(undo);
+        stats.add_out(total);
+        Ok(true)
     }
 
     /// Queue a frame of `total` bytes whose permits [`admit`](Self::admit) took.
@@ -237,6 +311,20 @@ impl OutQueue {
         Poll::Ready(Some(q.drain(..n).collect()))
     }
 
+    /// Room for a frame of `total` bytes in the staging buffer, which is short of it. The
+    /// frames staged so far are queued as they are first (behind everything queued before
+    /// them: the order holds), not copied into a larger buffer, which growing it would do.
+    /// The new room holds a few frames of this size (a pipelined batch's replies share one
+    /// buffer), up to [`STAGE_GROW_MAX`](Self::STAGE_GROW_MAX).
+    #[cold]
+    fn grow_stage(&self, staged: &mut BytesMut, total: usize) {
+        if !staged.is_empty() {
+            self.bufs.borrow_mut().push_back(staged.split().freeze());
+        }
+        let room = (4 * total).clamp(Self::STAGE_CHUNK, Self::STAGE_GROW_MAX);
+        staged.reserve(room.max(total));
+    }
+
     /// Moves the staged frames to the end of the queue, as one buffer.
     fn unstage(&self, q: &mut VecDeque<Bytes>) {
         let mut staged = self.staged.borrow_mut();
@@ -278,261 +366,58 @@ impl OutQueue {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::future::Future;
-    use std::pin::{pin, Pin};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::task::{Wake, Waker};
+/// Permits taken for a frame that was not queued after all: given back on drop (the
+/// queueing path forgets it once the frame is in).
+struct Unadmit<'a> {
+    admission: &'a Semaphore,
+    permits: usize,
+}
 
-    use super::*;
-
-    struct Flag(AtomicBool);
-    impl Wake for Flag {
-        fn wake(self: Arc<Self>) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
-
-    fn flag() -> (Arc<Flag>, Waker) {
-        let f = Arc::new(Flag(false.into()));
-        (f.clone(), Waker::from(f))
-    }
-
-    fn woken(f: &Flag) -> bool {
-        f.0.swap(false, Ordering::SeqCst)
-    }
-
-    fn poll_fut<F: Future>(f: Pin<&mut F>, w: &Waker) -> Poll<F::Output> {
-        f.poll(&mut Context::from_waker(w))
-    }
-
-    fn bytes(n: usize) -> Bytes {
-        Bytes::from(vec![0u8; n])
-    }
-
-    /// Admit and queue an `n`-byte frame that fits now, as `push_frame` does.
-    fn queue_frame(q: &OutQueue, n: usize) {
-        let (_f, w) = flag();
-        assert_eq!(poll_fut(pin!(q.admit(n)), &w), Poll::Ready(true));
-        q.push_admitted([bytes(n)], n);
-    }
-
-    #[test]
-    fn queued_bytes_never_exceed_the_limit_however_many_wait() {
-        let q = OutQueue::new(100);
-        queue_frame(&q, 60);
-        let (fa, wa) = flag();
-        let (fb, wb) = flag();
-        let mut a = pin!(q.admit(60));
-        let mut b = pin!(q.admit(60));
-        assert!(poll_fut(a.as_mut(), &wa).is_pending());
-        assert!(poll_fut(b.as_mut(), &wb).is_pending());
-        // 60 bytes leave: only the first in line is woken, and it fits.
-        q.sent(60);
-        assert!(woken(&fa) && !woken(&fb));
-        assert_eq!(poll_fut(a.as_mut(), &wa), Poll::Ready(true));
-        q.push_admitted([bytes(60)], 60);
-        // The next one does not fit yet.
-        assert!(poll_fut(b.as_mut(), &wb).is_pending());
-        assert_eq!(q.queued_bytes(), 60);
-        q.sent(60);
-        assert!(woken(&fb));
-        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
-    }
-
-    #[test]
-    fn an_oversized_frame_goes_alone() {
-        let q = OutQueue::new(10);
-        queue_frame(&q, 1000);
-        let (f, w) = flag();
-        let mut small = pin!(q.admit(1));
-        assert!(poll_fut(small.as_mut(), &w).is_pending());
-        // Its bytes beyond the limit count as leaving first: no room yet.
-        q.sent(990);
-        assert!(!woken(&f));
-        assert!(poll_fut(small.as_mut(), &w).is_pending());
-        // 5 of its 10 charged bytes gone: 5 + 1 fits under the limit.
-        q.sent(5);
-        assert!(woken(&f));
-        assert_eq!(poll_fut(small.as_mut(), &w), Poll::Ready(true));
-    }
-
-    #[test]
-    fn control_frames_take_no_permits_and_hold_none_back() {
-        let q = OutQueue::new(100);
-        q.push([bytes(30)]);
-        queue_frame(&q, 70);
-        assert_eq!(q.queued_bytes(), 100);
-        assert!(!q.has_room());
-        q.sent(100);
-        assert!(q.has_room());
-        queue_frame(&q, 100);
-    }
-
-    #[test]
-    fn small_frames_leave_together_and_everything_in_order() {
-        use crate::frame::FrameLimits;
-
-        let q = OutQueue::new(1 << 20);
-        let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
-        let stats = ConnStatsCells::default();
-        let (_f, w) = flag();
-        let expected = RefCell::new(BytesMut::new());
-        let send = |id: u64, payload: Bytes| {
-            let header = FrameHeader::request(1, 1, id);
-            let mut reference = FrameEncoder::new(FrameLimits::default());
-            reference
-                .encode_frame(&header, &payload, b"", &mut expected.borrow_mut())
-                .unwrap();
-            let pushed = q.push_frame(&encoder, &stats, &header, payload, Bytes::new());
-            assert!(matches!(poll_fut(pin!(pushed), &w), Poll::Ready(Ok(()))));
-        };
-        send(1, bytes(64));
-        send(2, bytes(64));
-        send(3, bytes(OutQueue::COPY_MAX)); // over COPY_MAX with its header: not copied
-        q.push([Bytes::from_static(b"control")]);
-        expected.borrow_mut().extend_from_slice(b"control");
-        send(4, bytes(10));
-        let expected = expected.into_inner();
-        assert_eq!(q.queued_bytes(), expected.len());
-        let batch = match q.poll_next_batch(&mut Context::from_waker(&w), usize::MAX) {
-            Poll::Ready(Some(batch)) => batch,
-            other => panic!("expected a batch, got {other:?}"),
-        };
-        // Frames 1 and 2 as one buffer; frame 3's header and payload; the control frame;
-        // frame 4.
-        let lens: Vec<usize> = batch.iter().map(Bytes::len).collect();
-        assert_eq!(lens.len(), 5, "{lens:?}");
-        assert_eq!(lens[3], b"control".len());
-        assert_eq!(batch.concat(), expected.to_vec());
-        q.sent(expected.len());
-        assert_eq!(q.queued_bytes(), 0);
-        assert!(q.has_room());
-    }
-
-    #[test]
-    fn staged_frames_give_their_permits_back() {
-        use crate::frame::FrameLimits;
-
-        // A queue that holds ten small frames: a thousand pass through it one by one, so
-        // every sent byte must have given its permit back.
-        let q = OutQueue::new(1000);
-        let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
-        let stats = ConnStatsCells::default();
-        let (_f, w) = flag();
-        for id in 0..1000 {
-            let header = FrameHeader::request(1, 1, id);
-            let pushed = q.push_frame(&encoder, &stats, &header, bytes(20), Bytes::new());
-            assert!(
-                matches!(poll_fut(pin!(pushed), &w), Poll::Ready(Ok(()))),
-                "frame {id} not admitted"
-            );
-            let batch = match q.poll_next_batch(&mut Context::from_waker(&w), usize::MAX) {
-                Poll::Ready(Some(batch)) => batch,
-                other => panic!("expected a batch, got {other:?}"),
-            };
-            q.sent(batch.iter().map(Bytes::len).sum());
-        }
-        assert_eq!(q.queued_bytes(), 0);
-    }
-
-    #[test]
-    fn newcomers_do_not_jump_the_line() {
-        let q = OutQueue::new(100);
-        queue_frame(&q, 50);
-        let (_fa, wa) = flag();
-        let mut big = pin!(q.admit(80));
-        assert!(poll_fut(big.as_mut(), &wa).is_pending());
-        // A small frame would fit, but someone is waiting: it queues behind.
-        let mut small = pin!(q.admit(10));
-        assert!(poll_fut(small.as_mut(), &wa).is_pending());
-        assert!(!q.has_room());
-    }
-
-    #[test]
-    fn a_dropped_waiter_hands_its_turn_on() {
-        let q = OutQueue::new(100);
-        queue_frame(&q, 100);
-        let (_fa, wa) = flag();
-        let (fb, wb) = flag();
-        let mut a = Box::pin(q.admit(60));
-        let mut b = pin!(q.admit(50));
-        assert!(poll_fut(a.as_mut(), &wa).is_pending());
-        assert!(poll_fut(b.as_mut(), &wb).is_pending());
-        q.sent(50);
-        assert!(!woken(&fb));
-        drop(a);
-        assert!(woken(&fb));
-        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
-        assert!(!q.admission.has_waiters());
-    }
-
-    #[test]
-    fn room_waiters_wake_when_the_line_is_empty_and_under_the_limit() {
-        let q = OutQueue::new(100);
-        queue_frame(&q, 100);
-        let (f, w) = flag();
-        let mut room = pin!(q.wait_for_room());
-        assert!(poll_fut(room.as_mut(), &w).is_pending());
-        q.sent(1);
-        assert!(woken(&f));
-        assert_eq!(poll_fut(room.as_mut(), &w), Poll::Ready(true));
-    }
-
-    #[test]
-    fn a_dropped_room_waiter_does_not_keep_the_others_asleep() {
-        let q = OutQueue::new(10);
-        queue_frame(&q, 10);
-        let (fa, wa) = flag();
-        let (fb, wb) = flag();
-        let mut a = Box::pin(q.wait_for_room());
-        let mut b = pin!(q.wait_for_room());
-        assert!(poll_fut(a.as_mut(), &wa).is_pending());
-        assert!(poll_fut(b.as_mut(), &wb).is_pending());
-        drop(a);
-        q.sent(10);
-        assert!(!woken(&fa) && woken(&fb));
-        assert_eq!(poll_fut(b.as_mut(), &wb), Poll::Ready(true));
-    }
-
-    #[test]
-    fn the_writer_stays_registered_between_polls() {
-        // The in-memory connection polls `poll_next_batch` without keeping a future.
-        let q = OutQueue::new(100);
-        let (fw, w) = flag();
-        let mut cx = Context::from_waker(&w);
-        assert!(q.poll_next_batch(&mut cx, 8).is_pending());
-        q.push([bytes(5)]);
-        assert!(woken(&fw));
-        match q.poll_next_batch(&mut cx, 8) {
-            Poll::Ready(Some(batch)) => assert_eq!(batch.len(), 1),
-            other => panic!(
-                "expected the pushed buffer, got {:?}",
-                other.map(|b| b.map(|b| b.len()))
-            ),
-        }
-    }
-
-    #[test]
-    fn close_releases_every_waiter() {
-        let q = OutQueue::new(10);
-        queue_frame(&q, 10);
-        let (f, w) = flag();
-        let (fr, wr) = flag();
-        let (fw, ww) = flag();
-        let mut a = pin!(q.admit(5));
-        let mut room = pin!(q.wait_for_room());
-        assert!(poll_fut(a.as_mut(), &w).is_pending());
-        assert!(poll_fut(room.as_mut(), &wr).is_pending());
-        let mut writer = pin!(q.next_batch(8));
-        assert!(poll_fut(writer.as_mut(), &ww).is_ready()); // the queued frame
-        assert!(poll_fut(pin!(q.next_batch(8)), &ww).is_pending());
-        q.close();
-        assert!(woken(&f) && woken(&fr) && woken(&fw));
-        assert_eq!(poll_fut(a.as_mut(), &w), Poll::Ready(false));
-        assert_eq!(poll_fut(room.as_mut(), &wr), Poll::Ready(false));
-        assert_eq!(poll_fut(pin!(q.next_batch(8)), &ww), Poll::Ready(None));
+impl Drop for Unadmit<'_> {
+    fn drop(&mut self) {
+        self.admission.add_permits(self.permits);
     }
 }
+
+/// Appends a frame to `dst`: its header, then the payload `write` appends in place, then
+/// `attachment`. On an error or a panic in `write`, `dst` is left as it was.
+fn write_frame(
+    encoder: &FrameEncoder,
+    header: &FrameHeader,
+    payload_len: usize,
+    attachment: &[u8],
+    dst: &mut BytesMut,
+    write: impl FnOnce(&mut BytesMut),
+) -> Result<(), TransportError> {
+    /// Cuts `dst` back to where the frame began unless the frame was written whole.
+    struct Truncate<'a> {
+        dst: &'a mut BytesMut,
+        start: usize,
+    }
+    impl Drop for Truncate<'_> {
+        fn drop(&mut self) {
+            self.dst.truncate(self.start);
+        }
+    }
+    let start = dst.len();
+    encoder.encode_header_into(header, payload_len, attachment.len(), dst)?;
+    let frame = Truncate { dst, start };
+    // The payload's own view of the spare capacity behind the header: `write` sees no other
+    // bytes. Joined back without a copy when it stayed within that capacity.
+    let end = frame.dst.len();
+    let mut payload = frame.dst.split_off(end);
+    write(&mut payload);
+    if payload.len() != payload_len {
+        return Err(TransportError::other(format!(
+            "a payload written in place is {} bytes, not the {payload_len} declared",
+            payload.len()
+        )));
+    }
+    frame.dst.unsplit(payload);
+    frame.dst.put_slice(attachment);
+    std::mem::forget(frame);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::{Budget, Runtime};
 
 use super::conn::RdmaConnection;
@@ -146,6 +146,19 @@ impl Connection for RdmaOrTcp {
         match self {
             RdmaOrTcp::Rdma(c) => c.send(header, payload, attachment).await,
             RdmaOrTcp::Tcp(c) => c.send(header, payload, attachment).await,
+        }
+    }
+
+    fn try_send_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        match self {
+            RdmaOrTcp::Rdma(c) => c.try_send_with(header, payload_len, attachment, write),
+            RdmaOrTcp::Tcp(c) => c.try_send_with(header, payload_len, attachment, write),
         }
     }
 

@@ -310,6 +310,19 @@ impl<S: FrameStream> Connection for TcpConnection<S> {
             .push_frame(&s.encoder, &s.stats, header, payload, attachment)
     }
 
+    fn try_send_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        let s = self.shared();
+        // A failed connection's queue is closed: refused there, as `send` is.
+        s.out
+            .try_push_frame_with(&s.encoder, &s.stats, header, payload_len, attachment, write)
+    }
+
     async fn ready_to_send(&self) -> Result<(), TransportError> {
         let s = self.shared();
         if !s.failed.get() && s.out.wait_for_room().await {

@@ -64,6 +64,22 @@ impl FrameEncoder {
         Ok(self.arena.split().freeze())
     }
 
+    /// Appends preamble + header for a frame whose payload and attachment have the given
+    /// lengths to `dst`, for a caller that writes the payload in place behind it (the payload
+    /// is never in a buffer of its own). Fails, writing nothing, if the peer's limits would
+    /// reject the frame.
+    pub fn encode_header_into(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment_len: usize,
+        dst: &mut BytesMut,
+    ) -> Result<(), FrameError> {
+        self.check(header, payload_len, attachment_len)?;
+        write_head(header, payload_len, attachment_len, dst);
+        Ok(())
+    }
+
     /// Appends a whole frame (preamble, header, payload, attachment) to `dst`;
     /// for transports without vectored sends, and for tests.
     pub fn encode_frame(

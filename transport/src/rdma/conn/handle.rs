@@ -5,7 +5,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::Budget;
 
 use super::ConnCore;
@@ -69,6 +69,19 @@ impl Connection for RdmaConnection {
         attachment: Bytes,
     ) -> impl Future<Output = Result<(), TransportError>> {
         self.core().send_frame(header, payload, attachment)
+    }
+
+    /// In place on a busy connection; an idle one posts the ordinary way (see
+    /// `ConnCore::try_send_frame_with`).
+    fn try_send_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        self.core()
+            .try_send_frame_with(header, payload_len, attachment, write)
     }
 
     async fn ready_to_send(&self) -> Result<(), TransportError> {

@@ -11,7 +11,7 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::Poll;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::sync::Notify;
 use corewire_verbs::{SendOp, SendWr};
 
@@ -228,22 +228,8 @@ impl ConnCore {
         payload: &Bytes,
         attachment: &Bytes,
     ) -> Option<Result<(), TransportError>> {
-        // `has_room` also means nobody waits for admission: a newcomer never overtakes a
-        // sender waiting in line.
-        let out = &self.tx.out;
-        if !self.life.borrow().is_running()
-            || out.is_closed()
-            || out.queued_bytes() > 0
-            || !out.has_room()
-            || self.large.owes_dones()
-        {
+        if !self.idle() {
             return None;
-        }
-        {
-            let flow = self.flow.borrow();
-            if flow.sends_outstanding() > 0 || !flow.can_send_data() {
-                return None;
-            }
         }
         if self.is_large(payload) || self.is_large(attachment) {
             return None;
@@ -285,6 +271,53 @@ impl ConnCore {
         self.stats.add_out(total);
         self.shard.stats.borrow_mut().sends_inline += 1;
         Some(Ok(()))
+    }
+
+    /// Whether a frame may be posted from the sending task (see
+    /// [`try_send_now`](Self::try_send_now)): running, nothing queued, owed or waiting, no send
+    /// in flight, a credit.
+    fn idle(&self) -> bool {
+        // `has_room` also means nobody waits for admission: a newcomer never overtakes a
+        // sender waiting in line.
+        let out = &self.tx.out;
+        if !self.life.borrow().is_running()
+            || out.is_closed()
+            || out.queued_bytes() > 0
+            || !out.has_room()
+            || self.large.owes_dones()
+        {
+            return false;
+        }
+        let flow = self.flow.borrow();
+        flow.sends_outstanding() == 0 && flow.can_send_data()
+    }
+
+    /// `Connection::try_send_with`: on a busy connection the frame is written in place into
+    /// the out queue's staging buffer (no buffer of its own; the writer copies it into
+    /// registered chunks as it does every queued byte). On an idle one, `Ok(false)`: the
+    /// ordinary `send` posts the frame from the sending task at once, where a queued frame
+    /// would wait for the writer task's hop.
+    pub(super) fn try_send_frame_with(
+        &self,
+        header: &FrameHeader,
+        payload_len: usize,
+        attachment: &[u8],
+        write: impl FnOnce(&mut BytesMut),
+    ) -> Result<bool, TransportError> {
+        if self.is_ended() {
+            return Err(self.ended_error());
+        }
+        if self.idle() {
+            return Ok(false);
+        }
+        self.tx.out.try_push_frame_with(
+            &self.tx.encoder,
+            &self.stats,
+            header,
+            payload_len,
+            attachment,
+            write,
+        )
     }
 
     /// The writer's next batch of queued buffers; an empty one when "done"s are owed.
