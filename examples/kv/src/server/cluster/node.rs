@@ -249,6 +249,11 @@ impl ClusterNode {
     pub(super) async fn commit(self: &Rc<Self>) {
         {
             let _commit = self.commit_lock.lock().await;
+            // The role is read with the map it goes with: a change that lands while this
+            // commit saves must not make the node a replica under a map that still gives it
+            // slots (its writes would meet READONLY rather than MOVED); the next commit
+            // publishes that change with its role.
+            let wanted = self.wanted_role();
             let (version, text, map) = {
                 let topology = self.topology();
                 if topology.version() == self.published.get() {
@@ -272,7 +277,7 @@ impl ClusterNode {
                 // A node taking over as a primary publishes the map that names it one only
                 // once it takes writes (Redis changes the two in one step): before, a write
                 // routed to it would meet a replica's READONLY.
-                if self.wanted_role().is_none() && self.following.borrow().is_some() {
+                if wanted.is_none() && self.following.borrow().is_some() {
                     replication::promote().await;
                     *self.following.borrow_mut() = None;
                 }
@@ -280,8 +285,8 @@ impl ClusterNode {
                 self.published.set(version);
                 self.announce.notify_waiters();
             }
+            self.follow_role(wanted);
         }
-        self.follow_role();
         self.apply_effects();
         let outgoing = self.topology_mut().take_outbox();
         if !outgoing.is_empty() {
@@ -289,17 +294,18 @@ impl ClusterNode {
         }
     }
 
-    /// Makes the data path match this node's role: replicate the primary the configuration
-    /// names (again when its address changed), or serve as a primary.
-    fn follow_role(self: &Rc<Self>) {
-        let wanted = self.wanted_role();
+    /// Makes the data path match the role `wanted` (from the configuration just
+    /// published): replicate the primary it names (again when its address changed), or
+    /// serve as a primary.
+    fn follow_role(self: &Rc<Self>, wanted: Option<(NodeId, Option<NodeAddr>)>) {
         let mut following = self.following.borrow_mut();
         if *following == wanted {
             return;
         }
         match &wanted {
             // (Only when the map did not change, e.g. a primary with an empty address that
-            // was replaced; `commit` promotes before it publishes a map naming this node.)
+            // was replaced; `commit` promotes before it publishes a map naming this node.
+            // The promotion waits for this commit to end.)
             None => {
                 let node = self.clone();
                 spawn_local(async move {
