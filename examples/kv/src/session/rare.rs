@@ -24,7 +24,7 @@ pub(super) struct Rare {
     pub queued: VecDeque<Request>,
     /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
     pub postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
-    pub paused_until: Option<u64>,
+    pub paused_until: Option<crate::clients::PauseHold>,
     /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
     /// does when it exits), a refusal is.
     pub shutdown: Option<u64>,
