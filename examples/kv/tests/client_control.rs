@@ -119,7 +119,8 @@ fn paused_requests_count_as_blocked() {
 
 /// A WRITE pause judges a script by the flags it declares, as Redis does: EVAL, EVALSHA and
 /// FCALL of `no-writes` scripts run (alone or in MULTI), a script without flags waits; a
-/// request of the wrong arity is refused at once rather than held.
+/// request of the wrong arity, or a read-only script that would publish, is refused at once
+/// rather than held.
 #[test]
 fn pause_write_lets_read_only_scripts_through() {
     let server = Server::start(&["--shards", SHARDS]);
@@ -149,6 +150,12 @@ fn pause_write_lets_read_only_scripts_through() {
     );
     assert_eq!(reader.call_str(&["EXEC"]), V::Array(vec![V::Int(2)]));
     assert!(matches!(reader.call_str(&["SET", "k"]), V::Error(_)));
+    // What a read-only script could propagate is refused, not held.
+    let publish = "return redis.call('publish', 'ch', 'm')";
+    assert!(matches!(
+        reader.call_str(&["EVAL_RO", publish, "0"]),
+        V::Error(e) if e.starts_with(b"ERR Write commands are not allowed from read-only scripts")
+    ));
     assert!(
         writer.try_read(Duration::from_millis(200)).is_err(),
         "a script without flags ran during the pause"

@@ -117,6 +117,12 @@ impl Drop for PauseHold {
     }
 }
 
+/// Redis's `may_replicate` commands a client or script sends (the flag is hidden from
+/// COMMAND, so named here): a WRITE pause holds them, a read-only script may not call them.
+pub fn may_replicate(name: &str) -> bool {
+    matches!(name, "pfcount" | "publish" | "spublish")
+}
+
 /// Whether a command waits while writes are paused: Redis's `write` and `may_replicate`
 /// commands (the latter are hidden from COMMAND, so named here). A script that declares its
 /// flags is judged by them instead (Redis's `scriptFlagsToCmdFlags`): `script_writes` says,
@@ -124,7 +130,7 @@ impl Drop for PauseHold {
 pub fn held_by_write_pause(name: &str, script_writes: impl FnOnce() -> bool) -> bool {
     match name {
         "eval" | "evalsha" | "fcall" => script_writes(),
-        "pfcount" | "publish" | "spublish" => true,
+        name if may_replicate(name) => true,
         _ => crate::introspect::meta::find(name).is_some_and(|meta| meta.has_flag("write")),
     }
 }
