@@ -56,6 +56,156 @@ fn pause_write_holds_writes_until_unpause() {
     }
 }
 
+/// A request CLIENT PAUSE holds back counts as blocked, as in Redis: INFO's node-wide
+/// `blocked_clients` counts it whichever shard its connection lives on, CLIENT LIST flags it
+/// `b`, and the count falls back when the pause ends or the connection goes.
+#[test]
+fn paused_requests_count_as_blocked() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let mut admin = Conn::connect(server.port);
+    let blocked = |admin: &mut Conn| -> usize {
+        let info = text(&admin.call_str(&["INFO", "clients"]));
+        (info.lines())
+            .find_map(|line| line.strip_prefix("blocked_clients:"))
+            .expect("INFO clients has blocked_clients")
+            .trim()
+            .parse()
+            .expect("a count")
+    };
+    let flagged = |admin: &mut Conn| -> usize {
+        let list = text(&admin.call_str(&["CLIENT", "LIST"]));
+        (list.lines())
+            .filter(|line| {
+                line.split(' ').any(|field| {
+                    field
+                        .strip_prefix("flags=")
+                        .is_some_and(|f| f.contains('b'))
+                })
+            })
+            .count()
+    };
+    let wait = |admin: &mut Conn, count: usize| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while blocked(admin) != count || flagged(admin) != count {
+            assert!(
+                Instant::now() < deadline,
+                "blocked_clients {} and CLIENT LIST's b flags {}, expected {count}",
+                blocked(admin),
+                flagged(admin)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(
+        admin.call_str(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+        V::ok()
+    );
+    let mut writers: Vec<Conn> = (0..4).map(|_| Conn::connect(server.port)).collect();
+    let mut reader = Conn::connect(server.port);
+    assert_eq!(reader.call_str(&["GET", "k"]), V::NullBulk);
+    for (i, writer) in writers.iter_mut().enumerate() {
+        writer.send(&diff::args(&["SET", &format!("k{i}"), "v"]));
+        wait(&mut admin, i + 1);
+    }
+    // A held connection that goes away is no longer counted.
+    drop(writers.pop());
+    wait(&mut admin, writers.len());
+    assert_eq!(admin.call_str(&["CLIENT", "UNPAUSE"]), V::ok());
+    for writer in &mut writers {
+        assert_eq!(writer.read(), V::ok());
+    }
+    wait(&mut admin, 0);
+}
+
+/// A WRITE pause judges a script by the flags it declares, as Redis does: EVAL, EVALSHA and
+/// FCALL of `no-writes` scripts run (alone or in MULTI), a script without flags waits; a
+/// request of the wrong arity, or a read-only script that would publish, is refused at once
+/// rather than held.
+#[test]
+fn pause_write_lets_read_only_scripts_through() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let mut admin = Conn::connect(server.port);
+    let library = "#!lua name=lib\nredis.register_function{function_name='ro', \
+                   callback=function() return 'ro' end, flags={'no-writes'}}";
+    assert_eq!(
+        admin.call_str(&["FUNCTION", "LOAD", library]),
+        V::bulk("lib")
+    );
+    let read_only = "#!lua flags=no-writes\nreturn 2";
+    let sha = text(&admin.call_str(&["SCRIPT", "LOAD", read_only]));
+    assert_eq!(
+        admin.call_str(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+        V::ok()
+    );
+    let mut writer = Conn::connect(server.port);
+    writer.send(&diff::args(&["EVAL", "return 1", "0"]));
+    let mut reader = Conn::connect(server.port);
+    assert_eq!(reader.call_str(&["EVAL", read_only, "0"]), V::Int(2));
+    assert_eq!(reader.call_str(&["EVALSHA", &sha, "0"]), V::Int(2));
+    assert_eq!(reader.call_str(&["FCALL", "ro", "0"]), V::bulk("ro"));
+    assert_eq!(reader.call_str(&["MULTI"]), V::ok());
+    assert_eq!(
+        reader.call_str(&["EVAL", read_only, "0"]),
+        V::Simple(b"QUEUED".to_vec())
+    );
+    assert_eq!(reader.call_str(&["EXEC"]), V::Array(vec![V::Int(2)]));
+    assert!(matches!(reader.call_str(&["SET", "k"]), V::Error(_)));
+    // What a read-only script could propagate is refused, not held.
+    let publish = "return redis.call('publish', 'ch', 'm')";
+    assert!(matches!(
+        reader.call_str(&["EVAL_RO", publish, "0"]),
+        V::Error(e) if e.starts_with(b"ERR Write commands are not allowed from read-only scripts")
+    ));
+    assert!(
+        writer.try_read(Duration::from_millis(200)).is_err(),
+        "a script without flags ran during the pause"
+    );
+    assert_eq!(admin.call_str(&["CLIENT", "UNPAUSE"]), V::ok());
+    assert_eq!(writer.read(), V::Int(1));
+}
+
+/// While a pause is in force nothing expires (a deletion is a write): an expired key reads
+/// as missing but stays, uncounted, until the pause ends.
+#[test]
+fn pause_keeps_expired_keys() {
+    let server = Server::start(&["--shards", SHARDS]);
+    let mut admin = Conn::connect(server.port);
+    let expired = |admin: &mut Conn| -> u64 {
+        let info = text(&admin.call_str(&["INFO", "stats"]));
+        (info.lines())
+            .find_map(|line| line.strip_prefix("expired_keys:"))
+            .expect("INFO stats has expired_keys")
+            .trim()
+            .parse()
+            .expect("a count")
+    };
+    let before = expired(&mut admin);
+    let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        assert_eq!(admin.call_str(&["SET", key, "v", "PX", "300"]), V::ok());
+    }
+    assert_eq!(
+        admin.call_str(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+        V::ok()
+    );
+    // (On a slow host a key may expire before the pause: counted from here.)
+    let at_pause = expired(&mut admin);
+    std::thread::sleep(Duration::from_millis(400));
+    for key in &keys {
+        assert_eq!(admin.call_str(&["GET", key]), V::NullBulk);
+    }
+    assert_eq!(
+        expired(&mut admin),
+        at_pause,
+        "a key expired during the pause"
+    );
+    assert_eq!(admin.call_str(&["CLIENT", "UNPAUSE"]), V::ok());
+    for key in &keys {
+        assert_eq!(admin.call_str(&["GET", key]), V::NullBulk);
+    }
+    assert_eq!(expired(&mut admin), before + keys.len() as u64);
+}
+
 /// CLIENT PAUSE ALL holds every command until its time is up, then they run.
 #[test]
 fn pause_all_ends_by_itself() {

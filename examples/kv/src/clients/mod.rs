@@ -10,8 +10,8 @@ mod list;
 pub mod tracking;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub use command::{ClientRequest, ClientsBroadcast, ClientsOp, LibAttribute};
 pub use list::{ClientFlags, ClientLine, ClientType, KillFilter, ListQuery};
@@ -30,6 +30,9 @@ pub struct ClientsShared {
     /// (ALL) or only those that write (WRITE).
     pause_until_ms: AtomicU64,
     pause_all: AtomicBool,
+    /// Requests CLIENT PAUSE holds back now, all shards together: INFO's `blocked_clients`
+    /// counts them, as Redis counts its postponed clients (see [`PauseHold`]).
+    postponed: AtomicUsize,
     /// Connected clients by id (a mutex: touched at connect, close and by the commands that
     /// name a client, never per request).
     directory: Mutex<HashMap<u64, ClientAddress>>,
@@ -62,6 +65,20 @@ impl ClientsShared {
         (until > now_ms && (writes || self.pause_all.load(RELAXED))).then_some(until)
     }
 
+    /// Holds back a request until `until_ms` (counted while the hold lives).
+    pub fn hold(self: &Arc<Self>, until_ms: u64) -> PauseHold {
+        self.postponed.fetch_add(1, RELAXED);
+        PauseHold {
+            clients: self.clone(),
+            until_ms,
+        }
+    }
+
+    /// Requests held back by CLIENT PAUSE now.
+    pub fn postponed(&self) -> usize {
+        self.postponed.load(RELAXED)
+    }
+
     fn directory(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ClientAddress>> {
         // One insert or remove per use: a panic while holding it leaves it whole.
         self.directory
@@ -85,13 +102,37 @@ impl ClientsShared {
     }
 }
 
-/// Whether a command with these flags waits while writes are paused (Redis's `write` and
-/// `may_replicate` commands: the latter are hidden from COMMAND, so named here).
-pub fn held_by_write_pause(name: &str) -> bool {
-    matches!(
-        name,
-        "eval" | "evalsha" | "fcall" | "pfcount" | "publish" | "spublish"
-    ) || crate::introspect::meta::find(name).is_some_and(|meta| meta.has_flag("write"))
+/// A request CLIENT PAUSE holds back: counted in [`ClientsShared::postponed`] from its
+/// making until it is dropped (released, or its connection gone), so no path forgets it.
+#[derive(Debug)]
+pub struct PauseHold {
+    clients: Arc<ClientsShared>,
+    /// Until when the pause lasts (Unix ms), as seen when the request was held.
+    pub until_ms: u64,
+}
+
+impl Drop for PauseHold {
+    fn drop(&mut self) {
+        self.clients.postponed.fetch_sub(1, RELAXED);
+    }
+}
+
+/// Redis's `may_replicate` commands a client or script sends (the flag is hidden from
+/// COMMAND, so named here): a WRITE pause holds them, a read-only script may not call them.
+pub fn may_replicate(name: &str) -> bool {
+    matches!(name, "pfcount" | "publish" | "spublish")
+}
+
+/// Whether a command waits while writes are paused: Redis's `write` and `may_replicate`
+/// commands (the latter are hidden from COMMAND, so named here). A script that declares its
+/// flags is judged by them instead (Redis's `scriptFlagsToCmdFlags`): `script_writes` says,
+/// given its body, SHA1 or function name, whether it may write.
+pub fn held_by_write_pause(name: &str, script_writes: impl FnOnce() -> bool) -> bool {
+    match name {
+        "eval" | "evalsha" | "fcall" => script_writes(),
+        name if may_replicate(name) => true,
+        _ => crate::introspect::meta::find(name).is_some_and(|meta| meta.has_flag("write")),
+    }
 }
 
 #[cfg(test)]
@@ -118,7 +159,9 @@ mod tests {
         assert_eq!(shared.find(3), Some(at));
         shared.unregister(3);
         assert_eq!(shared.find(3), None);
-        assert!(held_by_write_pause("set") && held_by_write_pause("publish"));
-        assert!(!held_by_write_pause("get"));
+        let never = || -> bool { unreachable!("not a script") };
+        assert!(held_by_write_pause("set", never) && held_by_write_pause("publish", never));
+        assert!(!held_by_write_pause("get", never));
+        assert!(held_by_write_pause("eval", || true) && !held_by_write_pause("fcall", || false));
     }
 }

@@ -320,6 +320,11 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
                 .map_or(0, |d| d.as_secs()),
         ),
     });
+    // Weak: the hook lives in the shared state it reads.
+    let scripts = Arc::downgrade(&shared);
+    (shared.session.script_writes).install(move |command, first| {
+        (scripts.upgrade()).is_none_or(|shared| shared.scripting.writes(command, first))
+    });
     // Without the AOF, the dump is the dataset (with it, Redis 7 ignores the dump).
     let dump = match &config.aof {
         Some(_) => None,

@@ -22,7 +22,7 @@ use crate::change::NoLog;
 use crate::command::{Command, TxnItem};
 use crate::reply::Reply;
 use crate::routing::{route, to_shards, FanOut, Route};
-use crate::store::Store;
+use crate::store::{ExpiryView, Store};
 
 /// Sweep passes per tick at most, however much keeps expiring (bounds the pause).
 const MAX_SWEEP_PASSES: usize = 4;
@@ -392,7 +392,7 @@ impl Shard {
 
     fn execute_store_only(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let mut store = self.store.borrow_mut();
-        store.set_expiry_view(self.shared.replica.expiry_view(&origin));
+        store.set_expiry_view(self.expiry_view(&origin));
         // Only while someone watches keys here do writes go through the watch tap.
         let mut watches = self.txn.watches.borrow_mut();
         let is_flush = matches!(
@@ -542,15 +542,29 @@ impl Shard {
         Reply::ok()
     }
 
+    /// How a command from `origin` treats expired keys: as a replica's master says; while
+    /// CLIENT PAUSE is in force, hidden but kept (as Redis, which neither deletes nor
+    /// evicts then: those would be writes a pause must not let through).
+    fn expiry_view(&self, origin: &Origin) -> ExpiryView {
+        match self.shared.replica.expiry_view(origin) {
+            ExpiryView::Delete if self.shared.session.clients.is_paused(now_ms()) => {
+                ExpiryView::Hide
+            }
+            view => view,
+        }
+    }
+
     /// One tick of active expiry: a few bounded passes over keys with a TTL.
     pub fn sweep(&self, work: usize) {
         self.sweep_idle();
         let now = now_ms();
         // A transaction holding the shard sees no key vanish under it; the next tick sweeps.
-        // A replica's keys expire only when its master deletes them.
+        // A replica's keys expire only when its master deletes them; nothing expires while
+        // CLIENT PAUSE holds writes (the deletions would be writes).
         let passes = if self.txn.is_busy()
             || !self.introspect.active_expire.get()
             || self.shared.replica.is_replica()
+            || self.shared.session.clients.is_paused(now_ms())
         {
             0
         } else {

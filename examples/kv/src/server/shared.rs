@@ -22,7 +22,8 @@ pub(crate) struct ServerShared {
     /// Redis's `total_connections_received` and `rejected_connections` (over `maxclients`).
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
-    /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`).
+    /// Requests waiting in a blocking pop, all shards together (see `blocking.rs`); INFO
+    /// adds those CLIENT PAUSE holds back (`ClientsShared::postponed`).
     pub blocked_clients: AtomicUsize,
     pub session: Arc<SessionConfig>,
     /// Redis's protected mode (see `protected.rs`); CONFIG SET protected-mode changes it.
@@ -145,7 +146,9 @@ impl ServerShared {
             connected_clients: self.connected_clients.load(Ordering::Relaxed) as u64,
             total_connections_received: self.total_connections.load(Ordering::Relaxed),
             rejected_connections: self.rejected_connections.load(Ordering::Relaxed),
-            blocked_clients: self.blocked_clients.load(Ordering::Relaxed) as u64,
+            // Blocking pops and the requests CLIENT PAUSE holds back, as Redis counts both.
+            blocked_clients: (self.blocked_clients.load(Ordering::Relaxed)
+                + self.session.clients.postponed()) as u64,
             aof_enabled: self.aof_enabled,
             cluster_enabled: self.cluster_enabled,
             os: os_name(),

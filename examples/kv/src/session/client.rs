@@ -256,10 +256,11 @@ impl Session {
             flags: ClientFlags {
                 pubsub: sub + psub + ssub > 0,
                 multi: queued.is_some(),
+                // A request CLIENT PAUSE holds back is blocked too, as Redis shows it.
                 blocked: self
                     .rare
                     .as_ref()
-                    .is_some_and(|rare| !rare.blocking.is_empty()),
+                    .is_some_and(|rare| !rare.blocking.is_empty() || rare.paused_until.is_some()),
                 no_evict: identity.no_evict,
                 monitor: self.modes.monitor,
                 tracking: self.modes.tracking.on,

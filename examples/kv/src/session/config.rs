@@ -37,6 +37,34 @@ pub struct SessionConfig {
     /// Answers CONFIG SET of another `port` or `bind` (see
     /// [`crate::config::live::Glue::Listen`]); `None`: refused as immutable.
     pub port_check: Option<PortCheck>,
+    /// Whether a script command may write (what a WRITE pause holds it for).
+    pub script_writes: ScriptWrites,
+}
+
+/// The server's hook telling whether EVAL, EVALSHA or FCALL may write, given its first
+/// argument (body, SHA1 or function name): the script cache and the function libraries
+/// are the server's. Installed once the server's shared state exists; until then, and for a
+/// script it does not know (as Redis, which then keeps the command's own flags), yes.
+#[derive(Clone, Default)]
+pub struct ScriptWrites(Arc<std::sync::OnceLock<Box<ScriptWritesFn>>>);
+
+type ScriptWritesFn = dyn Fn(&str, &[u8]) -> bool + Send + Sync;
+
+impl ScriptWrites {
+    pub fn install(&self, writes: impl Fn(&str, &[u8]) -> bool + Send + Sync + 'static) {
+        // Installed once per server; a second install is a no-op.
+        let _ = self.0.set(Box::new(writes));
+    }
+
+    pub fn writes(&self, command: &str, first: &[u8]) -> bool {
+        self.0.get().is_none_or(|writes| writes(command, first))
+    }
+}
+
+impl fmt::Debug for ScriptWrites {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ScriptWrites")
+    }
 }
 
 /// The server's hook for CONFIG SET `port` and `bind` (the new value of each that changes):
@@ -121,6 +149,7 @@ impl Default for SessionConfig {
             acl: Arc::default(),
             replica: Arc::default(),
             port_check: None,
+            script_writes: ScriptWrites::default(),
         }
     }
 }

@@ -262,11 +262,14 @@ impl Session {
     /// on the way are answered internally (their replies still wait for earlier ones).
     /// `None`: no complete request buffered, the backlog or output is full, or closing.
     pub fn next_request(&mut self) -> Option<Request> {
+        // A request held back stays counted while it is tried again (INFO's
+        // `blocked_clients` should not flicker); the hold ends with this call unless renewed.
+        let mut held = None;
         if let Some(rare) = &mut self.rare {
             if let Some(request) = rare.queued.pop_front() {
                 return Some(request);
             }
-            rare.paused_until = None;
+            held = rare.paused_until.take();
         }
         // Nothing is dispatched behind an EXEC in flight (see `multi.rs`).
         while self.lifecycle == Lifecycle::Open && self.has_capacity() && !self.txn.exec_in_flight()
@@ -288,9 +291,16 @@ impl Session {
             let frame = match parsed {
                 Ok(Some(frame)) => {
                     if let Some(until) = self.pause_hold(&args) {
+                        let hold = match held {
+                            Some(mut hold) => {
+                                hold.until_ms = until;
+                                hold
+                            }
+                            None => self.config.clients.hold(until),
+                        };
                         let rare = self.rare();
                         rare.postponed = Some((args, frame));
-                        rare.paused_until = Some(until);
+                        rare.paused_until = Some(hold);
                         return None;
                     }
                     frame
@@ -420,25 +430,6 @@ impl Session {
                  this option in the configuration file, and then restart the server.",
             )
         })
-    }
-
-    /// While CLIENT PAUSE holds the next request: until when (Unix ms). The glue retries
-    /// then (or sooner, for an UNPAUSE).
-    pub fn paused_until(&self) -> Option<u64> {
-        self.rare.as_ref()?.paused_until
-    }
-
-    /// Whether CLIENT PAUSE holds a request like `args` now.
-    fn pause_hold(&self, args: &[Bytes]) -> Option<u64> {
-        if !self.config.clients.is_paused(self.unix_us / 1000) {
-            return None;
-        }
-        let name = Command::table_name(args).ok()?;
-        let writes = crate::clients::held_by_write_pause(name)
-            || (name == "exec" && self.txn.queues_writes());
-        self.config
-            .clients
-            .paused_until(self.unix_us / 1000, writes)
     }
 
     /// The request that remembers the keys a tracking connection reads with `command`

@@ -85,10 +85,19 @@ impl TxnState {
     }
 
     /// Whether the transaction queued so far writes (what a WRITE pause holds EXEC for).
-    pub(super) fn queues_writes(&self) -> bool {
+    pub(super) fn queues_writes(&self, scripts: &super::config::ScriptWrites) -> bool {
         self.queue.as_ref().is_some_and(|queue| {
             queue.items.iter().any(|item| match item {
-                Queued::Run(command) => crate::clients::held_by_write_pause(command.name()),
+                Queued::Run(command) => {
+                    let script = || match command {
+                        Command::Script(script) => {
+                            let first = script.args.first().map_or(&[][..], |arg| &arg[..]);
+                            scripts.writes(command.name(), first)
+                        }
+                        _ => true,
+                    };
+                    crate::clients::held_by_write_pause(command.name(), script)
+                }
                 Queued::Failed(_) => false,
             })
         })

@@ -24,7 +24,7 @@ pub(super) struct Rare {
     pub queued: VecDeque<Request>,
     /// The request CLIENT PAUSE holds back, parsed, and until when the pause lasts.
     pub postponed: Option<(Vec<Bytes>, Option<Bytes>)>,
-    pub paused_until: Option<u64>,
+    pub paused_until: Option<crate::clients::PauseHold>,
     /// A SHUTDOWN in flight: a success is not answered (the connection closes, as Redis's
     /// does when it exits), a refusal is.
     pub shutdown: Option<u64>,
@@ -60,5 +60,36 @@ impl Session {
         if self.rare.as_ref().is_some_and(|rare| rare.is_empty()) {
             self.rare = None;
         }
+    }
+
+    /// While CLIENT PAUSE holds the next request: until when (Unix ms). The glue retries
+    /// then (or sooner, for an UNPAUSE).
+    pub fn paused_until(&self) -> Option<u64> {
+        Some(self.rare.as_ref()?.paused_until.as_ref()?.until_ms)
+    }
+
+    /// Whether CLIENT PAUSE holds a request like `args` now.
+    pub(super) fn pause_hold(&self, args: &[Bytes]) -> Option<u64> {
+        if !self.config.clients.is_paused(self.unix_us / 1000) {
+            return None;
+        }
+        let name = crate::command::Command::table_name(args).ok()?;
+        // A request of the wrong arity is refused at once, as Redis checks it first.
+        let fits = crate::introspect::meta::find(name).is_none_or(|meta| {
+            let least = meta.arity.unsigned_abs() as usize;
+            args.len() == least || (meta.arity < 0 && args.len() > least)
+        });
+        if !fits {
+            return None;
+        }
+        let script = || {
+            let first = args.get(1).map_or(&[][..], |arg| &arg[..]);
+            self.config.script_writes.writes(name, first)
+        };
+        let writes = crate::clients::held_by_write_pause(name, script)
+            || (name == "exec" && self.txn.queues_writes(&self.config.script_writes));
+        self.config
+            .clients
+            .paused_until(self.unix_us / 1000, writes)
     }
 }

@@ -148,7 +148,9 @@ impl ScriptHost {
             }
         }
         let writes = flags.contains(&"write");
-        if writes && self.read_only {
+        // A read-only script may not propagate anything either (Redis counts `may_replicate`
+        // as a write here): what lets it run during CLIENT PAUSE WRITE.
+        if (writes || crate::clients::may_replicate(spec.name)) && self.read_only {
             return self.rejected(
                 spec.name,
                 Reply::error("ERR Write commands are not allowed from read-only scripts."),

@@ -81,6 +81,36 @@ impl ScriptingShared {
     pub fn cached_scripts(&self) -> usize {
         self.cache.lock().map_or(0, |cache| cache.bodies.len())
     }
+
+    /// Whether `command` (EVAL, EVALSHA or FCALL with `first`, its body, SHA1 or function
+    /// name) may write: a script that declares flags writes unless `no-writes` is among
+    /// them; one without flags, or one not known here, may (Redis keeps the command's
+    /// `may_replicate` then).
+    pub fn writes(&self, command: &str, first: &[u8]) -> bool {
+        let declared_no_writes = |body: &[u8]| {
+            shebang_flags(body).is_ok_and(|flags| {
+                flags.is_some_and(|flags| flags.iter().any(|f| f == "no-writes"))
+            })
+        };
+        match command {
+            "eval" => !declared_no_writes(first),
+            "evalsha" => {
+                let sha = String::from_utf8_lossy(first).to_ascii_lowercase();
+                let body = self
+                    .cache
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.bodies.get(&sha).cloned());
+                !body.is_some_and(|body| declared_no_writes(&body))
+            }
+            "fcall" => {
+                let name = String::from_utf8_lossy(first);
+                let libraries = self.libraries.lock();
+                !libraries.is_ok_and(|l| l.library_of(&name).is_some_and(|(_, f)| f.no_writes()))
+            }
+            _ => true,
+        }
+    }
 }
 
 #[derive(Default)]
