@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::placement::ConnCounts;
 use super::stop::StopSignal;
@@ -17,9 +17,36 @@ pub struct ListenerHandle {
     stop: Arc<StopSignal>,
     acceptors: Vec<RemoteHandle<()>>,
     head_of_line: Arc<HeadOfLine>,
-    /// The listening sockets (a descriptor of each, shared with its accept loop), for
+    /// The listening sockets (a descriptor of each, alive while its accept loop runs), for
     /// [`close_now`](ListenerHandle::close_now); empty for transports that give none.
-    sockets: Vec<OwnedFd>,
+    sockets: Vec<Arc<SocketSlot>>,
+}
+
+/// A second descriptor of a listening socket, for [`ListenerHandle::close_now`], that lives
+/// only as long as the socket's accept loop: the loop's [`SlotGuard`] empties the slot when
+/// the loop ends or its task is dropped (a runtime shut down), so a handle kept afterwards
+/// holds no descriptor and the address is free.
+pub(crate) struct SocketSlot(Mutex<Option<OwnedFd>>);
+
+impl SocketSlot {
+    /// The slot for `fd`, and the guard its accept loop holds.
+    pub(crate) fn new(fd: OwnedFd) -> (Arc<SocketSlot>, SlotGuard) {
+        let slot = Arc::new(SocketSlot(Mutex::new(Some(fd))));
+        (slot.clone(), SlotGuard(slot))
+    }
+
+    fn fd(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Held by an accept loop: closes its [`SocketSlot`]'s descriptor when dropped.
+pub(crate) struct SlotGuard(Arc<SocketSlot>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.fd().take();
+    }
 }
 
 impl ListenerHandle {
@@ -42,8 +69,8 @@ impl ListenerHandle {
     }
 
     /// For transports: the listening sockets, which [`close_now`](ListenerHandle::close_now)
-    /// shuts (descriptors of the same sockets the accept loops hold).
-    pub fn with_sockets(mut self, sockets: Vec<OwnedFd>) -> ListenerHandle {
+    /// shuts (descriptors of the same sockets the accept loops hold, while they run).
+    pub(crate) fn with_sockets(mut self, sockets: Vec<Arc<SocketSlot>>) -> ListenerHandle {
         self.sockets = sockets;
         self
     }
@@ -56,11 +83,13 @@ impl ListenerHandle {
     /// carry on.
     pub fn close_now(&self) {
         self.stop.stop();
-        for socket in &self.sockets {
+        for slot in &self.sockets {
             // A listening socket shut down leaves the listening state (its queue of
             // connections not yet accepted is reset); ENOTCONN from one its loop already
-            // shut is the same outcome.
-            let _ = socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Both);
+            // shut is the same outcome, and an empty slot's loop has ended.
+            if let Some(socket) = slot.fd().as_ref() {
+                let _ = socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Both);
+            }
         }
     }
 

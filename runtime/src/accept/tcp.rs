@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use super::handle::ListenerHandle;
+use super::handle::{ListenerHandle, SlotGuard, SocketSlot};
 use super::handoff::{Arrived, Handoff};
 use super::placement::Placement;
 use super::stop::StopSignal;
@@ -168,14 +168,20 @@ impl TcpEndpoint {
             addr = listener.local_addr()?;
             listeners.push(listener);
         }
-        // Kept by the handle, to close the listening sockets at once (`close_now`).
-        let sockets = (listeners.iter())
-            .map(|l| l.try_clone().map(OwnedFd::from))
-            .collect::<io::Result<Vec<_>>>()?;
+        // Kept by the handle while the loops run, to close the listening sockets at once
+        // (`close_now`).
+        let mut slots = Vec::with_capacity(listeners.len());
+        let mut guards = Vec::with_capacity(listeners.len());
+        for listener in &listeners {
+            let (slot, guard) = SocketSlot::new(OwnedFd::from(listener.try_clone()?));
+            slots.push(slot);
+            guards.push(guard);
+        }
         let mut acceptors = Vec::with_capacity(listen_on.len());
-        for (&shard, listener) in listen_on.iter().zip(listeners) {
+        for ((&shard, listener), socket) in listen_on.iter().zip(listeners).zip(guards) {
             let ctx = AcceptLoop {
                 listener,
+                _socket: socket,
                 handoff: handoff.clone(),
                 stop: stop.clone(),
                 budget: self.budget,
@@ -186,7 +192,7 @@ impl TcpEndpoint {
         tracing::info!(%addr, mode = ?self.mode, budget = ?self.budget, "tcp listener ready");
         Ok(
             ListenerHandle::new(addr, handoff.counts().clone(), stop, acceptors)
-                .with_sockets(sockets),
+                .with_sockets(slots),
         )
     }
 }
@@ -194,6 +200,8 @@ impl TcpEndpoint {
 struct AcceptLoop<H> {
     /// Adopted by the acceptor shard when the loop starts there.
     listener: std::net::TcpListener,
+    /// The handle's descriptor of the same socket, closed when this loop ends.
+    _socket: SlotGuard,
     handoff: Handoff,
     stop: Arc<StopSignal>,
     budget: Budget,
