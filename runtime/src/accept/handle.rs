@@ -36,7 +36,9 @@ impl SocketSlot {
     }
 
     fn fd(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
