@@ -1,6 +1,7 @@
 //! Typed client commands, parsed from a request's arguments with Redis 7's validation order
 //! and error wording.
 
+pub(crate) mod argv;
 mod error;
 mod hello;
 pub(crate) mod keyops;

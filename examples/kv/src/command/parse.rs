@@ -49,7 +49,7 @@ pub(super) fn parse_spec(
         }
         K::Echo => Command::Echo(rest.next()?),
         K::Typed(op) => {
-            let args = rest.collect();
+            let args = rest.lend();
             // HSET and HMSET take field-value pairs: an even count after the key.
             if matches!(op, TypedOp::HSet | TypedOp::HMSet) && !argc.is_multiple_of(2) {
                 return Err(CommandError::WrongArity { command: spec.name });
@@ -260,6 +260,12 @@ impl<'a> Args<'a> {
     /// the request's vector itself was handed over, and that vector stays for the next one.
     fn collect(self) -> Vec<Bytes> {
         self.into_iter().collect()
+    }
+
+    /// The rest, as the command's vector: the request's own when it fits (see
+    /// [`super::argv::lend_rest`]; the store gives it back once it ran the command).
+    fn lend(self) -> Vec<Bytes> {
+        super::argv::lend_rest(self.args, self.taken)
     }
 
     /// The rest, read in place (options parsed and dropped: no vector for them).

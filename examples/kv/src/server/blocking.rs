@@ -168,13 +168,26 @@ impl Blocked {
 impl Shard {
     /// Runs `command` on the store (see [`Shard::execute_plain`]); a blocking pop that found
     /// nothing waits instead of answering, and a write serves the waiters on its keys.
+    ///
+    /// Inlined into the layers above (a call per layer copied the whole command again); the
+    /// blocking commands' own path is [`Self::execute_blocking`].
+    #[inline]
     pub(crate) fn execute_blocking_aware(
         &self,
         origin: Origin,
         command: Command,
         now: u64,
     ) -> Option<Reply> {
-        let Some(op) = blocking_op(&command) else {
+        match blocking_op(&command) {
+            None => self.execute_not_blocking(origin, command, now),
+            Some(op) => self.execute_blocking(origin, command, op, now),
+        }
+    }
+
+    /// A command that never waits: runs, then serves the pops waiting on the keys it wrote.
+    #[inline]
+    fn execute_not_blocking(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
+        {
             let flush = matches!(
                 &command,
                 Command::FlushAll
@@ -205,8 +218,18 @@ impl Shard {
             } else {
                 self.serve_written(&written, now);
             }
-            return reply;
-        };
+            reply
+        }
+    }
+
+    /// A blocking command: answers now when it can, otherwise waits on its keys.
+    fn execute_blocking(
+        &self,
+        origin: Origin,
+        command: Command,
+        op: TypedOp,
+        now: u64,
+    ) -> Option<Reply> {
         let Command::Typed(typed) = &command else {
             unreachable!("blocking_op matched a typed command")
         };

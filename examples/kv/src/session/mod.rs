@@ -32,7 +32,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::cluster::ClusterGate;
-use crate::command::{self, Command, CommandError, Scope, TxnItem};
+use crate::command::{self, argv, Command, CommandError, Scope, TxnItem};
 use crate::reply::Reply;
 use crate::resp::RequestParser;
 
@@ -42,34 +42,6 @@ pub use client::{Invalidated, TrackingChange};
 pub use config::{PortCheck, SessionConfig, TlsReload};
 use order::ReplyQueue;
 pub use pubsub::{OutputLimit, SubChange};
-
-/// Most arguments whose vector the thread keeps for the next request (an MSET of 32 pairs
-/// and less): a bigger request's vector is freed with it.
-const MAX_REUSED_ARGS: usize = 65;
-
-thread_local! {
-    /// The argument vector requests are parsed into, kept between requests: a command that
-    /// keeps its arguments as single values (GET, SET, INCR, ...) then allocates none. One
-    /// per thread rather than per connection: a shard's connections parse one at a time on
-    /// its thread, and an idle connection holds none (the session's size is pinned, see
-    /// `resp_conn.rs`). Empty between requests; a nested parse finds it taken and uses a
-    /// vector of its own.
-    static ARGS: std::cell::Cell<Vec<Bytes>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// The thread's argument vector (empty), or a new one while it is lent out.
-fn take_args() -> Vec<Bytes> {
-    ARGS.try_with(std::cell::Cell::take).unwrap_or_default()
-}
-
-/// Gives the vector back, emptied, unless it grew past [`MAX_REUSED_ARGS`].
-fn return_args(mut args: Vec<Bytes>) {
-    args.clear();
-    if args.capacity() <= MAX_REUSED_ARGS {
-        // A thread being torn down frees it instead.
-        let _ = ARGS.try_with(|cell| cell.set(args));
-    }
-}
 
 /// A request the glue must execute on the shard(s) owning its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,7 +252,7 @@ impl Session {
                 return None;
             }
             self.parser.set_unauthenticated(!self.authenticated);
-            let mut args = take_args();
+            let mut args = argv::take();
             let parsed = match self.rare.as_mut().and_then(|rare| rare.postponed.take()) {
                 Some((postponed, frame)) => {
                     args = postponed;
@@ -306,7 +278,7 @@ impl Session {
                     frame
                 }
                 Ok(None) => {
-                    return_args(args);
+                    argv::give_back(args);
                     self.needs_input = true;
                     return None;
                 }
@@ -331,7 +303,7 @@ impl Session {
             let seq = self.replies.push_call(encoding, call, silent);
             self.rejecting = false;
             let admission = self.admit(&mut args, seq);
-            return_args(args);
+            argv::give_back(args);
             self.name_call(seq, self.identity.last_command, self.rejecting);
             self.monitor_at_start(seq);
             let track = match &admission {

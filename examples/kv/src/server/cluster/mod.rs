@@ -104,7 +104,9 @@ impl ClusterShard {
 
 /// Runs a command on the shard that owns it: waits while a MIGRATE holds its keys, applies
 /// the cluster check, and runs what needs the glue (MIGRATE, the node's CLUSTER commands).
-/// `None`: the reply comes later, through [`Shard::deliver`].
+/// `None`: the reply comes later, through [`Shard::deliver`]. Inlined (see
+/// [`Shard::execute`]).
+#[inline]
 pub(crate) fn execute(shard: &Shard, origin: Origin, command: Command, now: u64) -> Option<Reply> {
     let cluster = &shard.cluster;
     if let Command::Cluster(ClusterRequest::MigrateCommit { .. }) = command {

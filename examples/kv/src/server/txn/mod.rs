@@ -215,6 +215,9 @@ impl Shard {
         self.execute_free(origin, command, now)
     }
 
+    /// Inlined, as the layers below it up to the store: a call per layer copied the whole
+    /// command again.
+    #[inline]
     fn execute_free(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
         let watcher = (origin.shard, origin.sink);
         match command {

@@ -37,7 +37,7 @@ impl Store {
             op,
         };
         let a = &args[..];
-        match op {
+        let reply = match op {
             Op::Type => cx.type_of(a),
             Op::LPush | Op::RPush | Op::LPushX | Op::RPushX => cx.push(a),
             Op::LPop | Op::RPop => cx.pop(a),
@@ -139,7 +139,10 @@ impl Store {
             | Op::XInfoConsumers
             | Op::XInfoGroups
             | Op::XInfoStream => cx.stream_command(a),
-        }
+        };
+        // The vector may be the thread's, lent by the parser: back for the next request.
+        crate::command::argv::give_back(args);
+        reply
     }
 }
 
