@@ -36,10 +36,9 @@ pub(crate) fn give_back(mut args: Vec<Bytes>) {
     args.clear();
     // A thread being torn down frees it instead.
     let _ = ARGS.try_with(|cell| {
-        let held = cell.take();
-        if held.capacity() < args.capacity() {
-            cell.set(args);
-        } else {
+        let capacity = args.capacity();
+        let held = cell.replace(args);
+        if held.capacity() > capacity {
             cell.set(held);
         }
     });
@@ -85,7 +84,11 @@ mod tests {
         let copied = lend_rest(&mut big, 1);
         assert_eq!(copied, args(3, 3)[1..].to_vec());
         assert_eq!(copied.capacity(), 2, "a copy of exact size");
-        assert_eq!(big.len(), 1, "the name, dropped when the vector is given back");
+        assert_eq!(
+            big.len(),
+            1,
+            "the name, dropped when the vector is given back"
+        );
         assert_eq!(big.capacity(), 64, "the big one stays");
     }
 

@@ -390,6 +390,31 @@ impl Command {
         }
     }
 
+    /// Whether the command may read or reset the server's statistics (INFO, SLOWLOG, LATENCY,
+    /// CONFIG RESETSTAT, a script or a transaction that may run those): the glue records the
+    /// commands answered before it first. The data commands listed read none, so theirs
+    /// wait for the end of the connection's turn.
+    pub fn may_read_stats(&self) -> bool {
+        !matches!(
+            self,
+            Command::Get(_)
+                | Command::Set(_)
+                | Command::GetSet { .. }
+                | Command::Del(_)
+                | Command::Exists(_)
+                | Command::IncrBy { .. }
+                | Command::Append { .. }
+                | Command::Strlen(_)
+                | Command::MGet(_)
+                | Command::MSet(_)
+                | Command::Expire(_)
+                | Command::Ttl { .. }
+                | Command::Persist(_)
+                | Command::Typed(_)
+                | Command::Key(_)
+        )
+    }
+
     pub fn scope(&self) -> Scope {
         match self {
             Command::Ping(_)

@@ -400,9 +400,12 @@ impl RespConn {
                     request.command.budget_units(),
                     buffered.saturating_sub(session.input_buffer().len()),
                 );
-                // What was answered before it is in the statistics it may read (INFO), and
-                // MONITOR shows it (and an EXEC or EVAL, which show as they start) first.
-                session.record_calls_with(|calls| shard.record_calls(calls));
+                // What was answered before it is in the statistics it may read (INFO; the
+                // others' wait for the end of the turn), and MONITOR shows it (and an EXEC or
+                // EVAL, which show as they start) first.
+                if request.command.may_read_stats() {
+                    session.record_calls_with(|calls| shard.record_calls(calls));
+                }
                 shard.feed_monitors(session.take_monitor_lines());
                 // One clock read per batch of requests.
                 let now = read_clocks(&mut clock, session) / 1000;
