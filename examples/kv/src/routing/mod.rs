@@ -10,7 +10,8 @@ mod slot;
 pub use keyops::{join_cursor, split_cursor};
 pub use merge::{MergeError, MergeFn, Merger};
 pub use plan::{
-    broadcast_merged, route, route_clients, split_keys_merged, to_shards, FanOut, Route, ShardPart,
+    broadcast_merged, route, route_clients, single_shard, split_keys_merged, to_shards, FanOut,
+    Route, ShardPart,
 };
 pub use slot::{key_slot, shard_of, SLOT_COUNT};
 

@@ -35,6 +35,19 @@ pub struct ShardPart {
     pub command: Command,
 }
 
+/// The shard that runs `command` whole when the command alone says which: a command of one
+/// key (the string commands), or a collection command when one shard owns every key (its
+/// keys are not even listed: a vector per request). `None`: [`route`] decides. The glue
+/// asks this first, which spares these commands a [`Route`] built and taken apart.
+#[inline]
+pub fn single_shard(command: &Command, shards: usize) -> Option<usize> {
+    match command.single_key() {
+        Some(key) => Some(shard_of(key, shards)),
+        None if shards <= 1 && matches!(command, Command::Typed(_)) => Some(0),
+        None => None,
+    }
+}
+
 /// Plans `command` over `shards` shards.
 ///
 /// Multi-key commands whose keys all live on one shard stay whole (one message, no merge),
@@ -44,6 +57,9 @@ pub struct ShardPart {
 /// the rest.
 pub fn route(command: Command, shards: usize) -> Route {
     let shards = shards.max(1);
+    if let Some(shard) = single_shard(&command, shards) {
+        return Route::Single { shard, command };
+    }
     match command {
         Command::MGet(keys) => split_keys(keys, shards, Command::MGet, Merger::gather),
         Command::Del(keys) => split_keys(keys, shards, Command::Del, |_, parts| Merger::sum(parts)),
@@ -85,8 +101,6 @@ pub fn route(command: Command, shards: usize) -> Route {
             shard: request.shard(shards),
             command: Command::Cluster(request),
         },
-        // One shard owns every key: its keys are not even listed (a vector per request).
-        command @ Command::Typed(_) if shards == 1 => Route::Single { shard: 0, command },
         Command::Typed(typed) => {
             let mut owners = typed.keys().into_iter().map(|key| shard_of(key, shards));
             let shard = owners.next().unwrap_or(0);

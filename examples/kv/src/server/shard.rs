@@ -21,7 +21,7 @@ use super::txn::{multikey, Coordinator, ShardTxn};
 use crate::change::NoLog;
 use crate::command::{Command, TxnItem};
 use crate::reply::Reply;
-use crate::routing::{route, to_shards, FanOut, Route};
+use crate::routing::{route, single_shard, to_shards, FanOut, Route};
 use crate::store::{ExpiryView, Store};
 
 /// Sweep passes per tick at most, however much keeps expiring (bounds the pause).
@@ -252,6 +252,10 @@ impl Shard {
             }
         }
         self.blocked.note_dispatch(sink, &command);
+        // Most commands: their shard follows from the command alone.
+        if let Some(shard) = single_shard(&command, self.count) {
+            return self.run_single(origin, shard, command, now);
+        }
         let route = match command {
             Command::Transaction(transaction) => {
                 let watching = self.txn.take_watching(sink);
@@ -305,13 +309,7 @@ impl Shard {
                 multikey::start(current(), origin, shards, command);
                 None
             }
-            Route::Single { shard, command } if shard == self.id => {
-                self.execute_gated(origin, command, now)
-            }
-            Route::Single { shard, command } => {
-                self.forward.push_job(shard, Job { origin, command });
-                None
-            }
+            Route::Single { shard, command } => self.run_single(origin, shard, command, now),
             Route::FanOut(FanOut { parts, merger }) => {
                 merges.start(seq, merger);
                 let mut complete = None;
@@ -332,6 +330,22 @@ impl Shard {
                 complete
             }
         }
+    }
+
+    /// `command` to the shard that runs it whole: this one, or another through its inbox.
+    #[inline]
+    fn run_single(
+        &self,
+        origin: Origin,
+        shard: usize,
+        command: Command,
+        now: u64,
+    ) -> Option<Reply> {
+        if shard == self.id {
+            return self.execute_gated(origin, command, now);
+        }
+        self.forward.push_job(shard, Job { origin, command });
+        None
     }
 
     /// Runs a command this shard owns, after the cluster check (see [`cluster::execute`]).
