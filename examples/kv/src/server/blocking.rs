@@ -187,39 +187,37 @@ impl Shard {
     /// A command that never waits: runs, then serves the pops waiting on the keys it wrote.
     #[inline]
     fn execute_not_blocking(&self, origin: Origin, command: Command, now: u64) -> Option<Reply> {
-        {
-            let flush = matches!(
-                &command,
-                Command::FlushAll
-                    | Command::Key(crate::command::KeyCommand {
-                        op: crate::command::KeyOp::FlushDb,
-                        ..
-                    })
-            );
-            let written: Vec<Bytes> = if self.blocked.queues.borrow().is_empty() {
-                Vec::new()
-            } else if flush {
-                // Every key went: the group reads blocked here fail (Redis 7.0 unblocks
-                // them on a flush).
-                self.blocked.queues.borrow().keys()
-            } else if command.is_write() {
-                command
-                    .keys()
-                    .into_iter()
-                    .map(Bytes::copy_from_slice)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let reply = self.execute_store(origin, command, now);
-            if self.txn.running() {
-                // Served after the transaction's batch, as Redis serves them after EXEC.
-                self.txn.note_written(written);
-            } else {
-                self.serve_written(&written, now);
-            }
-            reply
+        let flush = matches!(
+            &command,
+            Command::FlushAll
+                | Command::Key(crate::command::KeyCommand {
+                    op: crate::command::KeyOp::FlushDb,
+                    ..
+                })
+        );
+        let written: Vec<Bytes> = if self.blocked.queues.borrow().is_empty() {
+            Vec::new()
+        } else if flush {
+            // Every key went: the group reads blocked here fail (Redis 7.0 unblocks
+            // them on a flush).
+            self.blocked.queues.borrow().keys()
+        } else if command.is_write() {
+            command
+                .keys()
+                .into_iter()
+                .map(Bytes::copy_from_slice)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let reply = self.execute_store(origin, command, now);
+        if self.txn.running() {
+            // Served after the transaction's batch, as Redis serves them after EXEC.
+            self.txn.note_written(written);
+        } else {
+            self.serve_written(&written, now);
         }
+        reply
     }
 
     /// A blocking command: answers now when it can, otherwise waits on its keys.
