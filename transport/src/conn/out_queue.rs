@@ -30,6 +30,9 @@ pub struct OutQueue {
     bufs: RefCell<VecDeque<Bytes>>,
     /// Small frames, queued after everything in `bufs`.
     staged: RefCell<BytesMut>,
+    /// The staging buffer before `staged`, kept while the writer may still be sending frames
+    /// cut from it, to be taken up again once they are sent instead of allocating a new one.
+    spare: RefCell<BytesMut>,
     /// Frames up to this size are staged (0: none, for transports that copy anyway).
     copy_max: usize,
     bytes: Cell<usize>,
@@ -77,6 +80,7 @@ impl OutQueue {
         OutQueue {
             bufs: RefCell::new(VecDeque::new()),
             staged: RefCell::new(BytesMut::new()),
+            spare: RefCell::new(BytesMut::new()),
             copy_max,
             bytes: Cell::new(0),
             uncharged: Cell::new(0),
@@ -316,13 +320,31 @@ impl OutQueue {
     /// them: the order holds), not copied into a larger buffer, which growing it would do.
     /// The new room holds a few frames of this size (a pipelined batch's replies share one
     /// buffer), up to [`STAGE_GROW_MAX`](Self::STAGE_GROW_MAX).
+    ///
+    /// The room is taken, without allocating, from this buffer or the spare (the one before
+    /// it) once every frame cut from it has been sent: a writer that sends asynchronously
+    /// (io_uring) still holds the last batch while the next replies are staged, so the two
+    /// take turns. Only when both are still in flight is a new one allocated. A connection
+    /// thus keeps at most two staging buffers of [`STAGE_GROW_MAX`](Self::STAGE_GROW_MAX)
+    /// (or one frame) each.
     #[cold]
     fn grow_stage(&self, staged: &mut BytesMut, total: usize) {
         if !staged.is_empty() {
             self.bufs.borrow_mut().push_back(staged.split().freeze());
         }
-        let room = (4 * total).clamp(Self::STAGE_CHUNK, Self::STAGE_GROW_MAX);
-        staged.reserve(room.max(total));
+        let room = (4 * total)
+            .clamp(Self::STAGE_CHUNK, Self::STAGE_GROW_MAX)
+            .max(total);
+        if staged.try_reclaim(room) {
+            return;
+        }
+        let mut spare = self.spare.borrow_mut();
+        if spare.try_reclaim(room) {
+            std::mem::swap(staged, &mut *spare);
+            return;
+        }
+        // Both still in flight: a new one, and this one becomes the spare.
+        *spare = std::mem::replace(staged, BytesMut::with_capacity(room));
     }
 
     /// Moves the staged frames to the end of the queue, as one buffer.
@@ -360,6 +382,7 @@ impl OutQueue {
     pub fn discard(&self) {
         self.bufs.borrow_mut().clear();
         *self.staged.borrow_mut() = BytesMut::new();
+        *self.spare.borrow_mut() = BytesMut::new();
         self.bytes.set(0);
         self.uncharged.set(0);
         self.close();

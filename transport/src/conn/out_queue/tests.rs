@@ -205,6 +205,50 @@ fn frames_written_in_place_are_whole_and_in_order() {
 }
 
 #[test]
+fn staging_buffers_take_turns_while_the_writer_holds_a_batch() {
+    use crate::frame::FrameLimits;
+
+    let q = OutQueue::new(1 << 20);
+    let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
+    let stats = ConnStatsCells::default();
+    let header = FrameHeader::request(1, 1, 1);
+    // One frame per batch; the writer holds each batch until the next one is staged (an
+    // asynchronous send in flight), then it is sent.
+    let mut starts = Vec::new();
+    let mut frame = 0;
+    let mut in_flight: Option<Vec<Bytes>> = None;
+    // Allocations of a staging buffer's size made as batches are sent: a staging buffer
+    // freed rather than kept would be handed to one of these, and the next one staged in a
+    // buffer not seen before.
+    let mut others = Vec::new();
+    for _ in 0..16 {
+        let queued = q.try_push_frame_with(&encoder, &stats, &header, 4096, b"", |buf| {
+            buf.resize(4096, 9)
+        });
+        assert!(queued.unwrap());
+        let batch = batch_of(&q);
+        frame = batch.iter().map(Bytes::len).sum::<usize>();
+        starts.push(batch[0].as_ptr() as usize);
+        if let Some(sent) = in_flight.replace(batch) {
+            q.sent(sent.iter().map(Bytes::len).sum());
+            drop(sent);
+            others.push(Vec::<u8>::with_capacity(4 * frame));
+        }
+    }
+    // Each staging buffer holds a few frames (`grow_stage`'s room): the buffers seen, by
+    // where their first frame starts.
+    let room = 4 * frame;
+    let mut buffers: Vec<usize> = Vec::new();
+    for &start in &starts {
+        if !buffers.iter().any(|&b| start >= b && start < b + room) {
+            buffers.push(start);
+        }
+    }
+    assert_eq!(buffers.len(), 2, "two buffers take turns: {starts:x?}");
+    drop(in_flight);
+}
+
+#[test]
 fn a_frame_written_in_place_waits_for_nobody_and_overtakes_nobody() {
     use crate::frame::FrameLimits;
 
