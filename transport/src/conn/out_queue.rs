@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use corewire_runtime::sync::{Notify, Semaphore, TryAcquireError, WakerCell};
 
-use super::{ConnStatsCells, TransportError};
+use super::{ConnStatsCells, PayloadBuf, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
 
 /// The send side shared by every task writing to one connection and the one writer task that
@@ -212,7 +212,7 @@ impl OutQueue {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         let total = encoder
             .borrow()
@@ -410,7 +410,7 @@ fn write_frame(
     payload_len: usize,
     attachment: &[u8],
     dst: &mut BytesMut,
-    write: impl FnOnce(&mut BytesMut),
+    write: impl FnOnce(&mut PayloadBuf<'_>),
 ) -> Result<(), TransportError> {
     /// Cuts `dst` back to where the frame began unless the frame was written whole.
     struct Truncate<'a> {
@@ -425,18 +425,15 @@ fn write_frame(
     let start = dst.len();
     encoder.encode_header_into(header, payload_len, attachment.len(), dst)?;
     let frame = Truncate { dst, start };
-    // The payload's own view of the spare capacity behind the header: `write` sees no other
-    // bytes. Joined back without a copy when it stayed within that capacity.
-    let end = frame.dst.len();
-    let mut payload = frame.dst.split_off(end);
+    // `write` only appends behind the header: it sees no other bytes.
+    let mut payload = PayloadBuf::new(frame.dst);
     write(&mut payload);
-    if payload.len() != payload_len {
+    let written = payload.written();
+    if written != payload_len {
         return Err(TransportError::other(format!(
-            "a payload written in place is {} bytes, not the {payload_len} declared",
-            payload.len()
+            "a payload written in place is {written} bytes, not the {payload_len} declared"
         )));
     }
-    frame.dst.unsplit(payload);
     frame.dst.put_slice(attachment);
     std::mem::forget(frame);
     Ok(())

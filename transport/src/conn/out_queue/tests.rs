@@ -190,8 +190,8 @@ fn frames_written_in_place_are_whole_and_in_order() {
             continue;
         }
         let queued = q.try_push_frame_with(&encoder, &stats, &header, size, b"meta", |buf| {
-            assert!(buf.is_empty(), "the payload's buffer holds nothing else");
-            buf.extend_from_slice(&payload);
+            assert_eq!(buf.written(), 0, "the payload's buffer holds nothing else");
+            buf.put_slice(&payload);
         });
         assert!(queued.unwrap(), "frame {id} admitted");
     }
@@ -223,7 +223,7 @@ fn staging_buffers_take_turns_while_the_writer_holds_a_batch() {
     let mut others = Vec::new();
     for _ in 0..16 {
         let queued = q.try_push_frame_with(&encoder, &stats, &header, 4096, b"", |buf| {
-            buf.resize(4096, 9)
+            buf.put_bytes(9, 4096)
         });
         assert!(queued.unwrap());
         let batch = batch_of(&q);
@@ -260,7 +260,7 @@ fn a_frame_written_in_place_waits_for_nobody_and_overtakes_nobody() {
         let mut called = false;
         let queued = q.try_push_frame_with(&encoder, &stats, &header, len, b"", |buf| {
             called = true;
-            buf.resize(len, 1);
+            buf.put_bytes(1, len);
         });
         (queued.unwrap(), called)
     };
@@ -301,13 +301,13 @@ fn a_failed_write_queues_nothing_and_gives_its_permits_back() {
     for size in [100, OutQueue::IN_PLACE_STAGE_MAX * 2] {
         // Too short.
         let short = q.try_push_frame_with(&encoder, &stats, &header, size, b"x", |buf| {
-            buf.resize(size - 1, 0);
+            buf.put_bytes(0, size - 1);
         });
         assert!(short.is_err());
         // A panic halfway.
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             q.try_push_frame_with(&encoder, &stats, &header, size, b"", |buf| {
-                buf.resize(size / 2, 0);
+                buf.put_bytes(0, size / 2);
                 panic!("the encoder panics");
             })
         }));
