@@ -593,7 +593,10 @@ impl<T: prost::Message> Payload for Unencoded<T> {
 /// A unary call from a generated client: the raw call's own future (the request is encoded
 /// when it is sent, into the connection's send buffer where it can be, and the reply decoded
 /// as it resolves), with no wrapper around it, since each layer would copy the whole future
-/// once more per call.
+/// once more per call. Always inlined: a call out of line builds the future (most of a KiB)
+/// in its own frame, which the caller then copies into its own state, twice (`IntoFuture`
+/// and the `.await`); inlined, it is built where it stays.
+#[inline(always)]
 pub fn unary_call<'a, C, Req, Resp>(
     client: &'a Client<C>,
     service: u32,
