@@ -319,6 +319,7 @@ fn code_of<T>(result: &Result<T, Status>) -> Code {
 ///
 /// The request is decoded before the returned future exists, so that future holds only the
 /// handler's, in one layer (each `async` layer copies the future once more per call).
+#[inline(always)]
 pub fn unary<'a, Req, Resp, Fut>(
     stats: &'a MethodStats,
     index: usize,
@@ -336,6 +337,7 @@ where
 /// [`unary`] for a service whose only method is unary method 0 (generated code calls this):
 /// the call's future itself, with no layer around it to choose the method; a request for
 /// another method fails as unknown.
+#[inline(always)]
 pub fn only_unary<'a, S, Req, Resp, Fut>(
     stats: &'a MethodStats,
     raw: crate::Request,
@@ -357,7 +359,10 @@ where
     serve_unary(stats, method, raw, handler)
 }
 
-/// [`unary`] of method `index`, or the error a request for an unknown method gets.
+/// [`unary`] of method `index`, or the error a request for an unknown method gets. This and
+/// the two above are always inlined, like [`unary_call`]: the call's future is then built
+/// where it stays (the service's `call` future), not copied there from their frames.
+#[inline(always)]
 fn serve_unary<'a, Req, Resp, Fut>(
     stats: &'a MethodStats,
     index: Result<usize, Status>,
