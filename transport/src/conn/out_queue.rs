@@ -54,14 +54,15 @@ impl OutQueue {
     /// less than the iovec, the header buffer and the reference counts it replaces (a 64 B
     /// echo's replies: BENCHMARKS.md); above it the copy would dominate.
     pub const COPY_MAX: usize = 1024;
-    /// The staging buffer grows by at least this much (what an idle connection may keep).
+    /// The staging buffer grows by at least this much (what an idle connection may keep, twice:
+    /// the buffer and its spare, see [`grow_stage`](Self::grow_stage)).
     const STAGE_CHUNK: usize = 4096;
     /// Frames written in place ([`try_push_frame_with`](Self::try_push_frame_with)) up to
     /// this many bytes are staged: above it, a frame's own buffer costs little beside its
-    /// encoding, and the staging buffer (which an idle connection keeps) stays small.
+    /// encoding, and the staging buffers (which an idle connection keeps) stay small.
     pub const IN_PLACE_STAGE_MAX: usize = 8 * 1024;
     /// The most the staging buffer grows by at once (what an idle connection keeps after
-    /// frames of up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX)).
+    /// frames of up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX), twice at most).
     const STAGE_GROW_MAX: usize = 32 * 1024;
 
     /// A queue that holds at most `limit` bytes.
