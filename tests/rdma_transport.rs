@@ -5,7 +5,7 @@ mod rdma_common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use corewire::transport::rdma::{self, PollerMode, RdmaConfig, RdmaEndpoint, ReceiveQueues};
 use corewire::transport::Connection;
 use corewire::{sleep, spawn_local, Client, ClientError, ClientOptions, Runtime, Server, Service};
@@ -698,7 +698,7 @@ fn rdma_frames_written_in_place_arrive_whole() {
                 let payload = body(id);
                 let queued = conn
                     .try_send_with(&header, payload.len(), b"att", |buf| {
-                        buf.extend_from_slice(&payload)
+                        buf.put_slice(&payload)
                     })
                     .unwrap();
                 if queued {

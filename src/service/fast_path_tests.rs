@@ -2,7 +2,7 @@
 //! connection's reader, with no task of its own; one that panics fails its call, not the
 //! connection.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use corewire_runtime::{spawn_local, with_local_stats};
 use corewire_transport::frame::{FrameHeader, FrameKind};
 use corewire_transport::mem::{pair, MemOptions};
@@ -102,8 +102,8 @@ impl Service for Now {
             3 => {
                 let p = &req.payload;
                 let written = reply.send_with(2 * p.len(), b"att", |buf| {
-                    buf.extend_from_slice(p);
-                    buf.extend_from_slice(p);
+                    buf.put_slice(p);
+                    buf.put_slice(p);
                 });
                 assert!(!reply.send_with(0, b"", |_| ()), "one reply per call");
                 match written {
@@ -115,12 +115,12 @@ impl Service for Now {
             4 => CallNow::Replied,
             // Replies in place, then panics: the reply stands.
             5 => {
-                reply.send_with(2, b"", |buf| buf.extend_from_slice(b"ok"));
+                reply.send_with(2, b"", |buf| buf.put_slice(b"ok"));
                 panic!("call_now panics after its reply");
             }
             // Writes the wrong length: not queued; replied the ordinary way.
             6 => {
-                if reply.send_with(5, b"", |buf| buf.extend_from_slice(b"four")) {
+                if reply.send_with(5, b"", |buf| buf.put_slice(b"four")) {
                     return CallNow::Replied;
                 }
                 CallNow::Done(Ok(Response::new(Bytes::from_static(b"fallback"))))

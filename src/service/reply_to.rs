@@ -4,10 +4,9 @@
 use std::cell::Cell;
 use std::fmt;
 
-use bytes::BytesMut;
 use corewire_transport::frame::FrameHeader;
 use corewire_transport::rpc::response_header;
-use corewire_transport::Connection;
+use corewire_transport::{Connection, PayloadBuf};
 
 /// Where a reply answered in [`Service::call_now`](super::Service::call_now) may be written in
 /// place: its payload appended straight into the connection's send buffer, behind the frame
@@ -54,7 +53,7 @@ impl<'a> ReplyTo<'a> {
         &self,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> bool {
         let Some(sink) = self.sink else {
             return false;
@@ -74,7 +73,7 @@ pub(crate) trait ReplySink {
         &self,
         payload_len: usize,
         attachment: &[u8],
-        write: &mut dyn FnMut(&mut BytesMut),
+        write: &mut dyn FnMut(&mut PayloadBuf<'_>),
     ) -> bool;
 }
 
@@ -106,7 +105,7 @@ impl<C: Connection> ReplySink for ConnReply<'_, C> {
         &self,
         payload_len: usize,
         attachment: &[u8],
-        write: &mut dyn FnMut(&mut BytesMut),
+        write: &mut dyn FnMut(&mut PayloadBuf<'_>),
     ) -> bool {
         if self.sent.get() {
             return false;

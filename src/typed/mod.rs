@@ -319,6 +319,7 @@ fn code_of<T>(result: &Result<T, Status>) -> Code {
 ///
 /// The request is decoded before the returned future exists, so that future holds only the
 /// handler's, in one layer (each `async` layer copies the future once more per call).
+#[inline(always)]
 pub fn unary<'a, Req, Resp, Fut>(
     stats: &'a MethodStats,
     index: usize,
@@ -336,6 +337,7 @@ where
 /// [`unary`] for a service whose only method is unary method 0 (generated code calls this):
 /// the call's future itself, with no layer around it to choose the method; a request for
 /// another method fails as unknown.
+#[inline(always)]
 pub fn only_unary<'a, S, Req, Resp, Fut>(
     stats: &'a MethodStats,
     raw: crate::Request,
@@ -357,7 +359,10 @@ where
     serve_unary(stats, method, raw, handler)
 }
 
-/// [`unary`] of method `index`, or the error a request for an unknown method gets.
+/// [`unary`] of method `index`, or the error a request for an unknown method gets. This and
+/// the two above are always inlined, like [`unary_call`]: the call's future is then built
+/// where it stays (the service's `call` future), not copied there from their frames.
+#[inline(always)]
 fn serve_unary<'a, Req, Resp, Fut>(
     stats: &'a MethodStats,
     index: Result<usize, Status>,
@@ -593,7 +598,10 @@ impl<T: prost::Message> Payload for Unencoded<T> {
 /// A unary call from a generated client: the raw call's own future (the request is encoded
 /// when it is sent, into the connection's send buffer where it can be, and the reply decoded
 /// as it resolves), with no wrapper around it, since each layer would copy the whole future
-/// once more per call.
+/// once more per call. Always inlined: a call out of line builds the future (most of a KiB)
+/// in its own frame, which the caller then copies into its own state, twice (`IntoFuture`
+/// and the `.await`); inlined, it is built where it stays.
+#[inline(always)]
 pub fn unary_call<'a, C, Req, Resp>(
     client: &'a Client<C>,
     service: u32,

@@ -117,14 +117,15 @@ impl crate::service::reply_to::ReplySink for Sink {
         &self,
         payload_len: usize,
         attachment: &[u8],
-        write: &mut dyn FnMut(&mut BytesMut),
+        write: &mut dyn FnMut(&mut corewire_transport::PayloadBuf<'_>),
     ) -> bool {
         if !self.room {
             return false;
         }
         let mut buf = self.buf.borrow_mut();
-        write(&mut buf);
-        assert_eq!(buf.len(), payload_len);
+        let mut payload = corewire_transport::PayloadBuf::new(&mut buf);
+        write(&mut payload);
+        assert_eq!(payload.written(), payload_len);
         buf.extend_from_slice(attachment);
         true
     }

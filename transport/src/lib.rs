@@ -16,5 +16,5 @@ pub mod tcp;
 
 pub use corewire_wire::{frame, grpc, length_prefixed, rpc};
 
-pub use conn::{ConnStats, Connection, TransportError, TransportKind};
+pub use conn::{ConnStats, Connection, PayloadBuf, TransportError, TransportKind};
 pub use listen::{ConnSettings, Listener};

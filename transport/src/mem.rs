@@ -19,7 +19,8 @@ use bytes::{Bytes, BytesMut};
 use corewire_runtime::{Budget, RoundBudget};
 
 use crate::conn::{
-    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
+    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, PayloadBuf, TransportError,
+    TransportKind,
 };
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 
@@ -175,7 +176,7 @@ impl Connection for MemConnection {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         let e = self.end();
         // A failed connection's queue is closed: refused there, as `send` is.

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use corewire_runtime::net::{ListenOptions, TcpListener};
 use corewire_runtime::{sleep, timeout, Runtime};
 use corewire_transport::frame::{FrameEncoder, FrameHeader, FrameLimits};
@@ -245,7 +245,7 @@ fn frames_written_in_place_stop_at_the_limit_and_arrive_whole() {
             let admitted = conn
                 .try_send_with(&header, len, b"att", |buf| {
                     wrote = true;
-                    buf.resize(len, queued as u8);
+                    buf.put_bytes(queued as u8, len);
                 })
                 .unwrap();
             assert_eq!(admitted, wrote);

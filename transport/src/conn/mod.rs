@@ -6,17 +6,19 @@
 mod budget;
 mod error;
 mod out_queue;
+mod payload_buf;
 mod stats;
 
 use std::future::Future;
 use std::net::SocketAddr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use corewire_runtime::Budget;
 
 pub use budget::poll_charged;
 pub use error::TransportError;
 pub use out_queue::OutQueue;
+pub use payload_buf::PayloadBuf;
 pub use stats::{ConnStats, ConnStatsCells};
 
 use crate::frame::{Frame, FrameHeader};
@@ -82,7 +84,7 @@ pub trait Connection: Clone + 'static {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         let _ = (header, payload_len, attachment, write);
         Ok(false)

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use corewire_runtime::sync::{Notify, Semaphore, TryAcquireError, WakerCell};
 
-use super::{ConnStatsCells, TransportError};
+use super::{ConnStatsCells, PayloadBuf, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
 
 /// The send side shared by every task writing to one connection and the one writer task that
@@ -30,6 +30,9 @@ pub struct OutQueue {
     bufs: RefCell<VecDeque<Bytes>>,
     /// Small frames, queued after everything in `bufs`.
     staged: RefCell<BytesMut>,
+    /// The staging buffer before `staged`, kept while the writer may still be sending frames
+    /// cut from it, to be taken up again once they are sent instead of allocating a new one.
+    spare: RefCell<BytesMut>,
     /// Frames up to this size are staged (0: none, for transports that copy anyway).
     copy_max: usize,
     bytes: Cell<usize>,
@@ -51,14 +54,15 @@ impl OutQueue {
     /// less than the iovec, the header buffer and the reference counts it replaces (a 64 B
     /// echo's replies: BENCHMARKS.md); above it the copy would dominate.
     pub const COPY_MAX: usize = 1024;
-    /// The staging buffer grows by at least this much (what an idle connection may keep).
+    /// The staging buffer grows by at least this much (what an idle connection may keep, twice:
+    /// the buffer and its spare, see [`grow_stage`](Self::grow_stage)).
     const STAGE_CHUNK: usize = 4096;
     /// Frames written in place ([`try_push_frame_with`](Self::try_push_frame_with)) up to
     /// this many bytes are staged: above it, a frame's own buffer costs little beside its
-    /// encoding, and the staging buffer (which an idle connection keeps) stays small.
+    /// encoding, and the staging buffers (which an idle connection keeps) stay small.
     pub const IN_PLACE_STAGE_MAX: usize = 8 * 1024;
     /// The most the staging buffer grows by at once (what an idle connection keeps after
-    /// frames of up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX)).
+    /// frames of up to [`IN_PLACE_STAGE_MAX`](Self::IN_PLACE_STAGE_MAX), twice at most).
     const STAGE_GROW_MAX: usize = 32 * 1024;
 
     /// A queue that holds at most `limit` bytes.
@@ -77,6 +81,7 @@ impl OutQueue {
         OutQueue {
             bufs: RefCell::new(VecDeque::new()),
             staged: RefCell::new(BytesMut::new()),
+            spare: RefCell::new(BytesMut::new()),
             copy_max,
             bytes: Cell::new(0),
             uncharged: Cell::new(0),
@@ -208,7 +213,7 @@ impl OutQueue {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         let total = encoder
             .borrow()
@@ -316,13 +321,31 @@ impl OutQueue {
     /// them: the order holds), not copied into a larger buffer, which growing it would do.
     /// The new room holds a few frames of this size (a pipelined batch's replies share one
     /// buffer), up to [`STAGE_GROW_MAX`](Self::STAGE_GROW_MAX).
+    ///
+    /// The room is taken, without allocating, from this buffer or the spare (the one before
+    /// it) once every frame cut from it has been sent: a writer that sends asynchronously
+    /// (io_uring) still holds the last batch while the next replies are staged, so the two
+    /// take turns. Only when both are still in flight is a new one allocated. A connection
+    /// thus keeps at most two staging buffers of [`STAGE_GROW_MAX`](Self::STAGE_GROW_MAX)
+    /// (or one frame) each.
     #[cold]
     fn grow_stage(&self, staged: &mut BytesMut, total: usize) {
         if !staged.is_empty() {
             self.bufs.borrow_mut().push_back(staged.split().freeze());
         }
-        let room = (4 * total).clamp(Self::STAGE_CHUNK, Self::STAGE_GROW_MAX);
-        staged.reserve(room.max(total));
+        let room = (4 * total)
+            .clamp(Self::STAGE_CHUNK, Self::STAGE_GROW_MAX)
+            .max(total);
+        if staged.try_reclaim(room) {
+            return;
+        }
+        let mut spare = self.spare.borrow_mut();
+        if spare.try_reclaim(room) {
+            std::mem::swap(staged, &mut *spare);
+            return;
+        }
+        // Both still in flight: a new one, and this one becomes the spare.
+        *spare = std::mem::replace(staged, BytesMut::with_capacity(room));
     }
 
     /// Moves the staged frames to the end of the queue, as one buffer.
@@ -360,6 +383,7 @@ impl OutQueue {
     pub fn discard(&self) {
         self.bufs.borrow_mut().clear();
         *self.staged.borrow_mut() = BytesMut::new();
+        *self.spare.borrow_mut() = BytesMut::new();
         self.bytes.set(0);
         self.uncharged.set(0);
         self.close();
@@ -387,7 +411,7 @@ fn write_frame(
     payload_len: usize,
     attachment: &[u8],
     dst: &mut BytesMut,
-    write: impl FnOnce(&mut BytesMut),
+    write: impl FnOnce(&mut PayloadBuf<'_>),
 ) -> Result<(), TransportError> {
     /// Cuts `dst` back to where the frame began unless the frame was written whole.
     struct Truncate<'a> {
@@ -402,18 +426,15 @@ fn write_frame(
     let start = dst.len();
     encoder.encode_header_into(header, payload_len, attachment.len(), dst)?;
     let frame = Truncate { dst, start };
-    // The payload's own view of the spare capacity behind the header: `write` sees no other
-    // bytes. Joined back without a copy when it stayed within that capacity.
-    let end = frame.dst.len();
-    let mut payload = frame.dst.split_off(end);
+    // `write` only appends behind the header: it sees no other bytes.
+    let mut payload = PayloadBuf::new(frame.dst);
     write(&mut payload);
-    if payload.len() != payload_len {
+    let written = payload.written();
+    if written != payload_len {
         return Err(TransportError::other(format!(
-            "a payload written in place is {} bytes, not the {payload_len} declared",
-            payload.len()
+            "a payload written in place is {written} bytes, not the {payload_len} declared"
         )));
     }
-    frame.dst.unsplit(payload);
     frame.dst.put_slice(attachment);
     std::mem::forget(frame);
     Ok(())

@@ -6,12 +6,12 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use corewire_runtime::{Budget, Runtime};
 
 use super::conn::RdmaConnection;
 use super::RdmaError;
-use crate::conn::{ConnStats, Connection, TransportError, TransportKind};
+use crate::conn::{ConnStats, Connection, PayloadBuf, TransportError, TransportKind};
 use crate::frame::{Frame, FrameHeader};
 use crate::tcp::{ConnOptions, TcpConnection};
 
@@ -154,7 +154,7 @@ impl Connection for RdmaOrTcp {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         match self {
             RdmaOrTcp::Rdma(c) => c.try_send_with(header, payload_len, attachment, write),

@@ -29,7 +29,8 @@ use corewire_runtime::net::TcpStream;
 use corewire_runtime::{spawn_local, Budget, RoundBudget, Runtime};
 
 use crate::conn::{
-    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, TransportError, TransportKind,
+    poll_charged, ConnStats, ConnStatsCells, Connection, OutQueue, PayloadBuf, TransportError,
+    TransportKind,
 };
 use crate::frame::{Frame, FrameDecoder, FrameEncoder, FrameHeader, FrameLimits};
 use crate::listen::{ConnSettings, Listener};
@@ -315,7 +316,7 @@ impl<S: FrameStream> Connection for TcpConnection<S> {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         let s = self.shared();
         // A failed connection's queue is closed: refused there, as `send` is.

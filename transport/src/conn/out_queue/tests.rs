@@ -190,8 +190,8 @@ fn frames_written_in_place_are_whole_and_in_order() {
             continue;
         }
         let queued = q.try_push_frame_with(&encoder, &stats, &header, size, b"meta", |buf| {
-            assert!(buf.is_empty(), "the payload's buffer holds nothing else");
-            buf.extend_from_slice(&payload);
+            assert_eq!(buf.written(), 0, "the payload's buffer holds nothing else");
+            buf.put_slice(&payload);
         });
         assert!(queued.unwrap(), "frame {id} admitted");
     }
@@ -202,6 +202,50 @@ fn frames_written_in_place_are_whole_and_in_order() {
     q.sent(expected.len());
     assert_eq!(q.queued_bytes(), 0);
     assert!(q.has_room());
+}
+
+#[test]
+fn staging_buffers_take_turns_while_the_writer_holds_a_batch() {
+    use crate::frame::FrameLimits;
+
+    let q = OutQueue::new(1 << 20);
+    let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
+    let stats = ConnStatsCells::default();
+    let header = FrameHeader::request(1, 1, 1);
+    // One frame per batch; the writer holds each batch until the next one is staged (an
+    // asynchronous send in flight), then it is sent.
+    let mut starts = Vec::new();
+    let mut frame = 0;
+    let mut in_flight: Option<Vec<Bytes>> = None;
+    // Allocations of a staging buffer's size made as batches are sent: a staging buffer
+    // freed rather than kept would be handed to one of these, and the next one staged in a
+    // buffer not seen before.
+    let mut others = Vec::new();
+    for _ in 0..16 {
+        let queued = q.try_push_frame_with(&encoder, &stats, &header, 4096, b"", |buf| {
+            buf.put_bytes(9, 4096)
+        });
+        assert!(queued.unwrap());
+        let batch = batch_of(&q);
+        frame = batch.iter().map(Bytes::len).sum::<usize>();
+        starts.push(batch[0].as_ptr() as usize);
+        if let Some(sent) = in_flight.replace(batch) {
+            q.sent(sent.iter().map(Bytes::len).sum());
+            drop(sent);
+            others.push(Vec::<u8>::with_capacity(4 * frame));
+        }
+    }
+    // Each staging buffer holds a few frames (`grow_stage`'s room): the buffers seen, by
+    // where their first frame starts.
+    let room = 4 * frame;
+    let mut buffers: Vec<usize> = Vec::new();
+    for &start in &starts {
+        if !buffers.iter().any(|&b| start >= b && start < b + room) {
+            buffers.push(start);
+        }
+    }
+    assert_eq!(buffers.len(), 2, "two buffers take turns: {starts:x?}");
+    drop(in_flight);
 }
 
 #[test]
@@ -216,7 +260,7 @@ fn a_frame_written_in_place_waits_for_nobody_and_overtakes_nobody() {
         let mut called = false;
         let queued = q.try_push_frame_with(&encoder, &stats, &header, len, b"", |buf| {
             called = true;
-            buf.resize(len, 1);
+            buf.put_bytes(1, len);
         });
         (queued.unwrap(), called)
     };
@@ -257,13 +301,13 @@ fn a_failed_write_queues_nothing_and_gives_its_permits_back() {
     for size in [100, OutQueue::IN_PLACE_STAGE_MAX * 2] {
         // Too short.
         let short = q.try_push_frame_with(&encoder, &stats, &header, size, b"x", |buf| {
-            buf.resize(size - 1, 0);
+            buf.put_bytes(0, size - 1);
         });
         assert!(short.is_err());
         // A panic halfway.
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             q.try_push_frame_with(&encoder, &stats, &header, size, b"", |buf| {
-                buf.resize(size / 2, 0);
+                buf.put_bytes(0, size / 2);
                 panic!("the encoder panics");
             })
         }));

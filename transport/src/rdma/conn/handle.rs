@@ -5,11 +5,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use corewire_runtime::Budget;
 
 use super::ConnCore;
-use crate::conn::{ConnStats, Connection, TransportError, TransportKind};
+use crate::conn::{ConnStats, Connection, PayloadBuf, TransportError, TransportKind};
 use crate::frame::{Frame, FrameHeader};
 
 /// Closes the connection when the last user handle goes away.
@@ -78,7 +78,7 @@ impl Connection for RdmaConnection {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         self.core()
             .try_send_frame_with(header, payload_len, attachment, write)

@@ -11,7 +11,7 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::Poll;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use corewire_runtime::sync::Notify;
 use corewire_verbs::{SendOp, SendWr};
 
@@ -22,7 +22,7 @@ use super::super::wr_id::WrKind;
 use super::super::RdmaConfig;
 use super::lifecycle::{EndReason, Failure, Posting};
 use super::ConnCore;
-use crate::conn::{OutQueue, TransportError};
+use crate::conn::{OutQueue, PayloadBuf, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
 
 /// Buffers a writer pulls from the out queue per round.
@@ -302,7 +302,7 @@ impl ConnCore {
         header: &FrameHeader,
         payload_len: usize,
         attachment: &[u8],
-        write: impl FnOnce(&mut BytesMut),
+        write: impl FnOnce(&mut PayloadBuf<'_>),
     ) -> Result<bool, TransportError> {
         if self.is_ended() {
             return Err(self.ended_error());
