@@ -31,6 +31,7 @@ pub mod info;
 pub mod link_info;
 pub mod psync;
 pub mod replicaof;
+pub mod shard_link;
 pub mod shards;
 pub mod stream;
 pub mod transfer;
