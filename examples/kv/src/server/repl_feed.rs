@@ -68,6 +68,9 @@ pub(crate) enum FeedItem {
         parts: usize,
         replicas: u64,
         timeout_ms: u64,
+        /// This shard's own stream's offset at the mark, where it has one (shard links:
+        /// `repl_master/shard_link.rs`), set as the mark is queued.
+        shard_offset: u64,
     },
 }
 
@@ -118,8 +121,8 @@ impl FeedState {
 
     /// Queues `item` for the hub; its bytes go on this shard's own stream too (see
     /// `repl_master/shard_link.rs`).
-    fn push(&mut self, item: FeedItem) {
-        super::repl_master::shard_tap(&item);
+    fn push(&mut self, mut item: FeedItem) {
+        super::repl_master::shard_tap(&mut item);
         self.queue.push(item);
     }
 

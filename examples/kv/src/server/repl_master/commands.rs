@@ -72,6 +72,7 @@ pub(in crate::server) fn dispatch(
                 parts,
                 replicas,
                 timeout_ms,
+                shard_offset: 0,
             };
             // Every shard marks it behind its writes: the ones this client's writes made
             // there ran before the WAIT reached it.

@@ -43,7 +43,7 @@ use crate::server::sink::SinkKey;
 
 use super::commands::LinkConf;
 use super::link::{push_here, send_via, Gone};
-use super::{CHUNK, PING, SELECT_0};
+use super::{CHUNK, GETACK, PING, SELECT_0};
 
 /// The shard hub's timer: pings, soft limits, settings.
 const TICK: Duration = Duration::from_millis(100);
@@ -110,7 +110,6 @@ pub(super) struct ShardHub {
     pub(super) offset: u64,
     backlog: Backlog,
     pub(super) links: Vec<ShardLink>,
-    next_id: u64,
     limits: Limits,
     ping_period_ms: u64,
     last_ping_ms: u64,
@@ -121,6 +120,10 @@ pub(super) struct ShardHub {
 corewire::runtime::shard_local! {
     static SHARD_HUB: RefCell<Option<ShardHub>> = RefCell::new(None);
     static GENERATION: std::cell::Cell<u64> = std::cell::Cell::new(0);
+    static NEXT_ID: std::cell::Cell<u64> = std::cell::Cell::new(0);
+    /// Links of a hub that was reset, until their tasks end them.
+    static GONE: RefCell<std::collections::HashMap<u64, (usize, SinkKey, String, u16)>> =
+        RefCell::new(std::collections::HashMap::new());
 }
 
 pub(super) fn with_shard_hub<R>(f: impl FnOnce(&mut ShardHub) -> Option<R>) -> Option<R> {
@@ -140,7 +143,6 @@ impl ShardHub {
             offset: 0,
             backlog: Backlog::new(crate::repl::DEFAULT_BACKLOG_SIZE, 0),
             links: Vec::new(),
-            next_id: 1,
             limits: Limits::default(),
             ping_period_ms: 10_000,
             last_ping_ms: now_ms(),
@@ -201,8 +203,14 @@ impl ShardHub {
 /// An item of this shard's feed, as it is queued for the hub: its bytes go on this shard's
 /// stream too, while it has one. A transaction's or a program's part is a MULTI/EXEC of
 /// its own here (atomic on this shard; not yet across shards).
-pub(in crate::server) fn tap(item: &FeedItem) {
+pub(in crate::server) fn tap(item: &mut FeedItem) {
     let bytes = match item {
+        // A WAIT waits for this shard's stream as far as it is now (behind the writes the
+        // client made before it).
+        FeedItem::Wait { shard_offset, .. } => {
+            *shard_offset = with_shard_hub(|hub| Some(hub.offset)).unwrap_or(0);
+            return;
+        }
         FeedItem::Batch { bytes, .. } | FeedItem::FlushAll { bytes, .. } => bytes.clone(),
         FeedItem::Part { bytes, .. } | FeedItem::Piece { bytes, .. } if !bytes.is_empty() => {
             let mut block = BytesMut::with_capacity(MULTI.len() + bytes.len() + EXEC.len());
@@ -237,8 +245,11 @@ pub(super) fn accept(
     SHARD_HUB.with(|hub| {
         let mut hub = hub.borrow_mut();
         let hub = hub.get_or_insert_with(ShardHub::start);
-        let id = hub.next_id;
-        hub.next_id += 1;
+        // Ids never repeat on a shard: a reset hub's links may still be ending.
+        let id = NEXT_ID.with(|n| {
+            n.set(n.get() + 1);
+            n.get()
+        });
         let (replid, offset) = psync;
         let decision = decide(&hub.identity(), Some(&hub.backlog), &replid, offset, &[]);
         let mut link = ShardLink {
@@ -342,7 +353,12 @@ pub(super) async fn run(id: u64, start: Start) {
     let conn = with_shard_hub(|hub| {
         let at = hub.links.iter().position(|l| l.id == id)?;
         let link = hub.links.remove(at);
-        Some((link.conn_shard, link.sink))
+        Some((link.conn_shard, link.sink, link.ip, link.port))
+    })
+    .or_else(|| GONE.with(|gone| gone.borrow_mut().remove(&id)));
+    let conn = conn.map(|(conn_shard, sink, ip, port)| {
+        tell_hub(ip, port, None);
+        (conn_shard, sink)
     });
     if let Some((conn_shard, sink)) = conn {
         let _ = send_to(conn_shard, move || {
@@ -375,7 +391,31 @@ pub(super) fn on_ack(conn_shard: usize, sink: SinkKey, offset: u64) {
         link.ack = link.ack.max(offset);
         link.ack_ms = now;
         link.acked = true;
+        tell_hub(link.ip.clone(), link.port, Some(offset));
         Some(())
+    });
+}
+
+/// Tells the hub what this shard's link of a replica acknowledged (`None`: it ended).
+fn tell_hub(ip: String, port: u16, ack: Option<u64>) {
+    let shard = shard::current().id;
+    spawn_local(async move {
+        let _ = send_to(0, move || super::hub::shard_link_ack(shard, ip, port, ack)).await;
+    });
+}
+
+/// Every shard with links asks them to acknowledge now (a WAIT is waiting).
+pub(super) fn getack_all() {
+    let shards = shard::current().count;
+    spawn_local(async move {
+        for target in 0..shards {
+            let _ = send_to(target, || {
+                with_shard_hub(|hub| {
+                    (!hub.links.is_empty()).then(|| hub.append(Bytes::from_static(GETACK)))
+                });
+            })
+            .await;
+        }
     });
 }
 
@@ -395,8 +435,11 @@ pub(super) fn closed(conn_shard: usize, sink: SinkKey) {
 /// master now: its data is that master's, with another history).
 pub(super) fn reset_here() {
     if let Some(mut hub) = SHARD_HUB.with(|hub| hub.borrow_mut().take()) {
-        for link in &mut hub.links {
-            link.drop_link();
+        for link in hub.links.drain(..) {
+            // Its task ends it: the connection is closed and the hub told.
+            link.wake.notify_one();
+            let conn = (link.conn_shard, link.sink, link.ip, link.port);
+            GONE.with(|gone| gone.borrow_mut().insert(link.id, conn));
         }
     }
 }
