@@ -217,19 +217,21 @@ impl Link {
         sets
     }
 
-    /// Whether the master closed the link (within 20 s), reading what it sent before.
+    /// Whether the master closed the link within 20 s (reading what it sent before).
     pub fn closed_by_master(&mut self) -> bool {
-        self.raw
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
         let mut chunk = [0u8; 65536];
-        loop {
+        while let Some(left) =
+            Some(deadline.saturating_duration_since(Instant::now())).filter(|left| !left.is_zero())
+        {
+            self.raw.set_read_timeout(Some(left)).unwrap();
             match self.raw.read(&mut chunk) {
                 Ok(0) => return true,
                 Ok(_) => {}
                 Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
             }
         }
+        false
     }
 }
 

@@ -70,6 +70,7 @@ pub(crate) fn follow_stream(bytes: Bytes) {
 /// The replicas resynchronize (the node is about to load another snapshot).
 pub(crate) fn drop_replicas() {
     with_hub(|hub| hub.drop_all());
+    super::shard_link::reset_all();
 }
 
 /// Whether the node streams its master's bytes (not its own writes).

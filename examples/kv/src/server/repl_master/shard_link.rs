@@ -222,7 +222,11 @@ pub(in crate::server) fn tap(item: &mut FeedItem) {
         _ => return,
     };
     with_shard_hub(|hub| {
-        hub.append(bytes);
+        // A node that follows a master streams that master's history, not its own: its
+        // shard links end ([`reset_all`]) and stream nothing meanwhile.
+        if !shard::current().shared.replica.is_replica() {
+            hub.append(bytes);
+        }
         Some(())
     });
 }
@@ -324,13 +328,11 @@ pub(super) fn conn_of(id: u64) -> Result<(usize, SinkKey), Gone> {
 pub(super) async fn send(id: u64, bytes: Bytes) -> Result<(), Gone> {
     let (conn_shard, sink) = conn_of(id)?;
     send_via(conn_shard, sink, bytes, |pending| {
+        // What the connection holds counts against the limits at the next stream bytes
+        // (as for a single-stream replica: the snapshot's own bytes alone drop no link).
         with_shard_hub(|hub| {
-            let limits = hub.limits;
-            let link = hub.link(id)?;
-            link.queue.set_conn_pending(pending);
-            // What the connection holds counts against the hard limit too.
-            link.push(Bytes::new(), &limits);
-            (!link.dropped).then_some(())
+            hub.link(id)
+                .map(|link| link.queue.set_conn_pending(pending))
         })
         .is_some()
     })
