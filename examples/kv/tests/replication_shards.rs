@@ -5,10 +5,15 @@
 //! keys of every type and a write stream, a cut link resumed partially, WAIT 1 after writes
 //! on every shard, and a transaction over two shards seen whole on the replica (the master
 //! streams its parts as one MULTI/EXEC: `server/repl_master/group.rs`).
+//!
+//! The master's side of per-shard links (`server/repl_master/shard_link.rs`) is driven by
+//! hand under its test hook ([`shard_links`]): each shard's own full sync and stream, a cut
+//! link resumed from its shard's backlog, and a link that stops reading dropped.
 
 mod common;
 mod rdb_util;
 mod repl_util;
+mod shard_link_util;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -312,4 +317,221 @@ fn programs_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
     assert!(seen, "{reads} reads, the replica's values never moved");
     assert!(written > 0);
     assert_converges(master, replica);
+}
+
+/// Without the hook (this build serves no shard link) a link request is declined; under it
+/// the offer is accepted and a shard the node lacks refused.
+#[test]
+fn a_shard_link_is_declined_while_not_served() {
+    let plain = Server::start(&["--shards", "4"]);
+    let mut conn = plain.connect();
+    let reply = conn.call(&[
+        "REPLCONF",
+        "shard-streams",
+        "4",
+        "key-map",
+        KEY_MAP,
+        "shard",
+        "1",
+    ]);
+    assert_eq!(reply, single("not-served"));
+    // Under the hook the offer is accepted, and a shard the node lacks refused.
+    let (_m, mut hooked) = shard_link_util::master();
+    assert_eq!(
+        offer(&mut hooked, "4", KEY_MAP),
+        Reply::Simple("SHARD-STREAMS 4".into())
+    );
+    match hooked.call(&[
+        "REPLCONF",
+        "shard-streams",
+        "4",
+        "key-map",
+        KEY_MAP,
+        "shard",
+        "4",
+    ]) {
+        Reply::Error(e) => assert!(e.contains("no shard 4"), "{e}"),
+        other => panic!("shard 4 of 4: {other:?}"),
+    }
+}
+
+/// Each master shard's link: a full sync of exactly that shard's keys (keys of every
+/// type), then that shard's writes and no other's; together the four links hold the
+/// master's every key.
+#[test]
+fn each_shard_link_syncs_its_part_then_streams_its_writes() {
+    use shard_link_util::{key_on, master, Began, Link};
+    let (m, mut conn) = master();
+    workload(&mut conn);
+    let mut all = std::collections::BTreeSet::new();
+    let mut links = Vec::new();
+    for shard in 0..4 {
+        let (link, began) = Link::open(m.port, shard, "?", -1);
+        let Began::Full(keys) = began else {
+            panic!("PSYNC ? -1 continued");
+        };
+        for key in &keys {
+            assert_eq!(
+                shard_of(key, 4),
+                shard,
+                "{:?}",
+                String::from_utf8_lossy(key)
+            );
+        }
+        assert!(!keys.is_empty(), "shard {shard} synced no key");
+        all.extend(keys);
+        links.push(link);
+    }
+    let Reply::Array(Some(master_keys)) = conn.call(&["KEYS", "*"]) else {
+        panic!("KEYS");
+    };
+    let master_keys: std::collections::BTreeSet<Vec<u8>> = (master_keys.into_iter())
+        .map(|k| match k {
+            Reply::Bulk(Some(k)) => k,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(all, master_keys);
+    // Every type of write, then 10 SETs per shard: each link has exactly its own.
+    write_stream(&mut conn, 0);
+    for n in 0..10 {
+        for shard in 0..4 {
+            ok(&mut conn, &["SET", &key_on(shard, n), "v"]);
+        }
+    }
+    for link in &mut links {
+        let sets = link.sets_through(&key_on(link.shard, 9));
+        let ours: Vec<Vec<u8>> = (0..10)
+            .map(|n| key_on(link.shard, n).into_bytes())
+            .collect();
+        let tail = &sets[sets.len() - 10..];
+        assert_eq!(tail, &ours[..], "shard {}", link.shard);
+    }
+    // Every key `write_stream` left on the master was written in its shard's stream.
+    let Reply::Array(Some(left)) = conn.call(&["KEYS", "w:*"]) else {
+        panic!("KEYS");
+    };
+    assert!(left.len() > 10);
+    for key in left {
+        let Reply::Bulk(Some(key)) = key else {
+            panic!("KEYS: {key:?}");
+        };
+        let shard = shard_of(&key, 4);
+        assert!(
+            links[shard].written.contains(&key),
+            "{:?} is not in shard {shard}'s stream",
+            String::from_utf8_lossy(&key)
+        );
+    }
+}
+
+/// A cut shard link resumes from its own backlog (`+CONTINUE`, the writes it missed, once
+/// each) while the other shards' links stream on; an offset outside the backlog gets a
+/// full sync of that shard.
+#[test]
+fn a_cut_shard_link_resumes_partially() {
+    use shard_link_util::{key_on, master, Began, Link};
+    let (m, mut conn) = master();
+    workload(&mut conn);
+    let mut links: Vec<Link> = (0..4)
+        .map(|shard| Link::open(m.port, shard, "?", -1).0)
+        .collect();
+    for n in 0..5 {
+        for shard in 0..4 {
+            ok(&mut conn, &["SET", &key_on(shard, n), "before"]);
+        }
+    }
+    for link in &mut links {
+        link.sets_until(5);
+    }
+    let cut = links.remove(1);
+    let (replid, offset) = (cut.replid.clone(), cut.offset);
+    drop(cut);
+    for n in 5..15 {
+        for shard in 0..4 {
+            ok(&mut conn, &["SET", &key_on(shard, n), "while cut"]);
+        }
+    }
+    for link in &mut links {
+        let sets = link.sets_until(10);
+        assert_eq!(sets.len(), 10, "shard {}: only the new writes", link.shard);
+    }
+    let (mut resumed, began) = Link::open(m.port, 1, &replid, offset as i64 + 1);
+    assert!(matches!(began, Began::Continue), "not resumed partially");
+    let sets = resumed.sets_until(10);
+    let missed: Vec<Vec<u8>> = (5..15).map(|n| key_on(1, n).into_bytes()).collect();
+    assert_eq!(sets, missed, "the missed writes, once each, in order");
+    ok(&mut conn, &["SET", &key_on(1, 15), "after"]);
+    assert_eq!(resumed.sets_until(1), vec![key_on(1, 15).into_bytes()]);
+    // Far outside shard 1's backlog: a full sync of shard 1.
+    let (_, began) = Link::open(m.port, 1, &replid, offset as i64 + (1 << 30));
+    assert!(matches!(began, Began::Full(_)));
+}
+
+/// A shard link that stops reading holds at most `client-output-buffer-limit replica`:
+/// past it the master drops it (and that shard's link can sync again).
+#[test]
+fn a_shard_link_that_stops_reading_is_dropped() {
+    use shard_link_util::{key_on, master, Began, Link};
+    let (m, mut conn) = master();
+    ok(
+        &mut conn,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "replica 256kb 0 0",
+        ],
+    );
+    let (mut stalled, _) = Link::open(m.port, 2, "?", -1);
+    let (mut reading, _) = Link::open(m.port, 3, "?", -1);
+    let value = "x".repeat(64 << 10);
+    for n in 0..200 {
+        ok(&mut conn, &["SET", &key_on(2, n), &value]);
+    }
+    assert!(stalled.closed_by_master(), "the stalled link was kept");
+    ok(&mut conn, &["SET", &key_on(3, 0), "v"]);
+    assert_eq!(reading.sets_until(1), vec![key_on(3, 0).into_bytes()]);
+    let (_, began) = Link::open(m.port, 2, "?", -1);
+    assert!(matches!(began, Began::Full(keys) if keys.len() == 200));
+}
+
+/// WAIT counts a replica on shard links once every one of its links acknowledged the offset
+/// its shard had when the WAIT arrived; min-replicas-to-write counts it only while it has a
+/// link on every shard.
+#[test]
+fn wait_counts_a_replica_once_every_shard_link_acknowledged() {
+    use shard_link_util::{key_on, master, Link};
+    let (m, mut conn) = master();
+    let mut links: Vec<Link> = (0..4)
+        .map(|shard| Link::open(m.port, shard, "?", -1).0)
+        .collect();
+    for shard in 0..4 {
+        ok(&mut conn, &["SET", &key_on(shard, 0), "v"]);
+    }
+    // Three links acknowledge their shard's write; the fourth reads it, unacknowledged.
+    for link in &mut links[..3] {
+        link.sets_until(1);
+    }
+    links[3].sets_unacknowledged(1);
+    assert_eq!(int(&mut conn, &["WAIT", "1", "300"]), 0);
+    // The master asked every link to acknowledge (GETACK): the replica answers on all.
+    conn.send(&common::request(&["WAIT", "1", "10000"]))
+        .unwrap();
+    for link in &mut links {
+        link.catch_up();
+    }
+    assert_eq!(conn.read().unwrap(), Reply::Int(1));
+    // One replica (four links), good while every link is there.
+    ok(&mut conn, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    ok(&mut conn, &["SET", &key_on(0, 1), "accepted"]);
+    drop(links.remove(2));
+    let refused = common::eventually(
+        Duration::from_secs(10),
+        || matches!(conn.call(&["SET", "x", "y"]), Reply::Error(e) if e.starts_with("NOREPLICAS")),
+    );
+    assert!(
+        refused,
+        "a replica missing a shard link still counted as good"
+    );
 }

@@ -38,6 +38,8 @@ pub enum ReplConf {
     ShardStreams(u64),
     /// `key-map <name>`: the offer's key→shard map.
     KeyMap(Bytes),
+    /// `shard <i>`: with the offer, the connection is replica shard `i`'s own link.
+    Shard(u64),
     /// Accepted and ignored (`rdb-only`, `rdb-filter-only`).
     Ignored,
 }
@@ -170,6 +172,7 @@ fn parse_replconf(args: &[Bytes]) -> Result<Vec<ReplConf>, CommandError> {
             b"rdb-only" | b"rdb-filter-only" => ReplConf::Ignored,
             b"shard-streams" => ReplConf::ShardStreams(integer(value)?.max(0) as u64),
             b"key-map" => ReplConf::KeyMap(value.clone()),
+            b"shard" => ReplConf::Shard(integer(value)?.max(0) as u64),
             _ => {
                 return Err(CommandError::Text(format!(
                     "ERR Unrecognized REPLCONF option: {}",
@@ -216,6 +219,14 @@ mod tests {
             Ok(Command::Repl(ReplRequest::ReplConf(vec![
                 ReplConf::ShardStreams(4),
                 ReplConf::KeyMap(Bytes::from("crc16-slot-mod")),
+            ])))
+        );
+        assert_eq!(
+            parse_line("REPLCONF shard-streams 4 key-map crc16-slot-mod shard 3"),
+            Ok(Command::Repl(ReplRequest::ReplConf(vec![
+                ReplConf::ShardStreams(4),
+                ReplConf::KeyMap(Bytes::from("crc16-slot-mod")),
+                ReplConf::Shard(3),
             ])))
         );
         let ack = parse_line("REPLCONF ACK 123 FACK 100").unwrap();

@@ -13,6 +13,7 @@ use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 
+use super::shard_link;
 use super::shards::{self, StreamMode};
 use crate::resp::{write_array_header, write_bulk};
 
@@ -30,6 +31,10 @@ pub struct HandshakeConfig {
     pub resume: Option<(String, u64)>,
     /// This node's shards: with more than one, per-shard streams are offered.
     pub shards: usize,
+    /// This connection is shard `i`'s own link (after the master consented to per-shard
+    /// streams): it asks for it instead of offering, and only the master's `+SHARD-LINK
+    /// <i>` lets it go on (see [`super::shard_link`]).
+    pub link: Option<usize>,
 }
 
 /// How the handshake ended.
@@ -174,6 +179,19 @@ impl Handshake {
             Step::Port => Ok(self.after_port()),
             Step::Ip => Ok(self.send_capa()),
             Step::Capa => Ok(self.send_shards()),
+            // A shard's link goes on only with the master's `+SHARD-LINK <i>`: anything
+            // else ends it (the replica then falls back to the single stream).
+            Step::Shards if self.config.link.is_some() => {
+                let shard = self.config.link.unwrap_or_default();
+                if !shard_link::on_link_reply(line, shard) {
+                    return Err(HandshakeError::Refused {
+                        step: "REPLCONF shard-streams ... shard",
+                        reply: text,
+                    });
+                }
+                self.mode = StreamMode::PerShard(self.config.shards);
+                Ok(self.send_psync())
+            }
             // redis-server's error, a decline, or consent: see `shards::on_reply`.
             Step::Shards => {
                 self.mode = shards::on_reply(line, self.config.shards);
@@ -227,7 +245,11 @@ impl Handshake {
     }
 
     fn send_shards(&mut self) -> Next {
-        match shards::offer(self.config.shards) {
+        let ask = match self.config.link {
+            Some(shard) => Some(shard_link::link_request(self.config.shards, shard)),
+            None => shards::offer(self.config.shards),
+        };
+        match ask {
             Some(offer) => {
                 self.step = Step::Shards;
                 Next::Send(offer)
@@ -342,6 +364,7 @@ mod tests {
             announce_ip: None,
             resume: None,
             shards: 1,
+            link: None,
         }
     }
 
@@ -457,6 +480,40 @@ mod tests {
         }
         assert!(sent(hs.on_line(b"+OK").unwrap()).contains("PSYNC"));
         assert_eq!(hs.stream_mode(), StreamMode::Single);
+    }
+
+    #[test]
+    fn a_shards_link_asks_for_its_shard_and_needs_the_masters_consent() {
+        let answers: [(&[u8], bool); 4] = [
+            (b"+SHARD-LINK 2", true),
+            (b"+SHARD-LINK 1", false),
+            (b"+SINGLE-STREAM not-served", false),
+            (b"-ERR Unrecognized REPLCONF option: shard-streams", false),
+        ];
+        for (answer, linked) in answers {
+            let (mut hs, _) = Handshake::start(HandshakeConfig {
+                shards: 4,
+                link: Some(2),
+                resume: Some((ID.into(), 7)),
+                ..config()
+            });
+            for line in [&b"+PONG"[..], b"+OK"] {
+                hs.on_line(line).unwrap();
+            }
+            let ask = sent(hs.on_line(b"+OK").unwrap());
+            assert_eq!(ask.as_bytes(), &shard_link::link_request(4, 2)[..]);
+            match hs.on_line(answer) {
+                Ok(next) => {
+                    assert!(linked, "{answer:?} taken for consent");
+                    assert!(sent(next).ends_with(&format!("{ID}\r\n$1\r\n7\r\n")));
+                    assert_eq!(hs.stream_mode(), StreamMode::PerShard(4));
+                }
+                Err(error) => {
+                    assert!(!linked, "{answer:?}: {error}");
+                    assert!(matches!(error, HandshakeError::Refused { .. }));
+                }
+            }
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod info;
 pub mod link_info;
 pub mod psync;
 pub mod replicaof;
+pub mod shard_link;
 pub mod shards;
 pub mod stream;
 pub mod transfer;
@@ -43,7 +44,7 @@ pub use gate::ReplicaGate;
 pub use info::{LinkState, ReplInfo, ReplicaInfo};
 pub use link_info::{MasterLinkInfo, MasterLinkState};
 pub use psync::{decide, Decision, FullReason};
-pub use wait::{good_replicas, WaitQueue};
+pub use wait::{good_replicas, Acks, Target, WaitQueue};
 
 /// Length of a replication id: 40 hex characters.
 pub const REPLID_LEN: usize = 40;

@@ -56,9 +56,12 @@ use bytes::Bytes;
 
 use super::handshake::request;
 
-/// Whether this build serves and applies per-shard streams. Not yet (only the negotiation
-/// and the bookkeeping below exist): its replica offers nothing, and its master declines
-/// every offer with `not-served`, so two nodes of this build keep the single stream.
+/// Whether this build serves and applies per-shard streams. Not yet: the master's side of
+/// shard links exists (`server/repl_master/shard_link.rs`: each shard's full sync, stream,
+/// backlog, partial resync, output limit, WAIT), served only under a test hook; the
+/// replica's side (but its handshake step, [`super::shard_link`]) and the barriers on
+/// shard links do not. So its replica offers nothing, and its master declines every offer
+/// with `not-served`: two nodes of this build keep the single stream.
 pub const SERVED: bool = false;
 
 /// The key→shard map this build uses (`routing::slot`): CRC16 hash slot of the key (or

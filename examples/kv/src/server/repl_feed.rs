@@ -68,6 +68,9 @@ pub(crate) enum FeedItem {
         parts: usize,
         replicas: u64,
         timeout_ms: u64,
+        /// This shard's own stream's offset at the mark, where it has one (shard links:
+        /// `repl_master/shard_link.rs`), set as the mark is queued.
+        shard_offset: u64,
     },
 }
 
@@ -108,12 +111,19 @@ impl FeedState {
     fn seal(&mut self) {
         if !self.pending.is_empty() {
             let bytes = self.pending.split().freeze();
-            self.queue.push(FeedItem::Batch {
+            self.push(FeedItem::Batch {
                 start: self.pending_start,
                 bytes,
             });
             self.pending_start = self.seq;
         }
+    }
+
+    /// Queues `item` for the hub; its bytes go on this shard's own stream too (see
+    /// `repl_master/shard_link.rs`).
+    fn push(&mut self, mut item: FeedItem) {
+        super::repl_master::shard_tap(&mut item);
+        self.queue.push(item);
     }
 
     fn append(&mut self, bytes: &[u8]) {
@@ -209,7 +219,7 @@ fn record(op: WriteOp<'_>) {
         if alone {
             let start = feed.pending_start;
             let bytes = feed.pending.split().freeze();
-            feed.queue.push(FeedItem::FlushAll { start, bytes });
+            feed.push(FeedItem::FlushAll { start, bytes });
             feed.pending_start = feed.seq;
         }
     });
@@ -259,7 +269,7 @@ pub(crate) fn end_block() {
         if let Some(group) = feed.group.take() {
             let start = feed.pending_start;
             let bytes = feed.pending.split().freeze();
-            feed.queue.push(FeedItem::Part {
+            feed.push(FeedItem::Part {
                 id: group.id,
                 involved: group.involved,
                 start,
@@ -270,7 +280,7 @@ pub(crate) fn end_block() {
             if !feed.pending.is_empty() {
                 let start = feed.pending_start;
                 let bytes = feed.pending.split().freeze();
-                feed.queue.push(FeedItem::Piece { id, start, bytes });
+                feed.push(FeedItem::Piece { id, start, bytes });
                 feed.pending_start = feed.seq;
             }
         } else if block == Some(true) {
@@ -301,7 +311,7 @@ pub(crate) fn close_program(group: Group) {
         let mut feed = feed.borrow_mut();
         feed.seal();
         let start = feed.seq;
-        feed.queue.push(part(start));
+        feed.push(part(start));
     });
     kick();
 }
@@ -345,7 +355,7 @@ pub(crate) fn wait_mark(item: FeedItem) {
     FEED.with(|feed| {
         let mut feed = feed.borrow_mut();
         feed.seal();
-        feed.queue.push(item);
+        feed.push(item);
     });
     kick();
 }

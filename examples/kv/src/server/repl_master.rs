@@ -81,6 +81,8 @@ mod follow;
 mod group;
 mod hub;
 mod link;
+mod shard_link;
+mod shard_sync;
 
 pub(super) use commands::{closed, dispatch};
 pub(crate) use follow::{drop_replicas, follow, follow_stream, identity, promote};
@@ -89,3 +91,4 @@ pub(super) use hub::{
     acked, alive, clear_acked, receive, set_cuts, set_state, start_hub, sync_start,
 };
 pub(super) use link::{send, Gone};
+pub(super) use shard_link::tap as shard_tap;

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use corewire::runtime::{send_to, spawn_local, submit_to};
 
 use crate::repl::command::ReplConf;
-use crate::repl::shards;
 use crate::repl::ReplRequest;
+use crate::repl::{shard_link, shards};
 use crate::reply::Reply;
 use crate::server::repl_feed::FeedItem;
 use crate::server::shard::{self, now_ms, Shard};
@@ -33,6 +33,8 @@ pub(super) struct LinkConf {
     pub(super) eof: bool,
     pub(super) psync2: bool,
     pub(super) replica: bool,
+    /// The connection is this master shard's link (`REPLCONF ... shard <i>`, accepted).
+    pub(super) shard_link: Option<usize>,
 }
 
 /// Runs a replication command for the connection at `origin` on its shard. `None`: the
@@ -70,6 +72,7 @@ pub(in crate::server) fn dispatch(
                 parts,
                 replicas,
                 timeout_ms,
+                shard_offset: 0,
             };
             // Every shard marks it behind its writes: the ones this client's writes made
             // there ran before the WAIT reached it.
@@ -100,6 +103,7 @@ pub(in crate::server) fn dispatch(
 fn replconf(shard: &Shard, origin: Origin, options: Vec<ReplConf>) -> Option<Reply> {
     let mut ack = None;
     let (mut offered, mut key_map, mut offer) = (None, None, false);
+    let mut link_shard = None;
     LINKS.with(|links| {
         let mut links = links.borrow_mut();
         let conf = links.entry(origin.sink).or_default();
@@ -114,22 +118,43 @@ fn replconf(shard: &Shard, origin: Origin, options: Vec<ReplConf>) -> Option<Rep
                 ReplConf::Ack(offset) if conf.replica => ack = Some(offset),
                 ReplConf::ShardStreams(n) => (offered, offer) = (Some(n), true),
                 ReplConf::KeyMap(map) => (key_map, offer) = (Some(map), true),
+                ReplConf::Shard(i) => link_shard = Some(i),
                 _ => {}
             }
         }
     });
     if let Some(offset) = ack {
         let (from, sink) = (origin.shard, origin.sink);
+        let link = LINKS.with(|links| links.borrow().get(&sink).and_then(|c| c.shard_link));
         spawn_local(async move {
-            let _ = send_to(0, move || on_ack(from, sink, offset)).await;
+            let _ = match link {
+                Some(i) => send_to(i, move || super::shard_link::on_ack(from, sink, offset)).await,
+                None => send_to(0, move || on_ack(from, sink, offset)).await,
+            };
         });
     }
     if offer {
         let local = shards::Local {
             shards: shard.count,
-            serves: shards::SERVED,
+            serves: super::shard_link::served(),
             follows_master: shard.shared.replica.is_replica(),
         };
+        if let Some(i) = link_shard {
+            let answer = shard_link::decide_link(offered, key_map.as_deref(), i, &local);
+            tracing::info!(?answer, "a replica shard asked for its own link");
+            if let shard_link::LinkAnswer::Link(i) = answer {
+                LINKS.with(|links| {
+                    if let Some(conf) = links.borrow_mut().get_mut(&origin.sink) {
+                        conf.shard_link = Some(i);
+                    }
+                });
+            }
+            let line = answer.line();
+            return Some(match line.strip_prefix('-') {
+                Some(error) => Reply::error(error),
+                None => Reply::Simple(Bytes::copy_from_slice(&line.as_bytes()[1..])),
+            });
+        }
         let answer = shards::decide(offered, key_map.as_deref(), &local);
         tracing::info!(?answer, "a replica offered per-shard streams");
         let line = answer.line();
@@ -181,6 +206,10 @@ fn psync(shard: &Shard, origin: Origin, psync: Option<(Bytes, i64)>) {
     });
     let _ = shard;
     let (from, sink) = (origin.shard, origin.sink);
+    if let Some(i) = conf.shard_link {
+        shard_link_psync(i, from, sink, conf, psync);
+        return;
+    }
     spawn_local(async move {
         // The connection is running its turn now: it is marked once that is over.
         let peer = submit_to(from, move || async move { mark_replica(sink) }).await;
@@ -189,6 +218,35 @@ fn psync(shard: &Shard, origin: Origin, psync: Option<(Bytes, i64)>) {
         let _ = send_to(0, move || {
             let id = accept(from, sink, ip, conf, psync);
             spawn_local(link(id));
+        })
+        .await;
+    });
+}
+
+/// The PSYNC of a connection that is master shard `i`'s link: shard `i` takes it (a
+/// diskless full sync of its part, or a partial resync from its backlog).
+fn shard_link_psync(
+    i: usize,
+    from: usize,
+    sink: SinkKey,
+    conf: LinkConf,
+    psync: Option<(Bytes, i64)>,
+) {
+    let Some(psync) = psync.filter(|_| conf.eof) else {
+        super::shard_link::refuse(
+            from,
+            sink,
+            "-ERR a shard link synchronizes with PSYNC and capa eof\r\n",
+        );
+        return;
+    };
+    spawn_local(async move {
+        let peer = submit_to(from, move || async move { mark_replica(sink) }).await;
+        let Ok(Some(peer_ip)) = peer else { return };
+        let ip = conf.ip.clone().unwrap_or(peer_ip);
+        let _ = send_to(i, move || {
+            let (id, start) = super::shard_link::accept(from, sink, ip, &conf, psync);
+            spawn_local(super::shard_link::run(id, start));
         })
         .await;
     });
@@ -208,13 +266,19 @@ fn mark_replica(sink: SinkKey) -> Option<String> {
 
 /// A connection of this shard closed: if it was a replica, the hub drops its link.
 pub(in crate::server) fn closed(shard: &Shard, sink: SinkKey) {
-    let was_replica = LINKS
+    let Some(conf) = LINKS
         .with(|links| links.borrow_mut().remove(&sink))
-        .is_some_and(|c| c.replica);
-    if !was_replica {
+        .filter(|c| c.replica)
+    else {
+        return;
+    };
+    let from = shard.id;
+    if let Some(i) = conf.shard_link {
+        spawn_local(async move {
+            let _ = send_to(i, move || super::shard_link::closed(from, sink)).await;
+        });
         return;
     }
-    let from = shard.id;
     spawn_local(async move {
         let _ = send_to(0, move || {
             with_hub(|hub| {

@@ -32,6 +32,8 @@ impl Hub {
 pub(crate) fn follow(replid: String, offset: u64, full: bool) {
     with_hub(|hub| {
         if !hub.following {
+            // Its shards' own streams end with its own history.
+            super::shard_link::reset_all();
             // Full syncs begun while this node was a master cut its own writes' streams.
             for replica in &mut hub.replicas {
                 if replica.sync_start.is_none() && replica.cut.is_some() {
@@ -68,6 +70,7 @@ pub(crate) fn follow_stream(bytes: Bytes) {
 /// The replicas resynchronize (the node is about to load another snapshot).
 pub(crate) fn drop_replicas() {
     with_hub(|hub| hub.drop_all());
+    super::shard_link::reset_all();
 }
 
 /// Whether the node streams its master's bytes (not its own writes).

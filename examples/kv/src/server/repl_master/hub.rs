@@ -14,8 +14,8 @@ use corewire::sync::Notify;
 use crate::config::value::OutputBufferLimits;
 use crate::repl::shards::{BarrierId, Barriers};
 use crate::repl::{
-    good_replicas, stream_start, Backlog, GroupPart, Identity, LinkState, ReplInfo, ReplicaInfo,
-    SyncCut, WaitQueue,
+    good_replicas, stream_start, Acks, Backlog, GroupPart, Identity, LinkState, ReplInfo,
+    ReplicaInfo, SyncCut, Target, WaitQueue,
 };
 use crate::reply::Reply;
 use crate::server::repl_feed::FeedItem;
@@ -24,6 +24,9 @@ use crate::server::sink::{Origin, SinkKey};
 
 use super::link::Gone;
 use super::{startup_replid, ReplShared, GETACK, PING, SELECT_0, TICK};
+
+/// A shard link's last acknowledged offset and when (Unix ms).
+pub(super) type LinkAck = (u64, u64);
 
 pub(super) struct Replica {
     pub(super) id: u64,
@@ -130,8 +133,12 @@ pub(super) struct Hub {
     pub(super) replicas: Vec<Replica>,
     pub(super) next_id: u64,
     pub(super) waits: WaitQueue<Origin>,
-    /// WAIT marks received per (client shard, WAIT id), until every shard's arrived.
-    pub(super) wait_marks: HashMap<(usize, u64), usize>,
+    /// WAIT marks received per (client shard, WAIT id), until every shard's arrived, with
+    /// each shard's own stream offset at its mark.
+    pub(super) wait_marks: HashMap<(usize, u64), (usize, Vec<u64>)>,
+    /// Replicas on shard links (by address and listening port): per shard, what its link
+    /// acknowledged and when (`None`: no link on that shard now).
+    pub(super) shard_replicas: HashMap<(String, u16), Vec<Option<LinkAck>>>,
     /// Offsets where a full sync's replica got bytes in another order than the backlog has
     /// them (see `psync::decide`); the newest few.
     pub(super) unsafe_ranges: VecDeque<Range<u64>>,
@@ -182,6 +189,7 @@ impl Hub {
             next_id: 1,
             waits: WaitQueue::default(),
             wait_marks: HashMap::new(),
+            shard_replicas: HashMap::new(),
             unsafe_ranges: VecDeque::new(),
             sync_full: 0,
             sync_partial_ok: 0,
@@ -325,7 +333,19 @@ impl Hub {
         let acks = (self.replicas.iter())
             .filter(|r| r.state == LinkState::Online && !r.dropped)
             .map(|r| r.ack_ms);
-        good_replicas(acks, now_ms(), self.max_lag_s)
+        // A replica on shard links is as lagging as its stalest link.
+        let linked = (self.shard_replicas.values()).filter_map(|links| {
+            let ack_ms: Option<Vec<u64>> = links.iter().map(|l| l.map(|(_, ms)| ms)).collect();
+            crate::repl::shards::replica_ack_ms(&ack_ms?)
+        });
+        good_replicas(acks.chain(linked), now_ms(), self.max_lag_s)
+    }
+
+    /// Per replica with a link on every shard, what each link acknowledged.
+    pub(super) fn shard_acks(&self) -> Vec<Vec<u64>> {
+        (self.shard_replicas.values())
+            .filter_map(|links| links.iter().map(|l| l.map(|(ack, _)| ack)).collect())
+            .collect()
     }
 
     /// Answers the WAITs that are due.
@@ -333,9 +353,13 @@ impl Hub {
         if self.waits.is_empty() {
             return;
         }
-        let acks = self.acks();
+        let (acks, shard_acks) = (self.acks(), self.shard_acks());
+        let acks = Acks {
+            single: &acks,
+            shard_links: &shard_acks,
+        };
         let shard = shard::current();
-        for (origin, count) in self.waits.ready(&acks, now) {
+        for (origin, count) in self.waits.ready(acks, now) {
             shard.deliver(origin, Reply::Integer(count as i64));
         }
     }
@@ -397,20 +421,34 @@ impl Hub {
                 parts,
                 replicas,
                 timeout_ms,
+                shard_offset,
             } => {
-                let marks = self.wait_marks.entry((origin.shard, id)).or_insert(0);
+                let shards = self.received.len();
+                let (marks, offsets) = (self.wait_marks.entry((origin.shard, id)))
+                    .or_insert_with(|| (0, vec![0; shards]));
                 *marks += 1;
+                offsets[from] = shard_offset;
                 if *marks < parts {
                     return;
                 }
-                self.wait_marks.remove(&(origin.shard, id));
-                let target = self.identity.master_repl_offset;
+                let Some((_, offsets)) = self.wait_marks.remove(&(origin.shard, id)) else {
+                    return;
+                };
+                let target = Target {
+                    offset: self.identity.master_repl_offset,
+                    shards: offsets,
+                };
                 let deadline = (timeout_ms > 0).then(|| now + timeout_ms);
-                let acks = self.acks();
-                match self
-                    .waits
-                    .add(origin, target, replicas as usize, deadline, &acks)
-                {
+                let (acks, shard_acks) = (self.acks(), self.shard_acks());
+                let acks = Acks {
+                    single: &acks,
+                    shard_links: &shard_acks,
+                };
+                if !self.shard_replicas.is_empty() {
+                    // Shard links are asked to acknowledge now too.
+                    super::shard_link::getack_all();
+                }
+                match (self.waits).add(origin, target, replicas as usize, deadline, acks) {
                     Err((origin, count)) => {
                         shard::current().deliver(origin, Reply::Integer(count as i64))
                     }
@@ -520,4 +558,35 @@ pub(in crate::server) fn sync_start(id: u64) -> Result<Option<(String, u64)>, Go
 /// Whether the replica is still wanted (its link may go on).
 pub(in crate::server) fn alive(id: u64) -> bool {
     with_hub(|hub| hub.replica(id).is_some_and(|r| !r.dropped))
+}
+
+/// Shard `shard`'s link of the replica at `ip`:`port` acknowledged `offset` (or, `None`,
+/// ended): WAIT and min-replicas-to-write count that replica by all its links.
+pub(super) fn shard_link_ack(shard: usize, ip: String, port: u16, ack: Option<u64>) {
+    let now = now_ms();
+    with_hub(|hub| {
+        let shards = hub.received.len();
+        let key = (ip, port);
+        match ack {
+            Some(offset) => {
+                let links = (hub.shard_replicas.entry(key)).or_insert_with(|| vec![None; shards]);
+                if let Some(link) = links.get_mut(shard) {
+                    let acked = link.map_or(offset, |(before, _)| before.max(offset));
+                    *link = Some((acked, now));
+                }
+            }
+            None => {
+                if let Some(links) = hub.shard_replicas.get_mut(&key) {
+                    if let Some(link) = links.get_mut(shard) {
+                        *link = None;
+                    }
+                    if links.iter().all(Option::is_none) {
+                        hub.shard_replicas.remove(&key);
+                    }
+                }
+            }
+        }
+        hub.answer_waits(now);
+        hub.publish(&shard::current().shared.repl);
+    });
 }

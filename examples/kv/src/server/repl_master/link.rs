@@ -186,6 +186,26 @@ pub(in crate::server) async fn send(
     sink: SinkKey,
     bytes: Bytes,
 ) -> Result<(), Gone> {
+    send_via(shard, sink, bytes, |pending| {
+        with_hub(|hub| match hub.replica(id) {
+            Some(replica) if !replica.dropped => {
+                replica.conn_pending = pending;
+                true
+            }
+            _ => false,
+        })
+    })
+    .await
+}
+
+/// [`send`] for any link: `alive` is told the connection's unsent bytes after each look
+/// and says whether the link is still wanted.
+pub(super) async fn send_via(
+    shard: usize,
+    sink: SinkKey,
+    bytes: Bytes,
+    mut alive: impl FnMut(usize) -> bool,
+) -> Result<(), Gone> {
     let mut pending = submit_to(shard, move || async move { push_here(sink, Some(bytes)) })
         .await
         .ok()
@@ -194,14 +214,7 @@ pub(in crate::server) async fn send(
     // A slow replica is looked at less and less often (1 ms doubling to 16 ms).
     let mut pause = Duration::from_millis(1);
     loop {
-        let alive = with_hub(|hub| match hub.replica(id) {
-            Some(replica) if !replica.dropped => {
-                replica.conn_pending = pending;
-                true
-            }
-            _ => false,
-        });
-        if !alive {
+        if !alive(pending) {
             return Err(Gone);
         }
         if pending <= HIGH_WATER {

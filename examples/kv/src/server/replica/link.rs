@@ -413,6 +413,7 @@ async fn handshake(
         } else {
             1
         },
+        link: None,
     };
     let (mut handshake, first) = Handshake::start(config);
     conn.stream.send_all(first).await?;
