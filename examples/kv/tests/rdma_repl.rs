@@ -1,6 +1,7 @@
 //! corewire-kv replicating corewire-kv over RDMA (`repl-transport rdma` on the replica,
 //! `--repl-rdma` on the master), over soft-RoCE: the full sync of keys of every type, the
-//! write stream, WAIT, the link cut and continued by a partial resync, and a replica aimed
+//! write stream, WAIT, the link cut and continued by a partial resync, a replica that stops
+//! reading dropped at its output limit, and a replica aimed
 //! at an address with no RDMA endpoint, which fails (counted, with its reason) and never
 //! falls back to TCP. Like the project's other `rdma*` test targets, `cargo xtask test` runs
 //! this inside the rxe VM; without a device it fails saying so.
@@ -144,4 +145,71 @@ fn unreachable_rdma_endpoint_fails_without_tcp_fallback() {
     assert!(replica.stderr().contains("RDMA"), "{}", replica.stderr());
     assert_eq!(replication(&mut m, "connected_slaves"), "0");
     assert_eq!(stat(&mut m, "sync_full"), 0);
+}
+
+/// A replica that stops reading over RDMA (its process stopped: it grants no more credits):
+/// the master's output for it piles up to `client-output-buffer-limit replica`, then the
+/// master drops it, its memory bounded meanwhile; resumed, the replica syncs again.
+#[test]
+fn a_stalled_rdma_replica_is_dropped_at_its_output_limit() {
+    corewire_verbs::testing::require_device();
+    let endpoint = SocketAddr::new(endpoint_ip(), repl_endpoint().port() + 1);
+    let master = start_master(endpoint);
+    let mut m = master.connect();
+    let limit = [
+        "CONFIG",
+        "SET",
+        "client-output-buffer-limit",
+        "replica 4mb 0 0",
+    ];
+    assert_eq!(m.call(&limit), Reply::ok());
+    let replica = start_replica(&endpoint.ip().to_string(), endpoint.port());
+    let mut r = replica.connect();
+    wait_link_up(&mut r, &replica);
+    signal(&replica, "STOP");
+    let baseline = master.rss_mib();
+    // Up to 128 MiB of stream over the same few keys: far past the limit.
+    let value = "x".repeat(1 << 20);
+    let mut dropped = false;
+    for i in 0..128 {
+        assert_eq!(
+            m.call(&["SET", &format!("big{}", i % 4), &value]),
+            Reply::ok()
+        );
+        if i % 8 == 7 && replication(&mut m, "connected_slaves") == "0" {
+            dropped = true;
+            break;
+        }
+    }
+    let dropped = dropped || eventually(WAIT, || replication(&mut m, "connected_slaves") == "0");
+    assert!(dropped, "{}", info(&mut m, "replication"));
+    let grown = master.rss_mib().saturating_sub(baseline);
+    assert!(
+        grown < 96,
+        "the master grew {grown} MiB for a stalled replica"
+    );
+    signal(&replica, "CONT");
+    let back = eventually(WAIT, || {
+        info_field(&mut m, "replication", "slave0").is_some_and(|s| s.contains("state=online"))
+    });
+    assert!(
+        back,
+        "{}\nreplica's log:\n{}",
+        info(&mut m, "replication"),
+        replica.stderr()
+    );
+    assert_eq!(m.call(&["WAIT", "1", "30000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+}
+
+fn endpoint_ip() -> std::net::IpAddr {
+    corewire_verbs::testing::rdma_addr()
+}
+
+fn signal(server: &Server, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &server.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{name}");
 }
