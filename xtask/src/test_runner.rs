@@ -288,6 +288,8 @@ struct VmRerun {
 /// driver (event and adaptive modes): with `COREWIRE_IO_URING=plain` (a single-shot poll
 /// behaves unlike the multishot one), and the event-mode tests on the epoll backend (the
 /// channel in the shard's epoll set).
+/// Replication over RDMA (`rdma_repl`) runs again on the epoll backend: its two corewire-kv
+/// processes take their backend from the environment.
 const VM_RERUNS: &[VmRerun] = &[
     VmRerun {
         binary: "rdma_transport",
@@ -305,6 +307,12 @@ const VM_RERUNS: &[VmRerun] = &[
             "solicited",
             "mode_can_be_switched",
         ],
+    },
+    VmRerun {
+        binary: "rdma_repl",
+        suffix: "epoll",
+        env: ("COREWIRE_BACKEND", "epoll"),
+        filters: &[],
     },
 ];
 

@@ -336,6 +336,76 @@ fn replica_of_corewire() {
     assert_eq!(contents(&mut replica), acknowledged);
 }
 
+/// `repl-transport rdma` where RDMA cannot be had (this host has no device; one that has
+/// cannot reach loopback over it): the link stays down with the reason in INFO and the
+/// log, counted and retried, and never falls back to TCP; `CONFIG SET repl-transport tcp`
+/// brings it up at the next retry. (Over RDMA itself: `tests/rdma_repl.rs`, in the VM.)
+#[test]
+fn forced_rdma_transport_fails_clearly_without_tcp_fallback() {
+    let master_server = Server::start(&["--shards", "1"]);
+    let mut master = master_server.connect();
+    ok(&mut master, &["SET", "k", "v"]);
+    let port = master_server.port.to_string();
+    let replica_server = Server::start(&[
+        "--shards",
+        "1",
+        "--repl-transport",
+        "rdma",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+    ]);
+    let mut replica = replica_server.connect();
+    assert_eq!(
+        replica.call(&["CONFIG", "GET", "repl-transport"]),
+        Reply::Array(Some(vec![
+            Reply::bulk("repl-transport"),
+            Reply::bulk("rdma")
+        ]))
+    );
+    let failures = |replica: &mut Resp| -> u64 {
+        info_field(replica, "replication", "master_link_failures")
+            .and_then(|n| n.parse().ok())
+            .expect("master_link_failures")
+    };
+    // Retried about once a second, failing each time.
+    let retried = eventually(WAIT, || failures(&mut replica) >= 2);
+    assert!(retried, "{:?}", replica.call(&["INFO", "replication"]));
+    let field = |replica: &mut Resp, name: &str| info_field(replica, "replication", name);
+    assert_eq!(
+        field(&mut replica, "master_link_status").as_deref(),
+        Some("down")
+    );
+    assert_eq!(
+        field(&mut replica, "master_link_transport").as_deref(),
+        Some("rdma")
+    );
+    let why = field(&mut replica, "master_link_last_error").expect("master_link_last_error");
+    assert!(why.contains("RDMA"), "{why}");
+    let log = replica_server.stderr();
+    assert!(
+        log.contains("the link with the MASTER is down") && log.contains("RDMA"),
+        "{log}"
+    );
+    // No TCP link was made meanwhile.
+    assert_eq!(stat(&mut master, "sync_full"), 0);
+    assert_eq!(
+        info_field(&mut master, "replication", "connected_slaves").as_deref(),
+        Some("0")
+    );
+    assert!(matches!(
+        replica.call(&["CONFIG", "SET", "repl-transport", "udp"]),
+        Reply::Error(_)
+    ));
+    ok(&mut replica, &["CONFIG", "SET", "repl-transport", "tcp"]);
+    wait_link_up(&mut replica);
+    assert_eq!(
+        field(&mut replica, "master_link_transport").as_deref(),
+        Some("tcp")
+    );
+    assert_eq!(replica.call(&["GET", "k"]), Reply::bulk("v"));
+}
+
 /// Function libraries from redis-server: its RDB's FUNCTION2 records replace ours (a
 /// library only the replica had is gone), then its FUNCTION commands stream verbatim
 /// (FUNCTION RESTORE with Redis's payload included); read-only functions run here.

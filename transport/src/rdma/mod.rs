@@ -229,6 +229,12 @@ pub async fn stats_async() -> Vec<RdmaStats> {
     all
 }
 
+/// Whether the transport is installed on the shard this is called on (a process that
+/// needs RDMA only sometimes installs it on first use with [`install_async`]).
+pub fn installed_here() -> bool {
+    RdmaShard::current().is_ok()
+}
+
 /// The counters of the shard this is called on (all zero where the transport is not
 /// installed).
 pub fn stats_here() -> RdmaStats {

@@ -652,6 +652,17 @@ pub static OPTIONS: &[OptionSpec] = &[
             Ok(())
         })
         .help("ADDR:PORT: also serve the binary protocol over RDMA (rdma_cm) there"),
+    opt("repl-rdma", CHECKED, "")
+        .flags(OURS)
+        .check(optional::<std::net::SocketAddr>)
+        .start(|c, v| {
+            c.repl_rdma = (!v.is_empty()).then(|| parsed(v)).transpose()?;
+            Ok(())
+        })
+        .help("ADDR:PORT: serve replicas that set repl-transport rdma (PSYNC over RDMA) there; use the RESP port's number so REPLICAOF host port names either"),
+    opt("repl-transport", Kind::Enum(&["tcp", "rdma"]), "tcp")
+        .flags(OURS)
+        .help("how this replica reaches its master: tcp, or rdma to the master's --repl-rdma endpoint at REPLICAOF's host and port (no fallback to TCP)"),
     opt("rdma-poller", CHECKED, "adaptive")
         .flags(OURS)
         .check(check_parse::<corewire::transport::rdma::PollerMode>)

@@ -65,6 +65,12 @@ pub struct MasterLinkInfo {
     pub announced: bool,
     /// The master's replication id (this node's own while it replicates).
     pub replid: String,
+    /// How the link reaches the master (`repl-transport`: `tcp` or `rdma`).
+    pub transport: &'static str,
+    /// Attempts of the link that failed since this REPLICAOF (connect, handshake, sync or
+    /// stream), and the last one's reason (empty: none).
+    pub failures: u64,
+    pub last_error: String,
 }
 
 impl MasterLinkInfo {
@@ -121,7 +127,32 @@ impl MasterLinkInfo {
             u8::from(self.read_only),
             u8::from(self.announced),
         );
+        // corewire's own, after Redis's: an INFO reader sees why a link is down.
+        let _ = write!(
+            out,
+            "master_link_transport:{}\r\nmaster_link_failures:{}\r\n",
+            self.transport, self.failures
+        );
+        if !self.last_error.is_empty() {
+            let _ = write!(
+                out,
+                "master_link_last_error:{}\r\n",
+                info_value(&self.last_error)
+            );
+        }
     }
+}
+
+/// `text` as one INFO value: no line breaks, and no `,` (readers such as redis-py take a
+/// value with `,` and `=` for a list of `key=value` pairs).
+fn info_value(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\r' | '\n' => ' ',
+            ',' => ';',
+            c => c,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -159,11 +190,17 @@ mod tests {
                 Reply::Integer(100),
             ])
         );
+        assert!(!out.contains("master_link_last_error"));
         info.state = MasterLinkState::Connect;
         info.replid.clear();
+        info.transport = "rdma";
+        info.failures = 3;
+        info.last_error = "no RDMA device, none found\r\nat all".into();
         let mut out = String::new();
         info.write_info(&mut out);
         assert!(out.contains("master_link_status:down\r\n"));
+        assert!(out.contains("master_link_transport:rdma\r\nmaster_link_failures:3\r\n"));
+        assert!(out.contains("master_link_last_error:no RDMA device; none found  at all\r\n"));
         assert!(out.contains("master_link_down_since_seconds:-1\r\n"));
         assert!(
             matches!(&info.role_reply(), Reply::Array(items) if items[4] == Reply::Integer(-1))

@@ -98,6 +98,9 @@ pub struct ServerConfig {
     pub binary_port: Option<u16>,
     /// `--rdma ADDR:PORT`: also serve the binary protocol over RDMA (rdma_cm) there.
     pub rdma: Option<SocketAddr>,
+    /// `--repl-rdma ADDR:PORT`: serve replicas with `repl-transport rdma` (RESP, so PSYNC,
+    /// over RDMA) there; see `server/rdma_bytes.rs`.
+    pub repl_rdma: Option<SocketAddr>,
     /// How shards learn about RDMA completions.
     pub rdma_poller: PollerMode,
     pub aof: Option<AofConfig>,
@@ -179,6 +182,7 @@ impl Default for ServerConfig {
             port: 6379,
             binary_port: None,
             rdma: None,
+            repl_rdma: None,
             rdma_poller: PollerMode::adaptive(),
             aof: None,
             requirepass: None,

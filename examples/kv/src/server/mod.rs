@@ -28,6 +28,7 @@ mod pubsub;
 mod rdb_commands;
 mod rdb_load;
 mod rdb_save;
+mod rdma_bytes;
 mod repl_feed;
 mod repl_master;
 mod repl_sync;
@@ -136,6 +137,8 @@ pub struct RunningServer {
     tls: Option<ListenerHandle>,
     binary: Option<ListenerHandle>,
     rdma: Option<ListenerHandle>,
+    /// `--repl-rdma`: replicas' RESP connections over RDMA.
+    repl_rdma: Option<ListenerHandle>,
     /// Removes the socket file when the server stops.
     unixsocket: Option<resp_listener::UnixSocket>,
     binary_server: corewire::Server,
@@ -163,6 +166,11 @@ impl RunningServer {
 
     pub fn rdma_addr(&self) -> Option<SocketAddr> {
         self.rdma.as_ref().map(|r| r.local_addr())
+    }
+
+    /// The replication endpoint over RDMA (`--repl-rdma`).
+    pub fn repl_rdma_addr(&self) -> Option<SocketAddr> {
+        self.repl_rdma.as_ref().map(|r| r.local_addr())
     }
 
     /// The cluster bus address, in cluster mode.
@@ -222,13 +230,14 @@ impl RunningServer {
             tls,
             binary,
             rdma,
+            repl_rdma,
             rt,
             shared,
             unixsocket,
             ..
         } = self;
         drop(unixsocket);
-        for listener in shared.resp.take().into_iter().chain(tls) {
+        for listener in (shared.resp.take().into_iter().chain(tls)).chain(repl_rdma) {
             listener.stop();
         }
         let saved = rt.spawn_on(0, move || async move {
@@ -275,7 +284,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         .pin(config.pins(available_cpus()))
         .build()
         .map_err(StartError::Runtime)?;
-    if config.rdma.is_some() {
+    if config.rdma.is_some() || config.repl_rdma.is_some() {
         // First, so a machine without an RDMA device fails before replaying anything.
         let rdma_config = {
             let mut o = RdmaConfig::default();
@@ -447,8 +456,18 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
                 .map_err(rdma_unavailable)?,
         ),
     };
+    // A replica's link over RDMA is a RESP connection like any other from here on.
+    let repl_rdma = match config.repl_rdma {
+        None => None,
+        Some(addr) => Some(
+            RdmaEndpoint::bind(addr)
+                .serve(&rt, |accepted| resp_conn::serve(accepted, shard::current()))
+                .map_err(rdma_unavailable)?,
+        ),
+    };
     crate::heap::mark_startup();
     Ok(RunningServer {
+        repl_rdma,
         tls: tls_listener,
         unixsocket,
         binary,

@@ -1,5 +1,6 @@
-//! A RESP connection's byte stream, plain TCP or TLS, with its one send in flight: what
-//! `resp_conn` drives, the same way for both.
+//! A RESP connection's byte stream, plain TCP, TLS or RDMA (a replica's link to the
+//! `repl-rdma` endpoint, see `rdma_bytes`), with its one send in flight: what `resp_conn`
+//! drives, the same way for all.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -10,6 +11,10 @@ use corewire::runtime::accept::Accepted;
 use corewire::runtime::net::{SendFuture, TcpStream, UnixStream};
 use corewire::runtime::tls::{TlsAccepted, TlsStream};
 use corewire::runtime::Budget;
+use corewire::transport::rdma::RdmaAccepted;
+use corewire::transport::Connection;
+
+use super::rdma_bytes::RdmaBytes;
 
 /// How long a refused connection may take to be told and closed.
 const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -41,6 +46,17 @@ impl From<TlsAccepted> for RespAccepted {
     }
 }
 
+impl From<RdmaAccepted> for RespAccepted {
+    fn from(a: RdmaAccepted) -> Self {
+        let budget = a.conn.budget();
+        RespAccepted {
+            stream: RespStream::Plain(Plain::Rdma(Box::new(RdmaBytes::new(a.conn)))),
+            peer: a.peer,
+            budget,
+        }
+    }
+}
+
 pub(crate) enum RespStream {
     Plain(Plain),
     Tls(TlsStream),
@@ -52,14 +68,18 @@ pub(crate) enum Plain {
     Tcp(TcpStream),
     /// From the Unix socket (`unixsocket`): boxed, as few connections are.
     Unix(Box<UnixStream>),
+    /// From the `repl-rdma` endpoint (a replica's link): boxed, as few connections are.
+    Rdma(Box<RdmaBytes>),
 }
 
-/// `$body` with `$s` the TCP or the Unix stream (the same calls on both).
+/// `$body` with `$s` the TCP or the Unix stream (the same calls on both), `$rdma` with `$r`
+/// the RDMA one.
 macro_rules! plain {
-    ($plain:expr, $s:ident => $body:expr) => {
+    ($plain:expr, $s:ident => $body:expr, $r:ident => $rdma:expr) => {
         match $plain {
             Plain::Tcp($s) => $body,
             Plain::Unix($s) => $body,
+            Plain::Rdma($r) => $rdma,
         }
     };
 }
@@ -70,12 +90,14 @@ impl RespStream {
             RespStream::Plain(Plain::Tcp(s)) => s.local_addr().ok(),
             RespStream::Plain(Plain::Unix(_)) => None,
             RespStream::Tls(s) => s.get_ref().local_addr().ok(),
+            RespStream::Plain(Plain::Rdma(_)) => None,
         }
     }
 
     pub fn raw_fd(&self) -> i32 {
         match self {
-            RespStream::Plain(plain) => plain!(plain, s => s.raw_fd()),
+            // No descriptor over RDMA: CLIENT LIST shows -1, as for a client without a socket.
+            RespStream::Plain(plain) => plain!(plain, s => s.raw_fd(), _r => -1),
             RespStream::Tls(s) => s.get_ref().raw_fd(),
         }
     }
@@ -96,7 +118,9 @@ impl RespStream {
                     s.send_all(reply).await?;
                     s.shutdown_write()?;
                     while s.recv_chunk().await?.is_some() {}
-                }),
+                },
+                // Dropping the connection flushes what is queued, then closes.
+                r => r.send_all(reply).await?),
                 RespStream::Tls(s) => {
                     s.send_all(reply).await?;
                     s.shutdown().await?;
@@ -141,7 +165,8 @@ impl RespIo {
         if let Some(error) = self.failed.take() {
             return Poll::Ready(Err(error));
         }
-        match &self.stream {
+        match &mut self.stream {
+            RespStream::Plain(Plain::Rdma(rdma)) => rdma.poll_sent(cx),
             RespStream::Plain(_) => {
                 let Some(op) = self.send.as_mut() else {
                     return Poll::Pending;
@@ -172,7 +197,9 @@ impl RespIo {
 
     /// Whether a send is in flight.
     pub fn sending(&self) -> bool {
-        self.send.is_some() || self.tls_flushing
+        self.send.is_some()
+            || self.tls_flushing
+            || matches!(&self.stream, RespStream::Plain(Plain::Rdma(rdma)) if rdma.sending())
     }
 
     /// Nothing in flight and nothing left over.
@@ -186,8 +213,10 @@ impl RespIo {
 
     /// Start sending `bytes` (nothing may be in flight).
     pub fn start_send(&mut self, cx: &mut Context<'_>, bytes: Bytes) {
-        match &self.stream {
-            RespStream::Plain(plain) => self.send = Some(plain!(plain, s => s.send(bytes))),
+        match &mut self.stream {
+            RespStream::Plain(plain) => plain!(plain, s => self.send = Some(s.send(bytes)),
+                // One frame at a time: the rest waits as a short send's would.
+                r => self.unsent = r.start_send(bytes)),
             RespStream::Tls(tls) => {
                 self.tls_flushing = true;
                 match tls.poll_write(cx, &bytes) {
@@ -210,7 +239,9 @@ impl RespIo {
     ) -> Poll<std::io::Result<bool>> {
         match &self.stream {
             RespStream::Plain(plain) => {
-                match std::task::ready!(plain!(plain, s => s.poll_recv_chunk(cx))) {
+                let chunk =
+                    plain!(plain, s => s.poll_recv_chunk(cx), r => return r.poll_recv(cx, feed));
+                match std::task::ready!(chunk) {
                     Ok(Some(chunk)) => {
                         feed(&chunk);
                         Poll::Ready(Ok(true))

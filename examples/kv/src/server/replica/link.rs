@@ -184,6 +184,7 @@ pub(super) async fn run(shard: Rc<Shard>, generation: u64) {
         super::sync_gate(&shared);
         if let Err(error) = result {
             tracing::warn!(%error, "the link with the MASTER is down; retrying");
+            shared.replica.link_failed(error.to_string());
         }
         let retry_at = Instant::now() + RETRY;
         while Instant::now() < retry_at && shared.replica.is_current(generation) {
@@ -296,7 +297,7 @@ async fn session(
                 .map_err(|_| other(format!("bind-source-addr {source:?} is no IP address")))?,
         ),
     };
-    let connect = MasterStream::connect(source, addr, &host, tls);
+    let connect = MasterStream::open(live, source, addr, &host, tls);
     let stream = corewire::runtime::timer::timeout(timeout, connect)
         .await
         .map_err(|_| LinkError::Timeout)??;

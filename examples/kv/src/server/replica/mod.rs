@@ -1,5 +1,5 @@
 //! The replica side of replication, on shard 0: REPLICAOF / SLAVEOF, ROLE, `--replicaof` at
-//! start, and the link to the master ([`link`], over TCP or TLS: [`stream`]) that loads its
+//! start, and the link to the master ([`link`], over TCP, TLS or RDMA: [`stream`]) that loads its
 //! snapshot ([`load`]) and applies its command stream.
 //!
 //! Process-wide facts (where the node replicates from, the link's state and offsets) live in
@@ -32,6 +32,8 @@ use crate::store::ExpiryView;
 struct Inner {
     /// `None`: a master.
     target: Option<(String, u16)>,
+    /// Why the link's last attempt failed (empty: none since this REPLICAOF).
+    last_error: String,
     /// The master's replication id the data follows (empty: never synced), which a
     /// partial resync asks to continue.
     master_replid: String,
@@ -58,6 +60,8 @@ pub(crate) struct ReplicaShared {
     /// Whether the link has been up since this REPLICAOF (Redis reports -1 down-time
     /// before the first sync).
     was_up: AtomicBool,
+    /// The link's attempts that failed since this REPLICAOF.
+    failures: AtomicU64,
     /// Holds of the stream ([`hold_stream`]): while any, the link dispatches nothing.
     holds: AtomicU32,
     /// Nothing the link dispatched is running and every byte it applied went on to the
@@ -79,6 +83,7 @@ impl ReplicaShared {
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             was_up: AtomicBool::new(false),
+            failures: AtomicU64::new(0),
             holds: AtomicU32::new(0),
             quiet: AtomicBool::new(true),
         }
@@ -175,6 +180,12 @@ impl ReplicaShared {
         self.state() == LinkState::Connected
     }
 
+    /// An attempt of the link failed (INFO's `master_link_failures` and `_last_error`).
+    fn link_failed(&self, why: String) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.lock().last_error = why;
+    }
+
     fn touched(&self) {
         self.last_io_ms.store(now_ms(), Ordering::Relaxed);
     }
@@ -205,6 +216,10 @@ impl ReplicaShared {
             read_only: yes("replica-read-only"),
             announced: yes("replica-announced"),
             replid: inner.master_replid.clone(),
+            transport: stream::Transport::from_setting(live.get("repl-transport").as_deref())
+                .name(),
+            failures: self.failures.load(Ordering::Relaxed),
+            last_error: inner.last_error.clone(),
         })
     }
 }
@@ -258,7 +273,9 @@ pub(crate) fn replicate_from(shard: &Shard, host: String, port: u16) {
                 .store(identity.master_repl_offset, Ordering::Relaxed);
         }
         inner.target = Some((host.clone(), port));
+        inner.last_error.clear();
     }
+    replica.failures.store(0, Ordering::Relaxed);
     replica.is_replica.store(true, Ordering::Relaxed);
     replica.was_up.store(false, Ordering::Relaxed);
     replica.set_state(LinkState::Connect);
