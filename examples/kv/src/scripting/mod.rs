@@ -470,7 +470,10 @@ mod tests {
         let sha = Sha1::of(b"return 1");
         let hex = sha.hex();
         assert_eq!(Sha1::from_hex(hex.as_bytes()), Some(sha));
-        assert_eq!(Sha1::from_hex(hex.to_ascii_uppercase().as_bytes()), Some(sha));
+        assert_eq!(
+            Sha1::from_hex(hex.to_ascii_uppercase().as_bytes()),
+            Some(sha)
+        );
         assert_eq!(Sha1::from_hex(&hex.as_bytes()[..39]), None);
         assert_eq!(Sha1::from_hex(format!("{hex}0").as_bytes()), None);
         let mut bad = hex.into_bytes();

@@ -58,12 +58,12 @@ thread_local! {
 }
 
 /// The thread's argument vector (empty), or a new one while it is lent out.
-fn take_args() -> Vec<Bytes> {
+pub(crate) fn take_args() -> Vec<Bytes> {
     ARGS.try_with(std::cell::Cell::take).unwrap_or_default()
 }
 
 /// Gives the vector back, emptied, unless it grew past [`MAX_REUSED_ARGS`].
-fn return_args(mut args: Vec<Bytes>) {
+pub(crate) fn return_args(mut args: Vec<Bytes>) {
     args.clear();
     if args.capacity() <= MAX_REUSED_ARGS {
         // A thread being torn down frees it instead.

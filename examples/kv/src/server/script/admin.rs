@@ -33,7 +33,8 @@ pub(super) fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             Reply::Array(
                 args.iter()
                     .map(|sha| {
-                        let known = Sha1::from_hex(sha).is_some_and(|sha| cache.bodies.contains_key(&sha));
+                        let known =
+                            Sha1::from_hex(sha).is_some_and(|sha| cache.bodies.contains_key(&sha));
                         Reply::Integer(i64::from(known))
                     })
                     .collect(),
