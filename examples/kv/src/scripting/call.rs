@@ -64,7 +64,10 @@ impl FromLuaMulti for CallArgs {
         lua: &RawLua,
     ) -> mlua::Result<Self> {
         let state = lua.state();
-        let mut words = Vec::with_capacity(nargs.max(0) as usize);
+        // The thread's request vector (a command keeping its words as single values leaves it
+        // to be handed back after the call), as the session parses a request into it.
+        let mut words = crate::command::argv::take();
+        words.reserve(nargs.max(0) as usize);
         for idx in -nargs..0 {
             // SAFETY: the callback's `nargs` arguments are the top `nargs` slots of `state`'s
             // stack (mlua calls this before it touches the stack), so `idx` names a live slot.

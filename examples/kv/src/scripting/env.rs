@@ -43,10 +43,33 @@ pub trait Host {
     }
 }
 
-/// The installed host and the run's RESP mode (`redis.setresp`).
+/// The host of the run in progress, if any, and its RESP mode (`redis.setresp`). Installed
+/// once in a state's app data by whoever runs scripts in it; `redis.call` gets it directly
+/// from its closure (no app-data lookup per call).
+#[derive(Default)]
 pub(crate) struct Running {
-    pub host: Rc<dyn Host>,
+    host: std::cell::RefCell<Option<Rc<dyn Host>>>,
     pub resp: std::cell::Cell<u8>,
+}
+
+impl Running {
+    /// A run starts with `host`, in RESP2.
+    pub fn begin(&self, host: Rc<dyn Host>) {
+        *self.host.borrow_mut() = Some(host);
+        self.resp.set(2);
+    }
+
+    pub fn end(&self) {
+        self.host.borrow_mut().take();
+    }
+
+    /// The running script's host; an error outside a run.
+    pub fn host(&self) -> mlua::Result<Rc<dyn Host>> {
+        self.host
+            .borrow()
+            .clone()
+            .ok_or_else(|| mlua::Error::RuntimeError("redis API used outside a script run".into()))
+    }
 }
 
 /// The globals' read-only view and the tables behind it.
@@ -57,6 +80,11 @@ pub struct Env {
     /// The `redis` table behind its read-only proxy: a run installs its own `call` and
     /// `pcall` here.
     pub redis: Table,
+    /// The real globals and the names of the two a run sets, kept to set them without
+    /// looking them up or making the names again on every run.
+    pub globals: Table,
+    pub keys_name: mlua::LuaString,
+    pub argv_name: mlua::LuaString,
 }
 
 const SANDBOX: &str = r#"
@@ -127,7 +155,16 @@ impl Env {
         super::libs::install(&lua)?;
         install_random(&lua)?;
         let (view, _protect): (Table, Function) = lua.load(SANDBOX).set_name("=sandbox").eval()?;
-        Ok(Env { lua, view, redis })
+        let keys_name = lua.create_string("KEYS")?;
+        let argv_name = lua.create_string("ARGV")?;
+        Ok(Env {
+            lua,
+            view,
+            redis,
+            globals,
+            keys_name,
+            argv_name,
+        })
     }
 
     /// Compiles a script body (EVAL) as Redis does: named `@user_script`, run in the view.
@@ -295,8 +332,8 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
                     _ => String::new(),
                 })
                 .collect();
-            if let Ok(run) = running(lua) {
-                run.host.log(level, &message.join(" "));
+            if let Ok(host) = running(lua).and_then(|run| run.host()) {
+                host.log(level, &message.join(" "));
             }
             Ok(())
         })?,
@@ -372,7 +409,9 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
                 ));
             };
             // The caller's user decides; outside a run every command is allowed.
-            Ok(running(lua).map_or(true, |run| run.host.acl_allows(id, &command)))
+            Ok(running(lua)
+                .and_then(|run| run.host())
+                .map_or(true, |host| host.acl_allows(id, &command)))
         })?,
     )?;
     for (name, value) in [
@@ -395,8 +434,9 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
 
 /// `redis.call` / `redis.pcall`: arguments checked as Redis checks them, then the host runs
 /// the command.
-pub fn call(
+pub(crate) fn call(
     lua: &Lua,
+    run: &Running,
     args: CallArgs,
     raise: bool,
     suspend: &dyn Fn(bool),
@@ -416,8 +456,7 @@ pub fn call(
         Ok(command) => command,
         Err(text) => return fail(text),
     };
-    let run = running(lua)?;
-    run.host
+    run.host()?
         .call(lua, command, raise, run.resp.get() == 3, suspend)
 }
 

@@ -376,9 +376,71 @@ impl Busy {
     }
 }
 
-/// SHA1 of `body` as 40 lowercase hex digits (the script cache's key, `redis.sha1hex`).
+/// SHA1 of `body` as 40 lowercase hex digits (`redis.sha1hex`, SCRIPT LOAD's reply).
 pub fn sha1_hex(body: &[u8]) -> String {
-    sha1_smol::Sha1::from(body).digest().to_string()
+    Sha1::of(body).hex()
+}
+
+/// A script's SHA1 digest: the script caches' key. EVALSHA and SCRIPT EXISTS name a script by
+/// its 40 hex digits in either case; decoding them into the 20 bytes makes the lookup one
+/// fixed-size comparison, with no lowercased copy of the argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sha1([u8; 20]);
+
+impl Sha1 {
+    pub fn of(body: &[u8]) -> Sha1 {
+        Sha1(sha1_smol::Sha1::from(body).digest().bytes())
+    }
+
+    /// 40 hex digits of either case; anything else names no script.
+    pub fn from_hex(hex: &[u8]) -> Option<Sha1> {
+        /// Each byte's value as a hex digit, 0xff for a byte that is none (one load per
+        /// digit on every EVALSHA, no branch per digit class).
+        const NIBBLES: [u8; 256] = {
+            let mut table = [0xff; 256];
+            let mut i = 0;
+            while i < 10 {
+                table[b'0' as usize + i] = i as u8;
+                i += 1;
+            }
+            let mut i = 0;
+            while i < 6 {
+                table[b'a' as usize + i] = 10 + i as u8;
+                table[b'A' as usize + i] = 10 + i as u8;
+                i += 1;
+            }
+            table
+        };
+        let hex: &[u8; 40] = hex.try_into().ok()?;
+        let mut bytes = [0u8; 20];
+        let mut bad = 0;
+        for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            let (high, low) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
+            bad |= high | low;
+            *byte = high << 4 | low;
+        }
+        (bad <= 15).then_some(Sha1(bytes))
+    }
+
+    /// As Redis names the script: 40 lowercase hex digits.
+    pub fn hex(&self) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut text = String::with_capacity(40);
+        for byte in self.0 {
+            text.push(DIGITS[usize::from(byte >> 4)] as char);
+            text.push(DIGITS[usize::from(byte & 15)] as char);
+        }
+        text
+    }
+}
+
+/// A digest's bytes are already uniformly spread: its first eight serve as the hash input.
+impl std::hash::Hash for Sha1 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(head));
+    }
 }
 
 #[cfg(test)]
@@ -411,5 +473,24 @@ mod tests {
             sha1_hex(b"return redis.call('get',KEYS[1])"),
             "fd758d1589d044dd850a6f05d52f2eefd27f033f"
         );
+    }
+
+    /// EVALSHA's argument names the digest in either case; other lengths and non-hex
+    /// digits name nothing.
+    #[test]
+    fn sha1_hex_round_trips_in_either_case() {
+        let sha = Sha1::of(b"return 1");
+        let hex = sha.hex();
+        assert_eq!(Sha1::from_hex(hex.as_bytes()), Some(sha));
+        assert_eq!(
+            Sha1::from_hex(hex.to_ascii_uppercase().as_bytes()),
+            Some(sha)
+        );
+        assert_eq!(Sha1::from_hex(&hex.as_bytes()[..39]), None);
+        assert_eq!(Sha1::from_hex(format!("{hex}0").as_bytes()), None);
+        let mut bad = hex.into_bytes();
+        bad[7] = b'g';
+        assert_eq!(Sha1::from_hex(&bad), None);
+        assert_ne!(Sha1::of(b"return 2"), sha);
     }
 }

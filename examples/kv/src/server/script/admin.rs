@@ -20,11 +20,11 @@ pub(super) fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             if let Err(text) = checker.compile(&lua_body(&body)) {
                 return Reply::error(text);
             }
-            let sha = sha1_hex(&body);
+            let sha = Sha1::of(&body);
             if let Ok(mut cache) = scripting.cache.lock() {
-                cache.bodies.insert(sha.clone(), body);
+                cache.bodies.insert(sha, body);
             }
-            Reply::Bulk(Bytes::from(sha))
+            Reply::Bulk(Bytes::from(sha.hex()))
         }
         ScriptOp::ScriptExists => {
             let Ok(cache) = scripting.cache.lock() else {
@@ -33,8 +33,9 @@ pub(super) fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             Reply::Array(
                 args.iter()
                     .map(|sha| {
-                        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                        Reply::Integer(i64::from(cache.bodies.contains_key(&sha)))
+                        let known =
+                            Sha1::from_hex(sha).is_some_and(|sha| cache.bodies.contains_key(&sha));
+                        Reply::Integer(i64::from(known))
                     })
                     .collect(),
             )
@@ -60,7 +61,7 @@ pub(super) fn admin(shard: &Shard, command: ScriptCommand) -> Reply {
             if command.op == ScriptOp::ScriptFlush {
                 if let Ok(mut cache) = scripting.cache.lock() {
                     cache.bodies.clear();
-                    cache.generation += 1;
+                    scripting.generation.fetch_add(1, Ordering::Release);
                 }
             } else if let Ok(mut libraries) = scripting.libraries.lock() {
                 libraries.flush();
@@ -211,7 +212,12 @@ pub(super) fn stats(scripting: &ScriptingShared) -> Reply {
                 bulk("name"),
                 bulk(info.function.as_deref().unwrap_or("")),
                 bulk("command"),
-                Reply::Array(info.args.iter().cloned().map(Reply::Bulk).collect()),
+                Reply::Array(
+                    std::iter::once(Bytes::from_static(info.op.name().as_bytes()))
+                        .chain(info.words.iter().cloned())
+                        .map(Reply::Bulk)
+                        .collect(),
+                ),
                 bulk("duration_ms"),
                 Reply::Integer(info.elapsed_ms() as i64),
             ])

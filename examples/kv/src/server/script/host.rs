@@ -101,9 +101,9 @@ impl ScriptHost {
 
     /// One command for the script: Redis's checks, then on the shard(s) of its keys; the
     /// reply, and the RESP3 shape of the command's reply (for its conversion to Lua).
-    fn run(&self, suspend: &dyn Fn(bool), mut args: Vec<Bytes>) -> (Reply, Shape) {
+    fn run(&self, suspend: &dyn Fn(bool), args: &mut Vec<Bytes>) -> (Reply, Shape) {
         // One table lookup serves the checks, the flags, the stats' name and the parse.
-        let resolved = match Command::resolve(&args) {
+        let resolved = match Command::resolve(args) {
             Ok(resolved) => resolved,
             Err(error) => {
                 let text = match error {
@@ -143,7 +143,7 @@ impl ScriptHost {
             );
         }
         if let Some(user) = &self.user {
-            if let Some(refusal) = self.acl_refusal(user, &args) {
+            if let Some(refusal) = self.acl_refusal(user, args) {
                 return self.rejected(spec.name, refusal);
             }
         }
@@ -174,11 +174,11 @@ impl ScriptHost {
         {
             // As Redis shows a script's commands: after its EVAL or FCALL, from "lua".
             let line =
-                crate::session::monitor_line(super::super::introspect::unix_us(), "lua", &args);
+                crate::session::monitor_line(super::super::introspect::unix_us(), "lua", args);
             self.shard.feed_monitors(vec![line]);
         }
         let name = Some(spec.name);
-        let command = match Command::parse_resolved(resolved, &mut args) {
+        let command = match Command::parse_resolved(resolved, args) {
             Ok(command) => command,
             Err(error) => {
                 // A syntax error is the command's own: a failed call, as Redis counts it.
@@ -439,7 +439,10 @@ impl Host for ScriptHost {
                 self.killed_text().trim_start_matches("ERR ").into(),
             ));
         }
-        let (reply, shape) = self.run(suspend, args);
+        let mut args = args;
+        let (reply, shape) = self.run(suspend, &mut args);
+        // The words a command did not keep go, and the vector back to the thread's reuse.
+        crate::command::argv::give_back(args);
         let mode = if resp3 {
             ReplyMode::Resp3
         } else {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ use crate::routing::{route, shard_of, FanOut, Route};
 use crate::scripting::convert::{self, ReplyMode};
 use crate::scripting::env::{error_table, lua_message, Env, Host, LuaErrorValue, Running};
 use crate::scripting::functions::{Checker, Libraries, LibraryEnv, Loaded};
-use crate::scripting::{sha1_hex, ScriptCommand, ScriptOp};
+use crate::scripting::{ScriptCommand, ScriptOp, Sha1};
 use crate::session::resp3::shape_of;
 
 mod admin;
@@ -72,6 +72,9 @@ const SUSPEND: &str = "__kv_suspend";
 #[derive(Default)]
 pub(crate) struct ScriptingShared {
     cache: Mutex<ScriptCache>,
+    /// Bumped by SCRIPT FLUSH, under `cache`'s lock: shards then start a fresh Lua state and
+    /// forget the scripts they looked up (read without the lock on every run).
+    generation: AtomicU64,
     pub libraries: Mutex<Libraries>,
     /// The scripts running past the busy threshold.
     running: Mutex<Vec<Arc<RunInfo>>>,
@@ -88,19 +91,13 @@ impl ScriptingShared {
     /// `may_replicate` then).
     pub fn writes(&self, command: &str, first: &[u8]) -> bool {
         let declared_no_writes = |body: &[u8]| {
-            shebang_flags(body).is_ok_and(|flags| {
-                flags.is_some_and(|flags| flags.iter().any(|f| f == "no-writes"))
-            })
+            shebang_flags(body).is_ok_and(|flags| flags.is_some_and(|flags| flags.no_writes))
         };
         match command {
             "eval" => !declared_no_writes(first),
             "evalsha" => {
-                let sha = String::from_utf8_lossy(first).to_ascii_lowercase();
-                let body = self
-                    .cache
-                    .lock()
-                    .ok()
-                    .and_then(|c| c.bodies.get(&sha).cloned());
+                let body = Sha1::from_hex(first)
+                    .and_then(|sha| self.cache.lock().ok()?.bodies.get(&sha).cloned());
                 !body.is_some_and(|body| declared_no_writes(&body))
             }
             "fcall" => {
@@ -115,20 +112,36 @@ impl ScriptingShared {
 
 #[derive(Default)]
 struct ScriptCache {
-    /// Bumped by SCRIPT FLUSH: shards start a fresh Lua state.
-    generation: u64,
-    bodies: HashMap<String, Bytes, Sha1Hasher>,
+    bodies: HashMap<Sha1, Bytes, Sha1Hasher>,
 }
 
-/// The script maps are keyed by SHA1 hex digests, looked up on every EVALSHA: foldhash, not
-/// SipHash.
+/// The script maps are keyed by SHA1 digests, looked up on every EVALSHA: foldhash over the
+/// digest's first eight bytes, not SipHash over the hex text.
 type Sha1Hasher = foldhash::fast::RandomState;
+
+/// The scripts of the node's cache a shard has looked up, with their shebang flags parsed
+/// once: EVALSHA finds its script here without the node's lock. It holds only what the
+/// node's cache holds (filled from it, emptied when SCRIPT FLUSH bumps the generation).
+#[derive(Default)]
+struct KnownScripts {
+    generation: u64,
+    scripts: HashMap<Sha1, Known, Sha1Hasher>,
+}
+
+/// A cached script as a shard knows it.
+#[derive(Clone)]
+struct Known {
+    body: Bytes,
+    declared: Option<Declared>,
+}
 
 /// A script running somewhere in the node; once past the busy threshold it is listed for
 /// SCRIPT KILL and FUNCTION STATS.
 struct RunInfo {
     function: Option<String>,
-    args: Vec<Bytes>,
+    /// The run's command (its name is `op`'s), for FUNCTION STATS.
+    op: ScriptOp,
+    words: Arc<Vec<Bytes>>,
     started: Instant,
     kill: AtomicBool,
     wrote: AtomicBool,
@@ -148,13 +161,14 @@ pub(crate) struct ScriptShard {
     engine: RefCell<Option<Rc<Engine>>>,
     checker: RefCell<Option<Rc<Checker>>>,
     runner: RefCell<Option<run::Runner>>,
+    known: RefCell<KnownScripts>,
 }
 
 struct Engine {
     env: Env,
     libraries: LibraryEnv,
     generation: u64,
-    scripts: RefCell<HashMap<String, Function, Sha1Hasher>>,
+    scripts: RefCell<HashMap<Sha1, Function, Sha1Hasher>>,
     functions: RefCell<Loaded>,
 }
 
@@ -199,6 +213,25 @@ impl ScriptShard {
     fn put_runner(&self, runner: run::Runner) {
         *self.runner.borrow_mut() = Some(runner);
     }
+
+    /// The node's cached script `sha`, from what this shard looked up before when it can.
+    fn known(&self, scripting: &ScriptingShared, sha: Sha1) -> Option<Known> {
+        let generation = scripting.generation.load(Ordering::Acquire);
+        let mut known = self.known.borrow_mut();
+        if known.generation != generation {
+            known.scripts.clear();
+            known.generation = generation;
+        }
+        if let Some(script) = known.scripts.get(&sha) {
+            return Some(script.clone());
+        }
+        let body = scripting.cache.lock().ok()?.bodies.get(&sha).cloned()?;
+        // Only bodies with a valid shebang (or none) enter the node's cache.
+        let declared = shebang_flags(&body).ok()?;
+        let script = Known { body, declared };
+        known.scripts.insert(sha, script.clone());
+        Some(script)
+    }
 }
 
 fn lua_failure(error: mlua::Error) -> Reply {
@@ -220,21 +253,48 @@ struct Prepared {
     /// flags without `no-writes` is a write command, as in Redis 7 (one without flags is
     /// refused at its first write instead).
     may_write: bool,
-    keys: Vec<Bytes>,
-    argv: Vec<Bytes>,
+    op: ScriptOp,
+    /// The command's words after its name: the body, SHA1 or function name, `numkeys`, the
+    /// keys, the arguments (shared with the run's listing, not copied).
+    words: Arc<Vec<Bytes>>,
+    numkeys: usize,
     /// The shards to hold, ascending, and where the script runs.
     lock: Vec<usize>,
     exec: usize,
-    /// Redis's name for the run in errors: the script's SHA1 or the function's name.
-    label: String,
-    args: Vec<Bytes>,
     /// The caller's ACL user, when restricted.
     user: Option<Arc<crate::acl::User>>,
 }
 
+impl Prepared {
+    fn keys(&self) -> &[Bytes] {
+        &self.words[2..2 + self.numkeys]
+    }
+
+    fn argv(&self) -> &[Bytes] {
+        &self.words[2 + self.numkeys..]
+    }
+
+    /// Redis's name for the run in errors: the script's SHA1 or the function's name.
+    fn label(&self) -> String {
+        match &self.what {
+            What::Eval { sha, .. } => sha.hex(),
+            What::Function { name } => name.clone(),
+        }
+    }
+
+    /// The command again, to run where its first key lives.
+    fn into_command(self) -> ScriptCommand {
+        ScriptCommand {
+            op: self.op,
+            args: Arc::unwrap_or_clone(self.words),
+            user: self.user,
+        }
+    }
+}
+
 #[derive(Clone)]
 enum What {
-    Eval { sha: String, body: Bytes },
+    Eval { sha: Sha1, body: Bytes },
     Function { name: String },
 }
 
@@ -244,8 +304,25 @@ impl What {
     }
 }
 
+/// The flags a script declares (EVAL's shebang, a function's registration) that change how
+/// it may run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Declared {
+    no_writes: bool,
+    allow_oom: bool,
+}
+
+impl Declared {
+    fn of_names(flags: &[String]) -> Declared {
+        Declared {
+            no_writes: flags.iter().any(|f| f == "no-writes"),
+            allow_oom: flags.iter().any(|f| f == "allow-oom"),
+        }
+    }
+}
+
 /// A script body's `#!lua flags=...` line: Redis 7's EVAL shebang.
-fn shebang_flags(body: &[u8]) -> Result<Option<Vec<String>>, Reply> {
+fn shebang_flags(body: &[u8]) -> Result<Option<Declared>, Reply> {
     let Some(rest) = body.strip_prefix(b"#!") else {
         return Ok(None);
     };
@@ -258,7 +335,7 @@ fn shebang_flags(body: &[u8]) -> Result<Option<Vec<String>>, Reply> {
             "ERR Unexpected engine in script shebang: {engine}"
         )));
     }
-    let mut flags = Vec::new();
+    let mut declared = Declared::default();
     for part in parts {
         let Some(list) = part.strip_prefix("flags=") else {
             return Err(Reply::error(format!(
@@ -274,10 +351,11 @@ fn shebang_flags(body: &[u8]) -> Result<Option<Vec<String>>, Reply> {
                     "ERR Unexpected flag in script shebang: {flag}"
                 )));
             }
-            flags.push(flag.to_string());
+            declared.no_writes |= flag == "no-writes";
+            declared.allow_oom |= flag == "allow-oom";
         }
     }
-    Ok(Some(flags))
+    Ok(Some(declared))
 }
 
 /// The body Lua compiles: a shebang line blanked (kept as a line for line numbers).
@@ -290,9 +368,11 @@ fn lua_body(body: &[u8]) -> Vec<u8> {
     }
 }
 
+/// Checks a script run and finds where it runs; the command moves into the run (a
+/// forwarded one is taken back with [`Prepared::into_command`]).
 fn prepare(
     shard: &Shard,
-    command: &ScriptCommand,
+    command: ScriptCommand,
     exec_override: Option<usize>,
     from_master: bool,
 ) -> Result<Prepared, Reply> {
@@ -310,47 +390,37 @@ fn prepare(
     let replica_read_only = !from_master && shard.shared.replica.gate.refuses_writes();
     // A script that declares flags without `no-writes` counts as a write command, which a
     // read-only replica refuses before it starts (Redis's `scriptFlagsToCmdFlags`).
-    let mut declared = |flags: &[String], read_only: &mut bool, deny_oom: &mut bool| {
-        let no_writes = flags.iter().any(|f| f == "no-writes");
-        if !no_writes && replica_read_only {
+    let mut declared = |flags: Declared, read_only: &mut bool, deny_oom: &mut bool| {
+        if !flags.no_writes && replica_read_only {
             return Err(Reply::error(crate::repl::gate::READONLY));
         }
-        *read_only |= no_writes;
-        *deny_oom = !no_writes && !flags.iter().any(|f| f == "allow-oom");
-        may_write = !no_writes;
+        *read_only |= flags.no_writes;
+        *deny_oom = !flags.no_writes && !flags.allow_oom;
+        may_write = !flags.no_writes;
         Ok(())
     };
-    let (what, label) = match command.op {
+    let what = match command.op {
         ScriptOp::Eval | ScriptOp::EvalRo => {
             let body = command.args[0].clone();
             if let Some(flags) = shebang_flags(&body)? {
-                declared(&flags, &mut read_only, &mut deny_oom)?;
+                declared(flags, &mut read_only, &mut deny_oom)?;
             }
-            let sha = sha1_hex(&body);
-            (
-                What::Eval {
-                    sha: sha.clone(),
-                    body,
-                },
-                sha,
-            )
+            What::Eval {
+                sha: Sha1::of(&body),
+                body,
+            }
         }
         ScriptOp::EvalSha | ScriptOp::EvalShaRo => {
-            let sha = String::from_utf8_lossy(&command.args[0]).to_ascii_lowercase();
-            let body = (sha.len() == 40)
-                .then(|| scripting.cache.lock().ok()?.bodies.get(&sha).cloned())
-                .flatten()
+            let (sha, known) = Sha1::from_hex(&command.args[0])
+                .and_then(|sha| Some((sha, shard.scripts.known(scripting, sha)?)))
                 .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))?;
-            if let Some(flags) = shebang_flags(&body)? {
-                declared(&flags, &mut read_only, &mut deny_oom)?;
+            if let Some(flags) = known.declared {
+                declared(flags, &mut read_only, &mut deny_oom)?;
             }
-            (
-                What::Eval {
-                    sha: sha.clone(),
-                    body,
-                },
+            What::Eval {
                 sha,
-            )
+                body: known.body,
+            }
         }
         _ => {
             let name = String::from_utf8_lossy(&command.args[0]).into_owned();
@@ -363,12 +433,15 @@ fn prepare(
                     "ERR Can not execute a script with write flag using *_ro command.",
                 ));
             }
-            declared(&meta.flags, &mut read_only, &mut deny_oom)?;
-            (What::Function { name: name.clone() }, name)
+            declared(
+                Declared::of_names(&meta.flags),
+                &mut read_only,
+                &mut deny_oom,
+            )?;
+            What::Function { name }
         }
     };
-    let keys: Vec<Bytes> = command.args[2..2 + numkeys].to_vec();
-    let argv: Vec<Bytes> = command.args[2 + numkeys..].to_vec();
+    let keys = &command.args[2..2 + numkeys];
     let count = shard.count;
     let mut lock: Vec<usize> = keys.iter().map(|key| shard_of(key, count)).collect();
     let exec = exec_override.unwrap_or_else(|| lock.first().copied().unwrap_or(shard.id));
@@ -379,21 +452,18 @@ fn prepare(
     lock.push(exec);
     lock.sort_unstable();
     lock.dedup();
-    let mut args = vec![Bytes::from_static(command.op.name().as_bytes())];
-    args.extend(command.args.iter().cloned());
     Ok(Prepared {
         what,
         read_only,
         replica_read_only,
         deny_oom,
         may_write,
-        keys,
-        argv,
+        op: command.op,
+        words: Arc::new(command.args),
+        numkeys,
         lock,
         exec,
-        label,
-        args,
-        user: command.user.clone(),
+        user: command.user,
     })
 }
 
@@ -408,7 +478,7 @@ pub(crate) fn dispatch(shard: &Shard, origin: Origin, command: ScriptCommand) ->
         return Some(admin(shard, command));
     }
     let from_master = shard.shared.replica.is_master_origin(&origin);
-    let prepared = match prepare(shard, &command, None, from_master) {
+    let prepared = match prepare(shard, command, None, from_master) {
         Ok(prepared) => prepared,
         Err(reply) => return Some(reply),
     };
@@ -425,7 +495,7 @@ pub(crate) fn dispatch(shard: &Shard, origin: Origin, command: ScriptCommand) ->
         prepared.exec,
         Job {
             origin,
-            command: Command::Script(command),
+            command: Command::Script(prepared.into_command()),
         },
     );
     None
@@ -439,7 +509,7 @@ pub(crate) fn admin_command(shard: &Shard, command: ScriptCommand) -> Reply {
 /// A script run forwarded to this shard (its first key's).
 pub(crate) fn run_here(shard: &Shard, origin: Origin, command: ScriptCommand) -> Option<Reply> {
     let from_master = shard.shared.replica.is_master_origin(&origin);
-    match prepare(shard, &command, Some(shard.id), from_master) {
+    match prepare(shard, command, Some(shard.id), from_master) {
         Ok(prepared) => start(current(), origin, prepared),
         Err(reply) => Some(reply),
     }
@@ -453,7 +523,7 @@ fn start(shard: Rc<Shard>, origin: Origin, prepared: Prepared) -> Option<Reply> 
         async move {
             let held = Rc::new(Held::new(shard.clone()));
             held.lock(&prepared.lock, None).await;
-            let caller = shard.script_caller(origin, &held, &prepared.keys);
+            let caller = shard.script_caller(origin, &held, prepared.keys());
             let reply = run_held(&shard, &held, prepared, caller.clone()).await;
             if let Some(caller) = caller {
                 shard.script_ended(&caller);
@@ -483,7 +553,7 @@ pub(crate) async fn run_in_transaction(
 ) -> Reply {
     // The master's stream carries a script's effects, never the script: only clients' runs
     // come here.
-    let prepared = match prepare(shard, &command, Some(shard.id), false) {
+    let prepared = match prepare(shard, command, Some(shard.id), false) {
         Ok(prepared) => prepared,
         Err(reply) => return reply,
     };
@@ -492,7 +562,7 @@ pub(crate) async fn run_in_transaction(
 
 /// The shards a script run inside a transaction needs held (with the transaction's shard).
 pub(crate) fn transaction_shards(shard: &Shard, command: &ScriptCommand) -> Vec<usize> {
-    match prepare(shard, command, Some(shard.id), false) {
+    match prepare(shard, command.clone(), Some(shard.id), false) {
         Ok(prepared) => prepared.lock,
         Err(_) => vec![shard.id],
     }
@@ -511,14 +581,11 @@ enum Suspend {
 async fn run_held(
     shard: &Rc<Shard>,
     held: &Rc<Held>,
-    mut prepared: Prepared,
+    prepared: Prepared,
     caller: Option<crate::server::tracking::ScriptCaller>,
 ) -> Reply {
     let scripting = &shard.shared.scripting;
-    let generation = match scripting.cache.lock() {
-        Ok(cache) => cache.generation,
-        Err(_) => return poisoned(),
-    };
+    let generation = scripting.generation.load(Ordering::Acquire);
     let engine = match shard.scripts.engine(generation) {
         Ok(engine) => engine,
         Err(reply) => return reply,
@@ -541,8 +608,9 @@ async fn run_held(
             What::Function { name } => Some(name.clone()),
             What::Eval { .. } => None,
         },
-        // Only the run's listing (SCRIPT KILL, FUNCTION STATS) reads them.
-        args: std::mem::take(&mut prepared.args),
+        // Only the run's listing (FUNCTION STATS) reads them.
+        op: prepared.op,
+        words: prepared.words.clone(),
         started: Instant::now(),
         kill: AtomicBool::new(false),
         wrote: AtomicBool::new(false),
@@ -584,12 +652,9 @@ impl Engine {
                     return Ok(());
                 }
                 let function = self.env.compile(&lua_body(body)).map_err(Reply::error)?;
-                self.scripts.borrow_mut().insert(sha.clone(), function);
+                self.scripts.borrow_mut().insert(*sha, function);
                 if let Ok(mut cache) = scripting.cache.lock() {
-                    cache
-                        .bodies
-                        .entry(sha.clone())
-                        .or_insert_with(|| body.clone());
+                    cache.bodies.entry(*sha).or_insert_with(|| body.clone());
                 }
                 Ok(())
             }

@@ -128,6 +128,8 @@ fn serve(
     first: Resume,
 ) {
     let lua = engine.env.lua.clone();
+    let running = Rc::new(Running::default());
+    lua.set_app_data(running.clone());
     let suspend_now = |future: bool| {
         // Resumed with `Continue`, or `Stop` when dropped (the kill flag then ends it).
         let _ = yielder.suspend(if future {
@@ -143,10 +145,10 @@ fn serve(
         })?;
         lua.set_named_registry_value(SUSPEND, suspend)?;
         let call = scope.create_function(|lua, args: crate::scripting::call::CallArgs| {
-            crate::scripting::env::call(lua, args, true, &suspend_now)
+            crate::scripting::env::call(lua, &running, args, true, &suspend_now)
         })?;
         let pcall = scope.create_function(|lua, args: crate::scripting::call::CallArgs| {
-            crate::scripting::env::call(lua, args, false, &suspend_now)
+            crate::scripting::env::call(lua, &running, args, false, &suspend_now)
         })?;
         engine.env.redis.raw_set("call", call)?;
         engine.env.redis.raw_set("pcall", pcall)?;
@@ -168,12 +170,9 @@ fn serve(
                 Resume::Run(run) => {
                     let (host, prepared) = *run;
                     *current.borrow_mut() = Some(host.clone());
-                    lua.set_app_data(Rc::new(Running {
-                        host: host.clone() as Rc<dyn Host>,
-                        resp: Cell::new(2),
-                    }));
-                    let reply = call_script(&lua, engine, &prepared);
-                    lua.remove_app_data::<Rc<Running>>();
+                    running.begin(host.clone());
+                    let reply = call_script(&lua, engine, &running, &prepared);
+                    running.end();
                     *current.borrow_mut() = None;
                     if host.info.kill.load(Ordering::Relaxed) {
                         // A kill left the hook firing at every instruction: back to normal.
@@ -193,6 +192,7 @@ fn serve(
             }
         }
         lua.remove_hook();
+        lua.remove_app_data::<Rc<Running>>();
         lua.unset_named_registry_value(SUSPEND)?;
         Ok(())
     });
@@ -201,20 +201,25 @@ fn serve(
     }
 }
 
-pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Reply {
+pub(super) fn call_script(
+    lua: &Lua,
+    engine: &Engine,
+    running: &Running,
+    prepared: &Prepared,
+) -> Reply {
     // KEYS and ARGV: new tables per run, built where they are stored or passed.
     let result = match &prepared.what {
         What::Eval { sha, .. } => {
             let Some(function) = engine.scripts.borrow().get(sha).cloned() else {
                 return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
             };
-            let globals = lua.globals();
-            let set = |name: &str, items: &[Bytes]| match Words::fit(items) {
-                Some(words) => globals.raw_set(name, words),
-                None => globals.raw_set(name, Words::table(lua, items)?),
+            let env = &engine.env;
+            let set = |name: &mlua::LuaString, items: &[Bytes]| match Words::fit(items) {
+                Some(words) => env.globals.raw_set(name, words),
+                None => env.globals.raw_set(name, Words::table(lua, items)?),
             };
-            if let Err(error) =
-                set("KEYS", &prepared.keys).and_then(|()| set("ARGV", &prepared.argv))
+            if let Err(error) = set(&env.keys_name, prepared.keys())
+                .and_then(|()| set(&env.argv_name, prepared.argv()))
             {
                 return lua_failure(error);
             }
@@ -225,11 +230,11 @@ pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Re
             let Some((_, function)) = engine.functions.borrow().functions.get(&key).cloned() else {
                 return Reply::error("ERR Function not found");
             };
-            match (Words::fit(&prepared.keys), Words::fit(&prepared.argv)) {
+            match (Words::fit(prepared.keys()), Words::fit(prepared.argv())) {
                 (Some(keys), Some(argv)) => function.call::<Value>((keys, argv)),
                 _ => match (
-                    Words::table(lua, &prepared.keys),
-                    Words::table(lua, &prepared.argv),
+                    Words::table(lua, prepared.keys()),
+                    Words::table(lua, prepared.argv()),
                 ) {
                     (Ok(keys), Ok(argv)) => function.call::<Value>((keys, argv)),
                     (Err(error), _) | (_, Err(error)) => return lua_failure(error),
@@ -241,8 +246,8 @@ pub(super) fn call_script(lua: &Lua, engine: &Engine, prepared: &Prepared) -> Re
         Ok(value) => {
             // The protocol the script last chose with `redis.setresp` decides how its
             // booleans reach the caller.
-            let mode = match crate::scripting::env::running(lua).map(|r| r.resp.get()) {
-                Ok(3) => convert::ReplyMode::Resp3,
+            let mode = match running.resp.get() {
+                3 => convert::ReplyMode::Resp3,
                 _ => convert::ReplyMode::Resp2,
             };
             convert::script_reply(&value, mode)
@@ -271,7 +276,7 @@ pub(super) fn error_reply(error: &mlua::Error, prepared: &Prepared) -> Reply {
     match line {
         Some(line) => Reply::error(format!(
             "{text} script: {}, on {source}:{line}.",
-            prepared.label
+            prepared.label()
         )),
         None => Reply::error(text),
     }
