@@ -89,6 +89,19 @@ pub(super) struct SaveState {
     pub(super) shutdown_handled: bool,
 }
 
+impl SaveState {
+    /// Takes the node's one snapshot slot when it is free (a replica's full sync, which
+    /// waits and asks again rather than failing as BGSAVE does).
+    pub(super) fn try_begin(&mut self) -> bool {
+        if self.in_progress {
+            return false;
+        }
+        self.in_progress = true;
+        self.started_ms = now_ms();
+        true
+    }
+}
+
 /// The `rdb_*` fields of INFO persistence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdbInfo {

@@ -62,16 +62,7 @@ pub(super) async fn full_sync(
         if !repl_master::alive(id) {
             return Err(Gone);
         }
-        let took = {
-            let mut state = shared.rdb.lock();
-            let free = !state.in_progress;
-            if free {
-                state.in_progress = true;
-                state.started_ms = now_ms();
-            }
-            free
-        };
-        if !took {
+        if !shared.rdb.lock().try_begin() {
             sleep(RETRY).await;
             continue;
         }
