@@ -78,8 +78,8 @@
 #                              streams, 64 B and 4 KiB: first with tonic's client as the load
 #                              (benchctl, QPS and server CPU per request), then with h2load
 #                              (nghttp2-client: a generator that is neither side's) posting a
-#                              gRPC-framed body; then typed calls vs the raw Service over
-#                              corewire's framing (benchctl rpc, corewire-typed vs corewire-rpc)
+#                              gRPC-framed body (ROUNDS interleaved rounds, medians); then
+#                              typed calls vs the raw Service over corewire's framing (benchctl rpc, corewire-typed vs corewire-rpc)
 #
 # Environment:
 #   QUICK=1          smoke run: 1 round, 200 ms windows (proves the suite works; no figures)
@@ -328,6 +328,8 @@ PY
 }
 
 # h2load against one gRPC server: $1 label, then the server's command (it gets --addr).
+# One h2load measurement per message size against a fresh server: appends
+# "label size req/s srv-µs/req failed" lines to the file $H2_ROWS.
 h2load_one() {
     local label=$1; shift
     local port; port=$(free_port "$port_base")
@@ -357,12 +359,44 @@ h2load_one() {
             echo "$out" >&2
             kill "$pid"; return 1
         fi
-        printf '| %-14s | %6s B | %10.0f | %8.2f | %s |\n' "$label" "$size" "$rps" \
-            "$(awk -v d=$(( after - before )) -v n="$ok" 'BEGIN { print d / n / 1000 }')" "$failed"
+        echo "$label $size $rps $(awk -v d=$(( after - before )) -v n="$ok" 'BEGIN { print d / n / 1000 }') $failed" >>"$H2_ROWS"
     done
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     rm -f "$log"
+}
+
+# h2load against both servers, `rounds` interleaved rounds (a fresh server each), then the
+# medians per server and size and corewire's ratios to tonic.
+h2load_rounds() {
+    H2_ROWS="$(mktemp)"
+    local r
+    for ((r = 1; r <= rounds; r++)); do
+        h2load_one corewire-grpc "$BIN_DIR/rpc_corewire" server --grpc --shards 1 --no-pin || return 1
+        h2load_one tonic "$BIN_DIR/rpc_tonic" server --workers 1 || return 1
+    done
+    echo "| round | server         |    size |      req/s | srv µs/req | failed |"
+    echo "|-------|----------------|---------|------------|------------|--------|"
+    awk -v n=2 '{ printf "| %5d | %-14s | %6s B | %10.0f | %10.2f | %6s |\n", int((NR - 1) / (2 * n)) + 1, $1, $2, $3, $4, $5 }' "$H2_ROWS"
+    echo
+    echo "Medians of $rounds rounds:"
+    echo "| size | corewire-grpc req/s | tonic req/s | QPS ratio | corewire srv µs/req | tonic srv µs/req | CPU/req ratio |"
+    echo "|------|---------------------|-------------|-----------|---------------------|------------------|---------------|"
+    local size
+    for size in 64 4096; do
+        awk -v size="$size" '
+            function median(a, n,   i, j, t) {
+                for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+            }
+            $2 == size && $1 == "corewire-grpc" { cq[++nc] = $3; cc[nc] = $4 }
+            $2 == size && $1 == "tonic" { tq[++nt] = $3; tc[nt] = $4 }
+            END {
+                q1 = median(cq, nc); c1 = median(cc, nc); q2 = median(tq, nt); c2 = median(tc, nt)
+                printf "| %4s B | %19.0f | %11.0f | %8.2fx | %19.2f | %16.2f | %12.2fx |\n", size, q1, q2, q1 / q2, c1, c2, c1 / c2
+            }' "$H2_ROWS"
+    done
+    rm -f "$H2_ROWS"
 }
 
 grpc() {
@@ -381,10 +415,7 @@ grpc() {
     echo
     echo "# gRPC per core, load from h2load (64 conns x 4 streams; server on CPU $server_cpu, h2load on CPU $client_cpu)"
     command -v h2load >/dev/null || { echo "h2load not found: apt-get install nghttp2-client (cargo xtask setup)"; return 1; }
-    echo "| server         |    size |      req/s | srv µs/req | failed |"
-    echo "|----------------|---------|------------|------------|--------|"
-    h2load_one corewire-grpc "$BIN_DIR/rpc_corewire" server --grpc --shards 1 --no-pin
-    h2load_one tonic "$BIN_DIR/rpc_tonic" server --workers 1
+    h2load_rounds
     echo
     echo "# Typed calls vs the raw Service (corewire's framing over TCP, one shard)"
     run "$BIN_DIR/benchctl" rpc "${common[@]}" --shards 1 \
