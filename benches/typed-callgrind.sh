@@ -3,6 +3,10 @@
 #
 #   benches/typed-callgrind.sh LABEL [BIN]
 #
+# PATHS (default "raw typed async") picks the paths: raw is the raw `Service`, typed the
+# generated echo whose handler is synchronous (`call_now`), async the same handler as an
+# `async fn` (`--typed --async-handler`, served through `call`'s future).
+#
 # Runs `rpc_typed_micro` (BIN, default $CARGO_TARGET_DIR/release/rpc_typed_micro: client and
 # server over in-memory connections on one shard, on the epoll backend since io_uring does not
 # run under valgrind), raw and typed, 64 B and 4 KiB, at N and 2N calls (N = CALLS, default
@@ -33,8 +37,13 @@ ir() { # FILE: total Ir of a callgrind dump
   awk '/^summary:/ {print $2}' "$1"
 }
 for size in 64 4096; do
-  for path in raw typed; do
-    flag=(); [ "$path" = typed ] && flag=(--typed)
+  for path in ${PATHS:-raw typed async}; do
+    case $path in
+      raw) flag=() ;;
+      typed) flag=(--typed) ;;
+      async) flag=(--typed --async-handler) ;;
+      *) echo "unknown path $path" >&2; exit 2 ;;
+    esac
     for calls in "$n" $((2 * n)); do
       f=$out/$label.$path.$size.$calls
       COREWIRE_BACKEND=epoll valgrind --tool=callgrind --callgrind-out-file="$f" \

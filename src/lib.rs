@@ -75,6 +75,6 @@ pub use corewire_runtime::{
     Budget, Runtime, ShardId,
 };
 pub use service::{
-    service_id, CallBuilder, CallNow, Client, ClientError, ClientOptions, ClientPool, ReplyTo,
-    Request, Response, Server, ServerBuilder, Service, Status,
+    service_id, CallBuilder, CallNow, Client, ClientError, ClientOptions, ClientPool, EncodeReply,
+    ReplyTo, Request, Response, Server, ServerBuilder, Service, Status,
 };

@@ -88,6 +88,24 @@ fn full_name(service: &Service) -> String {
     }
 }
 
+/// What makes the reply `r` of the `j`th of `n` methods one type for all of them: nothing for
+/// one method, else a `.map` into `Either`s nested (`Left(r)`, `Right(Left(r))`, ...,
+/// `Right(Right(r))`).
+fn either(j: usize, n: usize) -> String {
+    if n < 2 {
+        return String::new();
+    }
+    let rights = j.min(n - 1);
+    let mut out = "::corewire::typed::Either::Right(".repeat(rights);
+    if j + 1 < n {
+        out.push_str("::corewire::typed::Either::Left(r)");
+    } else {
+        out.push('r');
+    }
+    out.push_str(&")".repeat(rights));
+    format!(".map(|r| {out})")
+}
+
 /// `const METHODS` for `service`.
 fn methods_table(service: &Service, methods: &[&Method], buf: &mut String) {
     let full = full_name(service);
@@ -126,7 +144,7 @@ fn open_module(
     let _ = writeln!(buf, "/// {about}\npub mod {module} {{");
     buf.push_str(
         "#![allow(unused_variables, dead_code, missing_docs, clippy::wildcard_imports, \
-         clippy::let_unit_value)]\n",
+         clippy::let_unit_value, clippy::manual_async_fn)]\n",
     );
     methods_table(service, methods, buf);
     let before = buf.len();
@@ -229,8 +247,13 @@ impl Generator {
                     "fn call(&self, request: ::corewire::Request) -> impl \
                      ::core::future::Future<Output = ::core::result::Result<::corewire::Response, \
                      ::corewire::Status>> {{\n\
+                     ::corewire::typed::encoded(::corewire::typed::only_unary::<Self, _, _, \
+                     _>(&self.stats, request, |r| self.inner.{0}(r)))\n}}\n\
+                     fn call_in_place(&self, request: ::corewire::Request) -> impl \
+                     ::core::future::Future<Output = ::core::result::Result<impl \
+                     ::corewire::EncodeReply + use<T>, ::corewire::Status>> {{\n\
                      ::corewire::typed::only_unary::<Self, _, _, _>(&self.stats, request, |r| \
-                     self.inner.{}(r))\n}}",
+                     self.inner.{0}(r))\n}}",
                     only.name
                 );
             }
@@ -253,12 +276,31 @@ impl Generator {
                 for (i, m) in &futures {
                     let _ = writeln!(
                         buf,
-                        "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, \
-                         {i}, request, |r| self.inner.{}(r)).await,",
+                        "m if m == METHODS[{i}].id => \
+                         ::corewire::typed::encoded(::corewire::typed::unary(&self.stats, {i}, \
+                         request, |r| self.inner.{}(r))).await,",
                         m.name
                     );
                 }
                 let _ = writeln!(buf, "method => {unknown},\n}}\n}}");
+                // The server's path: each method's typed reply, in one type for all of them
+                // (`Either`, nested), encoded where it is sent.
+                buf.push_str(
+                    "fn call_in_place(&self, request: ::corewire::Request) -> impl \
+                     ::core::future::Future<Output = ::core::result::Result<impl \
+                     ::corewire::EncodeReply + use<T>, ::corewire::Status>> {\nasync move {\n\
+                     match request.method {\n",
+                );
+                for (j, (i, m)) in futures.iter().enumerate() {
+                    let _ = writeln!(
+                        buf,
+                        "m if m == METHODS[{i}].id => ::corewire::typed::unary(&self.stats, \
+                         {i}, request, |r| self.inner.{}(r)).await{},",
+                        m.name,
+                        either(j, futures.len())
+                    );
+                }
+                let _ = writeln!(buf, "method => {unknown},\n}}\n}}\n}}");
             }
         }
         let sync: Vec<(usize, &Method)> = (methods.iter().copied().enumerate())
@@ -390,6 +432,17 @@ impl ServiceGenerator for Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_methods_reply_has_its_own_place_in_the_nested_eithers() {
+        let short = |j, n| either(j, n).replace("::corewire::typed::Either::", "");
+        assert_eq!(short(0, 1), "");
+        assert_eq!(short(0, 2), ".map(|r| Left(r))");
+        assert_eq!(short(1, 2), ".map(|r| Right(r))");
+        assert_eq!(short(0, 3), ".map(|r| Left(r))");
+        assert_eq!(short(1, 3), ".map(|r| Right(Left(r)))");
+        assert_eq!(short(2, 3), ".map(|r| Right(Right(r)))");
+    }
 
     #[test]
     fn ids_are_fnv1a() {

@@ -23,7 +23,7 @@ use super::headers::{
     GRPC_TIMEOUT,
 };
 use super::GrpcOptions;
-use crate::service::dispatch::{call_now, poll_guarded, poll_once, replied_nothing};
+use crate::service::dispatch::{call_now, guarded, poll_once, replied_nothing};
 use crate::service::registry::{Entry, ServiceSet};
 use crate::service::{CallNow, MethodKind, Replies, ReplyTo, Server};
 use crate::typed::Metadata;
@@ -249,11 +249,11 @@ async fn unary(
         CallNow::Later(request) => request,
         CallNow::Replied => return Err(replied_nothing()),
     };
-    let mut call = match poll_once(entry.instance.clone(), request).await {
+    let mut call = match poll_once(entry.instance.clone(), request, ReplyTo::none()).await {
         Ok(result) => return result,
         Err(call) => call,
     };
-    let call = poll_fn(move |cx| poll_guarded(call.as_mut(), cx));
+    let call = poll_fn(move |cx| guarded(|| call.as_mut().poll_serve(cx, ReplyTo::none())));
     match deadline {
         Some(d) => corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), call)
             .await

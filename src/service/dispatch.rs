@@ -310,7 +310,11 @@ async fn dispatch<C: Connection>(
     // The fast path: most handlers answer on their first poll, so poll it here, in the
     // reader, and queue the reply: no task, no run-queue round trip. Only a handler that has
     // to wait gets a task (the reader goes on reading meanwhile).
-    let call = match poll_once(Rc::clone(service), request).await {
+    let call = match poll_once(Rc::clone(service), request, ReplyTo::new(&in_place)).await {
+        Ok(_) if in_place.sent() => {
+            arrived.replied();
+            return Ok(());
+        }
         Ok(result) => {
             if reply(conn, &header, result).await {
                 arrived.replied();
@@ -327,13 +331,17 @@ async fn dispatch<C: Connection>(
     };
     let task = spawn_local(async move {
         let _in_flight = in_flight;
+        let mut call = call;
+        // The reply is written in place when it is ready, as on the first poll.
+        let in_place = ConnReply::new(&conn, &header);
+        let call = poll_fn(|cx| call.as_mut().poll_serve(cx, ReplyTo::new(&in_place)));
         let result = match deadline {
             Some(d) => corewire_runtime::timeout(d.saturating_duration_since(Instant::now()), call)
                 .await
                 .unwrap_or(Err(Status::DeadlineExceeded)),
             None => call.await,
         };
-        if reply(&conn, &header, result).await {
+        if in_place.sent() || reply(&conn, &header, result).await {
             arrived.replied();
         }
     });
@@ -435,10 +443,11 @@ pub(crate) fn replied_nothing() -> Status {
 pub(crate) async fn poll_once(
     service: Rc<dyn DynService>,
     request: Request,
+    reply: ReplyTo<'_>,
 ) -> Result<Result<Response, Status>, CallFuture> {
     let mut start = Some((service, request));
     poll_fn(|cx| match start.take() {
-        Some((service, request)) => Poll::Ready(service.call_polled(request, cx)),
+        Some((service, request)) => Poll::Ready(service.call_polled(request, cx, reply)),
         // Ready on its first poll: never polled again.
         None => Poll::Pending,
     })
@@ -451,7 +460,14 @@ pub(crate) fn poll_guarded<T>(
     call: Pin<&mut dyn Future<Output = Result<T, Status>>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, Status>> {
-    catch_unwind(AssertUnwindSafe(|| call.poll(cx))).unwrap_or_else(|panic| {
+    guarded(|| call.poll(cx))
+}
+
+/// [`poll_guarded`] of any poll.
+pub(crate) fn guarded<T>(
+    poll: impl FnOnce() -> Poll<Result<T, Status>>,
+) -> Poll<Result<T, Status>> {
+    catch_unwind(AssertUnwindSafe(poll)).unwrap_or_else(|panic| {
         tracing::error!(panic = %panic_text(&panic), "service handler panicked");
         Poll::Ready(Err(Status::Internal("the handler panicked".into())))
     })

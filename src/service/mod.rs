@@ -147,6 +147,21 @@ pub trait Service: 'static {
         ))))
     }
 
+    /// [`call`](Service::call) as the server runs it over corewire's framing: the same call,
+    /// its successful reply any [`EncodeReply`], so that a reply still to be encoded (a typed
+    /// service's message) is encoded straight into the connection's send buffer when it is
+    /// ready, as one answered in [`call_now`](Service::call_now) is through [`ReplyTo`],
+    /// rather than into a buffer of its own that is then copied. The default is `call`'s
+    /// future itself ([`Response`]'s bytes are queued as they are); the servers
+    /// `corewire-build` generates override it. It must answer as `call` does: gRPC runs it too
+    /// and takes the reply as bytes ([`EncodeReply::into_response`]).
+    fn call_in_place(
+        &self,
+        request: Request,
+    ) -> impl Future<Output = Result<impl EncodeReply + use<Self>, Status>> {
+        self.call(request)
+    }
+
     /// The fast path, for handlers that can answer without waiting: answer here
     /// ([`CallNow::Done`]; or write the reply in place with `reply`'s
     /// [`send_with`](ReplyTo::send_with), then [`CallNow::Replied`]) or hand the request back
@@ -156,6 +171,30 @@ pub trait Service: 'static {
     fn call_now(&self, request: Request, reply: ReplyTo<'_>) -> CallNow {
         let _ = reply;
         CallNow::Later(request)
+    }
+}
+
+/// A successful reply of [`Service::call_in_place`]: written in place into the connection's
+/// send buffer where the transport takes it at once, else queued as bytes.
+pub trait EncodeReply {
+    /// Queue the reply through `reply` ([`ReplyTo::send_with`]) if it can be written in
+    /// place; true when it was (the call is answered). [`Response`], whose bytes exist
+    /// already, never is: the transport queues them as they are.
+    fn reply_in_place(&self, reply: ReplyTo<'_>) -> bool;
+
+    /// The reply as bytes, where it was not written in place.
+    fn into_response(self) -> Response;
+}
+
+impl EncodeReply for Response {
+    #[inline]
+    fn reply_in_place(&self, _: ReplyTo<'_>) -> bool {
+        false
+    }
+
+    #[inline]
+    fn into_response(self) -> Response {
+        self
     }
 }
 

@@ -11,22 +11,68 @@ use std::task::{Context, Poll};
 
 use corewire_runtime::ShardId;
 
-use super::dispatch::poll_guarded;
+use super::dispatch::guarded;
 use super::{
-    CallNow, MethodInfo, MethodKind, Replies, ReplyTo, Request, Response, Service, Status,
+    CallNow, EncodeReply, MethodInfo, MethodKind, Replies, ReplyTo, Request, Response, Service,
+    Status,
 };
 
-pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Result<Response, Status>>>>;
+pub(crate) type CallFuture = Pin<Box<dyn ServeCall>>;
 pub(crate) type StreamFuture = Pin<Box<dyn Future<Output = Result<(), Status>>>>;
+
+/// A call's future ([`Service::call_in_place`]) as the server keeps it: polled with where its
+/// reply may be written in place.
+pub(crate) trait ServeCall {
+    /// Poll the call; when it is done, its reply goes through `reply` if it can be written
+    /// in place (then the call is answered and what this returns is dropped), else it is
+    /// returned as bytes.
+    fn poll_serve(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        reply: ReplyTo<'_>,
+    ) -> Poll<Result<Response, Status>>;
+}
+
+pin_project_lite::pin_project! {
+    /// A [`Service::call_in_place`] future, its reply written in place or turned into bytes.
+    struct InPlace<F> {
+        #[pin]
+        call: F,
+    }
+}
+
+impl<F, R> ServeCall for InPlace<F>
+where
+    F: Future<Output = Result<R, Status>>,
+    R: EncodeReply,
+{
+    #[inline]
+    fn poll_serve(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        reply: ReplyTo<'_>,
+    ) -> Poll<Result<Response, Status>> {
+        match self.project().call.poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(status)) => Poll::Ready(Err(status)),
+            Poll::Ready(Ok(answer)) if answer.reply_in_place(reply) => {
+                Poll::Ready(Ok(Response::default()))
+            }
+            Poll::Ready(Ok(answer)) => Poll::Ready(Ok(answer.into_response())),
+        }
+    }
+}
 
 /// Object-safe view of a [`Service`] instance.
 pub(crate) trait DynService {
-    /// [`Service::call`]'s future, polled once (with `cx`, the reader's): its result if it
-    /// answered at once (most calls), else the future, which has to wait.
+    /// [`Service::call_in_place`]'s future, polled once (with `cx`, the reader's): its result
+    /// if it answered at once (most calls; written in place through `reply` if it could be),
+    /// else the future, which has to wait.
     fn call_polled(
         self: Rc<Self>,
         request: Request,
         cx: &mut Context<'_>,
+        reply: ReplyTo<'_>,
     ) -> Result<Result<Response, Status>, CallFuture>;
     fn call_now(&self, request: Request, reply: ReplyTo<'_>) -> CallNow;
     fn call_streaming(self: Rc<Self>, request: Request, replies: Replies) -> StreamFuture;
@@ -55,18 +101,21 @@ impl<S: Service> DynService for Instance<S> {
         self: Rc<Self>,
         request: Request,
         cx: &mut Context<'_>,
+        reply: ReplyTo<'_>,
     ) -> Result<Result<Response, Status>, CallFuture> {
         let home = Rc::clone(&self);
-        let future = async move {
-            // Moved into the body, so that a finished future (kept as the spare) no longer
-            // holds the instance.
-            let this = self;
-            this.service.call(request).await
+        let future = InPlace {
+            call: async move {
+                // Moved into the body, so that a finished future (kept as the spare) no longer
+                // holds the instance.
+                let this = self;
+                this.service.call_in_place(request).await
+            },
         };
         // Out of the cell while the handler runs (it may reach this instance again).
         let mut spare = home.spare.take();
         let mut call = place(&mut spare, future);
-        let polled = poll_guarded(call.as_mut(), cx);
+        let polled = guarded(|| call.as_mut().poll_serve(cx, reply));
         let result = match polled {
             Poll::Ready(result) => {
                 keep(&mut spare, call);
@@ -92,7 +141,7 @@ impl<S: Service> DynService for Instance<S> {
 
 /// `future` in the spare allocation when there is one (a finished future of the same type:
 /// [`Pin::set`] drops it in place), else in a new one.
-fn place<F: Future + 'static>(spare: &mut Option<Box<dyn Any>>, future: F) -> Pin<Box<F>> {
+fn place<F: 'static>(spare: &mut Option<Box<dyn Any>>, future: F) -> Pin<Box<F>> {
     let kept = (spare.as_mut())
         .and_then(|s| s.downcast_mut::<Option<Pin<Box<F>>>>())
         .and_then(Option::take);
@@ -298,7 +347,7 @@ mod tests {
                 peer: None,
                 shard: 0,
             };
-            let reply = Rc::clone(&instance).call_polled(request, &mut cx);
+            let reply = Rc::clone(&instance).call_polled(request, &mut cx, ReplyTo::none());
             let Ok(Ok(reply)) = reply else {
                 panic!("the echo answers at once");
             };

@@ -42,6 +42,12 @@ impl<'a> ReplyTo<'a> {
         ReplyTo { sink: Some(sink) }
     }
 
+    /// Whether [`send_with`](ReplyTo::send_with) may take a reply here (false: it returns
+    /// false whatever it is given), so that a caller need not prepare one for nothing.
+    pub fn in_place(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// Queue the call's successful reply, its payload (`payload_len` bytes) appended by
     /// `write` into the send buffer it is given (which holds nothing else), then
     /// `attachment`, if the connection takes it now; then return

@@ -143,6 +143,57 @@ impl<T> Response<T> {
     }
 }
 
+/// A typed reply is encoded when it is sent: straight into the connection's send buffer where
+/// the transport takes it at once, as [`unary_now`]'s are.
+impl<T: prost::Message> crate::EncodeReply for Response<T> {
+    #[inline]
+    fn reply_in_place(&self, reply: crate::ReplyTo<'_>) -> bool {
+        if !reply.in_place() {
+            return false;
+        }
+        let message = &self.message;
+        let attachment = self.metadata.encode();
+        reply.send_with(message.encoded_len(), &attachment, |buf| {
+            message.encode_raw(buf)
+        })
+    }
+
+    fn into_response(self) -> crate::Response {
+        crate::Response {
+            payload: encode(&self.message),
+            attachment: self.metadata.encode(),
+        }
+    }
+}
+
+/// The reply of one of two methods: a generated server with several unary methods answers
+/// [`Service::call_in_place`](crate::Service::call_in_place) with these, nested (one type for
+/// all its methods' replies).
+#[derive(Debug)]
+pub enum Either<A, B> {
+    /// The first method's.
+    Left(A),
+    /// Another's.
+    Right(B),
+}
+
+impl<A: crate::EncodeReply, B: crate::EncodeReply> crate::EncodeReply for Either<A, B> {
+    #[inline]
+    fn reply_in_place(&self, reply: crate::ReplyTo<'_>) -> bool {
+        match self {
+            Either::Left(a) => a.reply_in_place(reply),
+            Either::Right(b) => b.reply_in_place(reply),
+        }
+    }
+
+    fn into_response(self) -> crate::Response {
+        match self {
+            Either::Left(a) => a.into_response(),
+            Either::Right(b) => b.into_response(),
+        }
+    }
+}
+
 /// The accessors of a message that travels with metadata ([`Request`], [`Response`]).
 macro_rules! message_with_metadata {
     ($ty:ident) => {
@@ -315,7 +366,9 @@ fn code_of<T>(result: &Result<T, Status>) -> Code {
 }
 
 /// Serve one unary call of method `index` (generated code calls this): decode the request,
-/// run `handler` in a span named for the method, encode its reply, count the call.
+/// run `handler` in a span named for the method, count the call. The future yields the
+/// typed reply, which the server encodes where it sends it ([`crate::EncodeReply`]);
+/// [`encoded`] makes bytes of it.
 ///
 /// The request is decoded before the returned future exists, so that future holds only the
 /// handler's, in one layer (each `async` layer copies the future once more per call).
@@ -437,8 +490,8 @@ where
 }
 
 pin_project_lite::pin_project! {
-    /// One unary call being served: the handler's future, polled in the call's span, then its
-    /// reply encoded and the call counted. Written out rather than an `async` block, which
+    /// One unary call being served: the handler's future, polled in the call's span, then the
+    /// call counted; its typed reply is encoded where the server sends it. Written out rather than an `async` block, which
     /// would keep the handler's future twice (as its capture and as the awaited local) and
     /// so be twice as much to move per call.
     pub struct UnaryCall<'a, Fut> {
@@ -467,7 +520,7 @@ where
     Fut: Future<Output = Result<Response<Resp>, Status>>,
     Resp: prost::Message,
 {
-    type Output = Result<crate::Response, Status>;
+    type Output = Result<Response<Resp>, Status>;
 
     fn poll(
         self: std::pin::Pin<&mut Self>,
@@ -495,10 +548,41 @@ where
         if let Some(record) = this.record.take() {
             record.finish(code_of(&result));
         }
-        std::task::Poll::Ready(result.map(|reply| crate::Response {
-            payload: encode(&reply.message),
-            attachment: reply.metadata.encode(),
-        }))
+        std::task::Poll::Ready(result)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call's typed reply encoded into bytes: [`Service::call`](crate::Service::call) of a
+    /// generated server, which [`Service::call_in_place`](crate::Service::call_in_place)
+    /// (the server's path) answers with the typed reply itself.
+    pub struct Encoded<F> {
+        #[pin]
+        call: F,
+    }
+}
+
+/// `call`, its typed reply encoded into bytes (generated code calls this).
+#[inline(always)]
+pub fn encoded<F>(call: F) -> Encoded<F> {
+    Encoded { call }
+}
+
+impl<F, R> Future for Encoded<F>
+where
+    F: Future<Output = Result<R, Status>>,
+    R: crate::EncodeReply,
+{
+    type Output = Result<crate::Response, Status>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.project()
+            .call
+            .poll(cx)
+            .map(|result| result.map(crate::EncodeReply::into_response))
     }
 }
 

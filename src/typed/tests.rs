@@ -45,8 +45,7 @@ fn only_unary_serves_its_method_and_refuses_others() {
         raw(One::METHODS[0].id, hello),
         handler,
     ));
-    let reply: String = decode(&reply.unwrap().payload).unwrap();
-    assert_eq!(reply, "hello!");
+    assert_eq!(reply.unwrap().into_inner(), "hello!");
     let other = now(only_unary::<One, _, _, _>(
         &stats,
         raw(7, Bytes::new()),
@@ -202,7 +201,7 @@ fn a_waiting_handler_is_polled_to_its_end_and_bad_requests_fail() {
     let Poll::Ready(Ok(reply)) = call.as_mut().poll(&mut cx) else {
         panic!("answers on its second poll");
     };
-    assert_eq!(decode::<String>(&reply.payload).unwrap(), "x");
+    assert_eq!(reply.into_inner(), "x");
     assert_eq!(stats.count(0, Code::Ok), 1);
     let bad = now(only_unary::<One, _, _, _>(
         &stats,
@@ -255,6 +254,111 @@ fn typed_requests_arrive_whole_at_every_size() {
             request.metadata_mut().insert("size", &size.to_string());
             let calls = (0..4)
                 .map(|_| unary_call::<_, String, String>(&client, Echo::ID, 1, request.clone()));
+            for reply in futures_util::future::join_all(calls).await {
+                let reply = reply.unwrap();
+                assert_eq!(reply.get_ref(), &text, "{size} B");
+                assert_eq!(
+                    reply.metadata().get("size"),
+                    Some(size.to_string().as_str())
+                );
+            }
+        }
+    })
+    .unwrap();
+}
+
+/// A typed reply ([`crate::EncodeReply`]) is encoded straight into the connection's buffer
+/// when it takes it (the message's bytes, then the metadata); elsewhere it becomes the same
+/// bytes as a [`crate::Response`].
+#[test]
+fn typed_replies_are_encoded_in_place_when_the_connection_takes_them() {
+    use crate::EncodeReply as _;
+    let long = "x".repeat(5000);
+    for message in ["", "hi", long.as_str()] {
+        let mut reply = Response::new(message.to_owned());
+        reply.metadata_mut().insert("k", "v");
+        let expected = [encode(&message.to_owned()), reply.metadata().encode()].concat();
+        let room = Sink {
+            room: true,
+            buf: Default::default(),
+        };
+        assert!(reply.reply_in_place(crate::ReplyTo::new(&room)));
+        assert_eq!(room.buf.borrow().to_vec(), expected);
+        let full = Sink {
+            room: false,
+            buf: Default::default(),
+        };
+        assert!(!reply.reply_in_place(crate::ReplyTo::new(&full)));
+        assert!(!reply.reply_in_place(crate::ReplyTo::none()));
+        let bytes = reply.into_response();
+        assert_eq!([bytes.payload, bytes.attachment].concat(), expected);
+    }
+}
+
+/// An `async` typed handler's replies, through the server: answered on the first poll or
+/// after waiting (in a task of its own), small or larger than the connection's queue (then
+/// queued the ordinary way), they arrive whole with their metadata.
+#[test]
+fn async_handlers_replies_arrive_whole_at_every_size() {
+    struct Echo {
+        stats: MethodStats,
+    }
+    const METHODS: &[MethodInfo] = &[MethodInfo::new("/t.Echo/Echo", MethodKind::Unary)];
+    async fn echo(r: Request<String>) -> Result<Response<String>, Status> {
+        // Odd sizes wait once, so their replies are sent from the call's task.
+        if r.get_ref().len() % 2 == 1 {
+            corewire_runtime::yield_now().await;
+        }
+        let mut reply = Response::new(r.get_ref().clone());
+        reply.metadata = r.metadata().clone();
+        Ok(reply)
+    }
+    impl crate::Service for Echo {
+        const ID: u32 = crate::service_id("t.Echo");
+        const METHODS: &'static [MethodInfo] = METHODS;
+        fn call(
+            &self,
+            request: crate::Request,
+        ) -> impl Future<Output = Result<crate::Response, Status>> {
+            encoded(only_unary::<Self, _, _, _>(&self.stats, request, echo))
+        }
+        fn call_in_place(
+            &self,
+            request: crate::Request,
+        ) -> impl Future<Output = Result<impl crate::EncodeReply + use<>, Status>> {
+            only_unary::<Self, _, _, _>(&self.stats, request, echo)
+        }
+    }
+    let rt = corewire_runtime::Runtime::builder()
+        .shards(1)
+        .pin(false)
+        .build()
+        .unwrap();
+    rt.run_on(0, || async {
+        let server = crate::Server::builder()
+            .service(|_| Echo {
+                stats: MethodStats::new(METHODS),
+            })
+            .build();
+        let mut options = corewire_transport::mem::MemOptions::default();
+        options.max_queued_bytes = 64 << 10;
+        let (ours, theirs) = corewire_transport::mem::pair(options);
+        let services = server.services_here();
+        corewire_runtime::spawn_local(crate::service::dispatch::serve(
+            theirs,
+            services,
+            server.options(),
+            None,
+        ));
+        let client = crate::Client::new(ours, crate::ClientOptions::default());
+        let sizes = [0, 1, 64, 1001, 4096, 20_001, 100_000];
+        for size in sizes {
+            let text = "y".repeat(size);
+            let mut request = Request::new(text.clone());
+            request.metadata_mut().insert("size", &size.to_string());
+            let calls = (0..4).map(|_| {
+                unary_call::<_, String, String>(&client, Echo::ID, METHODS[0].id, request.clone())
+            });
             for reply in futures_util::future::join_all(calls).await {
                 let reply = reply.unwrap();
                 assert_eq!(reply.get_ref(), &text, "{size} B");
