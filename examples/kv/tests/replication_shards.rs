@@ -713,3 +713,28 @@ fn a_sub_replica_makes_a_shard_link_replica_take_the_single_stream() {
     // One full sync for the four links, one for the single stream.
     assert_eq!(stat(&mut master, "sync_full"), 5);
 }
+
+/// A FLUSHALL inside a transaction reaches each shard's stream inside that shard's part:
+/// each replica shard empties itself there, and nothing written after it is lost.
+#[test]
+fn a_flushall_in_a_transaction_flushes_each_shard_at_its_place() {
+    use shard_link_util::key_on;
+    let (_m, mut master, _r, mut replica) = linked("4");
+    ok(&mut master, &["MULTI"]);
+    for shard in 0..4 {
+        master.call(&["SET", &key_on(shard, 0), "before"]);
+    }
+    master.call(&["FLUSHALL"]);
+    for shard in 0..2 {
+        master.call(&["SET", &key_on(shard, 1), "after"]);
+    }
+    let Reply::Array(Some(_)) = master.call(&["EXEC"]) else {
+        panic!("EXEC");
+    };
+    for shard in 0..4 {
+        ok(&mut master, &["SET", &key_on(shard, 2), "later"]);
+    }
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(int(&mut replica, &["DBSIZE"]), 6);
+}

@@ -518,8 +518,9 @@ async fn handshake(
 /// Applies the master's stream from offset `start` until the link breaks.
 ///
 /// A shard's link applies its shard's stream on its shard: keyed commands stay here, and a
-/// FLUSHALL / FLUSHDB (which every shard's stream carries) empties this shard only, once
-/// what was dispatched before it ran. Shard links pass nothing on and are not held (a node
+/// FLUSHALL / FLUSHDB (which every shard's stream carries, alone or in that shard's part of
+/// a transaction) empties this shard only, once what was dispatched before it ran (the
+/// part's other commands run with it, in one go). Shard links pass nothing on and are not held (a node
 /// on shard links has no sub-replicas).
 #[allow(clippy::too_many_arguments)]
 async fn apply_stream(
@@ -536,8 +537,9 @@ async fn apply_stream(
     let replica = &shared.replica;
     let single = which == Which::Single;
     let slot = replica.slot(which);
-    // A shard link's FLUSHALL read while commands before it still run: it waits here.
-    let mut flush_waiting: Option<(crate::command::Command, u64)> = None;
+    // A shard link's FLUSHALL (alone, or in its transaction part) read while commands
+    // before it still run: it waits here, then runs on this shard only.
+    let mut flush_waiting: Option<(Vec<crate::command::Command>, u64)> = None;
     let mut reader = StreamReader::new(start, shared.session.parser_limits);
     // What was read goes on to this node's own replicas once applied.
     let mut forward = Forwarder::new(start);
@@ -561,9 +563,9 @@ async fn apply_stream(
             if held || shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
                 break;
             }
-            if let Some((command, end)) = flush_waiting.take() {
+            if let Some((commands, end)) = flush_waiting.take() {
                 if !link.is_idle() {
-                    flush_waiting = Some((command, end));
+                    flush_waiting = Some((commands, end));
                     break;
                 }
                 let origin = Origin {
@@ -572,8 +574,11 @@ async fn apply_stream(
                     seq: 0,
                     part: None,
                 };
-                if let Some(reply) = shard.execute_store(origin, command, now) {
-                    note_reply(&reply);
+                // In one go: a transaction part stays whole for this shard's readers.
+                for command in commands {
+                    if let Some(reply) = shard.execute_store(origin, command, now) {
+                        note_reply(&reply);
+                    }
                 }
                 link.core.borrow_mut().applied.counted(end);
                 continue;
@@ -589,8 +594,8 @@ async fn apply_stream(
             let mut core = link.core.borrow_mut();
             let Core { merges, applied } = &mut *core;
             match framed.item {
-                Item::Apply(command) if db == 0 && !single && is_flush(&command) => {
-                    flush_waiting = Some((command, framed.end));
+                Item::Apply(command) if db == 0 && !single && flushes(&command) => {
+                    flush_waiting = Some((here_only(command), framed.end));
                 }
                 Item::Apply(command) if db == 0 => {
                     *seq += 1;
@@ -703,4 +708,29 @@ fn is_flush(command: &crate::command::Command) -> bool {
                 ..
             })
     )
+}
+
+/// A flush, or a transaction part holding one: dispatched, it would reach every shard.
+fn flushes(command: &crate::command::Command) -> bool {
+    use crate::command::{Command, TxnItem};
+    match command {
+        Command::Transaction(transaction) => (transaction.items.iter())
+            .any(|item| matches!(item, TxnItem::Run(command) if is_flush(command))),
+        command => is_flush(command),
+    }
+}
+
+/// The commands of a shard link's flush or transaction part, to run on its shard alone
+/// (every other command of the part names this shard's keys).
+fn here_only(command: crate::command::Command) -> Vec<crate::command::Command> {
+    use crate::command::{Command, TxnItem};
+    match command {
+        Command::Transaction(transaction) => (transaction.items.into_iter())
+            .filter_map(|item| match item {
+                TxnItem::Run(command) => Some(command),
+                TxnItem::Answered(_) => None,
+            })
+            .collect(),
+        command => vec![command],
+    }
 }
