@@ -738,3 +738,28 @@ fn a_flushall_in_a_transaction_flushes_each_shard_at_its_place() {
     assert_converges(&mut master, &mut replica);
     assert_eq!(int(&mut replica, &["DBSIZE"]), 6);
 }
+
+/// A replica on shard links told to follow another master: the links stop and the new
+/// master's data replaces the old (over shard links again).
+#[test]
+fn a_shard_link_replica_switches_to_another_master() {
+    use shard_link_util::{key_on, master};
+    let (_m, _master, _r, mut replica) = linked("4");
+    let (other, mut other_conn) = master();
+    for shard in 0..4 {
+        ok(&mut other_conn, &["SET", &key_on(shard, 7), "other"]);
+    }
+    ok(
+        &mut replica,
+        &["REPLICAOF", "127.0.0.1", &other.port.to_string()],
+    );
+    let switched = eventually(Duration::from_secs(30), || {
+        info_field(&mut replica, "replication", "master_port") == Some(other.port.to_string())
+            && info_field(&mut replica, "replication", "master_link_status").as_deref()
+                == Some("up")
+    });
+    assert!(switched, "{}", info(&mut replica, "replication"));
+    assert_converges(&mut other_conn, &mut replica);
+    assert_eq!(shard_offsets(&mut replica).map(|o| o.len()), Some(4));
+    assert_eq!(int(&mut replica, &["DBSIZE"]), 4);
+}

@@ -87,11 +87,15 @@ pub(super) async fn run_all(shard: &Rc<Shard>, generation: u64, n: usize) {
     for task in tasks {
         let _ = task.await;
     }
-    // What the links applied is this node's data: a promotion continues from there.
-    let applied: u64 = (replica.shard_slots[..n].iter())
-        .map(|slot| slot.applied_offset.load(Ordering::Relaxed))
-        .sum();
-    super::super::repl_master::follow(history, applied, true);
+    // What the links applied is this node's data: a promotion (no target left) continues
+    // from there, before it shifts the history (it waits for `shard_tasks`). A new
+    // REPLICAOF's or the single stream's link sets the history itself once it syncs.
+    if replica.target().is_none() {
+        let applied: u64 = (replica.shard_slots[..n].iter())
+            .map(|slot| slot.applied_offset.load(Ordering::Relaxed))
+            .sum();
+        super::super::repl_master::follow(history, applied, true);
+    }
     // Back to the single stream's view (its link's next session, or none after a
     // promotion). A refused link keeps it there until the next REPLICAOF (the master
     // that consented refused: offering again would only repeat it).
