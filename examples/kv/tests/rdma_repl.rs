@@ -213,3 +213,48 @@ fn signal(server: &Server, name: &str) {
         .expect("kill");
     assert!(status.success(), "kill -{name}");
 }
+
+/// Shard links over RDMA (under the test hook on both nodes, as shard links are not served
+/// yet): each replica shard opens its own RDMA connection to the master's endpoint, loads
+/// its part and follows its shard's stream.
+#[test]
+fn shard_links_over_rdma() {
+    corewire_verbs::testing::require_device();
+    const HOOK: (&str, &str) = ("COREWIRE_KV_TEST_SHARD_LINKS", "1");
+    let endpoint = SocketAddr::new(endpoint_ip(), repl_endpoint().port() + 2);
+    let master = Server::start_with_env(
+        &[
+            "--shards",
+            "2",
+            "--protected-mode",
+            "no",
+            "--repl-rdma",
+            &endpoint.to_string(),
+        ],
+        &[HOOK],
+    );
+    let mut m = master.connect();
+    workload(&mut m);
+    let (host, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
+    let replica = Server::start_with_env(
+        &[
+            "--shards",
+            "2",
+            "--repl-transport",
+            "rdma",
+            "--replicaof",
+            &host,
+            &port,
+        ],
+        &[HOOK],
+    );
+    let mut r = replica.connect();
+    wait_link_up(&mut r, &replica);
+    assert_eq!(replication(&mut r, "master_link_transport"), "rdma");
+    assert_eq!(replication(&mut r, "slave_shard_links"), "2");
+    assert_converges(&mut m, &mut r);
+    assert_eq!(stat(&mut m, "sync_full"), 2);
+    write_stream(&mut m, 0);
+    assert_eq!(m.call(&["WAIT", "1", "30000"]), Reply::Int(1));
+    assert_converges(&mut m, &mut r);
+}

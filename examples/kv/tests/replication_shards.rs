@@ -8,7 +8,11 @@
 //!
 //! The master's side of per-shard links (`server/repl_master/shard_link.rs`) is driven by
 //! hand under its test hook ([`shard_links`]): each shard's own full sync and stream, a cut
-//! link resumed from its shard's backlog, and a link that stops reading dropped.
+//! link resumed from its shard's backlog, and a link that stops reading dropped. Under the
+//! same hook on both nodes a corewire replica follows over its own shard links
+//! (`server/replica/shard_links.rs`, [`linked`]): content equal, one cut link resumed
+//! partially alone, WAIT, FLUSHALL per shard, a promotion keeping what WAIT acknowledged,
+//! a sub-replica turning the links back into the single stream, a shard-count mismatch.
 
 mod common;
 mod rdb_util;
@@ -534,4 +538,228 @@ fn wait_counts_a_replica_once_every_shard_link_acknowledged() {
         refused,
         "a replica missing a shard link still counted as good"
     );
+}
+
+/// A 4-shard replica of a 4-shard master over shard links (both under the hook while
+/// `SERVED` is false), synced: `slave_shard_links:4` on the replica, one full sync per
+/// shard link on the master.
+fn linked(replica_shards: &str) -> (Server, Resp, Server, Resp) {
+    use shard_link_util::{master, HOOK};
+    let (m, mut master) = master();
+    workload(&mut master);
+    let r = Server::start_with_env(&["--shards", replica_shards], &[HOOK]);
+    let mut replica = r.connect();
+    ok(
+        &mut replica,
+        &["REPLICAOF", "127.0.0.1", &m.port.to_string()],
+    );
+    wait_link_up(&mut replica);
+    assert_converges(&mut master, &mut replica);
+    (m, master, r, replica)
+}
+
+/// The replica's per-shard applied offsets (INFO `slave_shard_repl_offsets`), if on
+/// shard links.
+fn shard_offsets(replica: &mut Resp) -> Option<Vec<u64>> {
+    let field = info_field(replica, "replication", "slave_shard_repl_offsets")?;
+    Some(field.split(':').map(|n| n.parse().unwrap()).collect())
+}
+
+/// Keys of every type, then a write stream over every shard, reach a 4-shard replica over
+/// its four shard links; WAIT 1 counts it once every link has its shard's writes; INFO
+/// shows the links up and the node's offset as the sum of theirs.
+#[test]
+fn a_replica_follows_its_master_over_shard_links() {
+    use shard_link_util::key_on;
+    let (_m, mut master, _r, mut replica) = linked("4");
+    let offsets = shard_offsets(&mut replica).expect("not on shard links");
+    assert_eq!(offsets.len(), 4);
+    assert_eq!(
+        info_field(&mut replica, "replication", "slave_shard_links").as_deref(),
+        Some("4")
+    );
+    assert_eq!(stat(&mut master, "sync_full"), 4);
+    for round in 0..2 {
+        write_stream(&mut master, round);
+    }
+    for shard in 0..4 {
+        ok(&mut master, &["SET", &key_on(shard, 0), "acknowledged"]);
+    }
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    for shard in 0..4 {
+        assert_eq!(
+            replica.call(&["GET", &key_on(shard, 0)]),
+            Reply::bulk("acknowledged")
+        );
+    }
+    assert_converges(&mut master, &mut replica);
+    // Every shard streamed something; the node's offset is their sum.
+    let settled = eventually(Duration::from_secs(10), || {
+        let offsets = shard_offsets(&mut replica).unwrap();
+        let total: u64 = info_field(&mut replica, "replication", "slave_repl_offset")
+            .unwrap()
+            .parse()
+            .unwrap();
+        offsets.iter().all(|&o| o > 0) && offsets.iter().sum::<u64>() == total
+    });
+    assert!(settled, "{}", info(&mut replica, "replication"));
+    // A FLUSHALL reaches every shard's stream: each shard empties itself.
+    ok(&mut master, &["FLUSHALL"]);
+    ok(&mut master, &["SET", &key_on(2, 1), "after"]);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(int(&mut replica, &["DBSIZE"]), 1);
+}
+
+/// A shard link cut on the master resumes partially from its shard's backlog: no second
+/// full sync, the other links untouched, and the writes made meanwhile arrive.
+#[test]
+fn a_cut_shard_link_resumes_its_shard_only() {
+    use shard_link_util::key_on;
+    let (_m, mut master, _r, mut replica) = linked("4");
+    assert_eq!(stat(&mut master, "sync_full"), 4);
+    let Reply::Bulk(Some(list)) = master.call(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST");
+    };
+    let list = String::from_utf8(list).unwrap();
+    let links: Vec<&str> = (list.lines())
+        .filter(|line| line.contains(" flags=S "))
+        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next())
+        .collect();
+    assert_eq!(links.len(), 4, "{list}");
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "ID", links[1]]), 1);
+    for n in 0..10 {
+        for shard in 0..4 {
+            ok(&mut master, &["SET", &key_on(shard, n), "while cut"]);
+        }
+    }
+    wait_link_up(&mut replica);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    assert_eq!(
+        stat(&mut master, "sync_full"),
+        4,
+        "a cut link synced in full"
+    );
+    assert_eq!(stat(&mut master, "sync_partial_ok"), 1);
+}
+
+/// REPLICAOF NO ONE on a replica on shard links keeps every write WAIT acknowledged, and
+/// the new master takes writes and streams them to a replica of its own.
+#[test]
+fn a_promoted_shard_link_replica_keeps_what_wait_acknowledged() {
+    use shard_link_util::key_on;
+    let (_m, mut master, r, mut replica) = linked("4");
+    for n in 0..20 {
+        for shard in 0..4 {
+            ok(&mut master, &["SET", &key_on(shard, n), "kept"]);
+        }
+    }
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    let applied: u64 = shard_offsets(&mut replica).unwrap().iter().sum();
+    ok(&mut replica, &["REPLICAOF", "NO", "ONE"]);
+    // The new history starts where the shards' streams were: their sum.
+    let offset: u64 = info_field(&mut replica, "replication", "master_repl_offset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(offset >= applied, "{offset} < {applied}");
+    for n in 0..20 {
+        for shard in 0..4 {
+            assert_eq!(
+                replica.call(&["GET", &key_on(shard, n)]),
+                Reply::bulk("kept")
+            );
+        }
+    }
+    ok(&mut replica, &["SET", "promoted", "yes"]);
+    let second = Server::start(&["--shards", "4"]);
+    let mut second_conn = second.connect();
+    ok(
+        &mut second_conn,
+        &["REPLICAOF", "127.0.0.1", &r.port.to_string()],
+    );
+    wait_link_up(&mut second_conn);
+    assert_converges(&mut replica, &mut second_conn);
+}
+
+/// A replica with another shard count than its master's keeps the single stream (and the
+/// same data).
+#[test]
+fn a_shard_count_mismatch_keeps_the_single_stream() {
+    let (_m, mut master, _r, mut replica) = linked("2");
+    assert_eq!(shard_offsets(&mut replica), None);
+    write_stream(&mut master, 0);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(stat(&mut master, "sync_full"), 1);
+}
+
+/// A sub-replica of a replica on shard links: shard links cannot be passed on, so the
+/// replica goes back to the single stream and the chain follows the master.
+#[test]
+fn a_sub_replica_makes_a_shard_link_replica_take_the_single_stream() {
+    let (_m, mut master, r, mut replica) = linked("4");
+    assert!(shard_offsets(&mut replica).is_some());
+    let sub = Server::start(&["--shards", "4"]);
+    let mut sub_conn = sub.connect();
+    ok(
+        &mut sub_conn,
+        &["REPLICAOF", "127.0.0.1", &r.port.to_string()],
+    );
+    wait_link_up(&mut sub_conn);
+    assert_eq!(shard_offsets(&mut replica), None);
+    write_stream(&mut master, 0);
+    assert_converges(&mut master, &mut replica);
+    assert_converges(&mut master, &mut sub_conn);
+    // One full sync for the four links, one for the single stream.
+    assert_eq!(stat(&mut master, "sync_full"), 5);
+}
+
+/// A FLUSHALL inside a transaction reaches each shard's stream inside that shard's part:
+/// each replica shard empties itself there, and nothing written after it is lost.
+#[test]
+fn a_flushall_in_a_transaction_flushes_each_shard_at_its_place() {
+    use shard_link_util::key_on;
+    let (_m, mut master, _r, mut replica) = linked("4");
+    ok(&mut master, &["MULTI"]);
+    for shard in 0..4 {
+        master.call(&["SET", &key_on(shard, 0), "before"]);
+    }
+    master.call(&["FLUSHALL"]);
+    for shard in 0..2 {
+        master.call(&["SET", &key_on(shard, 1), "after"]);
+    }
+    let Reply::Array(Some(_)) = master.call(&["EXEC"]) else {
+        panic!("EXEC");
+    };
+    for shard in 0..4 {
+        ok(&mut master, &["SET", &key_on(shard, 2), "later"]);
+    }
+    assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
+    assert_converges(&mut master, &mut replica);
+    assert_eq!(int(&mut replica, &["DBSIZE"]), 6);
+}
+
+/// A replica on shard links told to follow another master: the links stop and the new
+/// master's data replaces the old (over shard links again).
+#[test]
+fn a_shard_link_replica_switches_to_another_master() {
+    use shard_link_util::{key_on, master};
+    let (_m, _master, _r, mut replica) = linked("4");
+    let (other, mut other_conn) = master();
+    for shard in 0..4 {
+        ok(&mut other_conn, &["SET", &key_on(shard, 7), "other"]);
+    }
+    ok(
+        &mut replica,
+        &["REPLICAOF", "127.0.0.1", &other.port.to_string()],
+    );
+    let switched = eventually(Duration::from_secs(30), || {
+        info_field(&mut replica, "replication", "master_port") == Some(other.port.to_string())
+            && info_field(&mut replica, "replication", "master_link_status").as_deref()
+                == Some("up")
+    });
+    assert!(switched, "{}", info(&mut replica, "replication"));
+    assert_converges(&mut other_conn, &mut replica);
+    assert_eq!(shard_offsets(&mut replica).map(|o| o.len()), Some(4));
+    assert_eq!(int(&mut replica, &["DBSIZE"]), 4);
 }

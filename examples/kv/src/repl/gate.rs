@@ -4,7 +4,7 @@
 //! commands not flagged `loading` while a snapshot from the master loads (`-LOADING`). The
 //! master's own stream never passes here.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::Bytes;
 
@@ -21,7 +21,9 @@ pub struct ReplicaGate {
     read_only: AtomicBool,
     serve_stale: AtomicBool,
     link_down: AtomicBool,
-    loading: AtomicBool,
+    /// Snapshot loads in flight: one on the single stream, up to one per shard on shard
+    /// links (each shard loads its own part).
+    loading: AtomicU32,
 }
 
 impl Default for ReplicaGate {
@@ -32,7 +34,7 @@ impl Default for ReplicaGate {
             read_only: AtomicBool::new(true),
             serve_stale: AtomicBool::new(true),
             link_down: AtomicBool::new(true),
-            loading: AtomicBool::new(false),
+            loading: AtomicU32::new(0),
         }
     }
 }
@@ -63,14 +65,21 @@ impl ReplicaGate {
         self.link_down.store(down, Ordering::Relaxed);
     }
 
-    /// A snapshot from the master is loading.
+    /// A snapshot (or one shard's part of it) from the master begins loading (`true`) or
+    /// ended (`false`): clients get `-LOADING` while any load is in flight.
     pub fn set_loading(&self, on: bool) {
-        self.loading.store(on, Ordering::Relaxed);
+        if on {
+            self.loading.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Never below zero: an end without a begin is ignored.
+            let _ = (self.loading)
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
         self.sync_any();
     }
 
     pub fn is_loading(&self) -> bool {
-        self.loading.load(Ordering::Relaxed)
+        self.loading.load(Ordering::Relaxed) > 0
     }
 
     /// Whether clients' writes are refused (a read-only replica): a script declaring writes
@@ -80,7 +89,7 @@ impl ReplicaGate {
     }
 
     fn sync_any(&self) {
-        let any = self.replica.load(Ordering::Relaxed) || self.loading.load(Ordering::Relaxed);
+        let any = self.replica.load(Ordering::Relaxed) || self.is_loading();
         self.any.store(any, Ordering::Relaxed);
     }
 
@@ -113,7 +122,7 @@ impl ReplicaGate {
         {
             return Some(Reply::error(MASTERDOWN));
         }
-        if self.loading.load(Ordering::Relaxed) && !has("loading") {
+        if self.is_loading() && !has("loading") {
             return Some(Reply::error(LOADING));
         }
         None
@@ -154,5 +163,21 @@ mod tests {
         gate.set_loading(false);
         gate.set_replica(false);
         assert_eq!(gate.refusal(&set), None);
+    }
+
+    #[test]
+    fn loading_lasts_while_any_load_is_in_flight() {
+        let gate = ReplicaGate::default();
+        let get = args(&["GET", "k"]);
+        gate.set_loading(true);
+        gate.set_loading(true);
+        gate.set_loading(false);
+        assert_eq!(gate.refusal(&get), Some(Reply::error(LOADING)));
+        gate.set_loading(false);
+        assert_eq!(gate.refusal(&get), None);
+        // An unmatched end does not wrap the count.
+        gate.set_loading(false);
+        gate.set_loading(true);
+        assert!(gate.is_loading());
     }
 }

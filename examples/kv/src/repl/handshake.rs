@@ -46,6 +46,9 @@ pub enum Outcome {
     /// `+CONTINUE [<replid>]`: the stream goes on from the offset asked; a new id when the
     /// master's history changed (it was promoted), to remember from now on.
     Continue { new_replid: Option<String> },
+    /// `+SHARD-STREAMS <n>`: the master consented to shard links. This connection sends no
+    /// PSYNC: each replica shard opens its own link ([`HandshakeConfig::link`]).
+    ShardLinks(usize),
 }
 
 /// What to do after a reply.
@@ -64,6 +67,8 @@ pub enum HandshakeError {
     Unexpected { step: &'static str, reply: String },
     /// The master cannot serve a sync now (`-LOADING`, `-NOMASTERLINK`, ...): try later.
     TryLater(String),
+    /// A shard's link request was refused: the node goes back to the single stream.
+    LinkRefused(String),
 }
 
 impl fmt::Display for HandshakeError {
@@ -81,6 +86,9 @@ impl fmt::Display for HandshakeError {
                 write!(f, "unexpected reply to {step}: {reply}")
             }
             HandshakeError::TryLater(reply) => write!(f, "the master cannot sync now: {reply}"),
+            HandshakeError::LinkRefused(reply) => {
+                write!(f, "the master refused this shard's link: {reply}")
+            }
         }
     }
 }
@@ -184,18 +192,22 @@ impl Handshake {
             Step::Shards if self.config.link.is_some() => {
                 let shard = self.config.link.unwrap_or_default();
                 if !shard_link::on_link_reply(line, shard) {
-                    return Err(HandshakeError::Refused {
-                        step: "REPLCONF shard-streams ... shard",
-                        reply: text,
-                    });
+                    return Err(HandshakeError::LinkRefused(text));
                 }
                 self.mode = StreamMode::PerShard(self.config.shards);
                 Ok(self.send_psync())
             }
-            // redis-server's error, a decline, or consent: see `shards::on_reply`.
+            // redis-server's error or a decline: PSYNC on this connection; consent (see
+            // `shards::on_reply`): the shards' own links take over.
             Step::Shards => {
                 self.mode = shards::on_reply(line, self.config.shards);
-                Ok(self.send_psync())
+                match self.mode {
+                    StreamMode::Single => Ok(self.send_psync()),
+                    StreamMode::PerShard(n) => {
+                        self.step = Step::Done;
+                        Ok(Next::Done(Outcome::ShardLinks(n)))
+                    }
+                }
             }
             Step::Psync => {
                 self.step = Step::Done;
@@ -469,8 +481,12 @@ mod tests {
             let offer = sent(hs.on_line(b"+OK").unwrap());
             assert!(offer.contains("shard-streams\r\n$1\r\n4\r\n"), "{offer}");
             assert_eq!(hs.step(), "REPLCONF shard-streams");
-            let psync = sent(hs.on_line(answer).unwrap());
-            assert!(psync.contains("PSYNC"), "{psync}");
+            match hs.on_line(answer).unwrap() {
+                Next::Done(Outcome::ShardLinks(n)) => {
+                    assert_eq!(StreamMode::PerShard(n), mode);
+                }
+                next => assert!(sent(next).contains("PSYNC"), "{answer:?}"),
+            }
             assert_eq!(hs.stream_mode(), mode);
         }
         // One shard: no offer, PSYNC right after capa.
@@ -510,7 +526,7 @@ mod tests {
                 }
                 Err(error) => {
                     assert!(!linked, "{answer:?}: {error}");
-                    assert!(matches!(error, HandshakeError::Refused { .. }));
+                    assert!(matches!(error, HandshakeError::LinkRefused(_)));
                 }
             }
         }

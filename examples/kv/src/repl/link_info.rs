@@ -71,6 +71,9 @@ pub struct MasterLinkInfo {
     /// stream), and the last one's reason (empty: none).
     pub failures: u64,
     pub last_error: String,
+    /// On shard links: each shard's applied offset (`read_offset` and `applied_offset`
+    /// are then their sums, and `state` is connected only when every link is).
+    pub shard_offsets: Option<Vec<u64>>,
 }
 
 impl MasterLinkInfo {
@@ -140,6 +143,16 @@ impl MasterLinkInfo {
                 info_value(&self.last_error)
             );
         }
+        if let Some(offsets) = &self.shard_offsets {
+            // A comma list would read as `key=value` pairs: shards are `:`-separated.
+            let parts: Vec<String> = offsets.iter().map(u64::to_string).collect();
+            let _ = write!(
+                out,
+                "slave_shard_links:{}\r\nslave_shard_repl_offsets:{}\r\n",
+                offsets.len(),
+                parts.join(":")
+            );
+        }
     }
 }
 
@@ -202,6 +215,11 @@ mod tests {
         assert!(out.contains("master_link_transport:rdma\r\nmaster_link_failures:3\r\n"));
         assert!(out.contains("master_link_last_error:no RDMA device; none found  at all\r\n"));
         assert!(out.contains("master_link_down_since_seconds:-1\r\n"));
+        assert!(!out.contains("slave_shard_links"));
+        info.shard_offsets = Some(vec![120, 0, 33, 7]);
+        let mut out = String::new();
+        info.write_info(&mut out);
+        assert!(out.contains("slave_shard_links:4\r\nslave_shard_repl_offsets:120:0:33:7\r\n"));
         assert!(
             matches!(&info.role_reply(), Reply::Array(items) if items[4] == Reply::Integer(-1))
         );

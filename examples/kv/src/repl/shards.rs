@@ -56,12 +56,16 @@ use bytes::Bytes;
 
 use super::handshake::request;
 
-/// Whether this build serves and applies per-shard streams. Not yet: the master's side of
-/// shard links exists (`server/repl_master/shard_link.rs`: each shard's full sync, stream,
-/// backlog, partial resync, output limit, WAIT), served only under a test hook; the
-/// replica's side (but its handshake step, [`super::shard_link`]) and the barriers on
-/// shard links do not. So its replica offers nothing, and its master declines every offer
-/// with `not-served`: two nodes of this build keep the single stream.
+/// Whether this build serves and applies per-shard streams. Not yet: both sides of shard
+/// links exist (the master's, `server/repl_master/shard_link.rs`: each shard's full sync,
+/// stream, backlog, partial resync, output limit, WAIT; the replica's,
+/// `server/replica/shard_links.rs`: a link per shard, its part loaded into its shard, its
+/// stream applied there, the sub-replica and promotion rules), used only under the test
+/// hook `COREWIRE_KV_TEST_SHARD_LINKS=1` on both nodes. What is missing is a transaction
+/// over several shards applied whole on the replica ([`Barriers`] are not yet in the
+/// streams: each shard's part is its own MULTI/EXEC), so a replica reader could see one
+/// shard's part before another's. Until then a replica of this build offers nothing, and
+/// its master declines every offer with `not-served`: two nodes keep the single stream.
 pub const SERVED: bool = false;
 
 /// The key→shard map this build uses (`routing::slot`): CRC16 hash slot of the key (or

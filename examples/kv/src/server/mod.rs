@@ -321,7 +321,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
         slowlog_ids: Default::default(),
         acting_for: Default::default(),
         scripting: Default::default(),
-        replica: replica::ReplicaShared::new(replica_gate),
+        replica: replica::ReplicaShared::new(replica_gate, config.shards),
         repl: Default::default(),
         rdb: rdb_save::RdbShared::new(
             std::time::SystemTime::now()

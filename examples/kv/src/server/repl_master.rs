@@ -91,4 +91,5 @@ pub(super) use hub::{
     acked, alive, clear_acked, receive, set_cuts, set_state, start_hub, sync_start,
 };
 pub(super) use link::{send, Gone};
+pub(in crate::server) use shard_link::served as shard_links_served;
 pub(super) use shard_link::tap as shard_tap;

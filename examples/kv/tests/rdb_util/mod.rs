@@ -204,6 +204,8 @@ pub fn contents(conn: &mut Resp) -> BTreeMap<Vec<u8>, KeyContent> {
             panic!("TYPE");
         };
         let value = match kind.as_str() {
+            // Gone since KEYS (a replica applying its stream): not part of this reading.
+            "none" => continue,
             "string" => match conn.call(&["GET", &k]) {
                 Reply::Bulk(Some(v)) => vec![v],
                 other => panic!("GET {k}: {other:?}"),

@@ -184,7 +184,12 @@ fn on_ack(shard: usize, sink: SinkKey, offset: u64) {
 /// tries again).
 fn psync(shard: &Shard, origin: Origin, psync: Option<(Bytes, i64)>) {
     let replica = &shard.shared.replica;
-    if replica.is_replica() && !replica.link_up() {
+    // A node on shard links has no single stream to pass on: it goes back to one (see
+    // `replica/shard_links.rs`), and the sub-replica is refused until then.
+    if replica.is_replica() && replica.on_shard_links() {
+        replica.want_single_stream();
+    }
+    if replica.is_replica() && (!replica.link_up() || replica.on_shard_links()) {
         // PSYNC's reply slot is silent: the refusal is written like `+FULLRESYNC` is.
         let sink = origin.sink;
         spawn_local(async move {

@@ -21,9 +21,10 @@
 //! byte streamed after it.
 //!
 //! Not yet here (the node answers every offer `+SINGLE-STREAM not-served` until it is,
-//! see `repl::shards::SERVED`): WAIT and min-replicas-to-write over shard links, INFO's
-//! per-shard detail, a transaction over several shards applied whole (each shard's part is
-//! streamed as a MULTI/EXEC of its own), and the replica side.
+//! see `repl::shards::SERVED`): a transaction over several shards applied whole on the
+//! replica (each shard's part is streamed as a MULTI/EXEC of its own), and the shard links
+//! in INFO's `slaveN:` lines. Each link's full sync or partial resync counts in INFO's
+//! `sync_full` / `sync_partial_ok` (a replica on 4 links: 4 full syncs).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -288,6 +289,17 @@ pub(super) fn accept(
             }
         };
         hub.links.push(link);
+        // INFO's sync_full / sync_partial_ok count each shard link's sync.
+        let full = matches!(start, Start::Full);
+        spawn_local(async move {
+            let _ = send_to(0, move || {
+                super::hub::with_hub(|hub| match full {
+                    true => hub.sync_full += 1,
+                    false => hub.sync_partial_ok += 1,
+                })
+            })
+            .await;
+        });
         (id, start)
     })
 }

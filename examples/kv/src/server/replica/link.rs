@@ -1,6 +1,8 @@
 //! The link to the master, one task on shard 0: connect, handshake, load a snapshot or
 //! continue, then apply the stream until the link breaks; reconnect every second while this
-//! REPLICAOF holds.
+//! REPLICAOF holds. When the master consents to shard links (`+SHARD-STREAMS N`), this
+//! connection ends there and each shard runs its own link ([`super::shard_links`]), with
+//! the same session code ([`Which`] says whose): until they end, this task waits.
 //!
 //! The stream's commands run as the master's client: the link is a registered reply sink
 //! and dispatches through [`Shard::dispatch`] like a connection, so per-shard FIFO keeps
@@ -27,10 +29,13 @@ use corewire::runtime::timer::sleep_until;
 
 use super::super::shard::{now_ms, Shard};
 use super::super::shared::ServerShared;
-use super::super::sink::{Merges, Part, ReplySink, SinkKey};
+use super::super::sink::{Merges, Origin, Part, ReplySink, SinkKey};
 use super::stream::MasterStream;
+use super::Which;
 use crate::repl::forward::Forwarder;
-use crate::repl::handshake::{request, take_line, Handshake, HandshakeConfig, Next, Outcome};
+use crate::repl::handshake::{
+    request, take_line, Handshake, HandshakeConfig, HandshakeError, Next, Outcome,
+};
 use crate::repl::stream::{Applied, Item, StreamReader};
 use crate::repl::transfer::RdbReceiver;
 use crate::repl::MasterLinkState as LinkState;
@@ -50,15 +55,15 @@ const ACK_PERIOD: Duration = Duration::from_secs(1);
 
 /// The link's reply sink: replies only say a command ran.
 pub(super) struct Link {
-    core: RefCell<Core>,
+    pub(super) core: RefCell<Core>,
     task: WakerCell,
     woken: Cell<bool>,
     shared: Arc<ServerShared>,
 }
 
-struct Core {
-    merges: Merges,
-    applied: Applied,
+pub(super) struct Core {
+    pub(super) merges: Merges,
+    pub(super) applied: Applied,
 }
 
 impl ReplySink for Link {
@@ -90,7 +95,19 @@ impl Link {
         self.woken.replace(false)
     }
 
-    fn applied(&self) -> u64 {
+    pub(super) fn new(shared: Arc<ServerShared>) -> Rc<Link> {
+        Rc::new(Link {
+            core: RefCell::new(Core {
+                merges: Merges::default(),
+                applied: Applied::new(0, MAX_IN_FLIGHT),
+            }),
+            task: WakerCell::new(),
+            woken: Cell::new(false),
+            shared,
+        })
+    }
+
+    pub(super) fn applied(&self) -> u64 {
         self.core.borrow().applied.offset()
     }
 
@@ -99,7 +116,7 @@ impl Link {
     }
 
     /// Waits until every command dispatched has run.
-    async fn drain(&self) {
+    pub(super) async fn drain(&self) {
         while !self.is_idle() {
             poll_fn(|cx| {
                 if self.take_woken() || self.is_idle() {
@@ -125,10 +142,12 @@ fn note_reply(reply: &Reply) {
 
 /// Why the link dropped.
 #[derive(Debug)]
-enum LinkError {
+pub(super) enum LinkError {
     Io(io::Error),
     Closed,
     Timeout,
+    /// The master refused a shard's link: the node goes back to the single stream.
+    LinkRefused(String),
     Other(String),
 }
 
@@ -138,6 +157,7 @@ impl std::fmt::Display for LinkError {
             LinkError::Io(e) => write!(f, "{e}"),
             LinkError::Closed => f.write_str("the master closed the connection"),
             LinkError::Timeout => f.write_str("timeout: no data from the master"),
+            LinkError::LinkRefused(why) => write!(f, "the master refused a shard link: {why}"),
             LinkError::Other(why) => f.write_str(why),
         }
     }
@@ -156,50 +176,69 @@ fn other(e: impl std::fmt::Display) -> LinkError {
 /// The link's task for REPLICAOF generation `generation`.
 pub(super) async fn run(shard: Rc<Shard>, generation: u64) {
     let shared = shard.shared.clone();
-    let link = Rc::new(Link {
-        core: RefCell::new(Core {
-            merges: Merges::default(),
-            applied: Applied::new(0, MAX_IN_FLIGHT),
-        }),
-        task: WakerCell::new(),
-        woken: Cell::new(false),
-        shared: shared.clone(),
-    });
+    let link = Link::new(shared.clone());
+    let mut seq = 0;
+    // (Only a shard's link is ever refused.)
+    let _ = run_link(&shard, &link, Which::Single, generation, &mut seq).await;
+}
+
+/// Sessions of one link (the single stream's, or a shard's) while `generation` holds (and,
+/// for a shard's, while the node stays on shard links), one attempt a second. `Err`: a
+/// shard's link was refused.
+pub(super) async fn run_link(
+    shard: &Rc<Shard>,
+    link: &Rc<Link>,
+    which: Which,
+    generation: u64,
+    seq: &mut u64,
+) -> Result<(), LinkError> {
+    let shared = shard.shared.clone();
+    let replica = &shared.replica;
     let key = shard.register(link.clone());
     let packed = key.pack().wrapping_add(1);
-    shared.replica.master_sink.store(packed, Ordering::Relaxed);
-    let mut seq = 0;
-    while shared.replica.is_current(generation) {
-        let result = session(&shard, &link, key, generation, &mut seq).await;
+    let slot = replica.slot(which);
+    slot.master_sink.store(packed, Ordering::Relaxed);
+    let mut outcome = Ok(());
+    while replica.still(which, generation) {
+        let result = session(shard, link, key, generation, seq, which).await;
         // What was dispatched runs before anything from a new link (or a promotion).
         link.drain().await;
-        shared
-            .replica
-            .applied_offset
-            .store(link.applied(), Ordering::Relaxed);
-        if !shared.replica.is_current(generation) {
+        slot.applied_offset.store(link.applied(), Ordering::Relaxed);
+        if !replica.still(which, generation) {
             break;
         }
-        shared.replica.set_state(LinkState::Connect);
+        replica.set_link_state(which, LinkState::Connect);
         super::sync_gate(&shared);
-        if let Err(error) = result {
-            tracing::warn!(%error, "the link with the MASTER is down; retrying");
-            shared.replica.link_failed(error.to_string());
+        match result {
+            Ok(Some(n)) => {
+                // The master consented to shard links: they run until they end.
+                Box::pin(super::shard_links::run_all(shard, generation, n)).await;
+                continue;
+            }
+            Ok(None) => {}
+            Err(LinkError::LinkRefused(why)) => {
+                tracing::warn!(%why, "the master refused a shard link; back to one stream");
+                replica.link_failed(format!("shard link refused: {why}"));
+                outcome = Err(LinkError::LinkRefused(why));
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(%error, ?which, "the link with the MASTER is down; retrying");
+                replica.link_failed(error.to_string());
+            }
         }
         let retry_at = Instant::now() + RETRY;
-        while Instant::now() < retry_at && shared.replica.is_current(generation) {
-            wait_for(&link, None, &mut BytesMut::new(), retry_at)
+        while Instant::now() < retry_at && replica.still(which, generation) {
+            wait_for(link, None, &mut BytesMut::new(), retry_at)
                 .await
                 .ok();
         }
     }
-    let _ = shared.replica.master_sink.compare_exchange(
-        packed,
-        0,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
+    let _ = slot
+        .master_sink
+        .compare_exchange(packed, 0, Ordering::Relaxed, Ordering::Relaxed);
     shard.unregister(key);
+    outcome
 }
 
 /// What woke the link.
@@ -247,6 +286,7 @@ impl Conn {
     /// Reads more (or returns at a wake-up, to look at the generation). Errors at the end
     /// of the stream and after `repl-timeout` without data.
     async fn read_more(&mut self, link: &Link, shared: &ServerShared) -> Result<(), LinkError> {
+        // (Each link's own deadline; INFO's last-io is the node's: any link's bytes.)
         let deadline = self.last_io + self.timeout;
         match wait_for(link, Some(&self.stream), &mut self.input, deadline).await? {
             Event::Read(0) => Err(LinkError::Closed),
@@ -262,20 +302,22 @@ impl Conn {
     }
 }
 
-/// One connection to the master, until it breaks or this REPLICAOF is replaced.
+/// One connection to the master, until it breaks or this REPLICAOF is replaced. `Some(n)`:
+/// the master consented to `n` shard links (this connection ends there).
 async fn session(
     shard: &Rc<Shard>,
     link: &Rc<Link>,
     key: SinkKey,
     generation: u64,
     seq: &mut u64,
-) -> Result<(), LinkError> {
+    which: Which,
+) -> Result<Option<usize>, LinkError> {
     let shared = shard.shared.clone();
     let replica = &shared.replica;
     let Some((host, port)) = replica.target() else {
-        return Ok(());
+        return Ok(None);
     };
-    replica.set_state(LinkState::Connecting);
+    replica.set_link_state(which, LinkState::Connecting);
     let addr = (host.as_str(), port)
         .to_socket_addrs()?
         .next()
@@ -301,26 +343,35 @@ async fn session(
     let stream = corewire::runtime::timer::timeout(timeout, connect)
         .await
         .map_err(|_| LinkError::Timeout)??;
-    tracing::info!(%host, port, "MASTER <-> REPLICA sync started");
-    replica.set_state(LinkState::Handshake);
+    tracing::info!(%host, port, ?which, "MASTER <-> REPLICA sync started");
+    replica.set_link_state(which, LinkState::Handshake);
     let mut conn = Conn {
         stream,
         input: BytesMut::new(),
         timeout,
         last_io: Instant::now(),
     };
-    let outcome = handshake(&mut conn, link, &shared, generation).await?;
+    let outcome = handshake(&mut conn, link, &shared, generation, which).await?;
     let Some(outcome) = outcome else {
-        return Ok(());
+        return Ok(None);
     };
+    if which == Which::Single && !matches!(outcome, Outcome::ShardLinks(_)) {
+        // The single stream again: what shard links applied is not a position in it.
+        replica.use_shard_links(0);
+    }
     let start = match outcome {
+        Outcome::ShardLinks(n) => return Ok(Some(n)),
         Outcome::FullResync { replid, offset } => {
-            tracing::info!(%replid, offset, "full resync from the master");
-            replica.set_state(LinkState::Sync);
+            tracing::info!(%replid, offset, ?which, "full resync from the master");
+            replica.set_link_state(which, LinkState::Sync);
             // The snapshot goes to a temporary file in `dir` as it arrives (clients keep
             // the old data meanwhile), then loads from there piece by piece.
             let dir = super::super::rdb_save::target(&shared).dir;
-            let (path, file) = super::super::rdb_save::create_temp(&dir, "-replica").await;
+            let suffix = match which {
+                Which::Single => "-replica".to_owned(),
+                Which::Shard { i, .. } => format!("-replica-shard{i}"),
+            };
+            let (path, file) = super::super::rdb_save::create_temp(&dir, &suffix).await;
             let file =
                 file.map_err(|e| other(format!("temporary file {}: {e}", path.display())))?;
             let loaded = async {
@@ -334,51 +385,69 @@ async fn session(
                     if piece.done {
                         break;
                     }
-                    if !replica.is_current(generation) {
+                    if !replica.still(which, generation) {
                         return Ok(None);
                     }
                     conn.read_more(link, &shared).await?;
                 }
                 tracing::info!(
                     bytes = receiver.received(),
+                    ?which,
                     "MASTER <-> REPLICA sync: loading the snapshot"
                 );
-                // This node's replicas follow the old data: they resynchronize (Redis
-                // disconnects them as it loads a new master's snapshot).
-                super::super::repl_master::drop_replicas();
-                super::load::full_sync(shard, key, &file, receiver.received())
-                    .await
-                    .map(Some)
-                    .map_err(other)
+                let loaded = match which {
+                    Which::Single => {
+                        // This node's replicas follow the old data: they resynchronize
+                        // (Redis disconnects them as it loads a new master's snapshot).
+                        super::super::repl_master::drop_replicas();
+                        super::load::full_sync(shard, key, &file, receiver.received()).await
+                    }
+                    // Shard links have no sub-replicas (`shard_links.rs`).
+                    Which::Shard { .. } => {
+                        super::load::shard_part(shard, key, &file, receiver.received()).await
+                    }
+                };
+                loaded.map(Some).map_err(other)
             }
             .await;
             let _ = file.close().await;
             let _ = remove_file(&path).await;
             let Some(keys) = loaded? else {
-                return Ok(());
+                return Ok(None);
             };
-            tracing::info!(keys, "MASTER <-> REPLICA sync: finished with success");
-            super::super::repl_master::follow(replid.clone(), offset, true);
-            replica.synced(replid, offset);
+            tracing::info!(
+                keys,
+                ?which,
+                "MASTER <-> REPLICA sync: finished with success"
+            );
+            if which == Which::Single {
+                super::super::repl_master::follow(replid.clone(), offset, true);
+            }
+            replica.synced(which, replid, offset);
             offset
         }
         Outcome::Continue { new_replid } => {
-            tracing::info!("successful partial resynchronization with the master");
+            tracing::info!(
+                ?which,
+                "successful partial resynchronization with the master"
+            );
             if let Some(id) = new_replid {
-                replica.switched_history(id);
+                replica.switched_history(which, id);
             }
-            let offset = replica.applied_offset.load(Ordering::Relaxed);
-            if let Some((id, _)) = replica.resume_point() {
+            let offset = replica.applied(which);
+            if let (Which::Single, Some((id, _))) = (which, replica.resume_point(which)) {
                 super::super::repl_master::follow(id, offset, false);
             }
             offset
         }
     };
     link.core.borrow_mut().applied = Applied::new(start, MAX_IN_FLIGHT);
-    replica.set_offsets(start, start);
-    replica.set_state(LinkState::Connected);
+    replica.set_offsets(which, start, start);
+    replica.set_link_state(which, LinkState::Connected);
     super::sync_gate(&shared);
-    apply_stream(shard, link, key, generation, seq, conn, start).await
+    apply_stream(shard, link, key, generation, seq, conn, start, which)
+        .await
+        .map(|()| None)
 }
 
 /// PING .. PSYNC. `None`: this REPLICAOF was replaced meanwhile.
@@ -387,6 +456,7 @@ async fn handshake(
     link: &Link,
     shared: &ServerShared,
     generation: u64,
+    which: Which,
 ) -> Result<Option<Outcome>, LinkError> {
     let live = &shared.session.live;
     let setting = |name: &str| live.get(name).filter(|v| !v.is_empty()).map(Bytes::from);
@@ -407,14 +477,20 @@ async fn handshake(
         auth,
         listening_port: (announced_port.or(tls_port).or(bound).or(configured)).unwrap_or(0),
         announce_ip: setting("replica-announce-ip"),
-        resume: shared.replica.resume_point(),
-        // Per-shard streams are offered only by a build that applies them.
-        shards: if crate::repl::shards::SERVED {
-            super::super::shard::current().count
-        } else {
-            1
+        resume: shared.replica.resume_point(which),
+        // Shard links are offered only by a build that applies them, and not by a node a
+        // sub-replica asked for a stream (see `shard_links.rs`).
+        shards: match which {
+            Which::Shard { n, .. } => n,
+            Which::Single if super::shard_links::offers(shared) => {
+                super::super::shard::current().count
+            }
+            Which::Single => 1,
         },
-        link: None,
+        link: match which {
+            Which::Shard { i, .. } => Some(i),
+            Which::Single => None,
+        },
     };
     let (mut handshake, first) = Handshake::start(config);
     conn.stream.send_all(first).await?;
@@ -423,12 +499,16 @@ async fn handshake(
             if let Some(line) = take_line(&mut conn.input, 4096).map_err(other)? {
                 break line;
             }
-            if !shared.replica.is_current(generation) {
+            if !shared.replica.still(which, generation) {
                 return Ok(None);
             }
             conn.read_more(link, shared).await?;
         };
-        match handshake.on_line(&line).map_err(other)? {
+        let next = handshake.on_line(&line).map_err(|e| match e {
+            HandshakeError::LinkRefused(why) => LinkError::LinkRefused(why),
+            e => other(e),
+        })?;
+        match next {
             Next::Send(bytes) => conn.stream.send_all(bytes).await?,
             Next::Done(outcome) => return Ok(Some(outcome)),
         }
@@ -436,6 +516,13 @@ async fn handshake(
 }
 
 /// Applies the master's stream from offset `start` until the link breaks.
+///
+/// A shard's link applies its shard's stream on its shard: keyed commands stay here, and a
+/// FLUSHALL / FLUSHDB (which every shard's stream carries, alone or in that shard's part of
+/// a transaction) empties this shard only, once what was dispatched before it ran (the
+/// part's other commands run with it, in one go). Shard links pass nothing on and are not held (a node
+/// on shard links has no sub-replicas).
+#[allow(clippy::too_many_arguments)]
 async fn apply_stream(
     shard: &Rc<Shard>,
     link: &Rc<Link>,
@@ -444,9 +531,15 @@ async fn apply_stream(
     seq: &mut u64,
     mut conn: Conn,
     start: u64,
+    which: Which,
 ) -> Result<(), LinkError> {
     let shared = shard.shared.clone();
     let replica = &shared.replica;
+    let single = which == Which::Single;
+    let slot = replica.slot(which);
+    // A shard link's FLUSHALL (alone, or in its transaction part) read while commands
+    // before it still run: it waits here, then runs on this shard only.
+    let mut flush_waiting: Option<(Vec<crate::command::Command>, u64)> = None;
     let mut reader = StreamReader::new(start, shared.session.parser_limits);
     // What was read goes on to this node's own replicas once applied.
     let mut forward = Forwarder::new(start);
@@ -456,19 +549,39 @@ async fn apply_stream(
     let mut next_ack = Instant::now();
     let mut warned_db = false;
     let result = 'link: loop {
-        if !replica.is_current(generation) {
+        if !replica.still(which, generation) {
             break Ok(());
         }
         // Parse and dispatch what is buffered, as far as ordering and the bound allow.
         let now = now_ms();
         let mut waiting_for_bytes = false;
-        let held = replica.held();
-        if !held {
+        let held = single && replica.held();
+        if single && !held {
             replica.set_quiet(false);
         }
         loop {
             if held || shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
                 break;
+            }
+            if let Some((commands, end)) = flush_waiting.take() {
+                if !link.is_idle() {
+                    flush_waiting = Some((commands, end));
+                    break;
+                }
+                let origin = Origin {
+                    shard: shard.id,
+                    sink: key,
+                    seq: 0,
+                    part: None,
+                };
+                // In one go: a transaction part stays whole for this shard's readers.
+                for command in commands {
+                    if let Some(reply) = shard.execute_store(origin, command, now) {
+                        note_reply(&reply);
+                    }
+                }
+                link.core.borrow_mut().applied.counted(end);
+                continue;
             }
             let framed = match reader.next(&mut conn.input) {
                 Ok(Some(framed)) => framed,
@@ -481,6 +594,9 @@ async fn apply_stream(
             let mut core = link.core.borrow_mut();
             let Core { merges, applied } = &mut *core;
             match framed.item {
+                Item::Apply(command) if db == 0 && !single && flushes(&command) => {
+                    flush_waiting = Some((here_only(command), framed.end));
+                }
                 Item::Apply(command) if db == 0 => {
                     *seq += 1;
                     applied.dispatched(*seq, framed.end);
@@ -517,15 +633,17 @@ async fn apply_stream(
             }
         }
         let applied = link.applied();
-        super::super::repl_master::follow_stream(forward.applied(applied));
+        if single {
+            super::super::repl_master::follow_stream(forward.applied(applied));
+        }
         if held && link.is_idle() {
             replica.set_quiet(true);
         }
-        replica.read_offset.store(
+        slot.read_offset.store(
             reader.offset() + reader.partial() + conn.input.len() as u64,
             Ordering::Relaxed,
         );
-        replica.applied_offset.store(applied, Ordering::Relaxed);
+        slot.applied_offset.store(applied, Ordering::Relaxed);
         let now = Instant::now();
         if (ack_wanted && link.is_idle()) || now >= next_ack {
             let offset = applied.to_string();
@@ -544,7 +662,9 @@ async fn apply_stream(
         match wait_for(link, stream, &mut conn.input, deadline).await {
             Ok(Event::Read(0)) => break Err(LinkError::Closed),
             Ok(Event::Read(_)) => {
-                forward.read(&conn.input[had..]);
+                if single {
+                    forward.read(&conn.input[had..]);
+                }
                 conn.last_io = Instant::now();
                 replica.touched();
             }
@@ -559,14 +679,58 @@ async fn apply_stream(
     };
     // A new link continues after the last whole item taken (a MULTI block cut short comes
     // again whole).
-    let resume = reader.resume_offset();
     link.drain().await;
-    // The next link continues after `resume`: what was read past it comes again.
-    super::super::repl_master::follow_stream(forward.end(resume));
-    replica.set_quiet(true);
+    let resume = match flush_waiting {
+        // Not applied: it comes again, after what ran before it.
+        Some(_) => link.applied(),
+        None => reader.resume_offset(),
+    };
+    if single {
+        // The next link continues after `resume`: what was read past it comes again.
+        super::super::repl_master::follow_stream(forward.end(resume));
+        replica.set_quiet(true);
+    }
     let mut core = link.core.borrow_mut();
     core.applied = Applied::new(resume, MAX_IN_FLIGHT);
     drop(core);
-    replica.set_offsets(resume, resume);
+    replica.set_offsets(which, resume, resume);
     result
+}
+
+/// FLUSHALL or FLUSHDB, which a shard link applies to its own shard only.
+fn is_flush(command: &crate::command::Command) -> bool {
+    use crate::command::{Command, KeyCommand, KeyOp};
+    matches!(
+        command,
+        Command::FlushAll
+            | Command::Key(KeyCommand {
+                op: KeyOp::FlushDb,
+                ..
+            })
+    )
+}
+
+/// A flush, or a transaction part holding one: dispatched, it would reach every shard.
+fn flushes(command: &crate::command::Command) -> bool {
+    use crate::command::{Command, TxnItem};
+    match command {
+        Command::Transaction(transaction) => (transaction.items.iter())
+            .any(|item| matches!(item, TxnItem::Run(command) if is_flush(command))),
+        command => is_flush(command),
+    }
+}
+
+/// The commands of a shard link's flush or transaction part, to run on its shard alone
+/// (every other command of the part names this shard's keys).
+fn here_only(command: crate::command::Command) -> Vec<crate::command::Command> {
+    use crate::command::{Command, TxnItem};
+    match command {
+        Command::Transaction(transaction) => (transaction.items.into_iter())
+            .filter_map(|item| match item {
+                TxnItem::Run(command) => Some(command),
+                TxnItem::Answered(_) => None,
+            })
+            .collect(),
+        command => vec![command],
+    }
 }

@@ -6,6 +6,11 @@
 //! Keys already past their TTL are kept: the master deletes them when it sees fit, as on a
 //! Redis replica. With the AOF on, each shard then rewrites its log, which did not see the
 //! load.
+//!
+//! On shard links each shard loads its own part ([`shard_part`]) into its own store only,
+//! on its own thread: only that shard is flushed, and a key that does not map to it is
+//! refused (the master's part is not what the negotiated key map promised: the link
+//! drops, and the part is asked again).
 
 use std::rc::Rc;
 
@@ -165,6 +170,98 @@ async fn load(shard: &Rc<Shard>, link: SinkKey, file: &File, len: u64) -> Result
             })
             .await?;
         }
+    }
+    Ok(keys)
+}
+
+/// Loads shard `shard.id`'s part of the master's snapshot in `file` (`len` bytes) in place
+/// of this shard's data; the keys loaded. The function libraries come with shard 0's part
+/// only, which replaces the node's.
+pub(super) async fn shard_part(
+    shard: &Rc<Shard>,
+    link: SinkKey,
+    file: &File,
+    len: u64,
+) -> Result<u64, String> {
+    let gate = shard.shared.replica.gate.clone();
+    gate.set_loading(true);
+    let loaded = load_part(shard, link, file, len).await;
+    gate.set_loading(false);
+    loaded
+}
+
+async fn load_part(shard: &Rc<Shard>, link: SinkKey, file: &File, len: u64) -> Result<u64, String> {
+    let (here, count) = (shard.id, shard.count);
+    let origin = Origin {
+        shard: here,
+        sink: link,
+        seq: 0,
+        part: None,
+    };
+    let _ = shard
+        .store()
+        .execute(Command::FlushAll, now_ms(), &mut crate::change::NoLog);
+    shard.tracking_flushed();
+    let mut items = Items {
+        file,
+        len,
+        read: 0,
+        decoder: IncrementalDecoder::new(MAX_ITEM),
+    };
+    let mut batch = Vec::new();
+    let mut codes = Vec::new();
+    let (mut db, mut keys, mut skipped) = (0, 0u64, 0u64);
+    loop {
+        match items.next().await? {
+            Item::End => break,
+            Item::SelectDb(index) => db = index,
+            Item::Function(code) => codes.push(code),
+            Item::Key {
+                key,
+                value,
+                expire_at_ms,
+            } => {
+                if db != 0 {
+                    skipped += 1;
+                    continue;
+                }
+                let owner = shard_of(&key, count);
+                if owner != here {
+                    return Err(format!(
+                        "shard {here}'s snapshot part holds a key of shard {owner} \
+                         ({} bytes): the master's key map is not this node's",
+                        key.len()
+                    ));
+                }
+                if value.is_empty_collection() {
+                    continue;
+                }
+                keys += 1;
+                batch.push(LoadedKey::new(key, value, expire_at_ms)?);
+                if batch.len() >= BATCH {
+                    rdb_load::apply(&mut shard.store(), std::mem::take(&mut batch));
+                }
+            }
+            Item::ResizeDb { .. } | Item::Aux(..) => {}
+        }
+    }
+    if !batch.is_empty() {
+        rdb_load::apply(&mut shard.store(), batch);
+    }
+    if skipped > 0 {
+        tracing::error!(
+            skipped,
+            shard = here,
+            "the master's snapshot has keys in databases other than 0, which corewire-kv \
+             does not have: they were not loaded"
+        );
+    }
+    if here == 0 {
+        let payload = crate::scripting::functions::payload_of(codes.iter().map(|c| &c[..]));
+        super::super::script::restore_logged(&shard.shared, &payload);
+    }
+    if shard.shared.aof_enabled {
+        let _ = shard.execute_store(origin, Command::BgRewriteAof, now_ms());
     }
     Ok(keys)
 }

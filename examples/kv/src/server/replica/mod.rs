@@ -11,10 +11,11 @@
 
 mod link;
 mod load;
+mod shard_links;
 mod stream;
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -27,19 +28,72 @@ use crate::repl::{MasterLinkInfo, MasterLinkState as LinkState, ReplicaGate};
 use crate::reply::Reply;
 use crate::store::ExpiryView;
 
-/// Where this node replicates from, and the history its data follows.
+/// Where this node replicates from.
 #[derive(Debug, Default)]
 struct Inner {
     /// `None`: a master.
     target: Option<(String, u16)>,
     /// Why the link's last attempt failed (empty: none since this REPLICAOF).
     last_error: String,
-    /// The master's replication id the data follows (empty: never synced), which a
+}
+
+/// One stream link's state: the single stream's (on shard 0), or shard `i`'s own link on
+/// shard links (on shard `i`).
+#[derive(Debug)]
+pub(super) struct LinkSlot {
+    state: AtomicU8,
+    /// The link's sink on its shard (packed, plus one; 0: none): its commands see every key.
+    master_sink: AtomicU64,
+    read_offset: AtomicU64,
+    applied_offset: AtomicU64,
+    /// The master's replication id this link's data follows (empty: never synced), which a
     /// partial resync asks to continue.
-    master_replid: String,
+    replid: Mutex<String>,
+}
+
+impl LinkSlot {
+    fn new() -> LinkSlot {
+        LinkSlot {
+            state: AtomicU8::new(LinkState::Connect.as_u8()),
+            master_sink: AtomicU64::new(0),
+            read_offset: AtomicU64::new(0),
+            applied_offset: AtomicU64::new(0),
+            replid: Mutex::new(String::new()),
+        }
+    }
+
+    fn replid(&self) -> MutexGuard<'_, String> {
+        // Only ever replaced whole: a panic while holding it leaves it usable.
+        self.replid.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn state(&self) -> LinkState {
+        LinkState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Forgets the history (the other kind of stream replaced it).
+    fn forget(&self) {
+        self.replid().clear();
+        self.read_offset.store(0, Ordering::Relaxed);
+        self.applied_offset.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Which stream link: the single stream, or shard `i`'s own link (one of `n`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    Single,
+    Shard { i: usize, n: usize },
 }
 
 /// The replica side's state, shared by every shard (in `ServerShared`).
+///
+/// With shard links (`repl::shards`), each replica shard's link has its own state, resume
+/// point and offsets ([`LinkSlot`]); the node-level view is their aggregate: the link is up
+/// only when every shard's is, and its offsets are the sum of the shards' (as the master's
+/// `master_repl_offset` is on shard links: not a position in any one stream). INFO's
+/// `slave_shard_links` and `slave_shard_repl_offsets` (`:`-separated) list the shards'
+/// applied offsets.
 #[derive(Debug)]
 pub(crate) struct ReplicaShared {
     /// What client connections refuse while this node is a replica (the sessions hold it too).
@@ -48,11 +102,18 @@ pub(crate) struct ReplicaShared {
     /// Bumped by each REPLICAOF: a link of an older generation stops.
     generation: AtomicU64,
     is_replica: AtomicBool,
-    state: AtomicU8,
-    /// The link's sink on shard 0 (packed, plus one; 0: none): its commands see every key.
-    master_sink: AtomicU64,
-    read_offset: AtomicU64,
-    applied_offset: AtomicU64,
+    single: LinkSlot,
+    /// Per shard, its own link's state on shard links.
+    shard_slots: Box<[LinkSlot]>,
+    /// The shard links in use (0: the single stream).
+    shard_links: AtomicUsize,
+    /// Shard link tasks running (a promotion waits for them to end).
+    shard_tasks: AtomicUsize,
+    /// A shard's link was refused: every shard link ends (the single stream follows).
+    links_ended: AtomicBool,
+    /// A sub-replica asked this node for a stream: it takes the single stream, which it
+    /// can pass on (shard links cannot be), until the next REPLICAOF.
+    single_only: AtomicBool,
     /// Unix ms of the last bytes from the master, and since when the link is down (0:
     /// never, or it is up).
     last_io_ms: AtomicU64,
@@ -70,16 +131,18 @@ pub(crate) struct ReplicaShared {
 }
 
 impl ReplicaShared {
-    pub fn new(gate: Arc<ReplicaGate>) -> ReplicaShared {
+    pub fn new(gate: Arc<ReplicaGate>, shards: usize) -> ReplicaShared {
         ReplicaShared {
             gate,
             inner: Mutex::new(Inner::default()),
             generation: AtomicU64::new(0),
             is_replica: AtomicBool::new(false),
-            state: AtomicU8::new(LinkState::Connect.as_u8()),
-            master_sink: AtomicU64::new(0),
-            read_offset: AtomicU64::new(0),
-            applied_offset: AtomicU64::new(0),
+            single: LinkSlot::new(),
+            shard_slots: (0..shards).map(|_| LinkSlot::new()).collect(),
+            shard_links: AtomicUsize::new(0),
+            shard_tasks: AtomicUsize::new(0),
+            links_ended: AtomicBool::new(false),
+            single_only: AtomicBool::new(false),
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             was_up: AtomicBool::new(false),
@@ -87,6 +150,37 @@ impl ReplicaShared {
             holds: AtomicU32::new(0),
             quiet: AtomicBool::new(true),
         }
+    }
+
+    fn slot(&self, which: Which) -> &LinkSlot {
+        match which {
+            Which::Single => &self.single,
+            Which::Shard { i, .. } => &self.shard_slots[i],
+        }
+    }
+
+    /// The shard links in use (0: the single stream).
+    fn links(&self) -> usize {
+        self.shard_links.load(Ordering::Relaxed)
+    }
+
+    /// The slots the node-level view aggregates.
+    fn active(&self) -> &[LinkSlot] {
+        match self.links() {
+            0 => std::slice::from_ref(&self.single),
+            n => &self.shard_slots[..n.min(self.shard_slots.len())],
+        }
+    }
+
+    /// Whether this node follows its master over shard links.
+    pub fn on_shard_links(&self) -> bool {
+        self.links() > 0
+    }
+
+    /// A sub-replica asked for a stream: shard links (if in use) give way to the single
+    /// stream, which this node can pass on.
+    pub fn want_single_stream(&self) {
+        self.single_only.store(true, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -111,14 +205,26 @@ impl ReplicaShared {
         }
     }
 
-    /// Whether `origin` is the link applying the master's stream.
+    /// Whether `origin` is a link applying the master's stream: the single stream's (on
+    /// shard 0) or the shard link of the shard it runs on.
     pub fn is_master_origin(&self, origin: &Origin) -> bool {
-        let master = self.master_sink.load(Ordering::Relaxed);
-        master != 0 && origin.shard == 0 && origin.sink.pack().wrapping_add(1) == master
+        let packed = origin.sink.pack().wrapping_add(1);
+        let is = |slot: &LinkSlot| slot.master_sink.load(Ordering::Relaxed) == packed;
+        (origin.shard == 0 && is(&self.single))
+            || self.shard_slots.get(origin.shard).is_some_and(is)
     }
 
     fn is_current(&self, generation: u64) -> bool {
         self.generation.load(Ordering::Relaxed) == generation
+    }
+
+    /// Whether link `which` of REPLICAOF `generation` goes on: a shard's only while the
+    /// node stays on shard links (a refused shard link or a sub-replica ends them all).
+    fn still(&self, which: Which, generation: u64) -> bool {
+        self.is_current(generation)
+            && (which == Which::Single
+                || !(self.single_only.load(Ordering::Relaxed)
+                    || self.links_ended.load(Ordering::Relaxed)))
     }
 
     fn target(&self) -> Option<(String, u16)> {
@@ -126,7 +232,16 @@ impl ReplicaShared {
     }
 
     fn set_state(&self, state: LinkState) {
-        let before = LinkState::from_u8(self.state.swap(state.as_u8(), Ordering::Relaxed));
+        self.set_link_state(Which::Single, state);
+    }
+
+    /// One link's state; the node's (see [`Self::state`]) follows.
+    fn set_link_state(&self, which: Which, state: LinkState) {
+        let before = self.state();
+        self.slot(which)
+            .state
+            .store(state.as_u8(), Ordering::Relaxed);
+        let state = self.state();
         if state == LinkState::Connected {
             self.was_up.store(true, Ordering::Relaxed);
             self.down_since_ms.store(0, Ordering::Relaxed);
@@ -135,35 +250,53 @@ impl ReplicaShared {
         }
     }
 
+    /// The node's link state: on shard links, connected only when every shard's link is,
+    /// else the least advanced link's state.
     fn state(&self) -> LinkState {
-        LinkState::from_u8(self.state.load(Ordering::Relaxed))
+        (self.active().iter().map(LinkSlot::state))
+            .min_by_key(|s| s.as_u8())
+            .unwrap_or_default()
     }
 
-    /// What PSYNC asks to continue: the master's id and the next offset wanted.
-    fn resume_point(&self) -> Option<(String, u64)> {
-        let inner = self.lock();
-        (!inner.master_replid.is_empty()).then(|| {
-            (
-                inner.master_replid.clone(),
-                self.applied_offset.load(Ordering::Relaxed) + 1,
-            )
-        })
+    /// What a link's PSYNC asks to continue: the master's id and the next offset wanted.
+    fn resume_point(&self, which: Which) -> Option<(String, u64)> {
+        let slot = self.slot(which);
+        let replid = slot.replid().clone();
+        (!replid.is_empty()).then(|| (replid, slot.applied_offset.load(Ordering::Relaxed) + 1))
     }
 
-    /// A full sync loaded the master's snapshot: its history from `offset` on.
-    fn synced(&self, replid: String, offset: u64) {
-        self.lock().master_replid = replid;
-        self.set_offsets(offset, offset);
+    /// A full sync loaded the master's snapshot (or shard's part): its history from
+    /// `offset` on.
+    fn synced(&self, which: Which, replid: String, offset: u64) {
+        *self.slot(which).replid() = replid;
+        self.set_offsets(which, offset, offset);
     }
 
     /// `+CONTINUE <new id>`: the master was promoted; its new id goes on from here.
-    fn switched_history(&self, replid: String) {
-        self.lock().master_replid = replid;
+    fn switched_history(&self, which: Which, replid: String) {
+        *self.slot(which).replid() = replid;
     }
 
-    fn set_offsets(&self, read: u64, applied: u64) {
-        self.read_offset.store(read, Ordering::Relaxed);
-        self.applied_offset.store(applied, Ordering::Relaxed);
+    fn set_offsets(&self, which: Which, read: u64, applied: u64) {
+        let slot = self.slot(which);
+        slot.read_offset.store(read, Ordering::Relaxed);
+        slot.applied_offset.store(applied, Ordering::Relaxed);
+    }
+
+    fn applied(&self, which: Which) -> u64 {
+        self.slot(which).applied_offset.load(Ordering::Relaxed)
+    }
+
+    /// The node takes shard links (`n`) or the single stream (0). The other kind's history
+    /// is forgotten: its offsets say nothing of what the new kind applies, so a later
+    /// switch back syncs in full.
+    fn use_shard_links(&self, n: usize) {
+        self.shard_links.store(n, Ordering::Relaxed);
+        if n == 0 {
+            self.shard_slots.iter().for_each(LinkSlot::forget);
+        } else {
+            self.single.forget();
+        }
     }
 
     /// Whether the stream is held (the link dispatches nothing).
@@ -196,6 +329,24 @@ impl ReplicaShared {
         let (host, port) = inner.target.clone()?;
         let now = now_ms();
         let state = self.state();
+        let active = self.active();
+        let sum = |offset: fn(&LinkSlot) -> &AtomicU64| -> u64 {
+            active
+                .iter()
+                .map(|s| offset(s).load(Ordering::Relaxed))
+                .sum()
+        };
+        // On shard links the id shown is shard 0's link's (every shard's stream began
+        // under the master's id of that time).
+        let replid = active
+            .first()
+            .map(|s| s.replid().clone())
+            .unwrap_or_default();
+        let shard_offsets = self.on_shard_links().then(|| {
+            (active.iter())
+                .map(|s| s.applied_offset.load(Ordering::Relaxed))
+                .collect()
+        });
         let last_io = self.last_io_ms.load(Ordering::Relaxed);
         let down_since = self.down_since_ms.load(Ordering::Relaxed);
         let yes = |name: &str| live.get(name).as_deref() != Some("no");
@@ -207,15 +358,16 @@ impl ReplicaShared {
                 .then(|| now.saturating_sub(last_io) / 1000),
             down_since_seconds: (self.was_up.load(Ordering::Relaxed) && down_since != 0)
                 .then(|| now.saturating_sub(down_since) / 1000),
-            read_offset: self.read_offset.load(Ordering::Relaxed),
-            applied_offset: self.applied_offset.load(Ordering::Relaxed),
+            read_offset: sum(|s| &s.read_offset),
+            applied_offset: sum(|s| &s.applied_offset),
             priority: live
                 .get("replica-priority")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(100),
             read_only: yes("replica-read-only"),
             announced: yes("replica-announced"),
-            replid: inner.master_replid.clone(),
+            replid,
+            shard_offsets,
             transport: stream::Transport::from_setting(live.get("repl-transport").as_deref())
                 .name(),
             failures: self.failures.load(Ordering::Relaxed),
@@ -267,15 +419,15 @@ pub(crate) fn replicate_from(shard: &Shard, host: String, port: u16) {
             // A master following another: its own history (the master side's identity) is
             // what a partial resync can offer (the new master may share it).
             let identity = super::repl_master::identity();
-            inner.master_replid = identity.replid;
-            replica
-                .applied_offset
-                .store(identity.master_repl_offset, Ordering::Relaxed);
+            *replica.single.replid() = identity.replid;
+            (replica.single.applied_offset).store(identity.master_repl_offset, Ordering::Relaxed);
         }
         inner.target = Some((host.clone(), port));
         inner.last_error.clear();
     }
     replica.failures.store(0, Ordering::Relaxed);
+    // Each REPLICAOF offers shard links again (a sub-replica's wish held for the last).
+    replica.single_only.store(false, Ordering::Relaxed);
     replica.is_replica.store(true, Ordering::Relaxed);
     replica.was_up.store(false, Ordering::Relaxed);
     replica.set_state(LinkState::Connect);
@@ -335,13 +487,17 @@ pub(crate) struct StreamHold {
 }
 
 /// Holds the master's stream still, once what the link dispatched has run and been passed
-/// on (at once on a node whose link is not applying a stream).
+/// on (at once on a node whose link is not applying a stream). Shard links do not hold:
+/// this waits until they ended (a promotion stopped them; a sub-replica's sync made the
+/// node go back to the single stream, see [`ReplicaShared::want_single_stream`]).
 pub(crate) async fn hold_stream(shard: &Shard) -> StreamHold {
     let shared = shard.shared.clone();
     shared.replica.holds.fetch_add(1, Ordering::Relaxed);
     let hold = StreamHold { shared };
     wake_link(shard);
-    while !hold.shared.replica.quiet.load(Ordering::Relaxed) {
+    let replica = &hold.shared.replica;
+    while !replica.quiet.load(Ordering::Relaxed) || replica.shard_tasks.load(Ordering::Relaxed) > 0
+    {
         corewire::runtime::sleep(Duration::from_millis(1)).await;
     }
     hold
@@ -354,9 +510,27 @@ impl Drop for StreamHold {
     }
 }
 
-/// The link's sink on this shard (0), woken so it sees a new generation at once.
+/// The links' sinks (the single stream's here on shard 0, each shard link's on its
+/// shard), woken so they see a new generation at once.
 fn wake_link(shard: &Shard) {
-    let packed = shard.shared.replica.master_sink.load(Ordering::Relaxed);
+    wake_sink(shard, &shard.shared.replica.single);
+    for (i, slot) in shard.shared.replica.shard_slots.iter().enumerate() {
+        if slot.master_sink.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        if i == shard.id {
+            wake_sink(shard, slot);
+        } else {
+            spawn_local(corewire::runtime::submit_to(i, move || async move {
+                let here = super::shard::current();
+                wake_sink(&here, &here.shared.replica.shard_slots[i]);
+            }));
+        }
+    }
+}
+
+fn wake_sink(shard: &Shard, slot: &LinkSlot) {
+    let packed = slot.master_sink.load(Ordering::Relaxed);
     if packed != 0 {
         if let Some(sink) = shard.sink(SinkKey::unpack(packed - 1)) {
             sink.kill();
