@@ -5,7 +5,8 @@
 #
 # BIN is a corewire-kv binary (run with COREWIRE_BACKEND=epoll, since io_uring does not run
 # under valgrind, and one shard); `redis` runs redis-server the same way. TEST is a
-# redis-benchmark test (set, get, ...) or one of evalsha, xadd, xread, setbit, pfadd, geoadd.
+# redis-benchmark test (set, get, ...) or one of evalsha, xadd, xread, setbit, pfadd, geoadd, zunionstore (the workloads of
+# examples/kv/bench/percore.sh).
 # The last argument picks who sends the requests: the default user (default), a user
 # restricted by command and key pattern (restricted, the rules of examples/kv/bench/acl.sh),
 # or, with a TLS port configured beside the plaintext one, the plaintext port (plain) or the
@@ -48,6 +49,8 @@ if [[ $who == restricted ]]; then
 fi
 script="redis.call('incr', KEYS[1]) redis.call('incr', KEYS[1]) return redis.call('get', KEYS[1])"
 [[ $t == xread ]] && for i in $(seq 1 100); do echo "XADD bench:x * field value$i"; done | redis-cli -p "$port" >/dev/null
+# Two 100-member sorted sets, half their members shared.
+[[ $t == zunionstore ]] && for i in $(seq 1 100); do echo "ZADD bench:z1 $i m$i"; echo "ZADD bench:z2 $((i * 2)) m$((i + 50))"; done | redis-cli -p "$port" >/dev/null
 set -f
 case $t in
   evalsha) cmd="EVALSHA $(redis-cli -p "$port" script load "$script") 1 bench:eval:__rand_int__" ;;
@@ -56,6 +59,7 @@ case $t in
   setbit) cmd="SETBIT bench:bits:__rand_int__ 7 1" ;;
   pfadd) cmd="PFADD bench:hll e:__rand_int__" ;;
   geoadd) cmd="GEOADD bench:geo 13.361389 38.115556 m:__rand_int__" ;;
+  zunionstore) cmd="ZUNIONSTORE bench:zu 2 bench:z1 bench:z2" ;;
   *) cmd="" ;;
 esac
 run() {

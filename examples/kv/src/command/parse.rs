@@ -63,7 +63,7 @@ pub(super) fn parse_spec(
         }
         K::Key(op) => Command::Key(KeyCommand {
             op,
-            args: rest.collect(),
+            args: rest.lend(),
         }),
         K::Get => Command::Get(rest.next()?),
         K::Set => parse_set(rest)?,
@@ -71,8 +71,8 @@ pub(super) fn parse_spec(
             key: rest.next()?,
             value: rest.next()?,
         },
-        K::Del => Command::Del(rest.collect()),
-        K::Exists => Command::Exists(rest.collect()),
+        K::Del => Command::Del(rest.lend()),
+        K::Exists => Command::Exists(rest.lend()),
         K::Incr => Command::IncrBy {
             key: rest.next()?,
             delta: 1,
@@ -97,7 +97,7 @@ pub(super) fn parse_spec(
             value: rest.next()?,
         },
         K::Strlen => Command::Strlen(rest.next()?),
-        K::MGet => Command::MGet(rest.collect()),
+        K::MGet => Command::MGet(rest.lend()),
         K::MSet => {
             // The name plus key-value pairs: an odd count.
             if argc % 2 != 1 {

@@ -406,7 +406,9 @@ impl RespConn {
                 if request.command.may_read_stats() {
                     session.record_calls_with(|calls| shard.record_calls(calls));
                 }
-                shard.feed_monitors(session.take_monitor_lines());
+                if let Some(lines) = session.take_monitor_lines() {
+                    shard.feed_monitors(lines);
+                }
                 // One clock read per batch of requests.
                 let now = read_clocks(&mut clock, session) / 1000;
                 if let Some(reply) = shard.dispatch(key, request.seq, request.command, merges, now)
@@ -445,7 +447,9 @@ impl RespConn {
                     .set(self.broadcaster_acks.get() + acks);
             }
             session.record_calls_with(|calls| shard.record_calls(calls));
-            shard.feed_monitors(session.take_monitor_lines());
+            if let Some(lines) = session.take_monitor_lines() {
+                shard.feed_monitors(lines);
+            }
             if let Some(on) = session.take_monitor_change() {
                 shard.set_monitor(key, on);
             }

@@ -241,8 +241,13 @@ impl Session {
 
     /// MONITOR lines of the commands answered since the last call (only while some
     /// connection monitors).
-    pub fn take_monitor_lines(&mut self) -> Vec<Bytes> {
-        (self.rare.as_mut()).map_or_else(Vec::new, |rare| std::mem::take(&mut rare.monitor_lines))
+    ///
+    /// `None` when there are none: asked after every request, and a connection without
+    /// the rare part has none (no call into the shard for an empty vector).
+    #[inline]
+    pub fn take_monitor_lines(&mut self) -> Option<Vec<Bytes>> {
+        let rare = self.rare.as_mut()?;
+        (!rare.monitor_lines.is_empty()).then(|| std::mem::take(&mut rare.monitor_lines))
     }
 
     /// Whether requests must be kept for SLOWLOG or MONITOR.

@@ -118,7 +118,7 @@ impl Store {
             )),
             ClusterRequest::Restore(restore) => self.restore(*restore, now, sink),
             ClusterRequest::MigrateCommit { keys, reply } => {
-                self.del(keys, now, sink);
+                self.del(&keys, now, sink);
                 Ok(reply)
             }
             other => Err(CommandError::NotShardCommand {
@@ -170,7 +170,7 @@ impl Store {
         // The value's own commands send no events: RESTORE sends `restore` (or `del`).
         let mark = self.events.mark();
         if existed {
-            self.del(vec![key.clone()], now, sink);
+            self.del(std::slice::from_ref(&key), now, sink);
         }
         self.events.truncate(mark);
         if expire_at.is_some_and(|at| at <= now) {
@@ -184,7 +184,7 @@ impl Store {
             Rebuild::Commands(commands) => {
                 for command in commands {
                     if self.run(command, now, sink).is_error() {
-                        self.del(vec![key], now, sink);
+                        self.del(std::slice::from_ref(&key), now, sink);
                         return Err(payload_error(PayloadError::BadFormat));
                     }
                 }

@@ -67,6 +67,22 @@ impl<V> Large<V> {
 }
 
 impl<V> Fields<V> {
+    /// Empty, with room for `n` fields, in the form `n` inserts would leave it in (large
+    /// past [`SMALL_UP_TO`]).
+    pub fn with_capacity(n: usize) -> Self {
+        if n <= SMALL_UP_TO {
+            Fields::Small(IndexMap::with_capacity_and_hasher(
+                n,
+                RandomState::default(),
+            ))
+        } else {
+            Fields::Large(Large {
+                table: HashTable::with_capacity(n),
+                hasher: RandomState::default(),
+            })
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Fields::Small(map) => map.len(),

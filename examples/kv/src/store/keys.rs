@@ -9,14 +9,14 @@ use crate::notify::Class;
 use crate::reply::Reply;
 
 impl Store {
-    pub(super) fn del<S: ChangeSink>(&mut self, keys: Vec<Bytes>, now: u64, sink: &mut S) -> Reply {
+    pub(super) fn del<S: ChangeSink>(&mut self, keys: &[Bytes], now: u64, sink: &mut S) -> Reply {
         self.delete(keys, now, sink, false)
     }
 
     /// UNLINK: DEL whose large values are freed after the command (see `lazyfree.rs`).
     pub(super) fn unlink<S: ChangeSink>(
         &mut self,
-        keys: Vec<Bytes>,
+        keys: &[Bytes],
         now: u64,
         sink: &mut S,
     ) -> Reply {
@@ -25,14 +25,14 @@ impl Store {
 
     fn delete<S: ChangeSink>(
         &mut self,
-        keys: Vec<Bytes>,
+        keys: &[Bytes],
         now: u64,
         sink: &mut S,
         lazy: bool,
     ) -> Reply {
         let mut deleted = 0;
         let mut removed = Vec::new();
-        for key in &keys {
+        for key in keys {
             let Some((stored_key, entry, expire_at)) = self.remove(key) else {
                 continue;
             };

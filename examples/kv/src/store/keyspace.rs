@@ -63,6 +63,13 @@ impl Store {
         Some(&entry.value)
     }
 
+    /// The value of `key` as it lies: no expiry check, no access counted. Only for a key that
+    /// [`Self::lookup`] found live earlier in the same command (the set algebra borrows all
+    /// its inputs at once after looking each up).
+    pub(super) fn value_of(&self, key: &[u8]) -> Option<&Value> {
+        self.map.get(key).map(|entry| &entry.value)
+    }
+
     /// The string value of a live key (a copy, for the reply); WRONGTYPE for another type.
     pub(super) fn read<S: ChangeSink>(
         &mut self,

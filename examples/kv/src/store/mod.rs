@@ -393,10 +393,24 @@ impl Store {
             Command::IncrBy { key, delta } => self.incr_by(key, delta, now, sink),
             Command::Append { key, value } => self.append(key, value, now, sink),
             Command::Strlen(key) => self.strlen(&key, now, sink),
-            Command::MGet(keys) => Ok(self.mget(&keys, now, sink)),
+            // The key vectors may be the thread's, lent by the parser: back for the next
+            // request once read.
+            Command::MGet(keys) => {
+                let reply = self.mget(&keys, now, sink);
+                crate::command::argv::give_back(keys);
+                Ok(reply)
+            }
             Command::MSet(pairs) => Ok(self.mset(pairs, sink)),
-            Command::Del(keys) => Ok(self.del(keys, now, sink)),
-            Command::Exists(keys) => Ok(self.exists(&keys, now, sink)),
+            Command::Del(keys) => {
+                let reply = self.del(&keys, now, sink);
+                crate::command::argv::give_back(keys);
+                Ok(reply)
+            }
+            Command::Exists(keys) => {
+                let reply = self.exists(&keys, now, sink);
+                crate::command::argv::give_back(keys);
+                Ok(reply)
+            }
             Command::Expire(expire) => self.expire(expire, now, sink),
             Command::Ttl { key, unit } => Ok(self.ttl(&key, unit, now, sink)),
             Command::Persist(key) => Ok(self.persist(&key, now, sink)),

@@ -252,6 +252,30 @@ impl ZSet {
         self.scores.len()
     }
 
+    /// The sorted set of `pairs`, given in its order (score, then member bytes; -0.0 and
+    /// 0.0 as one score) with no member twice: the result of the set algebra, built without
+    /// a search of the order per member.
+    pub fn from_ordered<'a>(pairs: impl ExactSizeIterator<Item = (&'a [u8], f64)>) -> ZSet {
+        let n = pairs.len();
+        let mut scores = Fields::with_capacity(n);
+        let mut entries = Vec::with_capacity(n);
+        let mut bytes = 0;
+        for (member, score) in pairs {
+            // -0.0 and 0.0 are one score in Redis (as `insert` stores them).
+            let score = if score == 0.0 { 0.0 } else { score };
+            let member = CompactBytes::new(member);
+            bytes += member.len() + 8;
+            let old = scores.insert(member.clone(), score);
+            debug_assert!(old.is_none(), "a member given twice");
+            entries.push((Score(score), member));
+        }
+        ZSet {
+            scores,
+            order: ZOrder::from_ordered(entries),
+            bytes,
+        }
+    }
+
     /// Rank (0-based, ascending) of `member` with `score`.
     pub fn rank(&self, member: &[u8], score: f64) -> usize {
         self.order.rank(&(Score(score), CompactBytes::new(member)))
@@ -304,5 +328,49 @@ mod tests {
         assert_eq!(scanned, expected.len());
         // Below 200: the 66 negated members kept and the 67 kept of 100..200.
         assert_eq!(zset.rank(m(200).as_ref(), 200.0), 133);
+    }
+
+    /// Built at once from ordered pairs (the set algebra's result), a sorted set is the one
+    /// the same members inserted one by one give: scores, order, ranks, size, and -0.0 as
+    /// 0.0; and it takes further inserts and removals as that one does.
+    #[test]
+    fn a_sorted_set_built_from_ordered_pairs_is_the_inserted_one() {
+        for n in [0, 1, 128, 129, 300] {
+            let mut pairs: Vec<(CompactBytes, f64)> = (0..n)
+                .map(|i| (m(i), if i == 0 { -0.0 } else { (i % 7) as f64 }))
+                .collect();
+            pairs.sort_by(|a, b| {
+                (a.1.partial_cmp(&b.1).expect("no NaN")).then_with(|| a.0[..].cmp(&b.0[..]))
+            });
+            let mut built = ZSet::from_ordered(pairs.iter().map(|(m, s)| (&m[..], *s)));
+            let mut inserted = ZSet::default();
+            for (member, score) in pairs.iter().rev() {
+                inserted.insert(member.clone(), *score);
+            }
+            assert_eq!(built, inserted, "{n} members");
+            assert_eq!(built.bytes, inserted.bytes);
+            assert_eq!(built.scores.is_small(), inserted.scores.is_small());
+            built.order.check();
+            if n > 0 {
+                assert_eq!(built.scores.get(m(0).as_ref()), Some(&0.0));
+                assert!(built
+                    .order
+                    .first()
+                    .is_some_and(|e| e.0 .0.is_sign_positive()));
+            }
+            for i in (0..n).step_by(5) {
+                assert_eq!(
+                    built.rank(m(i).as_ref(), (i % 7) as f64),
+                    inserted.rank(m(i).as_ref(), (i % 7) as f64)
+                );
+            }
+            for i in (0..n).step_by(3) {
+                assert_eq!(built.remove(m(i).as_ref()), inserted.remove(m(i).as_ref()));
+            }
+            built.insert(m(1000), 3.5);
+            inserted.insert(m(1000), 3.5);
+            assert_eq!(built, inserted);
+            built.order.check();
+        }
     }
 }

@@ -36,6 +36,32 @@ impl PartialEq for ZOrder {
 }
 
 impl ZOrder {
+    /// The order of `entries`, which are in it already (ascending, none twice): full chunks,
+    /// as inserting them one by one in order would leave them, without a search per entry.
+    pub fn from_ordered(entries: Vec<Entry>) -> ZOrder {
+        debug_assert!(entries.windows(2).all(|pair| pair[0] < pair[1]));
+        let len = entries.len();
+        let chunks = if len == 0 {
+            Vec::new()
+        } else if len <= CHUNK_MAX {
+            vec![entries]
+        } else {
+            let mut rest = entries.into_iter();
+            let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK_MAX));
+            while rest.len() > 0 {
+                chunks.push(rest.by_ref().take(CHUNK_MAX).collect());
+            }
+            chunks
+        };
+        let mut order = ZOrder {
+            chunks,
+            tree: Vec::new(),
+            len,
+        };
+        order.rebuild();
+        order
+    }
+
     pub fn first(&self) -> Option<&Entry> {
         self.chunks.first().and_then(|chunk| chunk.first())
     }
@@ -239,7 +265,7 @@ impl ZOrder {
     }
 
     #[cfg(test)]
-    fn check(&self) {
+    pub(crate) fn check(&self) {
         assert_eq!(self.len, self.chunks.iter().map(Vec::len).sum::<usize>());
         assert!(self
             .chunks

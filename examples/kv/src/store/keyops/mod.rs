@@ -29,7 +29,7 @@ impl Store {
             op,
         };
         let a = &args[..];
-        match op {
+        let reply = match op {
             Op::SetNx => cx.setnx(a),
             Op::SetEx | Op::PSetEx => cx.setex(a),
             Op::GetDel => cx.getdel(a),
@@ -49,7 +49,7 @@ impl Store {
                     })
                     .count() as i64,
             )),
-            Op::Unlink => Ok(cx.store.unlink(args, now, cx.sink)),
+            Op::Unlink => Ok(cx.store.unlink(a, now, cx.sink)),
             Op::Rename | Op::RenameNx => cx.rename(a),
             Op::Copy => cx.copy(a),
             Op::Keys => Ok(cx.keys(a)),
@@ -76,7 +76,10 @@ impl Store {
             Op::Lolwut => crate::store::lolwut::lolwut(a),
             // Parsed into FLUSHALL; never reaches a store as a KeyOp.
             Op::FlushDb => Err(CommandError::NotShardCommand { command: "flushdb" }),
-        }
+        };
+        // The vector may be the thread's, lent by the parser: back for the next request.
+        crate::command::argv::give_back(args);
+        reply
     }
 }
 

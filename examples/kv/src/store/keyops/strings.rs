@@ -75,7 +75,7 @@ impl<S: ChangeSink> Cx<'_, S> {
     pub fn getdel(&mut self, a: &[Bytes]) -> Result<Reply, CommandError> {
         let value = self.store.read_counted(&a[0], self.now, self.sink)?;
         if value.is_some() {
-            self.store.del(vec![a[0].clone()], self.now, self.sink);
+            self.store.del(&a[..1], self.now, self.sink);
         }
         Ok(Reply::bulk_or_null(value))
     }
@@ -123,7 +123,7 @@ impl<S: ChangeSink> Cx<'_, S> {
         };
         match at {
             Some(at) if at <= self.now => {
-                self.store.del(vec![a[0].clone()], self.now, self.sink);
+                self.store.del(&a[..1], self.now, self.sink);
             }
             Some(at) => {
                 self.sink.record(WriteOp::PExpireAt {

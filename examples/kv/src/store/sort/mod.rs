@@ -271,7 +271,7 @@ impl Store {
         if out.is_empty() {
             let live = self.is_live(dest, now, sink);
             if live {
-                self.del(vec![dest.clone()], now, sink);
+                self.del(std::slice::from_ref(dest), now, sink);
             }
             self.changes = Some(u64::from(live));
             return Ok(Reply::Integer(0));

@@ -595,13 +595,18 @@ impl<S: ChangeSink> Cx<'_, S> {
     /// Replaces `a[0]` with `pairs` (deleted when empty); logged as written, which replays
     /// to the same result from the same sources.
     pub(super) fn store_result(&mut self, a: &[Bytes], pairs: Vec<(Bytes, f64)>) -> Reply {
-        let count = pairs.len();
+        let mut result = ZSet::default();
+        for (member, score) in pairs {
+            result.insert(CompactBytes::from(member), score);
+        }
+        self.store_zset(a, result)
+    }
+
+    /// Replaces `a[0]` with `result` (deleted when empty); logged as written.
+    pub(super) fn store_zset(&mut self, a: &[Bytes], result: ZSet) -> Reply {
+        let count = result.len();
         let existed = self.store.remove(&a[0]).is_some();
         if count > 0 {
-            let mut result = ZSet::default();
-            for (member, score) in pairs {
-                result.insert(CompactBytes::from(member), score);
-            }
             self.store.insert_new(
                 CompactBytes::new(&a[0]),
                 Value::ZSet(Box::new(result)),

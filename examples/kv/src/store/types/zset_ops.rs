@@ -100,27 +100,28 @@ fn aggregate(target: &mut f64, value: f64, how: Aggregate) {
     }
 }
 
-/// One input of the set algebra: a sorted set, or a set (every member scores 1).
-struct Source {
-    members: Vec<(Bytes, f64)>,
+/// One input of the set algebra: a sorted set, or a set (every member scores 1), its members
+/// read where they lie in the store (no copy of any until the result needs one).
+struct Source<'a> {
+    members: Vec<(&'a [u8], f64)>,
     weight: f64,
 }
 
-/// A source's members for lookups (ZINTER and ZDIFF look the first one's up in the others).
-type Index<'a> = hashbrown::HashMap<&'a Bytes, f64, foldhash::fast::RandomState>;
+/// Members and scores by member: a source's for lookups (ZINTER and ZDIFF look the first
+/// one's up in the others), ZUNION's running result.
+type Index<'a> = hashbrown::HashMap<&'a [u8], f64, foldhash::fast::RandomState>;
 
-fn index(source: &Source) -> Index<'_> {
-    source.members.iter().map(|(m, s)| (m, *s)).collect()
+fn index<'a>(source: &Source<'a>) -> Index<'a> {
+    source.members.iter().copied().collect()
 }
 
 /// Sorts `(member, score)` pairs as a sorted set orders them.
-fn in_zset_order(mut pairs: Vec<(Bytes, f64)>) -> Vec<(Bytes, f64)> {
+fn in_zset_order(pairs: &mut [(&[u8], f64)]) {
     pairs.sort_by(|a, b| {
         a.1.partial_cmp(&b.1)
             .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.0.cmp(&b.0))
+            .then_with(|| a.0.cmp(b.0))
     });
-    pairs
 }
 
 impl<S: ChangeSink> Cx<'_, S> {
@@ -223,17 +224,23 @@ impl<S: ChangeSink> Cx<'_, S> {
         }
         let setnum = setnum as usize;
         let keys = &a[at + 1..at + 1 + setnum];
-        let mut sources = Vec::with_capacity(setnum);
+        // Each key is looked up as Redis reads it (its expiry, its access, its type), then
+        // all are borrowed at once: nothing changes the store until the result is stored.
+        let mut live = Vec::with_capacity(setnum);
         for key in keys {
-            let members = match self.store.lookup(key, self.now, self.sink) {
-                None => Vec::new(),
-                Some(Value::ZSet(z)) => z
-                    .order
-                    .iter()
-                    .map(|(Score(s), m)| (m.to_bytes(), *s))
-                    .collect(),
-                Some(Value::Set(s)) => s.iter().map(|m| (m.to_bytes(), 1.0)).collect(),
+            live.push(match self.store.lookup(key, self.now, self.sink) {
+                None => false,
+                Some(Value::ZSet(_) | Value::Set(_)) => true,
                 Some(_) => return Err(CommandError::WrongType),
+            });
+        }
+        let inputs = &*self.store;
+        let mut sources = Vec::with_capacity(setnum);
+        for (key, live) in keys.iter().zip(live) {
+            let members = match live.then(|| inputs.value_of(key)).flatten() {
+                Some(Value::ZSet(z)) => z.order.iter().map(|(Score(s), m)| (&m[..], *s)).collect(),
+                Some(Value::Set(s)) => s.iter().map(|m| (&m[..], 1.0)).collect(),
+                _ => Vec::new(),
             };
             sources.push(Source {
                 members,
@@ -278,7 +285,7 @@ impl<S: ChangeSink> Cx<'_, S> {
             // Smallest first, as Redis (a stable sort, as glibc's qsort for these sizes).
             sources.sort_by_key(|s| s.members.len());
         }
-        let mut result: Vec<(Bytes, f64)> = Vec::new();
+        let mut result: Vec<(&[u8], f64)> = Vec::new();
         let mut cardinality = 0usize;
         match setop {
             SetOp::Inter => {
@@ -305,27 +312,30 @@ impl<S: ChangeSink> Cx<'_, S> {
                             break;
                         }
                     } else {
-                        result.push((member.clone(), acc));
+                        result.push((*member, acc));
                     }
                 }
             }
             SetOp::Union => {
-                let mut acc: indexmap::IndexMap<Bytes, f64, foldhash::fast::RandomState> =
-                    Default::default();
+                let most = sources.iter().map(|s| s.members.len()).sum();
+                let mut acc = Index::with_capacity_and_hasher(most, Default::default());
                 for source in &sources {
-                    for (member, score) in &source.members {
+                    for &(member, score) in &source.members {
                         let mut score = source.weight * score;
                         if score.is_nan() {
                             score = 0.0;
                         }
-                        match acc.get_mut(member) {
-                            Some(target) => aggregate(target, score, how),
-                            None => {
-                                acc.insert(member.clone(), score);
+                        match acc.entry(member) {
+                            hashbrown::hash_map::Entry::Occupied(mut target) => {
+                                aggregate(target.get_mut(), score, how)
+                            }
+                            hashbrown::hash_map::Entry::Vacant(slot) => {
+                                slot.insert(score);
                             }
                         }
                     }
                 }
+                // The order is the sort's below.
                 result = acc.into_iter().collect();
             }
             SetOp::Diff => {
@@ -333,17 +343,22 @@ impl<S: ChangeSink> Cx<'_, S> {
                 let rest: Vec<Index> = rest.iter().map(index).collect();
                 result = (first.members.iter())
                     .filter(|(m, _)| rest.iter().all(|other| !other.contains_key(m)))
-                    .cloned()
+                    .copied()
                     .collect();
             }
         }
         if card_only {
             return Ok(Reply::Integer(cardinality as i64));
         }
-        let result = in_zset_order(result);
+        in_zset_order(&mut result);
         if store {
-            return Ok(self.store_result(a, result));
+            // Built while the inputs are borrowed (the destination may be one of them).
+            let zset = ZSet::from_ordered(result.into_iter());
+            return Ok(self.store_zset(a, zset));
         }
+        let result = (result.into_iter())
+            .map(|(member, score)| (Bytes::copy_from_slice(member), score))
+            .collect();
         Ok(pairs_reply(result, with_scores))
     }
 
