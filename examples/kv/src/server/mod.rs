@@ -44,6 +44,7 @@ pub(crate) mod sink;
 pub mod tls;
 mod tracking;
 mod txn;
+mod walk_pace;
 
 use std::fmt;
 use std::io;
@@ -64,6 +65,7 @@ pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConf
 pub use forward::ForwardCounters;
 pub use rdb_save::RdbInfo;
 pub use shared::StopRequests;
+pub use walk_pace::WalkFigures;
 
 use crate::cluster::{NodeAddr, SlotMap, Topology};
 use crate::session::SessionConfig;

@@ -93,9 +93,9 @@ pub(super) async fn full_sync(id: u64) -> Result<(), Gone> {
         if let Some(delay) = hooks.step_delay {
             sleep(delay).await;
         }
-        let slice = rdb_save::step_here(hooks.step_keys);
+        let slice = rdb_save::step_here(hooks.step_keys).await;
         if !slice.bytes.is_empty() {
-            crc = crc64::update(crc, &slice.bytes);
+            crc = rdb_save::checksum(crc, &slice.bytes).await;
             shard_link::send(id, slice.bytes).await?;
         }
         if slice.finished {
