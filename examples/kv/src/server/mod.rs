@@ -26,6 +26,7 @@ mod notify;
 mod protected;
 mod pubsub;
 mod rdb_commands;
+mod rdb_file;
 mod rdb_load;
 mod rdb_save;
 mod rdma_bytes;

@@ -50,11 +50,12 @@ use bytes::Bytes;
 use corewire::runtime::fs::{self as ring_fs, File, OpenOptions};
 use corewire::runtime::{mesh, sleep};
 
+use super::rdb_file::{both, FileWriter};
 use super::shard::{self, now_ms};
 use super::shared::ServerShared;
 use super::walk_pace::{HoldStats, Pace, WalkFigures};
 use crate::command::{Command, KeyOp};
-use crate::rdb::{crc64, Limits, RdbWriter};
+use crate::rdb::{Limits, RdbWriter};
 use crate::reply::Reply;
 use crate::store::Store;
 
@@ -64,8 +65,6 @@ const STEP_KEYS: usize = 4096;
 const STEP_BYTES: usize = 192 << 10;
 /// Keys encoded between two looks at the clock and at the shard's waiting work.
 const KEYS_PER_CALL: usize = 32;
-/// Bytes checksummed between two looks at the shard's waiting work.
-const CRC_CHUNK: usize = 32 << 10;
 
 /// The node's save state (one per server, in [`ServerShared`]).
 #[derive(Debug, Default)]
@@ -586,12 +585,7 @@ async fn write_file(
     let (temp, file) = create_temp(&target.dir, "").await;
     let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", temp.display());
     let file = file.map_err(|e| fail("creating", e))?;
-    let mut writer = FileWriter {
-        file: &file,
-        offset: 0,
-        crc: 0,
-        in_flight: None,
-    };
+    let mut writer = FileWriter::new(&file);
     let mut stats = StepStats::default();
     let written = async {
         let mut head = Vec::new();
@@ -716,100 +710,11 @@ impl StepStats {
     }
 }
 
-/// `crc` updated with `bytes` (CRC-64), in chunks between which the shard's waiting work
-/// runs: a walk step's slice takes tens of microseconds to checksum.
-pub(super) async fn checksum(mut crc: u64, bytes: &[u8]) -> u64 {
-    for chunk in bytes.chunks(CRC_CHUNK) {
-        crc = crc64::update(crc, chunk);
-        if corewire::runtime::work_waiting() {
-            corewire::runtime::yield_now().await;
-        }
-    }
-    crc
-}
-
-/// Runs two futures at once; both outputs once both are done.
-async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    let (mut out_a, mut out_b) = (None, None);
-    std::future::poll_fn(|cx| {
-        if out_a.is_none() {
-            if let Poll::Ready(v) = a.as_mut().poll(cx) {
-                out_a = Some(v);
-            }
-        }
-        if out_b.is_none() {
-            if let Poll::Ready(v) = b.as_mut().poll(cx) {
-                out_b = Some(v);
-            }
-        }
-        if out_a.is_some() && out_b.is_some() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    match (out_a, out_b) {
-        (Some(a), Some(b)) => (a, b),
-        _ => unreachable!("both futures finished"),
-    }
-}
-
 /// The function libraries' code (FUNCTION2 records).
 pub(super) fn library_codes(shared: &ServerShared) -> Vec<Bytes> {
     match shared.scripting.libraries.lock() {
         Ok(libraries) => libraries.all().map(|l| l.code.clone()).collect(),
         Err(_) => Vec::new(),
-    }
-}
-
-/// Appends to the file with at most one batch of writes in flight: [`Self::write`] starts a
-/// batch once the previous one is done, [`Self::settle`] waits for it.
-struct FileWriter<'a> {
-    file: &'a File,
-    offset: u64,
-    crc: u64,
-    in_flight: Option<Pin<Box<dyn Future<Output = std::io::Result<()>> + 'a>>>,
-}
-
-impl<'a> FileWriter<'a> {
-    /// Checksums `batch` and starts writing it (after the batch in flight). The checksum
-    /// gives way to the shard's waiting work between chunks, as the walk does.
-    async fn write(&mut self, batch: Vec<Bytes>) -> std::io::Result<()> {
-        for bytes in &batch {
-            self.crc = checksum(self.crc, bytes).await;
-        }
-        self.settle().await?;
-        self.write_raw(batch);
-        Ok(())
-    }
-
-    /// Starts writing `batch` unchecksummed; the caller settled the previous batch.
-    fn write_raw(&mut self, batch: Vec<Bytes>) {
-        if batch.is_empty() {
-            return;
-        }
-        let file = self.file;
-        let mut offset = self.offset;
-        self.offset += batch.iter().map(|b| b.len() as u64).sum::<u64>();
-        self.in_flight = Some(Box::pin(async move {
-            for bytes in batch {
-                let len = bytes.len() as u64;
-                file.write_all_at(bytes, offset).await?;
-                offset += len;
-            }
-            Ok(())
-        }));
-    }
-
-    /// Waits for the batch in flight.
-    async fn settle(&mut self) -> std::io::Result<()> {
-        match self.in_flight.take() {
-            Some(write) => write.await,
-            None => Ok(()),
-        }
     }
 }
 

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use corewire::runtime::fs as ring_fs;
 use corewire::runtime::sleep;
 
+use super::rdb_file;
 use super::rdb_save::{self, on_all, on_all_async};
 use super::repl_master::{self, send, Gone};
 use super::shard::{self, now_ms};
@@ -204,7 +205,7 @@ async fn transfer(
                     bytes, finished, ..
                 } = slice.ok_or(Gone)?;
                 if !bytes.is_empty() {
-                    crc = rdb_save::checksum(crc, &bytes).await;
+                    crc = rdb_file::checksum(crc, &bytes).await;
                     out.write(id, shard, sink, bytes).await?;
                 }
                 if !finished {
