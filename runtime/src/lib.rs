@@ -58,7 +58,9 @@ pub use mesh::{send_to, submit_to, MeshError, RemoteHandle};
 pub use poller::{register_poller, unregister_poller, PollOutcome, Poller, PollerId};
 pub use protocol_error::{report_bad_call, report_protocol_error};
 pub use runtime::{Runtime, RuntimeBuilder};
-pub use shard::{shard_count, shard_id, try_shard_id, ShardId, ShardStats, ShardStatsSnapshot};
+pub use shard::{
+    shard_count, shard_id, try_shard_id, work_waiting, ShardId, ShardStats, ShardStatsSnapshot,
+};
 pub use timer::{interval, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
 
 /// Spawn a `!Send` task on the current shard. Panics off a shard thread. The caller's

@@ -2,10 +2,13 @@
 """The measuring side of replication.sh: one probe per call, one JSON line on stdout.
 
     repl_probe.py gen N                   RESP for N `SET key:%012d <32 B>` on stdout
-    repl_probe.py save PORT PID N RDB     BGSAVE on a server holding N keys (to file RDB):
+    repl_probe.py save PORT PID N RDB [RATE]
+                                          BGSAVE on a server holding N keys (to file RDB):
                                           wall time, the server's RSS (and a fork child's
                                           private memory) during it, GET latency before and
-                                          during it
+                                          during it (GETs back to back, or RATE a second)
+    repl_probe.py quiet-save PORT RDB     BGSAVE with no other client (INFO polled every
+                                          5 ms): wall time, RDB size
     repl_probe.py sync PORT PID N -- CMD  starts replica CMD (its port is after --port) and
                                           times it until its link is up and it holds N keys
     repl_probe.py lag PORT PID N -- CMD -- LOAD
@@ -164,7 +167,9 @@ def timed_gets(conn, n_keys, seconds):
         lat.append(time.perf_counter() - t)
 
 
-def save(port, pid, n_keys, rdb_path):
+def save(port, pid, n_keys, rdb_path, rate=0.0):
+    """`rate` > 0: GETs during the save at most that many per second (an open loop, so
+    servers that answer faster do not get more GETs to answer); 0: back to back."""
     ctl, data = Conn(port), Conn(port)
     before = latency_summary(timed_gets(data, n_keys, 1.0))
     rss0 = rss_kib(pid)
@@ -172,8 +177,13 @@ def save(port, pid, n_keys, rdb_path):
     lat = []
     t0 = time.perf_counter()
     reply = ctl.call("BGSAVE")
-    next_poll = next_child = t0
+    next_poll = next_child = next_get = t0
     while True:
+        if rate > 0:
+            next_get += 1.0 / rate
+            pause = next_get - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
         t = time.perf_counter()
         data.call("GET", key(random.randrange(n_keys)))
         now = time.perf_counter()
@@ -203,9 +213,41 @@ def save(port, pid, n_keys, rdb_path):
                 "rdb_bytes": os.path.getsize(rdb_path) if os.path.exists(rdb_path) else 0,
                 "before": before,
                 "during": during,
+                # corewire-kv only: how its walk shared the shard (holds, waits behind them).
+                "walk": walk_figures(persistence.get("rdb_last_save_walk")),
             }
         )
     )
+
+
+def quiet_save(port, rdb_path):
+    ctl = Conn(port)
+    t0 = time.perf_counter()
+    reply = ctl.call("BGSAVE")
+    while True:
+        time.sleep(0.005)
+        persistence = ctl.info("persistence")
+        if persistence.get("rdb_bgsave_in_progress") == "0":
+            break
+    wall = time.perf_counter() - t0
+    print(
+        json.dumps(
+            {
+                "reply": reply,
+                "status": persistence.get("rdb_last_bgsave_status"),
+                "wall_s": round(wall, 3),
+                "rdb_bytes": os.path.getsize(rdb_path) if os.path.exists(rdb_path) else 0,
+                "walk": walk_figures(persistence.get("rdb_last_save_walk")),
+            }
+        )
+    )
+
+
+def walk_figures(text):
+    """INFO's `rdb_last_save_walk:holds=N,hold_p99_us=N,...` as a dict (None if absent)."""
+    if not text:
+        return None
+    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
 
 
 def replica_port(cmd):
@@ -398,6 +440,10 @@ def table(work):
     row("GET p99.9 during the save (us)", "save", lambda r: r["during"]["p999_us"], "{:.0f}")
     row("GET max during the save (us)", "save", lambda r: r["during"]["max_us"], "{:.0f}")
     row("GETs answered during the save", "save", lambda r: r["during"]["gets"], "{:.0f}")
+    walk = lambda f: lambda r: (r.get("walk") or {}).get(f)  # noqa: E731
+    row("BGSAVE walk: longest hold of the shard (us)", "save", walk("hold_max_us"), "{:.0f}")
+    row("BGSAVE walk: work waiting behind a hold, p50 (us)", "save", walk("wait_p50_us"), "{:.0f}")
+    row("BGSAVE walk: work waiting behind a hold, p99 (us)", "save", walk("wait_p99_us"), "{:.0f}")
     row("full sync to a redis-server replica: link up (s)", "sync", lambda r: r["link_up_s"])
     row("full sync: replica holds every key (s)", "sync", lambda r: r["keys_equal_s"] if r["spot_check"] else None)
     row(
@@ -433,10 +479,12 @@ def main(argv):
         return gen(int(argv[2]))
     if mode == "table":
         return table(argv[2])
+    if mode == "quiet-save":
+        return quiet_save(int(argv[2]), argv[3])
     port, pid, n_keys = int(argv[2]), int(argv[3]), int(argv[4])
     rest = argv[5:]
     if mode == "save":
-        return save(port, pid, n_keys, rest[0])
+        return save(port, pid, n_keys, rest[0], float(rest[1]) if len(rest) > 1 else 0.0)
     if rest[:1] != ["--"]:
         sys.exit(f"repl_probe.py {mode}: expected -- REPLICA COMMAND")
     rest = rest[1:]

@@ -486,6 +486,21 @@ fn persistence_section(out: &mut String, facts: &Facts<'_>) {
         aof(|a| a.rewrites_consecutive_failures),
         status(!any(|a| !a.last_write_ok)),
     );
+    if let Some(w) = rdb.last_walk {
+        // Not Redis's: how the last save's walk shared the shards (`walk_pace.rs`).
+        let _ = write!(
+            out,
+            "rdb_last_save_walk:holds={},hold_p99_us={},hold_max_us={},waits={},\
+             wait_p50_us={},wait_p99_us={},wait_max_us={}\r\n",
+            w.holds,
+            w.hold_p99_us,
+            w.hold_max_us,
+            w.waits,
+            w.wait_p50_us,
+            w.wait_p99_us,
+            w.wait_max_us,
+        );
+    }
     if server.aof_enabled {
         let _ = write!(
             out,

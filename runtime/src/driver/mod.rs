@@ -136,6 +136,16 @@ impl Driver {
         }
     }
 
+    /// Whether completions, readiness or queued submissions wait for the loop's next
+    /// submit and reap (see [`crate::work_waiting`]).
+    #[inline]
+    pub(crate) fn work_waiting(&mut self) -> bool {
+        match self {
+            Driver::Uring(u) => u.work_waiting(),
+            Driver::Epoll(e) => e.work_waiting(),
+        }
+    }
+
     /// Whether [`Driver::park`] collects everything [`Driver::submit_and_reap`] would before
     /// it sleeps, so a loop pass that is about to park may skip its reap. epoll: yes, the
     /// park's `epoll_wait` returns at once with the readiness a non-blocking one would

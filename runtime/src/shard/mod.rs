@@ -8,7 +8,7 @@ mod run_loop;
 pub mod stall;
 mod stats;
 
-pub use context::{shard_count, shard_id, try_shard_id};
+pub use context::{shard_count, shard_id, try_shard_id, work_waiting};
 pub use local::ShardLocal;
 pub(crate) use remote::Message;
 pub use remote::ShardRemote;

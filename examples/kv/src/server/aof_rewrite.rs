@@ -39,10 +39,11 @@ use corewire::runtime::{sleep, yield_now};
 
 use super::aof_io::{AofShard, LogFile};
 use super::shard::{now_ms, Shard};
+use super::walk_pace::Pace;
 use crate::aof::{AofStats, ImageBuffer, Manifest};
 use crate::reply::Reply;
 
-/// Keys and image bytes per walk step at most: bounds how long one step keeps the shard.
+/// Keys and image bytes per walk step (one write to the base file) at most.
 const STEP_KEYS: usize = 1024;
 const STEP_BYTES: usize = 256 << 10;
 /// Keys per call into the store within a step, so the byte bound is checked often.
@@ -224,7 +225,7 @@ async fn rewrite(shard: &Shard, aof: &AofShard, hooks: &TestHooks) -> io::Result
         base_len = len;
     }
     loop {
-        let (chunk, finished) = walk_step(shard, aof, hooks.step_keys)?;
+        let (chunk, finished) = walk_step(shard, aof, hooks.step_keys).await?;
         if !chunk.is_empty() {
             let len = chunk.len() as u64;
             base.write_all_at(chunk, base_len).await?;
@@ -268,25 +269,56 @@ async fn rewrite(shard: &Shard, aof: &AofShard, hooks: &TestHooks) -> io::Result
 }
 
 /// One bounded step of the snapshot walk: the image bytes framed so far (by the walk and by
-/// writes that touched keys ahead of it), and whether the walk is over.
-fn walk_step(shard: &Shard, aof: &AofShard, step_keys: usize) -> io::Result<(Bytes, bool)> {
-    let mut store = shard.store();
+/// writes that touched keys ahead of it), and whether the walk is over. It holds the shard
+/// in holds that give way to its requests (`walk_pace.rs`).
+async fn walk_step(shard: &Shard, aof: &AofShard, step_keys: usize) -> io::Result<(Bytes, bool)> {
+    let mut pace = Pace::default();
+    let mut keys = 0;
+    while !walk_hold(shard, aof, &mut pace, step_keys, &mut keys) {
+        pace.pause().await;
+    }
+    let finished = !shard.store().snapshot_active();
     let mut state = aof.rewrite.borrow_mut();
     let Some(image) = state.image.as_mut() else {
         return Err(io::Error::other("the rewrite's image went away"));
     };
-    let now = now_ms();
-    let mut finished = !store.snapshot_active();
-    let mut keys = 0;
-    while !finished && keys < step_keys && image.len() < STEP_BYTES {
-        let progress = store.snapshot_step(now, KEYS_PER_CALL.min(step_keys), image);
-        keys += progress.keys;
-        finished = progress.finished;
-    }
     if let Some(error) = image.failure() {
         return Err(io::Error::other(format!("rewrite image: {error}")));
     }
     Ok((image.take(), finished))
+}
+
+/// One hold of a walk step: true once the step is done (its bounds reached, the walk over,
+/// or the image gone), false when the hold gave way first.
+fn walk_hold(
+    shard: &Shard,
+    aof: &AofShard,
+    pace: &mut Pace,
+    step_keys: usize,
+    keys: &mut usize,
+) -> bool {
+    let mut store = shard.store();
+    let mut state = aof.rewrite.borrow_mut();
+    let Some(image) = state.image.as_mut() else {
+        return true;
+    };
+    let now = now_ms();
+    let mut hold = pace.begin();
+    let done = loop {
+        if !store.snapshot_active() || *keys >= step_keys || image.len() >= STEP_BYTES {
+            break true;
+        }
+        let progress = store.snapshot_step(now, KEYS_PER_CALL.min(step_keys - *keys), image);
+        *keys += progress.keys;
+        if progress.finished {
+            break true;
+        }
+        if !hold.go_on() {
+            break false;
+        }
+    };
+    pace.end(hold);
+    done
 }
 
 /// Replaces the shard's manifest on disk with `manifest`: a temporary file, synced, renamed

@@ -26,6 +26,7 @@ mod notify;
 mod protected;
 mod pubsub;
 mod rdb_commands;
+mod rdb_file;
 mod rdb_load;
 mod rdb_save;
 mod rdma_bytes;
@@ -44,6 +45,7 @@ pub(crate) mod sink;
 pub mod tls;
 mod tracking;
 mod txn;
+mod walk_pace;
 
 use std::fmt;
 use std::io;
@@ -64,6 +66,7 @@ pub use config::{AcceptChoice, AofConfig, ClusterConfig, ConfigError, ServerConf
 pub use forward::ForwardCounters;
 pub use rdb_save::RdbInfo;
 pub use shared::StopRequests;
+pub use walk_pace::WalkFigures;
 
 use crate::cluster::{NodeAddr, SlotMap, Topology};
 use crate::session::SessionConfig;

@@ -17,10 +17,12 @@
 //! 2. It writes the header (`REDIS0010`, AUX fields, the function libraries, `SELECTDB 0`,
 //!    `RESIZEDB` with the key counts the snapshots began with) to `temp-<pid>.rdb` in `dir`.
 //! 3. Round by round it asks every shard still walking for its next slice (the records its
-//!    walk encoded plus the ones writes pushed ahead; at most ~256 KiB or 1024 keys per
-//!    step, so a step never holds a shard long), all shards at once, and appends the slices
-//!    to the file through the ring, keeping a running CRC-64. Key records from different
-//!    shards interleave freely: an RDB file's keys are in no particular order.
+//!    walk encoded plus the ones writes pushed ahead; about 192 KiB or 4096 keys), all
+//!    shards at once, and appends the slices to the file through the ring, keeping a running
+//!    CRC-64. A shard encodes its slice in holds that give way to its requests
+//!    (`walk_pace.rs`), and the coordinator's checksum gives way the same way. Key records
+//!    from different shards interleave freely: an RDB file's keys are in no particular
+//!    order.
 //! 4. `EOF` and the checksum, fsync, rename over `dir/dbfilename`, fsync of the directory.
 //!    Only then is the save a success (LASTSAVE, `rdb_changes_since_last_save` reset to what
 //!    was written after the save began). A failure removes the temporary file; the previous
@@ -48,19 +50,20 @@ use bytes::Bytes;
 use corewire::runtime::fs::{self as ring_fs, File, OpenOptions};
 use corewire::runtime::{mesh, sleep};
 
+use super::rdb_file::{both, FileWriter};
 use super::shard::{self, now_ms};
 use super::shared::ServerShared;
+use super::walk_pace::{HoldStats, Pace, WalkFigures};
 use crate::command::{Command, KeyOp};
-use crate::rdb::{crc64, Limits, RdbWriter};
+use crate::rdb::{Limits, RdbWriter};
 use crate::reply::Reply;
 use crate::store::Store;
 
-/// Keys, bytes and time per walk step at most: a step holds its shard (commands wait) while
-/// it encodes, so it stops at whichever bound comes first.
+/// Keys and bytes per walk step (one slice for the file) at most: a step stops at whichever
+/// bound comes first. It holds its shard in shorter holds (`walk_pace.rs`).
 const STEP_KEYS: usize = 4096;
 const STEP_BYTES: usize = 192 << 10;
-const STEP_TIME: Duration = Duration::from_micros(100);
-/// Keys encoded between two looks at the clock.
+/// Keys encoded between two looks at the clock and at the shard's waiting work.
 const KEYS_PER_CALL: usize = 32;
 
 /// The node's save state (one per server, in [`ServerShared`]).
@@ -87,6 +90,8 @@ pub(super) struct SaveState {
     pub(super) loaded_expired: u64,
     /// SHUTDOWN saved (or was told not to): the process's own stop does not save again.
     pub(super) shutdown_handled: bool,
+    /// The last successful save's walk.
+    pub(super) last_walk: Option<WalkFigures>,
 }
 
 impl SaveState {
@@ -113,6 +118,7 @@ pub struct RdbInfo {
     pub saves: u64,
     pub last_load_keys_loaded: u64,
     pub last_load_keys_expired: u64,
+    pub last_walk: Option<WalkFigures>,
 }
 
 impl Default for RdbInfo {
@@ -126,6 +132,7 @@ impl Default for RdbInfo {
             saves: 0,
             last_load_keys_loaded: 0,
             last_load_keys_expired: 0,
+            last_walk: None,
         }
     }
 }
@@ -159,6 +166,7 @@ impl RdbShared {
             saves: state.saves,
             last_load_keys_loaded: state.loaded_keys,
             last_load_keys_expired: state.loaded_expired,
+            last_walk: state.last_walk,
         }
     }
 
@@ -325,48 +333,63 @@ pub(super) struct Slice {
     pub(super) finished: bool,
     /// Keys the walk passed.
     pub(super) keys: usize,
-    /// How long the step held the shard.
-    pub(super) held: Duration,
+    /// The step's holds of the shard.
+    pub(super) holds: HoldStats,
 }
 
-/// The next slice of this shard's image: at most `step_keys` keys, and it stops once it
-/// has encoded [`STEP_BYTES`] or run for [`STEP_TIME`].
-pub(super) fn step_here(step_keys: usize) -> Slice {
-    let started = Instant::now();
+/// The next slice of this shard's image: it stops once it has encoded `step_keys` keys or
+/// [`STEP_BYTES`], or the walk is over; its holds give way to the shard's other work.
+pub(super) async fn step_here(step_keys: usize) -> Slice {
+    let mut pace = Pace::default();
+    let mut keys = 0;
+    while !hold_here(&mut pace, step_keys, &mut keys) {
+        pace.pause().await;
+    }
+    let finished = !shard::current().store().snapshot_active();
+    // The next step's buffer is allocated once at about its final size (growing it by
+    // doubling would copy it several times).
+    let next = Vec::with_capacity(STEP_BYTES + (STEP_BYTES >> 2));
+    let bytes = SHARD_RDB.with(|s| {
+        (s.borrow_mut().image.as_mut())
+            .map(|image| Bytes::from(std::mem::replace(&mut image.buf, next)))
+    });
+    Slice {
+        finished: finished || bytes.is_none(),
+        bytes: bytes.unwrap_or_default(),
+        keys,
+        holds: pace.stats,
+    }
+}
+
+/// One hold of a step: true once the step is done (its slice full, the walk over, or the
+/// save gone), false when the hold gave way first.
+fn hold_here(pace: &mut Pace, step_keys: usize, keys: &mut usize) -> bool {
     let shard = shard::current();
     let mut store = shard.store();
     let now = now_ms();
     SHARD_RDB.with(|s| {
         let mut s = s.borrow_mut();
         let Some(image) = s.image.as_mut() else {
-            return Slice {
-                finished: true,
-                ..Slice::default()
-            };
+            return true;
         };
         let limits = image.limits;
-        let mut keys = 0;
-        let mut finished = !store.snapshot_active();
-        while !finished
-            && keys < step_keys
-            && image.buf.len() < STEP_BYTES
-            && started.elapsed() < STEP_TIME
-        {
-            let batch = KEYS_PER_CALL.min(step_keys - keys);
+        let mut hold = pace.begin();
+        let done = loop {
+            if !store.snapshot_active() || *keys >= step_keys || image.buf.len() >= STEP_BYTES {
+                break true;
+            }
+            let batch = KEYS_PER_CALL.min(step_keys - *keys);
             let progress = store.rdb_image_step(now, batch, &mut image.buf, &limits);
-            keys += progress.keys;
-            finished = progress.finished;
-        }
-        // The next step's buffer is allocated once at about its final size (growing it by
-        // doubling would copy it several times).
-        let next = Vec::with_capacity(STEP_BYTES + (STEP_BYTES >> 2));
-        let bytes = Bytes::from(std::mem::replace(&mut image.buf, next));
-        Slice {
-            bytes,
-            finished,
-            keys,
-            held: started.elapsed(),
-        }
+            *keys += progress.keys;
+            if progress.finished {
+                break true;
+            }
+            if !hold.go_on() {
+                break false;
+            }
+        };
+        pace.end(hold);
+        done
     })
 }
 
@@ -419,12 +442,21 @@ pub(super) async fn on_all<T: Send + 'static, F>(shards: &[usize], f: F) -> Vec<
 where
     F: Fn() -> T + Send + Sync + Clone + 'static,
 {
+    on_all_async(shards, move || std::future::ready(f())).await
+}
+
+/// [`on_all`] for a task: `f` makes it on each shard, and runs there.
+pub(super) async fn on_all_async<T: Send + 'static, F, Fut>(
+    shards: &[usize],
+    f: F,
+) -> Vec<Option<T>>
+where
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = T> + 'static,
+{
     let mut pending: Vec<Pin<Box<mesh::SubmitTo<T>>>> = shards
         .iter()
-        .map(|&i| {
-            let f = f.clone();
-            Box::pin(corewire::runtime::submit_to(i, move || async move { f() }))
-        })
+        .map(|&i| Box::pin(corewire::runtime::submit_to(i, f.clone())))
         .collect();
     let mut out: Vec<Option<Option<T>>> = shards.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -553,12 +585,7 @@ async fn write_file(
     let (temp, file) = create_temp(&target.dir, "").await;
     let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", temp.display());
     let file = file.map_err(|e| fail("creating", e))?;
-    let mut writer = FileWriter {
-        file: &file,
-        offset: 0,
-        crc: 0,
-        in_flight: None,
-    };
+    let mut writer = FileWriter::new(&file);
     let mut stats = StepStats::default();
     let written = async {
         let mut head = Vec::new();
@@ -578,7 +605,7 @@ async fn write_file(
             let step_keys = hooks.step_keys;
             // The shards encode the next slices while the last ones are being written: the
             // disk never holds up a shard, and at most one round's slices wait in memory.
-            let steps = on_all(&walking, move || step_here(step_keys));
+            let steps = on_all_async(&walking, move || step_here(step_keys));
             let (slices, wrote) = both(steps, writer.settle()).await;
             wrote?;
             let mut next = Vec::new();
@@ -647,27 +674,30 @@ async fn write_file(
         bytes = bytes_written,
         steps = stats.steps,
         step_keys_max = stats.keys_max,
-        step_us_max = stats.held_max.as_micros() as u64,
-        step_us_p99 = stats.held_p99().as_micros() as u64,
-        steps_held_ms = stats.held.as_millis() as u64,
+        holds = stats.holds.held.count,
+        hold_us_p99 = stats.holds.held.quantile_us(0.99),
+        hold_us_max = stats.holds.held.max_us(),
+        held_ms = stats.holds.held.total.as_millis() as u64,
+        waits = stats.holds.waited.count,
+        wait_us_p50 = stats.holds.waited.quantile_us(0.5),
+        wait_us_p99 = stats.holds.waited.quantile_us(0.99),
+        wait_us_max = stats.holds.waited.max_us(),
         crc_ms = stats.crc.as_millis() as u64,
         fsync_ms = stats.fsync.as_millis() as u64,
         "RDB save steps"
     );
+    shared.rdb.lock().last_walk = Some(stats.holds.figures());
     Ok(())
 }
 
-/// Where a save's time went: its walk steps (how long each held its shard) and the
+/// Where a save's time went: its walk steps, their holds of the shards, and the
 /// coordinator's own work.
 #[derive(Debug, Default)]
 struct StepStats {
     steps: u64,
     keys_max: usize,
-    held: Duration,
-    held_max: Duration,
-    /// Steps by held time: bucket `i` counts those under `2^i` microseconds.
-    buckets: [u64; 24],
-    /// Checksumming and submitting the writes.
+    holds: HoldStats,
+    /// Checksumming and submitting the writes (with the turns the checksum gave way).
     crc: Duration,
     fsync: Duration,
 }
@@ -676,53 +706,7 @@ impl StepStats {
     fn step(&mut self, slice: &Slice) {
         self.steps += 1;
         self.keys_max = self.keys_max.max(slice.keys);
-        self.held += slice.held;
-        self.held_max = self.held_max.max(slice.held);
-        let us = slice.held.as_micros() as u64;
-        let bucket = (u64::BITS - us.leading_zeros()) as usize;
-        self.buckets[bucket.min(23)] += 1;
-    }
-
-    /// The 99th percentile of held time, to a power of two (an upper bound).
-    fn held_p99(&self) -> Duration {
-        let want = self.steps - self.steps / 100;
-        let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= want && n > 0 {
-                return Duration::from_micros(1 << i);
-            }
-        }
-        self.held_max
-    }
-}
-
-/// Runs two futures at once; both outputs once both are done.
-async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    let (mut out_a, mut out_b) = (None, None);
-    std::future::poll_fn(|cx| {
-        if out_a.is_none() {
-            if let Poll::Ready(v) = a.as_mut().poll(cx) {
-                out_a = Some(v);
-            }
-        }
-        if out_b.is_none() {
-            if let Poll::Ready(v) = b.as_mut().poll(cx) {
-                out_b = Some(v);
-            }
-        }
-        if out_a.is_some() && out_b.is_some() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    match (out_a, out_b) {
-        (Some(a), Some(b)) => (a, b),
-        _ => unreachable!("both futures finished"),
+        self.holds.merge(&slice.holds);
     }
 }
 
@@ -731,53 +715,6 @@ pub(super) fn library_codes(shared: &ServerShared) -> Vec<Bytes> {
     match shared.scripting.libraries.lock() {
         Ok(libraries) => libraries.all().map(|l| l.code.clone()).collect(),
         Err(_) => Vec::new(),
-    }
-}
-
-/// Appends to the file with at most one batch of writes in flight: [`Self::write`] starts a
-/// batch once the previous one is done, [`Self::settle`] waits for it.
-struct FileWriter<'a> {
-    file: &'a File,
-    offset: u64,
-    crc: u64,
-    in_flight: Option<Pin<Box<dyn Future<Output = std::io::Result<()>> + 'a>>>,
-}
-
-impl<'a> FileWriter<'a> {
-    /// Checksums `batch` and starts writing it (after the batch in flight).
-    async fn write(&mut self, batch: Vec<Bytes>) -> std::io::Result<()> {
-        for bytes in &batch {
-            self.crc = crc64::update(self.crc, bytes);
-        }
-        self.settle().await?;
-        self.write_raw(batch);
-        Ok(())
-    }
-
-    /// Starts writing `batch` unchecksummed; the caller settled the previous batch.
-    fn write_raw(&mut self, batch: Vec<Bytes>) {
-        if batch.is_empty() {
-            return;
-        }
-        let file = self.file;
-        let mut offset = self.offset;
-        self.offset += batch.iter().map(|b| b.len() as u64).sum::<u64>();
-        self.in_flight = Some(Box::pin(async move {
-            for bytes in batch {
-                let len = bytes.len() as u64;
-                file.write_all_at(bytes, offset).await?;
-                offset += len;
-            }
-            Ok(())
-        }));
-    }
-
-    /// Waits for the batch in flight.
-    async fn settle(&mut self) -> std::io::Result<()> {
-        match self.in_flight.take() {
-            Some(write) => write.await,
-            None => Ok(()),
-        }
     }
 }
 

@@ -24,7 +24,8 @@ use bytes::Bytes;
 use corewire::runtime::fs as ring_fs;
 use corewire::runtime::sleep;
 
-use super::rdb_save::{self, on_all};
+use super::rdb_file;
+use super::rdb_save::{self, on_all, on_all_async};
 use super::repl_master::{self, send, Gone};
 use super::shard::{self, now_ms};
 use super::sink::SinkKey;
@@ -195,7 +196,7 @@ async fn transfer(
                 sleep(delay).await;
             }
             let step_keys = hooks.step_keys;
-            let slices = on_all(&walking, move || rdb_save::step_here(step_keys)).await;
+            let slices = on_all_async(&walking, move || rdb_save::step_here(step_keys)).await;
             // Served what arrived during the step before checksumming its slices.
             corewire::runtime::yield_now().await;
             let mut next = Vec::new();
@@ -204,7 +205,7 @@ async fn transfer(
                     bytes, finished, ..
                 } = slice.ok_or(Gone)?;
                 if !bytes.is_empty() {
-                    crc = crc64::update(crc, &bytes);
+                    crc = rdb_file::checksum(crc, &bytes).await;
                     out.write(id, shard, sink, bytes).await?;
                 }
                 if !finished {

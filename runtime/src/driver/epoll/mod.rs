@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) use registry::Interest;
 use registry::Registry;
@@ -28,6 +28,9 @@ use crate::shard::{context, ShardRemote};
 
 /// The token of the shard's wake-up eventfd in the set.
 const WAKE_TOKEN: u64 = u64::MAX;
+/// How often [`Epoll::work_waiting`] makes its syscall at most (a `poll` costs about as much
+/// as encoding a few keys of a snapshot walk, which looks every couple of microseconds).
+const LOOK_EVERY: Duration = Duration::from_micros(10);
 /// Events taken per `epoll_wait`.
 const EVENTS: usize = 1024;
 /// The receive scratch buffer: the most one receive takes (as `recv_available` takes at
@@ -45,6 +48,8 @@ pub(crate) struct Epoll {
     scratch: Box<[u8]>,
     closing: Vec<RawFd>,
     deregistering: Vec<(RawFd, u64)>,
+    /// When [`Epoll::work_waiting`] last polled the set and found nothing.
+    looked: Option<Instant>,
 }
 
 impl Epoll {
@@ -65,6 +70,7 @@ impl Epoll {
             scratch: vec![0u8; SCRATCH].into_boxed_slice(),
             closing: Vec::new(),
             deregistering: Vec::new(),
+            looked: None,
         };
         epoll.ctl(
             libc::EPOLL_CTL_ADD,
@@ -192,6 +198,32 @@ impl Epoll {
                 drop(unsafe { OwnedFd::from_raw_fd(raw) });
             }
         }
+    }
+
+    /// Whether the loop has work here: finished blocking calls, or readiness on the set's
+    /// ready list (a `poll` of the epoll descriptor, which is readable while that list is
+    /// not empty). The syscall is made at most once per [`LOOK_EVERY`]; in between, a look
+    /// that found nothing answers for it (work that arrives meanwhile waits that much more).
+    pub(crate) fn work_waiting(&mut self) -> bool {
+        if self.blocking.has_results() {
+            return true;
+        }
+        let now = Instant::now();
+        if self
+            .looked
+            .is_some_and(|at| now.duration_since(at) < LOOK_EVERY)
+        {
+            return false;
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.epfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a zero timeout; the kernel writes only `revents`.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 0) } > 0;
+        self.looked = (!ready).then_some(now);
+        ready
     }
 
     /// Non-blocking: collect readiness and finished blocking calls, waking their tasks.

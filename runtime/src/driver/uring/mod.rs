@@ -161,6 +161,18 @@ impl Uring {
         !sq.is_empty() || sq.taskrun() || sq.cq_overflow()
     }
 
+    /// Whether the loop has work here: completions not yet reaped, completions the kernel
+    /// holds until the next enter (DEFER_TASKRUN raises the TASKRUN flag for them), or ops
+    /// queued and not yet handed to the kernel (a reply a task just sent). Loads only, no
+    /// syscall.
+    pub(crate) fn work_waiting(&mut self) -> bool {
+        if !self.deferred.is_empty() || !self.ring.completion().is_empty() {
+            return true;
+        }
+        let sq = self.ring.submission();
+        !sq.is_empty() || sq.taskrun() || sq.cq_overflow()
+    }
+
     /// Non-blocking: hand queued SQEs to the kernel (and, with DEFER_TASKRUN, let it post
     /// completions), then reap whatever completed.
     pub(crate) fn submit_and_reap(&mut self) -> io::Result<Reaped> {

@@ -23,8 +23,8 @@ use super::link::Gone;
 use super::shard_link::{self, acked, alive, cut, set_state};
 use crate::rdb::{crc64, RdbWriter};
 use crate::repl::LinkState;
-use crate::server::rdb_save;
 use crate::server::shard::{self, now_ms};
+use crate::server::{rdb_file, rdb_save};
 
 /// How often a sync waiting for the snapshot looks again.
 const RETRY: Duration = Duration::from_millis(5);
@@ -93,9 +93,9 @@ pub(super) async fn full_sync(id: u64) -> Result<(), Gone> {
         if let Some(delay) = hooks.step_delay {
             sleep(delay).await;
         }
-        let slice = rdb_save::step_here(hooks.step_keys);
+        let slice = rdb_save::step_here(hooks.step_keys).await;
         if !slice.bytes.is_empty() {
-            crc = crc64::update(crc, &slice.bytes);
+            crc = rdb_file::checksum(crc, &slice.bytes).await;
             shard_link::send(id, slice.bytes).await?;
         }
         if slice.finished {
