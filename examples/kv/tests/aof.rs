@@ -474,3 +474,45 @@ fn a_transaction_torn_in_the_log_replays_all_or_nothing() {
         "the cut goes back to the block's MULTI"
     );
 }
+
+/// A script's writes between two waits are one block of the log (as Redis wraps a script's
+/// effects in MULTI/EXEC): a log torn inside it replays none of the script's writes.
+#[test]
+fn a_script_that_does_not_wait_is_one_block_in_the_log() {
+    let dir = TempDir::new("script-block");
+    // `always` holds each write's reply until it is durable, which makes the script wait
+    // after each write: `everysec` lets it run through.
+    let args = aof_args(&dir, "everysec", "1");
+    let mut server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(conn.call(&["SET", "x", "0"]), Reply::ok());
+    let script = "redis.call('SET', KEYS[1], '1') redis.call('GET', KEYS[1]) \
+                  redis.call('SET', KEYS[2], '2') return redis.call('INCR', KEYS[3])";
+    assert_eq!(
+        conn.call(&["EVAL", script, "3", "a", "b", "x"]),
+        Reply::Int(1)
+    );
+    drop(conn);
+    server.stop();
+
+    let path = dir.path().join("shard-0.aof");
+    let log = std::fs::read(&path).unwrap();
+    let multi = b"*1\r\n$5\r\nMULTI\r\n";
+    let blocks: Vec<usize> = (log.windows(multi.len()))
+        .enumerate()
+        .filter(|(_, w)| w == multi)
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(blocks.len(), 1, "the script's three writes are one block");
+    let at = blocks[0] - 8;
+    assert!(log.ends_with(b"*1\r\n$4\r\nEXEC\r\n"));
+
+    // Torn inside the block (10 bytes into the record after the MULTI's 24): none of it is.
+    std::fs::write(&path, &log[..at + 24 + 10]).unwrap();
+    let server = Server::start(&args);
+    let mut conn = server.connect();
+    assert_eq!(
+        conn.call(&["MGET", "a", "b", "x"]),
+        Reply::Array(Some(vec![Reply::nil(), Reply::nil(), Reply::bulk("0")]))
+    );
+}

@@ -141,6 +141,12 @@ impl Shard {
         self.sinks.borrow_mut().insert(sink)
     }
 
+    /// Whether this shard's writes are streamed to replicas now ([`super::repl_feed::feeding`]
+    /// without the shard-local lookup).
+    pub(crate) fn feeding(&self) -> bool {
+        self.feeding.get()
+    }
+
     /// See [`super::blocking::Blocked::may_be_blocked`].
     pub fn may_be_blocked(&self, key: SinkKey) -> bool {
         self.blocked.may_be_blocked(key)

@@ -521,7 +521,7 @@ fn start(shard: Rc<Shard>, origin: Origin, prepared: Prepared) -> Option<Reply> 
     let mut task: Pin<Box<dyn Future<Output = Reply>>> = Box::pin({
         let shard = shard.clone();
         async move {
-            let held = Rc::new(Held::new(shard.clone()));
+            let held = take_program(&shard);
             held.lock(&prepared.lock, None).await;
             let caller = shard.script_caller(origin, &held, prepared.keys());
             let reply = run_held(&shard, &held, prepared, caller.clone()).await;
@@ -529,6 +529,7 @@ fn start(shard: Rc<Shard>, origin: Origin, prepared: Prepared) -> Option<Reply> 
                 shard.script_ended(&caller);
             }
             held.release();
+            keep_program(held);
             reply
         }
     });
@@ -542,6 +543,28 @@ fn start(shard: Rc<Shard>, origin: Origin, prepared: Prepared) -> Option<Reply> 
         shard.deliver(origin, reply);
     });
     None
+}
+
+corewire::runtime::shard_local! {
+    /// A program an earlier run on this shard let go of, idle: the next run takes it rather
+    /// than registering one of its own (kept here, not in the shard, which it refers to).
+    static SPARE_PROGRAM: RefCell<Option<Rc<Held>>> = RefCell::new(None);
+}
+
+/// A program for a run on `shard` (holding nothing).
+fn take_program(shard: &Rc<Shard>) -> Rc<Held> {
+    SPARE_PROGRAM
+        .with(|spare| spare.borrow_mut().take())
+        .unwrap_or_else(|| Rc::new(Held::new(shard.clone())))
+}
+
+/// A run's program after it let go of every shard: kept for the next run when nothing
+/// else refers to it and it is idle, else dropped (and unregistered).
+fn keep_program(held: Rc<Held>) {
+    if Rc::strong_count(&held) == 1 && held.idle() {
+        // One kept: one a run started meanwhile kept goes (dropped outside the borrow).
+        let _dropped = SPARE_PROGRAM.with(|spare| spare.borrow_mut().replace(held));
+    }
 }
 
 /// Runs a script inside a transaction's program (`held` holds every shard it declared, and

@@ -89,7 +89,12 @@ pub(super) async fn drive(
     prepared: Prepared,
 ) -> Reply {
     let mut runner = shard.scripts.runner(engine);
-    let mut step = runner.resume(Resume::Run(Box::new((host.clone(), prepared))));
+    // Each stretch the script runs without waiting is one block of the shard's log: its
+    // writes reach the AOF and replicas together (a script that never waits, most of them,
+    // as one MULTI/EXEC), and its `redis.call`s here skip a block of their own. A stretch
+    // ends at every suspension, before anything is awaited.
+    let held = &host.held;
+    let mut step = held.in_block(|| runner.resume(Resume::Run(Box::new((host.clone(), prepared)))));
     loop {
         match step {
             CoroutineResult::Yield(Suspend::Slice) => {
@@ -113,7 +118,7 @@ pub(super) async fn drive(
                 return Reply::error("ERR internal error: the script coroutine ended");
             }
         }
-        step = runner.resume(Resume::Continue);
+        step = held.in_block(|| runner.resume(Resume::Continue));
     }
 }
 
@@ -181,6 +186,9 @@ fn serve(
                             hook.clone(),
                         )?;
                     }
+                    // Nothing of the run stays referred to while the coroutine waits for
+                    // the next one (its program is then free to serve another run).
+                    drop(host);
                     job = yielder.suspend(Suspend::Done(reply));
                 }
                 Resume::Continue => {

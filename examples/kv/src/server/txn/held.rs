@@ -221,8 +221,15 @@ impl Held {
         debug_assert!(self.holds(self.shard.id), "a step on a shard not held");
         let seq = self.reserve_seq();
         self.shard
-            .step_here(self.origin(seq), command, self.group_id.get(), now_ms())
+            .step_here(self.origin(seq), command, self.group_id.get())
             .ok_or(seq)
+    }
+
+    /// Runs `stretch` (synchronous: it must not await) as one block of this shard's log,
+    /// which [`Self::step_here`]'s commands join (see [`Shard::program_block`]).
+    pub fn in_block<R>(&self, stretch: impl FnOnce() -> R) -> R {
+        debug_assert!(self.holds(self.shard.id), "a block on a shard not held");
+        (self.shard).program_block(self.txn(), self.group_id.get(), now_ms(), stretch)
     }
 
     /// One command on held shard `target`.
@@ -330,8 +337,20 @@ impl Held {
         }
     }
 
+    /// Whether this program may serve another run as it is: it holds nothing, no reply
+    /// waits in its inbox and nothing of it waits on keys.
+    pub fn idle(&self) -> bool {
+        self.held.borrow().is_empty()
+            && self.inbox.replies.borrow().is_empty()
+            && !self.shard.may_be_blocked(self.key)
+    }
+
     /// Lets every held shard go.
     pub fn release(&self) {
+        if self.held.borrow().is_empty() {
+            // Nothing to let go, and no step ran under the current id: it stays.
+            return;
+        }
         let held = std::mem::take(&mut *self.held.borrow_mut());
         let id = self.group_id.replace(new_group_id());
         // The held shards, a bit each, decided here once: none (each shard's part goes

@@ -128,6 +128,9 @@ pub(crate) struct ShardTxn {
     /// go of the shard, after the whole command, script or transaction (as Redis serves
     /// them after the command), not between its steps.
     program_written: RefCell<Vec<Bytes>>,
+    /// The program whose [`Shard::program_block`] is open here: its steps here join it.
+    /// With the block's time, which its steps run at.
+    program_block: Cell<Option<(BarrierId, u64)>>,
     /// A drain of the waiting work is in progress (a release inside it must not start
     /// another).
     draining: Cell<bool>,
@@ -312,7 +315,11 @@ impl Shard {
             TxnMsg::Release(txn, group) => {
                 // The program's part ends before the work waiting for the shard runs.
                 if let Some(group) = group {
-                    crate::server::repl_feed::close_program(group);
+                    // While nothing streams, only a group over several shards has a part
+                    // to send (the shard's flag spares the feed's own lookup).
+                    if self.feeding() || group.involved.count_ones() >= 2 {
+                        crate::server::repl_feed::close_program(group);
+                    }
                 }
                 self.release(txn, now)
             }
@@ -430,14 +437,22 @@ impl Shard {
 
     /// A program's one command on this shard, which it holds: what [`TxnMsg::Step`] of that
     /// command does, with its reply returned when it is ready at once rather than delivered
-    /// to the program's inbox (a script's `redis.call` on its own shard).
+    /// to the program's inbox (a script's `redis.call` on its own shard). Inside the
+    /// program's open [`Self::program_block`] it joins that block and runs at the block's
+    /// time (a script's keys do not expire in the middle of its stretch, as Redis keeps a
+    /// script's time still); else it is a block alone, now.
     pub(crate) fn step_here(
         &self,
         origin: Origin,
         command: Command,
         piece: BarrierId,
-        now: u64,
     ) -> Option<Reply> {
+        if let Some((open, now)) = self.txn.program_block.get() {
+            if open == piece {
+                return self.execute_free(origin, command, now);
+            }
+        }
+        let now = super::shard::now_ms();
         if self.txn.lock.borrow().holder() != Some((origin.shard, origin.sink)) {
             tracing::error!(shard = self.id, "program step for a shard it does not hold");
         }
@@ -455,6 +470,31 @@ impl Shard {
         reply
     }
 
+    /// Runs `stretch`, a synchronous run of program `piece`'s steps on this shard (which it
+    /// holds), as one block of this shard's log: its [`Self::step_here`] calls join it rather
+    /// than open a block each, so a script's writes between two suspensions reach the AOF as
+    /// one MULTI/EXEC and the replication feed as one piece. It must not await (a block never
+    /// spans a batch of the AOF, nor another client's work); the program closes it before it
+    /// waits and opens another when it goes on.
+    pub(crate) fn program_block<R>(
+        &self,
+        holder: TxnId,
+        piece: BarrierId,
+        now: u64,
+        stretch: impl FnOnce() -> R,
+    ) -> R {
+        if self.txn.lock.borrow().holder() != Some(holder) {
+            tracing::error!(shard = self.id, "program block on a shard it does not hold");
+        }
+        let mut out = None;
+        self.in_block(Vec::new(), None, false, Block::Piece(piece), now, || {
+            self.txn.program_block.set(Some((piece, now)));
+            out = Some(stretch());
+            self.txn.program_block.set(None);
+        });
+        out.expect("the stretch ran")
+    }
+
     /// Runs `batch` as one block of this shard's log, `events` published in place of its
     /// own for their keys; `serve`: blocked clients its writes can serve are served now,
     /// else when the program lets go of the shard.
@@ -467,19 +507,29 @@ impl Shard {
         now: u64,
         batch: impl FnOnce(),
     ) {
+        debug_assert!(
+            self.txn.program_block.get().is_none(),
+            "a block inside a program's open block"
+        );
         self.txn.running.set(true);
         // The batch's writes are one block in this shard's log: replay keeps all or none.
         if let Some(aof) = &self.aof {
             aof.begin_transaction();
         }
-        crate::server::repl_feed::begin_block(block);
+        // The shard's copy of the feed's flag spares a shard-local lookup at each end while
+        // replication does not stream (a group's part still goes out then).
+        if self.feeding() || matches!(block, Block::Part(_)) {
+            crate::server::repl_feed::begin_block(block);
+        }
         self.replace_events(&events);
         batch();
         self.publish_replaced(events, writer);
         if let Some(aof) = &self.aof {
             aof.end_transaction();
         }
-        crate::server::repl_feed::end_block();
+        if self.feeding() {
+            crate::server::repl_feed::end_block();
+        }
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
         if serve {
