@@ -166,11 +166,7 @@ impl Uring {
     /// queued and not yet handed to the kernel (a reply a task just sent). Loads only, no
     /// syscall.
     pub(crate) fn work_waiting(&mut self) -> bool {
-        if !self.deferred.is_empty() || !self.ring.completion().is_empty() {
-            return true;
-        }
-        let sq = self.ring.submission();
-        !sq.is_empty() || sq.taskrun() || sq.cq_overflow()
+        !self.deferred.is_empty() || !self.ring.completion().is_empty() || self.needs_enter()
     }
 
     /// Non-blocking: hand queued SQEs to the kernel (and, with DEFER_TASKRUN, let it post
