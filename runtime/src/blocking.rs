@@ -80,6 +80,7 @@ where
 }
 
 fn helper(pool: &'static Pool) {
+    crate::helper_cpus::enter_pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         if let Some(job) = state.jobs.pop_front() {

@@ -25,6 +25,7 @@ mod driver;
 mod executor;
 pub mod fs;
 pub mod head_of_line;
+mod helper_cpus;
 pub mod io;
 pub mod mesh;
 pub mod metrics;

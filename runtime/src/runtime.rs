@@ -176,6 +176,7 @@ impl Default for RuntimeBuilder {
                 spin_adaptive: true,
                 spin_yields: true,
                 stall_threshold: Some(Duration::from_millis(10)),
+                helper_cpus: Vec::new(),
             },
             inbox_capacity: 1024,
             hooks: ShardHooks::default(),
@@ -220,7 +221,10 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Pin each shard thread to its CPU (default true).
+    /// Pin each shard thread to its CPU (default true). With pinned shards, the threads that
+    /// do their blocking work (io_uring's kernel workers, the blocking pool) run on the
+    /// allowed CPUs no shard is pinned to, where there are any, instead of taking a shard's
+    /// core from it.
     pub fn pin(mut self, pin: bool) -> Self {
         self.pin = pin;
         self
@@ -354,7 +358,7 @@ impl RuntimeBuilder {
         self.config.backend = driver::select(self.backend)?;
         let allowed = allowed_cpus();
         let count = self.shards.unwrap_or(allowed.len().max(1));
-        let cpus = self.cpus.unwrap_or(allowed);
+        let cpus = self.cpus.clone().unwrap_or_else(|| allowed.clone());
         let remotes: Vec<Arc<ShardRemote>> = (0..count)
             .map(|i| ShardRemote::new(i, self.inbox_capacity))
             .collect::<io::Result<_>>()?;
@@ -366,9 +370,21 @@ impl RuntimeBuilder {
             backend: Backend::Auto,
         };
         let mut why = String::new();
+        let shard_cpus: Vec<usize> = if self.pin && !cpus.is_empty() {
+            (0..count).map(|i| cpus[i % cpus.len()]).collect()
+        } else {
+            Vec::new()
+        };
+        let worker_cpus = if shard_cpus.is_empty() {
+            Vec::new()
+        } else {
+            crate::helper_cpus::set_pool_cpus(crate::helper_cpus::for_pool(&allowed, &shard_cpus));
+            crate::helper_cpus::for_workers(&allowed, &shard_cpus)
+        };
         for (i, remote) in remotes.into_iter().enumerate() {
             let peers = peers.clone();
-            let config = self.config.clone();
+            let mut config = self.config.clone();
+            config.helper_cpus = worker_cpus.clone();
             let hooks = self.hooks.clone();
             let cpu = (!cpus.is_empty() && self.pin).then(|| cpus[i % cpus.len()]);
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();

@@ -39,6 +39,8 @@ pub(crate) struct ShardConfig {
     pub spin_yields: bool,
     /// Report work that holds the shard longer than this (`None`: detector off).
     pub stall_threshold: Option<Duration>,
+    /// CPUs for the ring's kernel workers (`helper_cpus.rs`); empty: where they start.
+    pub helper_cpus: Vec<usize>,
 }
 
 /// What a shard reports once its driver exists.
@@ -87,6 +89,7 @@ pub(crate) fn run_shard(
     };
     let features = driver.features();
     if let Some(uring) = driver.uring() {
+        uring.set_worker_cpus(&config.helper_cpus);
         uring.send_zc_threshold = config.send_zc_threshold.filter(|_| features.send_zc);
         if features.msg_ring && config.msg_ring_wakeups {
             match uring.ring_fd().try_clone_to_owned() {

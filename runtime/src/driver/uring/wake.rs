@@ -37,6 +37,26 @@ impl Uring {
         unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) }
     }
 
+    /// Keep the ring's kernel workers (io-wq: the file writes, fsyncs and renames the kernel
+    /// cannot do without blocking) on `cpus` (`crate::helper_cpus`); empty: leave them where
+    /// they start, the shard's own CPU mask. A kernel without the setting keeps that too.
+    pub(crate) fn set_worker_cpus(&self, cpus: &[usize]) {
+        if cpus.is_empty() {
+            return;
+        }
+        // SAFETY: `cpu_set_t` is a plain bit array; all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &cpu in cpus {
+            if cpu < libc::CPU_SETSIZE as usize {
+                // SAFETY: `cpu` is below the set's size, checked above.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+        }
+        if let Err(error) = self.ring.submitter().register_iowq_aff(&set) {
+            tracing::debug!(%error, ?cpus, "io_uring workers left on the shard's CPUs");
+        }
+    }
+
     /// Post a wake-up completion into `target`, the ring of shard `shard` (kept open by its
     /// `ShardRemote` for as long as any shard can reach it). It goes out with this ring's
     /// next submit; a failure comes back as shard `shard` in `msg_ring_failed`.
