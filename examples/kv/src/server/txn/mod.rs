@@ -17,7 +17,9 @@
 //! other lock request waits in arrival order (see [`lock`]); the active-expiry sweep skips the
 //! held shard. Inside a transaction a blocking pop that finds nothing answers nil at once, and
 //! the blocked clients a transaction's writes can serve are served after its batch, as Redis
-//! does after EXEC.
+//! does after EXEC; when batches run on several shards, only once every part has run (the
+//! coordinator's [`TxnMsg::ServeWritten`]), so no served client runs before another shard's
+//! part, nor sees the transaction half done.
 //!
 //! The coordinator is a [`ReplySink`] on the connection's shard: command replies (including
 //! ones the durability gate releases later) and lock grants come back through the ordinary
