@@ -511,3 +511,52 @@ fn a_transaction_over_several_shards_serves_blocked_clients_after_it() {
     assert_eq!(conn.call(&["RPUSH", k, "b"]), Reply::Int(1));
     assert_eq!(waiter.read().expect("BLPOP's reply"), pair(k, "b"));
 }
+
+/// A pop served by a transaction whose parts run on several shards is answered, and logged,
+/// only after every part ran (Redis serves blocked clients after EXEC): a SLOWLOG RESET in
+/// the transaction, which runs on the waiting connection's shard too, never drops the pop's
+/// entry. Keys on every shard, so some waits sit on another shard than their connection's.
+#[test]
+fn a_transaction_over_several_shards_serves_its_waiters_after_every_part() {
+    for env in [vec![], vec![("COREWIRE_BACKEND", "epoll")]] {
+        let server = Server::start_with_env(&["--shards", "4"], &env);
+        let mut r = server.connect();
+        assert_eq!(
+            r.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            Reply::ok()
+        );
+        for key in ["la", "lb", "lc", "ld", "le", "lf", "lg", "lh"] {
+            let mut waiter = server.connect();
+            waiter.send(&common::request(&["BLPOP", key, "0"])).unwrap();
+            wait_blocked(&mut r, 1);
+            assert_eq!(r.call(&["MULTI"]), Reply::ok());
+            assert_eq!(
+                r.call(&["LPUSH", key, "foo"]),
+                Reply::Simple("QUEUED".into())
+            );
+            assert_eq!(
+                r.call(&["SLOWLOG", "RESET"]),
+                Reply::Simple("QUEUED".into())
+            );
+            assert_eq!(
+                r.call(&["EXEC"]),
+                Reply::Array(Some(vec![Reply::Int(1), Reply::ok()]))
+            );
+            assert_eq!(waiter.read().unwrap(), pair(key, "foo"), "{env:?} {key}");
+            drop(waiter);
+            let Reply::Array(Some(entries)) = r.call(&["SLOWLOG", "GET"]) else {
+                panic!("SLOWLOG GET is an array");
+            };
+            let newest = entries.first().cloned();
+            let Some(Reply::Array(Some(fields))) = newest else {
+                panic!("{env:?} {key}: no SLOWLOG entry for the pop: {entries:?}");
+            };
+            let pop = Reply::Array(Some(vec![
+                Reply::bulk("BLPOP"),
+                Reply::bulk(key),
+                Reply::bulk("0"),
+            ]));
+            assert_eq!(fields.get(3), Some(&pop), "{env:?} {key}: newest entry");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use super::{Batch, TxnId, TxnMsg, Watcher, GRANT_SEQ};
+use super::{Batch, GroupBatch, TxnId, TxnMsg, Watcher, GRANT_SEQ};
 use crate::command::{Transaction, TxnItem};
 use crate::reply::Reply;
 use crate::routing::{route, FanOut, Route};
@@ -37,6 +37,11 @@ struct State {
     replies: Vec<Option<Reply>>,
     /// Command replies still expected.
     missing: usize,
+    /// Which of `shards` have commands to run.
+    ran: Vec<bool>,
+    /// Batches run on several shards: the blocked clients they serve wait for the end of
+    /// every part ([`TxnMsg::ServeWritten`]).
+    serve_later: bool,
     merges: Merges,
     /// A watched key changed: the reply is a null array.
     dirty: bool,
@@ -69,6 +74,8 @@ impl Coordinator {
                 granted: 0,
                 replies: Vec::new(),
                 missing: 0,
+                ran: Vec::new(),
+                serve_later: false,
                 merges: Merges::default(),
                 dirty: false,
                 finished: false,
@@ -143,6 +150,12 @@ impl Coordinator {
         if state.shards.is_empty() {
             return state.finish();
         }
+        state.ran = state
+            .batches
+            .iter()
+            .map(|batch| !batch.is_empty())
+            .collect();
+        state.serve_later = state.ran.iter().filter(|&&ran| ran).count() >= 2;
         state.group = group_of(shard, &state.shards, &state.batches);
         vec![state.lock_next(txn)]
     }
@@ -194,11 +207,18 @@ impl State {
     }
 
     /// The lock request for the next shard; the last one carries its batch.
+    /// Shard `i`'s batch, taken out of the plan.
+    fn take_batch(&mut self, i: usize) -> GroupBatch {
+        GroupBatch {
+            group: self.group_for(i),
+            serve_later: self.serve_later,
+            batch: std::mem::take(&mut self.batches[i]),
+        }
+    }
+
     fn lock_next(&mut self, txn: TxnId) -> Action {
         let i = self.granted;
-        let group = self.group_for(i);
-        let batch =
-            (i + 1 == self.shards.len()).then(|| (std::mem::take(&mut self.batches[i]), group));
+        let batch = (i + 1 == self.shards.len()).then(|| self.take_batch(i));
         Action::Send(
             self.shards[i],
             TxnMsg::Lock {
@@ -234,21 +254,29 @@ impl State {
         // All held (the last shard has run its batch): the others run theirs.
         let mut actions: Vec<Action> = (0..i)
             .map(|k| {
-                let batch = std::mem::take(&mut self.batches[k]);
-                let group = self.group_for(k);
-                Action::Send(self.shards[k], TxnMsg::Run { txn, batch, group })
+                let batch = self.take_batch(k);
+                Action::Send(self.shards[k], TxnMsg::Run { txn, batch })
             })
             .collect();
-        actions.extend(self.finish_if_done());
+        actions.extend(self.finish_if_done(txn));
         actions
     }
 
-    fn finish_if_done(&mut self) -> Vec<Action> {
-        if self.granted == self.shards.len() && self.missing == 0 {
-            self.finish()
-        } else {
-            Vec::new()
+    /// Once every batch ran and answered: EXEC's reply, then (batches on several shards)
+    /// each of those shards serves the blocked clients its part's writes can serve.
+    fn finish_if_done(&mut self, txn: TxnId) -> Vec<Action> {
+        if self.granted != self.shards.len() || self.missing != 0 {
+            return Vec::new();
         }
+        let mut actions = self.finish();
+        if self.serve_later {
+            actions.extend(
+                (self.shards.iter().zip(&self.ran))
+                    .filter(|(_, ran)| **ran)
+                    .map(|(&shard, _)| Action::Send(shard, TxnMsg::ServeWritten(txn))),
+            );
+        }
+        actions
     }
 
     fn finish(&mut self) -> Vec<Action> {
@@ -295,7 +323,7 @@ impl ReplySink for Coordinator {
                         state.missing -= 1;
                     }
                 }
-                state.finish_if_done()
+                state.finish_if_done(txn)
             }
         };
         self.perform(&shard, actions);

@@ -17,7 +17,9 @@
 //! other lock request waits in arrival order (see [`lock`]); the active-expiry sweep skips the
 //! held shard. Inside a transaction a blocking pop that finds nothing answers nil at once, and
 //! the blocked clients a transaction's writes can serve are served after its batch, as Redis
-//! does after EXEC.
+//! does after EXEC; when batches run on several shards, only once every part has run (the
+//! coordinator's [`TxnMsg::ServeWritten`]), so no served client runs before another shard's
+//! part, nor sees the transaction half done.
 //!
 //! The coordinator is a [`ReplySink`] on the connection's shard: command replies (including
 //! ones the durability gate releases later) and lock grants come back through the ordinary
@@ -56,7 +58,24 @@ pub(crate) type Batch = Vec<(Origin, Command)>;
 
 /// A batch, and the replication group it is part of when the transaction writes on several
 /// shards (its parts reach replicas as one MULTI/EXEC: see `repl_feed`).
-pub(crate) type GroupBatch = (Batch, Option<Group>);
+pub(crate) struct GroupBatch {
+    pub batch: Batch,
+    pub group: Option<Group>,
+    /// Other shards run batches of the same transaction: the blocked clients this batch's
+    /// writes can serve wait for [`TxnMsg::ServeWritten`], sent once every part has run.
+    pub serve_later: bool,
+}
+
+/// When the blocked clients a block's writes can serve are served.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Serve {
+    /// Right after the block.
+    Now,
+    /// When the program lets go of the shard.
+    AtRelease,
+    /// When the transaction's coordinator says all its parts ran ([`TxnMsg::ServeWritten`]).
+    AfterTxn(TxnId),
+}
 
 /// Transaction traffic between shards (it travels in the job lane, so it stays in order with
 /// the commands the same shard forwards).
@@ -73,11 +92,11 @@ pub(crate) enum TxnMsg {
     /// holding higher shards cannot wait in a cycle.
     TryLock { txn: TxnId },
     /// Run this shard's batch (the shard is held for `txn`) and let go.
-    Run {
-        txn: TxnId,
-        batch: Batch,
-        group: Option<Group>,
-    },
+    Run { txn: TxnId, batch: GroupBatch },
+    /// Every part of `txn` ran: serve the blocked clients its batch here can serve (Redis
+    /// serves them after EXEC, so none of them sees the transaction half done, nor runs
+    /// before a part on another shard, such as a SLOWLOG RESET of the connection's shard).
+    ServeWritten(TxnId),
     /// Let go without running anything (a watch elsewhere was dirty).
     /// From a program: its replication group, whose part on this shard closes.
     Release(TxnId, Option<Group>),
@@ -128,6 +147,9 @@ pub(crate) struct ShardTxn {
     /// go of the shard, after the whole command, script or transaction (as Redis serves
     /// them after the command), not between its steps.
     program_written: RefCell<Vec<Bytes>>,
+    /// Keys the batches of transactions over several shards wrote here, served when their
+    /// coordinator says every part ran ([`TxnMsg::ServeWritten`]).
+    after_txn: RefCell<Vec<(TxnId, Vec<Bytes>)>>,
     /// The program whose [`Shard::program_block`] is open here: its steps here join it.
     /// With the block's time, which its steps run at.
     program_block: Cell<Option<(BarrierId, u64)>>,
@@ -302,15 +324,24 @@ impl Shard {
                     self.deliver(grant, Reply::Integer(TRY_LOCK_BUSY));
                 }
             }
-            TxnMsg::Run { txn, batch, group } => {
+            TxnMsg::Run { txn, batch } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(
                         shard = self.id,
                         "transaction batch for a shard it does not hold"
                     );
                 }
-                self.run_batch(batch, group, now);
+                self.run_batch(txn, batch, now);
                 self.release(txn, now);
+            }
+            TxnMsg::ServeWritten(txn) => {
+                // Another transaction or program holds the shard: not between its steps.
+                if self.txn.is_busy() {
+                    let msg = TxnMsg::ServeWritten(txn);
+                    self.txn.lock.borrow_mut().defer(Waiting::Msg(msg));
+                    return;
+                }
+                self.serve_after_txn(txn, now);
             }
             TxnMsg::Release(txn, group) => {
                 // The program's part ends before the work waiting for the shard runs.
@@ -333,7 +364,7 @@ impl Shard {
                 if self.txn.lock.borrow().holder() != Some(txn) {
                     tracing::error!(shard = self.id, "program step for a shard it does not hold");
                 }
-                self.run_batch_with(batch, events, false, Block::Piece(piece), now);
+                self.run_batch_with(batch, events, Serve::AtRelease, Block::Piece(piece), now);
             }
             TxnMsg::Dump { txn, origin, keys } => {
                 if self.txn.lock.borrow().holder() != Some(txn) {
@@ -393,8 +424,8 @@ impl Shard {
         let clean = self.txn.watches.borrow_mut().finish(watcher, now);
         let last = batch.is_some();
         if clean {
-            if let Some((batch, group)) = batch {
-                self.run_batch(batch, group, now);
+            if let Some(batch) = batch {
+                self.run_batch(txn, batch, now);
             }
         }
         let grant = Origin {
@@ -410,9 +441,14 @@ impl Shard {
         }
     }
 
-    fn run_batch(&self, batch: Batch, group: Option<Group>, now: u64) {
-        let block = group.map_or(Block::Alone, Block::Part);
-        self.run_batch_with(batch, Vec::new(), true, block, now);
+    fn run_batch(&self, txn: TxnId, batch: GroupBatch, now: u64) {
+        let block = batch.group.map_or(Block::Alone, Block::Part);
+        let serve = if batch.serve_later {
+            Serve::AfterTxn(txn)
+        } else {
+            Serve::Now
+        };
+        self.run_batch_with(batch.batch, Vec::new(), serve, block, now);
     }
 
     /// [`Self::run_batch`], publishing `events` in place of the batch's own for their keys
@@ -421,7 +457,7 @@ impl Shard {
         &self,
         batch: Batch,
         events: Vec<KeyEvent>,
-        serve: bool,
+        serve: Serve,
         block: Block,
         now: u64,
     ) {
@@ -460,7 +496,7 @@ impl Shard {
         self.in_block(
             Vec::new(),
             Some(origin),
-            false,
+            Serve::AtRelease,
             Block::Piece(piece),
             now,
             || {
@@ -487,22 +523,28 @@ impl Shard {
             tracing::error!(shard = self.id, "program block on a shard it does not hold");
         }
         let mut out = None;
-        self.in_block(Vec::new(), None, false, Block::Piece(piece), now, || {
-            self.txn.program_block.set(Some((piece, now)));
-            out = Some(stretch());
-            self.txn.program_block.set(None);
-        });
+        self.in_block(
+            Vec::new(),
+            None,
+            Serve::AtRelease,
+            Block::Piece(piece),
+            now,
+            || {
+                self.txn.program_block.set(Some((piece, now)));
+                out = Some(stretch());
+                self.txn.program_block.set(None);
+            },
+        );
         out.expect("the stretch ran")
     }
 
     /// Runs `batch` as one block of this shard's log, `events` published in place of its
-    /// own for their keys; `serve`: blocked clients its writes can serve are served now,
-    /// else when the program lets go of the shard.
+    /// own for their keys; `serve`: when the blocked clients its writes can serve are served.
     fn in_block(
         &self,
         events: Vec<KeyEvent>,
         writer: Option<Origin>,
-        serve: bool,
+        serve: Serve,
         block: Block,
         now: u64,
         batch: impl FnOnce(),
@@ -532,10 +574,25 @@ impl Shard {
         }
         self.txn.running.set(false);
         let written = std::mem::take(&mut *self.txn.written.borrow_mut());
-        if serve {
+        match serve {
+            Serve::Now => self.serve_written(&written, now),
+            Serve::AtRelease => self.txn.program_written.borrow_mut().extend(written),
+            Serve::AfterTxn(_) if written.is_empty() => {}
+            Serve::AfterTxn(txn) => self.txn.after_txn.borrow_mut().push((txn, written)),
+        }
+    }
+
+    /// Every part of `txn` ran: the blocked clients its batch here can serve are served.
+    fn serve_after_txn(&self, txn: TxnId, now: u64) {
+        let written = {
+            let mut after = self.txn.after_txn.borrow_mut();
+            after
+                .iter()
+                .position(|(id, _)| *id == txn)
+                .map(|at| after.swap_remove(at).1)
+        };
+        if let Some(written) = written {
             self.serve_written(&written, now);
-        } else {
-            self.txn.program_written.borrow_mut().extend(written);
         }
     }
 
@@ -572,6 +629,7 @@ impl Shard {
                     self.txn.lock.borrow_mut().try_hold(txn);
                     self.granted(txn, watcher, batch, now);
                 }
+                Some(Waiting::Msg(TxnMsg::ServeWritten(txn))) => self.serve_after_txn(txn, now),
                 Some(Waiting::Msg(other)) => {
                     tracing::error!(shard = self.id, "transaction message waited for a lock");
                     self.txn.draining.set(false);
