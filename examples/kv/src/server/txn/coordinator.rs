@@ -206,7 +206,6 @@ impl State {
             .filter(|group| group.involved & (1u64 << self.shards[i]) != 0)
     }
 
-    /// The lock request for the next shard; the last one carries its batch.
     /// Shard `i`'s batch, taken out of the plan.
     fn take_batch(&mut self, i: usize) -> GroupBatch {
         GroupBatch {
@@ -216,6 +215,7 @@ impl State {
         }
     }
 
+    /// The lock request for the next shard; the last one carries its batch.
     fn lock_next(&mut self, txn: TxnId) -> Action {
         let i = self.granted;
         let batch = (i + 1 == self.shards.len()).then(|| self.take_batch(i));
