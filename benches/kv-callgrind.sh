@@ -11,7 +11,8 @@
 # restricted by command and key pattern (restricted, the rules of examples/kv/bench/acl.sh),
 # or, with a TLS port configured beside the plaintext one, the plaintext port (plain) or the
 # TLS port (tls: TLS 1.3, TLS_AES_128_GCM_SHA256, an ECDSA P-256 certificate made here). 20000 requests warm up,
-# then the counters are zeroed, N requests run and are counted. Prints instructions per
+# then the counters are zeroed, N requests run and are counted. CG_OPTS adds valgrind options
+# (e.g. --cache-sim=yes). Prints instructions per
 # request; the callgrind output stays under $OUT (default /tmp/kv-callgrind).
 set -euo pipefail
 label=$1 bin=$2 t=$3 p=$4 n=$5 who=${6:-default}
@@ -36,9 +37,9 @@ if [[ $who == tls || $who == plain ]]; then
   if [[ $who == tls ]]; then bport=$tport; client_tls=(--tls --cacert "$w/ca.crt"); fi
 fi
 if [[ $bin == redis ]]; then
-  valgrind --tool=callgrind --callgrind-out-file="$f" redis-server --port "$port" --save "" --appendonly no --dir "$out/rdir" "${tls[@]}" >"$out/vg-$label.log" 2>&1 &
+  valgrind --tool=callgrind ${CG_OPTS:-} --callgrind-out-file="$f" redis-server --port "$port" --save "" --appendonly no --dir "$out/rdir" "${tls[@]}" >"$out/vg-$label.log" 2>&1 &
 else
-  COREWIRE_BACKEND=epoll valgrind --tool=callgrind --callgrind-out-file="$f" "$bin" --shards 1 --port "$port" "${tls[@]}" >"$out/vg-$label.log" 2>&1 &
+  COREWIRE_BACKEND=epoll valgrind --tool=callgrind ${CG_OPTS:-} --callgrind-out-file="$f" "$bin" --shards 1 --port "$port" "${tls[@]}" >"$out/vg-$label.log" 2>&1 &
 fi
 vpid=$!
 for _ in $(seq 1 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done

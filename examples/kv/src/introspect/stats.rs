@@ -40,12 +40,16 @@ pub struct CallStats {
     /// Where each command's counters are, by the command table's name (foldhash: SipHash
     /// cost more than a command itself).
     index: HashMap<&'static str, usize, foldhash::fast::RandomState>,
-    /// The last command counted, and where: a pipeline repeats one command, and the very same
-    /// name (the table's) is compared by address, without hashing it.
-    last: Option<(&'static str, usize)>,
+    /// The last commands counted, and where, most recent first: a pipeline repeats one
+    /// command, a script a few, and the very same name (the table's) is compared by address,
+    /// without hashing it.
+    recent: [(usize, usize); RECENT],
     pub errors: HashMap<Bytes, u64>,
     pub total_errors: u64,
 }
+
+/// How many names [`CallStats::stat_mut`] finds by address before it hashes one.
+const RECENT: usize = 4;
 
 /// How many distinct error codes errorstats keeps (Redis's `ERRORSTATS_LIMIT`): past it,
 /// new codes are counted in the total only.
@@ -64,15 +68,23 @@ impl CallStats {
     }
 
     fn stat_mut(&mut self, name: &'static str) -> &mut CommandStat {
-        let at = match self.last {
-            Some((last, at)) if std::ptr::eq(last, name) => at,
-            _ => {
+        let address = name.as_ptr() as usize;
+        // An address names one table name; an empty slot holds 0, which no name has.
+        let at = match self.recent.iter().position(|&(seen, _)| seen == address) {
+            Some(slot) => {
+                let entry = self.recent[slot];
+                self.recent.copy_within(0..slot, 1);
+                self.recent[0] = entry;
+                entry.1
+            }
+            None => {
                 let next = self.commands.len();
                 let at = *self.index.entry(name).or_insert(next);
                 if at == next {
                     self.commands.push((name, CommandStat::default()));
                 }
-                self.last = Some((name, at));
+                self.recent.copy_within(0..RECENT - 1, 1);
+                self.recent[0] = (address, at);
                 at
             }
         };
@@ -484,7 +496,7 @@ mod tests {
 
     #[test]
     fn equal_names_at_other_addresses_share_counters() {
-        // The last name is compared by address: the same name elsewhere must still find
+        // Recent names are compared by address: the same name elsewhere must still find
         // its counters through the map, not start new ones.
         let elsewhere: &'static str = Box::leak(String::from("get").into_boxed_str());
         let mut stats = CallStats::default();

@@ -35,6 +35,36 @@ pub(super) struct ScriptHost {
     pub(super) user: Option<Arc<crate::acl::User>>,
 }
 
+/// The command table's flags a script's command is checked against, read in one pass over
+/// them (a command runs several checks, each a search of the flag names otherwise).
+#[derive(Default)]
+struct CallFlags {
+    blocking: bool,
+    noscript: bool,
+    write: bool,
+    readonly: bool,
+    admin: bool,
+    skip_monitor: bool,
+}
+
+impl CallFlags {
+    fn of(names: &[&str]) -> CallFlags {
+        let mut flags = CallFlags::default();
+        for name in names {
+            match *name {
+                "blocking" => flags.blocking = true,
+                "noscript" => flags.noscript = true,
+                "write" => flags.write = true,
+                "readonly" => flags.readonly = true,
+                "admin" => flags.admin = true,
+                "skip_monitor" => flags.skip_monitor = true,
+                _ => {}
+            }
+        }
+        flags
+    }
+}
+
 impl ScriptHost {
     fn killed_text(&self) -> &'static str {
         if self.info.function.is_some() {
@@ -116,17 +146,17 @@ impl ScriptHost {
             }
         };
         let spec = resolved.spec;
-        let flags = spec.flags;
+        let flags = CallFlags::of(spec.flags);
         // Redis 7.0 flags its blocking pops `noscript`; the table here has them as
         // `blocking` (as XREAD, which a script may run without BLOCK). BLMPOP and BZMPOP are
         // not: in a script they answer at once (nil when there is nothing to pop).
-        let blocking = flags.contains(&"blocking");
+        let blocking = flags.blocking;
         let blocking_pop = blocking && {
             use crate::command::{table::CommandKind, TypedOp};
             matches!(spec.kind, CommandKind::Typed(op)
                 if !op.is_stream_read() && !matches!(op, TypedOp::BLMPop | TypedOp::BZMPop))
         };
-        if flags.contains(&"noscript") || blocking_pop {
+        if flags.noscript || blocking_pop {
             return self.rejected(
                 spec.name,
                 Reply::error("ERR This Redis command is not allowed from script"),
@@ -147,10 +177,10 @@ impl ScriptHost {
                 return self.rejected(spec.name, refusal);
             }
         }
-        let writes = flags.contains(&"write");
+        let writes = flags.write;
         // A read-only script may not propagate anything either (Redis counts `may_replicate`
         // as a write here): what lets it run during CLIENT PAUSE WRITE.
-        if (writes || crate::clients::may_replicate(spec.name)) && self.read_only {
+        if self.read_only && (writes || crate::clients::may_replicate(spec.name)) {
             return self.rejected(
                 spec.name,
                 Reply::error("ERR Write commands are not allowed from read-only scripts."),
@@ -169,8 +199,8 @@ impl ScriptHost {
             }
         }
         if (self.shard.shared.session.live.hot.monitors).load(Ordering::Relaxed) > 0
-            && !flags.contains(&"admin")
-            && !flags.contains(&"skip_monitor")
+            && !flags.admin
+            && !flags.skip_monitor
         {
             // As Redis shows a script's commands: after its EVAL or FCALL, from "lua".
             let line =
@@ -198,7 +228,7 @@ impl ScriptHost {
             Ok(keyless) => keyless,
             Err(refusal) => return self.rejected(spec.name, refusal),
         };
-        if flags.contains(&"readonly") {
+        if flags.readonly {
             if let Some(caller) = &self.caller {
                 self.shard.track_for_script(caller);
             }
