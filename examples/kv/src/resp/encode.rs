@@ -81,17 +81,36 @@ fn decimal_before(value: i64, digits: &mut [u8]) -> usize {
     pos
 }
 
+/// Every two-digit number's digits, `00` to `99`.
+const PAIRS: [u8; 200] = {
+    let mut pairs = [0; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
 /// Writes `value`'s digits at the end of `digits` (at least 20 bytes); returns where they start.
+/// Two digits per division: a stream ID's millisecond part has 13.
 fn digits_before(value: u64, digits: &mut [u8]) -> usize {
     let mut pos = digits.len();
     let mut rest = value;
-    loop {
+    while rest >= 100 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        pos -= 2;
+        digits[pos..pos + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        pos -= 2;
+        digits[pos..pos + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         pos -= 1;
-        digits[pos] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
+        digits[pos] = b'0' + rest as u8;
     }
     pos
 }
@@ -113,6 +132,21 @@ mod tests {
         }
         for n in [0u64, 9, 10, u64::MAX] {
             assert_eq!(decimal_u64(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
+        // Every width, odd and even, and the values around each power of ten.
+        let mut power = 1u64;
+        for _ in 0..20 {
+            for n in [
+                power - 1,
+                power,
+                power + 1,
+                power.saturating_mul(7).saturating_add(3),
+            ] {
+                assert_eq!(decimal_u64(n, &mut [0; 20]), n.to_string().as_bytes());
+                let signed = n as i64;
+                assert_eq!(decimal(signed, &mut [0; 20]), signed.to_string().as_bytes());
+            }
+            power = power.saturating_mul(10);
         }
     }
 

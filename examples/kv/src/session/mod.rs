@@ -471,7 +471,9 @@ impl Session {
             rare.blocking.retain(|&blocked| blocked != seq);
         }
         self.account(seq, &reply);
-        self.replies.fill(seq, reply)?;
+        if let Some((encoding, reply)) = self.replies.fill_front(seq, reply)? {
+            self.emit(seq, encoding, &reply);
+        }
         self.flush_ready();
         Ok(())
     }
@@ -737,19 +739,28 @@ impl Session {
     fn answer(&mut self, seq: u64, reply: Reply) {
         self.account(seq, &reply);
         // `seq` was just pushed and nothing else can fill it, so this cannot fail.
-        if self.replies.fill(seq, reply).is_ok() {
+        if let Ok(front) = self.replies.fill_front(seq, reply) {
+            if let Some((encoding, reply)) = front {
+                self.emit(seq, encoding, &reply);
+            }
             self.flush_ready();
         }
     }
 
     fn flush_ready(&mut self) {
         while let Some((seq, encoding, reply)) = self.replies.pop_ready() {
-            if let Some(encoding) = encoding {
-                resp3::write(&reply, &encoding, &mut self.output);
-            }
-            if self.lifecycle == Lifecycle::ClosingAfter(seq) {
-                self.lifecycle = Lifecycle::Closed;
-            }
+            self.emit(seq, encoding, &reply);
+        }
+    }
+
+    /// Writes reply `seq`, the oldest owed (`encoding` `None`: silent).
+    #[inline]
+    fn emit(&mut self, seq: u64, encoding: Option<resp3::Encoding>, reply: &Reply) {
+        if let Some(encoding) = encoding {
+            resp3::write(reply, &encoding, &mut self.output);
+        }
+        if self.lifecycle == Lifecycle::ClosingAfter(seq) {
+            self.lifecycle = Lifecycle::Closed;
         }
     }
 }

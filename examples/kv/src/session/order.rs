@@ -63,6 +63,29 @@ impl ReplyQueue {
         Ok(())
     }
 
+    /// [`Self::fill`], except that the reply of the oldest request owed (nothing waits
+    /// before it: the common case) is not stored: its slot goes at once and the reply comes
+    /// back, with how it is written (`None`: not at all), to be written now. Stored and
+    /// popped again, it was moved twice more, with the whole slot.
+    #[inline]
+    pub fn fill_front(
+        &mut self,
+        seq: u64,
+        reply: Reply,
+    ) -> Result<Option<(Option<Encoding>, Reply)>, SessionError> {
+        let front = match self.slots.front() {
+            Some(slot) if seq == self.first_seq => slot,
+            _ => return self.fill(seq, reply).map(|()| None),
+        };
+        if front.reply.is_some() {
+            return Err(SessionError::AlreadyAnswered(seq));
+        }
+        let encoding = (!front.silent).then(|| front.encoding.clone());
+        self.slots.pop_front();
+        self.first_seq += 1;
+        Ok(Some((encoding, reply)))
+    }
+
     /// The oldest reply, if it has arrived: its sequence number, how it is written (`None`:
     /// not at all) and the reply.
     pub fn pop_ready(&mut self) -> Option<(u64, Option<Encoding>, Reply)> {

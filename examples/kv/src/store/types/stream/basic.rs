@@ -70,18 +70,25 @@ impl<S: ChangeSink> Cx<'_, S> {
                 })?;
                 stream.append(id, &pairs, limits);
                 let trimmed = trim::trim(stream, parsed.strategy, parsed.approx, parsed.limit);
-                let mut logged = a.to_vec();
-                if parsed.strategy != Strategy::None {
-                    rewrite_trim(&mut logged, &parsed, stream);
+                // What is logged, only where something reads the log (the copy of the
+                // arguments and the formatted ID were most of an XADD's own cost).
+                let mut logged = Vec::new();
+                if S::ENABLED {
+                    logged = a.to_vec();
+                    if parsed.strategy != Strategy::None {
+                        rewrite_trim(&mut logged, &parsed, stream);
+                    }
+                    logged[parsed.id_at] = id.to_bytes();
                 }
-                logged[parsed.id_at] = id.to_bytes();
                 Ok((id, trimmed, logged))
             })?;
         let Some(outcome) = outcome else {
             return Ok(Reply::NullBulk);
         };
         let (id, trimmed, logged) = outcome?;
-        self.log("XADD", &logged);
+        if S::ENABLED {
+            self.log("XADD", &logged);
+        }
         self.event("xadd", &a[0]);
         if trimmed > 0 {
             self.event("xtrim", &a[0]);
