@@ -262,6 +262,15 @@ fn typed_requests_arrive_whole_at_every_size() {
                     Some(size.to_string().as_str())
                 );
             }
+            // A `bytes` field held as `Bytes`: queued by reference from
+            // `PayloadBuf::BY_REFERENCE_MIN` up, between the message's other bytes.
+            let bytes = Bytes::from((0..size).map(|i| i as u8).collect::<Vec<_>>());
+            let calls = (0..4).map(|_| {
+                unary_call::<_, Bytes, Bytes>(&client, Echo::ID, 1, Request::new(bytes.clone()))
+            });
+            for reply in futures_util::future::join_all(calls).await {
+                assert_eq!(reply.unwrap().get_ref(), &bytes, "{size} B");
+            }
         }
     })
     .unwrap();
