@@ -3,7 +3,7 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::sync::{Notify, Semaphore, TryAcquireError, WakerCell};
 
 use super::payload_buf::InFrame;

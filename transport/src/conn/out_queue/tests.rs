@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
+use bytes::BufMut;
+
 use super::*;
 
 struct Flag(AtomicBool);
