@@ -117,6 +117,7 @@ impl MethodStats {
     }
 
     /// The name of method `index`.
+    #[inline]
     pub fn name(&self, index: usize) -> &'static str {
         self.shared.methods[index].name
     }
@@ -159,6 +160,7 @@ impl MethodStats {
     /// A call of method `index` is answered at once, within this poll (a synchronous
     /// method): the guard counts it as [`start`](MethodStats::start) and
     /// [`CallRecord::finish`] would, with one look at the poll's start instead of two.
+    #[inline]
     pub(crate) fn start_at_once(&self, index: usize) -> AtOnce<'_> {
         AtOnce {
             stats: self,
@@ -169,6 +171,7 @@ impl MethodStats {
     }
 
     /// A call that started in the poll that began at `poll` ended in it with `code`.
+    #[inline]
     fn finish_in_poll(&self, index: usize, code: Code, poll: Instant) {
         let started = poll;
         let same = &self.same_poll;
@@ -212,11 +215,13 @@ pub(crate) struct AtOnce<'a> {
 
 impl AtOnce<'_> {
     /// The call ended with `code`.
+    #[inline]
     pub(crate) fn finish(self, code: Code) {
         let this = std::mem::ManuallyDrop::new(self);
         this.count(code);
     }
 
+    #[inline]
     fn count(&self, code: Code) {
         match self.started {
             Ok(poll) => self.stats.finish_in_poll(self.index, code, poll),

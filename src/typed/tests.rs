@@ -262,6 +262,15 @@ fn typed_requests_arrive_whole_at_every_size() {
                     Some(size.to_string().as_str())
                 );
             }
+            // A `bytes` field held as `Bytes`: queued by reference from
+            // `PayloadBuf::BY_REFERENCE_MIN` up, between the message's other bytes.
+            let bytes = Bytes::from((0..size).map(|i| i as u8).collect::<Vec<_>>());
+            let calls = (0..4).map(|_| {
+                unary_call::<_, Bytes, Bytes>(&client, Echo::ID, 1, Request::new(bytes.clone()))
+            });
+            for reply in futures_util::future::join_all(calls).await {
+                assert_eq!(reply.unwrap().get_ref(), &bytes, "{size} B");
+            }
         }
     })
     .unwrap();
@@ -370,4 +379,52 @@ fn async_handlers_replies_arrive_whole_at_every_size() {
         }
     })
     .unwrap();
+}
+
+/// Counts the spans named "rpc" made while it is the subscriber (in [`RPC_SPANS`]).
+struct RpcSpans;
+
+static RPC_SPANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl tracing::Subscriber for RpcSpans {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        if span.metadata().name() == "rpc" {
+            RPC_SPANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A call runs in a span when a subscriber listens at INFO (which the check that skips the
+/// span when nothing listens must not prevent).
+#[test]
+fn a_call_has_a_span_when_a_subscriber_listens() {
+    let stats = MethodStats::new(One::METHODS);
+    let id = One::METHODS[0].id;
+    let call = || {
+        unary_now(
+            &stats,
+            0,
+            raw(id, encode(&"hi".to_owned())),
+            crate::ReplyTo::none(),
+            |r: Request<String>| Ok(Response::new(r.into_inner())),
+        )
+    };
+    let spans = || RPC_SPANS.load(std::sync::atomic::Ordering::Relaxed);
+    let before = spans();
+    tracing::subscriber::with_default(RpcSpans, || {
+        assert!(matches!(call(), crate::CallNow::Done(Ok(_))));
+    });
+    assert_eq!(spans() - before, 1, "one span for the call");
 }

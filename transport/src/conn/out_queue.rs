@@ -3,9 +3,10 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use corewire_runtime::sync::{Notify, Semaphore, TryAcquireError, WakerCell};
 
+use super::payload_buf::InFrame;
 use super::{ConnStatsCells, PayloadBuf, TransportError};
 use crate::frame::{FrameEncoder, FrameHeader};
 
@@ -236,22 +237,35 @@ impl OutQueue {
             if staged.capacity() - staged.len() < total {
                 self.grow_stage(&mut staged, total);
             }
+            // Large `Bytes` in the payload go into the queue by reference, behind the frames
+            // staged so far (vectored writers only: `copy_max` 0 copies every byte anyway).
+            let mut q = self.bufs.borrow_mut();
+            let queue = (self.copy_max > 0).then_some(&mut *q);
             write_frame(
                 &encoder,
                 header,
                 payload_len,
                 attachment,
                 &mut staged,
+                queue,
                 write,
             )?;
-            drop(staged);
+            drop((staged, q));
             self.bytes.set(self.bytes.get() + total);
             self.uncharged
                 .set(self.uncharged.get() + total.saturating_sub(self.limit));
             self.writer.wake();
         } else {
             let mut own = BytesMut::with_capacity(total);
-            write_frame(&encoder, header, payload_len, attachment, &mut own, write)?;
+            write_frame(
+                &encoder,
+                header,
+                payload_len,
+                attachment,
+                &mut own,
+                None,
+                write,
+            )?;
             self.push_admitted([own.freeze()], total);
         }
         std::mem::forget(undo);
@@ -404,39 +418,31 @@ impl Drop for Unadmit<'_> {
 }
 
 /// Appends a frame to `dst`: its header, then the payload `write` appends in place, then
-/// `attachment`. On an error or a panic in `write`, `dst` is left as it was.
+/// `attachment`; a large `Bytes` in the payload goes into `queue` by reference, if given (see
+/// [`PayloadBuf`]), behind what `dst` held before (cut off into `queue` then). On an error or
+/// a panic in `write`, `dst` and `queue` are left holding what they held before the frame.
 fn write_frame(
     encoder: &FrameEncoder,
     header: &FrameHeader,
     payload_len: usize,
     attachment: &[u8],
     dst: &mut BytesMut,
+    queue: Option<&mut VecDeque<Bytes>>,
     write: impl FnOnce(&mut PayloadBuf<'_>),
 ) -> Result<(), TransportError> {
-    /// Cuts `dst` back to where the frame began unless the frame was written whole.
-    struct Truncate<'a> {
-        dst: &'a mut BytesMut,
-        start: usize,
-    }
-    impl Drop for Truncate<'_> {
-        fn drop(&mut self) {
-            self.dst.truncate(self.start);
-        }
-    }
     let start = dst.len();
     encoder.encode_header_into(header, payload_len, attachment.len(), dst)?;
-    let frame = Truncate { dst, start };
-    // `write` only appends behind the header: it sees no other bytes.
-    let mut payload = PayloadBuf::new(frame.dst);
-    write(&mut payload);
-    let written = payload.written();
+    // Takes the frame back out when dropped before `finish`: `write` only appends behind
+    // the header, it sees no other bytes.
+    let mut frame = InFrame::new(dst, start, queue);
+    write(frame.payload());
+    let written = frame.payload().written();
     if written != payload_len {
         return Err(TransportError::other(format!(
             "a payload written in place is {written} bytes, not the {payload_len} declared"
         )));
     }
-    frame.dst.put_slice(attachment);
-    std::mem::forget(frame);
+    frame.finish(attachment);
     Ok(())
 }
 

@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
+use bytes::BufMut;
+
 use super::*;
 
 struct Flag(AtomicBool);
@@ -314,6 +316,21 @@ fn a_failed_write_queues_nothing_and_gives_its_permits_back() {
         assert!(panicked.is_err());
         assert_eq!(q.queued_bytes(), good);
     }
+    // The same after a large `Bytes` went into the queue by reference.
+    let big = bytes(PayloadBuf::BY_REFERENCE_MIN);
+    let short = q.try_push_frame_with(&encoder, &stats, &header, big.len() + 2, b"", |buf| {
+        buf.put_u8(1);
+        buf.put(big.clone());
+    });
+    assert!(short.is_err());
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        q.try_push_frame_with(&encoder, &stats, &header, big.len() + 2, b"", |buf| {
+            buf.put(big.clone());
+            panic!("the encoder panics");
+        })
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(q.queued_bytes(), good);
     assert_eq!(q.admission.available_permits(), q.limit() - good);
     let batch = batch_of(&q);
     assert_eq!(batch.iter().map(Bytes::len).sum::<usize>(), good);
@@ -417,4 +434,62 @@ fn close_releases_every_waiter() {
     assert_eq!(poll_fut(a.as_mut(), &w), Poll::Ready(false));
     assert_eq!(poll_fut(room.as_mut(), &wr), Poll::Ready(false));
     assert_eq!(poll_fut(pin!(q.next_batch(8)), &ww), Poll::Ready(None));
+}
+
+/// A large `Bytes` put into a payload written in place is queued by reference (as
+/// `push_frame` keeps its payload), in order between the frame's other bytes; smaller ones,
+/// other `Buf`s and a queue that copies every byte anyway (`without_copies`) copy.
+#[test]
+fn large_bytes_in_a_payload_written_in_place_are_queued_by_reference() {
+    use crate::frame::FrameLimits;
+
+    let min = PayloadBuf::BY_REFERENCE_MIN;
+    let big = Bytes::from((0..min + 7).map(|i| i as u8).collect::<Vec<_>>());
+    let small = Bytes::from(vec![3u8; min - 1]);
+    for copies in [true, false] {
+        let q = if copies {
+            OutQueue::new(1 << 20)
+        } else {
+            OutQueue::without_copies(1 << 20)
+        };
+        let encoder = RefCell::new(FrameEncoder::new(FrameLimits::default()));
+        let stats = ConnStatsCells::default();
+        let mut reference = FrameEncoder::new(FrameLimits::default());
+        let mut expected = BytesMut::new();
+        let (_f, w) = flag();
+        // A frame staged before: it stays first.
+        let header = FrameHeader::request(1, 1, 1);
+        let pushed = q.push_frame(&encoder, &stats, &header, bytes(8), Bytes::new());
+        assert!(matches!(poll_fut(pin!(pushed), &w), Poll::Ready(Ok(()))));
+        reference
+            .encode_frame(&header, &[0u8; 8], b"", &mut expected)
+            .unwrap();
+        let header = FrameHeader::request(1, 1, 2);
+        let mut payload = vec![1u8];
+        payload.extend_from_slice(&big);
+        payload.extend_from_slice(&small);
+        payload.extend_from_slice(&big[..min]);
+        payload.push(2);
+        reference
+            .encode_frame(&header, &payload, b"meta", &mut expected)
+            .unwrap();
+        let queued =
+            q.try_push_frame_with(&encoder, &stats, &header, payload.len(), b"meta", |buf| {
+                buf.put_u8(1);
+                buf.put(big.clone());
+                buf.put(small.clone());
+                buf.put(&big[..min]);
+                buf.put_u8(2);
+            });
+        assert!(queued.unwrap());
+        assert_eq!(q.queued_bytes(), expected.len());
+        let batch = batch_of(&q);
+        assert_eq!(batch.concat(), expected.to_vec());
+        let by_reference = batch.iter().any(|b| b.as_ptr() == big.as_ptr());
+        assert_eq!(
+            by_reference, copies,
+            "queued by reference iff the queue sends vectored"
+        );
+        q.sent(expected.len());
+    }
 }
