@@ -147,8 +147,18 @@ async fn take(shared: &Arc<ServerShared>, ids: Vec<u64>) {
         let slot = Arc::new(SlotHold(shared.clone()));
         let target = rdb_save::target(shared);
         let (limits, checksum) = (target.limits, target.checksum);
-        let held = Held::new(shard::current());
+        // A transaction over several shards decides whether it is grouped (gets barriers)
+        // when it is planned, before it takes its shards: one planned before grouping
+        // began may still be waiting for them. Holding every shard once and letting go
+        // lets those run before the cut (into the snapshot); every one the cut's hold
+        // serialises after is grouped.
+        crate::server::repl_feed::start_grouping();
         let all: Vec<usize> = (0..ids.len()).collect();
+        {
+            let settle = Held::new(shard::current());
+            settle.lock(&all, None).await;
+        }
+        let held = Held::new(shard::current());
         held.lock(&all, None).await;
         let mut steps = Vec::with_capacity(ids.len());
         for (s, &id) in ids.iter().enumerate() {
