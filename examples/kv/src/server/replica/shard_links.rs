@@ -16,8 +16,8 @@
 //!
 //! When shard links are used, and when not:
 //! - only when this build applies them ([`offers`]: `repl::shards::SERVED`) and
-//!   `repl-shard-links` is not `no`, with more than one shard, and only on the master's exact consent (same shard count and key map;
-//!   anything else keeps the single stream);
+//!   `repl-shard-links` is not `no`, with more than one shard, and only on the master's
+//!   exact consent (same shard count and key map; anything else keeps the single stream);
 //! - not on a node asked for a stream by a sub-replica: shard links cannot be passed on
 //!   (a chain needs one stream with one offset), so such a node goes back to the single
 //!   stream (a full sync) until the next REPLICAOF, and the sub-replica, refused meanwhile
