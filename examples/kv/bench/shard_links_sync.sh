@@ -1,16 +1,15 @@
 #!/bin/bash
 # Full sync time of N keys, 4-shard corewire-kv master -> 4-shard corewire-kv replica,
-# over the single stream (replica without the hook) vs 4 shard links (hook on both).
+# over the single stream (replica with --repl-shard-links no) vs 4 shard links (the default).
 # usage: examples/kv/bench/shard_links_sync.sh BIN [KEYS (1000000)] [ROUNDS (3)]
-# (ports 7811/7812, work dir /tmp/rsb/run; the hook COREWIRE_KV_TEST_SHARD_LINKS=1 enables
-# shard links while repl::shards::SERVED is false). Prints one line per round and mode.
+# (ports 7811/7812, work dir /tmp/rsb/run). Prints one line per round and mode.
 B=$1; N=${2:-1000000}; R=${3:-3}
 D=/tmp/rsb/run; rm -rf $D; mkdir -p $D/m
 if redis-cli -p 7811 ping >/dev/null 2>&1 || redis-cli -p 7812 ping >/dev/null 2>&1; then
   echo "port 7811/7812 busy" >&2; exit 1
 fi
 cd $D/m
-COREWIRE_KV_TEST_SHARD_LINKS=1 $B --port 7811 --shards 4 >/dev/null 2>err &
+$B --port 7811 --shards 4 >/dev/null 2>err &
 MP=$!
 sleep 1
 echo "master pid $MP: $(readlink /proc/$MP/exe)"
@@ -25,8 +24,8 @@ echo "master keys: $(redis-cli -p 7811 dbsize)"
 for round in $(seq 1 $R); do
   for mode in single links; do
     rm -rf $D/r; mkdir -p $D/r; cd $D/r
-    if [ $mode = links ]; then export COREWIRE_KV_TEST_SHARD_LINKS=1; else unset COREWIRE_KV_TEST_SHARD_LINKS; fi
-    $B --port 7812 --shards 4 >/dev/null 2>err & RP=$!
+    if [ $mode = links ]; then links_opt=yes; else links_opt=no; fi
+    $B --port 7812 --shards 4 --repl-shard-links $links_opt >/dev/null 2>err & RP=$!
     sleep 1
     t0=$(date +%s.%N)
     redis-cli -p 7812 replicaof 127.0.0.1 7811 >/dev/null

@@ -214,40 +214,32 @@ fn signal(server: &Server, name: &str) {
     assert!(status.success(), "kill -{name}");
 }
 
-/// Shard links over RDMA (under the test hook on both nodes, as shard links are not served
-/// yet): each replica shard opens its own RDMA connection to the master's endpoint, loads
-/// its part and follows its shard's stream.
+/// Shard links over RDMA: each replica shard opens its own RDMA connection to the master's
+/// endpoint, loads its part of the master's cut and follows its shard's stream.
 #[test]
 fn shard_links_over_rdma() {
     corewire_verbs::testing::require_device();
-    const HOOK: (&str, &str) = ("COREWIRE_KV_TEST_SHARD_LINKS", "1");
     let endpoint = SocketAddr::new(endpoint_ip(), repl_endpoint().port() + 2);
-    let master = Server::start_with_env(
-        &[
-            "--shards",
-            "2",
-            "--protected-mode",
-            "no",
-            "--repl-rdma",
-            &endpoint.to_string(),
-        ],
-        &[HOOK],
-    );
+    let master = Server::start(&[
+        "--shards",
+        "2",
+        "--protected-mode",
+        "no",
+        "--repl-rdma",
+        &endpoint.to_string(),
+    ]);
     let mut m = master.connect();
     workload(&mut m);
     let (host, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
-    let replica = Server::start_with_env(
-        &[
-            "--shards",
-            "2",
-            "--repl-transport",
-            "rdma",
-            "--replicaof",
-            &host,
-            &port,
-        ],
-        &[HOOK],
-    );
+    let replica = Server::start(&[
+        "--shards",
+        "2",
+        "--repl-transport",
+        "rdma",
+        "--replicaof",
+        &host,
+        &port,
+    ]);
     let mut r = replica.connect();
     wait_link_up(&mut r, &replica);
     assert_eq!(replication(&mut r, "master_link_transport"), "rdma");

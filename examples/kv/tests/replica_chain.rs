@@ -198,7 +198,9 @@ fn corewire_chain(b_shards: &str) {
     let a = Server::start(&["--shards", "4"]);
     let mut a_conn = a.connect();
     workload(&mut a_conn);
-    let b = Server::start(&["--shards", b_shards]);
+    // The chain as such: B on the single stream from the start (with A's shard count it
+    // would take shard links, and go back to the single stream once C asks).
+    let b = Server::start(&["--shards", b_shards, "--repl-shard-links", "no"]);
     let mut b_conn = b.connect();
     ok(
         &mut b_conn,
@@ -208,7 +210,9 @@ fn corewire_chain(b_shards: &str) {
     assert_converges(&mut a_conn, &mut b_conn);
 
     let writer = Writer::start(a.port);
-    let c = Server::start(&["--shards", "2"]);
+    // C too: once B is promoted, C would take shard links from it (a full sync) rather
+    // than continue the single stream.
+    let c = Server::start(&["--shards", "2", "--repl-shard-links", "no"]);
     let mut c_conn = c.connect();
     ok(
         &mut c_conn,
@@ -312,7 +316,9 @@ fn corewire_chain_four_shards_in_the_middle() {
 fn a_stalled_sub_replica_is_dropped() {
     let a = Server::start(&["--shards", "2"]);
     let mut a_conn = a.connect();
-    let b = Server::start(&["--shards", "2"]);
+    // On the single stream: a node on shard links answers a sub-replica -NOMASTERLINK
+    // until its single stream is up, and this one never asks again.
+    let b = Server::start(&["--shards", "2", "--repl-shard-links", "no"]);
     let mut b_conn = b.connect();
     ok(
         &mut b_conn,

@@ -1,18 +1,20 @@
 //! corewire-kv replicating corewire-kv with several shards on both sides: the per-shard
-//! streams' negotiation (`repl::shards`) and what every outcome of it must keep. This
-//! build declines per-shard streams (`repl::shards::SERVED`), so the replication below
-//! runs on the single stream, the fallback: a 4-shard replica of a 4-shard master with
-//! keys of every type and a write stream, a cut link resumed partially, WAIT 1 after writes
-//! on every shard, and a transaction over two shards seen whole on the replica (the master
-//! streams its parts as one MULTI/EXEC: `server/repl_master/group.rs`).
+//! streams' negotiation (`repl::shards`) and what every outcome of it must keep. Two
+//! corewire nodes with the same shards replicate over shard links: a 4-shard replica of a
+//! 4-shard master with keys of every type and a write stream, cut links resumed partially,
+//! WAIT 1 after writes on every shard, and a transaction, a script and LMOVE over two
+//! shards seen whole on the replica (barriers: `repl::barrier`). A redis-server replica
+//! and a replica with another shard count keep the single stream, where the master joins
+//! a transaction's parts into one MULTI/EXEC (`server/repl_master/group.rs`).
 //!
 //! The master's side of per-shard links (`server/repl_master/shard_link.rs`) is driven by
-//! hand under its test hook ([`shard_links`]): each shard's own full sync and stream, a cut
-//! link resumed from its shard's backlog, and a link that stops reading dropped. Under the
-//! same hook on both nodes a corewire replica follows over its own shard links
-//! (`server/replica/shard_links.rs`, [`linked`]): content equal, one cut link resumed
-//! partially alone, WAIT, FLUSHALL per shard, a promotion keeping what WAIT acknowledged,
-//! a sub-replica turning the links back into the single stream, a shard-count mismatch.
+//! hand too ([`shard_link_util`]): each shard's own full sync (all of a replica's links
+//! from one cut) and stream, a cut link resumed from its shard's backlog, one past it
+//! re-cutting every link, and a link that stops reading dropped. A corewire replica
+//! follows over its own shard links (`server/replica/shard_links.rs`, [`linked`]):
+//! content equal, one cut link resumed partially alone, WAIT, FLUSHALL per shard, a
+//! promotion keeping what WAIT acknowledged, a sub-replica turning the links back into
+//! the single stream, a shard-count mismatch.
 
 mod common;
 mod rdb_util;
@@ -66,14 +68,17 @@ fn four_by_four() -> (Server, Resp, Server, Resp) {
     (master_server, master, replica_server, replica)
 }
 
-/// What each master answers an offer, and why: only the same shard count and key map
-/// could get per-shard streams, and this build serves none yet; redis-server refuses the
-/// option (the replica then keeps the single stream).
+/// What each master answers an offer, and why: only the same shard count and key map get
+/// per-shard streams; redis-server refuses the option (the replica then keeps the single
+/// stream).
 #[test]
 fn the_master_answers_an_offer_of_per_shard_streams() {
     let four = Server::start(&["--shards", "4"]);
     let mut conn = four.connect();
-    assert_eq!(offer(&mut conn, "4", KEY_MAP), single("not-served"));
+    assert_eq!(
+        offer(&mut conn, "4", KEY_MAP),
+        Reply::Simple("SHARD-STREAMS 4".into())
+    );
     assert_eq!(
         offer(&mut conn, "2", KEY_MAP),
         single("shard-count 4 (offered 2)")
@@ -100,7 +105,7 @@ fn the_master_answers_an_offer_of_per_shard_streams() {
     }
 }
 
-/// Keys of every type, a write stream, WAIT 1 after writes on every shard, and a cut link
+/// Keys of every type, a write stream, WAIT 1 after writes on every shard, and cut links
 /// resumed partially (no second full sync).
 #[test]
 fn four_shards_replicate_four_shards() {
@@ -125,13 +130,17 @@ fn four_shards_replicate_four_shards() {
     for key in &keys {
         assert_eq!(replica.call(&["GET", key]), Reply::bulk("acknowledged"));
     }
-    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    // One connection per shard link.
+    assert_eq!(int(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]), 4);
     write_stream(&mut master, 2);
     wait_link_up(&mut replica);
     assert_converges(&mut master, &mut replica);
     assert_eq!(int(&mut master, &["WAIT", "1", "10000"]), 1);
-    assert_eq!(stat(&mut master, "sync_full"), 1);
-    assert_eq!(stat(&mut master, "sync_partial_ok"), 1);
+    assert_eq!(stat(&mut master, "sync_full"), 4);
+    let resumed = eventually(Duration::from_secs(10), || {
+        stat(&mut master, "sync_partial_ok") == 4
+    });
+    assert!(resumed, "{}", info(&mut master, "stats"));
 }
 /// A MULTI/EXEC over two shards of the master is seen whole on a 4-shard corewire replica:
 /// a reader's own transaction there never finds one key written and the other not.
@@ -323,29 +332,13 @@ fn programs_are_seen_whole(port: u16, master: &mut Resp, replica: &mut Resp) {
     assert_converges(master, replica);
 }
 
-/// Without the hook (this build serves no shard link) a link request is declined; under it
-/// the offer is accepted and a shard the node lacks refused.
+/// A link request for a shard the node has is accepted (`+SHARD-LINK`, checked by the
+/// links below); one for a shard it lacks is refused.
 #[test]
-fn a_shard_link_is_declined_while_not_served() {
-    let plain = Server::start(&["--shards", "4"]);
-    let mut conn = plain.connect();
-    let reply = conn.call(&[
-        "REPLCONF",
-        "shard-streams",
-        "4",
-        "key-map",
-        KEY_MAP,
-        "shard",
-        "1",
-    ]);
-    assert_eq!(reply, single("not-served"));
-    // Under the hook the offer is accepted, and a shard the node lacks refused.
-    let (_m, mut hooked) = shard_link_util::master();
-    assert_eq!(
-        offer(&mut hooked, "4", KEY_MAP),
-        Reply::Simple("SHARD-STREAMS 4".into())
-    );
-    match hooked.call(&[
+fn a_shard_link_for_a_shard_the_node_lacks_is_refused() {
+    let m = Server::start(&["--shards", "4"]);
+    let mut conn = m.connect();
+    match conn.call(&[
         "REPLCONF",
         "shard-streams",
         "4",
@@ -369,8 +362,7 @@ fn each_shard_link_syncs_its_part_then_streams_its_writes() {
     workload(&mut conn);
     let mut all = std::collections::BTreeSet::new();
     let mut links = Vec::new();
-    for shard in 0..4 {
-        let (link, began) = Link::open(m.port, shard, "?", -1);
+    for (shard, (link, began)) in Link::open_all(m.port).into_iter().enumerate() {
         let Began::Full(keys) = began else {
             panic!("PSYNC ? -1 continued");
         };
@@ -437,9 +429,7 @@ fn a_cut_shard_link_resumes_partially() {
     use shard_link_util::{key_on, master, Began, Link};
     let (m, mut conn) = master();
     workload(&mut conn);
-    let mut links: Vec<Link> = (0..4)
-        .map(|shard| Link::open(m.port, shard, "?", -1).0)
-        .collect();
+    let mut links: Vec<Link> = Link::open_all(m.port).into_iter().map(|l| l.0).collect();
     for n in 0..5 {
         for shard in 0..4 {
             ok(&mut conn, &["SET", &key_on(shard, n), "before"]);
@@ -467,9 +457,28 @@ fn a_cut_shard_link_resumes_partially() {
     assert_eq!(sets, missed, "the missed writes, once each, in order");
     ok(&mut conn, &["SET", &key_on(1, 15), "after"]);
     assert_eq!(resumed.sets_until(1), vec![key_on(1, 15).into_bytes()]);
-    // Far outside shard 1's backlog: a full sync of shard 1.
-    let (_, began) = Link::open(m.port, 1, &replid, offset as i64 + (1 << 30));
-    assert!(matches!(began, Began::Full(_)));
+    // Far outside shard 1's backlog: a full sync of shard 1, which re-cuts every link of
+    // the replica (the streaming ones are dropped, and sync in full when they come back,
+    // even where their shard's backlog could continue them).
+    let mut far = Link::start(m.port, 1, &replid, offset as i64 + (1 << 30));
+    let mut others = Vec::new();
+    for mut link in links {
+        assert!(
+            link.closed_by_master(),
+            "shard {}'s link was kept",
+            link.shard
+        );
+        let (replid, offset) = (link.replid.clone(), link.offset as i64 + 1);
+        others.push(Link::start(m.port, link.shard, &replid, offset));
+    }
+    assert!(matches!(far.began(), Began::Full(_)));
+    for link in &mut others {
+        assert!(
+            matches!(link.began(), Began::Full(_)),
+            "shard {}",
+            link.shard
+        );
+    }
 }
 
 /// A shard link that stops reading holds at most `client-output-buffer-limit replica`:
@@ -487,8 +496,9 @@ fn a_shard_link_that_stops_reading_is_dropped() {
             "replica 256kb 0 0",
         ],
     );
-    let (mut stalled, _) = Link::open(m.port, 2, "?", -1);
-    let (mut reading, _) = Link::open(m.port, 3, "?", -1);
+    let mut links: Vec<Link> = Link::open_all(m.port).into_iter().map(|l| l.0).collect();
+    let mut reading = links.pop().unwrap();
+    let mut stalled = links.pop().unwrap();
     let value = "x".repeat(64 << 10);
     for n in 0..200 {
         ok(&mut conn, &["SET", &key_on(2, n), &value]);
@@ -496,7 +506,10 @@ fn a_shard_link_that_stops_reading_is_dropped() {
     assert!(stalled.closed_by_master(), "the stalled link was kept");
     ok(&mut conn, &["SET", &key_on(3, 0), "v"]);
     assert_eq!(reading.sets_until(1), vec![key_on(3, 0).into_bytes()]);
-    let (_, began) = Link::open(m.port, 2, "?", -1);
+    // Its next link syncs in full, with the replica's other links (re-cut).
+    drop((links, reading));
+    let mut again: Vec<(Link, Began)> = Link::open_all(m.port);
+    let (_, began) = again.remove(2);
     assert!(matches!(began, Began::Full(keys) if keys.len() == 200));
 }
 
@@ -507,9 +520,7 @@ fn a_shard_link_that_stops_reading_is_dropped() {
 fn wait_counts_a_replica_once_every_shard_link_acknowledged() {
     use shard_link_util::{key_on, master, Link};
     let (m, mut conn) = master();
-    let mut links: Vec<Link> = (0..4)
-        .map(|shard| Link::open(m.port, shard, "?", -1).0)
-        .collect();
+    let mut links: Vec<Link> = Link::open_all(m.port).into_iter().map(|l| l.0).collect();
     for shard in 0..4 {
         ok(&mut conn, &["SET", &key_on(shard, 0), "v"]);
     }
@@ -540,14 +551,13 @@ fn wait_counts_a_replica_once_every_shard_link_acknowledged() {
     );
 }
 
-/// A 4-shard replica of a 4-shard master over shard links (both under the hook while
-/// `SERVED` is false), synced: `slave_shard_links:4` on the replica, one full sync per
-/// shard link on the master.
+/// A replica with `replica_shards` shards of a 4-shard master (over shard links with 4),
+/// synced.
 fn linked(replica_shards: &str) -> (Server, Resp, Server, Resp) {
-    use shard_link_util::{master, HOOK};
+    use shard_link_util::master;
     let (m, mut master) = master();
     workload(&mut master);
-    let r = Server::start_with_env(&["--shards", replica_shards], &[HOOK]);
+    let r = Server::start(&["--shards", replica_shards]);
     let mut replica = r.connect();
     ok(
         &mut replica,
@@ -600,9 +610,24 @@ fn a_replica_follows_its_master_over_shard_links() {
             .unwrap()
             .parse()
             .unwrap();
-        offsets.iter().all(|&o| o > 0) && offsets.iter().sum::<u64>() == total
+        let node: u64 = info_field(&mut replica, "replication", "master_repl_offset")
+            .unwrap()
+            .parse()
+            .unwrap();
+        offsets.iter().all(|&o| o > 0) && offsets.iter().sum::<u64>() == total && node == total
     });
     assert!(settled, "{}", info(&mut replica, "replication"));
+    // The master shows the replica as one line, its offset what its links acknowledged.
+    assert_eq!(
+        info_field(&mut master, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    let line = info_field(&mut master, "replication", "slave0").unwrap();
+    assert!(line.contains(",state=online,"), "{line}");
+    let acked: u64 = (line.split(',').find_map(|f| f.strip_prefix("offset=")))
+        .and_then(|o| o.parse().ok())
+        .unwrap();
+    assert!(acked > 0, "{line}");
     // A FLUSHALL reaches every shard's stream: each shard empties itself.
     ok(&mut master, &["FLUSHALL"]);
     ok(&mut master, &["SET", &key_on(2, 1), "after"]);

@@ -22,6 +22,7 @@
 //! instead: what is negotiated, and the per-shard bookkeeping, are in [`shards`].
 
 pub mod backlog;
+pub mod barrier;
 pub mod command;
 pub mod cut;
 pub mod forward;

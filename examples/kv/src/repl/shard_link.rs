@@ -15,6 +15,20 @@
 //! replica`, hard and soft): [`OutQueue`] holds what the shard streamed for the link and
 //! its connection has not taken yet, and says when the link passed a limit (the master
 //! then drops it; the replica reconnects and resynchronizes that shard).
+//!
+//! # One cut for all of a replica's links
+//! A replica's links take their full syncs together, from one cut of the whole node
+//! ([`Rounds`]): a transaction over several shards is then either in every involved
+//! shard's snapshot part or in every one's stream, never half in each, which the
+//! replica's barriers (see [`super::barrier`]) need: a shard held at a barrier waits for
+//! the other shards' parts, which must come in their streams. A link whose PSYNC needs a
+//! full sync opens a round for its replica (known by its address and listening port);
+//! the replica's other links are then dropped, and every link of it that asks meanwhile
+//! gets a full sync and joins ([`Rounds::forced`]); the link that completes the round
+//! takes the cut for all of them. So a link that cannot resume partially (its shard's
+//! backlog no longer has its offset) re-cuts every link of its replica: a partial resync
+//! of one link is correct alone (its shard's stream goes on from where the replica shard
+//! stood, and every other link's too), a full sync of one link alone is not.
 
 use std::collections::VecDeque;
 
@@ -180,9 +194,89 @@ impl OutQueue {
     }
 }
 
+/// A replica, as its links name it: its address and listening port.
+pub type ReplicaAddr = (String, u16);
+
+/// The rounds of full syncs gathering, per replica: which shard's link joined (its id).
+#[derive(Debug, Default)]
+pub struct Rounds {
+    gathering: std::collections::HashMap<ReplicaAddr, Vec<Option<u64>>>,
+}
+
+/// A link's place in its replica's round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Joined {
+    /// Other links are still to join: wait for the cut.
+    Wait,
+    /// This link completed the round: take the cut for these links (by shard).
+    Cut(Vec<u64>),
+}
+
+impl Rounds {
+    /// Whether `replica`'s links sync in full now (a round gathers them).
+    pub fn forced(&self, replica: &ReplicaAddr) -> bool {
+        self.gathering.contains_key(replica)
+    }
+
+    /// A link of `replica` needs a full sync: `true` when this opens its round (the
+    /// replica's links that stream must then be dropped, to join it).
+    pub fn open(&mut self, replica: &ReplicaAddr, shards: usize) -> bool {
+        if self.gathering.contains_key(replica) {
+            return false;
+        }
+        self.gathering.insert(replica.clone(), vec![None; shards]);
+        true
+    }
+
+    /// Shard `shard`'s link `id` of `replica` waits for the cut.
+    pub fn join(&mut self, replica: &ReplicaAddr, shards: usize, shard: usize, id: u64) -> Joined {
+        let round = (self.gathering)
+            .entry(replica.clone())
+            .or_insert_with(|| vec![None; shards]);
+        if let Some(slot) = round.get_mut(shard) {
+            *slot = Some(id);
+        }
+        if round.iter().all(Option::is_some) {
+            let ids = round.iter().flatten().copied().collect();
+            self.gathering.remove(replica);
+            return Joined::Cut(ids);
+        }
+        Joined::Wait
+    }
+
+    /// Link `id` (of shard `shard`) ended while waiting.
+    pub fn leave(&mut self, replica: &ReplicaAddr, shard: usize, id: u64) {
+        if let Some(slot) = (self.gathering.get_mut(replica)).and_then(|r| r.get_mut(shard)) {
+            if *slot == Some(id) {
+                *slot = None;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_gathers_every_link_of_its_replica_then_cuts_once() {
+        let (a, b): (ReplicaAddr, ReplicaAddr) =
+            (("10.0.0.1".into(), 7000), ("10.0.0.1".into(), 7001));
+        let mut rounds = Rounds::default();
+        assert!(!rounds.forced(&a));
+        assert!(rounds.open(&a, 3));
+        assert!(!rounds.open(&a, 3), "one round at a time");
+        assert!(rounds.forced(&a) && !rounds.forced(&b));
+        assert_eq!(rounds.join(&a, 3, 2, 12), Joined::Wait);
+        assert_eq!(rounds.join(&a, 3, 0, 10), Joined::Wait);
+        // Shard 0's link went away; its next one joins in its place.
+        rounds.leave(&a, 0, 10);
+        rounds.leave(&a, 2, 99);
+        assert_eq!(rounds.join(&a, 3, 1, 11), Joined::Wait);
+        assert_eq!(rounds.join(&b, 3, 1, 5), Joined::Wait);
+        assert_eq!(rounds.join(&a, 3, 0, 13), Joined::Cut(vec![13, 11, 12]));
+        assert!(!rounds.forced(&a) && rounds.forced(&b));
+    }
 
     fn local(serves: bool) -> Local {
         Local {

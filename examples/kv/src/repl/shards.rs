@@ -42,13 +42,18 @@
 //! most one barrier at a time (its stream stops there), so the bookkeeping is bounded by
 //! the shard count.
 //!
-//! The single stream uses this today: the hub joins the parts into one MULTI/EXEC
+//! The single stream joins the parts on the hub into one MULTI/EXEC
 //! (`server/repl_master/group.rs`), so redis-server and corewire replicas apply it whole;
 //! a program that holds several shards (a script, a multi-key command such as LMOVE over
 //! shards) is joined the same way, its steps' writes closed into parts when it lets the
 //! shards go. (A fanned-out MSET or DEL is atomic per shard on the master too, and stays
-//! one block per shard.) With per-shard streams the barrier would be a record in each
-//! involved shard's stream, held by replica shard `i`.
+//! one block per shard.) On shard links each involved shard's stream carries a barrier
+//! record before its part ([`super::barrier`]), and the replica holds each shard's
+//! stream there until every part arrived, then runs them as one transaction. That needs
+//! every link of a replica to start from one cut of the whole master (see
+//! [`super::shard_link`]'s rounds): otherwise a transaction could be in one shard's
+//! snapshot and in another's stream, and that shard would wait for a part that never
+//! comes.
 
 use std::collections::HashMap;
 
@@ -56,17 +61,13 @@ use bytes::Bytes;
 
 use super::handshake::request;
 
-/// Whether this build serves and applies per-shard streams. Not yet: both sides of shard
-/// links exist (the master's, `server/repl_master/shard_link.rs`: each shard's full sync,
-/// stream, backlog, partial resync, output limit, WAIT; the replica's,
-/// `server/replica/shard_links.rs`: a link per shard, its part loaded into its shard, its
-/// stream applied there, the sub-replica and promotion rules), used only under the test
-/// hook `COREWIRE_KV_TEST_SHARD_LINKS=1` on both nodes. What is missing is a transaction
-/// over several shards applied whole on the replica ([`Barriers`] are not yet in the
-/// streams: each shard's part is its own MULTI/EXEC), so a replica reader could see one
-/// shard's part before another's. Until then a replica of this build offers nothing, and
-/// its master declines every offer with `not-served`: two nodes keep the single stream.
-pub const SERVED: bool = false;
+/// Whether this build serves and applies per-shard streams: both sides of shard links
+/// (the master's, `server/repl_master/shard_link.rs`: one cut for all of a replica's links,
+/// each shard's part of the snapshot, stream, backlog, partial resync, output limit, WAIT;
+/// the replica's, `server/replica/shard_links.rs`: a link per shard, its part loaded into
+/// its shard, its stream applied there, barriers, the sub-replica and promotion rules).
+/// A master of a build without them declines every offer with `not-served`.
+pub const SERVED: bool = true;
 
 /// The key→shard map this build uses (`routing::slot`): CRC16 hash slot of the key (or
 /// of its `{hash tag}`), then `slot % shards`.
@@ -230,6 +231,25 @@ pub fn replicas_covering<'a>(
 /// ACK (a replica with one link stuck is as lagging as that link). `None` without links.
 pub fn replica_ack_ms(links_ack_ms: &[u64]) -> Option<u64> {
     links_ack_ms.iter().copied().min()
+}
+
+/// INFO's `slaveN:` line of a replica on shard links (one line per replica node): online
+/// while every link is there, its offset the sum of what its links acknowledged (as the
+/// node-level offsets are sums), its last ACK its stalest link's.
+pub fn linked_replica(ip: &str, port: u16, links: &[Option<(u64, u64)>]) -> super::ReplicaInfo {
+    let whole = links.iter().all(Option::is_some);
+    let acks = links.iter().flatten();
+    super::ReplicaInfo {
+        ip: ip.to_owned(),
+        port,
+        state: if whole {
+            super::LinkState::Online
+        } else {
+            super::LinkState::WaitBgsave
+        },
+        ack_offset: acks.clone().map(|(ack, _)| ack).sum(),
+        ack_ms: acks.map(|(_, ms)| *ms).min().unwrap_or(0),
+    }
 }
 
 /// A transaction spanning shards: the shard whose connection ran it, and its number there.
@@ -428,6 +448,16 @@ mod tests {
         assert_eq!(replicas_covering([&[0u64, 0][..]], &[0, 0]), 1);
         assert_eq!(replica_ack_ms(&[900, 400, 1000]), Some(400));
         assert_eq!(replica_ack_ms(&[]), None);
+    }
+
+    #[test]
+    fn a_replica_on_shard_links_is_one_info_line() {
+        let line = linked_replica("10.0.0.2", 7000, &[Some((100, 900)), Some((20, 400))]);
+        assert_eq!((line.ack_offset, line.ack_ms), (120, 400));
+        assert_eq!(line.state, crate::repl::LinkState::Online);
+        let missing = linked_replica("10.0.0.2", 7000, &[Some((100, 900)), None]);
+        assert_eq!(missing.state, crate::repl::LinkState::WaitBgsave);
+        assert_eq!(missing.ack_offset, 100);
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub enum Item {
     Apply(Command),
     /// `REPLCONF GETACK *`: acknowledge the offset.
     GetAck,
+    /// `REPLCONF BARRIER`: the next item (a MULTI/EXEC block) is this shard's part of
+    /// transaction `id` over the shards `involved` (see [`super::barrier`]).
+    Barrier {
+        id: super::barrier::BarrierId,
+        involved: u64,
+    },
     /// `SELECT db`: the database the commands after it are for.
     Select(i64),
     /// Counts in the offset, changes nothing: PING, other REPLCONFs.
@@ -179,10 +185,21 @@ impl StreamReader {
             return Ok(Some(Item::Skip));
         }
         if is("replconf") {
-            let getack = args
-                .get(1)
-                .is_some_and(|sub| sub.eq_ignore_ascii_case(b"getack"));
-            return Ok(Some(if getack { Item::GetAck } else { Item::Skip }));
+            let sub = |word: &[u8]| args.get(1).is_some_and(|s| s.eq_ignore_ascii_case(word));
+            if sub(b"barrier") {
+                return Ok(Some(match super::barrier::parse(&args[2..]) {
+                    Some((id, involved)) => Item::Barrier { id, involved },
+                    None => Item::Invalid {
+                        name: "replconf".into(),
+                        why: "malformed BARRIER".into(),
+                    },
+                }));
+            }
+            return Ok(Some(if sub(b"getack") {
+                Item::GetAck
+            } else {
+                Item::Skip
+            }));
         }
         if is("select") {
             let db = args

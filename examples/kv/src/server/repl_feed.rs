@@ -326,6 +326,12 @@ fn kick() {
     });
 }
 
+/// From now on a transaction or program over several shards forms a [`Group`] (set before
+/// a cut is taken, so one planned after this is grouped whenever it runs).
+pub(crate) fn start_grouping() {
+    STREAMING.store(true, Ordering::SeqCst);
+}
+
 /// Starts streaming this shard's writes (idempotent) and returns the cut: the number of
 /// bytes produced so far, all of them handed to the hub before anything after them.
 pub(crate) fn start_and_cut() -> u64 {

@@ -81,6 +81,7 @@ mod follow;
 mod group;
 mod hub;
 mod link;
+mod shard_cut;
 mod shard_link;
 mod shard_sync;
 

@@ -190,6 +190,13 @@ impl ServerShared {
                 let mut info = self.repl.info();
                 info.min_replicas_to_write =
                     (self.session.live.hot.min_replicas_to_write).load(Ordering::Relaxed);
+                // On shard links the node's offset is the sum of its links' (no single
+                // stream passes through the master side to count it).
+                if let Some(link) = (self.replica.info(&self.session.live))
+                    .filter(|link| link.shard_offsets.is_some())
+                {
+                    info.identity.master_repl_offset = link.applied_offset;
+                }
                 info
             }),
         }

@@ -1,7 +1,8 @@
 //! The master's side of per-shard links, driven by hand: the test speaks as replica shard
 //! `i` (`REPLCONF shard-streams 4 key-map M shard i`, PSYNC), as a replica of this build
-//! will once its side is built. The master serves links only under the test hook while
-//! `repl::shards::SERVED` is false.
+//! does. A replica's links sync in full together (one cut for all of them): the test's
+//! links, from one address without a listening port, are one replica's, so a full sync
+//! needs all four ([`Link::open_all`], or [`Link::start`] each, then [`Link::began`]).
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -13,10 +14,8 @@ use corewire_kv::rdb::{Decoder, Item};
 use corewire_kv::repl::shards::KEY_MAP;
 use corewire_kv::routing::shard_of;
 
-pub const HOOK: (&str, &str) = ("COREWIRE_KV_TEST_SHARD_LINKS", "1");
-
 pub fn master() -> (Server, Resp) {
-    let server = Server::start_with_env(&["--shards", "4"], &[HOOK]);
+    let server = Server::start(&["--shards", "4"]);
     let conn = server.connect();
     (server, conn)
 }
@@ -62,8 +61,23 @@ impl Link {
         }
     }
 
-    /// Connects as shard `shard`'s link and sends PSYNC (`?` and -1 for a full sync).
+    /// Connects as shard `shard`'s link and sends PSYNC (`?` and -1 for a full sync);
+    /// waits for the master's answer (a full sync needs the other three links started).
     pub fn open(port: u16, shard: usize, replid: &str, offset: i64) -> (Link, Began) {
+        let mut link = Link::start(port, shard, replid, offset);
+        let began = link.began();
+        (link, began)
+    }
+
+    /// All four links, synced in full together.
+    pub fn open_all(port: u16) -> Vec<(Link, Began)> {
+        let mut links: Vec<Link> = (0..4).map(|s| Link::start(port, s, "?", -1)).collect();
+        let began: Vec<Began> = links.iter_mut().map(Link::began).collect();
+        links.into_iter().zip(began).collect()
+    }
+
+    /// Connects as shard `shard`'s link and sends PSYNC, answered at [`Link::began`].
+    pub fn start(port: u16, shard: usize, replid: &str, offset: i64) -> Link {
         let raw = TcpStream::connect(("127.0.0.1", port)).unwrap();
         raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut link = Link {
@@ -87,21 +101,26 @@ impl Link {
             &i,
         ]);
         send(&["PSYNC", replid, &offset.to_string()]);
-        assert_eq!(link.line(), "+OK");
-        assert_eq!(link.line(), format!("+SHARD-LINK {shard}"));
-        let answer = link.line();
+        link.offset = offset.max(1) as u64 - 1;
+        link
+    }
+
+    /// The master's answer to [`Link::start`]'s PSYNC (and the snapshot's keys).
+    pub fn began(&mut self) -> Began {
+        let shard = self.shard;
+        assert_eq!(self.line(), "+OK");
+        assert_eq!(self.line(), format!("+SHARD-LINK {shard}"));
+        let answer = self.line();
         let fields: Vec<&str> = answer.split(' ').collect();
         match fields[..] {
             ["+CONTINUE", id] => {
-                assert_eq!(id, replid, "the same history goes on");
-                link.offset = (offset - 1) as u64;
-                (link, Began::Continue)
+                assert_eq!(id, self.replid, "the same history goes on");
+                Began::Continue
             }
             ["+FULLRESYNC", id, at] => {
-                link.replid = id.to_owned();
-                link.offset = at.parse().unwrap();
-                let keys = link.snapshot();
-                (link, Began::Full(keys))
+                self.replid = id.to_owned();
+                self.offset = at.parse().unwrap();
+                Began::Full(self.snapshot())
             }
             _ => panic!("shard {shard}: PSYNC answered {answer:?}"),
         }

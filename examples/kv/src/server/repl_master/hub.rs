@@ -311,9 +311,19 @@ impl Hub {
     }
 
     pub(super) fn publish(&self, shared: &ReplShared) {
+        // A replica on shard links is one line, after the single-stream ones.
+        let mut linked: Vec<_> = self.shard_replicas.iter().collect();
+        linked.sort_by(|a, b| a.0.cmp(b.0));
+        let linked = (linked.into_iter())
+            .map(|((ip, port), links)| crate::repl::shards::linked_replica(ip, *port, links));
         let info = ReplInfo {
             identity: self.identity.clone(),
-            replicas: self.replicas.iter().map(Replica::info).collect(),
+            replicas: self
+                .replicas
+                .iter()
+                .map(Replica::info)
+                .chain(linked)
+                .collect(),
             backlog: (self.backlog.as_ref()).map(|b| (b.first_byte_offset(), b.histlen() as u64)),
             backlog_size: self.backlog_size as u64,
             min_replicas_to_write: self.min_to_write,

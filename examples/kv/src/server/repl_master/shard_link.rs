@@ -16,19 +16,18 @@
 //! starts following a master drops its shard links and their history ([`reset_all`]), and
 //! declines new ones while it follows.
 //!
-//! A shard's full sync (`shard_sync.rs`) begins its snapshot and takes the stream's offset
-//! in one step on the shard itself, so the cut needs no bookkeeping: the link gets every
-//! byte streamed after it.
+//! A shard's full sync (`shard_sync.rs`) is its part of one cut for all of its replica's
+//! links (`shard_cut.rs`): each shard begins its snapshot and takes its stream's offset in
+//! one step while every shard is held, so the link gets every byte streamed after it, and
+//! a transaction over several shards is in every part of the snapshot or in every
+//! stream. Such a transaction's (or program's) part goes on the stream as a barrier record
+//! and its block (`repl::barrier`, [`tap`]), which the replica applies with the others.
 //!
-//! Not yet here (the node answers every offer `+SINGLE-STREAM not-served` until it is,
-//! see `repl::shards::SERVED`): a transaction over several shards applied whole on the
-//! replica (each shard's part is streamed as a MULTI/EXEC of its own), and the shard links
-//! in INFO's `slaveN:` lines. Each link's full sync or partial resync counts in INFO's
-//! `sync_full` / `sync_partial_ok` (a replica on 4 links: 4 full syncs).
+//! Each link's full sync or partial resync counts in INFO's `sync_full` /
+//! `sync_partial_ok` (a replica on 4 links: 4 full syncs).
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -36,6 +35,7 @@ use corewire::runtime::{send_to, sleep, spawn_local};
 use corewire::sync::Notify;
 
 use crate::config::value::OutputBufferLimits;
+use crate::repl::barrier;
 use crate::repl::shard_link::{Limits, OutQueue, Over};
 use crate::repl::{decide, Backlog, Decision, Identity, LinkState};
 use crate::server::repl_feed::FeedItem;
@@ -49,17 +49,9 @@ use super::{CHUNK, GETACK, PING, SELECT_0};
 /// The shard hub's timer: pings, soft limits, settings.
 const TICK: Duration = Duration::from_millis(100);
 
-const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
-const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
-
-/// Whether this master serves shard links: [`crate::repl::shards::SERVED`], or the test
-/// hook `COREWIRE_KV_TEST_SHARD_LINKS=1`, with which tests drive the links built so far by
-/// speaking as a replica shard (no replica of this build asks for one).
+/// Whether this master serves shard links ([`crate::repl::shards::SERVED`]).
 pub(in crate::server) fn served() -> bool {
-    static HOOK: OnceLock<bool> = OnceLock::new();
     crate::repl::shards::SERVED
-        || *HOOK
-            .get_or_init(|| std::env::var("COREWIRE_KV_TEST_SHARD_LINKS").is_ok_and(|v| v == "1"))
 }
 
 pub(super) struct ShardLink {
@@ -116,6 +108,8 @@ pub(super) struct ShardHub {
     last_ping_ms: u64,
     /// This hub's number on the shard: its timer stops when a reset replaces it.
     generation: u64,
+    /// The steps of programs holding this shard, until their part closes them.
+    pieces: std::collections::HashMap<crate::repl::barrier::BarrierId, BytesMut>,
 }
 
 corewire::runtime::shard_local! {
@@ -148,6 +142,7 @@ impl ShardHub {
             ping_period_ms: 10_000,
             last_ping_ms: now_ms(),
             generation,
+            pieces: std::collections::HashMap::new(),
         };
         hub.read_settings();
         // The stream begins by selecting the database, as Redis's does.
@@ -202,9 +197,12 @@ impl ShardHub {
 }
 
 /// An item of this shard's feed, as it is queued for the hub: its bytes go on this shard's
-/// stream too, while it has one. A transaction's or a program's part is a MULTI/EXEC of
-/// its own here (atomic on this shard; not yet across shards).
+/// stream too, while it has one. A transaction's or a program's part over several shards
+/// goes as a barrier record and its block (`repl::barrier`), which the replica applies with
+/// the other shards' parts; a part of one shard is a MULTI/EXEC of its own. A program's
+/// steps (pieces) wait here for its part, which closes it.
 pub(in crate::server) fn tap(item: &mut FeedItem) {
+    let shard_id = shard::current().id;
     let bytes = match item {
         // A WAIT waits for this shard's stream as far as it is now (behind the writes the
         // client made before it).
@@ -213,14 +211,34 @@ pub(in crate::server) fn tap(item: &mut FeedItem) {
             return;
         }
         FeedItem::Batch { bytes, .. } | FeedItem::FlushAll { bytes, .. } => bytes.clone(),
-        FeedItem::Part { bytes, .. } | FeedItem::Piece { bytes, .. } if !bytes.is_empty() => {
-            let mut block = BytesMut::with_capacity(MULTI.len() + bytes.len() + EXEC.len());
-            block.extend_from_slice(MULTI);
-            block.extend_from_slice(bytes);
-            block.extend_from_slice(EXEC);
-            block.freeze()
+        FeedItem::Piece { id, bytes, .. } => {
+            with_shard_hub(|hub| {
+                hub.pieces.entry(*id).or_default().extend_from_slice(bytes);
+                Some(())
+            });
+            return;
         }
-        _ => return,
+        FeedItem::Part {
+            id,
+            involved,
+            bytes,
+            ..
+        } => {
+            let (id, involved, bytes) = (*id, *involved, bytes.clone());
+            let Some(body) = with_shard_hub(|hub| {
+                let mut body = hub.pieces.remove(&id).unwrap_or_default();
+                body.extend_from_slice(&bytes);
+                Some(body)
+            }) else {
+                return;
+            };
+            let bit = 1u64.checked_shl(shard_id as u32).unwrap_or(0);
+            if involved.count_ones() >= 2 && involved & bit != 0 {
+                barrier::record(id, involved, &body)
+            } else {
+                barrier::block(&body)
+            }
+        }
     };
     with_shard_hub(|hub| {
         // A node that follows a master streams that master's history, not its own: its
@@ -235,7 +253,8 @@ pub(in crate::server) fn tap(item: &mut FeedItem) {
 /// How a shard link begins.
 pub(super) enum Start {
     Continue(Bytes),
-    Full,
+    /// A full sync of the replica at this address (with its other links: `shard_cut.rs`).
+    Full((String, u16)),
 }
 
 /// On shard `i`: the PSYNC of a connection (on `conn_shard`) that is this shard's link.
@@ -256,7 +275,12 @@ pub(super) fn accept(
             n.get()
         });
         let (replid, offset) = psync;
-        let decision = decide(&hub.identity(), Some(&hub.backlog), &replid, offset, &[]);
+        let replica = (ip.clone(), conf.port);
+        let mut decision = decide(&hub.identity(), Some(&hub.backlog), &replid, offset, &[]);
+        if super::shard_cut::forced(&replica) {
+            // The replica's links gather for one cut: this one syncs with them.
+            decision = Decision::Full(crate::repl::FullReason::Requested);
+        }
         let mut link = ShardLink {
             id,
             conn_shard,
@@ -285,12 +309,15 @@ pub(super) fn accept(
             }
             Decision::Full(reason) => {
                 tracing::info!(%ip, port = conf.port, shard, ?reason, "shard link: full resynchronization");
-                Start::Full
+                if super::shard_cut::open(&replica, shard::current().count) {
+                    drop_streaming(replica.clone());
+                }
+                Start::Full(replica)
             }
         };
         hub.links.push(link);
         // INFO's sync_full / sync_partial_ok count each shard link's sync.
-        let full = matches!(start, Start::Full);
+        let full = matches!(start, Start::Full(_));
         spawn_local(async move {
             let _ = send_to(0, move || {
                 super::hub::with_hub(|hub| match full {
@@ -315,6 +342,30 @@ pub(super) fn cut(id: u64) -> Result<(String, u64), Gone> {
         Some((replid, offset))
     })
     .ok_or(Gone)
+}
+
+/// The links of the replica at `replica` that stream (on every shard) are dropped: they
+/// come back and join its round of full syncs (those waiting for a cut stay).
+fn drop_streaming(replica: (String, u16)) {
+    let shards = shard::current().count;
+    spawn_local(async move {
+        for target in 0..shards {
+            let replica = replica.clone();
+            let _ = send_to(target, move || {
+                with_shard_hub(|hub| {
+                    for link in &mut hub.links {
+                        if link.streaming && (&link.ip, link.port) == (&replica.0, replica.1) {
+                            tracing::info!(ip = %link.ip, port = link.port,
+                                "shard link dropped: its replica's links sync in full together");
+                            link.drop_link();
+                        }
+                    }
+                    Some(())
+                });
+            })
+            .await;
+        }
+    });
 }
 
 /// Whether the link is still wanted.
@@ -356,7 +407,7 @@ pub(super) async fn run(id: u64, start: Start) {
     let result = async {
         match start {
             Start::Continue(line) => send(id, line).await?,
-            Start::Full => super::shard_sync::full_sync(id).await?,
+            Start::Full(replica) => super::shard_sync::full_sync(id, replica).await?,
         }
         stream(id).await
     }

@@ -2,11 +2,11 @@
 //! point-in-time snapshot (the walk BGSAVE and the single stream's full sync use,
 //! `rdb_save.rs`), sent as a diskless RDB of its own, then its stream from the cut.
 //!
-//! 1. Wait for the node's snapshot to be free (a BGSAVE, an AOF rewrite or another full
-//!    sync holds it: they take turns, so the shards' links synchronize one after another),
-//!    then, in one step on this shard, begin its snapshot, start its feed, and take the
-//!    stream's offset: every write before it is in the snapshot, every one after it goes
-//!    to the link.
+//! 1. Wait for the replica's cut (`shard_cut.rs`): one for all of its links, taken with
+//!    every shard held as a transaction over all shards holds them, where each shard began
+//!    its snapshot, started its feed and took its stream's offset in one step: every write
+//!    before it is in the snapshot, every one after it goes to the link. The links then
+//!    send their parts at once.
 //! 2. `+FULLRESYNC <replid> <offset>` (the offset counts this shard's stream), then
 //!    `$EOF:<mark>`, the RDB (header, the function libraries on shard 0's link only,
 //!    `SELECTDB 0` with this shard's counts, its keys, the checksum) and the mark. A shard
@@ -20,55 +20,25 @@ use bytes::Bytes;
 use corewire::runtime::sleep;
 
 use super::link::Gone;
-use super::shard_link::{self, acked, alive, cut, set_state};
+use super::shard_link::{self, acked, set_state};
 use crate::rdb::{crc64, RdbWriter};
 use crate::repl::LinkState;
 use crate::server::shard::{self, now_ms};
 use crate::server::{rdb_file, rdb_save};
 
-/// How often a sync waiting for the snapshot looks again.
+/// How often a sync waiting for its replica's acknowledgement looks again.
 const RETRY: Duration = Duration::from_millis(5);
 
-/// Releases this shard's snapshot and the node's, however the sync ends.
-struct Snapshot {
-    shared: std::sync::Arc<crate::server::shared::ServerShared>,
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        rdb_save::end_here(false);
-        self.shared.rdb.lock().in_progress = false;
-    }
-}
-
-/// Synchronizes shard link `id` fully.
-pub(super) async fn full_sync(id: u64) -> Result<(), Gone> {
+/// Synchronizes shard link `id` (of the replica at `replica`) fully.
+pub(super) async fn full_sync(id: u64, replica: (String, u16)) -> Result<(), Gone> {
     let here = shard::current();
     let shared = here.shared.clone();
     let with_functions = here.id == 0;
     drop(here);
-    // 1. The snapshot and the cut.
-    let (snapshot, (replid, offset), keys, expires, checksum) = loop {
-        if !alive(id) {
-            return Err(Gone);
-        }
-        if !shared.rdb.lock().try_begin() {
-            sleep(RETRY).await;
-            continue;
-        }
-        let target = rdb_save::target(&shared);
-        let Ok((keys, expires)) = rdb_save::begin_here(target.limits) else {
-            // An AOF rewrite holds this shard's snapshot: try again later.
-            shared.rdb.lock().in_progress = false;
-            sleep(RETRY * 20).await;
-            continue;
-        };
-        let snapshot = Snapshot {
-            shared: shared.clone(),
-        };
-        crate::server::repl_feed::start_and_cut();
-        break (snapshot, cut(id)?, keys, expires, target.checksum);
-    };
+    // 1. The cut, with the replica's other links.
+    let cut = super::shard_cut::wait(id, replica).await?;
+    let (snapshot, replid, offset) = (cut.snapshot, cut.replid, cut.offset);
+    let (keys, expires, checksum) = (cut.keys, cut.expires, cut.checksum);
     // 2. The RDB.
     shard_link::send(
         id,

@@ -30,8 +30,10 @@ use corewire::runtime::timer::sleep_until;
 use super::super::shard::{now_ms, Shard};
 use super::super::shared::ServerShared;
 use super::super::sink::{Merges, Origin, Part, ReplySink, SinkKey};
+use super::barriers::Step;
 use super::stream::MasterStream;
 use super::Which;
+use crate::repl::barrier::{BarrierId, Retract};
 use crate::repl::forward::Forwarder;
 use crate::repl::handshake::{
     request, take_line, Handshake, HandshakeConfig, HandshakeError, Next, Outcome,
@@ -131,7 +133,7 @@ impl Link {
 }
 
 /// An error reply to the master's command: Redis logs those too (the data may diverge).
-fn note_reply(reply: &Reply) {
+pub(super) fn note_reply(reply: &Reply) {
     if let Reply::Error(text) = reply {
         tracing::warn!(
             error = %String::from_utf8_lossy(text),
@@ -363,6 +365,9 @@ async fn session(
         Outcome::ShardLinks(n) => return Ok(Some(n)),
         Outcome::FullResync { replid, offset } => {
             tracing::info!(%replid, offset, ?which, "full resync from the master");
+            if let Which::Shard { i, n } = which {
+                replica.cut_began(i, n);
+            }
             replica.set_link_state(which, LinkState::Sync);
             // The snapshot goes to a temporary file in `dir` as it arrives (clients keep
             // the old data meanwhile), then loads from there piece by piece.
@@ -424,7 +429,18 @@ async fn session(
                 super::super::repl_master::follow(replid.clone(), offset, true);
             }
             replica.synced(which, replid, offset);
+            if let Which::Shard { i, .. } = which {
+                replica.cut_loaded(i);
+            }
             offset
+        }
+        Outcome::Continue { .. } if matches!(which, Which::Shard { i, .. } if replica.cut_awaits(i)) =>
+        {
+            // The other links loaded a cut this link has not: its stream is not theirs.
+            replica.slot(which).forget();
+            return Err(other(
+                "the master's other shard links synced in full: this one does too",
+            ));
         }
         Outcome::Continue { new_replid } => {
             tracing::info!(
@@ -540,6 +556,14 @@ async fn apply_stream(
     // A shard link's FLUSHALL (alone, or in its transaction part) read while commands
     // before it still run: it waits here, then runs on this shard only.
     let mut flush_waiting: Option<(Vec<crate::command::Command>, u64)> = None;
+    // A shard link's barrier (see `barriers.rs`): the record read (its id, shards, and
+    // the offset before it), its part read and waiting for the link to be idle, the
+    // stream held at it until its parts ran (the part's end, the record's start), and
+    // the parts this link dispatched.
+    let mut barrier: Option<(BarrierId, u64, u64)> = None;
+    let mut part_ready: Option<(BarrierId, u64, Vec<crate::command::TxnItem>, u64, u64)> = None;
+    let mut held_at: Option<(u64, u64)> = None;
+    let mut applying: Option<BarrierId> = None;
     let mut reader = StreamReader::new(start, shared.session.parser_limits);
     // What was read goes on to this node's own replicas once applied.
     let mut forward = Forwarder::new(start);
@@ -563,6 +587,48 @@ async fn apply_stream(
             if held || shard.txn.is_held_back(key) || link.core.borrow().applied.is_full() {
                 break;
             }
+            if let Some(id) = applying {
+                if !link.is_idle() {
+                    break;
+                }
+                applying = None;
+                super::barriers::finish(&shared, id);
+                replica.barriers.released(shard.id);
+            }
+            if let Some((end, _)) = held_at {
+                if !replica.barriers.released(shard.id) {
+                    break;
+                }
+                held_at = None;
+                link.core.borrow_mut().applied.counted(end);
+                continue;
+            }
+            if let Some((id, involved, items, start, end)) = part_ready.take() {
+                if !link.is_idle() {
+                    part_ready = Some((id, involved, items, start, end));
+                    break;
+                }
+                match super::barriers::arrive(&shared, shard.id, id, involved, items) {
+                    Ok(Step::Hold) | Ok(Step::Spawned) => held_at = Some((end, start)),
+                    Ok(Step::Dispatch(command)) => {
+                        let mut core = link.core.borrow_mut();
+                        let Core { merges, applied } = &mut *core;
+                        *seq += 1;
+                        applied.dispatched(*seq, end);
+                        if let Some(reply) = shard.dispatch(key, *seq, command, merges, now) {
+                            note_reply(&reply);
+                            applied.completed(*seq);
+                        }
+                        applying = Some(id);
+                    }
+                    Err(error) => {
+                        break 'link Err(other(format!(
+                            "a transaction's part out of place ({error:?}, {id:?})"
+                        )))
+                    }
+                }
+                continue;
+            }
             if let Some((commands, end)) = flush_waiting.take() {
                 if !link.is_idle() {
                     flush_waiting = Some((commands, end));
@@ -583,6 +649,7 @@ async fn apply_stream(
                 link.core.borrow_mut().applied.counted(end);
                 continue;
             }
+            let before = reader.offset();
             let framed = match reader.next(&mut conn.input) {
                 Ok(Some(framed)) => framed,
                 Ok(None) => {
@@ -593,7 +660,24 @@ async fn apply_stream(
             };
             let mut core = link.core.borrow_mut();
             let Core { merges, applied } = &mut *core;
+            if let Some((id, involved, start)) = barrier.take() {
+                match framed.item {
+                    Item::Apply(crate::command::Command::Transaction(transaction)) => {
+                        part_ready = Some((id, involved, transaction.items, start, framed.end));
+                        continue;
+                    }
+                    item => {
+                        break 'link Err(other(format!(
+                            "a barrier record not followed by its block: {item:?}"
+                        )))
+                    }
+                }
+            }
             match framed.item {
+                Item::Barrier { id, involved } if !single && db == 0 => {
+                    barrier = Some((id, involved, before));
+                }
+                Item::Barrier { .. } => applied.counted(framed.end),
                 Item::Apply(command) if db == 0 && !single && flushes(&command) => {
                     flush_waiting = Some((here_only(command), framed.end));
                 }
@@ -680,11 +764,41 @@ async fn apply_stream(
     // A new link continues after the last whole item taken (a MULTI block cut short comes
     // again whole).
     link.drain().await;
-    let resume = match flush_waiting {
+    let mut resume = match flush_waiting {
         // Not applied: it comes again, after what ran before it.
         Some(_) => link.applied(),
         None => reader.resume_offset(),
     };
+    if let Some(id) = applying {
+        // What this link dispatched ran (drained): the held links go on.
+        super::barriers::finish(&shared, id);
+    }
+    // A record read whose part did not arrive comes again whole.
+    if let Some((_, _, start)) = barrier {
+        resume = start;
+    }
+    if let Some((_, _, _, start, _)) = part_ready {
+        resume = start;
+    }
+    if !single {
+        match replica.barriers.retract(shard.id) {
+            Retract::Nothing => {}
+            Retract::Retracted => {
+                if let Some((_, start)) = held_at {
+                    resume = start;
+                }
+            }
+            Retract::InFlight => {
+                // The parts are being applied (this one with them): after them.
+                while !replica.barriers.released(shard.id) {
+                    corewire::runtime::sleep(Duration::from_millis(1)).await;
+                }
+                if let Some((end, _)) = held_at {
+                    resume = end;
+                }
+            }
+        }
+    }
     if single {
         // The next link continues after `resume`: what was read past it comes again.
         super::super::repl_master::follow_stream(forward.end(resume));

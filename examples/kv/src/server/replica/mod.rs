@@ -9,6 +9,7 @@
 //! on to this node's own replicas (a chain: `repl_master/follow.rs`), and [`hold_stream`]
 //! holds it still where their snapshots are cut.
 
+mod barriers;
 mod link;
 mod load;
 mod shard_links;
@@ -128,6 +129,11 @@ pub(crate) struct ReplicaShared {
     /// Nothing the link dispatched is running and every byte it applied went on to the
     /// master side's stream (see `repl::forward`).
     quiet: AtomicBool,
+    /// Shard links' transaction parts held at their barriers ([`barriers`]).
+    barriers: barriers::Barriers,
+    /// The shard links still to load their part of the master's cut (a bit per shard):
+    /// the node answers `-LOADING` until every link loaded the same cut.
+    cut_pending: Mutex<u64>,
 }
 
 impl ReplicaShared {
@@ -149,6 +155,8 @@ impl ReplicaShared {
             failures: AtomicU64::new(0),
             holds: AtomicU32::new(0),
             quiet: AtomicBool::new(true),
+            barriers: barriers::Barriers::new(shards),
+            cut_pending: Mutex::new(0),
         }
     }
 
@@ -296,6 +304,51 @@ impl ReplicaShared {
             self.shard_slots.iter().for_each(LinkSlot::forget);
         } else {
             self.single.forget();
+        }
+    }
+
+    fn cut_pending(&self) -> MutexGuard<'_, u64> {
+        // Only ever a few bit operations: a panic while holding it leaves it usable.
+        self.cut_pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Shard link `i` of `n` got `+FULLRESYNC`: the master cut every link of this node
+    /// together (its round), so every link loads a part of it before the node serves
+    /// reads again. Its old resume point is gone: it must not continue the old stream.
+    fn cut_began(&self, i: usize, n: usize) {
+        self.shard_slots[i].forget();
+        let mut pending = self.cut_pending();
+        if *pending == 0 {
+            *pending = u64::MAX >> (64 - n.clamp(1, 64));
+            self.gate.set_loading(true);
+        }
+        *pending |= 1u64.checked_shl(i as u32).unwrap_or(0);
+    }
+
+    /// Shard link `i` loaded its part of the cut.
+    fn cut_loaded(&self, i: usize) {
+        let mut pending = self.cut_pending();
+        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+        if *pending & bit != 0 {
+            *pending &= !bit;
+            if *pending == 0 {
+                self.gate.set_loading(false);
+            }
+        }
+    }
+
+    /// Whether shard link `i` is still to load its part of a cut (it cannot continue its
+    /// old stream: the other links loaded a later cut).
+    fn cut_awaits(&self, i: usize) -> bool {
+        *self.cut_pending() & 1u64.checked_shl(i as u32).unwrap_or(0) != 0
+    }
+
+    /// The shard links ended: no cut is awaited any more.
+    fn cut_abandoned(&self) {
+        let mut pending = self.cut_pending();
+        if *pending != 0 {
+            *pending = 0;
+            self.gate.set_loading(false);
         }
     }
 

@@ -7,9 +7,16 @@
 //! master's shard backlog still has it); the node-level state is their aggregate
 //! (`ReplicaShared`).
 //!
+//! The links' full syncs are one cut of the master for all of them (the master gathers
+//! them: `repl::shard_link`'s rounds), and the node answers `-LOADING` from the first
+//! link's `+FULLRESYNC` until every link loaded its part of that cut; a link that would
+//! continue its old stream meanwhile syncs in full too. A transaction over several shards
+//! is held at its barrier on each involved shard until every part arrived
+//! (`barriers.rs`).
+//!
 //! When shard links are used, and when not:
-//! - only when this build applies them ([`offers`]: `repl::shards::SERVED`, or the test hook
-//!   `COREWIRE_KV_TEST_SHARD_LINKS=1`), with more than one shard, and only on the master's
+//! - only when this build applies them ([`offers`]: `repl::shards::SERVED`) and
+//!   `repl-shard-links` is not `no`, with more than one shard, and only on the master's
 //!   exact consent (same shard count and key map; anything else keeps the single stream);
 //! - not on a node asked for a stream by a sub-replica: shard links cannot be passed on
 //!   (a chain needs one stream with one offset), so such a node goes back to the single
@@ -38,6 +45,7 @@ use crate::repl::MasterLinkState as LinkState;
 /// Whether this node offers shard links to its master now.
 pub(super) fn offers(shared: &ServerShared) -> bool {
     super::super::repl_master::shard_links_served()
+        && shared.session.live.get("repl-shard-links").as_deref() != Some("no")
         && !shared.replica.single_only.load(Ordering::Relaxed)
 }
 
@@ -100,6 +108,7 @@ pub(super) async fn run_all(shard: &Rc<Shard>, generation: u64, n: usize) {
     // promotion). A refused link keeps it there until the next REPLICAOF (the master
     // that consented refused: offering again would only repeat it).
     replica.shard_links.store(0, Ordering::Relaxed);
+    replica.cut_abandoned();
     if replica.links_ended.load(Ordering::Relaxed) {
         replica.single_only.store(true, Ordering::Relaxed);
     }
