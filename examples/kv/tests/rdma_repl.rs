@@ -60,10 +60,14 @@ fn start_master(endpoint: SocketAddr) -> Server {
     ])
 }
 
+/// A replica on the single stream (shard links over RDMA have a test of their own below):
+/// these tests count its one stream's syncs and check its one `slave0` line.
 fn start_replica(host: &str, port: u16) -> Server {
     Server::start(&[
         "--shards",
         "2",
+        "--repl-shard-links",
+        "no",
         "--repl-transport",
         "rdma",
         "--replicaof",
