@@ -665,7 +665,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         .help("how this replica reaches its master: tcp, or rdma to the master's --repl-rdma endpoint at REPLICAOF's host and port (no fallback to TCP)"),
     opt("repl-shard-links", BOOL, "yes")
         .flags(OURS)
-        .help("a replica with several shards offers its master one link per shard (taken only from a corewire master with the same shard count and key map); no: the single stream"),
+        .help("a replica with several shards offers its master one link per shard (taken only from a corewire master with the same shard count and key map; not in cluster mode); no: the single stream"),
     opt("rdma-poller", CHECKED, "adaptive")
         .flags(OURS)
         .check(check_parse::<corewire::transport::rdma::PollerMode>)

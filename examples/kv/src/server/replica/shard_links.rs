@@ -15,8 +15,9 @@
 //! (`barriers.rs`).
 //!
 //! When shard links are used, and when not:
-//! - only when this build applies them ([`offers`]: `repl::shards::SERVED`) and
-//!   `repl-shard-links` is not `no`, with more than one shard, and only on the master's
+//! - only when this build applies them ([`offers`]: `repl::shards::SERVED`),
+//!   `repl-shard-links` is not `no` and the node is not in a cluster (a cluster replica's
+//!   failover compares single-stream offsets), with more than one shard, and only on the master's
 //!   exact consent (same shard count and key map; anything else keeps the single stream);
 //! - not on a node asked for a stream by a sub-replica: shard links cannot be passed on
 //!   (a chain needs one stream with one offset), so such a node goes back to the single
@@ -42,9 +43,12 @@ use super::link::{run_link, Link};
 use super::Which;
 use crate::repl::MasterLinkState as LinkState;
 
-/// Whether this node offers shard links to its master now.
+/// Whether this node offers shard links to its master now. A cluster replica does not: its
+/// failover (CLUSTER FAILOVER's wait for the primary's offset, the election's rank by offset)
+/// speaks of the single stream's offset.
 pub(super) fn offers(shared: &ServerShared) -> bool {
     super::super::repl_master::shard_links_served()
+        && !shared.cluster_enabled
         && shared.session.live.get("repl-shard-links").as_deref() != Some("no")
         && !shared.replica.single_only.load(Ordering::Relaxed)
 }
