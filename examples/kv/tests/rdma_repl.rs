@@ -224,14 +224,7 @@ fn signal(server: &Server, name: &str) {
 fn shard_links_over_rdma() {
     corewire_verbs::testing::require_device();
     let endpoint = SocketAddr::new(endpoint_ip(), repl_endpoint().port() + 2);
-    let master = Server::start(&[
-        "--shards",
-        "2",
-        "--protected-mode",
-        "no",
-        "--repl-rdma",
-        &endpoint.to_string(),
-    ]);
+    let master = start_master(endpoint);
     let mut m = master.connect();
     workload(&mut m);
     let (host, port) = (endpoint.ip().to_string(), endpoint.port().to_string());
